@@ -1,0 +1,1 @@
+//! CPU backend (tract-onnx). Placeholder: filled in by its owner.

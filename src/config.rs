@@ -1,0 +1,848 @@
+//! Typed daemon configuration: parsing, defaults and validation.
+//!
+//! Owns: the TOML schema (`config/jetson-detectd.toml` documents every key and is also the embedded
+//! default), resolution of relative paths, and [`ConfigError`], which always names the file, the
+//! key and what is allowed. Must not: open models, cameras or sockets — `check-config` relies on
+//! validation having no side effects beyond reading the config (and the password file it names).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The documented example, also used when no `--config` is given.
+pub const EMBEDDED_DEFAULT: &str = include_str!("../config/jetson-detectd.toml");
+
+/// Where a config came from, for error messages and relative paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigOrigin {
+    File(PathBuf),
+    Embedded,
+}
+
+impl fmt::Display for ConfigOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigOrigin::File(path) => write!(f, "{}", path.display()),
+            ConfigOrigin::Embedded => f.write_str("<embedded default config>"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{origin}: cannot read config: {source}")]
+    Read { origin: ConfigOrigin, source: std::io::Error },
+    #[error("{origin}: {message}")]
+    Parse { origin: ConfigOrigin, message: String },
+    #[error("{origin}: `{key}`: {message}")]
+    Invalid { origin: ConfigOrigin, key: String, message: String },
+}
+
+/// The whole configuration, validated.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub device: DeviceConfig,
+    pub model: ModelConfig,
+    #[serde(default)]
+    pub engine: EngineConfig,
+    #[serde(rename = "camera")]
+    pub cameras: Vec<CameraConfig>,
+    #[serde(default)]
+    pub mqtt: MqttConfig,
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+    #[serde(default)]
+    pub snapshot: SnapshotConfig,
+    #[serde(default)]
+    pub homeassistant: HomeAssistantConfig,
+    /// Where the config came from (not a TOML key).
+    #[serde(skip, default = "embedded_origin")]
+    pub origin: ConfigOrigin,
+}
+
+fn embedded_origin() -> ConfigOrigin {
+    ConfigOrigin::Embedded
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    /// TensorRT when the binary has it and libnvinfer loads, else CPU.
+    #[default]
+    Auto,
+    Cpu,
+    Tensorrt,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Fallback {
+    /// A GPU/TensorRT failure at start is fatal.
+    #[default]
+    None,
+    /// Fall back to the CPU backend (logged as a warning).
+    Cpu,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    #[default]
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    pub fn filter(self) -> log::LevelFilter {
+        match self {
+            LogLevel::Error => log::LevelFilter::Error,
+            LogLevel::Warn => log::LevelFilter::Warn,
+            LogLevel::Info => log::LevelFilter::Info,
+            LogLevel::Debug => log::LevelFilter::Debug,
+            LogLevel::Trace => log::LevelFilter::Trace,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// Identifies this daemon in MQTT topics; default: the host name.
+    pub id: Option<String>,
+    #[serde(default)]
+    pub backend: BackendChoice,
+    #[serde(default)]
+    pub fallback: Fallback,
+    /// CUDA device ordinal.
+    #[serde(default)]
+    pub gpu: u32,
+    #[serde(default)]
+    pub log_level: LogLevel,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecoderKind {
+    /// Decoded boxes `[1,N,4]` (ymin,xmin,ymax,xmax in 0..1) + scores `[1,N,C]` with a background column.
+    Ssd,
+    /// `[1,N,5+C]`: cx,cy,w,h in input pixels, objectness, class scores.
+    Yolov5,
+    /// `[1,4+C,N]`: cx,cy,w,h in input pixels, class scores (YOLOv8 / YOLO11).
+    Yolov8,
+    /// NMS inside the model: num_dets, boxes (x1,y1,x2,y2 input pixels), scores, classes.
+    End2end,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TensorLayout {
+    Nchw,
+    Nhwc,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TensorDtype {
+    U8,
+    F16,
+    F32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColorOrder {
+    Rgb,
+    Bgr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResizeKind {
+    /// Scale each axis independently to the input size.
+    Stretch,
+    /// Keep aspect ratio, centre, pad with `pad`.
+    Letterbox,
+}
+
+/// How input tensors are produced from frames. Output value = (pixel − mean[c]) / std[c], with
+/// pixels in 0..255; u8 tensors take the pixel as is.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputConfig {
+    /// Tensor name; default: the model's first input.
+    pub name: Option<String>,
+    pub width: u32,
+    pub height: u32,
+    pub layout: TensorLayout,
+    pub dtype: TensorDtype,
+    #[serde(default = "default_color")]
+    pub color: ColorOrder,
+    #[serde(default = "default_resize")]
+    pub resize: ResizeKind,
+    /// Letterbox padding value (0..255 pixel units).
+    #[serde(default = "default_pad")]
+    pub pad: u8,
+    #[serde(default = "default_mean")]
+    pub mean: [f32; 3],
+    #[serde(default = "default_std")]
+    pub std: [f32; 3],
+}
+
+fn default_color() -> ColorOrder {
+    ColorOrder::Rgb
+}
+fn default_resize() -> ResizeKind {
+    ResizeKind::Stretch
+}
+fn default_pad() -> u8 {
+    114
+}
+fn default_mean() -> [f32; 3] {
+    [0.0; 3]
+}
+fn default_std() -> [f32; 3] {
+    [1.0; 3]
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// ONNX model (built into a TensorRT engine, or run by the CPU backend).
+    pub onnx: Option<PathBuf>,
+    /// Prebuilt TensorRT engine, used as is (TensorRT backend only).
+    pub engine: Option<PathBuf>,
+    /// Label file: one `id name` or `name` per line.
+    pub labels: PathBuf,
+    pub decoder: DecoderKind,
+    pub input: InputConfig,
+    #[serde(default = "default_score_threshold")]
+    pub score_threshold: f32,
+    #[serde(default = "default_nms_iou")]
+    pub nms_iou: f32,
+    #[serde(default = "default_max_detections")]
+    pub max_detections: usize,
+    /// Allow-list of label names; empty = every class.
+    #[serde(default)]
+    pub classes: Vec<String>,
+}
+
+fn default_score_threshold() -> f32 {
+    0.4
+}
+fn default_nms_iou() -> f32 {
+    0.5
+}
+fn default_max_detections() -> usize {
+    100
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    Fp32,
+    Fp16,
+    Int8,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    #[serde(default = "default_cache_dir")]
+    pub cache_dir: PathBuf,
+    #[serde(default)]
+    pub precision: Precision,
+    /// Builder workspace limit in MiB.
+    #[serde(default = "default_workspace_mib")]
+    pub workspace_mib: u32,
+    /// DLA core (Orin: 0 or 1) with GPU fallback; absent = GPU only.
+    pub dla_core: Option<u32>,
+    /// TensorRT builder optimisation level 0..=5.
+    #[serde(default = "default_opt_level")]
+    pub optimization_level: u8,
+    /// Ring slots per camera (≥ 2).
+    #[serde(default = "default_frame_slots")]
+    pub frame_slots: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            cache_dir: default_cache_dir(),
+            precision: Precision::default(),
+            workspace_mib: default_workspace_mib(),
+            dla_core: None,
+            optimization_level: default_opt_level(),
+            frame_slots: default_frame_slots(),
+        }
+    }
+}
+
+fn default_cache_dir() -> PathBuf {
+    // systemd's CacheDirectory= sets CACHE_DIRECTORY; outside systemd use the per-user cache.
+    if let Some(dir) = std::env::var_os("CACHE_DIRECTORY") {
+        PathBuf::from(dir)
+    } else if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME") {
+        PathBuf::from(xdg).join("jetson-detectd")
+    } else if let Some(home) = std::env::var_os("HOME") {
+        PathBuf::from(home).join(".cache/jetson-detectd")
+    } else {
+        PathBuf::from("/var/cache/jetson-detectd")
+    }
+}
+fn default_workspace_mib() -> u32 {
+    1024
+}
+fn default_opt_level() -> u8 {
+    3
+}
+fn default_frame_slots() -> usize {
+    3
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageMode {
+    /// Go through the files once, then the camera ends.
+    Once,
+    /// Start again after the last file.
+    #[default]
+    Loop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum V4l2Format {
+    Mjpeg,
+    Yuyv,
+}
+
+/// Where a camera's frames come from.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SourceConfig {
+    /// An image file or a directory of images (sorted by name).
+    Images {
+        path: PathBuf,
+        #[serde(default)]
+        mode: ImageMode,
+    },
+    /// A moving test pattern.
+    Synthetic {
+        #[serde(default = "default_synthetic_width")]
+        width: u32,
+        #[serde(default = "default_synthetic_height")]
+        height: u32,
+    },
+    /// A V4L2 capture device (USB UVC cameras).
+    V4l2 {
+        device: PathBuf,
+        width: u32,
+        height: u32,
+        #[serde(default = "default_v4l2_fps")]
+        fps: u32,
+        format: V4l2Format,
+    },
+    /// A GStreamer pipeline ending in `appsink` (CSI via nvarguscamerasrc, RTSP).
+    Gstreamer { pipeline: String },
+}
+
+fn default_synthetic_width() -> u32 {
+    640
+}
+fn default_synthetic_height() -> u32 {
+    480
+}
+fn default_v4l2_fps() -> u32 {
+    30
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CameraConfig {
+    /// Topic segment: letters, digits, `_` and `-`.
+    pub name: String,
+    pub source: SourceConfig,
+    /// Frame-rate cap; 0 = as fast as the source and pipeline go.
+    #[serde(default)]
+    pub fps: f32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PublishMode {
+    /// A message for every processed frame, with or without detections.
+    EveryFrame,
+    /// A message for every frame that has detections.
+    #[default]
+    Detections,
+    /// Only when the set of labels seen changes (including to none).
+    OnChange,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// CA bundle (PEM) that signs the broker's certificate.
+    pub ca_file: PathBuf,
+    /// Client certificate + key (PEM) for mutual TLS; both or neither.
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MqttConfig {
+    #[serde(default = "default_mqtt_host")]
+    pub host: String,
+    #[serde(default = "default_mqtt_port")]
+    pub port: u16,
+    /// Default: `jetson-detectd-<device id>`.
+    pub client_id: Option<String>,
+    /// Topic prefix; default `jetson-detectd/<device id>`.
+    pub prefix: Option<String>,
+    /// QoS for detections, snapshots and telemetry (0, 1 or 2). Status is always QoS 1.
+    #[serde(default = "default_qos")]
+    pub qos: u8,
+    #[serde(default = "default_keep_alive")]
+    pub keep_alive_s: u16,
+    /// Messages held while the broker is slow or away; the oldest is dropped (and counted) beyond.
+    #[serde(default = "default_queue_capacity")]
+    pub queue_capacity: usize,
+    #[serde(default)]
+    pub publish: PublishMode,
+    /// At most this many detection messages per camera per second; 0 = no limit.
+    #[serde(default)]
+    pub max_rate_hz: f32,
+    pub username: Option<String>,
+    /// File whose first line is the password (preferred).
+    pub password_file: Option<PathBuf>,
+    /// Environment variable holding the password.
+    pub password_env: Option<String>,
+    pub tls: Option<TlsConfig>,
+    /// Longest wait at shutdown for queued QoS ≥ 1 messages to be acknowledged.
+    #[serde(default = "default_shutdown_flush_ms")]
+    pub shutdown_flush_ms: u64,
+    /// Reconnect backoff bounds.
+    #[serde(default = "default_reconnect_min_ms")]
+    pub reconnect_min_ms: u64,
+    #[serde(default = "default_reconnect_max_ms")]
+    pub reconnect_max_ms: u64,
+}
+
+impl Default for MqttConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every MqttConfig key has a default")
+    }
+}
+
+fn default_mqtt_host() -> String {
+    "localhost".into()
+}
+fn default_mqtt_port() -> u16 {
+    1883
+}
+fn default_qos() -> u8 {
+    1
+}
+fn default_keep_alive() -> u16 {
+    30
+}
+fn default_queue_capacity() -> usize {
+    1000
+}
+fn default_shutdown_flush_ms() -> u64 {
+    3000
+}
+fn default_reconnect_min_ms() -> u64 {
+    500
+}
+fn default_reconnect_max_ms() -> u64 {
+    30_000
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// Seconds between telemetry messages; 0 disables them.
+    #[serde(default = "default_telemetry_interval")]
+    pub interval_s: u32,
+    /// Root under which Jetson sysfs files are looked up (tests point it at a fake tree).
+    #[serde(default = "default_sysfs_root")]
+    pub sysfs_root: PathBuf,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig { interval_s: default_telemetry_interval(), sysfs_root: default_sysfs_root() }
+    }
+}
+
+fn default_telemetry_interval() -> u32 {
+    10
+}
+fn default_sysfs_root() -> PathBuf {
+    PathBuf::from("/")
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    /// Minimum seconds between snapshots per camera.
+    #[serde(default = "default_snapshot_interval")]
+    pub interval_s: f32,
+    /// JPEG quality 1..=100.
+    #[serde(default = "default_jpeg_quality")]
+    pub jpeg_quality: u8,
+}
+
+impl Default for SnapshotConfig {
+    fn default() -> Self {
+        SnapshotConfig { enabled: false, interval_s: default_snapshot_interval(), jpeg_quality: default_jpeg_quality() }
+    }
+}
+
+fn default_snapshot_interval() -> f32 {
+    5.0
+}
+fn default_jpeg_quality() -> u8 {
+    80
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HomeAssistantConfig {
+    /// Publish Home Assistant MQTT discovery messages.
+    #[serde(default)]
+    pub discovery: bool,
+    #[serde(default = "default_discovery_prefix")]
+    pub discovery_prefix: String,
+    /// Labels that get a per-camera count sensor.
+    #[serde(default = "default_ha_labels")]
+    pub labels: Vec<String>,
+}
+
+impl Default for HomeAssistantConfig {
+    fn default() -> Self {
+        HomeAssistantConfig {
+            discovery: false,
+            discovery_prefix: default_discovery_prefix(),
+            labels: default_ha_labels(),
+        }
+    }
+}
+
+fn default_discovery_prefix() -> String {
+    "homeassistant".into()
+}
+fn default_ha_labels() -> Vec<String> {
+    vec!["person".into()]
+}
+
+impl Config {
+    /// Reads, parses, resolves relative paths against the file's directory, and validates.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let origin = ConfigOrigin::File(path.to_path_buf());
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { origin: origin.clone(), source })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::from_toml(&text, origin, &base)
+    }
+
+    /// The embedded default; its relative paths resolve against the data directory.
+    pub fn embedded_default() -> Result<Config, ConfigError> {
+        Self::from_toml(EMBEDDED_DEFAULT, ConfigOrigin::Embedded, &data_dir())
+    }
+
+    /// Parses `text`, resolves relative paths against `base`, validates.
+    pub fn from_toml(text: &str, origin: ConfigOrigin, base: &Path) -> Result<Config, ConfigError> {
+        let mut config: Config =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { origin: origin.clone(), message: e.to_string() })?;
+        config.origin = origin;
+        config.resolve_paths(base);
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        let resolve = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        if let Some(p) = self.model.onnx.as_mut() {
+            resolve(p);
+        }
+        if let Some(p) = self.model.engine.as_mut() {
+            resolve(p);
+        }
+        resolve(&mut self.model.labels);
+        for camera in &mut self.cameras {
+            if let SourceConfig::Images { path, .. } = &mut camera.source {
+                resolve(path);
+            }
+        }
+        if let Some(p) = self.mqtt.password_file.as_mut() {
+            resolve(p);
+        }
+        if let Some(tls) = self.mqtt.tls.as_mut() {
+            resolve(&mut tls.ca_file);
+            if let Some(p) = tls.client_cert.as_mut() {
+                resolve(p);
+            }
+            if let Some(p) = tls.client_key.as_mut() {
+                resolve(p);
+            }
+        }
+    }
+
+    fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid { origin: self.origin.clone(), key: key.into(), message: message.into() }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let m = &self.model;
+        match (&m.onnx, &m.engine) {
+            (None, None) => {
+                return Err(self.invalid("model", "set `onnx` (a model file) or `engine` (a prebuilt TensorRT engine)"))
+            }
+            (None, Some(_)) if self.device.backend == BackendChoice::Cpu => {
+                return Err(
+                    self.invalid("model.engine", "a TensorRT engine cannot run on the CPU backend; set `model.onnx`")
+                )
+            }
+            _ => {}
+        }
+        if !(0.0..=1.0).contains(&m.score_threshold) {
+            return Err(self.invalid("model.score_threshold", format!("{} is outside 0.0..=1.0", m.score_threshold)));
+        }
+        if !(0.0..=1.0).contains(&m.nms_iou) {
+            return Err(self.invalid("model.nms_iou", format!("{} is outside 0.0..=1.0", m.nms_iou)));
+        }
+        if m.max_detections == 0 {
+            return Err(self.invalid("model.max_detections", "must be at least 1"));
+        }
+        let input = &m.input;
+        for (key, value) in [("model.input.width", input.width), ("model.input.height", input.height)] {
+            if !(1..=8192).contains(&value) {
+                return Err(self.invalid(key, format!("{value} is outside 1..=8192")));
+            }
+        }
+        if input.std.iter().any(|s| !s.is_finite() || *s == 0.0) || input.mean.iter().any(|v| !v.is_finite()) {
+            return Err(self.invalid("model.input.std", "mean must be finite and std finite and non-zero"));
+        }
+        if input.dtype == TensorDtype::U8 && (input.mean != [0.0; 3] || input.std != [1.0; 3]) {
+            return Err(self.invalid("model.input.mean", "u8 inputs take raw pixels: leave mean/std at their defaults"));
+        }
+        if self.engine.frame_slots < 2 {
+            return Err(self.invalid("engine.frame_slots", "must be at least 2"));
+        }
+        if self.engine.optimization_level > 5 {
+            return Err(self.invalid("engine.optimization_level", "allowed: 0..=5"));
+        }
+        if self.engine.workspace_mib == 0 {
+            return Err(self.invalid("engine.workspace_mib", "must be at least 1"));
+        }
+        if self.cameras.is_empty() {
+            return Err(self.invalid("camera", "configure at least one [[camera]]"));
+        }
+        let mut names = BTreeSet::new();
+        for (i, camera) in self.cameras.iter().enumerate() {
+            let key = format!("camera[{i}].name");
+            if !is_topic_segment(&camera.name) {
+                return Err(self.invalid(&key, format!("{:?}: use 1..=64 letters, digits, `_` or `-`", camera.name)));
+            }
+            if !names.insert(camera.name.as_str()) {
+                return Err(self.invalid(&key, format!("{:?} is used by two cameras", camera.name)));
+            }
+            if !camera.fps.is_finite() || camera.fps < 0.0 {
+                return Err(self.invalid(&format!("camera[{i}].fps"), "must be ≥ 0 (0 = uncapped)"));
+            }
+            match &camera.source {
+                SourceConfig::Synthetic { width, height }
+                    if *width == 0 || *height == 0 || width % 2 == 1 || height % 2 == 1 =>
+                {
+                    return Err(self
+                        .invalid(&format!("camera[{i}].source"), "synthetic width/height must be even and non-zero"));
+                }
+                SourceConfig::V4l2 { width, height, fps, .. } if *width == 0 || *height == 0 || *fps == 0 => {
+                    return Err(
+                        self.invalid(&format!("camera[{i}].source"), "v4l2 width, height and fps must be non-zero")
+                    );
+                }
+                SourceConfig::Gstreamer { pipeline } if !pipeline.contains("appsink") => {
+                    return Err(
+                        self.invalid(&format!("camera[{i}].source.pipeline"), "the pipeline must end in an `appsink`")
+                    );
+                }
+                _ => {}
+            }
+        }
+        let mqtt = &self.mqtt;
+        if mqtt.qos > 2 {
+            return Err(self.invalid("mqtt.qos", format!("{} is not 0, 1 or 2", mqtt.qos)));
+        }
+        if mqtt.queue_capacity == 0 {
+            return Err(self.invalid("mqtt.queue_capacity", "must be at least 1"));
+        }
+        if !mqtt.max_rate_hz.is_finite() || mqtt.max_rate_hz < 0.0 {
+            return Err(self.invalid("mqtt.max_rate_hz", "must be ≥ 0 (0 = no limit)"));
+        }
+        if mqtt.host.is_empty() {
+            return Err(self.invalid("mqtt.host", "must not be empty"));
+        }
+        if mqtt.reconnect_min_ms == 0 || mqtt.reconnect_min_ms > mqtt.reconnect_max_ms {
+            return Err(self.invalid("mqtt.reconnect_min_ms", "must be ≥ 1 and ≤ reconnect_max_ms"));
+        }
+        if mqtt.password_file.is_some() && mqtt.password_env.is_some() {
+            return Err(self.invalid("mqtt.password_file", "set either password_file or password_env, not both"));
+        }
+        if (mqtt.password_file.is_some() || mqtt.password_env.is_some()) && mqtt.username.is_none() {
+            return Err(self.invalid("mqtt.username", "a password needs a username"));
+        }
+        if let Some(prefix) = &mqtt.prefix {
+            if prefix.is_empty() || prefix.ends_with('/') || prefix.contains(['+', '#']) {
+                return Err(
+                    self.invalid("mqtt.prefix", "must be non-empty, without a trailing `/` and without `+` or `#`")
+                );
+            }
+        }
+        if let Some(tls) = &mqtt.tls {
+            if tls.client_cert.is_some() != tls.client_key.is_some() {
+                return Err(self.invalid("mqtt.tls.client_cert", "set client_cert and client_key together"));
+            }
+        }
+        if !(1..=100).contains(&self.snapshot.jpeg_quality) {
+            return Err(self.invalid("snapshot.jpeg_quality", "allowed: 1..=100"));
+        }
+        if !self.snapshot.interval_s.is_finite() || self.snapshot.interval_s <= 0.0 {
+            return Err(self.invalid("snapshot.interval_s", "must be > 0"));
+        }
+        if let Some(id) = &self.device.id {
+            if !is_topic_segment(id) {
+                return Err(self.invalid("device.id", format!("{id:?}: use 1..=64 letters, digits, `_` or `-`")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The device id: configured, else the host name reduced to topic-safe characters.
+    pub fn device_id(&self) -> String {
+        if let Some(id) = &self.device.id {
+            return id.clone();
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let id: String =
+            host.trim().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).take(64).collect();
+        if id.is_empty() {
+            "jetson".into()
+        } else {
+            id
+        }
+    }
+
+    /// `mqtt.prefix`, else `jetson-detectd/<device id>`.
+    pub fn topic_prefix(&self) -> String {
+        self.mqtt.prefix.clone().unwrap_or_else(|| format!("jetson-detectd/{}", self.device_id()))
+    }
+}
+
+fn is_topic_segment(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Directory the embedded default's relative paths (`models/…`) resolve against:
+/// `$JETSON_DETECTD_DATA_DIR`, else `<exe>/../share/jetson-detectd` when that holds `models/`
+/// (the Debian package layout), else the source tree this binary was built from.
+pub fn data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("JETSON_DETECTD_DATA_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(share) =
+        std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.parent()?.join("share/jetson-detectd")))
+    {
+        if share.join("models").is_dir() {
+            return share;
+        }
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base"))
+    }
+
+    const MINIMAL: &str = r#"
+        [model]
+        onnx = "m.onnx"
+        labels = "l.txt"
+        decoder = "ssd"
+        input = { width = 300, height = 300, layout = "nhwc", dtype = "u8" }
+        [[camera]]
+        name = "front"
+        source = { kind = "synthetic" }
+    "#;
+
+    #[test]
+    fn embedded_default_is_valid() {
+        let config = Config::embedded_default().expect("embedded default must validate");
+        assert!(config.model.onnx.as_ref().is_some_and(|p| p.is_absolute()));
+    }
+
+    #[test]
+    fn minimal_config_gets_defaults_and_resolved_paths() {
+        let config = parse(MINIMAL).expect("valid");
+        assert_eq!(config.model.onnx.as_deref(), Some(Path::new("/base/m.onnx")));
+        assert_eq!(config.mqtt.port, 1883);
+        assert_eq!(config.model.input.resize, ResizeKind::Stretch);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = parse(&MINIMAL.replace("decoder = \"ssd\"", "decoder = \"ssd\"\nthreshold = 0.3")).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("test.toml") && text.contains("threshold"), "{text}");
+    }
+
+    #[test]
+    fn bad_enum_value_lists_allowed_values() {
+        let err = parse(&MINIMAL.replace("\"ssd\"", "\"yolov99\"")).unwrap_err().to_string();
+        assert!(err.contains("yolov99") && err.contains("yolov8"), "{err}");
+    }
+
+    #[test]
+    fn invalid_values_name_their_key() {
+        let cases = [
+            (MINIMAL.replace("[[camera]]", "[mqtt]\nqos = 3\n[[camera]]"), "mqtt.qos"),
+            (MINIMAL.replace("name = \"front\"", "name = \"front/door\""), "camera[0].name"),
+            (MINIMAL.replace("decoder = \"ssd\"", "decoder = \"ssd\"\nscore_threshold = 1.5"), "model.score_threshold"),
+            (MINIMAL.replace("dtype = \"u8\"", "dtype = \"u8\", std = [255.0, 255.0, 255.0]"), "model.input.mean"),
+            (MINIMAL.replace("onnx = \"m.onnx\"", ""), "model"),
+        ];
+        for (text, key) in cases {
+            match parse(&text) {
+                Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
+                other => panic!("expected an invalid `{key}`, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn duplicate_camera_names_are_rejected() {
+        let text = format!("{MINIMAL}\n[[camera]]\nname = \"front\"\nsource = {{ kind = \"synthetic\" }}\n");
+        assert!(matches!(parse(&text), Err(ConfigError::Invalid { key, .. }) if key == "camera[1].name"));
+    }
+}

@@ -1,0 +1,152 @@
+//! Detection results and the labels that name them.
+//!
+//! Owns: [`Detection`], [`BoundingBox`] (always in source-frame pixels once they leave the decoder),
+//! and [`Labels`] (the label file). Must not: know about tensors, MQTT or JSON layout.
+
+use std::path::{Path, PathBuf};
+
+/// Axis-aligned box, corners in pixels (x1 ≤ x2, y1 ≤ y2).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoundingBox {
+    pub x1: f32,
+    pub y1: f32,
+    pub x2: f32,
+    pub y2: f32,
+}
+
+impl BoundingBox {
+    pub fn area(&self) -> f32 {
+        (self.x2 - self.x1).max(0.0) * (self.y2 - self.y1).max(0.0)
+    }
+
+    /// Intersection over union; 0 for disjoint or empty boxes.
+    pub fn iou(&self, other: &BoundingBox) -> f32 {
+        let w = (self.x2.min(other.x2) - self.x1.max(other.x1)).max(0.0);
+        let h = (self.y2.min(other.y2) - self.y1.max(other.y1)).max(0.0);
+        let inter = w * h;
+        let union = self.area() + other.area() - inter;
+        if union <= 0.0 {
+            0.0
+        } else {
+            inter / union
+        }
+    }
+}
+
+/// One detected object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Detection {
+    /// Index into [`Labels`] (the model's class index, after any background column is removed).
+    pub class_id: usize,
+    pub score: f32,
+    pub bbox: BoundingBox,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LabelsError {
+    #[error("cannot read label file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("label file {path} has no labels")]
+    Empty { path: PathBuf },
+    #[error("label file {path}, line {line}: id {id} is not above the previous id")]
+    Unordered { path: PathBuf, line: usize, id: usize },
+}
+
+/// Class names by class id. The file has one label per line, either `name` (id = line number) or
+/// `id name` (ids ascending; gaps get the name `class<id>`), as the bundled COCO file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Labels(Vec<String>);
+
+impl Labels {
+    pub fn load(path: &Path) -> Result<Labels, LabelsError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| LabelsError::Read { path: path.to_path_buf(), source })?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Labels, LabelsError> {
+        let mut names: Vec<String> = Vec::new();
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (id, name) = match line.split_once(char::is_whitespace) {
+                Some((id, name)) if id.parse::<usize>().is_ok() => {
+                    (id.parse::<usize>().unwrap_or_default(), name.trim())
+                }
+                _ => (names.len(), line),
+            };
+            if id < names.len() {
+                return Err(LabelsError::Unordered { path: path.to_path_buf(), line: index + 1, id });
+            }
+            while names.len() < id {
+                names.push(format!("class{}", names.len()));
+            }
+            names.push(name.to_string());
+        }
+        if names.is_empty() {
+            return Err(LabelsError::Empty { path: path.to_path_buf() });
+        }
+        Ok(Labels(names))
+    }
+
+    /// The name of `class_id`, or `class<id>` for ids the file does not cover.
+    pub fn name(&self, class_id: usize) -> std::borrow::Cow<'_, str> {
+        match self.0.get(class_id) {
+            Some(name) => std::borrow::Cow::Borrowed(name),
+            None => std::borrow::Cow::Owned(format!("class{class_id}")),
+        }
+    }
+
+    /// The class id of `name`, if the file has it.
+    pub fn id_of(&self, name: &str) -> Option<usize> {
+        self.0.iter().position(|n| n == name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iou_of_half_overlapping_boxes() {
+        let a = BoundingBox { x1: 0.0, y1: 0.0, x2: 2.0, y2: 2.0 };
+        let b = BoundingBox { x1: 1.0, y1: 0.0, x2: 3.0, y2: 2.0 };
+        assert!((a.iou(&b) - 1.0 / 3.0).abs() < 1e-6);
+        assert_eq!(a.iou(&BoundingBox { x1: 5.0, y1: 5.0, x2: 6.0, y2: 6.0 }), 0.0);
+    }
+
+    #[test]
+    fn labels_with_ids_fill_gaps() {
+        let labels = Labels::parse("0 person\n2 car\n", Path::new("l")).expect("parse");
+        assert_eq!(labels.name(1), "class1");
+        assert_eq!(labels.name(2), "car");
+        assert_eq!(labels.id_of("car"), Some(2));
+        assert_eq!(labels.name(7), "class7");
+    }
+
+    #[test]
+    fn plain_labels_and_bad_files() {
+        let labels = Labels::parse("cat\ndog\n", Path::new("l")).expect("parse");
+        assert_eq!(labels.name(1), "dog");
+        assert!(matches!(Labels::parse("\n# nothing\n", Path::new("l")), Err(LabelsError::Empty { .. })));
+        assert!(matches!(Labels::parse("3 a\n1 b\n", Path::new("l")), Err(LabelsError::Unordered { line: 2, .. })));
+    }
+
+    #[test]
+    fn bundled_coco_labels_parse() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/coco_labels.txt");
+        let labels = Labels::load(&path).expect("bundled labels");
+        assert_eq!(labels.name(0), "person");
+        assert_eq!(labels.id_of("dog"), Some(17));
+    }
+}

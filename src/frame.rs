@@ -1,0 +1,307 @@
+//! Frames and the frame-slot ring between a source and its pipeline.
+//!
+//! Owns: pixel formats, frame metadata, slot memory (heap here; pinned/mapped memory comes from the
+//! CUDA layer through [`SlotMemory`]), and [`FrameRing`], the bounded hand-over from a source thread
+//! to a pipeline thread that drops the *oldest* ready frame when the pipeline is behind.
+//! Must not: decode images, talk to devices, or allocate per frame once the ring is warm.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// Pixel layout of a frame as a source delivers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PixelFormat {
+    /// 3 bytes per pixel, R G B.
+    Rgb8,
+    /// 3 bytes per pixel, B G R.
+    Bgr8,
+    /// 4 bytes per pixel, R G B A (alpha ignored).
+    Rgba8,
+    /// Packed 4:2:2, Y0 U Y1 V per two pixels; width must be even.
+    Yuyv,
+    /// Planar Y (width × height) followed by interleaved UV at half resolution; width and height even.
+    Nv12,
+}
+
+impl PixelFormat {
+    /// Bytes one frame of this format and size occupies, or `None` for sizes the format cannot have
+    /// (odd widths for the 4:2:x formats, zero sizes, overflow).
+    pub fn frame_bytes(self, width: u32, height: u32) -> Option<usize> {
+        if width == 0 || height == 0 {
+            return None;
+        }
+        let (w, h) = (width as usize, height as usize);
+        match self {
+            PixelFormat::Rgb8 | PixelFormat::Bgr8 => w.checked_mul(h)?.checked_mul(3),
+            PixelFormat::Rgba8 => w.checked_mul(h)?.checked_mul(4),
+            PixelFormat::Yuyv if w % 2 == 0 => w.checked_mul(h)?.checked_mul(2),
+            PixelFormat::Nv12 if w % 2 == 0 && h % 2 == 0 => w.checked_mul(h)?.checked_mul(3).map(|n| n / 2),
+            PixelFormat::Yuyv | PixelFormat::Nv12 => None,
+        }
+    }
+
+    /// The config/log name of the format.
+    pub fn name(self) -> &'static str {
+        match self {
+            PixelFormat::Rgb8 => "rgb",
+            PixelFormat::Bgr8 => "bgr",
+            PixelFormat::Rgba8 => "rgba",
+            PixelFormat::Yuyv => "yuyv",
+            PixelFormat::Nv12 => "nv12",
+        }
+    }
+}
+
+/// What is known about the frame in a slot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameMeta {
+    pub width: u32,
+    pub height: u32,
+    pub format: PixelFormat,
+    /// Monotonic per camera, starting at 0; gaps mean dropped frames.
+    pub sequence: u64,
+    /// Wall-clock capture time (driver timestamp where the source has one).
+    pub captured_at: SystemTime,
+}
+
+/// Backing memory of one frame slot. The CUDA layer implements this for pinned and mapped host
+/// memory; [`HeapMemory`] is the plain CPU variant.
+pub trait SlotMemory: Send {
+    /// Bytes the slot can hold without reallocating.
+    fn capacity(&self) -> usize;
+    /// Makes room for `len` bytes. Heap memory grows; fixed (pinned) memory returns an error
+    /// message when `len` exceeds its capacity.
+    fn reserve(&mut self, len: usize) -> Result<(), String>;
+    fn as_slice(&self) -> &[u8];
+    fn as_mut_slice(&mut self) -> &mut [u8];
+    /// Lets the GPU stage find the device pointer of pinned/mapped memory.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// Growable heap memory for CPU-only pipelines.
+#[derive(Debug, Default)]
+pub struct HeapMemory(Vec<u8>);
+
+impl HeapMemory {
+    pub fn with_capacity(bytes: usize) -> Self {
+        HeapMemory(vec![0; bytes])
+    }
+}
+
+impl SlotMemory for HeapMemory {
+    fn capacity(&self) -> usize {
+        self.0.len()
+    }
+    fn reserve(&mut self, len: usize) -> Result<(), String> {
+        if len > self.0.len() {
+            self.0.resize(len, 0);
+        }
+        Ok(())
+    }
+    fn as_slice(&self) -> &[u8] {
+        &self.0
+    }
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// One slot of the ring: memory plus the metadata of the frame written into it.
+pub struct FrameSlot {
+    memory: Box<dyn SlotMemory>,
+    meta: FrameMeta,
+    len: usize,
+}
+
+impl FrameSlot {
+    pub fn new(memory: Box<dyn SlotMemory>) -> Self {
+        FrameSlot {
+            memory,
+            meta: FrameMeta {
+                width: 0,
+                height: 0,
+                format: PixelFormat::Rgb8,
+                sequence: 0,
+                captured_at: SystemTime::UNIX_EPOCH,
+            },
+            len: 0,
+        }
+    }
+
+    /// Prepares the slot for a frame of `format` at `width`×`height` and returns exactly the bytes
+    /// the source must fill. Fails for impossible sizes or when fixed memory is too small.
+    pub fn prepare(&mut self, width: u32, height: u32, format: PixelFormat) -> Result<&mut [u8], String> {
+        let len = format
+            .frame_bytes(width, height)
+            .ok_or_else(|| format!("impossible {} frame size {width}x{height}", format.name()))?;
+        self.memory.reserve(len)?;
+        self.meta.width = width;
+        self.meta.height = height;
+        self.meta.format = format;
+        self.len = len;
+        Ok(&mut self.memory.as_mut_slice()[..len])
+    }
+
+    pub fn meta(&self) -> &FrameMeta {
+        &self.meta
+    }
+
+    pub fn meta_mut(&mut self) -> &mut FrameMeta {
+        &mut self.meta
+    }
+
+    /// The frame's bytes (length given by the last [`FrameSlot::prepare`]).
+    pub fn data(&self) -> &[u8] {
+        &self.memory.as_slice()[..self.len]
+    }
+
+    pub fn memory(&self) -> &dyn SlotMemory {
+        self.memory.as_ref()
+    }
+}
+
+/// Counters of a ring, shared with telemetry.
+#[derive(Debug, Default)]
+pub struct RingStats {
+    /// Frames a source produced.
+    pub produced: AtomicU64,
+    /// Ready frames replaced by a newer one before the pipeline took them.
+    pub dropped: AtomicU64,
+}
+
+struct RingState {
+    free: Vec<FrameSlot>,
+    ready: VecDeque<FrameSlot>,
+    closed: bool,
+}
+
+/// Bounded hand-over of frame slots from one producer (source) to one consumer (pipeline).
+///
+/// All slots exist from construction on; a producer that finds no free slot takes the oldest
+/// ready one back (drop-oldest, counted), so the newest frame always wins and memory is bounded.
+pub struct FrameRing {
+    state: Mutex<RingState>,
+    ready_cv: Condvar,
+    stats: RingStats,
+}
+
+impl FrameRing {
+    /// A ring over `slots` (at least 2: one being filled, one being processed).
+    pub fn new(slots: Vec<FrameSlot>) -> Self {
+        assert!(slots.len() >= 2, "a frame ring needs at least two slots");
+        FrameRing {
+            state: Mutex::new(RingState { free: slots, ready: VecDeque::new(), closed: false }),
+            ready_cv: Condvar::new(),
+            stats: RingStats::default(),
+        }
+    }
+
+    /// A ring of `count` heap slots of `bytes` each.
+    pub fn with_heap_slots(count: usize, bytes: usize) -> Self {
+        Self::new((0..count).map(|_| FrameSlot::new(Box::new(HeapMemory::with_capacity(bytes)))).collect())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RingState> {
+        // A panic while holding this lock cannot leave the queues inconsistent (every critical
+        // section is a single push/pop), so a poisoned lock is still safe to use.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A slot for the producer to fill: a free one, else the oldest ready frame (counted as dropped).
+    /// `None` only when every slot is held by the consumer, which a ring of two or more prevents
+    /// unless the consumer hoards slots.
+    pub fn acquire_for_write(&self) -> Option<FrameSlot> {
+        let mut state = self.lock();
+        if let Some(slot) = state.free.pop() {
+            return Some(slot);
+        }
+        let oldest = state.ready.pop_front()?;
+        self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        Some(oldest)
+    }
+
+    /// Hands a filled slot to the consumer.
+    pub fn publish(&self, slot: FrameSlot) {
+        self.stats.produced.fetch_add(1, Ordering::Relaxed);
+        self.lock().ready.push_back(slot);
+        self.ready_cv.notify_one();
+    }
+
+    /// Returns a slot unfilled (the source had nothing to write) or after processing.
+    pub fn release(&self, slot: FrameSlot) {
+        self.lock().free.push(slot);
+    }
+
+    /// The oldest ready frame, waiting up to `timeout`. `None` on timeout or once closed and empty.
+    pub fn take_ready(&self, timeout: Duration) -> Option<FrameSlot> {
+        let state = self.lock();
+        let (mut state, _) = self
+            .ready_cv
+            .wait_timeout_while(state, timeout, |s| s.ready.is_empty() && !s.closed)
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.ready.pop_front()
+    }
+
+    /// Tells the consumer no more frames will come (end of a finite source, or shutdown).
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.ready_cv.notify_all();
+    }
+
+    /// Closed and drained: the consumer can stop.
+    pub fn is_finished(&self) -> bool {
+        let state = self.lock();
+        state.closed && state.ready.is_empty()
+    }
+
+    pub fn stats(&self) -> &RingStats {
+        &self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_bytes_rejects_impossible_sizes() {
+        assert_eq!(PixelFormat::Rgb8.frame_bytes(4, 2), Some(24));
+        assert_eq!(PixelFormat::Nv12.frame_bytes(4, 2), Some(12));
+        assert_eq!(PixelFormat::Yuyv.frame_bytes(3, 2), None);
+        assert_eq!(PixelFormat::Nv12.frame_bytes(4, 3), None);
+        assert_eq!(PixelFormat::Rgba8.frame_bytes(0, 3), None);
+        assert_eq!(PixelFormat::Rgb8.frame_bytes(u32::MAX, u32::MAX), None, "overflow is an impossible size");
+    }
+
+    #[test]
+    fn ring_drops_oldest_when_consumer_is_behind() {
+        let ring = FrameRing::with_heap_slots(3, 12);
+        for seq in 0..5 {
+            let mut slot = ring.acquire_for_write().expect("slot");
+            slot.prepare(2, 2, PixelFormat::Rgb8).expect("prepare");
+            slot.meta_mut().sequence = seq;
+            ring.publish(slot);
+        }
+        assert_eq!(ring.stats().dropped.load(Ordering::Relaxed), 2);
+        let first = ring.take_ready(Duration::from_millis(1)).expect("frame");
+        assert_eq!(first.meta().sequence, 2, "the two oldest frames were dropped");
+    }
+
+    #[test]
+    fn closed_ring_finishes_after_draining() {
+        let ring = FrameRing::with_heap_slots(2, 0);
+        let slot = ring.acquire_for_write().expect("slot");
+        ring.publish(slot);
+        ring.close();
+        assert!(!ring.is_finished());
+        let slot = ring.take_ready(Duration::from_millis(1)).expect("queued frame survives close");
+        ring.release(slot);
+        assert!(ring.is_finished());
+        assert!(ring.take_ready(Duration::from_millis(1)).is_none());
+    }
+}

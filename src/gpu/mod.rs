@@ -1,0 +1,1 @@
+//! CUDA layer. Placeholder: filled in by its owner.

@@ -1,0 +1,25 @@
+//! jetson-detectd: camera frames → object detections → MQTT, on Jetson (CUDA + TensorRT) or any
+//! Linux box (CPU backend). `main.rs` is only the CLI; everything else lives here so that the
+//! integration tests and benches can drive the same code.
+
+pub mod backend;
+pub mod config;
+pub mod decode;
+pub mod detection;
+pub mod engine_cache;
+pub mod frame;
+pub mod homeassistant;
+pub mod logging;
+pub mod mqtt;
+pub mod notify;
+pub mod payload;
+pub mod pipeline;
+pub mod preprocess;
+pub mod snapshot;
+pub mod source;
+pub mod telemetry;
+
+#[cfg(feature = "cuda")]
+pub mod gpu;
+#[cfg(feature = "tensorrt")]
+pub mod trt;

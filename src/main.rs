@@ -1,0 +1,2 @@
+//! The `jetson-detectd` command line.
+fn main() {}

@@ -1,0 +1,36 @@
+//! Frame sources: where a camera's frames come from.
+//!
+//! Owns: the [`FrameSource`] trait, [`SourceError`], opening the configured source, and the
+//! fps cap. Each implementation writes straight into the frame slot it is given.
+//! Must not: preprocess, run models, or block forever without checking its stop flag.
+
+use crate::frame::FrameSlot;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{source_name}: {message}")]
+    Open { source_name: String, message: String },
+    #[error("{source_name}: {message}")]
+    Read { source_name: String, message: String },
+}
+
+/// What a call to [`FrameSource::next_frame`] produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capture {
+    /// The slot holds a new frame.
+    Frame,
+    /// The source has no more frames (a finite image list); the camera ends normally.
+    End,
+    /// Nothing this time (a corrupt file skipped, a device reconnecting); call again.
+    Retry,
+}
+
+/// A producer of frames for one camera. Runs on its own thread.
+pub trait FrameSource: Send {
+    /// A short description for logs and telemetry (`images:/path`, `v4l2:/dev/video0 1280x720 MJPEG`).
+    fn describe(&self) -> String;
+    /// Writes the next frame into `slot` (via [`FrameSlot::prepare`]) and sets its metadata except
+    /// `sequence`, which the pipeline assigns. Transient trouble is logged by the source and reported
+    /// as [`Capture::Retry`]; an error ends the camera.
+    fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError>;
+}

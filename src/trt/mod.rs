@@ -1,0 +1,1 @@
+//! TensorRT layer. Placeholder: filled in by its owner.
