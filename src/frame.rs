@@ -116,6 +116,7 @@ pub struct FrameSlot {
     memory: Box<dyn SlotMemory>,
     meta: FrameMeta,
     len: usize,
+    capture_time: Duration,
 }
 
 impl FrameSlot {
@@ -130,7 +131,17 @@ impl FrameSlot {
                 captured_at: SystemTime::UNIX_EPOCH,
             },
             len: 0,
+            capture_time: Duration::ZERO,
         }
+    }
+
+    /// How long the source took to produce the frame in this slot (telemetry's `source` stage).
+    pub fn capture_time(&self) -> Duration {
+        self.capture_time
+    }
+
+    pub fn set_capture_time(&mut self, took: Duration) {
+        self.capture_time = took;
     }
 
     /// Prepares the slot for a frame of `format` at `width`×`height` and returns exactly the bytes

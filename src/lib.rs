@@ -15,6 +15,7 @@ pub mod notify;
 pub mod payload;
 pub mod pipeline;
 pub mod preprocess;
+pub mod publish_policy;
 pub mod snapshot;
 pub mod source;
 pub mod telemetry;

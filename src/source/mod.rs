@@ -34,3 +34,31 @@ pub trait FrameSource: Send {
     /// as [`Capture::Retry`]; an error ends the camera.
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError>;
 }
+
+pub mod images;
+pub mod synthetic;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crate::config::SourceConfig;
+
+/// Opens the source a camera is configured with. `stop` is the daemon's shutdown flag: sources that
+/// block (cameras, GStreamer) check it so shutdown never waits on a silent device.
+pub fn open(config: &SourceConfig, stop: Arc<AtomicBool>) -> Result<Box<dyn FrameSource>, SourceError> {
+    match config {
+        SourceConfig::Images { path, mode } => Ok(Box::new(images::ImagesSource::open(path, *mode)?)),
+        SourceConfig::Synthetic { width, height } => Ok(Box::new(synthetic::SyntheticSource::new(*width, *height))),
+        SourceConfig::V4l2 { device, .. } => {
+            drop(stop);
+            Err(SourceError::Open {
+                source_name: device.display().to_string(),
+                message: "V4L2 is not wired yet".into(),
+            })
+        }
+        SourceConfig::Gstreamer { .. } => Err(SourceError::Open {
+            source_name: "gstreamer".into(),
+            message: "this binary was built without the `gstreamer` feature".into(),
+        }),
+    }
+}

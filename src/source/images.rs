@@ -1,0 +1,173 @@
+//! Image files as a camera: one file, or a directory played in name order, once or in a loop.
+//!
+//! Owns: listing and decoding image files into slots. A file that cannot be read or decoded is
+//! logged and skipped, never fatal, unless no file at all can be used. Must not: sleep (the
+//! pipeline applies the fps cap) or cache decoded images (memory stays bounded by the slots).
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use image::{ColorType, ImageDecoder, ImageReader};
+
+use super::{Capture, FrameSource, SourceError};
+use crate::config::ImageMode;
+use crate::frame::{FrameSlot, PixelFormat};
+
+const EXTENSIONS: [&str; 5] = ["png", "jpg", "jpeg", "bmp", "ppm"];
+
+pub struct ImagesSource {
+    root: PathBuf,
+    mode: ImageMode,
+    files: Vec<PathBuf>,
+    next: usize,
+    /// Frames produced since the list was last (re)started; a full pass with none is an error.
+    produced_this_pass: usize,
+}
+
+impl ImagesSource {
+    pub fn open(path: &Path, mode: ImageMode) -> Result<ImagesSource, SourceError> {
+        let files = list_images(path)?;
+        Ok(ImagesSource { root: path.to_path_buf(), mode, files, next: 0, produced_this_pass: 0 })
+    }
+
+    fn error(&self, message: String) -> SourceError {
+        SourceError::Read { source_name: self.describe(), message }
+    }
+}
+
+fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
+    let open_error = |message: String| SourceError::Open { source_name: format!("images:{}", path.display()), message };
+    let metadata = std::fs::metadata(path).map_err(|e| open_error(format!("cannot open: {e}")))?;
+    if metadata.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let entries = std::fs::read_dir(path).map_err(|e| open_error(format!("cannot list directory: {e}")))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| EXTENSIONS.iter().any(|known| known.eq_ignore_ascii_case(e)))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(open_error(format!("no image files ({}) in the directory", EXTENSIONS.join(", "))));
+    }
+    Ok(files)
+}
+
+/// Decodes `path` straight into the slot when the file is 8-bit RGB/RGBA; other colour types
+/// (grey, 16-bit, …) are converted to RGB first.
+fn decode_into(path: &Path, slot: &mut FrameSlot) -> Result<(), String> {
+    let decoder = ImageReader::open(path)
+        .map_err(|e| e.to_string())?
+        .with_guessed_format()
+        .map_err(|e| e.to_string())?
+        .into_decoder()
+        .map_err(|e| e.to_string())?;
+    let (width, height) = decoder.dimensions();
+    match decoder.color_type() {
+        ColorType::Rgb8 | ColorType::Rgba8 => {
+            let format = if decoder.color_type() == ColorType::Rgb8 { PixelFormat::Rgb8 } else { PixelFormat::Rgba8 };
+            let buffer = slot.prepare(width, height, format)?;
+            decoder.read_image(buffer).map_err(|e| e.to_string())
+        }
+        _ => {
+            let rgb = image::DynamicImage::from_decoder(decoder).map_err(|e| e.to_string())?.into_rgb8();
+            slot.prepare(width, height, PixelFormat::Rgb8)?.copy_from_slice(rgb.as_raw());
+            Ok(())
+        }
+    }
+}
+
+impl FrameSource for ImagesSource {
+    fn describe(&self) -> String {
+        format!("images:{}", self.root.display())
+    }
+
+    fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
+        if self.next == self.files.len() {
+            if self.produced_this_pass == 0 {
+                return Err(self.error("none of the image files could be decoded".into()));
+            }
+            if self.mode == ImageMode::Once {
+                return Ok(Capture::End);
+            }
+            // Re-list on every pass so files added or removed while running are picked up.
+            self.files = list_images(&self.root).map_err(|e| self.error(e.to_string()))?;
+            self.next = 0;
+            self.produced_this_pass = 0;
+        }
+        let path = self.files[self.next].clone();
+        self.next += 1;
+        match decode_into(&path, slot) {
+            Ok(()) => {
+                slot.meta_mut().captured_at = SystemTime::now();
+                self.produced_this_pass += 1;
+                Ok(Capture::Frame)
+            }
+            Err(reason) => {
+                log::warn!("{}: skipping {}: {reason}", self.describe(), path.display());
+                Ok(Capture::Retry)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::HeapMemory;
+
+    fn slot() -> FrameSlot {
+        FrameSlot::new(Box::new(HeapMemory::default()))
+    }
+
+    fn write_png(path: &Path, width: u32, height: u32) {
+        image::RgbImage::from_pixel(width, height, image::Rgb([10, 20, 30])).save(path).expect("write test png");
+    }
+
+    #[test]
+    fn directory_plays_in_name_order_then_ends_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_png(&dir.path().join("b.png"), 4, 2);
+        write_png(&dir.path().join("a.png"), 2, 2);
+        std::fs::write(dir.path().join("notes.txt"), "ignored").expect("write");
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Once).expect("open");
+        let mut slot = slot();
+        assert_eq!(source.next_frame(&mut slot).expect("a"), Capture::Frame);
+        assert_eq!((slot.meta().width, &slot.data()[..3]), (2, &[10u8, 20, 30][..]));
+        assert_eq!(source.next_frame(&mut slot).expect("b"), Capture::Frame);
+        assert_eq!(slot.meta().width, 4);
+        assert_eq!(source.next_frame(&mut slot).expect("end"), Capture::End);
+    }
+
+    #[test]
+    fn corrupt_file_is_skipped_and_loop_continues() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("a.jpg"), b"not a jpeg").expect("write");
+        write_png(&dir.path().join("b.png"), 2, 2);
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop).expect("open");
+        let mut slot = slot();
+        let captures: Vec<Capture> = (0..4).map(|_| source.next_frame(&mut slot).expect("no error")).collect();
+        assert_eq!(captures, [Capture::Retry, Capture::Frame, Capture::Retry, Capture::Frame]);
+    }
+
+    #[test]
+    fn all_corrupt_files_is_an_error_not_a_spin() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("a.png"), b"garbage").expect("write");
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop).expect("open");
+        let mut slot = slot();
+        assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::Retry);
+        assert!(matches!(source.next_frame(&mut slot), Err(SourceError::Read { .. })));
+    }
+
+    #[test]
+    fn missing_or_empty_directory_is_an_open_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(matches!(ImagesSource::open(dir.path(), ImageMode::Loop), Err(SourceError::Open { .. })));
+        assert!(matches!(ImagesSource::open(&dir.path().join("nope"), ImageMode::Loop), Err(SourceError::Open { .. })));
+    }
+}
