@@ -1,10 +1,6 @@
 //! The `jetson-detectd` binary, driven as a user would.
 
-use std::process::Command;
-
-fn daemon() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jetson-detectd"))
-}
+use crate::daemon_command as daemon;
 
 #[test]
 fn check_config_accepts_the_embedded_default() {
