@@ -23,6 +23,7 @@
 //! 5. Layout: NCHW index `c·H·W + y·W + x`, NHWC index `(y·W + x)·3 + c`; batch 1.
 
 use crate::config::{ColorOrder, InputConfig, ResizeKind, TensorDtype, TensorLayout};
+use crate::frame::{FrameMeta, PixelFormat};
 
 /// The input tensor a model wants, and how to fill it from a frame.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,6 +138,325 @@ impl ResizeGeometry {
     }
 }
 
+/// Why a frame could not be turned into an input tensor.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PreprocessError {
+    #[error("impossible {format} frame size {width}x{height}")]
+    ImpossibleFrameSize { format: &'static str, width: u32, height: u32 },
+    #[error("{format} frame of {width}x{height} needs {needed} bytes, got {actual}")]
+    FrameTooShort { format: &'static str, width: u32, height: u32, needed: usize, actual: usize },
+    #[error("impossible input tensor size {width}x{height}")]
+    ImpossibleTensorSize { width: u32, height: u32 },
+    #[error("output buffer has {actual} bytes, the input tensor needs {expected}")]
+    OutputLength { expected: usize, actual: usize },
+}
+
+/// Preprocesses one frame into `out` (exactly [`PreprocessSpec::bytes`] bytes of native-endian
+/// u8 / f16 / f32). Allocates its sampling tables on every call: pipelines keep a
+/// [`CpuPreprocessor`] instead.
+pub fn preprocess_cpu(
+    frame: &[u8],
+    meta: &FrameMeta,
+    spec: &PreprocessSpec,
+    out: &mut [u8],
+) -> Result<(), PreprocessError> {
+    CpuPreprocessor::new().run(frame, meta, spec, out)
+}
+
+/// The CPU implementation of the module's definition. It caches the sampling tables for the
+/// current (frame size, spec) and its row buffers, so a steady stream of same-sized frames
+/// allocates nothing.
+#[derive(Debug, Default)]
+pub struct CpuPreprocessor {
+    plan: Option<SamplingPlan>,
+    rows: SourceRows,
+    /// One output row in interleaved channel order, after step 4 for float tensors.
+    out_row: Vec<f32>,
+}
+
+/// Horizontally interpolated RGB of two source rows (`3 · content_width` floats each), with the
+/// source row each buffer holds for the current frame.
+#[derive(Debug, Default)]
+struct SourceRows {
+    buffers: [Vec<f32>; 2],
+    tags: [Option<usize>; 2],
+}
+
+/// One bilinear tap along an axis: neighbours `i0`, `i1` and the weight of `i1`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Tap {
+    i0: usize,
+    i1: usize,
+    frac: f32,
+}
+
+#[derive(Debug)]
+struct SamplingPlan {
+    src_width: u32,
+    src_height: u32,
+    spec: PreprocessSpec,
+    geometry: ResizeGeometry,
+    x_taps: Vec<Tap>,
+    y_taps: Vec<Tap>,
+    /// A full output row of pad values (interleaved channels, after step 4).
+    pad_row: Vec<f32>,
+}
+
+impl SamplingPlan {
+    fn new(src_width: u32, src_height: u32, spec: &PreprocessSpec) -> Self {
+        let geometry = spec.geometry(src_width, src_height);
+        let pad_pixel = [spec.pad as f32; 3];
+        let pad_value = finish_pixel(pad_pixel, spec);
+        SamplingPlan {
+            src_width,
+            src_height,
+            spec: spec.clone(),
+            geometry,
+            x_taps: axis_taps(src_width, geometry.content_width),
+            y_taps: axis_taps(src_height, geometry.content_height),
+            pad_row: pad_value.iter().copied().cycle().take(3 * spec.width as usize).collect(),
+        }
+    }
+
+    fn matches(&self, src_width: u32, src_height: u32, spec: &PreprocessSpec) -> bool {
+        self.src_width == src_width && self.src_height == src_height && self.spec == *spec
+    }
+}
+
+/// Step 2 along one axis: the taps of every content pixel.
+fn axis_taps(src_len: u32, content_len: u32) -> Vec<Tap> {
+    let max = (src_len - 1) as f32;
+    (0..content_len)
+        .map(|i| {
+            let s = ((i as f32 + 0.5) * src_len as f32 / content_len as f32 - 0.5).clamp(0.0, max);
+            let i0 = s.floor();
+            let i0_index = i0 as usize;
+            Tap { i0: i0_index, i1: (i0_index + 1).min(src_len as usize - 1), frac: s - i0 }
+        })
+        .collect()
+}
+
+/// Steps 3 (output colour order) and 4 (value) for one RGB pixel, for float tensors; u8 tensors
+/// keep the pixel value and round when they store it.
+fn finish_pixel(rgb: [f32; 3], spec: &PreprocessSpec) -> [f32; 3] {
+    let ordered = match spec.color {
+        ColorOrder::Rgb => rgb,
+        ColorOrder::Bgr => [rgb[2], rgb[1], rgb[0]],
+    };
+    match spec.dtype {
+        TensorDtype::U8 => ordered,
+        TensorDtype::F16 | TensorDtype::F32 => [0, 1, 2].map(|c| (ordered[c] - spec.mean[c]) / spec.std[c]),
+    }
+}
+
+/// BT.601 limited range, each channel clamped to 0..255.
+fn yuv_to_rgb(y: u8, u: u8, v: u8) -> [f32; 3] {
+    let c = 1.164 * (y as f32 - 16.0);
+    let d = u as f32 - 128.0;
+    let e = v as f32 - 128.0;
+    [
+        (c + 1.596 * e).clamp(0.0, 255.0),
+        (c - 0.392 * d - 0.813 * e).clamp(0.0, 255.0),
+        (c + 2.017 * d).clamp(0.0, 255.0),
+    ]
+}
+
+/// Horizontal half of step 2 for one source row: mixes the two neighbours of every tap, each
+/// converted to RGB first, into `out` (3 floats per tap).
+fn mix_row(taps: &[Tap], out: &mut [f32], pixel: impl Fn(usize) -> [f32; 3]) {
+    for (tap, mixed) in taps.iter().zip(out.chunks_exact_mut(3)) {
+        let p0 = pixel(tap.i0);
+        let p1 = pixel(tap.i1);
+        for c in 0..3 {
+            mixed[c] = (1.0 - tap.frac) * p0[c] + tap.frac * p1[c];
+        }
+    }
+}
+
+/// Fills `out` with the horizontally interpolated RGB of source row `y`. The frame length has
+/// been checked against the format, so every index below is in bounds.
+fn sample_source_row(frame: &[u8], meta: &FrameMeta, y: usize, taps: &[Tap], out: &mut [f32]) {
+    let width = meta.width as usize;
+    match meta.format {
+        PixelFormat::Rgb8 => {
+            let row = &frame[y * width * 3..(y + 1) * width * 3];
+            mix_row(taps, out, |x| [row[3 * x] as f32, row[3 * x + 1] as f32, row[3 * x + 2] as f32]);
+        }
+        PixelFormat::Bgr8 => {
+            let row = &frame[y * width * 3..(y + 1) * width * 3];
+            mix_row(taps, out, |x| [row[3 * x + 2] as f32, row[3 * x + 1] as f32, row[3 * x] as f32]);
+        }
+        PixelFormat::Rgba8 => {
+            let row = &frame[y * width * 4..(y + 1) * width * 4];
+            mix_row(taps, out, |x| [row[4 * x] as f32, row[4 * x + 1] as f32, row[4 * x + 2] as f32]);
+        }
+        PixelFormat::Yuyv => {
+            let row = &frame[y * width * 2..(y + 1) * width * 2];
+            mix_row(taps, out, |x| {
+                let pair = 4 * (x / 2);
+                yuv_to_rgb(row[2 * x], row[pair + 1], row[pair + 3])
+            });
+        }
+        PixelFormat::Nv12 => {
+            let luma = &frame[y * width..(y + 1) * width];
+            let chroma_start = width * meta.height as usize + (y / 2) * width;
+            let chroma = &frame[chroma_start..chroma_start + width];
+            mix_row(taps, out, |x| {
+                let pair = 2 * (x / 2);
+                yuv_to_rgb(luma[x], chroma[pair], chroma[pair + 1])
+            });
+        }
+    }
+}
+
+/// Step 5 for one output row `y` of values in interleaved channel order.
+fn store_row(row: &[f32], y: usize, spec: &PreprocessSpec, out: &mut [u8]) {
+    match spec.dtype {
+        TensorDtype::U8 => store_row_as(row, y, spec, out, |v| [v.round().clamp(0.0, 255.0) as u8]),
+        TensorDtype::F16 => store_row_as(row, y, spec, out, |v| half::f16::from_f32(v).to_ne_bytes()),
+        TensorDtype::F32 => store_row_as(row, y, spec, out, f32::to_ne_bytes),
+    }
+}
+
+fn store_row_as<const N: usize>(
+    row: &[f32],
+    y: usize,
+    spec: &PreprocessSpec,
+    out: &mut [u8],
+    encode: impl Fn(f32) -> [u8; N],
+) {
+    let (width, height) = (spec.width as usize, spec.height as usize);
+    match spec.layout {
+        TensorLayout::Nhwc => {
+            let start = y * width * 3 * N;
+            let dst = &mut out[start..start + width * 3 * N];
+            for (value, bytes) in row.iter().zip(dst.chunks_exact_mut(N)) {
+                bytes.copy_from_slice(&encode(*value));
+            }
+        }
+        TensorLayout::Nchw => {
+            for c in 0..3 {
+                let start = (c * height + y) * width * N;
+                let dst = &mut out[start..start + width * N];
+                for (pixel, bytes) in row.chunks_exact(3).zip(dst.chunks_exact_mut(N)) {
+                    bytes.copy_from_slice(&encode(pixel[c]));
+                }
+            }
+        }
+    }
+}
+
+impl CpuPreprocessor {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Preprocesses one frame into `out` (exactly [`PreprocessSpec::bytes`] bytes of native-endian
+    /// u8 / f16 / f32), following the module's definition.
+    pub fn run(
+        &mut self,
+        frame: &[u8],
+        meta: &FrameMeta,
+        spec: &PreprocessSpec,
+        out: &mut [u8],
+    ) -> Result<(), PreprocessError> {
+        check_sizes(frame, meta, spec, out)?;
+        if !self.plan.as_ref().is_some_and(|plan| plan.matches(meta.width, meta.height, spec)) {
+            self.plan = None;
+        }
+        let plan = self.plan.get_or_insert_with(|| SamplingPlan::new(meta.width, meta.height, spec));
+        for buffer in &mut self.rows.buffers {
+            buffer.resize(3 * plan.geometry.content_width as usize, 0.0);
+        }
+        self.out_row.resize(3 * spec.width as usize, 0.0);
+        // Rows sampled from the previous frame are stale.
+        self.rows.tags = [None, None];
+
+        let geometry = plan.geometry;
+        let (pad_y, content_height) = (geometry.pad_y as usize, geometry.content_height as usize);
+        let content_cols = 3 * geometry.pad_x as usize..3 * (geometry.pad_x + geometry.content_width) as usize;
+        for y in 0..spec.height as usize {
+            if y < pad_y || y >= pad_y + content_height {
+                store_row(&plan.pad_row, y, spec, out);
+                continue;
+            }
+            let tap = plan.y_taps[y - pad_y];
+            let (slot0, slot1) = self.rows.load(tap, frame, meta, &plan.x_taps);
+            let (top, bottom) = (&self.rows.buffers[slot0], &self.rows.buffers[slot1]);
+
+            self.out_row.copy_from_slice(&plan.pad_row);
+            let content = &mut self.out_row[content_cols.clone()];
+            for ((dst, above), below) in
+                content.chunks_exact_mut(3).zip(top.chunks_exact(3)).zip(bottom.chunks_exact(3))
+            {
+                let rgb = [0, 1, 2].map(|c| (1.0 - tap.frac) * above[c] + tap.frac * below[c]);
+                dst.copy_from_slice(&finish_pixel(rgb, spec));
+            }
+            store_row(&self.out_row, y, spec, out);
+        }
+        Ok(())
+    }
+}
+
+impl SourceRows {
+    /// Makes the two row buffers hold source rows `tap.i0` and `tap.i1` (one buffer when they are
+    /// the same row) and returns their indices, reusing rows already sampled for this frame.
+    fn load(&mut self, tap: Tap, frame: &[u8], meta: &FrameMeta, x_taps: &[Tap]) -> (usize, usize) {
+        let held = |tags: &[Option<usize>; 2], y: usize| tags.iter().position(|tag| *tag == Some(y));
+        let slot0 = match held(&self.tags, tap.i0) {
+            Some(slot) => slot,
+            None => {
+                let slot = held(&self.tags, tap.i1).map_or(0, |kept| 1 - kept);
+                sample_source_row(frame, meta, tap.i0, x_taps, &mut self.buffers[slot]);
+                self.tags[slot] = Some(tap.i0);
+                slot
+            }
+        };
+        let slot1 = match held(&self.tags, tap.i1) {
+            Some(slot) => slot,
+            None => {
+                let slot = 1 - slot0;
+                sample_source_row(frame, meta, tap.i1, x_taps, &mut self.buffers[slot]);
+                self.tags[slot] = Some(tap.i1);
+                slot
+            }
+        };
+        (slot0, slot1)
+    }
+}
+
+fn check_sizes(frame: &[u8], meta: &FrameMeta, spec: &PreprocessSpec, out: &[u8]) -> Result<(), PreprocessError> {
+    let format = meta.format.name();
+    let needed = meta.format.frame_bytes(meta.width, meta.height).ok_or(PreprocessError::ImpossibleFrameSize {
+        format,
+        width: meta.width,
+        height: meta.height,
+    })?;
+    if frame.len() < needed {
+        return Err(PreprocessError::FrameTooShort {
+            format,
+            width: meta.width,
+            height: meta.height,
+            needed,
+            actual: frame.len(),
+        });
+    }
+    let element_bytes = match spec.dtype {
+        TensorDtype::U8 => 1,
+        TensorDtype::F16 => 2,
+        TensorDtype::F32 => 4,
+    };
+    let expected = (spec.width as usize)
+        .checked_mul(spec.height as usize)
+        .and_then(|n| n.checked_mul(3 * element_bytes))
+        .filter(|n| *n > 0)
+        .ok_or(PreprocessError::ImpossibleTensorSize { width: spec.width, height: spec.height })?;
+    if out.len() != expected {
+        return Err(PreprocessError::OutputLength { expected, actual: out.len() });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod geometry_tests {
     use super::*;
@@ -155,5 +475,319 @@ mod geometry_tests {
         let g = ResizeGeometry::new(ResizeKind::Stretch, 1280, 720, 300, 300);
         assert_eq!(g.to_source_x(300.0), 1280.0);
         assert_eq!(g.to_source_y(150.0), 360.0);
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn meta(width: u32, height: u32, format: PixelFormat) -> FrameMeta {
+        FrameMeta { width, height, format, sequence: 0, captured_at: SystemTime::UNIX_EPOCH }
+    }
+
+    fn spec(width: u32, height: u32, layout: TensorLayout, dtype: TensorDtype) -> PreprocessSpec {
+        PreprocessSpec {
+            width,
+            height,
+            layout,
+            dtype,
+            color: ColorOrder::Rgb,
+            resize: ResizeKind::Stretch,
+            pad: 114,
+            mean: [0.0; 3],
+            std: [1.0; 3],
+        }
+    }
+
+    fn run_u8(frame: &[u8], meta: &FrameMeta, spec: &PreprocessSpec) -> Vec<u8> {
+        let mut out = vec![0; spec.bytes()];
+        preprocess_cpu(frame, meta, spec, &mut out).expect("preprocess");
+        out
+    }
+
+    fn run_f32(frame: &[u8], meta: &FrameMeta, spec: &PreprocessSpec) -> Vec<f32> {
+        let mut out = vec![0; spec.bytes()];
+        preprocess_cpu(frame, meta, spec, &mut out).expect("preprocess");
+        out.chunks_exact(4).map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect()
+    }
+
+    fn nhwc_u8(width: u32, height: u32) -> PreprocessSpec {
+        spec(width, height, TensorLayout::Nhwc, TensorDtype::U8)
+    }
+
+    #[test]
+    fn rgb_upscale_interpolates_with_half_pixel_centres() {
+        // sx = ox/2 − 0.25 → clamped 0, 0.25, 0.75, clamped 1.
+        let frame = [0, 0, 0, 100, 200, 40];
+        let out = run_u8(&frame, &meta(2, 1, PixelFormat::Rgb8), &nhwc_u8(4, 1));
+        assert_eq!(out, [0, 0, 0, 25, 50, 10, 75, 150, 30, 100, 200, 40]);
+    }
+
+    #[test]
+    fn u8_rounds_half_away_from_zero() {
+        // The middle output pixel samples at sx = 0.5 exactly: 0.5, 1.5, 2.5.
+        let frame = [0, 0, 0, 1, 3, 5];
+        let out = run_u8(&frame, &meta(2, 1, PixelFormat::Rgb8), &nhwc_u8(3, 1));
+        assert_eq!(&out[3..6], [1, 2, 3]);
+    }
+
+    #[test]
+    fn bgr_and_rgba_frames_read_as_rgb() {
+        let rgb = [0, 0, 0, 100, 200, 40];
+        let expected = run_u8(&rgb, &meta(2, 1, PixelFormat::Rgb8), &nhwc_u8(4, 1));
+        let bgr = [0, 0, 0, 40, 200, 100];
+        assert_eq!(run_u8(&bgr, &meta(2, 1, PixelFormat::Bgr8), &nhwc_u8(4, 1)), expected);
+        let rgba = [0, 0, 0, 7, 100, 200, 40, 255];
+        assert_eq!(run_u8(&rgba, &meta(2, 1, PixelFormat::Rgba8), &nhwc_u8(4, 1)), expected);
+    }
+
+    // BT.601 limited range, worked by hand:
+    // Y=81 U=90 V=240:  c = 75.66  → R 254.412, G −0.5 → 0, B −0.986 → 0    ⇒ (254, 0, 0)
+    // Y=145 U=90 V=240: c = 150.156 → R 328.9 → 255, G 73.996, B 73.51       ⇒ (255, 74, 74)
+    // Y=16 U=90 V=240:  c = 0       → R 178.752, G → 0, B → 0               ⇒ (179, 0, 0)
+    // Y=235 U=90 V=240: c = 254.916 → R → 255, G 178.756, B 178.27          ⇒ (255, 179, 178)
+    // Y=81 U=V=128:     grey 75.66                                           ⇒ (76, 76, 76)
+
+    #[test]
+    fn yuyv_converts_bt601_limited_range() {
+        let frame = [81, 90, 145, 240];
+        let out = run_u8(&frame, &meta(2, 1, PixelFormat::Yuyv), &nhwc_u8(2, 1));
+        assert_eq!(out, [254, 0, 0, 255, 74, 74]);
+    }
+
+    #[test]
+    fn yuyv_pixels_take_the_chroma_of_their_pair() {
+        let frame = [81, 128, 81, 128, 81, 90, 81, 240];
+        let out = run_u8(&frame, &meta(4, 1, PixelFormat::Yuyv), &nhwc_u8(4, 1));
+        assert_eq!(out, [76, 76, 76, 76, 76, 76, 254, 0, 0, 254, 0, 0]);
+    }
+
+    #[test]
+    fn yuv_neighbours_are_converted_before_mixing() {
+        // Mixing the two RGB pixels gives (254.706, 36.998, 36.755) → (255, 37, 37); mixing YUV
+        // first would give Y=113 → (255, 37, 36).
+        let frame = [81, 90, 145, 240];
+        let out = run_u8(&frame, &meta(2, 1, PixelFormat::Yuyv), &nhwc_u8(1, 1));
+        assert_eq!(out, [255, 37, 37]);
+    }
+
+    #[test]
+    fn nv12_converts_bt601_limited_range() {
+        let frame = [81, 145, 16, 235, 90, 240];
+        let out = run_u8(&frame, &meta(2, 2, PixelFormat::Nv12), &nhwc_u8(2, 2));
+        assert_eq!(out, [254, 0, 0, 255, 74, 74, 179, 0, 0, 255, 179, 178]);
+    }
+
+    #[test]
+    fn nv12_pixels_take_the_chroma_at_half_resolution() {
+        // 4x4: the chroma plane has two rows of two UV pairs; only the bottom-right pair is red.
+        let mut frame = vec![81; 16];
+        frame.extend_from_slice(&[128, 128, 128, 128, 128, 128, 90, 240]);
+        let out = run_u8(&frame, &meta(4, 4, PixelFormat::Nv12), &nhwc_u8(4, 4));
+        for y in 0..4 {
+            for x in 0..4 {
+                let expected: [u8; 3] = if x >= 2 && y >= 2 { [254, 0, 0] } else { [76, 76, 76] };
+                let i = (y * 4 + x) * 3;
+                assert_eq!(out[i..i + 3], expected, "pixel ({x}, {y})");
+            }
+        }
+    }
+
+    #[test]
+    fn stretch_to_the_same_size_is_an_exact_copy() {
+        let frame: Vec<u8> = (0..5 * 3 * 3).map(|i| (i * 37 % 256) as u8).collect();
+        assert_eq!(run_u8(&frame, &meta(5, 3, PixelFormat::Rgb8), &nhwc_u8(5, 3)), frame);
+    }
+
+    #[test]
+    fn letterbox_pads_rows_of_a_wide_frame() {
+        let frame: Vec<u8> = (0..4 * 2 * 3).map(|i| i as u8 * 10).collect();
+        let mut spec = nhwc_u8(4, 4);
+        spec.resize = ResizeKind::Letterbox;
+        let out = run_u8(&frame, &meta(4, 2, PixelFormat::Rgb8), &spec);
+        assert_eq!(out[..12], [114; 12], "top pad row");
+        assert_eq!(out[12..36], frame[..], "content rows are a copy");
+        assert_eq!(out[36..], [114; 12], "bottom pad row");
+    }
+
+    #[test]
+    fn letterbox_pads_columns_of_a_tall_frame_after_normalising() {
+        let frame: Vec<u8> = (0..2 * 4 * 3).map(|i| i as u8).collect();
+        let mut spec = spec(4, 4, TensorLayout::Nhwc, TensorDtype::F32);
+        spec.resize = ResizeKind::Letterbox;
+        spec.mean = [14.0, 0.0, 114.0];
+        spec.std = [2.0, 1.0, 4.0];
+        let out = run_f32(&frame, &meta(2, 4, PixelFormat::Rgb8), &spec);
+        let pad = [50.0, 114.0, 0.0];
+        for y in 0..4 {
+            let row = &out[y * 12..(y + 1) * 12];
+            assert_eq!(row[..3], pad, "left pad of row {y}");
+            assert_eq!(row[9..], pad, "right pad of row {y}");
+            let src = &frame[y * 6..y * 6 + 3];
+            let expected = [0, 1, 2].map(|c| (src[c] as f32 - spec.mean[c]) / spec.std[c]);
+            assert_eq!(row[3..6], expected, "first content pixel of row {y}");
+        }
+    }
+
+    #[test]
+    fn nchw_and_nhwc_order_elements_differently() {
+        let frame = [1, 2, 3, 4, 5, 6];
+        let m = meta(2, 1, PixelFormat::Rgb8);
+        assert_eq!(run_u8(&frame, &m, &nhwc_u8(2, 1)), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(run_u8(&frame, &m, &spec(2, 1, TensorLayout::Nchw, TensorDtype::U8)), [1, 4, 2, 5, 3, 6]);
+    }
+
+    #[test]
+    fn float_outputs_apply_mean_and_std() {
+        let frame = [10, 20, 30];
+        let m = meta(1, 1, PixelFormat::Rgb8);
+        let mut spec = spec(1, 1, TensorLayout::Nchw, TensorDtype::F32);
+        spec.mean = [1.0, 2.0, 3.0];
+        spec.std = [2.0, 4.0, 8.0];
+        assert_eq!(run_f32(&frame, &m, &spec), [4.5, 4.5, 3.375]);
+
+        spec.dtype = TensorDtype::F16;
+        let mut out = vec![0; spec.bytes()];
+        preprocess_cpu(&frame, &m, &spec, &mut out).expect("preprocess");
+        let values: Vec<f32> = out.chunks_exact(2).map(|b| half::f16::from_ne_bytes([b[0], b[1]]).to_f32()).collect();
+        assert_eq!(values, [4.5, 4.5, 3.375]);
+    }
+
+    #[test]
+    fn bgr_colour_order_swaps_output_channels_before_normalising() {
+        let frame = [10, 20, 30];
+        let mut spec = spec(1, 1, TensorLayout::Nhwc, TensorDtype::F32);
+        spec.color = ColorOrder::Bgr;
+        spec.mean = [1.0, 2.0, 3.0];
+        assert_eq!(run_f32(&frame, &meta(1, 1, PixelFormat::Rgb8), &spec), [29.0, 18.0, 7.0]);
+        spec.dtype = TensorDtype::U8;
+        spec.mean = [0.0; 3];
+        assert_eq!(run_u8(&frame, &meta(1, 1, PixelFormat::Rgb8), &spec), [30, 20, 10]);
+    }
+
+    #[test]
+    fn bad_sizes_are_errors() {
+        let spec = nhwc_u8(2, 2);
+        let mut out = vec![0; spec.bytes()];
+        assert_eq!(
+            preprocess_cpu(&[0; 11], &meta(2, 2, PixelFormat::Rgb8), &spec, &mut out),
+            Err(PreprocessError::FrameTooShort { format: "rgb", width: 2, height: 2, needed: 12, actual: 11 })
+        );
+        assert_eq!(
+            preprocess_cpu(&[0; 5], &meta(2, 2, PixelFormat::Nv12), &spec, &mut out),
+            Err(PreprocessError::FrameTooShort { format: "nv12", width: 2, height: 2, needed: 6, actual: 5 })
+        );
+        assert_eq!(
+            preprocess_cpu(&[0; 64], &meta(3, 2, PixelFormat::Yuyv), &spec, &mut out),
+            Err(PreprocessError::ImpossibleFrameSize { format: "yuyv", width: 3, height: 2 })
+        );
+        assert_eq!(
+            preprocess_cpu(&[0; 12], &meta(2, 2, PixelFormat::Rgb8), &spec, &mut out[..11]),
+            Err(PreprocessError::OutputLength { expected: 12, actual: 11 })
+        );
+        assert_eq!(
+            preprocess_cpu(&[0; 12], &meta(2, 2, PixelFormat::Rgb8), &nhwc_u8(0, 2), &mut []),
+            Err(PreprocessError::ImpossibleTensorSize { width: 0, height: 2 })
+        );
+    }
+
+    /// The module's definition evaluated literally, per output element, for comparison with the
+    /// row-cached implementation.
+    fn literal_definition(frame: &[u8], meta: &FrameMeta, spec: &PreprocessSpec) -> Vec<f32> {
+        let g = spec.geometry(meta.width, meta.height);
+        let (w, h) = (meta.width as usize, meta.height as usize);
+        let pixel = |x: usize, y: usize| -> [f32; 3] {
+            let rgb = |i: usize| [frame[i] as f32, frame[i + 1] as f32, frame[i + 2] as f32];
+            match meta.format {
+                PixelFormat::Rgb8 => rgb((y * w + x) * 3),
+                PixelFormat::Bgr8 => {
+                    let [b, g, r] = rgb((y * w + x) * 3);
+                    [r, g, b]
+                }
+                PixelFormat::Rgba8 => rgb((y * w + x) * 4),
+                PixelFormat::Yuyv => {
+                    let pair = (y * w + x / 2 * 2) * 2;
+                    yuv_to_rgb(frame[(y * w + x) * 2], frame[pair + 1], frame[pair + 3])
+                }
+                PixelFormat::Nv12 => {
+                    let uv = w * h + (y / 2) * w + (x / 2) * 2;
+                    yuv_to_rgb(frame[y * w + x], frame[uv], frame[uv + 1])
+                }
+            }
+        };
+        let tap = |o: u32, pad: u32, content: u32, src: u32| {
+            let s = ((o as f32 - pad as f32 + 0.5) * src as f32 / content as f32 - 0.5).clamp(0.0, (src - 1) as f32);
+            let i0 = s.floor() as usize;
+            (i0, (i0 + 1).min(src as usize - 1), s - s.floor())
+        };
+        let (tw, th) = (spec.width as usize, spec.height as usize);
+        let mut out = vec![0.0; 3 * tw * th];
+        for oy in 0..spec.height {
+            for ox in 0..spec.width {
+                let inside = (g.pad_x..g.pad_x + g.content_width).contains(&ox)
+                    && (g.pad_y..g.pad_y + g.content_height).contains(&oy);
+                let rgb = if inside {
+                    let (x0, x1, fx) = tap(ox, g.pad_x, g.content_width, meta.width);
+                    let (y0, y1, fy) = tap(oy, g.pad_y, g.content_height, meta.height);
+                    let (p00, p01, p10, p11) = (pixel(x0, y0), pixel(x1, y0), pixel(x0, y1), pixel(x1, y1));
+                    [0, 1, 2].map(|c| {
+                        (1.0 - fy) * ((1.0 - fx) * p00[c] + fx * p01[c]) + fy * ((1.0 - fx) * p10[c] + fx * p11[c])
+                    })
+                } else {
+                    [spec.pad as f32; 3]
+                };
+                let value = finish_pixel(rgb, spec);
+                for (c, v) in value.iter().enumerate() {
+                    let (x, y) = (ox as usize, oy as usize);
+                    let index = match spec.layout {
+                        TensorLayout::Nchw => c * th * tw + y * tw + x,
+                        TensorLayout::Nhwc => (y * tw + x) * 3 + c,
+                    };
+                    out[index] = *v;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn row_cached_implementation_equals_the_literal_definition() {
+        let mut seed = 0x2545_f491_u32;
+        let mut noise = move || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 24) as u8
+        };
+        let mut preprocessor = CpuPreprocessor::new();
+        let formats = [PixelFormat::Rgb8, PixelFormat::Bgr8, PixelFormat::Rgba8, PixelFormat::Yuyv, PixelFormat::Nv12];
+        let sizes = [(38, 22, 17, 13), (10, 6, 31, 29), (64, 48, 20, 20), (6, 14, 9, 9)];
+        for (i, format) in formats.into_iter().enumerate() {
+            for (j, &(sw, sh, tw, th)) in sizes.iter().enumerate() {
+                let frame: Vec<u8> = (0..format.frame_bytes(sw, sh).expect("size")).map(|_| noise()).collect();
+                let mut spec = spec(tw, th, TensorLayout::Nchw, TensorDtype::F32);
+                spec.resize = if (i + j) % 2 == 0 { ResizeKind::Letterbox } else { ResizeKind::Stretch };
+                spec.layout = if j % 2 == 0 { TensorLayout::Nchw } else { TensorLayout::Nhwc };
+                spec.color = if i % 2 == 0 { ColorOrder::Rgb } else { ColorOrder::Bgr };
+                spec.mean = [123.7, 116.3, 103.5];
+                spec.std = [58.4, 57.1, 57.4];
+                let m = meta(sw, sh, format);
+                let expected = literal_definition(&frame, &m, &spec);
+                let mut out = vec![0; spec.bytes()];
+                preprocessor.run(&frame, &m, &spec, &mut out).expect("preprocess");
+                let actual: Vec<f32> =
+                    out.chunks_exact(4).map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect();
+                assert_eq!(actual, expected, "{format:?} {sw}x{sh} → {tw}x{th} {:?}", spec.resize);
+
+                spec.dtype = TensorDtype::U8;
+                spec.mean = [0.0; 3];
+                spec.std = [1.0; 3];
+                let rounded: Vec<u8> =
+                    literal_definition(&frame, &m, &spec).iter().map(|v| v.round().clamp(0.0, 255.0) as u8).collect();
+                let mut out = vec![0; spec.bytes()];
+                preprocessor.run(&frame, &m, &spec, &mut out).expect("preprocess");
+                assert_eq!(out, rounded, "u8 {format:?} {sw}x{sh} → {tw}x{th}");
+            }
+        }
     }
 }
