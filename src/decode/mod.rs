@@ -3,3 +3,301 @@
 //! Owns: the output decoders (SSD, YOLOv5, YOLOv8/11, end-to-end NMS), score thresholding, the class
 //! allow-list, per-class NMS, max detections, and mapping boxes back through the resize geometry.
 //! Must not: run models, read files, or know about MQTT.
+//!
+//! Every decoder turns its tensors into candidates (class, score, box in input-tensor pixels); a
+//! candidate survives only if its score is at least `score_threshold`, its class is allowed, its box
+//! is finite and still has an area once mapped to source pixels. The survivors go through greedy
+//! per-class NMS in descending score order (skipped for `end2end`, whose model already did it), and
+//! the first `max_detections` kept are the result, highest score first. NMS compares the boxes in
+//! tensor space, as the model produced them, which is what reference implementations do.
+//! Malformed outputs (wrong count, shape or length, invalid values) are a [`DecodeError`], never a panic.
+
+mod end2end;
+mod nms;
+mod ssd;
+mod tensor;
+mod yolo;
+
+use crate::backend::ModelOutputs;
+use crate::config::{DecoderKind, ModelConfig};
+use crate::detection::{BoundingBox, Detection, Labels};
+use crate::preprocess::ResizeGeometry;
+
+/// How many label names an unknown-class error lists.
+const EXAMPLE_LABELS: usize = 8;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The outputs do not have the count or shapes the decoder needs.
+    #[error("the {decoder} decoder expects {expected}; the model gave {actual}")]
+    Outputs { decoder: &'static str, expected: &'static str, actual: String },
+    /// One output has the right shape but unusable contents.
+    #[error("the {decoder} decoder: output `{tensor}` {message}")]
+    Tensor { decoder: &'static str, tensor: String, message: String },
+    /// `model.classes` names a label the label file does not have.
+    #[error("`model.classes`: unknown label `{name}`; the label file has {count} labels, such as {examples}")]
+    UnknownClass { name: String, count: usize, examples: String },
+}
+
+/// What to decode and which detections to keep. Reloadable at run time (SIGHUP).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeParams {
+    pub kind: DecoderKind,
+    /// Candidates scoring below this are ignored; a score equal to it is kept.
+    pub score_threshold: f32,
+    /// Boxes of one class overlapping a higher-scoring kept box by more than this IoU are suppressed.
+    pub nms_iou: f32,
+    pub max_detections: usize,
+    /// Class ids to report; `None` reports every class.
+    pub allowed_classes: Option<Vec<usize>>,
+}
+
+impl DecodeParams {
+    /// Parameters from the `[model]` section; `classes` names are resolved through `labels`.
+    pub fn from_config(model: &ModelConfig, labels: &Labels) -> Result<DecodeParams, DecodeError> {
+        let allowed_classes = if model.classes.is_empty() {
+            None
+        } else {
+            let ids = model
+                .classes
+                .iter()
+                .map(|name| labels.id_of(name).ok_or_else(|| unknown_class(name, labels)))
+                .collect::<Result<Vec<usize>, DecodeError>>()?;
+            Some(ids)
+        };
+        Ok(DecodeParams {
+            kind: model.decoder,
+            score_threshold: model.score_threshold,
+            nms_iou: model.nms_iou,
+            max_detections: model.max_detections,
+            allowed_classes,
+        })
+    }
+}
+
+fn unknown_class(name: &str, labels: &Labels) -> DecodeError {
+    // Gap fillers (`class<id>`) are not names a user would look for, so they are not offered.
+    let real_names =
+        (0..labels.len()).map(|id| labels.name(id)).filter(|label| !is_gap_filler(label)).collect::<Vec<_>>();
+    let wanted = name.to_lowercase();
+    let similar = real_names
+        .iter()
+        .filter(|label| {
+            let label = label.to_lowercase();
+            label.contains(&wanted) || wanted.contains(&label)
+        })
+        .take(EXAMPLE_LABELS)
+        .map(|label| format!("`{label}`"))
+        .collect::<Vec<_>>();
+    let examples = if similar.is_empty() {
+        real_names.iter().take(EXAMPLE_LABELS).map(|label| format!("`{label}`")).collect::<Vec<_>>()
+    } else {
+        similar
+    };
+    DecodeError::UnknownClass { name: name.to_string(), count: real_names.len(), examples: examples.join(", ") }
+}
+
+fn is_gap_filler(label: &str) -> bool {
+    label.strip_prefix("class").is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// One possible detection, before NMS.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Candidate {
+    score: f32,
+    class_id: usize,
+    /// Position in the model's output order: ties in score keep that order, so results are reproducible.
+    order: u32,
+    /// Input-tensor pixels, used for NMS.
+    tensor_box: BoundingBox,
+    /// Source-frame pixels, clamped to the frame, reported.
+    source_box: BoundingBox,
+}
+
+/// Applies the filters every decoder shares while candidates are collected.
+struct CandidateSink<'a> {
+    score_threshold: f32,
+    allowed: Option<&'a [bool]>,
+    geometry: &'a ResizeGeometry,
+    candidates: &'a mut Vec<Candidate>,
+}
+
+impl CandidateSink<'_> {
+    fn score_passes(&self, score: f32) -> bool {
+        score.is_finite() && score >= self.score_threshold
+    }
+
+    fn class_allowed(&self, class_id: usize) -> bool {
+        self.allowed.is_none_or(|allowed| allowed.get(class_id).copied().unwrap_or(false))
+    }
+
+    /// Keeps the candidate if it passes the threshold, the allow-list, and has an area in the source frame.
+    fn offer(&mut self, class_id: usize, score: f32, tensor_box: BoundingBox) {
+        if !self.score_passes(score) || !self.class_allowed(class_id) {
+            return;
+        }
+        let finite = [tensor_box.x1, tensor_box.y1, tensor_box.x2, tensor_box.y2].iter().all(|v| v.is_finite());
+        if !finite {
+            return;
+        }
+        let source_box = BoundingBox {
+            x1: self.geometry.to_source_x(tensor_box.x1),
+            y1: self.geometry.to_source_y(tensor_box.y1),
+            x2: self.geometry.to_source_x(tensor_box.x2),
+            y2: self.geometry.to_source_y(tensor_box.y2),
+        };
+        if !(source_box.x2 > source_box.x1 && source_box.y2 > source_box.y1) {
+            return;
+        }
+        let order = u32::try_from(self.candidates.len()).unwrap_or(u32::MAX);
+        self.candidates.push(Candidate { score, class_id, order, tensor_box, source_box });
+    }
+}
+
+/// Decodes one model's outputs frame after frame, reusing its scratch buffers.
+#[derive(Debug)]
+pub struct Decoder {
+    params: DecodeParams,
+    /// `allowed_classes` as a lookup table indexed by class id.
+    allowed: Option<Vec<bool>>,
+    candidates: Vec<Candidate>,
+    /// Best (score, class) per anchor for channel-major YOLOv8 outputs.
+    best_per_anchor: Vec<(f32, usize)>,
+}
+
+impl Decoder {
+    pub fn new(params: DecodeParams) -> Decoder {
+        let mut decoder =
+            Decoder { allowed: None, params: params.clone(), candidates: Vec::new(), best_per_anchor: Vec::new() };
+        decoder.set_params(params);
+        decoder
+    }
+
+    /// Replaces thresholds and filters (the decoder kind too); scratch buffers are kept.
+    pub fn set_params(&mut self, params: DecodeParams) {
+        self.allowed = params.allowed_classes.as_ref().map(|ids| {
+            let mut table = vec![false; ids.iter().max().map_or(0, |max| max + 1)];
+            for &id in ids {
+                table[id] = true;
+            }
+            table
+        });
+        self.params = params;
+    }
+
+    pub fn params(&self) -> &DecodeParams {
+        &self.params
+    }
+
+    /// Decodes `outputs` into `out` (cleared first), highest score first.
+    ///
+    /// `input_width`/`input_height`: the model input tensor size; `geometry` maps tensor pixels to
+    /// source pixels.
+    pub fn decode(
+        &mut self,
+        outputs: &ModelOutputs,
+        input_width: u32,
+        input_height: u32,
+        geometry: &ResizeGeometry,
+        out: &mut Vec<Detection>,
+    ) -> Result<(), DecodeError> {
+        out.clear();
+        self.candidates.clear();
+        let mut sink = CandidateSink {
+            score_threshold: self.params.score_threshold,
+            allowed: self.allowed.as_deref(),
+            geometry,
+            candidates: &mut self.candidates,
+        };
+        match self.params.kind {
+            DecoderKind::Ssd => ssd::collect(outputs, input_width as f32, input_height as f32, &mut sink)?,
+            DecoderKind::Yolov5 => yolo::collect_v5(outputs, &mut sink)?,
+            DecoderKind::Yolov8 => yolo::collect_v8(outputs, &mut self.best_per_anchor, &mut sink)?,
+            DecoderKind::End2end => end2end::collect(outputs, &mut sink)?,
+        }
+        let nms_iou = match self.params.kind {
+            DecoderKind::End2end => None,
+            _ => Some(self.params.nms_iou),
+        };
+        let kept = nms::select(&mut self.candidates, nms_iou, self.params.max_detections);
+        out.extend(kept.iter().map(|c| Detection { class_id: c.class_id, score: c.score, bbox: c.source_box }));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod test_support;
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+    use crate::config::Config;
+    use std::path::Path;
+
+    fn labels() -> Labels {
+        Labels::parse("0 person\n1 bicycle\n2 car\n4 airplane\n17 dog\n", Path::new("labels.txt")).expect("labels")
+    }
+
+    #[test]
+    fn from_config_resolves_class_names() {
+        let mut config = Config::embedded_default().expect("embedded config");
+        config.model.classes = vec!["dog".into(), "person".into()];
+        let params = DecodeParams::from_config(&config.model, &labels()).expect("params");
+        assert_eq!(params.kind, config.model.decoder);
+        assert_eq!(params.score_threshold, config.model.score_threshold);
+        assert_eq!(params.nms_iou, config.model.nms_iou);
+        assert_eq!(params.max_detections, config.model.max_detections);
+        assert_eq!(params.allowed_classes, Some(vec![17, 0]));
+
+        config.model.classes.clear();
+        assert_eq!(DecodeParams::from_config(&config.model, &labels()).expect("params").allowed_classes, None);
+    }
+
+    #[test]
+    fn from_config_names_an_unknown_class_and_offers_real_ones() {
+        let mut config = Config::embedded_default().expect("embedded config");
+        config.model.classes = vec!["person".into(), "cars".into()];
+        let message = DecodeParams::from_config(&config.model, &labels()).expect_err("unknown").to_string();
+        assert!(message.contains("`cars`"), "{message}");
+        assert!(message.contains("`car`"), "{message}");
+
+        config.model.classes = vec!["zebra".into()];
+        let message = DecodeParams::from_config(&config.model, &labels()).expect_err("unknown").to_string();
+        assert!(message.contains("`zebra`") && message.contains("5 labels"), "{message}");
+        assert!(message.contains("`person`, `bicycle`"), "{message}");
+        assert!(!message.contains("class3"), "gap fillers are not offered: {message}");
+    }
+
+    #[test]
+    fn set_params_changes_threshold_and_allow_list() {
+        let outputs =
+            yolov5_outputs(&[[320.0, 320.0, 64.0, 64.0, 1.0, 0.6, 0.1], [100.0, 100.0, 20.0, 20.0, 1.0, 0.1, 0.9]]);
+        let mut decoder = Decoder::new(params(DecoderKind::Yolov5));
+        let mut out = Vec::new();
+        decoder.decode(&outputs, 640, 640, &identity(640), &mut out).expect("decode");
+        assert_eq!(out.len(), 2);
+
+        decoder.set_params(DecodeParams { score_threshold: 0.7, ..params(DecoderKind::Yolov5) });
+        decoder.decode(&outputs, 640, 640, &identity(640), &mut out).expect("decode");
+        assert_eq!(classes(&out), [1]);
+
+        decoder.set_params(DecodeParams { allowed_classes: Some(vec![0]), ..params(DecoderKind::Yolov5) });
+        assert_eq!(decoder.params().allowed_classes, Some(vec![0]));
+        decoder.decode(&outputs, 640, 640, &identity(640), &mut out).expect("decode");
+        assert_eq!(classes(&out), [0]);
+    }
+
+    #[test]
+    fn steady_state_reuses_buffers() {
+        let outputs =
+            yolov5_outputs(&[[320.0, 320.0, 64.0, 64.0, 1.0, 0.6, 0.1], [100.0, 100.0, 20.0, 20.0, 1.0, 0.1, 0.9]]);
+        let mut decoder = Decoder::new(params(DecoderKind::Yolov5));
+        let mut out = Vec::new();
+        decoder.decode(&outputs, 640, 640, &identity(640), &mut out).expect("decode");
+        let (out_buffer, scratch) = (out.as_ptr(), decoder.candidates.as_ptr());
+        decoder.decode(&outputs, 640, 640, &identity(640), &mut out).expect("decode");
+        assert_eq!((out.as_ptr(), decoder.candidates.as_ptr()), (out_buffer, scratch));
+        assert_eq!(out.len(), 2);
+    }
+}
