@@ -125,9 +125,7 @@ impl MqttSettings {
         let mqtt = &config.mqtt;
         let password = match (&mqtt.password_file, &mqtt.password_env) {
             (Some(path), _) => Some(read_password_file(path)?),
-            (None, Some(name)) => {
-                Some(std::env::var(name).map_err(|_| MqttError::PasswordEnv { name: name.clone() })?)
-            }
+            (None, Some(name)) => Some(std::env::var(name).map_err(|_| MqttError::PasswordEnv { name: name.clone() })?),
             (None, None) => None,
         };
         let tls = match &mqtt.tls {
@@ -563,6 +561,13 @@ impl Connection {
                     retry_delay = self.settings.reconnect_min;
                 }
                 Err(error) => {
+                    // rumqttc keeps events it buffered before the failure (acks read in the same
+                    // batch, the write that failed) and hands them out after the next CONNACK,
+                    // where they would be matched against re-sent messages; a stale collision would
+                    // block the new connection. Both belong to the dead connection: what they
+                    // acknowledged is re-sent (a duplicate at worst).
+                    eventloop.state.events.clear();
+                    eventloop.state.collision = None;
                     let was_connected = {
                         let mut outbox = lock(&self.shared.outbox);
                         let was_connected = outbox.connected;

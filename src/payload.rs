@@ -267,9 +267,9 @@ mod tests {
     #[test]
     fn empty_detections_and_non_finite_values() {
         let labels = Labels::parse("a\n", Path::new("l")).expect("labels");
-        let meta =
-            FrameMeta { width: 2, height: 2, format: PixelFormat::Rgb8, sequence: 0, captured_at: UNIX_EPOCH };
-        let nan = [Detection { class_id: 0, score: f32::NAN, bbox: BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 } }];
+        let meta = FrameMeta { width: 2, height: 2, format: PixelFormat::Rgb8, sequence: 0, captured_at: UNIX_EPOCH };
+        let nan =
+            [Detection { class_id: 0, score: f32::NAN, bbox: BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 } }];
         let message: DetectionsMessage =
             serde_json::from_slice(&detections_message("c", &meta, &Latency::default(), &nan, &labels)).expect("json");
         assert_eq!(message.detections[0].score, 0.0);
