@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -35,14 +35,33 @@ pub struct Broker {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    secured: bool,
 }
 
 impl Broker {
     /// Starts a broker on a free port. Panics with install instructions when mosquitto is missing.
     pub fn start() -> Broker {
-        let dir =
-            tempfile::Builder::new().prefix("jetson-detectd-mosquitto").tempdir().expect("temp dir for mosquitto");
-        let mut broker = Broker { port: 0, dir, child: None };
+        Self::start_in(temp_dir(), false)
+    }
+
+    /// Starts a broker that accepts only TLS (a fresh CA, see [`Broker::ca_file`]; the server
+    /// certificate names `127.0.0.1` and `localhost`) and only `username` with `password`.
+    /// Needs the `openssl` and `mosquitto_passwd` commands.
+    pub fn start_secured(username: &str, password: &str) -> Broker {
+        let dir = temp_dir();
+        make_test_certificates(dir.path());
+        let passwd = dir.path().join("passwd");
+        run_tool(Command::new("mosquitto_passwd").arg("-b").arg("-c").arg(&passwd).arg(username).arg(password));
+        Self::start_in(dir, true)
+    }
+
+    /// PEM CA certificate that signs a secured broker's certificate.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    fn start_in(dir: tempfile::TempDir, secured: bool) -> Broker {
+        let mut broker = Broker { port: 0, dir, child: None, secured };
         // Another process can take the port between our probe and mosquitto's bind; try a few.
         for _ in 0..5 {
             broker.port = free_port();
@@ -138,7 +157,8 @@ impl Broker {
         let path = dir.join("mosquitto.conf");
         let config = format!(
             "listener {port} 127.0.0.1\n\
-             allow_anonymous true\n\
+             {access}\
+             allow_anonymous {anonymous}\n\
              persistence true\n\
              persistence_location {dir}/\n\
              persistence_file mosquitto.db\n\
@@ -153,7 +173,17 @@ impl Broker {
              # Only used when running as root: stay root so the temp directory stays writable.\n\
              user root\n",
             port = self.port,
-            dir = dir.display()
+            dir = dir.display(),
+            anonymous = !self.secured,
+            access = if self.secured {
+                format!(
+                    "cafile {dir}/ca.pem\ncertfile {dir}/server.pem\nkeyfile {dir}/server.key\n\
+                     password_file {dir}/passwd\n",
+                    dir = dir.display()
+                )
+            } else {
+                String::new()
+            },
         );
         fs::write(&path, config).expect("write mosquitto.conf");
         path
@@ -181,6 +211,61 @@ fn mosquitto_binary() -> PathBuf {
              `apt-get install mosquitto` (Debian/Ubuntu), then run the tests again"
         )
     })
+}
+
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("jetson-detectd-mosquitto").tempdir().expect("temp dir for mosquitto")
+}
+
+/// A CA and a server certificate for 127.0.0.1/localhost, valid for a century (P-256 keys).
+fn make_test_certificates(dir: &Path) {
+    let path = |name: &str| dir.join(name);
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    run_tool(
+        Command::new("openssl")
+            .args(["req", "-x509", "-days", "36500", "-subj", "/CN=jetson-detectd test CA"])
+            .args(ec)
+            .args(["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"])
+            .arg("-keyout")
+            .arg(path("ca.key"))
+            .arg("-out")
+            .arg(path("ca.pem")),
+    );
+    run_tool(
+        Command::new("openssl")
+            .args(["req", "-subj", "/CN=localhost"])
+            .args(ec)
+            .arg("-keyout")
+            .arg(path("server.key"))
+            .arg("-out")
+            .arg(path("server.csr")),
+    );
+    fs::write(
+        path("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write server.ext");
+    run_tool(
+        Command::new("openssl")
+            .args(["x509", "-req", "-days", "36500", "-CAcreateserial"])
+            .arg("-in")
+            .arg(path("server.csr"))
+            .arg("-CA")
+            .arg(path("ca.pem"))
+            .arg("-CAkey")
+            .arg(path("ca.key"))
+            .arg("-extfile")
+            .arg(path("server.ext"))
+            .arg("-out")
+            .arg(path("server.pem")),
+    );
+}
+
+fn run_tool(command: &mut Command) {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {command:?} ({e}); install openssl and mosquitto (mosquitto_passwd)"));
+    assert!(output.status.success(), "{command:?} failed: {}", String::from_utf8_lossy(&output.stderr));
 }
 
 fn free_port() -> u16 {

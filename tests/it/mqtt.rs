@@ -17,6 +17,11 @@ use crate::broker::{Broker, Subscriber, WAIT};
 
 /// Settings through the real config path, with timings small enough for tests.
 fn settings(broker: &Broker, prefix: &str, qos: u8, queue_capacity: usize) -> MqttSettings {
+    settings_with(broker, prefix, qos, queue_capacity, "")
+}
+
+/// [`settings`] plus extra `[mqtt]` lines.
+fn settings_with(broker: &Broker, prefix: &str, qos: u8, queue_capacity: usize, extra: &str) -> MqttSettings {
     let text = format!(
         r#"
         [device]
@@ -40,6 +45,7 @@ fn settings(broker: &Broker, prefix: &str, qos: u8, queue_capacity: usize) -> Mq
         shutdown_flush_ms = 20000
         reconnect_min_ms = 20
         reconnect_max_ms = 200
+        {extra}
         "#,
         host = broker.host(),
         port = broker.port(),
@@ -252,4 +258,24 @@ fn full_queue_drops_the_oldest_while_the_broker_is_down() {
     wait_for_stats(&publisher, "the queue to drain", |s| s.queued == 0);
     runtime.block_on(publisher.shutdown());
     assert_eq!(sequence_numbers(&subscriber.messages("bound-test/front/detections")).len(), CAPACITY as usize);
+}
+
+#[test]
+fn tls_and_password_from_a_file() {
+    let broker = Broker::start_secured("jetson", "pass word");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let password_file = dir.path().join("password");
+    std::fs::write(&password_file, "pass word\n").expect("write password file");
+    let mqtt = format!(
+        "username = \"jetson\"\npassword_file = {:?}\ntls = {{ ca_file = {:?} }}",
+        password_file.display().to_string(),
+        broker.ca_file().display().to_string()
+    );
+    let runtime = runtime();
+    let publisher = start(&runtime, settings_with(&broker, "tls-test", 1, 10, &mqtt));
+    publisher.publish(publisher.topic("front/detections"), b"over tls".to_vec(), false);
+    // `online` and the message acknowledged: the TLS handshake and the login worked.
+    let stats = wait_for_stats(&publisher, "both messages acknowledged", |s| s.published == 2);
+    assert!(stats.connected, "{stats:?}");
+    runtime.block_on(publisher.shutdown());
 }
