@@ -550,7 +550,9 @@ impl Connection {
                 }
             };
             let Some(polled) = polled else {
-                self.flush_timed_out();
+                if !disconnect_sent {
+                    self.flush_timed_out();
+                }
                 return;
             };
             match polled {

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use jetson_detectd::config::{Config, ConfigOrigin};
@@ -188,11 +190,13 @@ fn no_qos1_message_is_lost_across(outage: Outage, prefix: &str) {
     let data_topic = publisher.topic("front/detections");
     subscriber.wait_for_payload(&status_topic, b"online");
 
+    let progress = Arc::new(AtomicU32::new(0));
     let producer = {
-        let (publisher, topic) = (publisher.clone(), data_topic.clone());
+        let (publisher, topic, progress) = (publisher.clone(), data_topic.clone(), Arc::clone(&progress));
         std::thread::spawn(move || {
             for n in 0..TOTAL {
                 publisher.publish(topic.clone(), n.to_string().into_bytes(), false);
+                progress.store(n + 1, Ordering::SeqCst);
                 std::thread::sleep(Duration::from_millis(2));
             }
         })
@@ -203,7 +207,11 @@ fn no_qos1_message_is_lost_across(outage: Outage, prefix: &str) {
         Outage::GracefulRestart => broker.stop(),
         Outage::Crash => {
             broker.freeze();
-            wait_for_stats(&publisher, "publishes to pile up unacknowledged", |s| s.queued >= 50);
+            // Messages published from now on are written to the socket but never read.
+            let pile_up = (progress.load(Ordering::SeqCst) + 30).min(TOTAL);
+            wait_for_stats(&publisher, "publishes to pile up unacknowledged", |s| {
+                s.queued > 0 && progress.load(Ordering::SeqCst) >= pile_up
+            });
             broker.kill();
         }
     }
