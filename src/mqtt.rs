@@ -1,1 +1,868 @@
-//! Placeholder: filled in by its owner.
+//! The MQTT publisher: one rumqttc client, a bounded outbox, the status topic and its Last Will,
+//! reconnection with backoff, and a bounded flush at shutdown.
+//!
+//! Owns: the broker connection and every message on its way to the broker. Must not: build
+//! payloads, decide what or how often to publish (the pipeline and telemetry do that), or ever block
+//! or fail the caller because of the broker.
+//!
+//! Why an outbox of our own: rumqttc 0.25 keeps unacknowledged QoS 1/2 publishes in its
+//! `MqttState`; on a connection error `EventLoop::clean` moves them, and every request still
+//! waiting in its request channel, to `EventLoop::pending`, and the next CONNACK *clears* `pending`
+//! unless the broker reports `session_present`. A broker that restarts without persistence, or
+//! forgets the session for any other reason, would silently lose every queued or in-flight
+//! message. So each message stays in [`Outbox`] until the broker has acknowledged it (PUBACK for
+//! QoS 1, PUBCOMP for QoS 2); the client connects with a clean session, so rumqttc never replays
+//! anything by itself, and after every CONNACK the connection task re-sends what is unacknowledged.
+//! Duplicates after a reconnect are possible (QoS 1 semantics); loss of an accepted message is not.
+//!
+//! Only the connection task hands messages to rumqttc, never more than [`MAX_IN_FLIGHT`] at a time,
+//! and only while connected. rumqttc reports every publish it writes as `Outgoing::Publish(pkid)`
+//! in hand-over order, which is how a packet id — and so its acknowledgement — is tied to a message.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rumqttc::{AsyncClient, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS, Transport};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::config::Config;
+
+/// Payload of the retained status topic while connected.
+pub const STATUS_ONLINE: &str = "online";
+/// Payload of the status topic after a clean shutdown, and of the Last Will.
+pub const STATUS_OFFLINE: &str = "offline";
+/// Largest payload accepted; bigger ones are dropped (and counted) instead of breaking the connection.
+pub const MAX_PAYLOAD_BYTES: usize = 8 * 1024 * 1024;
+/// Messages handed to rumqttc and not yet acknowledged; also rumqttc's in-flight window.
+pub const MAX_IN_FLIGHT: u16 = 64;
+const MAX_TOPIC_BYTES: usize = 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MqttError {
+    #[error("mqtt.password_file {path}: {source}")]
+    PasswordFile { path: PathBuf, source: std::io::Error },
+    #[error("mqtt.password_file {path}: the first line is empty")]
+    EmptyPassword { path: PathBuf },
+    #[error("mqtt.password_env: environment variable {name} is not set or not valid UTF-8")]
+    PasswordEnv { name: String },
+    #[error("mqtt.tls.{key} {path}: {source}")]
+    TlsFile { key: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("mqtt.tls.{key} {path}: no PEM `{expected}` block in the file")]
+    TlsPem { key: &'static str, path: PathBuf, expected: &'static str },
+    #[error("the MQTT publisher must be started inside a tokio runtime")]
+    NoRuntime,
+}
+
+/// PEM files for a TLS connection, read at start so that a bad path fails there, not at every reconnect.
+#[derive(Clone)]
+pub struct TlsMaterial {
+    /// CA bundle that signs the broker's certificate.
+    pub ca: Vec<u8>,
+    /// Client certificate and private key for mutual TLS.
+    pub client_auth: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl fmt::Debug for TlsMaterial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsMaterial")
+            .field("ca_bytes", &self.ca.len())
+            .field("client_auth", &self.client_auth.as_ref().map(|_| "<certificate and key>"))
+            .finish()
+    }
+}
+
+/// Everything the publisher needs, resolved from `[mqtt]` (passwords and PEM files already read).
+#[derive(Clone)]
+pub struct MqttSettings {
+    pub host: String,
+    pub port: u16,
+    pub client_id: String,
+    /// Topic prefix without a trailing `/`.
+    pub prefix: String,
+    /// QoS of everything but the status topic (always QoS 1).
+    pub qos: QoS,
+    /// Zero disables keep-alive; otherwise at least one second (rumqttc's resolution).
+    pub keep_alive: Duration,
+    /// Data messages held while the broker is away or slow; the oldest is dropped beyond.
+    pub queue_capacity: usize,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub tls: Option<TlsMaterial>,
+    /// Longest wait at shutdown for queued QoS ≥ 1 messages to be acknowledged.
+    pub shutdown_flush: Duration,
+    pub reconnect_min: Duration,
+    pub reconnect_max: Duration,
+}
+
+impl fmt::Debug for MqttSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MqttSettings")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("client_id", &self.client_id)
+            .field("prefix", &self.prefix)
+            .field("qos", &self.qos)
+            .field("keep_alive", &self.keep_alive)
+            .field("queue_capacity", &self.queue_capacity)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls)
+            .field("shutdown_flush", &self.shutdown_flush)
+            .field("reconnect_min", &self.reconnect_min)
+            .field("reconnect_max", &self.reconnect_max)
+            .finish()
+    }
+}
+
+impl MqttSettings {
+    /// Resolves defaults and reads the password and TLS files the config names.
+    pub fn from_config(config: &Config) -> Result<MqttSettings, MqttError> {
+        let mqtt = &config.mqtt;
+        let password = match (&mqtt.password_file, &mqtt.password_env) {
+            (Some(path), _) => Some(read_password_file(path)?),
+            (None, Some(name)) => Some(std::env::var(name).map_err(|_| MqttError::PasswordEnv { name: name.clone() })?),
+            (None, None) => None,
+        };
+        let tls = match &mqtt.tls {
+            Some(tls) => Some(TlsMaterial {
+                ca: read_pem(&tls.ca_file, "ca_file", "CERTIFICATE")?,
+                client_auth: match (&tls.client_cert, &tls.client_key) {
+                    (Some(cert), Some(key)) => Some((
+                        read_pem(cert, "client_cert", "CERTIFICATE")?,
+                        read_pem(key, "client_key", "PRIVATE KEY")?,
+                    )),
+                    _ => None,
+                },
+            }),
+            None => None,
+        };
+        Ok(MqttSettings {
+            host: mqtt.host.clone(),
+            port: mqtt.port,
+            client_id: mqtt.client_id.clone().unwrap_or_else(|| format!("jetson-detectd-{}", config.device_id())),
+            prefix: config.topic_prefix(),
+            qos: match mqtt.qos {
+                0 => QoS::AtMostOnce,
+                1 => QoS::AtLeastOnce,
+                _ => QoS::ExactlyOnce,
+            },
+            keep_alive: Duration::from_secs(u64::from(mqtt.keep_alive_s)),
+            queue_capacity: mqtt.queue_capacity,
+            username: mqtt.username.clone(),
+            password,
+            tls,
+            shutdown_flush: Duration::from_millis(mqtt.shutdown_flush_ms),
+            reconnect_min: Duration::from_millis(mqtt.reconnect_min_ms),
+            reconnect_max: Duration::from_millis(mqtt.reconnect_max_ms),
+        })
+    }
+
+    fn status_topic(&self) -> String {
+        format!("{}/status", self.prefix)
+    }
+
+    fn mqtt_options(&self) -> MqttOptions {
+        let mut options = MqttOptions::new(self.client_id.clone(), self.host.clone(), self.port);
+        let keep_alive =
+            if self.keep_alive.is_zero() { Duration::ZERO } else { self.keep_alive.max(Duration::from_secs(1)) };
+        options
+            .set_keep_alive(keep_alive)
+            .set_clean_session(true)
+            .set_inflight(MAX_IN_FLIGHT)
+            .set_max_packet_size(64 * 1024, MAX_PAYLOAD_BYTES + MAX_TOPIC_BYTES + 16)
+            .set_last_will(LastWill::new(self.status_topic(), STATUS_OFFLINE, QoS::AtLeastOnce, true));
+        if let Some(username) = &self.username {
+            options.set_credentials(username.clone(), self.password.clone().unwrap_or_default());
+        }
+        if let Some(tls) = &self.tls {
+            options.set_transport(Transport::tls(tls.ca.clone(), tls.client_auth.clone(), None));
+        }
+        options
+    }
+}
+
+fn read_password_file(path: &Path) -> Result<String, MqttError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| MqttError::PasswordFile { path: path.to_path_buf(), source })?;
+    let first_line = text.lines().next().unwrap_or_default();
+    if first_line.is_empty() {
+        return Err(MqttError::EmptyPassword { path: path.to_path_buf() });
+    }
+    Ok(first_line.to_string())
+}
+
+fn read_pem(path: &Path, key: &'static str, expected: &'static str) -> Result<Vec<u8>, MqttError> {
+    let bytes = std::fs::read(path).map_err(|source| MqttError::TlsFile { key, path: path.to_path_buf(), source })?;
+    // A light check that catches the usual mistakes (wrong file, DER instead of PEM); rustls parses it fully.
+    let text = String::from_utf8_lossy(&bytes);
+    let has_block = text.match_indices("-----BEGIN ").any(|(at, _)| {
+        text[at..].lines().next().is_some_and(|line| line.trim_end().ends_with(&format!("{expected}-----")))
+    });
+    if !has_block {
+        return Err(MqttError::TlsPem { key, path: path.to_path_buf(), expected });
+    }
+    Ok(bytes)
+}
+
+/// Counters for telemetry and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MqttStats {
+    /// A CONNACK was received and the connection has not failed since.
+    pub connected: bool,
+    /// Messages accepted and not yet acknowledged (QoS ≥ 1) or written (QoS 0), status messages included.
+    pub queued: usize,
+    /// Messages dropped: by the queue bound (oldest first), for being too large or having an invalid
+    /// topic, or for arriving after `shutdown()`.
+    pub dropped: u64,
+    /// Messages acknowledged by the broker (QoS ≥ 1) or written to it (QoS 0), status messages included.
+    pub published: u64,
+    /// Successful connections after the first.
+    pub reconnects: u64,
+}
+
+/// Handle to the publisher; clones share one connection. Dropping the last clone without
+/// [`Publisher::shutdown`] aborts the connection, so the broker publishes the Last Will.
+#[derive(Clone)]
+pub struct Publisher {
+    shared: Arc<Shared>,
+    prefix: Arc<str>,
+    qos: QoS,
+    task: Arc<ConnectionTask>,
+}
+
+impl fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Publisher").field("prefix", &self.prefix).field("stats", &self.stats()).finish()
+    }
+}
+
+/// Owns the spawned connection task and aborts it when the last [`Publisher`] goes away.
+struct ConnectionTask(Mutex<Option<JoinHandle<()>>>);
+
+impl Drop for ConnectionTask {
+    fn drop(&mut self) {
+        if let Some(handle) = lock(&self.0).take() {
+            handle.abort();
+        }
+    }
+}
+
+impl Publisher {
+    /// Must be called inside a tokio runtime; spawns the connection task, which connects in the background.
+    pub fn start(settings: MqttSettings) -> Result<Publisher, MqttError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| MqttError::NoRuntime)?;
+        let (client, eventloop) = AsyncClient::new(settings.mqtt_options(), usize::from(MAX_IN_FLIGHT) + 2);
+        let shared = Arc::new(Shared {
+            outbox: Mutex::new(Outbox::new(settings.queue_capacity, settings.status_topic())),
+            wake: Notify::new(),
+        });
+        let prefix: Arc<str> = settings.prefix.clone().into();
+        let qos = settings.qos;
+        let connection = Connection { client, shared: Arc::clone(&shared), settings };
+        let handle = runtime.spawn(connection.run(eventloop));
+        Ok(Publisher { shared, prefix, qos, task: Arc::new(ConnectionTask(Mutex::new(Some(handle)))) })
+    }
+
+    /// `<prefix>/<suffix>`.
+    pub fn topic(&self, suffix: &str) -> String {
+        format!("{}/{suffix}", self.prefix)
+    }
+
+    /// Queues a message with the configured QoS. Never blocks and never fails: when the queue is
+    /// full the oldest data message is dropped and counted.
+    pub fn publish(&self, topic: String, payload: Vec<u8>, retain: bool) {
+        let rejection = if payload.len() > MAX_PAYLOAD_BYTES {
+            Some("payload too large")
+        } else if topic.is_empty() || topic.len() > MAX_TOPIC_BYTES || topic.contains(['+', '#', '\0']) {
+            Some("invalid topic")
+        } else {
+            None
+        };
+        if let Some(reason) = rejection {
+            log::warn!("MQTT: dropping a {} byte message for {topic:?}: {reason}", payload.len());
+            lock(&self.shared.outbox).dropped += 1;
+            return;
+        }
+        let message = Message { topic, payload, qos: self.qos, retain, is_status: false };
+        lock(&self.shared.outbox).push(message);
+        self.shared.wake.notify_one();
+    }
+
+    pub fn stats(&self) -> MqttStats {
+        lock(&self.shared.outbox).stats()
+    }
+
+    /// Publishes the retained `offline` status, waits at most `shutdown_flush` for every queued
+    /// QoS ≥ 1 message to be acknowledged, and disconnects cleanly. When the flush time runs out,
+    /// the connection is dropped instead, so that the broker publishes the Last Will (`offline`).
+    /// Later publishes are dropped. Returns at once on the second call.
+    pub async fn shutdown(&self) {
+        {
+            let mut outbox = lock(&self.shared.outbox);
+            if !outbox.closing {
+                outbox.closing = true;
+                let offline = outbox.status_message(STATUS_OFFLINE);
+                outbox.set_status(offline, StatusPosition::Last);
+            }
+        }
+        self.shared.wake.notify_one();
+        let handle = lock(&self.task.0).take();
+        if let Some(handle) = handle {
+            if let Err(error) = handle.await {
+                log::error!("MQTT connection task failed: {error}");
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks; a poisoned one still holds consistent data.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+struct Shared {
+    outbox: Mutex<Outbox>,
+    /// Wakes the connection task: new message, or shutdown.
+    wake: Notify,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Message {
+    topic: String,
+    payload: Vec<u8>,
+    qos: QoS,
+    retain: bool,
+    /// Status messages are exempt from the queue bound; only the latest waiting one is kept.
+    is_status: bool,
+}
+
+/// A message handed to rumqttc. `message` is `None` once the queue bound dropped it: the entry
+/// stays until its `Outgoing::Publish` event or acknowledgement so that the matching stays in step.
+#[derive(Debug)]
+struct InFlight {
+    message: Option<Message>,
+    qos: QoS,
+    /// Set by `Outgoing::Publish`; `None` until rumqttc has written the packet.
+    pkid: Option<u16>,
+}
+
+enum StatusPosition {
+    /// Before everything waiting: `online` after a (re)connect.
+    First,
+    /// After everything waiting: `offline` at shutdown.
+    Last,
+}
+
+/// Messages not yet acknowledged, oldest first: `in_flight` (handed to rumqttc, in hand-over
+/// order) then `waiting`.
+#[derive(Debug)]
+struct Outbox {
+    waiting: VecDeque<Message>,
+    in_flight: VecDeque<InFlight>,
+    capacity: usize,
+    /// Live data (non-status) messages in `waiting` and `in_flight`.
+    data_len: usize,
+    status_topic: String,
+    connected: bool,
+    closing: bool,
+    dropped: u64,
+    published: u64,
+    reconnects: u64,
+}
+
+impl Outbox {
+    fn new(capacity: usize, status_topic: String) -> Outbox {
+        Outbox {
+            waiting: VecDeque::with_capacity(capacity.min(1024)),
+            in_flight: VecDeque::with_capacity(usize::from(MAX_IN_FLIGHT)),
+            capacity: capacity.max(1),
+            data_len: 0,
+            status_topic,
+            connected: false,
+            closing: false,
+            dropped: 0,
+            published: 0,
+            reconnects: 0,
+        }
+    }
+
+    fn status_message(&self, payload: &str) -> Message {
+        Message {
+            topic: self.status_topic.clone(),
+            payload: payload.as_bytes().to_vec(),
+            qos: QoS::AtLeastOnce,
+            retain: true,
+            is_status: true,
+        }
+    }
+
+    fn push(&mut self, message: Message) {
+        if self.closing {
+            self.dropped += 1;
+            return;
+        }
+        if self.data_len >= self.capacity {
+            self.drop_oldest_data();
+        }
+        self.data_len += 1;
+        self.waiting.push_back(message);
+    }
+
+    fn drop_oldest_data(&mut self) {
+        let in_flight = self.in_flight.iter_mut().find(|e| e.message.as_ref().is_some_and(|m| !m.is_status));
+        if let Some(entry) = in_flight {
+            entry.message = None;
+        } else if let Some(index) = self.waiting.iter().position(|m| !m.is_status) {
+            self.waiting.remove(index);
+        } else {
+            return;
+        }
+        self.data_len -= 1;
+        self.dropped += 1;
+    }
+
+    /// Replaces any waiting status message: only the latest state matters for a retained topic.
+    fn set_status(&mut self, message: Message, position: StatusPosition) {
+        self.waiting.retain(|m| !m.is_status);
+        match position {
+            StatusPosition::First => self.waiting.push_front(message),
+            StatusPosition::Last => self.waiting.push_back(message),
+        }
+    }
+
+    /// Moves the next waiting message to `in_flight` and returns what to hand to rumqttc.
+    fn hand_over_next(&mut self) -> Option<Message> {
+        if !self.connected || self.in_flight.len() >= usize::from(MAX_IN_FLIGHT) {
+            return None;
+        }
+        let message = self.waiting.pop_front()?;
+        let handed = message.clone();
+        self.in_flight.push_back(InFlight { qos: message.qos, message: Some(message), pkid: None });
+        Some(handed)
+    }
+
+    /// Undoes the last [`Outbox::hand_over_next`] when rumqttc did not take the message.
+    fn take_back_last(&mut self) {
+        if let Some(InFlight { message: Some(message), .. }) = self.in_flight.pop_back() {
+            self.waiting.push_front(message);
+        }
+    }
+
+    /// rumqttc wrote the oldest handed message that had no packet id yet (`pkid` 0 for QoS 0).
+    fn on_written(&mut self, pkid: u16) {
+        let Some(index) = self.in_flight.iter().position(|e| e.pkid.is_none()) else {
+            log::debug!("MQTT: publish {pkid} written that was not handed over by this connection");
+            return;
+        };
+        if self.in_flight[index].qos == QoS::AtMostOnce {
+            self.complete(index);
+        } else {
+            self.in_flight[index].pkid = Some(pkid);
+        }
+    }
+
+    /// The broker acknowledged `pkid` (PUBACK for QoS 1, PUBCOMP for QoS 2).
+    fn on_acknowledged(&mut self, pkid: u16) {
+        if let Some(index) = self.in_flight.iter().position(|e| e.pkid == Some(pkid)) {
+            self.complete(index);
+        }
+    }
+
+    fn complete(&mut self, index: usize) {
+        if let Some(InFlight { message: Some(message), .. }) = self.in_flight.remove(index) {
+            self.published += 1;
+            if !message.is_status {
+                self.data_len -= 1;
+            }
+        }
+    }
+
+    /// The connection failed: everything handed over and not acknowledged waits again, in order.
+    fn on_connection_lost(&mut self) {
+        self.connected = false;
+        while let Some(entry) = self.in_flight.pop_back() {
+            if let Some(message) = entry.message {
+                self.waiting.push_front(message);
+            }
+        }
+    }
+
+    /// Nothing waits and nothing handed over awaits an acknowledgement.
+    fn is_flushed(&self) -> bool {
+        self.waiting.is_empty() && self.in_flight.iter().all(|e| e.message.is_none())
+    }
+
+    fn stats(&self) -> MqttStats {
+        MqttStats {
+            connected: self.connected,
+            queued: self.waiting.len() + self.in_flight.iter().filter(|e| e.message.is_some()).count(),
+            dropped: self.dropped,
+            published: self.published,
+            reconnects: self.reconnects,
+        }
+    }
+}
+
+/// The connection task's state, apart from the event loop that its `run` drives.
+struct Connection {
+    client: AsyncClient,
+    shared: Arc<Shared>,
+    settings: MqttSettings,
+}
+
+/// What the connection task does after handling something.
+#[derive(PartialEq)]
+enum Next {
+    Continue,
+    Stop,
+}
+
+impl Connection {
+    async fn run(self, mut eventloop: EventLoop) {
+        let broker = format!("{}:{}", self.settings.host, self.settings.port);
+        let mut retry_delay = self.settings.reconnect_min;
+        let mut ever_connected = false;
+        // Set once shutdown has been requested: the end of the flush window.
+        let mut flush_deadline: Option<Instant> = None;
+        let mut disconnect_sent = false;
+        loop {
+            let polled = {
+                // The poll future stays alive while new messages are handed over: cancelling it
+                // part-way through a write is not something rumqttc promises to survive.
+                let poll = eventloop.poll();
+                tokio::pin!(poll);
+                loop {
+                    tokio::select! {
+                        polled = &mut poll => break Some(polled),
+                        () = self.shared.wake.notified() => {
+                            hand_over(&self.client, &self.shared);
+                            if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                                return;
+                            }
+                        }
+                        () = sleep_until_deadline(flush_deadline) => break None,
+                    }
+                }
+            };
+            let Some(polled) = polled else {
+                if !disconnect_sent {
+                    self.flush_timed_out();
+                }
+                return;
+            };
+            match polled {
+                Ok(event) => {
+                    if self.handle_event(event, &broker, &mut ever_connected) == Next::Stop {
+                        return;
+                    }
+                    retry_delay = self.settings.reconnect_min;
+                }
+                Err(error) => {
+                    // rumqttc keeps events it buffered before the failure (acks read in the same
+                    // batch, the write that failed) and hands them out after the next CONNACK,
+                    // where they would be matched against re-sent messages; a stale collision would
+                    // block the new connection. Both belong to the dead connection: what they
+                    // acknowledged is re-sent (a duplicate at worst).
+                    eventloop.state.events.clear();
+                    eventloop.state.collision = None;
+                    let was_connected = {
+                        let mut outbox = lock(&self.shared.outbox);
+                        let was_connected = outbox.connected;
+                        outbox.on_connection_lost();
+                        was_connected
+                    };
+                    if disconnect_sent {
+                        return;
+                    }
+                    if was_connected {
+                        log::info!("MQTT: connection to {broker} lost: {error}; reconnecting in {retry_delay:?}");
+                    } else {
+                        log::warn!("MQTT: cannot connect to {broker}: {error}; retrying in {retry_delay:?}");
+                    }
+                    if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                        return;
+                    }
+                    let retry_at = Instant::now() + retry_delay;
+                    tokio::select! {
+                        () = tokio::time::sleep_until(retry_at) => {}
+                        () = sleep_until_deadline(flush_deadline) => {
+                            self.flush_timed_out();
+                            return;
+                        }
+                    }
+                    retry_delay = (retry_delay * 2).min(self.settings.reconnect_max);
+                    continue;
+                }
+            }
+            hand_over(&self.client, &self.shared);
+            if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                return;
+            }
+        }
+    }
+
+    fn handle_event(&self, event: Event, broker: &str, ever_connected: &mut bool) -> Next {
+        match event {
+            Event::Incoming(Packet::ConnAck(_)) => {
+                let mut outbox = lock(&self.shared.outbox);
+                outbox.connected = true;
+                if *ever_connected {
+                    outbox.reconnects += 1;
+                }
+                // During shutdown the queued `offline` must stay the last word.
+                if !outbox.closing {
+                    let online = outbox.status_message(STATUS_ONLINE);
+                    outbox.set_status(online, StatusPosition::First);
+                }
+                let queued = outbox.waiting.len();
+                drop(outbox);
+                *ever_connected = true;
+                log::info!("MQTT: connected to {broker} as {} ({queued} messages queued)", self.settings.client_id);
+            }
+            Event::Outgoing(Outgoing::Publish(pkid)) => lock(&self.shared.outbox).on_written(pkid),
+            Event::Incoming(Packet::PubAck(ack)) => lock(&self.shared.outbox).on_acknowledged(ack.pkid),
+            Event::Incoming(Packet::PubComp(comp)) => lock(&self.shared.outbox).on_acknowledged(comp.pkid),
+            Event::Outgoing(Outgoing::Disconnect) => {
+                lock(&self.shared.outbox).connected = false;
+                log::info!("MQTT: disconnected from {broker}");
+                return Next::Stop;
+            }
+            _ => {}
+        }
+        Next::Continue
+    }
+
+    /// Once shutdown is requested: start the flush window, and when everything is acknowledged,
+    /// disconnect (or stop at once when there is no connection to close).
+    fn shutdown_step(&self, flush_deadline: &mut Option<Instant>, disconnect_sent: &mut bool) -> Next {
+        let outbox = lock(&self.shared.outbox);
+        if !outbox.closing {
+            return Next::Continue;
+        }
+        if flush_deadline.is_none() {
+            *flush_deadline = Some(Instant::now() + self.settings.shutdown_flush);
+        }
+        if !outbox.is_flushed() || *disconnect_sent {
+            return Next::Continue;
+        }
+        if !outbox.connected {
+            return Next::Stop;
+        }
+        drop(outbox);
+        if self.client.try_disconnect().is_err() {
+            return Next::Stop;
+        }
+        *disconnect_sent = true;
+        Next::Continue
+    }
+
+    fn flush_timed_out(&self) {
+        let queued = lock(&self.shared.outbox).stats().queued;
+        log::warn!(
+            "MQTT: {queued} messages not acknowledged within {:?} of shutdown; closing the connection \
+             without DISCONNECT so the broker publishes the Last Will",
+            self.settings.shutdown_flush
+        );
+    }
+}
+
+/// Hands waiting messages to rumqttc while connected and the in-flight window has room. The
+/// request channel holds more than the window, so `try_publish` only fails if the event loop is gone.
+fn hand_over(client: &AsyncClient, shared: &Shared) {
+    loop {
+        let Some(message) = lock(&shared.outbox).hand_over_next() else {
+            return;
+        };
+        if let Err(error) = client.try_publish(message.topic, message.qos, message.retain, message.payload) {
+            log::warn!("MQTT: could not hand a message to the client: {error}");
+            lock(&shared.outbox).take_back_last();
+            return;
+        }
+    }
+}
+
+async fn sleep_until_deadline(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::config::ConfigOrigin;
+
+    fn data(n: u32) -> Message {
+        Message {
+            topic: "p/cam/detections".into(),
+            payload: n.to_string().into_bytes(),
+            qos: QoS::AtLeastOnce,
+            retain: false,
+            is_status: false,
+        }
+    }
+
+    fn payloads(outbox: &Outbox) -> Vec<String> {
+        let in_flight = outbox.in_flight.iter().filter_map(|e| e.message.as_ref());
+        in_flight.chain(&outbox.waiting).map(|m| String::from_utf8_lossy(&m.payload).into_owned()).collect()
+    }
+
+    #[test]
+    fn full_queue_drops_the_oldest_data_but_keeps_status() {
+        let mut outbox = Outbox::new(3, "p/status".into());
+        let online = outbox.status_message(STATUS_ONLINE);
+        outbox.set_status(online, StatusPosition::First);
+        for n in 0..5 {
+            outbox.push(data(n));
+        }
+        assert_eq!(payloads(&outbox), ["online", "2", "3", "4"]);
+        assert_eq!(outbox.stats().dropped, 2);
+        assert_eq!(outbox.stats().queued, 4);
+    }
+
+    #[test]
+    fn acknowledgements_follow_hand_over_order_and_loss_requeues() {
+        let mut outbox = Outbox::new(10, "p/status".into());
+        outbox.connected = true;
+        for n in 0..3 {
+            outbox.push(data(n));
+        }
+        while outbox.hand_over_next().is_some() {}
+        outbox.on_written(7);
+        outbox.on_written(8);
+        outbox.on_acknowledged(7);
+        assert_eq!(payloads(&outbox), ["1", "2"]);
+        outbox.on_connection_lost();
+        assert!(outbox.in_flight.is_empty());
+        assert_eq!(payloads(&outbox), ["1", "2"]);
+        assert_eq!(outbox.hand_over_next(), None, "nothing is handed over while disconnected");
+        assert_eq!(outbox.stats().published, 1);
+        assert!(!outbox.is_flushed());
+    }
+
+    #[test]
+    fn dropping_an_in_flight_message_keeps_the_matching_in_step() {
+        let mut outbox = Outbox::new(2, "p/status".into());
+        outbox.connected = true;
+        outbox.push(data(0));
+        outbox.push(data(1));
+        while outbox.hand_over_next().is_some() {}
+        outbox.push(data(2));
+        assert_eq!(payloads(&outbox), ["1", "2"]);
+        outbox.on_written(1);
+        outbox.on_written(2);
+        outbox.on_acknowledged(1);
+        outbox.on_acknowledged(2);
+        assert_eq!(payloads(&outbox), ["2"]);
+        assert_eq!(outbox.stats(), MqttStats { connected: true, queued: 1, dropped: 1, published: 1, reconnects: 0 });
+    }
+
+    #[test]
+    fn qos0_completes_when_written_and_closing_refuses_new_messages() {
+        let mut outbox = Outbox::new(4, "p/status".into());
+        outbox.connected = true;
+        outbox.push(Message { qos: QoS::AtMostOnce, ..data(0) });
+        while outbox.hand_over_next().is_some() {}
+        outbox.on_written(0);
+        assert!(outbox.is_flushed());
+        outbox.closing = true;
+        outbox.push(data(1));
+        assert_eq!(outbox.stats().dropped, 1);
+        assert!(outbox.is_flushed());
+    }
+
+    #[test]
+    fn hand_over_respects_the_in_flight_window() {
+        let mut outbox = Outbox::new(1000, "p/status".into());
+        outbox.connected = true;
+        for n in 0..200 {
+            outbox.push(data(n));
+        }
+        let mut handed = 0;
+        while outbox.hand_over_next().is_some() {
+            handed += 1;
+        }
+        assert_eq!(handed, usize::from(MAX_IN_FLIGHT));
+    }
+
+    fn config(mqtt: &str) -> Result<Config, crate::config::ConfigError> {
+        let text = format!(
+            r#"
+            [device]
+            id = "dev1"
+            [model]
+            onnx = "m.onnx"
+            labels = "l.txt"
+            decoder = "ssd"
+            input = {{ width = 300, height = 300, layout = "nhwc", dtype = "u8" }}
+            [[camera]]
+            name = "front"
+            source = {{ kind = "synthetic" }}
+            [mqtt]
+            {mqtt}
+            "#
+        );
+        Config::from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/base"))
+    }
+
+    #[test]
+    fn settings_from_config_read_password_and_redact_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let password_path = dir.path().join("password");
+        let mut file = std::fs::File::create(&password_path).expect("create");
+        writeln!(file, "s3cret word\nignored").expect("write");
+        let toml = format!("username = \"u\"\npassword_file = {:?}\nqos = 2", password_path.display().to_string());
+        let settings = MqttSettings::from_config(&config(&toml).expect("config")).expect("settings");
+        assert_eq!(settings.password.as_deref(), Some("s3cret word"));
+        assert_eq!(settings.client_id, "jetson-detectd-dev1");
+        assert_eq!(settings.prefix, "jetson-detectd/dev1");
+        assert_eq!(settings.qos, QoS::ExactlyOnce);
+        let debug = format!("{settings:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        assert!(debug.contains("<redacted>"), "{debug}");
+    }
+
+    #[test]
+    fn settings_errors_name_the_key_and_file() {
+        let missing = config("username = \"u\"\npassword_file = \"/nonexistent/pw\"").expect("config");
+        let error = MqttSettings::from_config(&missing).expect_err("missing file").to_string();
+        assert!(error.contains("mqtt.password_file /nonexistent/pw"), "{error}");
+
+        let env = config("username = \"u\"\npassword_env = \"JETSON_DETECTD_TEST_UNSET_VARIABLE\"").expect("config");
+        let error = MqttSettings::from_config(&env).expect_err("unset env").to_string();
+        assert!(error.contains("JETSON_DETECTD_TEST_UNSET_VARIABLE"), "{error}");
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let not_pem = dir.path().join("ca.der");
+        std::fs::write(&not_pem, [0x30, 0x82, 0x01]).expect("write");
+        let tls = config(&format!("tls = {{ ca_file = {:?} }}", not_pem.display().to_string())).expect("config");
+        let error = MqttSettings::from_config(&tls).expect_err("not PEM").to_string();
+        assert!(error.contains("mqtt.tls.ca_file") && error.contains("CERTIFICATE"), "{error}");
+    }
+
+    #[test]
+    fn pem_check_accepts_certificates_and_keys() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cert = dir.path().join("c.pem");
+        let key = dir.path().join("k.pem");
+        std::fs::write(&cert, "junk\n-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").expect("write");
+        std::fs::write(&key, "-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n").expect("write");
+        assert!(read_pem(&cert, "ca_file", "CERTIFICATE").is_ok());
+        assert!(read_pem(&key, "client_key", "PRIVATE KEY").is_ok());
+        assert!(read_pem(&key, "client_cert", "CERTIFICATE").is_err());
+    }
+
+    #[test]
+    fn start_outside_a_runtime_is_an_error() {
+        let settings = MqttSettings::from_config(&config("").expect("config")).expect("settings");
+        assert!(matches!(Publisher::start(settings), Err(MqttError::NoRuntime)));
+    }
+}

@@ -1,1 +1,294 @@
-//! Placeholder: filled in by its owner.
+//! The versioned JSON message published for each processed frame (`<prefix>/<camera>/detections`).
+//!
+//! Owns: the schema (field names, units, rounding, timestamp format) and its encoder. The public
+//! structs ([`DetectionsMessage`] and friends) are the documented schema and parse what
+//! [`detections_message`] writes; the encoder itself serialises straight from the pipeline's
+//! [`Detection`]s so that a frame costs one output buffer and nothing else. Must not: decide when
+//! a message is sent, or know about topics and MQTT.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::ser::SerializeSeq;
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::detection::{Detection, Labels};
+use crate::frame::FrameMeta;
+
+/// Value of the `schema` field. Bumped only for changes that break existing consumers.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Time spent per pipeline stage on one frame.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Latency {
+    pub preprocess: Duration,
+    pub infer: Duration,
+    pub postprocess: Duration,
+    /// Capture hand-over to message encoding; at least the sum of the stages.
+    pub total: Duration,
+}
+
+/// One detections message, as consumers parse it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DetectionsMessage {
+    /// [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// The camera's configured name.
+    pub camera: String,
+    /// Per-camera frame sequence number; gaps mean frames dropped before inference.
+    pub frame: u64,
+    /// Capture time, RFC 3339 UTC with milliseconds (`2026-11-22T10:00:00.123Z`).
+    pub ts: String,
+    /// Source frame size in pixels; boxes are in this coordinate space.
+    pub width: u32,
+    pub height: u32,
+    pub latency_ms: LatencyMs,
+    pub detections: Vec<DetectionRecord>,
+}
+
+/// Stage latencies in milliseconds, rounded to 0.01 ms.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatencyMs {
+    pub pre: f64,
+    pub infer: f64,
+    pub post: f64,
+    pub total: f64,
+}
+
+/// One detected object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DetectionRecord {
+    pub label: String,
+    pub class_id: usize,
+    /// Confidence 0..=1, rounded to 3 decimals.
+    pub score: f64,
+    #[serde(rename = "box")]
+    pub bbox: BoxPixels,
+}
+
+/// Box corners in source-frame pixels, rounded to 0.1 px.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BoxPixels {
+    pub x1: f64,
+    pub y1: f64,
+    pub x2: f64,
+    pub y2: f64,
+}
+
+/// Encodes the detections message of one frame.
+pub fn detections_message(
+    camera: &str,
+    meta: &FrameMeta,
+    latency: &Latency,
+    detections: &[Detection],
+    labels: &Labels,
+) -> Vec<u8> {
+    let view = MessageView {
+        schema: SCHEMA_VERSION,
+        camera,
+        frame: meta.sequence,
+        ts: Rfc3339Millis(meta.captured_at),
+        width: meta.width,
+        height: meta.height,
+        latency_ms: LatencyMs {
+            pre: milliseconds(latency.preprocess),
+            infer: milliseconds(latency.infer),
+            post: milliseconds(latency.postprocess),
+            total: milliseconds(latency.total),
+        },
+        detections: DetectionsView { detections, labels },
+    };
+    // Room for the fixed fields plus a typical detection, so most messages never reallocate.
+    let mut out = Vec::with_capacity(256 + 96 * detections.len());
+    // Serialising plain numbers and strings into a Vec cannot fail.
+    if serde_json::to_writer(&mut out, &view).is_err() {
+        out.clear();
+    }
+    out
+}
+
+/// Serialises exactly like [`DetectionsMessage`] (same field order and rounding) without building it.
+#[derive(Serialize)]
+struct MessageView<'a> {
+    schema: u32,
+    camera: &'a str,
+    frame: u64,
+    #[serde(serialize_with = "serialize_display")]
+    ts: Rfc3339Millis,
+    width: u32,
+    height: u32,
+    latency_ms: LatencyMs,
+    detections: DetectionsView<'a>,
+}
+
+struct DetectionsView<'a> {
+    detections: &'a [Detection],
+    labels: &'a Labels,
+}
+
+impl Serialize for DetectionsView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.detections.len()))?;
+        for detection in self.detections {
+            let b = &detection.bbox;
+            seq.serialize_element(&DetectionView {
+                label: self.labels.name(detection.class_id),
+                class_id: detection.class_id,
+                score: round_to(f64::from(detection.score), 1000.0),
+                bbox: BoxPixels {
+                    x1: round_to(f64::from(b.x1), 10.0),
+                    y1: round_to(f64::from(b.y1), 10.0),
+                    x2: round_to(f64::from(b.x2), 10.0),
+                    y2: round_to(f64::from(b.y2), 10.0),
+                },
+            })?;
+        }
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+struct DetectionView<'a> {
+    label: Cow<'a, str>,
+    class_id: usize,
+    score: f64,
+    #[serde(rename = "box")]
+    bbox: BoxPixels,
+}
+
+fn serialize_display<S: Serializer>(value: &Rfc3339Millis, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
+}
+
+fn milliseconds(duration: Duration) -> f64 {
+    round_to(duration.as_secs_f64() * 1000.0, 100.0)
+}
+
+/// Rounds to `1/scale`; non-finite values become 0 because JSON has no NaN or infinity.
+fn round_to(value: f64, scale: f64) -> f64 {
+    if value.is_finite() {
+        (value * scale).round() / scale
+    } else {
+        0.0
+    }
+}
+
+/// Formats a wall-clock time as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC). Times before 1970 print as the
+/// epoch: a capture timestamp that old is a clock fault, not a date worth encoding.
+#[derive(Debug, Clone, Copy)]
+pub struct Rfc3339Millis(pub SystemTime);
+
+impl fmt::Display for Rfc3339Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let since_epoch = self.0.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = since_epoch.as_secs();
+        let (year, month, day) = civil_from_days(secs / 86_400);
+        let second_of_day = secs % 86_400;
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+            second_of_day / 3600,
+            second_of_day / 60 % 60,
+            second_of_day % 60,
+            since_epoch.subsec_millis()
+        )
+    }
+}
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`,
+/// restricted to non-negative days).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::detection::BoundingBox;
+    use crate::frame::PixelFormat;
+
+    fn at(secs: u64, millis: u32) -> SystemTime {
+        UNIX_EPOCH + Duration::new(secs, millis * 1_000_000 + 999_999)
+    }
+
+    fn sample() -> Vec<u8> {
+        let labels = Labels::parse("0 person\n1 bicycle\n", Path::new("labels")).expect("labels");
+        let meta = FrameMeta {
+            width: 1920,
+            height: 1080,
+            format: PixelFormat::Rgb8,
+            sequence: 1234,
+            captured_at: at(1_795_341_600, 123),
+        };
+        let latency = Latency {
+            preprocess: Duration::from_micros(412),
+            infer: Duration::from_micros(7_894),
+            postprocess: Duration::from_micros(306),
+            total: Duration::from_micros(9_111),
+        };
+        let detections = [
+            Detection { class_id: 0, score: 0.91234, bbox: BoundingBox { x1: 10.04, y1: 20.0, x2: 200.06, y2: 400.0 } },
+            Detection { class_id: 7, score: 0.5, bbox: BoundingBox { x1: 0.0, y1: 1.25, x2: 3.0, y2: 4.0 } },
+        ];
+        detections_message("front", &meta, &latency, &detections, &labels)
+    }
+
+    #[test]
+    fn message_has_the_documented_layout() {
+        let expected = concat!(
+            r#"{"schema":1,"camera":"front","frame":1234,"ts":"2026-11-22T10:00:00.123Z","width":1920,"#,
+            r#""height":1080,"latency_ms":{"pre":0.41,"infer":7.89,"post":0.31,"total":9.11},"detections":["#,
+            r#"{"label":"person","class_id":0,"score":0.912,"box":{"x1":10.0,"y1":20.0,"x2":200.1,"y2":400.0}},"#,
+            r#"{"label":"class7","class_id":7,"score":0.5,"box":{"x1":0.0,"y1":1.3,"x2":3.0,"y2":4.0}}]}"#
+        );
+        assert_eq!(String::from_utf8(sample()).expect("utf-8"), expected);
+    }
+
+    #[test]
+    fn encoder_and_schema_structs_agree() {
+        let bytes = sample();
+        let parsed: DetectionsMessage = serde_json::from_slice(&bytes).expect("parse");
+        assert_eq!(parsed.detections[0].bbox.x2, 200.1);
+        assert_eq!(serde_json::to_vec(&parsed).expect("serialise"), bytes);
+    }
+
+    #[test]
+    fn empty_detections_and_non_finite_values() {
+        let labels = Labels::parse("a\n", Path::new("l")).expect("labels");
+        let meta = FrameMeta { width: 2, height: 2, format: PixelFormat::Rgb8, sequence: 0, captured_at: UNIX_EPOCH };
+        let nan =
+            [Detection { class_id: 0, score: f32::NAN, bbox: BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 } }];
+        let message: DetectionsMessage =
+            serde_json::from_slice(&detections_message("c", &meta, &Latency::default(), &nan, &labels)).expect("json");
+        assert_eq!(message.detections[0].score, 0.0);
+        assert_eq!(message.ts, "1970-01-01T00:00:00.000Z");
+        let empty = detections_message("c", &meta, &Latency::default(), &[], &labels);
+        assert!(String::from_utf8(empty).expect("utf-8").ends_with(r#""detections":[]}"#));
+    }
+
+    #[test]
+    fn timestamps_across_leap_years_and_centuries() {
+        for (secs, expected) in [
+            (951_782_400, "2000-02-29T00:00:00.000Z"),
+            (4_107_542_399, "2100-02-28T23:59:59.000Z"),
+            (4_107_542_400, "2100-03-01T00:00:00.000Z"),
+            (1_709_251_199, "2024-02-29T23:59:59.000Z"),
+            (253_402_300_799, "9999-12-31T23:59:59.000Z"),
+        ] {
+            assert_eq!(Rfc3339Millis(at(secs, 0)).to_string(), expected, "{secs}");
+        }
+        assert_eq!(Rfc3339Millis(UNIX_EPOCH - Duration::from_secs(5)).to_string(), "1970-01-01T00:00:00.000Z");
+    }
+}

@@ -1,1 +1,289 @@
-//! Placeholder: filled in by its owner.
+//! The MQTT publisher against a real mosquitto: status and Last Will, payload round trip, no QoS 1
+//! loss across a broker restart, and the queue bound while the broker is away.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use jetson_detectd::config::{Config, ConfigOrigin};
+use jetson_detectd::detection::{BoundingBox, Detection, Labels};
+use jetson_detectd::frame::{FrameMeta, PixelFormat};
+use jetson_detectd::mqtt::{MqttSettings, MqttStats, Publisher};
+use jetson_detectd::payload::{detections_message, DetectionsMessage, Latency};
+use rumqttc::QoS;
+use tokio::runtime::Runtime;
+
+use crate::broker::{Broker, Subscriber, WAIT};
+
+/// Settings through the real config path, with timings small enough for tests.
+fn settings(broker: &Broker, prefix: &str, qos: u8, queue_capacity: usize) -> MqttSettings {
+    settings_with(broker, prefix, qos, queue_capacity, "")
+}
+
+/// [`settings`] plus extra `[mqtt]` lines.
+fn settings_with(broker: &Broker, prefix: &str, qos: u8, queue_capacity: usize, extra: &str) -> MqttSettings {
+    let text = format!(
+        r#"
+        [device]
+        id = "it"
+        [model]
+        onnx = "m.onnx"
+        labels = "l.txt"
+        decoder = "ssd"
+        input = {{ width = 300, height = 300, layout = "nhwc", dtype = "u8" }}
+        [[camera]]
+        name = "front"
+        source = {{ kind = "synthetic" }}
+        [mqtt]
+        host = "{host}"
+        port = {port}
+        client_id = "{prefix}-publisher"
+        prefix = "{prefix}"
+        qos = {qos}
+        keep_alive_s = 2
+        queue_capacity = {queue_capacity}
+        shutdown_flush_ms = 20000
+        reconnect_min_ms = 20
+        reconnect_max_ms = 200
+        {extra}
+        "#,
+        host = broker.host(),
+        port = broker.port(),
+    );
+    let config = Config::from_toml(&text, ConfigOrigin::File("it.toml".into()), Path::new("/")).expect("test config");
+    MqttSettings::from_config(&config).expect("mqtt settings")
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime")
+}
+
+fn start(runtime: &Runtime, settings: MqttSettings) -> Publisher {
+    let _entered = runtime.enter();
+    Publisher::start(settings).expect("publisher starts")
+}
+
+/// Polls the publisher's counters until `done` holds (failure guard: [`WAIT`]).
+fn wait_for_stats(publisher: &Publisher, what: &str, done: impl Fn(&MqttStats) -> bool) -> MqttStats {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let stats = publisher.stats();
+        if done(&stats) {
+            return stats;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}; stats: {stats:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn sequence_numbers(messages: &[crate::broker::Received]) -> BTreeSet<u32> {
+    messages.iter().map(|m| m.text().parse::<u32>().expect("sequence number payload")).collect()
+}
+
+#[test]
+fn status_is_online_then_offline_after_shutdown_with_everything_flushed() {
+    let broker = Broker::start();
+    let subscriber = Subscriber::connect(&broker, "status-sub", &["status-test/#"]);
+    let runtime = runtime();
+    let publisher = start(&runtime, settings(&broker, "status-test", 1, 100));
+    assert_eq!(publisher.topic("status"), "status-test/status");
+    subscriber.wait_for_payload("status-test/status", b"online");
+
+    for n in 0..20u32 {
+        publisher.publish(publisher.topic("front/detections"), n.to_string().into_bytes(), false);
+    }
+    runtime.block_on(publisher.shutdown());
+    let status = subscriber.wait_for_payload("status-test/status", b"offline");
+    assert_eq!(status.last().map(|m| m.qos), Some(QoS::AtLeastOnce));
+    // Everything queued before shutdown was acknowledged before the `offline` went out.
+    assert_eq!(sequence_numbers(&subscriber.messages("status-test/front/detections")), (0..20).collect());
+    let stats = publisher.stats();
+    assert_eq!((stats.queued, stats.dropped, stats.connected), (0, 0, false), "{stats:?}");
+    assert_eq!(stats.published, 22, "20 messages + online + offline: {stats:?}");
+
+    publisher.publish(publisher.topic("late"), b"too late".to_vec(), false);
+    assert_eq!(publisher.stats().dropped, 1);
+
+    let late = Subscriber::connect(&broker, "status-late-sub", &["status-test/status"]);
+    let retained = late.wait_for_payload("status-test/status", b"offline");
+    assert!(retained[0].retain, "the status is retained");
+}
+
+#[test]
+fn last_will_says_offline_when_the_client_dies_without_disconnect() {
+    let broker = Broker::start();
+    let subscriber = Subscriber::connect(&broker, "will-sub", &["will-test/status"]);
+    let runtime = runtime();
+    let publisher = start(&runtime, settings(&broker, "will-test", 1, 100));
+    subscriber.wait_for_payload("will-test/status", b"online");
+
+    // No shutdown(): the connection task is aborted and its socket closed without DISCONNECT.
+    drop(publisher);
+    drop(runtime);
+    subscriber.wait_for_payload("will-test/status", b"offline");
+    let late = Subscriber::connect(&broker, "will-late-sub", &["will-test/status"]);
+    let retained = late.wait_for_payload("will-test/status", b"offline");
+    assert!(retained[0].retain, "the Last Will is retained");
+}
+
+#[test]
+fn detections_payload_round_trips_through_the_broker_with_qos2() {
+    let broker = Broker::start();
+    let subscriber = Subscriber::connect(&broker, "payload-sub", &["payload-test/front/detections"]);
+    let runtime = runtime();
+    let publisher = start(&runtime, settings(&broker, "payload-test", 2, 100));
+
+    let labels = Labels::parse("person\nbicycle\ncar\n", Path::new("labels")).expect("labels");
+    let meta = FrameMeta {
+        width: 640,
+        height: 480,
+        format: PixelFormat::Rgb8,
+        sequence: 42,
+        captured_at: UNIX_EPOCH + Duration::from_millis(1_795_341_600_250),
+    };
+    let latency = Latency {
+        preprocess: Duration::from_micros(500),
+        infer: Duration::from_millis(8),
+        postprocess: Duration::from_micros(250),
+        total: Duration::from_micros(8_750),
+    };
+    let detections =
+        [Detection { class_id: 2, score: 0.875, bbox: BoundingBox { x1: 12.5, y1: 30.0, x2: 300.25, y2: 479.0 } }];
+    let payload = detections_message("front", &meta, &latency, &detections, &labels);
+    publisher.publish(publisher.topic("front/detections"), payload.clone(), false);
+
+    let received = subscriber.wait_until("payload-test/front/detections", "one message", |m| !m.is_empty());
+    assert_eq!(received[0].payload, payload);
+    let message: DetectionsMessage = serde_json::from_slice(&received[0].payload).expect("valid JSON");
+    assert_eq!(message.schema, 1);
+    assert_eq!((message.camera.as_str(), message.frame), ("front", 42));
+    assert_eq!(message.ts, "2026-11-22T10:00:00.250Z");
+    assert_eq!((message.width, message.height), (640, 480));
+    assert_eq!(message.latency_ms.total, 8.75);
+    assert_eq!(message.detections.len(), 1);
+    assert_eq!(message.detections[0].label, "car");
+    assert_eq!(message.detections[0].score, 0.875);
+    assert_eq!(message.detections[0].bbox.x2, 300.3);
+
+    // QoS 2 completes with PUBCOMP: the queue drains.
+    wait_for_stats(&publisher, "the QoS 2 message to be completed", |s| s.queued == 0 && s.published >= 2);
+    runtime.block_on(publisher.shutdown());
+}
+
+/// How the broker goes away in the middle of a stream of QoS 1 messages.
+enum Outage {
+    /// SIGTERM: the broker acknowledges what it has read and saves its state.
+    GracefulRestart,
+    /// SIGSTOP, publishes pile up unacknowledged, then SIGKILL: whatever was in flight is gone.
+    Crash,
+}
+
+fn no_qos1_message_is_lost_across(outage: Outage, prefix: &str) {
+    const TOTAL: u32 = 600;
+    let mut broker = Broker::start();
+    let subscriber = Subscriber::connect(&broker, &format!("{prefix}-sub"), &[&format!("{prefix}/#")]);
+    let runtime = runtime();
+    let publisher = start(&runtime, settings(&broker, prefix, 1, 10_000));
+    let status_topic = publisher.topic("status");
+    let data_topic = publisher.topic("front/detections");
+    subscriber.wait_for_payload(&status_topic, b"online");
+
+    let progress = Arc::new(AtomicU32::new(0));
+    let producer = {
+        let (publisher, topic, progress) = (publisher.clone(), data_topic.clone(), Arc::clone(&progress));
+        std::thread::spawn(move || {
+            for n in 0..TOTAL {
+                publisher.publish(topic.clone(), n.to_string().into_bytes(), false);
+                progress.store(n + 1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    wait_for_stats(&publisher, "some messages acknowledged", |s| s.published >= 100);
+    let online_before = subscriber.messages(&status_topic).len();
+    match outage {
+        Outage::GracefulRestart => broker.stop(),
+        Outage::Crash => {
+            broker.freeze();
+            // Messages published from now on are written to the socket but never read.
+            let pile_up = (progress.load(Ordering::SeqCst) + 30).min(TOTAL);
+            wait_for_stats(&publisher, "publishes to pile up unacknowledged", |s| {
+                s.queued > 0 && progress.load(Ordering::SeqCst) >= pile_up
+            });
+            broker.kill();
+        }
+    }
+    wait_for_stats(&publisher, "the publisher to notice the outage", |s| !s.connected);
+    broker.restart();
+    producer.join().expect("producer thread");
+
+    subscriber.wait_for_payload_after(&status_topic, online_before, b"online");
+    let received =
+        subscriber.wait_until(&data_topic, "every sequence number", |m| sequence_numbers(m).len() == TOTAL as usize);
+    assert_eq!(sequence_numbers(&received), (0..TOTAL).collect());
+    let stats = wait_for_stats(&publisher, "the queue to drain", |s| s.queued == 0);
+    assert!(stats.reconnects >= 1, "{stats:?}");
+    assert_eq!(stats.dropped, 0, "{stats:?}");
+    runtime.block_on(publisher.shutdown());
+}
+
+#[test]
+fn no_qos1_message_is_lost_when_the_broker_restarts_mid_stream() {
+    no_qos1_message_is_lost_across(Outage::GracefulRestart, "restart-test");
+}
+
+#[test]
+fn no_qos1_message_is_lost_when_the_broker_crashes_with_messages_in_flight() {
+    no_qos1_message_is_lost_across(Outage::Crash, "crash-test");
+}
+
+#[test]
+fn full_queue_drops_the_oldest_while_the_broker_is_down() {
+    const CAPACITY: u32 = 20;
+    const EXTRA: u32 = 15;
+    let mut broker = Broker::start();
+    let subscriber = Subscriber::connect(&broker, "bound-sub", &["bound-test/#"]);
+    let runtime = runtime();
+    let publisher = start(&runtime, settings(&broker, "bound-test", 1, CAPACITY as usize));
+    subscriber.wait_for_payload("bound-test/status", b"online");
+    wait_for_stats(&publisher, "the online status to be acknowledged", |s| s.queued == 0);
+
+    broker.stop();
+    wait_for_stats(&publisher, "the publisher to notice the outage", |s| !s.connected);
+    for n in 0..CAPACITY + EXTRA {
+        publisher.publish(publisher.topic("front/detections"), n.to_string().into_bytes(), false);
+    }
+    let stats = publisher.stats();
+    assert_eq!((stats.dropped, stats.queued), (u64::from(EXTRA), CAPACITY as usize), "{stats:?}");
+
+    broker.restart();
+    let received = subscriber.wait_until("bound-test/front/detections", "the newest messages", |m| {
+        sequence_numbers(m).len() >= CAPACITY as usize
+    });
+    assert_eq!(sequence_numbers(&received), (EXTRA..CAPACITY + EXTRA).collect());
+    wait_for_stats(&publisher, "the queue to drain", |s| s.queued == 0);
+    runtime.block_on(publisher.shutdown());
+    assert_eq!(sequence_numbers(&subscriber.messages("bound-test/front/detections")).len(), CAPACITY as usize);
+}
+
+#[test]
+fn tls_and_password_from_a_file() {
+    let broker = Broker::start_secured("jetson", "pass word");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let password_file = dir.path().join("password");
+    std::fs::write(&password_file, "pass word\n").expect("write password file");
+    let mqtt = format!(
+        "username = \"jetson\"\npassword_file = {:?}\ntls = {{ ca_file = {:?} }}",
+        password_file.display().to_string(),
+        broker.ca_file().display().to_string()
+    );
+    let runtime = runtime();
+    let publisher = start(&runtime, settings_with(&broker, "tls-test", 1, 10, &mqtt));
+    publisher.publish(publisher.topic("front/detections"), b"over tls".to_vec(), false);
+    // `online` and the message acknowledged: the TLS handshake and the login worked.
+    let stats = wait_for_stats(&publisher, "both messages acknowledged", |s| s.published == 2);
+    assert!(stats.connected, "{stats:?}");
+    runtime.block_on(publisher.shutdown());
+}
