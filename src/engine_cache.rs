@@ -1,1 +1,881 @@
-//! Placeholder: filled in by its owner.
+//! On-disk cache of built TensorRT engines and their timing cache, plus scratch-arena sizing.
+//!
+//! Owns: the cache key (what an engine depends on), file names in the cache directory, the sidecar
+//! JSON next to every engine, validation of engine bytes *before* TensorRT sees them, atomic writes
+//! (temp file, fsync, rename, fsync of the directory) and [`shared_arena_bytes`]. Pure Rust and
+//! always compiled, so everything here is tested without TensorRT.
+//! Must not: call TensorRT or CUDA, or decide whether to rebuild beyond reporting *why* a cached
+//! engine cannot be used ([`MissReason`]); the TensorRT layer does the building.
+//!
+//! Layout in the cache directory (`<stem>` is the model file name without extension):
+//! - `<stem>.<key>.engine` + `<stem>.<key>.engine.json` (sidecar: [`EngineIdentity`] in clear text,
+//!   the engine's size and sha256);
+//! - `<stem>.timing.cache` + `<stem>.timing.cache.json`, shared by every key of one device and
+//!   TensorRT version: it is what makes a rebuild after a model or option change fast.
+//!
+//! A power cut can interrupt a write at any point; because every file is replaced by rename and
+//! the sidecar is written after its engine, a reader sees either the old pair, the new pair, or a
+//! new engine with an old sidecar — which fails the sha256 check and is rebuilt, never trusted.
+
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::Precision;
+
+/// Version of the sidecar format and of the key derivation; bumping it invalidates every cache.
+pub const CACHE_SCHEMA: u32 = 1;
+
+/// Hex digits of the key in file names (64 bits: collisions between configs of one model are
+/// not a practical concern, and the sidecar is compared field by field anyway).
+const KEY_HEX_DIGITS: usize = 16;
+
+/// Larger files are rejected before being read: no engine for a Jetson-class device comes close,
+/// and reading one into memory must stay bounded.
+pub const MAX_ENGINE_BYTES: u64 = 4 << 30;
+
+/// Sidecars and timing caches beyond this are not ours.
+const MAX_SIDECAR_BYTES: u64 = 64 << 10;
+const MAX_TIMING_CACHE_BYTES: u64 = 1 << 30;
+
+/// Temp files carry this infix so that leftovers from a crash can be found and removed.
+const TEMP_INFIX: &str = ".tmp-";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("engine cache {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("engine {path}: {reason}")]
+    InvalidEngine { path: PathBuf, reason: MissReason },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> CacheError + '_ {
+    move |source| CacheError::Io { path: path.to_path_buf(), source }
+}
+
+/// Shape range of one dynamic model input (TensorRT optimisation profile).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShapeProfile {
+    /// Input tensor name.
+    pub input: String,
+    pub min: Vec<i64>,
+    pub opt: Vec<i64>,
+    pub max: Vec<i64>,
+}
+
+impl ShapeProfile {
+    /// A profile that allows exactly one shape (what a camera pipeline feeds).
+    pub fn fixed(input: impl Into<String>, shape: &[i64]) -> Self {
+        ShapeProfile { input: input.into(), min: shape.to_vec(), opt: shape.to_vec(), max: shape.to_vec() }
+    }
+}
+
+/// Builder options that change the engine (and therefore the key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildOptions {
+    pub precision: Precision,
+    pub workspace_bytes: u64,
+    pub dla_core: Option<u32>,
+    pub optimization_level: u8,
+    /// Applied to the input when the model's input has dynamic dimensions.
+    pub input_profile: Option<ShapeProfile>,
+}
+
+pub fn precision_name(precision: Precision) -> &'static str {
+    match precision {
+        Precision::Fp32 => "fp32",
+        Precision::Fp16 => "fp16",
+        Precision::Int8 => "int8",
+    }
+}
+
+/// The GPU an engine was built for: TensorRT engines are specific to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceIdentity {
+    pub name: String,
+    pub compute_capability: (u32, u32),
+}
+
+/// Everything a built engine depends on; hashed into the key and recorded in the sidecar.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineIdentity {
+    /// sha256 of the ONNX file, hex.
+    pub model_sha256: String,
+    /// `major.minor.patch` of the TensorRT library that builds/loads the engine.
+    pub tensorrt_version: String,
+    pub device_name: String,
+    /// `major.minor`, e.g. `8.7` for Orin.
+    pub compute_capability: String,
+    pub precision: String,
+    pub workspace_bytes: u64,
+    pub dla_core: Option<u32>,
+    pub optimization_level: u8,
+    pub input_profile: Option<ShapeProfile>,
+}
+
+impl EngineIdentity {
+    pub fn new(model_sha256: &str, tensorrt_version: &str, device: &DeviceIdentity, options: &BuildOptions) -> Self {
+        EngineIdentity {
+            model_sha256: model_sha256.to_owned(),
+            tensorrt_version: tensorrt_version.to_owned(),
+            device_name: device.name.clone(),
+            compute_capability: format!("{}.{}", device.compute_capability.0, device.compute_capability.1),
+            precision: precision_name(options.precision).to_owned(),
+            workspace_bytes: options.workspace_bytes,
+            dla_core: options.dla_core,
+            optimization_level: options.optimization_level,
+            input_profile: options.input_profile.clone(),
+        }
+    }
+
+    /// Short hash of every field. Each field is fed with its name and length so that no two
+    /// different identities produce the same byte stream.
+    pub fn key(&self) -> String {
+        let mut hasher = Sha256::new();
+        let mut field = |name: &str, value: &str| {
+            hasher.update(name.as_bytes());
+            hasher.update([0]);
+            hasher.update((value.len() as u64).to_le_bytes());
+            hasher.update(value.as_bytes());
+        };
+        field("schema", &CACHE_SCHEMA.to_string());
+        field("model_sha256", &self.model_sha256);
+        field("tensorrt_version", &self.tensorrt_version);
+        field("device_name", &self.device_name);
+        field("compute_capability", &self.compute_capability);
+        field("precision", &self.precision);
+        field("workspace_bytes", &self.workspace_bytes.to_string());
+        field("dla_core", &self.dla_core.map(|c| c.to_string()).unwrap_or_default());
+        field("optimization_level", &self.optimization_level.to_string());
+        match &self.input_profile {
+            None => field("input_profile", ""),
+            Some(profile) => {
+                field("input_profile", &profile.input);
+                field("min", &format!("{:?}", profile.min));
+                field("opt", &format!("{:?}", profile.opt));
+                field("max", &format!("{:?}", profile.max));
+            }
+        }
+        let mut key = to_hex(&hasher.finalize());
+        key.truncate(KEY_HEX_DIGITS);
+        key
+    }
+
+    /// Human-readable list of the fields that differ from `other` (`field: old → new`).
+    pub fn differences(&self, newer: &EngineIdentity) -> Vec<String> {
+        let mut changed = Vec::new();
+        let mut compare = |name: &str, old: String, new: String| {
+            if old != new {
+                changed.push(format!("{name}: {old} → {new}"));
+            }
+        };
+        compare("model sha256", short(&self.model_sha256), short(&newer.model_sha256));
+        compare("TensorRT", self.tensorrt_version.clone(), newer.tensorrt_version.clone());
+        compare("device", self.device_name.clone(), newer.device_name.clone());
+        compare("compute capability", self.compute_capability.clone(), newer.compute_capability.clone());
+        compare("precision", self.precision.clone(), newer.precision.clone());
+        compare("workspace bytes", self.workspace_bytes.to_string(), newer.workspace_bytes.to_string());
+        compare("DLA core", format!("{:?}", self.dla_core), format!("{:?}", newer.dla_core));
+        compare("optimisation level", self.optimization_level.to_string(), newer.optimization_level.to_string());
+        compare("input profile", format!("{:?}", self.input_profile), format!("{:?}", newer.input_profile));
+        changed
+    }
+}
+
+fn short(hash: &str) -> String {
+    hash.chars().take(12).collect()
+}
+
+/// The JSON file next to an engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSidecar {
+    pub schema: u32,
+    pub key: String,
+    pub identity: EngineIdentity,
+    pub engine_bytes: u64,
+    pub engine_sha256: String,
+}
+
+/// The JSON file next to the timing cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingCacheSidecar {
+    pub schema: u32,
+    pub tensorrt_version: String,
+    pub device_name: String,
+    pub compute_capability: String,
+    pub cache_bytes: u64,
+    pub cache_sha256: String,
+}
+
+/// Why a cached (or user-supplied) engine or timing cache is not used. Logged before a rebuild.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MissReason {
+    /// No engine for this key; `stale` lists what changed against engines of the same model that
+    /// exist for other keys.
+    Missing {
+        stale: Vec<String>,
+    },
+    SidecarMissing,
+    SidecarInvalid(String),
+    /// The sidecar describes a different build (should not happen for a key-named file).
+    IdentityMismatch(Vec<String>),
+    Truncated {
+        expected: u64,
+        actual: u64,
+    },
+    TooLarge {
+        bytes: u64,
+    },
+    Empty,
+    /// Same size, different content: corruption, or a file that is not this engine.
+    ChecksumMismatch,
+    Unreadable(String),
+    /// TensorRT refused to deserialise it (other TensorRT version, other device, corrupt).
+    Deserialize(String),
+}
+
+impl fmt::Display for MissReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MissReason::Missing { stale } if stale.is_empty() => f.write_str("no cached engine"),
+            MissReason::Missing { stale } => {
+                write!(f, "no cached engine for this build; changed: {}", stale.join(", "))
+            }
+            MissReason::SidecarMissing => f.write_str("its .json sidecar is missing (interrupted write?)"),
+            MissReason::SidecarInvalid(why) => write!(f, "its .json sidecar is invalid: {why}"),
+            MissReason::IdentityMismatch(changed) => write!(f, "built for something else: {}", changed.join(", ")),
+            MissReason::Truncated { expected, actual } => {
+                write!(f, "truncated: {actual} bytes, the sidecar records {expected}")
+            }
+            MissReason::TooLarge { bytes } => write!(f, "{bytes} bytes is more than the {MAX_ENGINE_BYTES} allowed"),
+            MissReason::Empty => f.write_str("the file is empty"),
+            MissReason::ChecksumMismatch => {
+                f.write_str("its sha256 does not match the sidecar (corrupt or foreign file)")
+            }
+            MissReason::Unreadable(why) => write!(f, "cannot read it: {why}"),
+            MissReason::Deserialize(why) => write!(f, "TensorRT cannot deserialise it: {why}"),
+        }
+    }
+}
+
+/// Result of looking up an engine.
+#[derive(Debug)]
+pub enum EngineLookup {
+    Hit { path: PathBuf, bytes: Vec<u8> },
+    Miss(MissReason),
+}
+
+/// The cache files of one model in one directory.
+#[derive(Debug, Clone)]
+pub struct EngineCache {
+    dir: PathBuf,
+    stem: String,
+}
+
+impl EngineCache {
+    /// Creates the directory if needed and removes temp files left by an interrupted write.
+    pub fn open(dir: &Path, model_path: &Path) -> Result<Self, CacheError> {
+        fs::create_dir_all(dir).map_err(io_error(dir))?;
+        let stem = model_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+        let cache = EngineCache { dir: dir.to_path_buf(), stem };
+        cache.remove_temp_leftovers()?;
+        Ok(cache)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn engine_path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{}.{key}.engine", self.stem))
+    }
+
+    pub fn timing_cache_path(&self) -> PathBuf {
+        self.dir.join(format!("{}.timing.cache", self.stem))
+    }
+
+    fn remove_temp_leftovers(&self) -> Result<(), CacheError> {
+        let prefix = format!(".{}.", self.stem);
+        for entry in fs::read_dir(&self.dir).map_err(io_error(&self.dir))? {
+            let entry = entry.map_err(io_error(&self.dir))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&prefix) && name.contains(TEMP_INFIX) {
+                let path = entry.path();
+                log::info!("removing {} left by an interrupted cache write", path.display());
+                fs::remove_file(&path).map_err(io_error(&path))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The engine for `identity` if it exists and its bytes match the sidecar; otherwise why not.
+    pub fn lookup(&self, identity: &EngineIdentity) -> EngineLookup {
+        let path = self.engine_path(&identity.key());
+        if !path.exists() {
+            return EngineLookup::Miss(MissReason::Missing { stale: self.stale_differences(identity) });
+        }
+        match read_validated_engine(&path, Some(identity)) {
+            Ok(bytes) => EngineLookup::Hit { path, bytes },
+            Err(reason) => EngineLookup::Miss(reason),
+        }
+    }
+
+    /// What changed against the sidecars of this model's engines for other keys (newest first is
+    /// not needed: any one explains the miss, all of them are listed once).
+    fn stale_differences(&self, identity: &EngineIdentity) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(&self.dir) else { return Vec::new() };
+        let prefix = format!("{}.", self.stem);
+        let mut changed: Vec<String> = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !(name.starts_with(&prefix) && name.ends_with(".engine.json")) {
+                continue;
+            }
+            if let Ok(sidecar) = read_sidecar::<EngineSidecar>(&entry.path()) {
+                for difference in sidecar.identity.differences(identity) {
+                    if !changed.contains(&difference) {
+                        changed.push(difference);
+                    }
+                }
+            }
+        }
+        changed
+    }
+
+    /// Writes engine then sidecar, each atomically. Returns the engine's path.
+    pub fn store(&self, identity: &EngineIdentity, engine: &[u8]) -> Result<PathBuf, CacheError> {
+        let path = self.engine_path(&identity.key());
+        write_engine_with_sidecar(&path, identity, engine)?;
+        Ok(path)
+    }
+
+    /// The timing cache if it was written for this TensorRT version and device and is intact.
+    pub fn load_timing_cache(&self, tensorrt_version: &str, device: &DeviceIdentity) -> Result<Vec<u8>, MissReason> {
+        let path = self.timing_cache_path();
+        if !path.exists() {
+            return Err(MissReason::Missing { stale: Vec::new() });
+        }
+        let sidecar: TimingCacheSidecar = read_sidecar(&sidecar_path(&path))?;
+        let expected = timing_sidecar(tensorrt_version, device, 0, String::new());
+        let mut changed = Vec::new();
+        if sidecar.tensorrt_version != expected.tensorrt_version {
+            changed.push(format!("TensorRT: {} → {}", sidecar.tensorrt_version, expected.tensorrt_version));
+        }
+        if (&sidecar.device_name, &sidecar.compute_capability) != (&expected.device_name, &expected.compute_capability)
+        {
+            changed.push(format!(
+                "device: {} ({}) → {} ({})",
+                sidecar.device_name, sidecar.compute_capability, expected.device_name, expected.compute_capability
+            ));
+        }
+        if !changed.is_empty() {
+            return Err(MissReason::IdentityMismatch(changed));
+        }
+        read_checked(&path, sidecar.cache_bytes, &sidecar.cache_sha256, MAX_TIMING_CACHE_BYTES)
+    }
+
+    /// Replaces the timing cache (atomically, sidecar after the data). Returns its path.
+    pub fn store_timing_cache(
+        &self,
+        tensorrt_version: &str,
+        device: &DeviceIdentity,
+        cache: &[u8],
+    ) -> Result<PathBuf, CacheError> {
+        let path = self.timing_cache_path();
+        atomic_write(&path, cache)?;
+        let sidecar = timing_sidecar(tensorrt_version, device, cache.len() as u64, sha256_hex(cache));
+        atomic_write(&sidecar_path(&path), &sidecar_json(&sidecar))?;
+        Ok(path)
+    }
+}
+
+fn timing_sidecar(tensorrt_version: &str, device: &DeviceIdentity, bytes: u64, sha256: String) -> TimingCacheSidecar {
+    TimingCacheSidecar {
+        schema: CACHE_SCHEMA,
+        tensorrt_version: tensorrt_version.to_owned(),
+        device_name: device.name.clone(),
+        compute_capability: format!("{}.{}", device.compute_capability.0, device.compute_capability.1),
+        cache_bytes: bytes,
+        cache_sha256: sha256,
+    }
+}
+
+/// `<file>.json`.
+pub fn sidecar_path(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".json");
+    PathBuf::from(name)
+}
+
+/// Writes `engine` to `path` and its sidecar to `<path>.json`, both atomically, engine first.
+/// `build-engine` uses this for engines outside the cache too, so that a prebuilt engine can be
+/// validated like a cached one.
+pub fn write_engine_with_sidecar(path: &Path, identity: &EngineIdentity, engine: &[u8]) -> Result<(), CacheError> {
+    let sidecar = EngineSidecar {
+        schema: CACHE_SCHEMA,
+        key: identity.key(),
+        identity: identity.clone(),
+        engine_bytes: engine.len() as u64,
+        engine_sha256: sha256_hex(engine),
+    };
+    atomic_write(path, engine)?;
+    atomic_write(&sidecar_path(path), &sidecar_json(&sidecar))
+}
+
+fn sidecar_json<T: Serialize>(sidecar: &T) -> Vec<u8> {
+    // Serialising plain strings and numbers cannot fail; an empty sidecar would be rejected on
+    // read, so even the impossible case degrades to a rebuild.
+    let mut json = serde_json::to_vec_pretty(sidecar).unwrap_or_default();
+    json.push(b'\n');
+    json
+}
+
+fn read_sidecar<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, MissReason> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(MissReason::SidecarMissing),
+        Err(e) => return Err(MissReason::SidecarInvalid(e.to_string())),
+    };
+    let mut text = Vec::new();
+    file.take(MAX_SIDECAR_BYTES + 1).read_to_end(&mut text).map_err(|e| MissReason::SidecarInvalid(e.to_string()))?;
+    if text.len() as u64 > MAX_SIDECAR_BYTES {
+        return Err(MissReason::SidecarInvalid("too large".into()));
+    }
+    serde_json::from_slice(&text).map_err(|e| MissReason::SidecarInvalid(e.to_string()))
+}
+
+/// Reads an engine and checks it against its sidecar. With `expected`, the sidecar must describe
+/// that exact build (cache lookups); without, any sidecar whose size and sha256 match is accepted
+/// (user-supplied engines, where the TensorRT version is checked by deserialisation).
+fn read_validated_engine(path: &Path, expected: Option<&EngineIdentity>) -> Result<Vec<u8>, MissReason> {
+    let sidecar: EngineSidecar = read_sidecar(&sidecar_path(path))?;
+    if sidecar.schema != CACHE_SCHEMA {
+        return Err(MissReason::SidecarInvalid(format!("schema {} (this build reads {CACHE_SCHEMA})", sidecar.schema)));
+    }
+    if sidecar.key != sidecar.identity.key() {
+        return Err(MissReason::SidecarInvalid("its key does not match its fields".into()));
+    }
+    if let Some(expected) = expected {
+        let changed = sidecar.identity.differences(expected);
+        if !changed.is_empty() {
+            return Err(MissReason::IdentityMismatch(changed));
+        }
+    }
+    read_checked(path, sidecar.engine_bytes, &sidecar.engine_sha256, MAX_ENGINE_BYTES)
+}
+
+/// Reads `path` only if it has exactly `expected_len` bytes (checked before reading) and the
+/// given sha256.
+fn read_checked(path: &Path, expected_len: u64, expected_sha256: &str, max: u64) -> Result<Vec<u8>, MissReason> {
+    let actual = fs::metadata(path).map_err(|e| MissReason::Unreadable(e.to_string()))?.len();
+    if actual > max {
+        return Err(MissReason::TooLarge { bytes: actual });
+    }
+    if actual != expected_len {
+        return Err(MissReason::Truncated { expected: expected_len, actual });
+    }
+    let bytes = fs::read(path).map_err(|e| MissReason::Unreadable(e.to_string()))?;
+    if bytes.len() as u64 != expected_len {
+        return Err(MissReason::Truncated { expected: expected_len, actual: bytes.len() as u64 });
+    }
+    if sha256_hex(&bytes) != expected_sha256 {
+        return Err(MissReason::ChecksumMismatch);
+    }
+    Ok(bytes)
+}
+
+/// Loads a user-supplied engine (`model.engine` in the config). With a sidecar (as written by
+/// `build-engine`) it is validated exactly like a cached engine; without one only its size can
+/// be checked here and TensorRT's own header check does the rest.
+pub fn load_prebuilt_engine(path: &Path) -> Result<Vec<u8>, CacheError> {
+    let invalid = |reason| CacheError::InvalidEngine { path: path.to_path_buf(), reason };
+    let metadata = fs::metadata(path).map_err(io_error(path))?;
+    if !metadata.is_file() {
+        return Err(invalid(MissReason::Unreadable("not a regular file".into())));
+    }
+    if sidecar_path(path).exists() {
+        return read_validated_engine(path, None).map_err(invalid);
+    }
+    match metadata.len() {
+        0 => Err(invalid(MissReason::Empty)),
+        bytes if bytes > MAX_ENGINE_BYTES => Err(invalid(MissReason::TooLarge { bytes })),
+        _ => fs::read(path).map_err(io_error(path)),
+    }
+}
+
+/// Replaces `path` with `bytes` so that a crash at any point leaves either the old or the new
+/// content: temp file in the same directory, fsync, rename over `path`, fsync the directory.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+    atomic_write_with(path, bytes, |_| Ok(()))
+}
+
+/// [`atomic_write`] with a hook between "temp file durable" and "rename", where tests simulate a
+/// crash by returning an error (the temp file is then left behind, as a real crash would).
+fn atomic_write_with(
+    path: &Path,
+    bytes: &[u8],
+    before_rename: impl FnOnce(&Path) -> io::Result<()>,
+) -> Result<(), CacheError> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = dir.join(format!(".{name}{TEMP_INFIX}{}", std::process::id()));
+    let write = || -> io::Result<()> {
+        let mut file = File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    };
+    if let Err(source) = write() {
+        // Best effort: the write already failed, a leftover is swept by the next `open`.
+        let _ = fs::remove_file(&temp);
+        return Err(CacheError::Io { path: temp, source });
+    }
+    before_rename(&temp).map_err(io_error(&temp))?;
+    fs::rename(&temp, path).map_err(io_error(path))?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_error(dir))
+}
+
+/// sha256 of a file, hex, read in chunks (models can be hundreds of MB).
+pub fn sha256_file(path: &Path) -> io::Result<String> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    Ok(to_hex(&hasher.finalize()))
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    to_hex(&Sha256::digest(bytes))
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        hex.push(DIGITS[usize::from(byte >> 4)] as char);
+        hex.push(DIGITS[usize::from(byte & 0xf)] as char);
+    }
+    hex
+}
+
+/// Device memory for execution contexts that never run at the same time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct ArenaPlan {
+    /// One arena big enough for the largest requirement.
+    pub arena_bytes: u64,
+    /// What one allocation per context would take.
+    pub separate_bytes: u64,
+    /// `separate_bytes − arena_bytes`.
+    pub saved_bytes: u64,
+}
+
+impl std::ops::Add for ArenaPlan {
+    type Output = ArenaPlan;
+    fn add(self, other: ArenaPlan) -> ArenaPlan {
+        ArenaPlan {
+            arena_bytes: self.arena_bytes.saturating_add(other.arena_bytes),
+            separate_bytes: self.separate_bytes.saturating_add(other.separate_bytes),
+            saved_bytes: self.saved_bytes.saturating_add(other.saved_bytes),
+        }
+    }
+}
+
+/// Sizes one scratch arena shared by contexts with these device-memory requirements: the
+/// maximum, so no context ever gets less than it asked for.
+pub fn shared_arena_bytes(requirements: &[u64]) -> ArenaPlan {
+    let arena_bytes = requirements.iter().copied().max().unwrap_or(0);
+    let separate_bytes = requirements.iter().fold(0u64, |sum, r| sum.saturating_add(*r));
+    ArenaPlan { arena_bytes, separate_bytes, saved_bytes: separate_bytes - arena_bytes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device() -> DeviceIdentity {
+        DeviceIdentity { name: "Orin".into(), compute_capability: (8, 7) }
+    }
+
+    fn options() -> BuildOptions {
+        BuildOptions {
+            precision: Precision::Fp16,
+            workspace_bytes: 1 << 30,
+            dla_core: None,
+            optimization_level: 3,
+            input_profile: Some(ShapeProfile::fixed("image", &[1, 300, 300, 3])),
+        }
+    }
+
+    fn identity() -> EngineIdentity {
+        EngineIdentity::new(&sha256_hex(b"model"), "10.3.0", &device(), &options())
+    }
+
+    /// A fake engine: TensorRT never sees it, the cache only deals in bytes.
+    fn engine_bytes() -> Vec<u8> {
+        (0..4096u32).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    fn cache(dir: &Path) -> EngineCache {
+        EngineCache::open(dir, Path::new("/models/ssd.onnx")).expect("open cache")
+    }
+
+    #[test]
+    fn key_changes_with_every_input() {
+        let base = identity();
+        let mut variants = Vec::new();
+        let mut push = |change: &dyn Fn(&mut EngineIdentity)| {
+            let mut id = base.clone();
+            change(&mut id);
+            variants.push(id);
+        };
+        push(&|id| id.model_sha256 = sha256_hex(b"other model"));
+        push(&|id| id.tensorrt_version = "10.3.1".into());
+        push(&|id| id.device_name = "Orin Nano".into());
+        push(&|id| id.compute_capability = "8.6".into());
+        push(&|id| id.precision = "fp32".into());
+        push(&|id| id.workspace_bytes += 1);
+        push(&|id| id.dla_core = Some(0));
+        push(&|id| id.optimization_level = 4);
+        push(&|id| id.input_profile = None);
+        push(&|id| id.input_profile = Some(ShapeProfile::fixed("image", &[1, 320, 300, 3])));
+        push(&|id| id.input_profile = Some(ShapeProfile::fixed("input", &[1, 300, 300, 3])));
+        let mut keys = vec![base.key()];
+        for variant in &variants {
+            let key = variant.key();
+            assert_eq!(key.len(), KEY_HEX_DIGITS);
+            assert!(!keys.contains(&key), "{variant:?} collides");
+            assert!(!base.differences(variant).is_empty());
+            keys.push(key);
+        }
+        assert_eq!(identity().key(), base.key(), "the key is deterministic");
+    }
+
+    #[test]
+    fn model_bytes_change_the_key_through_the_file_hash() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let model = dir.path().join("m.onnx");
+        fs::write(&model, b"onnx v1").expect("write");
+        let first = sha256_file(&model).expect("hash");
+        fs::write(&model, b"onnx v2").expect("write");
+        let second = sha256_file(&model).expect("hash");
+        assert_eq!(first, sha256_hex(b"onnx v1"));
+        let key = |sha: &str| EngineIdentity::new(sha, "10.3.0", &device(), &options()).key();
+        assert_ne!(key(&first), key(&second));
+    }
+
+    #[test]
+    fn stored_engine_is_found_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        let path = cache.store(&identity(), &engine_bytes()).expect("store");
+        assert_eq!(
+            path.file_name().and_then(|n| n.to_str()),
+            Some(format!("ssd.{}.engine", identity().key()).as_str())
+        );
+        match cache.lookup(&identity()) {
+            EngineLookup::Hit { path: hit, bytes } => {
+                assert_eq!(hit, path);
+                assert_eq!(bytes, engine_bytes());
+            }
+            EngineLookup::Miss(reason) => panic!("expected a hit: {reason}"),
+        }
+    }
+
+    #[test]
+    fn miss_explains_what_changed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        cache.store(&identity(), &engine_bytes()).expect("store");
+        let mut upgraded = identity();
+        upgraded.tensorrt_version = "10.4.0".into();
+        match cache.lookup(&upgraded) {
+            EngineLookup::Miss(reason @ MissReason::Missing { .. }) => {
+                assert!(reason.to_string().contains("TensorRT: 10.3.0 → 10.4.0"), "{reason}");
+            }
+            other => panic!("expected a miss, got {other:?}"),
+        }
+    }
+
+    fn expect_miss(cache: &EngineCache, matches: impl Fn(&MissReason) -> bool) {
+        match cache.lookup(&identity()) {
+            EngineLookup::Miss(reason) => assert!(matches(&reason), "unexpected reason: {reason}"),
+            EngineLookup::Hit { .. } => panic!("a damaged engine was accepted"),
+        }
+    }
+
+    #[test]
+    fn truncated_engine_is_rejected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        let path = cache.store(&identity(), &engine_bytes()).expect("store");
+        fs::write(&path, &engine_bytes()[..1000]).expect("truncate");
+        expect_miss(&cache, |r| matches!(r, MissReason::Truncated { expected: 4096, actual: 1000 }));
+    }
+
+    #[test]
+    fn corrupt_engine_is_rejected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        let path = cache.store(&identity(), &engine_bytes()).expect("store");
+        let mut bytes = engine_bytes();
+        bytes[2000] ^= 0x40;
+        fs::write(&path, &bytes).expect("corrupt");
+        expect_miss(&cache, |r| *r == MissReason::ChecksumMismatch);
+    }
+
+    #[test]
+    fn foreign_file_under_the_engine_name_is_rejected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        fs::write(cache.engine_path(&identity().key()), b"\x08\x07\x12\x07pytorch").expect("write");
+        expect_miss(&cache, |r| *r == MissReason::SidecarMissing);
+
+        // A foreign file of the right size with a copied sidecar still fails the checksum.
+        let path = cache.store(&identity(), &engine_bytes()).expect("store");
+        fs::write(&path, vec![0u8; engine_bytes().len()]).expect("write");
+        expect_miss(&cache, |r| *r == MissReason::ChecksumMismatch);
+    }
+
+    #[test]
+    fn damaged_sidecar_is_rejected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        let path = cache.store(&identity(), &engine_bytes()).expect("store");
+        let sidecar = sidecar_path(&path);
+        fs::write(&sidecar, b"{\"schema\":1,").expect("write");
+        expect_miss(&cache, |r| matches!(r, MissReason::SidecarInvalid(_)));
+
+        // A sidecar edited to claim another identity no longer matches its own key.
+        cache.store(&identity(), &engine_bytes()).expect("store");
+        let text = fs::read_to_string(&sidecar).expect("read").replace("10.3.0", "10.3.1");
+        fs::write(&sidecar, text).expect("write");
+        expect_miss(&cache, |r| matches!(r, MissReason::SidecarInvalid(_)));
+    }
+
+    #[test]
+    fn crash_before_rename_keeps_the_old_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ssd.timing.cache");
+        atomic_write(&path, b"old content").expect("first write");
+        let crash = atomic_write_with(&path, b"new content that never lands", |temp| {
+            assert_eq!(fs::read(temp).expect("temp is durable"), b"new content that never lands");
+            Err(io::Error::other("simulated power cut"))
+        });
+        assert!(crash.is_err());
+        assert_eq!(fs::read(&path).expect("read"), b"old content");
+
+        // The next start sweeps the leftover temp file and the old file is still intact.
+        let leftovers = |dir: &Path| {
+            fs::read_dir(dir)
+                .expect("list")
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains(TEMP_INFIX))
+                .count()
+        };
+        assert_eq!(leftovers(dir.path()), 1);
+        EngineCache::open(dir.path(), Path::new("ssd.onnx")).expect("open");
+        assert_eq!(leftovers(dir.path()), 0);
+        assert_eq!(fs::read(&path).expect("read"), b"old content");
+
+        atomic_write(&path, b"new content").expect("second write");
+        assert_eq!(fs::read(&path).expect("read"), b"new content");
+    }
+
+    #[test]
+    fn engine_written_without_its_new_sidecar_is_not_trusted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        let path = cache.store(&identity(), &engine_bytes()).expect("store");
+        // Crash after the engine's rename, before the sidecar's: new engine, old sidecar.
+        let mut rebuilt = engine_bytes();
+        rebuilt.reverse();
+        atomic_write(&path, &rebuilt).expect("engine");
+        expect_miss(&cache, |r| *r == MissReason::ChecksumMismatch);
+    }
+
+    #[test]
+    fn timing_cache_round_trips_and_is_device_specific() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        assert!(matches!(cache.load_timing_cache("10.3.0", &device()), Err(MissReason::Missing { .. })));
+        cache.store_timing_cache("10.3.0", &device(), b"timing").expect("store");
+        assert_eq!(cache.load_timing_cache("10.3.0", &device()).expect("load"), b"timing");
+        assert!(matches!(cache.load_timing_cache("10.4.0", &device()), Err(MissReason::IdentityMismatch(_))));
+        let other = DeviceIdentity { name: "Orin".into(), compute_capability: (8, 6) };
+        assert!(matches!(cache.load_timing_cache("10.3.0", &other), Err(MissReason::IdentityMismatch(_))));
+        fs::write(cache.timing_cache_path(), b"timinG").expect("corrupt");
+        assert_eq!(cache.load_timing_cache("10.3.0", &device()), Err(MissReason::ChecksumMismatch));
+    }
+
+    #[test]
+    fn prebuilt_engines_are_validated_when_they_have_a_sidecar() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("custom.engine");
+        write_engine_with_sidecar(&path, &identity(), &engine_bytes()).expect("write");
+        assert_eq!(load_prebuilt_engine(&path).expect("valid"), engine_bytes());
+        fs::write(&path, &engine_bytes()[..10]).expect("truncate");
+        assert!(matches!(
+            load_prebuilt_engine(&path),
+            Err(CacheError::InvalidEngine { reason: MissReason::Truncated { .. }, .. })
+        ));
+
+        let bare = dir.path().join("bare.engine");
+        fs::write(&bare, b"").expect("write");
+        assert!(matches!(
+            load_prebuilt_engine(&bare),
+            Err(CacheError::InvalidEngine { reason: MissReason::Empty, .. })
+        ));
+        fs::write(&bare, engine_bytes()).expect("write");
+        assert_eq!(load_prebuilt_engine(&bare).expect("accepted as is"), engine_bytes());
+        assert!(matches!(load_prebuilt_engine(&dir.path().join("none.engine")), Err(CacheError::Io { .. })));
+    }
+
+    #[test]
+    fn arena_takes_the_largest_requirement() {
+        assert_eq!(shared_arena_bytes(&[]), ArenaPlan::default());
+        let plan = shared_arena_bytes(&[96 << 20, 128 << 20, 32 << 20]);
+        assert_eq!(plan, ArenaPlan { arena_bytes: 128 << 20, separate_bytes: 256 << 20, saved_bytes: 128 << 20 });
+        assert_eq!(shared_arena_bytes(&[7]), ArenaPlan { arena_bytes: 7, separate_bytes: 7, saved_bytes: 0 });
+    }
+
+    #[test]
+    fn arena_never_under_allocates() {
+        // Deterministic pseudo-random requirement sets, including zeros and huge values.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..500 {
+            let len = round % 9;
+            let requirements: Vec<u64> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    if state % 5 == 0 {
+                        0
+                    } else {
+                        state >> (state % 40)
+                    }
+                })
+                .collect();
+            let plan = shared_arena_bytes(&requirements);
+            assert!(requirements.iter().all(|r| *r <= plan.arena_bytes), "{requirements:?} → {plan:?}");
+            assert!(requirements.is_empty() || requirements.contains(&plan.arena_bytes));
+            assert_eq!(plan.separate_bytes - plan.saved_bytes, plan.arena_bytes);
+        }
+    }
+}
