@@ -1,1 +1,651 @@
-//! Placeholder: filled in by its owner.
+//! Telemetry: per-camera frame statistics, process/system load, Jetson sysfs readings, and the
+//! `<prefix>/telemetry` JSON message.
+//!
+//! Owns: [`CameraStats`] (lock-free counters plus bounded latency rings, fed by the pipeline),
+//! [`SystemSampler`] (sysinfo, kept between samples for CPU deltas), [`JetsonSysfs`] (GPU load,
+//! devfreq clocks and governor, thermal zones, INA3221 power rails — each optional: a file that is
+//! missing or unreadable is skipped, as on any non-Jetson machine), and [`telemetry_message`], whose
+//! field names are a stable, documented interface (README, section systemd). Must not: publish
+//! (the daemon hands the bytes to the MQTT publisher), or allocate per frame.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+
+/// Version of the telemetry message layout; bumped on any incompatible change.
+pub const TELEMETRY_SCHEMA: u32 = 1;
+
+/// Latency samples kept per stage and camera; percentiles cover the most recent ones.
+pub const LATENCY_SAMPLES: usize = 512;
+
+/// Timed stages of a pipeline. `Total` is source-capture to publish-ready of one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
+    Source,
+    Pre,
+    Infer,
+    Post,
+    Publish,
+    Total,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 6] = [Stage::Source, Stage::Pre, Stage::Infer, Stage::Post, Stage::Publish, Stage::Total];
+
+    /// The JSON key of the stage.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Source => "source",
+            Stage::Pre => "pre",
+            Stage::Infer => "infer",
+            Stage::Post => "post",
+            Stage::Publish => "publish",
+            Stage::Total => "total",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Stage durations of one processed frame; a stage the pipeline did not time stays `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FrameTimings {
+    pub source: Option<Duration>,
+    pub pre: Option<Duration>,
+    pub infer: Option<Duration>,
+    pub post: Option<Duration>,
+    pub publish: Option<Duration>,
+    pub total: Option<Duration>,
+}
+
+impl FrameTimings {
+    pub fn get(&self, stage: Stage) -> Option<Duration> {
+        match stage {
+            Stage::Source => self.source,
+            Stage::Pre => self.pre,
+            Stage::Infer => self.infer,
+            Stage::Post => self.post,
+            Stage::Publish => self.publish,
+            Stage::Total => self.total,
+        }
+    }
+}
+
+/// Fixed-size ring of the latest latencies of one stage, in milliseconds.
+#[derive(Debug)]
+struct LatencyRing {
+    samples: Box<[f32; LATENCY_SAMPLES]>,
+    len: usize,
+    next: usize,
+}
+
+impl LatencyRing {
+    fn new() -> Self {
+        LatencyRing { samples: Box::new([0.0; LATENCY_SAMPLES]), len: 0, next: 0 }
+    }
+
+    fn push(&mut self, ms: f32) {
+        self.samples[self.next] = ms;
+        self.next = (self.next + 1) % LATENCY_SAMPLES;
+        self.len = (self.len + 1).min(LATENCY_SAMPLES);
+    }
+
+    /// Nearest-rank p50 and p99, or `None` without samples.
+    fn percentiles(&self) -> Option<Percentiles> {
+        if self.len == 0 {
+            return None;
+        }
+        let mut sorted = self.samples[..self.len].to_vec();
+        sorted.sort_by(f32::total_cmp);
+        let rank = |p: f64| {
+            let index = (p * sorted.len() as f64).ceil() as usize;
+            sorted[index.clamp(1, sorted.len()) - 1]
+        };
+        Some(Percentiles { p50: round3(rank(0.50)), p99: round3(rank(0.99)) })
+    }
+}
+
+/// Latency percentiles of one stage, milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Percentiles {
+    pub p50: f32,
+    pub p99: f32,
+}
+
+fn round3(value: f32) -> f32 {
+    (value * 1000.0).round() / 1000.0
+}
+
+#[derive(Debug)]
+struct FpsWindow {
+    since: Instant,
+    frames_then: u64,
+}
+
+/// Statistics of one camera pipeline; shared between its pipeline thread and the telemetry task.
+#[derive(Debug)]
+pub struct CameraStats {
+    name: String,
+    frames: AtomicU64,
+    dropped: AtomicU64,
+    latencies: Mutex<[LatencyRing; Stage::ALL.len()]>,
+    window: Mutex<FpsWindow>,
+}
+
+/// What [`CameraStats::snapshot`] reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CameraSnapshot {
+    pub name: String,
+    /// Frames per second since the previous snapshot.
+    pub fps: f64,
+    /// Frames processed since start.
+    pub frames: u64,
+    /// Frames dropped since start (the pipeline was behind, or the source lost them).
+    pub dropped: u64,
+    /// Stages with at least one sample, in [`Stage::ALL`] order.
+    pub latency_ms: Vec<(Stage, Percentiles)>,
+}
+
+impl CameraStats {
+    pub fn new(name: impl Into<String>) -> Self {
+        CameraStats {
+            name: name.into(),
+            frames: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            latencies: Mutex::new(std::array::from_fn(|_| LatencyRing::new())),
+            window: Mutex::new(FpsWindow { since: Instant::now(), frames_then: 0 }),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// One processed frame and its stage timings.
+    pub fn record_frame(&self, timings: &FrameTimings) {
+        self.frames.fetch_add(1, Ordering::Relaxed);
+        let mut rings = self.latencies.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for stage in Stage::ALL {
+            if let Some(duration) = timings.get(stage) {
+                rings[stage.index()].push(duration.as_secs_f32() * 1000.0);
+            }
+        }
+    }
+
+    /// `count` frames that were dropped before processing.
+    pub fn record_drop(&self, count: u64) {
+        self.dropped.fetch_add(count, Ordering::Relaxed);
+    }
+
+    /// Counters, fps since the previous snapshot, and latency percentiles.
+    pub fn snapshot(&self) -> CameraSnapshot {
+        self.snapshot_at(Instant::now())
+    }
+
+    /// [`CameraStats::snapshot`] as seen at `now`; starts the next fps window at `now`.
+    pub fn snapshot_at(&self, now: Instant) -> CameraSnapshot {
+        let frames = self.frames.load(Ordering::Relaxed);
+        let fps = {
+            let mut window = self.window.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let elapsed = now.saturating_duration_since(window.since).as_secs_f64();
+            let fps = if elapsed > 0.0 { (frames - window.frames_then) as f64 / elapsed } else { 0.0 };
+            *window = FpsWindow { since: now, frames_then: frames };
+            (fps * 100.0).round() / 100.0
+        };
+        let latency_ms = {
+            let rings = self.latencies.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            Stage::ALL.iter().filter_map(|stage| Some((*stage, rings[stage.index()].percentiles()?))).collect()
+        };
+        CameraSnapshot {
+            name: self.name.clone(),
+            fps,
+            frames,
+            dropped: self.dropped.load(Ordering::Relaxed),
+            latency_ms,
+        }
+    }
+}
+
+/// Process and whole-system load.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SystemSample {
+    pub process: ProcessLoad,
+    pub system: SystemLoad,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ProcessLoad {
+    /// Percent of one core since the previous sample (can exceed 100 on several cores).
+    pub cpu_percent: f32,
+    pub rss_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SystemLoad {
+    /// Percent of all cores since the previous sample (0..=100).
+    pub cpu_percent: f32,
+    pub mem_used_bytes: u64,
+    pub mem_total_bytes: u64,
+}
+
+/// Samples CPU and memory. CPU percentages are deltas between two samples, so the sampler lives
+/// as long as the telemetry task and the first sample's CPU figures are 0.
+pub struct SystemSampler {
+    system: sysinfo::System,
+    pid: Option<sysinfo::Pid>,
+}
+
+impl Default for SystemSampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SystemSampler {
+    pub fn new() -> Self {
+        SystemSampler { system: sysinfo::System::new(), pid: sysinfo::get_current_pid().ok() }
+    }
+
+    pub fn sample(&mut self) -> SystemSample {
+        self.system.refresh_cpu_usage();
+        self.system.refresh_memory();
+        let process = self.pid.and_then(|pid| {
+            self.system.refresh_processes_specifics(
+                sysinfo::ProcessesToUpdate::Some(&[pid]),
+                true,
+                sysinfo::ProcessRefreshKind::nothing().with_cpu().with_memory(),
+            );
+            self.system.process(pid)
+        });
+        SystemSample {
+            process: ProcessLoad {
+                cpu_percent: round1(process.map_or(0.0, sysinfo::Process::cpu_usage)),
+                rss_bytes: process.map_or(0, sysinfo::Process::memory),
+            },
+            system: SystemLoad {
+                cpu_percent: round1(self.system.global_cpu_usage()),
+                mem_used_bytes: self.system.used_memory(),
+                mem_total_bytes: self.system.total_memory(),
+            },
+        }
+    }
+}
+
+fn round1(value: f32) -> f32 {
+    (value * 10.0).round() / 10.0
+}
+
+/// Integrated-GPU state from sysfs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuState {
+    /// devfreq device name, e.g. `17000000.ga10b` (Orin, JetPack 5) or `17000000.gpu` (JetPack 6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub devfreq: Option<String>,
+    /// Busy percent (sysfs `load` is per mille).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_percent: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freq_hz: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_freq_hz: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_freq_hz: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub governor: Option<String>,
+    /// The clock is held at its maximum (`jetson_clocks` raises `min_freq` to `max_freq`, or the
+    /// governor is `performance`); `None` when the frequencies are unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_max_clock: Option<bool>,
+}
+
+/// One INA3221 channel.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PowerRail {
+    pub mv: u64,
+    pub ma: u64,
+    pub mw: u64,
+}
+
+/// Jetson sysfs readings. Everything is optional: on a machine without these files the result is
+/// empty, never an error.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JetsonSysfs {
+    pub gpu: Option<GpuState>,
+    /// Thermal zone `type` → degrees Celsius.
+    pub thermal: BTreeMap<String, f64>,
+    /// Rail label → reading.
+    pub power: BTreeMap<String, PowerRail>,
+}
+
+/// Kernel names of Jetson GPU devfreq devices (Nano gm20b, TX2 gp10b, Xavier gv11b, Orin ga10b;
+/// JetPack 6 names the Orin one `17000000.gpu`).
+const GPU_DEVFREQ_MARKERS: [&str; 5] = ["gpu", "ga10b", "gv11b", "gp10b", "gm20b"];
+
+/// Below this a thermal zone is reporting "no reading" (Orin's GPU zone reads −256 °C when idle).
+const MIN_PLAUSIBLE_CELSIUS: f64 = -100.0;
+
+impl JetsonSysfs {
+    /// Reads everything present under `root` (`/` on a real system; tests pass a fake tree).
+    pub fn read(root: &Path) -> JetsonSysfs {
+        JetsonSysfs { gpu: read_gpu(root), thermal: read_thermal(root), power: read_power(root) }
+    }
+
+    /// A warning to log and publish when the GPU clock is not pinned at its maximum.
+    pub fn clock_warning(&self) -> Option<String> {
+        let gpu = self.gpu.as_ref()?;
+        if gpu.at_max_clock != Some(false) {
+            return None;
+        }
+        Some(format!(
+            "GPU clock is not pinned at its maximum ({} of {} MHz, governor {}): latency will vary; run \
+             `sudo jetson_clocks` (after choosing the power mode with `nvpmodel`) for steady inference times",
+            gpu.freq_hz.map_or(0, |hz| hz / 1_000_000),
+            gpu.max_freq_hz.map_or(0, |hz| hz / 1_000_000),
+            gpu.governor.as_deref().unwrap_or("unknown"),
+        ))
+    }
+}
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+fn read_number<T: std::str::FromStr>(path: &Path) -> Option<T> {
+    read_trimmed(path)?.parse().ok()
+}
+
+/// Entries of `dir` (sorted by name, so that output is stable), or none when it is unreadable.
+fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|entry| Some(entry.ok()?.path())).collect();
+    paths.sort();
+    paths
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+fn read_gpu(root: &Path) -> Option<GpuState> {
+    let devfreq_dir = sorted_entries(&root.join("sys/class/devfreq")).into_iter().find(|path| {
+        let name = file_name(path);
+        GPU_DEVFREQ_MARKERS.iter().any(|marker| name.contains(marker))
+    });
+    let load_files = [root.join("sys/devices/platform/gpu.0/load"), root.join("sys/devices/gpu.0/load")];
+    let load_per_mille: Option<u32> = load_files
+        .iter()
+        .chain(devfreq_dir.as_ref().map(|dir| dir.join("device/load")).iter())
+        .find_map(|path| read_number(path));
+    let number = |file: &str| devfreq_dir.as_ref().and_then(|dir| read_number::<u64>(&dir.join(file)));
+    let (freq_hz, min_freq_hz, max_freq_hz) = (number("cur_freq"), number("min_freq"), number("max_freq"));
+    let governor = devfreq_dir.as_ref().and_then(|dir| read_trimmed(&dir.join("governor")));
+    if devfreq_dir.is_none() && load_per_mille.is_none() {
+        return None;
+    }
+    let at_max_clock = match (freq_hz, max_freq_hz) {
+        (Some(cur), Some(max)) => {
+            let held = governor.as_deref() == Some("performance") || min_freq_hz.is_some_and(|min| min >= max);
+            Some(cur >= max && held)
+        }
+        _ => None,
+    };
+    Some(GpuState {
+        devfreq: devfreq_dir.as_deref().map(file_name),
+        load_percent: load_per_mille.map(|per_mille| per_mille as f32 / 10.0),
+        freq_hz,
+        min_freq_hz,
+        max_freq_hz,
+        governor,
+        at_max_clock,
+    })
+}
+
+fn read_thermal(root: &Path) -> BTreeMap<String, f64> {
+    let mut zones = BTreeMap::new();
+    for zone in sorted_entries(&root.join("sys/class/thermal")) {
+        if !file_name(&zone).starts_with("thermal_zone") {
+            continue;
+        }
+        let (Some(kind), Some(millidegrees)) = (read_trimmed(&zone.join("type")), read_number::<i64>(&zone.join("temp")))
+        else {
+            continue;
+        };
+        let celsius = millidegrees as f64 / 1000.0;
+        if celsius < MIN_PLAUSIBLE_CELSIUS {
+            continue;
+        }
+        let key = if zones.contains_key(&kind) { format!("{kind}.{}", file_name(&zone)) } else { kind };
+        zones.insert(key, celsius);
+    }
+    zones
+}
+
+/// INA3221 channels through the mainline hwmon driver (JetPack 5+):
+/// `/sys/bus/i2c/drivers/ina3221/<bus>-<addr>/hwmon/hwmon<N>/in<C>_label`, `in<C>_input` (mV),
+/// `curr<C>_input` (mA). Channels labelled `NC` are not connected.
+fn read_power(root: &Path) -> BTreeMap<String, PowerRail> {
+    let mut rails = BTreeMap::new();
+    for device in sorted_entries(&root.join("sys/bus/i2c/drivers/ina3221")) {
+        for hwmon in sorted_entries(&device.join("hwmon")) {
+            for channel in 1..=8 {
+                let Some(label) = read_trimmed(&hwmon.join(format!("in{channel}_label"))) else {
+                    continue;
+                };
+                let mv = read_number::<u64>(&hwmon.join(format!("in{channel}_input")));
+                let ma = read_number::<u64>(&hwmon.join(format!("curr{channel}_input")));
+                let (Some(mv), Some(ma)) = (mv, ma) else {
+                    continue;
+                };
+                if label == "NC" {
+                    continue;
+                }
+                let key =
+                    if rails.contains_key(&label) { format!("{label}.{}", file_name(&device)) } else { label };
+                rails.insert(key, PowerRail { mv, ma, mw: mv * ma / 1000 });
+            }
+        }
+    }
+    rails
+}
+
+/// Everything one telemetry message carries. `mqtt` and `engine` are filled by their owners
+/// (publisher statistics, backend/engine info) and embedded as they are.
+#[derive(Debug, Clone)]
+pub struct TelemetryReport<'a> {
+    pub cameras: &'a [CameraSnapshot],
+    pub load: Option<SystemSample>,
+    pub jetson: &'a JetsonSysfs,
+    pub mqtt: Option<serde_json::Value>,
+    pub engine: Option<serde_json::Value>,
+    pub ts: SystemTime,
+}
+
+#[derive(Serialize)]
+struct CameraJson<'a> {
+    fps: f64,
+    frames: u64,
+    dropped: u64,
+    latency_ms: BTreeMap<&'static str, &'a Percentiles>,
+}
+
+#[derive(Serialize)]
+struct TelemetryJson<'a> {
+    schema: u32,
+    ts: String,
+    cameras: BTreeMap<&'a str, CameraJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    process: Option<&'a ProcessLoad>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<&'a SystemLoad>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu: Option<&'a GpuState>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    thermal: &'a BTreeMap<String, f64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    power: &'a BTreeMap<String, PowerRail>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mqtt: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine: Option<&'a serde_json::Value>,
+    warnings: Vec<String>,
+}
+
+/// The `<prefix>/telemetry` payload (JSON; field reference in the README, section systemd).
+pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
+    let cameras = report
+        .cameras
+        .iter()
+        .map(|camera| {
+            let latency_ms = camera.latency_ms.iter().map(|(stage, p)| (stage.name(), p)).collect();
+            let json = CameraJson { fps: camera.fps, frames: camera.frames, dropped: camera.dropped, latency_ms };
+            (camera.name.as_str(), json)
+        })
+        .collect();
+    let message = TelemetryJson {
+        schema: TELEMETRY_SCHEMA,
+        ts: rfc3339_utc_millis(report.ts),
+        cameras,
+        process: report.load.as_ref().map(|load| &load.process),
+        system: report.load.as_ref().map(|load| &load.system),
+        gpu: report.jetson.gpu.as_ref(),
+        thermal: &report.jetson.thermal,
+        power: &report.jetson.power,
+        mqtt: report.mqtt.as_ref(),
+        engine: report.engine.as_ref(),
+        warnings: report.jetson.clock_warning().into_iter().collect(),
+    };
+    // Serialising plain structs, string-keyed maps and finite numbers cannot fail; an empty payload
+    // would only ever show up as an obviously broken message, never as a crash.
+    serde_json::to_vec(&message).unwrap_or_default()
+}
+
+/// One-line summary for systemd's `STATUS=`: cameras, fps, drops and broker state.
+pub fn status_line(cameras: &[CameraSnapshot], broker_connected: bool) -> String {
+    let total_fps: f64 = cameras.iter().map(|c| c.fps).sum();
+    let dropped: u64 = cameras.iter().map(|c| c.dropped).sum();
+    let per_camera: Vec<String> = cameras.iter().map(|c| format!("{} {:.1}", c.name, c.fps)).collect();
+    format!(
+        "{} camera{}, {:.1} fps ({}), {} dropped, broker {}",
+        cameras.len(),
+        if cameras.len() == 1 { "" } else { "s" },
+        total_fps,
+        per_camera.join(", "),
+        dropped,
+        if broker_connected { "connected" } else { "disconnected" },
+    )
+}
+
+/// `2026-11-22T10:00:00.123Z`.
+fn rfc3339_utc_millis(at: SystemTime) -> String {
+    let since_epoch = at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = since_epoch.as_secs();
+    let (days, day_secs) = ((secs / 86_400) as i64, secs % 86_400);
+    // Civil-from-days (H. Hinnant's algorithm), valid for every date after 1970.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        day_secs / 3600,
+        day_secs / 60 % 60,
+        day_secs % 60,
+        since_epoch.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timings(total_ms: u64) -> FrameTimings {
+        FrameTimings {
+            infer: Some(Duration::from_millis(total_ms / 2)),
+            total: Some(Duration::from_millis(total_ms)),
+            ..FrameTimings::default()
+        }
+    }
+
+    #[test]
+    fn fps_counts_frames_over_the_window() {
+        let stats = CameraStats::new("front");
+        let start = Instant::now();
+        stats.snapshot_at(start);
+        for _ in 0..10 {
+            stats.record_frame(&timings(10));
+        }
+        stats.record_drop(3);
+        let snapshot = stats.snapshot_at(start + Duration::from_secs(2));
+        assert_eq!(snapshot.fps, 5.0);
+        assert_eq!((snapshot.frames, snapshot.dropped), (10, 3));
+        let next = stats.snapshot_at(start + Duration::from_secs(4));
+        assert_eq!(next.fps, 0.0, "a new window starts at every snapshot");
+    }
+
+    #[test]
+    fn percentiles_cover_only_recent_samples_of_timed_stages() {
+        let stats = CameraStats::new("front");
+        for _ in 0..LATENCY_SAMPLES {
+            stats.record_frame(&timings(1000));
+        }
+        for ms in 1..=100 {
+            stats.record_frame(&timings(ms));
+        }
+        let snapshot = stats.snapshot();
+        let stages: Vec<Stage> = snapshot.latency_ms.iter().map(|(s, _)| *s).collect();
+        assert_eq!(stages, [Stage::Infer, Stage::Total]);
+        let total = snapshot.latency_ms[1].1;
+        assert_eq!(total.p99, 1000.0, "412 of the last 512 samples are 1000 ms");
+
+        let fresh = CameraStats::new("back");
+        for ms in 1..=100 {
+            fresh.record_frame(&timings(ms));
+        }
+        let total = fresh.snapshot().latency_ms[1].1;
+        assert_eq!((total.p50, total.p99), (50.0, 99.0));
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc_with_millis() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_341_600_123);
+        assert_eq!(rfc3339_utc_millis(at), "2026-11-22T10:00:00.123Z");
+        assert_eq!(rfc3339_utc_millis(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_utc_millis(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn status_line_summarises_cameras_and_broker() {
+        let camera = |name: &str, fps| CameraSnapshot {
+            name: name.into(),
+            fps,
+            frames: 0,
+            dropped: 2,
+            latency_ms: Vec::new(),
+        };
+        let line = status_line(&[camera("front", 15.0), camera("back", 14.5)], true);
+        assert_eq!(line, "2 cameras, 29.5 fps (front 15.0, back 14.5), 4 dropped, broker connected");
+    }
+
+    #[test]
+    fn system_sampler_reports_memory() {
+        let mut sampler = SystemSampler::new();
+        let sample = sampler.sample();
+        assert!(sample.system.mem_total_bytes > 0);
+        assert!(sample.process.rss_bytes > 0);
+    }
+}
