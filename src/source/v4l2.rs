@@ -1,0 +1,964 @@
+//! V4L2 capture source (USB UVC cameras: MJPEG and YUYV).
+//!
+//! Owns: format negotiation (what to ask the driver for and what to accept back), the reconnect
+//! state machine (an unplugged, failing or stalled camera is closed and reopened with backoff while
+//! the daemon keeps running), and turning each captured buffer into a frame in the slot: MJPEG is
+//! decoded to RGB straight into the slot, YUYV is copied raw (row padding dropped) for the GPU
+//! kernel to convert. The device itself sits behind [`CaptureDevice`] so that all of this is
+//! tested with a fake; [`linux`] is the real one (direct ioctls, mmap streaming buffers).
+//! Must not: preprocess, block for longer than [`V4l2Options::poll_interval`] without checking the
+//! stop flag, or end the camera because the device went away.
+//!
+//! What the driver is asked for and what is accepted back: the configured size and format are
+//! requested with `VIDIOC_S_FMT`. Drivers answer with the nearest mode they support; a different
+//! size is accepted (logged, frames carry the real size), and so is the other of MJPEG/YUYV. Any
+//! other pixel format is a configuration error that names what the driver offered. The frame rate
+//! is requested with `VIDIOC_S_PARM`; a driver that cannot set it keeps its own rate.
+
+mod convert;
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+mod linux;
+pub mod reconnect;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+pub use convert::ConvertError;
+pub use reconnect::{Backoff, SourceState, SourceStatus};
+
+use crate::config::V4l2Format;
+use crate::frame::FrameSlot;
+use crate::source::{Capture, FrameSource, SourceError};
+use reconnect::RateLimitedLog;
+
+/// A V4L2 pixel format code (`v4l2_fourcc`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FourCc(pub u32);
+
+impl FourCc {
+    pub const MJPG: FourCc = FourCc::new(*b"MJPG");
+    /// Some drivers report baseline JPEG under this code; it is handled like MJPG.
+    pub const JPEG: FourCc = FourCc::new(*b"JPEG");
+    pub const YUYV: FourCc = FourCc::new(*b"YUYV");
+
+    pub const fn new(code: [u8; 4]) -> FourCc {
+        FourCc(u32::from_le_bytes(code))
+    }
+}
+
+impl fmt::Display for FourCc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for byte in self.0.to_le_bytes() {
+            let shown = if byte.is_ascii_graphic() || byte == b' ' { char::from(byte) } else { '?' };
+            write!(f, "{shown}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for FourCc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FourCc({self})")
+    }
+}
+
+/// What `VIDIOC_QUERYCAP` says about a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    pub driver: String,
+    pub card: String,
+    pub video_capture: bool,
+    pub streaming: bool,
+}
+
+impl Capabilities {
+    const CAP_VIDEO_CAPTURE: u32 = 0x0000_0001;
+    const CAP_STREAMING: u32 = 0x0400_0000;
+    const CAP_DEVICE_CAPS: u32 = 0x8000_0000;
+
+    /// Parses the raw QUERYCAP fields. `capabilities` describes the whole physical device;
+    /// when it has `V4L2_CAP_DEVICE_CAPS`, `device_caps` describes the opened node, which is
+    /// what matters (a UVC camera's metadata node is not a capture node).
+    pub fn from_querycap(driver: &[u8], card: &[u8], capabilities: u32, device_caps: u32) -> Capabilities {
+        let node_caps = if capabilities & Self::CAP_DEVICE_CAPS != 0 { device_caps } else { capabilities };
+        let text = |bytes: &[u8]| {
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            String::from_utf8_lossy(&bytes[..end]).into_owned()
+        };
+        Capabilities {
+            driver: text(driver),
+            card: text(card),
+            video_capture: node_caps & Self::CAP_VIDEO_CAPTURE != 0,
+            streaming: node_caps & Self::CAP_STREAMING != 0,
+        }
+    }
+}
+
+/// The format the driver actually set (`VIDIOC_S_FMT`'s answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverFormat {
+    pub width: u32,
+    pub height: u32,
+    pub fourcc: FourCc,
+    /// Row stride in bytes for packed formats; 0 when the driver leaves it to the application.
+    pub bytes_per_line: u32,
+    /// Largest buffer the driver will fill (for MJPEG an upper bound of one compressed frame).
+    pub size_image: u32,
+}
+
+/// One dequeued buffer, valid only during the callback it is passed to.
+#[derive(Debug)]
+pub struct RawFrame<'a> {
+    /// The bytes the driver filled (`bytesused` of the mapped buffer).
+    pub data: &'a [u8],
+    /// Wall-clock capture time, from the driver's timestamp where it has a monotonic one.
+    pub captured_at: SystemTime,
+    /// The driver marked the buffer as damaged (`V4L2_BUF_FLAG_ERROR`).
+    pub flagged_corrupt: bool,
+}
+
+/// Why a device operation failed, sorted by what the source does about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    /// The device went away or hiccupped (ENOENT, ENODEV, EIO, EBUSY, timeout): close and reopen
+    /// with backoff.
+    #[error("{0}")]
+    Transient(String),
+    /// Reopening cannot help (not a V4L2 capture device, no supported format, permission denied).
+    /// Ends the camera when it happens on the first open; later it is retried like a transient
+    /// error, since a different device may have appeared under the same path.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+/// The device operations the source needs. Dropping the device stops streaming and releases
+/// its buffers.
+pub trait CaptureDevice: Send {
+    /// `VIDIOC_QUERYCAP`.
+    fn capabilities(&mut self) -> Result<Capabilities, DeviceError>;
+    /// `VIDIOC_S_FMT`: asks for a size and pixel format, returns what the driver set.
+    fn set_format(&mut self, width: u32, height: u32, fourcc: FourCc) -> Result<DriverFormat, DeviceError>;
+    /// `VIDIOC_S_PARM`: asks for `fps`, returns the rate the driver set, or `None` when the driver
+    /// cannot set one.
+    fn set_frame_rate(&mut self, fps: u32) -> Result<Option<f64>, DeviceError>;
+    /// Allocates (up to) `buffer_count` mmap streaming buffers, queues them and starts streaming.
+    fn start(&mut self, buffer_count: u32) -> Result<(), DeviceError>;
+    /// Waits up to `timeout` for a filled buffer, hands it to `consume` and queues it again.
+    /// `Ok(false)` when no buffer arrived in time.
+    fn dequeue(&mut self, timeout: Duration, consume: &mut dyn FnMut(RawFrame<'_>)) -> Result<bool, DeviceError>;
+}
+
+/// Opens the device at a path; called again for every reconnect.
+pub trait DeviceOpener: Send {
+    fn open(&mut self, path: &Path) -> Result<Box<dyn CaptureDevice>, DeviceError>;
+}
+
+impl<F> DeviceOpener for F
+where
+    F: FnMut(&Path) -> Result<Box<dyn CaptureDevice>, DeviceError> + Send,
+{
+    fn open(&mut self, path: &Path) -> Result<Box<dyn CaptureDevice>, DeviceError> {
+        self(path)
+    }
+}
+
+/// The camera as configured (`[camera.source] kind = "v4l2"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct V4l2Request {
+    pub device: PathBuf,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub format: V4l2Format,
+}
+
+/// Timing knobs of the source; the defaults are what the daemon uses.
+#[derive(Debug, Clone)]
+pub struct V4l2Options {
+    /// Longest single wait for a buffer (or a backoff step) before the stop flag is checked again.
+    pub poll_interval: Duration,
+    /// No good frame for this long counts as a lost camera: it is closed and reopened.
+    pub stall_timeout: Duration,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    /// Streaming buffers to ask the driver for.
+    pub buffer_count: u32,
+}
+
+impl Default for V4l2Options {
+    fn default() -> Self {
+        V4l2Options {
+            poll_interval: Duration::from_millis(200),
+            stall_timeout: Duration::from_secs(5),
+            initial_backoff: reconnect::INITIAL_BACKOFF,
+            max_backoff: reconnect::MAX_BACKOFF,
+            buffer_count: 4,
+        }
+    }
+}
+
+/// How frames arrive once negotiated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// One JPEG per buffer, decoded to RGB.
+    Mjpeg,
+    /// Packed 4:2:2 rows of `bytes_per_line` bytes, copied raw.
+    Yuyv,
+}
+
+/// The frame layout agreed with the driver.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Negotiated {
+    pub width: u32,
+    pub height: u32,
+    pub encoding: Encoding,
+    /// Row stride of YUYV buffers (0 for MJPEG).
+    pub bytes_per_line: u32,
+    /// The frame rate the driver reports, when it can set one.
+    pub fps: Option<f64>,
+}
+
+fn wanted_fourcc(format: V4l2Format) -> FourCc {
+    match format {
+        V4l2Format::Mjpeg => FourCc::MJPG,
+        V4l2Format::Yuyv => FourCc::YUYV,
+    }
+}
+
+fn format_name(format: V4l2Format) -> &'static str {
+    match format {
+        V4l2Format::Mjpeg => "MJPEG",
+        V4l2Format::Yuyv => "YUYV",
+    }
+}
+
+/// Checks what `VIDIOC_S_FMT` answered against the request: accepts another size or the other
+/// supported encoding (with a warning), rejects what cannot be captured.
+pub fn accept_driver_format(request: &V4l2Request, got: &DriverFormat) -> Result<Negotiated, DeviceError> {
+    let device = request.device.display();
+    let encoding = match got.fourcc {
+        FourCc::MJPG | FourCc::JPEG => Encoding::Mjpeg,
+        FourCc::YUYV => Encoding::Yuyv,
+        other => {
+            return Err(DeviceError::Permanent(format!(
+                "{device}: asked for {} {}x{}, the driver offers {other} {}x{}; only MJPEG and YUYV are \
+                 supported (`v4l2-ctl -d {device} --list-formats-ext` lists the modes)",
+                format_name(request.format),
+                request.width,
+                request.height,
+                got.width,
+                got.height
+            )))
+        }
+    };
+    if got.width == 0 || got.height == 0 {
+        return Err(DeviceError::Permanent(format!("{device}: the driver set an empty frame size")));
+    }
+    let requested_encoding = match request.format {
+        V4l2Format::Mjpeg => Encoding::Mjpeg,
+        V4l2Format::Yuyv => Encoding::Yuyv,
+    };
+    if encoding != requested_encoding {
+        log::warn!("{device}: asked for {}, the driver chose {}; using {}", format_name(request.format), got.fourcc, got.fourcc);
+    }
+    if (got.width, got.height) != (request.width, request.height) {
+        log::warn!(
+            "{device}: asked for {}x{}, the driver chose {}x{}; frames will be {}x{}",
+            request.width,
+            request.height,
+            got.width,
+            got.height,
+            got.width,
+            got.height
+        );
+    }
+    let bytes_per_line = match encoding {
+        Encoding::Mjpeg => 0,
+        Encoding::Yuyv => {
+            let row_bytes = got.width.checked_mul(2).filter(|_| got.width % 2 == 0).ok_or_else(|| {
+                DeviceError::Permanent(format!("{device}: YUYV needs an even width, the driver set {}", got.width))
+            })?;
+            match got.bytes_per_line {
+                0 => row_bytes,
+                stride if stride >= row_bytes => stride,
+                stride => {
+                    return Err(DeviceError::Permanent(format!(
+                        "{device}: the driver's YUYV stride {stride} is shorter than a {}-pixel row",
+                        got.width
+                    )))
+                }
+            }
+        }
+    };
+    Ok(Negotiated { width: got.width, height: got.height, encoding, bytes_per_line, fps: None })
+}
+
+/// Brings an opened device to streaming: checks it is a streaming capture device, negotiates the
+/// format and frame rate, and starts streaming.
+pub fn negotiate(
+    device: &mut dyn CaptureDevice,
+    request: &V4l2Request,
+    buffer_count: u32,
+) -> Result<Negotiated, DeviceError> {
+    let path = request.device.display();
+    let caps = device.capabilities()?;
+    if !caps.video_capture {
+        return Err(DeviceError::Permanent(format!(
+            "{path} ({} / {}) is not a video capture node",
+            caps.card, caps.driver
+        )));
+    }
+    if !caps.streaming {
+        return Err(DeviceError::Permanent(format!("{path} ({}) does not support streaming I/O", caps.card)));
+    }
+    let driver_format = device.set_format(request.width, request.height, wanted_fourcc(request.format))?;
+    let mut negotiated = accept_driver_format(request, &driver_format)?;
+    negotiated.fps = match device.set_frame_rate(request.fps) {
+        Ok(fps) => fps,
+        Err(err) => {
+            log::warn!("{path}: cannot set {} fps ({err}); the camera keeps its own rate", request.fps);
+            None
+        }
+    };
+    if let Some(fps) = negotiated.fps {
+        if (fps - f64::from(request.fps)).abs() > 0.5 {
+            log::warn!("{path}: asked for {} fps, the driver set {fps:.1}", request.fps);
+        }
+    }
+    device.start(buffer_count)?;
+    Ok(negotiated)
+}
+
+/// Wall-clock time of a driver timestamp taken on CLOCK_MONOTONIC, given both clocks read now.
+/// A timestamp from the future (clock confusion) maps to `now_wall`.
+pub fn monotonic_to_wall(stamp: Duration, now_monotonic: Duration, now_wall: SystemTime) -> SystemTime {
+    now_wall.checked_sub(now_monotonic.saturating_sub(stamp)).unwrap_or(now_wall)
+}
+
+fn write_frame(
+    raw: RawFrame<'_>,
+    format: &Negotiated,
+    slot: &mut FrameSlot,
+    mjpeg_scratch: &mut Vec<u8>,
+) -> Result<SystemTime, ConvertError> {
+    if raw.flagged_corrupt {
+        return Err(ConvertError::Corrupt("the driver flagged the buffer as damaged".into()));
+    }
+    match format.encoding {
+        Encoding::Mjpeg => convert::write_mjpeg(raw.data, format.width, format.height, slot, mjpeg_scratch)?,
+        Encoding::Yuyv => convert::write_yuyv(raw.data, format.width, format.height, format.bytes_per_line, slot)?,
+    }
+    Ok(raw.captured_at)
+}
+
+/// Whether the source currently holds an open, streaming device.
+enum Link {
+    Open { device: Box<dyn CaptureDevice>, format: Negotiated, last_good_frame: Instant },
+    Closed { retry_at: Instant },
+}
+
+/// A V4L2 camera as a [`FrameSource`]. Reopens the device with backoff whenever it fails; its
+/// [`SourceStatus`] tells telemetry whether it is streaming or reconnecting.
+pub struct V4l2Source {
+    request: V4l2Request,
+    options: V4l2Options,
+    opener: Box<dyn DeviceOpener>,
+    stop: Arc<AtomicBool>,
+    link: Link,
+    backoff: Backoff,
+    status: SourceStatus,
+    corrupt_log: RateLimitedLog,
+    mjpeg_scratch: Vec<u8>,
+    description: String,
+}
+
+impl V4l2Source {
+    /// Opens a real V4L2 device. A device that is missing or failing right now is not an error:
+    /// the source starts in the reconnecting state. Only what reopening cannot fix (not a capture
+    /// device, unsupported format, no permission) fails here.
+    pub fn open(
+        device: &Path,
+        width: u32,
+        height: u32,
+        fps: u32,
+        format: V4l2Format,
+        stop: Arc<AtomicBool>,
+    ) -> Result<V4l2Source, SourceError> {
+        let request = V4l2Request { device: device.to_path_buf(), width, height, fps, format };
+        V4l2Source::with_opener(request, V4l2Options::default(), open_system_device, stop)
+    }
+
+    /// Like [`V4l2Source::open`] with any device layer (tests use a fake one).
+    pub fn with_opener(
+        request: V4l2Request,
+        options: V4l2Options,
+        opener: impl DeviceOpener + 'static,
+        stop: Arc<AtomicBool>,
+    ) -> Result<V4l2Source, SourceError> {
+        let description = format!(
+            "v4l2:{} {}x{} {} {}fps",
+            request.device.display(),
+            request.width,
+            request.height,
+            format_name(request.format),
+            request.fps
+        );
+        let mut source = V4l2Source {
+            backoff: Backoff::new(options.initial_backoff, options.max_backoff),
+            request,
+            options,
+            opener: Box::new(opener),
+            stop,
+            link: Link::Closed { retry_at: Instant::now() },
+            status: SourceStatus::new(SourceState::Streaming),
+            corrupt_log: RateLimitedLog::new(Duration::from_secs(10)),
+            mjpeg_scratch: Vec::new(),
+            description,
+        };
+        match source.connect() {
+            Ok(()) => {}
+            Err(DeviceError::Permanent(message)) => {
+                return Err(SourceError::Open { source_name: source.description, message })
+            }
+            Err(err) => source.disconnect(&err),
+        }
+        Ok(source)
+    }
+
+    /// A handle telemetry can keep and read from any thread.
+    pub fn status(&self) -> SourceStatus {
+        self.status.clone()
+    }
+
+    pub fn state(&self) -> SourceState {
+        self.status.get()
+    }
+
+    /// The layout agreed with the driver while the device is open.
+    pub fn negotiated(&self) -> Option<Negotiated> {
+        match &self.link {
+            Link::Open { format, .. } => Some(*format),
+            Link::Closed { .. } => None,
+        }
+    }
+
+    fn connect(&mut self) -> Result<(), DeviceError> {
+        let mut device = self.opener.open(&self.request.device)?;
+        let format = negotiate(device.as_mut(), &self.request, self.options.buffer_count)?;
+        if self.backoff.failures() > 0 {
+            log::info!("{}: reopened after {} failed attempts", self.description, self.backoff.failures());
+        }
+        self.link = Link::Open { device, format, last_good_frame: Instant::now() };
+        self.status.set(SourceState::Streaming);
+        Ok(())
+    }
+
+    /// Closes the device (if open) and schedules the next attempt.
+    fn disconnect(&mut self, error: &DeviceError) {
+        let delay = self.backoff.next_delay();
+        self.link = Link::Closed { retry_at: Instant::now() + delay };
+        let attempt = self.backoff.failures();
+        log::warn!("{}: {error}; reopening in {:.1} s (attempt {attempt})", self.description, delay.as_secs_f64());
+        self.status.set(SourceState::Reconnecting { attempt, last_error: error.to_string() });
+    }
+
+    fn retry_when_due(&mut self, retry_at: Instant) -> Capture {
+        let now = Instant::now();
+        if now < retry_at {
+            std::thread::sleep((retry_at - now).min(self.options.poll_interval));
+            return Capture::Retry;
+        }
+        if let Err(err) = self.connect() {
+            self.disconnect(&err);
+        }
+        Capture::Retry
+    }
+}
+
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+fn open_system_device(path: &Path) -> Result<Box<dyn CaptureDevice>, DeviceError> {
+    Ok(Box::new(linux::LinuxCaptureDevice::open(path)?))
+}
+
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+fn open_system_device(path: &Path) -> Result<Box<dyn CaptureDevice>, DeviceError> {
+    Err(DeviceError::Permanent(format!("{}: V4L2 capture is only built for 64-bit Linux", path.display())))
+}
+
+/// What one wait on an open device came to.
+enum Step {
+    Frame(SystemTime),
+    Corrupt(String),
+    Nothing,
+    SlotTooSmall(String),
+    Lost(DeviceError),
+}
+
+impl FrameSource for V4l2Source {
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    /// Returns [`Capture::End`] once the stop flag is set (and closes the device).
+    fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
+        if self.stop.load(Ordering::Relaxed) {
+            self.link = Link::Closed { retry_at: Instant::now() };
+            self.status.set(SourceState::Stopped);
+            return Ok(Capture::End);
+        }
+        let step = match &mut self.link {
+            Link::Closed { retry_at } => {
+                let retry_at = *retry_at;
+                return Ok(self.retry_when_due(retry_at));
+            }
+            Link::Open { device, format, last_good_frame } => {
+                let format = *format;
+                let mut converted = None;
+                let scratch = &mut self.mjpeg_scratch;
+                let waited = device.dequeue(self.options.poll_interval, &mut |raw| {
+                    converted = Some(write_frame(raw, &format, slot, scratch));
+                });
+                match (waited, converted) {
+                    (Err(err), _) => Step::Lost(err),
+                    (Ok(_), Some(Ok(captured_at))) => {
+                        *last_good_frame = Instant::now();
+                        Step::Frame(captured_at)
+                    }
+                    (Ok(_), Some(Err(ConvertError::Corrupt(message)))) => Step::Corrupt(message),
+                    (Ok(_), Some(Err(ConvertError::Slot(message)))) => Step::SlotTooSmall(message),
+                    (Ok(_), None) if last_good_frame.elapsed() >= self.options.stall_timeout => {
+                        Step::Lost(DeviceError::Transient(format!(
+                            "no frame for {:.1} s",
+                            last_good_frame.elapsed().as_secs_f64()
+                        )))
+                    }
+                    (Ok(_), None) => Step::Nothing,
+                }
+            }
+        };
+        match step {
+            Step::Frame(captured_at) => {
+                slot.meta_mut().captured_at = captured_at;
+                self.backoff.reset();
+                if !self.status.is_streaming() {
+                    self.status.set(SourceState::Streaming);
+                }
+                Ok(Capture::Frame)
+            }
+            Step::Corrupt(message) => {
+                if let Some(suppressed) = self.corrupt_log.admit(Instant::now()) {
+                    log::warn!(
+                        "{}: skipped a corrupt frame ({message}); {suppressed} more since the last report",
+                        self.description
+                    );
+                }
+                Ok(Capture::Retry)
+            }
+            Step::Nothing => Ok(Capture::Retry),
+            Step::SlotTooSmall(message) => Err(SourceError::Read { source_name: self.description.clone(), message }),
+            Step::Lost(err) => {
+                self.disconnect(&err);
+                Ok(Capture::Retry)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{HeapMemory, PixelFormat, SlotMemory};
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    /// What the fake device does on one `dequeue` call.
+    #[derive(Clone)]
+    enum Event {
+        Frame(Vec<u8>),
+        Damaged(Vec<u8>),
+        Nothing,
+        Fail(DeviceError),
+    }
+
+    struct FakeDevice {
+        caps: Capabilities,
+        answer: DriverFormat,
+        fps: Result<Option<f64>, DeviceError>,
+        events: VecDeque<Event>,
+        journal: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl FakeDevice {
+        fn new(answer: DriverFormat, events: Vec<Event>, journal: &Arc<Mutex<Vec<String>>>) -> FakeDevice {
+            FakeDevice {
+                caps: Capabilities { driver: "uvcvideo".into(), card: "Fake Cam".into(), video_capture: true, streaming: true },
+                answer,
+                fps: Ok(Some(30.0)),
+                events: events.into(),
+                journal: journal.clone(),
+            }
+        }
+
+        fn note(&self, entry: String) {
+            self.journal.lock().expect("journal").push(entry);
+        }
+    }
+
+    impl CaptureDevice for FakeDevice {
+        fn capabilities(&mut self) -> Result<Capabilities, DeviceError> {
+            Ok(self.caps.clone())
+        }
+        fn set_format(&mut self, width: u32, height: u32, fourcc: FourCc) -> Result<DriverFormat, DeviceError> {
+            self.note(format!("S_FMT {width}x{height} {fourcc}"));
+            Ok(self.answer)
+        }
+        fn set_frame_rate(&mut self, fps: u32) -> Result<Option<f64>, DeviceError> {
+            self.note(format!("S_PARM {fps}"));
+            self.fps.clone()
+        }
+        fn start(&mut self, buffer_count: u32) -> Result<(), DeviceError> {
+            self.note(format!("STREAMON {buffer_count}"));
+            Ok(())
+        }
+        fn dequeue(&mut self, _: Duration, consume: &mut dyn FnMut(RawFrame<'_>)) -> Result<bool, DeviceError> {
+            match self.events.pop_front().unwrap_or(Event::Nothing) {
+                Event::Frame(data) => {
+                    consume(RawFrame { data: &data, captured_at: SystemTime::UNIX_EPOCH, flagged_corrupt: false });
+                    Ok(true)
+                }
+                Event::Damaged(data) => {
+                    consume(RawFrame { data: &data, captured_at: SystemTime::UNIX_EPOCH, flagged_corrupt: true });
+                    Ok(true)
+                }
+                Event::Nothing => Ok(false),
+                Event::Fail(err) => Err(err),
+            }
+        }
+    }
+
+    impl Drop for FakeDevice {
+        fn drop(&mut self) {
+            self.note("closed".into());
+        }
+    }
+
+    fn yuyv_answer(width: u32, height: u32) -> DriverFormat {
+        DriverFormat { width, height, fourcc: FourCc::YUYV, bytes_per_line: width * 2, size_image: width * height * 2 }
+    }
+
+    fn request(format: V4l2Format) -> V4l2Request {
+        V4l2Request { device: "/dev/video9".into(), width: 4, height: 2, fps: 30, format }
+    }
+
+    fn quick_options() -> V4l2Options {
+        V4l2Options {
+            poll_interval: Duration::from_millis(1),
+            stall_timeout: Duration::from_secs(3600),
+            initial_backoff: Duration::ZERO,
+            max_backoff: Duration::ZERO,
+            buffer_count: 4,
+        }
+    }
+
+    /// An opener that hands out scripted results in order, then transient "missing" errors.
+    fn scripted_opener(
+        results: Vec<Result<FakeDevice, DeviceError>>,
+    ) -> impl FnMut(&Path) -> Result<Box<dyn CaptureDevice>, DeviceError> + Send {
+        let mut results: VecDeque<_> = results.into();
+        move |path: &Path| match results.pop_front() {
+            Some(Ok(device)) => Ok(Box::new(device) as Box<dyn CaptureDevice>),
+            Some(Err(err)) => Err(err),
+            None => Err(DeviceError::Transient(format!("open {}: No such file or directory", path.display()))),
+        }
+    }
+
+    fn heap_slot() -> FrameSlot {
+        FrameSlot::new(Box::new(HeapMemory::default()))
+    }
+
+    fn yuyv_frame(fill: u8) -> Vec<u8> {
+        vec![fill; 4 * 2 * 2]
+    }
+
+    fn gone() -> DeviceError {
+        DeviceError::Transient("VIDIOC_DQBUF: Input/output error (os error 5)".into())
+    }
+
+    #[test]
+    fn fourcc_round_trips_and_prints() {
+        assert_eq!(FourCc::MJPG.0, 0x4750_4A4D, "v4l2_fourcc('M','J','P','G')");
+        assert_eq!(FourCc::YUYV.to_string(), "YUYV");
+        assert_eq!(FourCc(0x0000_0031).to_string(), "1???");
+    }
+
+    #[test]
+    fn querycap_uses_the_node_capabilities_when_present() {
+        let mut driver = [0u8; 16];
+        driver[..8].copy_from_slice(b"uvcvideo");
+        let caps = Capabilities::from_querycap(&driver, b"Cam\0junk", 0x8400_0001, 0x0080_0000);
+        assert_eq!((caps.driver.as_str(), caps.card.as_str()), ("uvcvideo", "Cam"));
+        assert!(!caps.video_capture && !caps.streaming, "a metadata node of a capture device is not capturable");
+        let caps = Capabilities::from_querycap(b"x", b"y", 0x0400_0001, 0);
+        assert!(caps.video_capture && caps.streaming);
+    }
+
+    #[test]
+    fn driver_format_is_accepted_with_its_own_size_and_stride() {
+        let req = request(V4l2Format::Yuyv);
+        let got = DriverFormat { bytes_per_line: 0, ..yuyv_answer(8, 6) };
+        let negotiated = accept_driver_format(&req, &got).expect("accepted");
+        assert_eq!((negotiated.width, negotiated.height, negotiated.bytes_per_line), (8, 6, 16));
+        let padded = DriverFormat { bytes_per_line: 32, ..yuyv_answer(8, 6) };
+        assert_eq!(accept_driver_format(&req, &padded).expect("accepted").bytes_per_line, 32);
+    }
+
+    #[test]
+    fn the_other_supported_encoding_is_accepted() {
+        let negotiated = accept_driver_format(&request(V4l2Format::Mjpeg), &yuyv_answer(4, 2)).expect("accepted");
+        assert_eq!(negotiated.encoding, Encoding::Yuyv);
+        let jpeg = DriverFormat { fourcc: FourCc::JPEG, ..yuyv_answer(4, 2) };
+        assert_eq!(accept_driver_format(&request(V4l2Format::Yuyv), &jpeg).expect("accepted").encoding, Encoding::Mjpeg);
+    }
+
+    #[test]
+    fn unusable_driver_formats_are_permanent_errors() {
+        let req = request(V4l2Format::Mjpeg);
+        let h264 = DriverFormat { fourcc: FourCc::new(*b"H264"), ..yuyv_answer(4, 2) };
+        let err = accept_driver_format(&req, &h264).expect_err("H264");
+        assert!(matches!(&err, DeviceError::Permanent(m) if m.contains("H264") && m.contains("list-formats-ext")), "{err}");
+        let short_stride = DriverFormat { bytes_per_line: 6, ..yuyv_answer(4, 2) };
+        assert!(matches!(accept_driver_format(&req, &short_stride), Err(DeviceError::Permanent(_))));
+        let odd = yuyv_answer(5, 2);
+        assert!(matches!(accept_driver_format(&req, &odd), Err(DeviceError::Permanent(_))));
+        let empty = yuyv_answer(0, 2);
+        assert!(matches!(accept_driver_format(&req, &empty), Err(DeviceError::Permanent(_))));
+    }
+
+    #[test]
+    fn negotiation_asks_for_the_configured_mode_and_tolerates_fixed_frame_rates() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let mut device = FakeDevice::new(yuyv_answer(4, 2), vec![], &journal);
+        device.fps = Err(DeviceError::Permanent("VIDIOC_S_PARM: Inappropriate ioctl".into()));
+        let negotiated = negotiate(&mut device, &request(V4l2Format::Yuyv), 3).expect("negotiated");
+        assert_eq!(negotiated.fps, None);
+        drop(device);
+        assert_eq!(*journal.lock().expect("journal"), ["S_FMT 4x2 YUYV", "S_PARM 30", "STREAMON 3", "closed"]);
+    }
+
+    #[test]
+    fn non_capture_devices_are_rejected_before_touching_the_format() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let mut device = FakeDevice::new(yuyv_answer(4, 2), vec![], &journal);
+        device.caps.video_capture = false;
+        let err = negotiate(&mut device, &request(V4l2Format::Yuyv), 4).expect_err("metadata node");
+        assert!(err.to_string().contains("not a video capture node"), "{err}");
+        device.caps.video_capture = true;
+        device.caps.streaming = false;
+        assert!(matches!(negotiate(&mut device, &request(V4l2Format::Yuyv), 4), Err(DeviceError::Permanent(_))));
+        assert!(journal.lock().expect("journal").iter().all(|entry| !entry.starts_with("S_FMT")));
+    }
+
+    #[test]
+    fn monotonic_timestamps_become_wall_time() {
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let at = monotonic_to_wall(Duration::from_millis(9_950), Duration::from_secs(10), wall);
+        assert_eq!(wall.duration_since(at).expect("earlier"), Duration::from_millis(50));
+        assert_eq!(monotonic_to_wall(Duration::from_secs(11), Duration::from_secs(10), wall), wall);
+    }
+
+    #[test]
+    fn frames_flow_into_the_slot_with_the_driver_timestamp() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(7))], &journal);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut source =
+            V4l2Source::with_opener(request(V4l2Format::Yuyv), quick_options(), scripted_opener(vec![Ok(device)]), stop)
+                .expect("open");
+        let mut slot = heap_slot();
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (4, 2, PixelFormat::Yuyv));
+        assert_eq!(slot.data(), &yuyv_frame(7)[..]);
+        assert_eq!(slot.meta().captured_at, SystemTime::UNIX_EPOCH);
+        assert_eq!(source.state(), SourceState::Streaming);
+        assert_eq!(source.describe(), "v4l2:/dev/video9 4x2 YUYV 30fps");
+    }
+
+    #[test]
+    fn a_missing_camera_at_start_is_retried_not_fatal() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(1))], &journal);
+        let opener = scripted_opener(vec![Err(DeviceError::Transient("open: ENOENT".into())), Ok(device)]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut source =
+            V4l2Source::with_opener(request(V4l2Format::Yuyv), quick_options(), opener, stop).expect("open");
+        assert_eq!(source.state(), SourceState::Reconnecting { attempt: 1, last_error: "open: ENOENT".into() });
+        let mut slot = heap_slot();
+        assert_eq!(source.next_frame(&mut slot).expect("reopen"), Capture::Retry);
+        assert_eq!(source.state(), SourceState::Streaming);
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+    }
+
+    #[test]
+    fn a_permanent_error_at_start_ends_the_camera() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let opener = scripted_opener(vec![Err(DeviceError::Permanent("open /dev/video9: Permission denied".into()))]);
+        let err = V4l2Source::with_opener(request(V4l2Format::Yuyv), quick_options(), opener, stop)
+            .err()
+            .expect("permission denied is not retried");
+        assert!(err.to_string().contains("Permission denied"), "{err}");
+    }
+
+    #[test]
+    fn unplug_reopens_with_growing_attempts_and_a_good_frame_resets_them() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let first = FakeDevice::new(
+            yuyv_answer(4, 2),
+            vec![Event::Frame(yuyv_frame(1)), Event::Fail(gone())],
+            &journal,
+        );
+        let second = FakeDevice::new(
+            yuyv_answer(4, 2),
+            vec![Event::Frame(yuyv_frame(2)), Event::Fail(gone())],
+            &journal,
+        );
+        let opener = scripted_opener(vec![
+            Ok(first),
+            Err(DeviceError::Transient("open: ENODEV".into())),
+            Err(DeviceError::Permanent("VIDIOC_QUERYCAP: Inappropriate ioctl".into())),
+            Ok(second),
+        ]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut source =
+            V4l2Source::with_opener(request(V4l2Format::Yuyv), quick_options(), opener, stop).expect("open");
+        let status = source.status();
+        let mut slot = heap_slot();
+
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        assert_eq!(source.next_frame(&mut slot).expect("EIO"), Capture::Retry);
+        assert_eq!(status.get(), SourceState::Reconnecting { attempt: 1, last_error: gone().to_string() });
+        assert!(source.negotiated().is_none(), "the failed device is closed");
+        assert_eq!(journal.lock().expect("journal").last().map(String::as_str), Some("closed"));
+
+        assert_eq!(source.next_frame(&mut slot).expect("ENODEV"), Capture::Retry);
+        assert_eq!(status.get(), SourceState::Reconnecting { attempt: 2, last_error: "open: ENODEV".into() });
+        assert_eq!(source.next_frame(&mut slot).expect("other device"), Capture::Retry);
+        assert!(matches!(status.get(), SourceState::Reconnecting { attempt: 3, .. }), "permanent errors are retried once running");
+        assert_eq!(source.next_frame(&mut slot).expect("reopened"), Capture::Retry);
+        assert_eq!(status.get(), SourceState::Streaming);
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        assert_eq!(slot.data()[0], 2);
+
+        assert_eq!(source.next_frame(&mut slot).expect("EIO again"), Capture::Retry);
+        assert!(matches!(status.get(), SourceState::Reconnecting { attempt: 1, .. }), "the good frame reset the backoff");
+    }
+
+    #[test]
+    fn a_stalled_camera_is_reopened() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Nothing], &journal);
+        let options = V4l2Options { stall_timeout: Duration::ZERO, ..quick_options() };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut source =
+            V4l2Source::with_opener(request(V4l2Format::Yuyv), options, scripted_opener(vec![Ok(device)]), stop)
+                .expect("open");
+        assert_eq!(source.next_frame(&mut heap_slot()).expect("stall"), Capture::Retry);
+        assert!(
+            matches!(source.state(), SourceState::Reconnecting { attempt: 1, last_error } if last_error.starts_with("no frame for")),
+            "{:?}",
+            source.state()
+        );
+    }
+
+    #[test]
+    fn an_idle_poll_within_the_stall_timeout_keeps_the_device() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Nothing, Event::Frame(yuyv_frame(3))], &journal);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut source =
+            V4l2Source::with_opener(request(V4l2Format::Yuyv), quick_options(), scripted_opener(vec![Ok(device)]), stop)
+                .expect("open");
+        let mut slot = heap_slot();
+        assert_eq!(source.next_frame(&mut slot).expect("idle"), Capture::Retry);
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+    }
+
+    #[test]
+    fn corrupt_frames_are_skipped_without_reconnecting() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let events = vec![
+            Event::Frame(b"\xFF\xD8garbage".to_vec()),
+            Event::Damaged(yuyv_frame(0)),
+            Event::Frame(yuyv_frame(5)[..3].to_vec()),
+        ];
+        let mut device = FakeDevice::new(yuyv_answer(4, 2), events, &journal);
+        device.answer.fourcc = FourCc::MJPG;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut source =
+            V4l2Source::with_opener(request(V4l2Format::Mjpeg), quick_options(), scripted_opener(vec![Ok(device)]), stop)
+                .expect("open");
+        let mut slot = heap_slot();
+        for _ in 0..3 {
+            assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::Retry);
+        }
+        assert_eq!(source.state(), SourceState::Streaming);
+        assert!(source.negotiated().is_some());
+    }
+
+    /// Fixed-size memory, like a pinned slot sized for a smaller camera mode.
+    struct FixedMemory(Vec<u8>);
+
+    impl SlotMemory for FixedMemory {
+        fn capacity(&self) -> usize {
+            self.0.len()
+        }
+        fn reserve(&mut self, len: usize) -> Result<(), String> {
+            if len > self.0.len() {
+                return Err(format!("{len} bytes exceed the slot's {}", self.0.len()));
+            }
+            Ok(())
+        }
+        fn as_slice(&self) -> &[u8] {
+            &self.0
+        }
+        fn as_mut_slice(&mut self) -> &mut [u8] {
+            &mut self.0
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    #[test]
+    fn a_slot_too_small_for_the_negotiated_mode_ends_the_camera() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(1))], &journal);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut source =
+            V4l2Source::with_opener(request(V4l2Format::Yuyv), quick_options(), scripted_opener(vec![Ok(device)]), stop)
+                .expect("open");
+        let mut slot = FrameSlot::new(Box::new(FixedMemory(vec![0; 8])));
+        let err = source.next_frame(&mut slot).expect_err("slot too small");
+        assert!(matches!(err, SourceError::Read { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_stop_flag_ends_the_source_and_closes_the_device() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let device = FakeDevice::new(yuyv_answer(4, 2), vec![], &journal);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut source = V4l2Source::with_opener(
+            request(V4l2Format::Yuyv),
+            quick_options(),
+            scripted_opener(vec![Ok(device)]),
+            stop.clone(),
+        )
+        .expect("open");
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(source.next_frame(&mut heap_slot()).expect("end"), Capture::End);
+        assert_eq!(source.state(), SourceState::Stopped);
+        assert_eq!(journal.lock().expect("journal").last().map(String::as_str), Some("closed"));
+    }
+}

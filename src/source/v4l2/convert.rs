@@ -1,0 +1,221 @@
+//! Writing one captured V4L2 buffer into a frame slot.
+//!
+//! Owns: MJPEG decoding (to RGB, straight into the slot) and the strided YUYV copy.
+//! Must not: touch the device, allocate a frame-sized buffer of its own, or decide about
+//! reconnecting — it only says whether the buffer was usable.
+
+use std::io::Cursor;
+
+use image::codecs::jpeg::JpegDecoder;
+use image::{ColorType, ImageDecoder};
+
+use crate::frame::{FrameSlot, PixelFormat};
+
+/// Why a captured buffer did not become a frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    /// This buffer is unusable (corrupt or truncated JPEG, short YUYV buffer); the next one may be
+    /// fine. UVC cameras produce these now and then.
+    #[error("unusable frame: {0}")]
+    Corrupt(String),
+    /// The slot cannot take a frame of this size (fixed pinned memory too small): no later frame
+    /// will fit either.
+    #[error("frame slot: {0}")]
+    Slot(String),
+}
+
+/// APP0 segment that marks a JPEG as Motion-JPEG ("AVI1"), which tells the decoder to use the
+/// standard Huffman tables when the frame has none.
+const AVI1_APP0: [u8; 9] = [0xFF, 0xE0, 0x00, 0x07, b'A', b'V', b'I', b'1', 0x00];
+
+/// Whether a JPEG without its own Huffman tables (as UVC cameras send them) lacks the AVI1 marker
+/// the decoder needs to fall back to the standard tables. Walks the marker segments up to the
+/// start of scan; anything malformed is left to the decoder to reject.
+fn needs_avi1_marker(jpeg: &[u8]) -> bool {
+    let mut at = 2;
+    while let Some(&[0xFF, marker, len_hi, len_lo]) = jpeg.get(at..at + 4) {
+        match marker {
+            0xC4 => return false,
+            0xDA => return true,
+            0xE0 if jpeg.get(at + 4..at + 8) == Some(b"AVI1") => return false,
+            _ => at += 2 + usize::from(u16::from_be_bytes([len_hi, len_lo])),
+        }
+    }
+    false
+}
+
+/// Decodes a JPEG buffer into `slot` as [`PixelFormat::Rgb8`]. The JPEG must be `width`×`height`
+/// (the negotiated size), so that a corrupt header cannot make the slot grow. `scratch` is reused
+/// across frames for the rare camera whose frames need the AVI1 marker added.
+pub fn write_mjpeg(
+    jpeg: &[u8],
+    width: u32,
+    height: u32,
+    slot: &mut FrameSlot,
+    scratch: &mut Vec<u8>,
+) -> Result<(), ConvertError> {
+    let jpeg = if jpeg.starts_with(&[0xFF, 0xD8]) && needs_avi1_marker(jpeg) {
+        scratch.clear();
+        scratch.extend_from_slice(&jpeg[..2]);
+        scratch.extend_from_slice(&AVI1_APP0);
+        scratch.extend_from_slice(&jpeg[2..]);
+        scratch.as_slice()
+    } else {
+        jpeg
+    };
+    let decoder = JpegDecoder::new(Cursor::new(jpeg)).map_err(|err| ConvertError::Corrupt(err.to_string()))?;
+    let (jpeg_width, jpeg_height) = decoder.dimensions();
+    if (jpeg_width, jpeg_height) != (width, height) {
+        return Err(ConvertError::Corrupt(format!(
+            "JPEG is {jpeg_width}x{jpeg_height}, the device negotiated {width}x{height}"
+        )));
+    }
+    if decoder.color_type() != ColorType::Rgb8 {
+        return Err(ConvertError::Corrupt(format!("JPEG colour type {:?}, expected RGB", decoder.color_type())));
+    }
+    let target = slot.prepare(width, height, PixelFormat::Rgb8).map_err(ConvertError::Slot)?;
+    decoder.read_image(target).map_err(|err| ConvertError::Corrupt(err.to_string()))
+}
+
+/// Copies a packed YUYV buffer with `bytes_per_line` stride into `slot` as [`PixelFormat::Yuyv`]
+/// (tightly packed rows, which is what the preprocessing kernel reads).
+pub fn write_yuyv(
+    data: &[u8],
+    width: u32,
+    height: u32,
+    bytes_per_line: u32,
+    slot: &mut FrameSlot,
+) -> Result<(), ConvertError> {
+    let row_bytes = width as usize * 2;
+    let stride = bytes_per_line as usize;
+    let rows = height as usize;
+    let needed = stride.checked_mul(rows.saturating_sub(1)).and_then(|n| n.checked_add(row_bytes));
+    match needed {
+        Some(needed) if stride >= row_bytes && data.len() >= needed => {}
+        _ => {
+            return Err(ConvertError::Corrupt(format!(
+                "YUYV buffer of {} bytes is too short for {width}x{height} with {bytes_per_line} bytes per line",
+                data.len()
+            )))
+        }
+    }
+    let target = slot.prepare(width, height, PixelFormat::Yuyv).map_err(ConvertError::Slot)?;
+    if stride == row_bytes {
+        target.copy_from_slice(&data[..target.len()]);
+    } else {
+        for (row, out) in target.chunks_exact_mut(row_bytes).enumerate() {
+            let start = row * stride;
+            out.copy_from_slice(&data[start..start + row_bytes]);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::HeapMemory;
+    use image::codecs::jpeg::JpegEncoder;
+
+    fn slot() -> FrameSlot {
+        FrameSlot::new(Box::new(HeapMemory::default()))
+    }
+
+    fn encode_jpeg(width: u32, height: u32, rgb: [u8; 3]) -> Vec<u8> {
+        let pixels: Vec<u8> = (0..width * height).flat_map(|_| rgb).collect();
+        let mut jpeg = Vec::new();
+        JpegEncoder::new_with_quality(&mut jpeg, 95)
+            .encode(&pixels, width, height, image::ExtendedColorType::Rgb8)
+            .expect("encode");
+        jpeg
+    }
+
+    /// UVC cameras send "motion JPEG" without Huffman tables (DHT segments); decoders must use the
+    /// standard tables then.
+    fn strip_huffman_tables(jpeg: &[u8]) -> Vec<u8> {
+        let mut out = jpeg[..2].to_vec();
+        let mut at = 2;
+        while at + 4 <= jpeg.len() && jpeg[at] == 0xFF && jpeg[at + 1] != 0xDA {
+            let len = u16::from_be_bytes([jpeg[at + 2], jpeg[at + 3]]) as usize;
+            if jpeg[at + 1] != 0xC4 {
+                out.extend_from_slice(&jpeg[at..at + 2 + len]);
+            }
+            at += 2 + len;
+        }
+        out.extend_from_slice(&jpeg[at..]);
+        out
+    }
+
+    fn assert_close(actual: &[u8], expected: [u8; 3]) {
+        for pixel in actual.chunks_exact(3) {
+            for (a, e) in pixel.iter().zip(expected) {
+                assert!(a.abs_diff(e) <= 4, "pixel {pixel:?} vs {expected:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn mjpeg_decodes_into_the_slot_as_rgb() {
+        let mut slot = slot();
+        write_mjpeg(&encode_jpeg(16, 8, [200, 40, 90]), 16, 8, &mut slot, &mut Vec::new()).expect("decode");
+        assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (16, 8, PixelFormat::Rgb8));
+        assert_eq!(slot.data().len(), 16 * 8 * 3);
+        assert_close(slot.data(), [200, 40, 90]);
+    }
+
+    #[test]
+    fn mjpeg_without_huffman_tables_decodes() {
+        let jpeg = encode_jpeg(16, 16, [30, 160, 220]);
+        let stripped = strip_huffman_tables(&jpeg);
+        assert!(stripped.len() < jpeg.len(), "the test JPEG had DHT segments to strip");
+        let mut slot = slot();
+        let mut scratch = Vec::new();
+        write_mjpeg(&stripped, 16, 16, &mut slot, &mut scratch).expect("decode with default tables");
+        assert_close(slot.data(), [30, 160, 220]);
+        assert!(scratch.windows(4).any(|w| w == b"AVI1"), "the marker was added in the scratch buffer");
+
+        let mut uvc_style = stripped[..2].to_vec();
+        uvc_style.extend_from_slice(&AVI1_APP0);
+        uvc_style.extend_from_slice(&stripped[2..]);
+        let mut untouched = Vec::new();
+        write_mjpeg(&uvc_style, 16, 16, &mut slot, &mut untouched).expect("decode AVI1 frame");
+        assert!(untouched.is_empty(), "frames that carry the marker are decoded in place");
+        assert_close(slot.data(), [30, 160, 220]);
+    }
+
+    #[test]
+    fn corrupt_or_mismatched_jpeg_is_reported_as_corrupt() {
+        let mut slot = slot();
+        let jpeg = encode_jpeg(16, 8, [1, 2, 3]);
+        let mut scratch = Vec::new();
+        assert!(matches!(write_mjpeg(&jpeg[..20], 16, 8, &mut slot, &mut scratch), Err(ConvertError::Corrupt(_))));
+        assert!(matches!(write_mjpeg(b"not a jpeg", 16, 8, &mut slot, &mut scratch), Err(ConvertError::Corrupt(_))));
+        let mut truncated_body = jpeg.clone();
+        truncated_body.truncate(jpeg.len() / 2);
+        assert!(write_mjpeg(&truncated_body, 16, 8, &mut slot, &mut scratch).is_err());
+        let err = write_mjpeg(&jpeg, 32, 8, &mut slot, &mut scratch).expect_err("size mismatch");
+        assert!(err.to_string().contains("16x8"), "{err}");
+    }
+
+    #[test]
+    fn yuyv_copy_drops_the_row_padding() {
+        let (width, height, stride) = (4u32, 3u32, 12u32);
+        let data: Vec<u8> = (0..stride * height).map(|i| if i % stride < width * 2 { i as u8 } else { 0xEE }).collect();
+        let mut slot = slot();
+        write_yuyv(&data, width, height, stride, &mut slot).expect("copy");
+        assert_eq!(slot.meta().format, PixelFormat::Yuyv);
+        assert_eq!(slot.data().len(), 4 * 3 * 2);
+        assert!(!slot.data().contains(&0xEE), "padding must not reach the slot");
+        assert_eq!(&slot.data()[8..16], &data[12..20]);
+    }
+
+    #[test]
+    fn yuyv_tight_buffer_copies_whole_and_short_buffer_is_corrupt() {
+        let data: Vec<u8> = (0..32).collect();
+        let mut slot = slot();
+        write_yuyv(&data, 4, 4, 8, &mut slot).expect("copy");
+        assert_eq!(slot.data(), &data[..]);
+        assert!(matches!(write_yuyv(&data[..31], 4, 4, 8, &mut slot), Err(ConvertError::Corrupt(_))));
+        assert!(matches!(write_yuyv(&data, 4, 4, 6, &mut slot), Err(ConvertError::Corrupt(_))));
+    }
+}

@@ -1,0 +1,173 @@
+//! Reconnect bookkeeping shared by the camera sources (V4L2 and GStreamer).
+//!
+//! Owns: the backoff schedule, the connection state that telemetry shows, and rate limiting of
+//! repetitive per-frame warnings. Must not: talk to devices or sleep — the sources decide when to
+//! wait and check their stop flag while they do.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// First delay after a camera goes away.
+pub const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest delay between two reopen attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Doubling delay between reopen attempts, reset by a good frame.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    initial: Duration,
+    max: Duration,
+    failures: u32,
+}
+
+impl Backoff {
+    pub fn new(initial: Duration, max: Duration) -> Self {
+        Backoff { initial, max: max.max(initial), failures: 0 }
+    }
+
+    /// Records one more failure and returns how long to wait before the next attempt:
+    /// `initial`, `2·initial`, `4·initial`, … capped at `max`.
+    pub fn next_delay(&mut self) -> Duration {
+        let factor = 1u32.checked_shl(self.failures.min(31)).unwrap_or(u32::MAX);
+        self.failures = self.failures.saturating_add(1);
+        self.initial.checked_mul(factor).map_or(self.max, |delay| delay.min(self.max))
+    }
+
+    /// Failures since the last good frame (the attempt number telemetry shows).
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    pub fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::new(INITIAL_BACKOFF, MAX_BACKOFF)
+    }
+}
+
+/// Connection state of a camera source, as telemetry reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum SourceState {
+    /// The device is open and frames are (expected to be) flowing.
+    Streaming,
+    /// The device went away or could not be opened; the source retries with backoff.
+    Reconnecting {
+        /// Failed attempts since the last good frame.
+        attempt: u32,
+        last_error: String,
+    },
+    /// The stop flag was seen; the source delivers no more frames.
+    Stopped,
+}
+
+/// A shared, cheaply cloned view of a source's [`SourceState`]: the source thread writes it on
+/// transitions only, telemetry reads it from any thread.
+#[derive(Debug, Clone)]
+pub struct SourceStatus(Arc<Mutex<SourceState>>);
+
+impl SourceStatus {
+    pub fn new(state: SourceState) -> Self {
+        SourceStatus(Arc::new(Mutex::new(state)))
+    }
+
+    pub fn get(&self) -> SourceState {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    pub(crate) fn set(&self, state: SourceState) {
+        let mut current = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *current != state {
+            *current = state;
+        }
+    }
+
+    pub(crate) fn is_streaming(&self) -> bool {
+        matches!(*self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), SourceState::Streaming)
+    }
+}
+
+/// Lets a warning that could fire on every frame (corrupt MJPEG from a UVC camera) through at most
+/// once per interval, with the number of occurrences it swallowed in between.
+#[derive(Debug)]
+pub struct RateLimitedLog {
+    interval: Duration,
+    last_logged: Option<Instant>,
+    suppressed: u64,
+}
+
+impl RateLimitedLog {
+    pub fn new(interval: Duration) -> Self {
+        RateLimitedLog { interval, last_logged: None, suppressed: 0 }
+    }
+
+    /// `Some(suppressed_since_last)` when this occurrence should be logged, `None` to stay quiet.
+    pub fn admit(&mut self, now: Instant) -> Option<u64> {
+        match self.last_logged {
+            Some(last) if now.saturating_duration_since(last) < self.interval => {
+                self.suppressed += 1;
+                None
+            }
+            _ => {
+                self.last_logged = Some(now);
+                Some(std::mem::take(&mut self.suppressed))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_half_a_second_to_thirty_and_resets() {
+        let mut backoff = Backoff::default();
+        let delays: Vec<f64> = (0..9).map(|_| backoff.next_delay().as_secs_f64()).collect();
+        assert_eq!(delays, [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]);
+        assert_eq!(backoff.failures(), 9);
+        backoff.reset();
+        assert_eq!(backoff.failures(), 0);
+        assert_eq!(backoff.next_delay(), INITIAL_BACKOFF);
+    }
+
+    #[test]
+    fn backoff_never_overflows() {
+        let mut backoff = Backoff::new(Duration::from_secs(u64::MAX / 4), Duration::from_secs(u64::MAX / 2));
+        for _ in 0..100 {
+            assert!(backoff.next_delay() <= Duration::from_secs(u64::MAX / 2));
+        }
+    }
+
+    #[test]
+    fn status_is_shared_between_clones() {
+        let status = SourceStatus::new(SourceState::Streaming);
+        let telemetry_view = status.clone();
+        status.set(SourceState::Reconnecting { attempt: 2, last_error: "EIO".into() });
+        assert_eq!(telemetry_view.get(), SourceState::Reconnecting { attempt: 2, last_error: "EIO".into() });
+        assert!(!telemetry_view.is_streaming());
+    }
+
+    #[test]
+    fn state_serialises_with_a_tag() {
+        let json = serde_json::to_string(&SourceState::Reconnecting { attempt: 3, last_error: "gone".into() })
+            .expect("serialise");
+        assert_eq!(json, r#"{"state":"reconnecting","attempt":3,"last_error":"gone"}"#);
+    }
+
+    #[test]
+    fn rate_limited_log_counts_what_it_swallows() {
+        let mut log = RateLimitedLog::new(Duration::from_secs(10));
+        let start = Instant::now();
+        assert_eq!(log.admit(start), Some(0));
+        assert_eq!(log.admit(start + Duration::from_secs(1)), None);
+        assert_eq!(log.admit(start + Duration::from_secs(2)), None);
+        assert_eq!(log.admit(start + Duration::from_secs(11)), Some(2));
+    }
+}
