@@ -105,8 +105,12 @@ mod tests {
             labels: vec!["person".into(), "traffic light".into()],
         };
         let cameras = ["front".to_string(), "back".to_string()];
-        let context =
-            DiscoveryContext { device_id: "orin1", topic_prefix: "jetson-detectd/orin1", cameras: &cameras, sw_version: "0.1.0" };
+        let context = DiscoveryContext {
+            device_id: "orin1",
+            topic_prefix: "jetson-detectd/orin1",
+            cameras: &cameras,
+            sw_version: "0.1.0",
+        };
         discovery_messages(&config, &context)
     }
 
@@ -137,12 +141,18 @@ mod tests {
             "{{ value_json.detections | selectattr('label', 'equalto', 'traffic light') | list | count }}"
         );
         let online = json(&messages[4]);
-        assert_eq!((online["state_topic"].as_str(), online["payload_on"].as_str()), (Some("jetson-detectd/orin1/status"), Some("online")));
+        assert_eq!(
+            (online["state_topic"].as_str(), online["payload_on"].as_str()),
+            (Some("jetson-detectd/orin1/status"), Some("online"))
+        );
         assert_eq!(online["device"], sensor["device"], "every entity belongs to one device");
     }
 
     #[test]
     fn quotes_in_labels_cannot_break_the_template() {
-        assert_eq!(count_template("it's"), "{{ value_json.detections | selectattr('label', 'equalto', 'it\\'s') | list | count }}");
+        assert_eq!(
+            count_template("it's"),
+            "{{ value_json.detections | selectattr('label', 'equalto', 'it\\'s') | list | count }}"
+        );
     }
 }

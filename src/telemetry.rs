@@ -416,7 +416,8 @@ fn read_thermal(root: &Path) -> BTreeMap<String, f64> {
         if !file_name(&zone).starts_with("thermal_zone") {
             continue;
         }
-        let (Some(kind), Some(millidegrees)) = (read_trimmed(&zone.join("type")), read_number::<i64>(&zone.join("temp")))
+        let (Some(kind), Some(millidegrees)) =
+            (read_trimmed(&zone.join("type")), read_number::<i64>(&zone.join("temp")))
         else {
             continue;
         };
@@ -449,8 +450,7 @@ fn read_power(root: &Path) -> BTreeMap<String, PowerRail> {
                 if label == "NC" {
                     continue;
                 }
-                let key =
-                    if rails.contains_key(&label) { format!("{label}.{}", file_name(&device)) } else { label };
+                let key = if rails.contains_key(&label) { format!("{label}.{}", file_name(&device)) } else { label };
                 rails.insert(key, PowerRail { mv, ma, mw: mv * ma / 1000 });
             }
         }
@@ -625,18 +625,16 @@ mod tests {
         let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_341_600_123);
         assert_eq!(rfc3339_utc_millis(at), "2026-11-22T10:00:00.123Z");
         assert_eq!(rfc3339_utc_millis(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339_utc_millis(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00.000Z");
+        assert_eq!(
+            rfc3339_utc_millis(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00.000Z"
+        );
     }
 
     #[test]
     fn status_line_summarises_cameras_and_broker() {
-        let camera = |name: &str, fps| CameraSnapshot {
-            name: name.into(),
-            fps,
-            frames: 0,
-            dropped: 2,
-            latency_ms: Vec::new(),
-        };
+        let camera =
+            |name: &str, fps| CameraSnapshot { name: name.into(), fps, frames: 0, dropped: 2, latency_ms: Vec::new() };
         let line = status_line(&[camera("front", 15.0), camera("back", 14.5)], true);
         assert_eq!(line, "2 cameras, 29.5 fps (front 15.0, back 14.5), 4 dropped, broker connected");
     }

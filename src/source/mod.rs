@@ -4,8 +4,6 @@
 //! fps cap. Each implementation writes straight into the frame slot it is given.
 //! Must not: preprocess, run models, or block forever without checking its stop flag.
 
-#[cfg(feature = "gstreamer")]
-pub mod gstreamer;
 pub mod v4l2;
 
 use crate::frame::FrameSlot;

@@ -98,7 +98,12 @@ fn capture_through_ring(format: V4l2Format, driver_format: DriverFormat, buffers
     while !ring.is_finished() {
         if let Some(slot) = ring.take_ready(Duration::from_millis(50)) {
             let meta = slot.meta();
-            frames.push(Captured { width: meta.width, height: meta.height, format: meta.format, data: slot.data().to_vec() });
+            frames.push(Captured {
+                width: meta.width,
+                height: meta.height,
+                format: meta.format,
+                data: slot.data().to_vec(),
+            });
             ring.release(slot);
         }
     }
@@ -148,8 +153,10 @@ fn assert_pixel_close(actual: &[u8], expected: [u8; 3], what: &str) {
 fn recorded_mjpeg_frames_arrive_decoded_as_rgb() {
     let (width, height) = (64, 48);
     let colours = [([250, 10, 10], [10, 10, 250]), ([20, 200, 40], [240, 240, 240]), ([0, 0, 0], [128, 64, 32])];
-    let mut buffers: Vec<Vec<u8>> =
-        colours.iter().map(|&(left, right)| encode_jpeg(&two_tone_rgb(width, height, left, right), width, height)).collect();
+    let mut buffers: Vec<Vec<u8>> = colours
+        .iter()
+        .map(|&(left, right)| encode_jpeg(&two_tone_rgb(width, height, left, right), width, height))
+        .collect();
     buffers[1] = as_uvc_mjpeg(&buffers[1]);
     let corrupt = buffers[0][..buffers[0].len() / 3].to_vec();
     buffers.insert(1, corrupt);
@@ -175,12 +182,14 @@ fn recorded_yuyv_frames_arrive_raw_without_row_padding() {
     let frame_bytes = |seed: u8| -> Vec<u8> {
         (0..height)
             .flat_map(|row| {
-                (0..stride).map(move |col| if col < width * 2 { seed.wrapping_add((row * 7 + col) as u8) } else { 0xEE })
+                (0..stride)
+                    .map(move |col| if col < width * 2 { seed.wrapping_add((row * 7 + col) as u8) } else { 0xEE })
             })
             .collect()
     };
     let buffers = vec![frame_bytes(0), frame_bytes(100), frame_bytes(200)];
-    let driver_format = DriverFormat { width, height, fourcc: FourCc::YUYV, bytes_per_line: stride, size_image: stride * height };
+    let driver_format =
+        DriverFormat { width, height, fourcc: FourCc::YUYV, bytes_per_line: stride, size_image: stride * height };
 
     let frames = capture_through_ring(V4l2Format::Yuyv, driver_format, buffers.clone());
 
