@@ -588,11 +588,19 @@ impl Connection {
                         return;
                     }
                     let retry_at = Instant::now() + retry_delay;
-                    tokio::select! {
-                        () = tokio::time::sleep_until(retry_at) => {}
-                        () = sleep_until_deadline(flush_deadline) => {
-                            self.flush_timed_out();
-                            return;
+                    loop {
+                        tokio::select! {
+                            () = tokio::time::sleep_until(retry_at) => break,
+                            // A shutdown must not wait for the end of a long backoff.
+                            () = self.shared.wake.notified() => {
+                                if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                                    return;
+                                }
+                            }
+                            () = sleep_until_deadline(flush_deadline) => {
+                                self.flush_timed_out();
+                                return;
+                            }
                         }
                     }
                     retry_delay = (retry_delay * 2).min(self.settings.reconnect_max);

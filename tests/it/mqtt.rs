@@ -287,3 +287,27 @@ fn tls_and_password_from_a_file() {
     assert!(stats.connected, "{stats:?}");
     runtime.block_on(publisher.shutdown());
 }
+
+#[test]
+fn shutdown_during_an_outage_ends_after_the_flush_window_not_the_backoff() {
+    let mut broker = Broker::start();
+    let subscriber = Subscriber::connect(&broker, "outage-sub", &["outage-test/status"]);
+    let runtime = runtime();
+    let mut settings = settings(&broker, "outage-test", 1, 10);
+    // A backoff far beyond the test's failure guard: shutdown must not wait for it.
+    settings.reconnect_min = WAIT * 4;
+    settings.reconnect_max = WAIT * 4;
+    settings.shutdown_flush = Duration::from_millis(100);
+    let publisher = start(&runtime, settings);
+    subscriber.wait_for_payload("outage-test/status", b"online");
+
+    broker.stop();
+    wait_for_stats(&publisher, "the publisher to notice the outage", |s| !s.connected);
+    for n in 0..3u32 {
+        publisher.publish(publisher.topic("front/detections"), n.to_string().into_bytes(), false);
+    }
+    let shutdown = runtime.block_on(async { tokio::time::timeout(WAIT, publisher.shutdown()).await });
+    assert!(shutdown.is_ok(), "shutdown() waited for the reconnect backoff");
+    let stats = publisher.stats();
+    assert_eq!((stats.connected, stats.queued, stats.dropped), (false, 4, 0), "3 messages + offline stay unsent");
+}
