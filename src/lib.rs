@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod daemon;
 pub mod decode;
 pub mod detection;
 pub mod engine_cache;

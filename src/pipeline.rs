@@ -1,1 +1,302 @@
-//! Placeholder: filled in by its owner.
+//! One camera's pipeline: a source thread fills frame slots, an inference thread turns them into
+//! detections and hands them to a [`FrameSink`].
+//!
+//! Owns: the two threads per camera, the fps cap, the frame ring between them, per-frame stage
+//! timing, and applying reloaded decode parameters. The inference thread is the camera's GPU
+//! thread: its backend session (CUDA context binding, stream, TensorRT context) is created on it and
+//! never leaves it. Must not: publish, format payloads, or block on the network — the sink decides
+//! what to do with a result and must return quickly.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, BackendError};
+use crate::config::CameraConfig;
+use crate::decode::{DecodeParams, Decoder};
+use crate::detection::Detection;
+use crate::frame::{FrameRing, FrameSlot};
+use crate::source::{self, Capture, FrameSource, SourceError};
+use crate::telemetry::FrameTimings;
+
+/// How often blocked threads look at the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+/// A source that asks to be called again gets this pause, so a flapping device cannot spin a core.
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("camera {camera}: {source}")]
+    Source { camera: String, source: SourceError },
+    #[error("camera {camera}: {source}")]
+    Backend { camera: String, source: BackendError },
+    #[error("camera {camera}: cannot decode the model output: {message}")]
+    Decode { camera: String, message: String },
+    #[error("camera {camera}: cannot start a thread: {source}")]
+    Thread { camera: String, source: std::io::Error },
+    #[error("camera {camera}: a pipeline thread panicked")]
+    Panicked { camera: String },
+}
+
+/// Receives every processed frame. Called on the camera's inference thread with the frame still in
+/// its slot (for snapshots); must not block.
+pub trait FrameSink: Send + Sync {
+    fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings);
+    /// The camera stopped: `Ok` for a finite source that ended or a requested shutdown.
+    fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>);
+}
+
+/// Decode parameters waiting to be picked up by the inference thread (SIGHUP reload).
+#[derive(Default)]
+pub struct PendingParams(Mutex<Option<DecodeParams>>);
+
+impl PendingParams {
+    pub fn set(&self, params: DecodeParams) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(params);
+    }
+
+    fn take(&self) -> Option<DecodeParams> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// A running camera.
+pub struct CameraPipeline {
+    name: String,
+    ring: Arc<FrameRing>,
+    pending: Arc<PendingParams>,
+    source_thread: Option<JoinHandle<()>>,
+    infer_thread: Option<JoinHandle<()>>,
+}
+
+impl CameraPipeline {
+    /// Opens the camera's source (errors here mean the camera never started) and starts its threads.
+    pub fn start(
+        camera: &CameraConfig,
+        slots: usize,
+        backend: Arc<dyn Backend>,
+        params: DecodeParams,
+        sink: Arc<dyn FrameSink>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<CameraPipeline, PipelineError> {
+        let name = camera.name.clone();
+        let source = source::open(&camera.source, stop.clone())
+            .map_err(|source| PipelineError::Source { camera: name.clone(), source })?;
+        let ring = Arc::new(FrameRing::with_heap_slots(slots, 0));
+        let pending = Arc::new(PendingParams::default());
+        let frame_interval = (camera.fps > 0.0).then(|| Duration::from_secs_f32(1.0 / camera.fps));
+        log::info!("camera {name}: {} (fps cap: {})", source.describe(), fps_text(camera.fps));
+
+        let source_thread = {
+            let (name, ring, sink, stop) = (name.clone(), ring.clone(), sink.clone(), stop.clone());
+            spawn(&format!("{}-source", camera.name), &camera.name, move || {
+                let result = run_source(source, &ring, frame_interval, &stop)
+                    .map_err(|source| PipelineError::Source { camera: name.clone(), source });
+                ring.close();
+                if result.is_err() {
+                    sink.camera_ended(&name, &result);
+                }
+            })?
+        };
+        let infer_thread = {
+            let (name, ring, pending) = (name.clone(), ring.clone(), pending.clone());
+            spawn(&format!("{}-infer", camera.name), &camera.name, move || {
+                let result =
+                    run_inference(&name, backend.as_ref(), Decoder::new(params), &ring, &pending, sink.as_ref());
+                if result.is_err() {
+                    // Unblock the source so it does not fill slots nobody will read.
+                    stop.store(true, Ordering::SeqCst);
+                    ring.close();
+                }
+                sink.camera_ended(&name, &result);
+            })?
+        };
+        Ok(CameraPipeline { name, ring, pending, source_thread: Some(source_thread), infer_thread: Some(infer_thread) })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The ring's counters (frames produced, frames dropped because inference was behind).
+    pub fn ring(&self) -> &FrameRing {
+        &self.ring
+    }
+
+    /// New thresholds/filters, applied before the next frame.
+    pub fn reload(&self, params: DecodeParams) {
+        self.pending.set(params);
+    }
+
+    /// Waits for both threads (after the stop flag was set or the source ended).
+    pub fn join(mut self) -> Result<(), PipelineError> {
+        let mut outcome = Ok(());
+        for handle in [self.source_thread.take(), self.infer_thread.take()].into_iter().flatten() {
+            if handle.join().is_err() {
+                outcome = Err(PipelineError::Panicked { camera: self.name.clone() });
+            }
+        }
+        outcome
+    }
+}
+
+fn fps_text(fps: f32) -> String {
+    if fps > 0.0 {
+        format!("{fps}/s")
+    } else {
+        "none".into()
+    }
+}
+
+fn spawn(
+    thread_name: &str,
+    camera: &str,
+    body: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle<()>, PipelineError> {
+    std::thread::Builder::new()
+        .name(thread_name.chars().take(15).collect())
+        .spawn(body)
+        .map_err(|source| PipelineError::Thread { camera: camera.to_string(), source })
+}
+
+/// Sleeps until `deadline` in short steps; false when asked to stop meanwhile.
+fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        std::thread::sleep((deadline - now).min(POLL));
+    }
+}
+
+fn run_source(
+    mut source: Box<dyn FrameSource>,
+    ring: &FrameRing,
+    frame_interval: Option<Duration>,
+    stop: &AtomicBool,
+) -> Result<(), SourceError> {
+    let mut sequence = 0u64;
+    let mut next_due = Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        if let Some(interval) = frame_interval {
+            if !sleep_until(next_due, stop) {
+                break;
+            }
+            // After a stall, resume the cadence from now rather than bursting to catch up.
+            next_due = (next_due + interval).max(Instant::now());
+        }
+        let Some(mut slot) = ring.acquire_for_write() else {
+            std::thread::sleep(RETRY_PAUSE);
+            continue;
+        };
+        let started = Instant::now();
+        match source.next_frame(&mut slot) {
+            Ok(Capture::Frame) => {
+                slot.set_capture_time(started.elapsed());
+                slot.meta_mut().sequence = sequence;
+                sequence += 1;
+                ring.publish(slot);
+            }
+            Ok(Capture::Retry) => {
+                ring.release(slot);
+                std::thread::sleep(RETRY_PAUSE);
+            }
+            Ok(Capture::End) => {
+                ring.release(slot);
+                log::info!("{}: no more frames", source.describe());
+                break;
+            }
+            Err(e) => {
+                ring.release(slot);
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run_inference(
+    camera: &str,
+    backend: &dyn Backend,
+    mut decoder: Decoder,
+    ring: &FrameRing,
+    pending: &PendingParams,
+    sink: &dyn FrameSink,
+) -> Result<(), PipelineError> {
+    let backend_error = |source| PipelineError::Backend { camera: camera.to_string(), source };
+    let mut session = backend.new_session().map_err(backend_error)?;
+    let spec = backend.spec().clone();
+    let mut detections = Vec::new();
+    loop {
+        if let Some(params) = pending.take() {
+            decoder.set_params(params);
+            log::info!("camera {camera}: reloaded thresholds and class filter");
+        }
+        let Some(slot) = ring.take_ready(POLL) else {
+            if ring.is_finished() {
+                return Ok(());
+            }
+            continue;
+        };
+        let outcome = process(&mut *session, &mut decoder, &spec, &slot, &mut detections);
+        match outcome {
+            Ok(timings) => {
+                log::debug!(
+                    "camera {camera} frame {}: {timings:?} ({} detections)",
+                    slot.meta().sequence,
+                    detections.len()
+                );
+                sink.frame(camera, &slot, &detections, &timings);
+                ring.release(slot);
+            }
+            // A frame the preprocessor cannot take (odd size, truncated data) is one bad frame,
+            // not a broken pipeline.
+            Err(FrameError::Backend(BackendError::Preprocess(message))) => {
+                log::warn!("camera {camera} frame {}: skipped: {message}", slot.meta().sequence);
+                ring.release(slot);
+            }
+            Err(FrameError::Backend(source)) => {
+                ring.release(slot);
+                return Err(backend_error(source));
+            }
+            Err(FrameError::Decode(message)) => {
+                ring.release(slot);
+                return Err(PipelineError::Decode { camera: camera.to_string(), message });
+            }
+        }
+    }
+}
+
+enum FrameError {
+    Backend(BackendError),
+    Decode(String),
+}
+
+fn process(
+    session: &mut dyn crate::backend::InferenceSession,
+    decoder: &mut Decoder,
+    spec: &crate::preprocess::PreprocessSpec,
+    slot: &FrameSlot,
+    detections: &mut Vec<Detection>,
+) -> Result<FrameTimings, FrameError> {
+    let (outputs, backend_timings) = session.run(slot).map_err(FrameError::Backend)?;
+    let post_started = Instant::now();
+    let geometry = spec.geometry(slot.meta().width, slot.meta().height);
+    decoder
+        .decode(outputs, spec.width, spec.height, &geometry, detections)
+        .map_err(|e| FrameError::Decode(e.to_string()))?;
+    let postprocess = post_started.elapsed();
+    Ok(FrameTimings {
+        source: Some(slot.capture_time()),
+        pre: Some(backend_timings.preprocess),
+        infer: Some(backend_timings.infer),
+        post: Some(postprocess),
+        publish: None,
+        total: Some(backend_timings.preprocess + backend_timings.infer + postprocess),
+    })
+}

@@ -60,7 +60,10 @@ fn orin_sysfs_tree_is_read() {
     let gpu = jetson.gpu.as_ref().expect("GPU found");
     assert_eq!(gpu.devfreq.as_deref(), Some("17000000.ga10b"));
     assert_eq!(gpu.load_percent, Some(52.3));
-    assert_eq!((gpu.freq_hz, gpu.min_freq_hz, gpu.max_freq_hz), (Some(306_000_000), Some(306_000_000), Some(624_750_000)));
+    assert_eq!(
+        (gpu.freq_hz, gpu.min_freq_hz, gpu.max_freq_hz),
+        (Some(306_000_000), Some(306_000_000), Some(624_750_000))
+    );
     assert_eq!(gpu.governor.as_deref(), Some("nvhost_podgov"));
     assert_eq!(gpu.at_max_clock, Some(false));
     let warning = jetson.clock_warning().expect("unpinned clock warns");
@@ -132,7 +135,10 @@ fn telemetry_message_has_every_documented_field() {
     assert_eq!(json["schema"], 1);
     assert_eq!(json["ts"], "2026-11-22T10:00:00.000Z");
     let front = &json["cameras"]["front"];
-    assert_eq!((front["fps"].as_f64(), front["frames"].as_u64(), front["dropped"].as_u64()), (Some(2.0), Some(20), Some(4)));
+    assert_eq!(
+        (front["fps"].as_f64(), front["frames"].as_u64(), front["dropped"].as_u64()),
+        (Some(2.0), Some(20), Some(4))
+    );
     for stage in ["source", "pre", "infer", "post", "publish", "total"] {
         let latency = &front["latency_ms"][stage];
         assert!(latency["p50"].is_number() && latency["p99"].is_number(), "{stage}: {latency}");
@@ -181,7 +187,8 @@ fn snapshot_of_a_sample_image_decodes_with_the_source_size() {
         bbox: BoundingBox { x1: 100.0, y1: 120.0, x2: 300.0, y2: 400.0 },
     };
     let mut snapshotter = Snapshotter::new(&SnapshotConfig { enabled: true, interval_s: 5.0, jpeg_quality: 80 });
-    let jpeg = snapshotter.maybe_render(&slot, &[dog], &labels, Instant::now()).expect("render").expect("first snapshot");
+    let jpeg =
+        snapshotter.maybe_render(&slot, &[dog], &labels, Instant::now()).expect("render").expect("first snapshot");
     let decoded = image::load_from_memory_with_format(&jpeg, image::ImageFormat::Jpeg).expect("JPEG decodes");
     assert_eq!((decoded.width(), decoded.height()), (width, height));
 }

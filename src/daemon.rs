@@ -1,0 +1,384 @@
+//! The `run` command: wires config, backend, cameras, MQTT, systemd notify, telemetry and signals.
+//!
+//! Owns: start-up order (model → broker client → cameras → READY), the per-frame sink that turns
+//! results into messages, SIGHUP reload, the watchdog and telemetry ticks, and orderly shutdown
+//! (STOPPING → cameras joined → `offline` + bounded flush). Must not: do per-frame work itself
+//! beyond handing bytes to the publisher, or call CUDA (that stays on the camera threads).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+
+use crate::backend::cpu::CpuBackend;
+use crate::backend::{Backend, BackendError};
+use crate::config::{BackendChoice, Config, ConfigError, Fallback};
+use crate::decode::{DecodeError, DecodeParams};
+use crate::detection::{Detection, Labels, LabelsError};
+use crate::frame::FrameSlot;
+use crate::homeassistant::{discovery_messages, DiscoveryContext};
+use crate::mqtt::{MqttError, MqttSettings, Publisher};
+use crate::notify::{Liveness, LivenessHandle, Notifier, WatchdogKeeper};
+use crate::payload::{detections_message, Latency};
+use crate::pipeline::{CameraPipeline, FrameSink, PipelineError};
+use crate::preprocess::PreprocessSpec;
+use crate::publish_policy::PublishPolicy;
+use crate::snapshot::Snapshotter;
+use crate::telemetry::{
+    status_line, telemetry_message, CameraStats, FrameTimings, JetsonSysfs, SystemSampler, TelemetryReport,
+};
+
+/// A camera silent for longer than this (and at least a few of its frame intervals) stops the
+/// systemd watchdog keep-alive when no `WatchdogSec=` is set to derive it from.
+const DEFAULT_MAX_SILENCE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Labels(#[from] LabelsError),
+    #[error("model.classes: {0}")]
+    Classes(DecodeError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error("MQTT: {0}")]
+    Mqtt(#[from] MqttError),
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    #[error("{0}")]
+    CameraFailed(String),
+    #[error("cannot start the async runtime or signal handlers: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl DaemonError {
+    /// Errors that a restart cannot fix (bad config, missing model or labels): systemd's
+    /// `RestartPreventExitStatus=78` keeps such a daemon from restart-looping.
+    pub fn is_configuration_problem(&self) -> bool {
+        matches!(
+            self,
+            DaemonError::Config(_)
+                | DaemonError::Labels(_)
+                | DaemonError::Classes(_)
+                | DaemonError::Backend(
+                    BackendError::Load { .. } | BackendError::InputMismatch(_) | BackendError::Unavailable(..)
+                )
+        )
+    }
+}
+
+/// Loads the model on the configured backend (falling back to the CPU when the config allows).
+pub fn load_backend(config: &Config) -> Result<Arc<dyn Backend>, DaemonError> {
+    let spec = PreprocessSpec::from(&config.model.input);
+    let load_cpu = || -> Result<Arc<dyn Backend>, DaemonError> {
+        let onnx = config.model.onnx.as_deref().ok_or_else(|| {
+            BackendError::Unavailable(
+                "cpu",
+                "the CPU backend needs `model.onnx` (a TensorRT engine cannot run on it)".into(),
+            )
+        })?;
+        Ok(Arc::new(CpuBackend::load(onnx, spec.clone(), config.model.input.name.as_deref())?))
+    };
+    match config.device.backend {
+        BackendChoice::Cpu | BackendChoice::Auto => load_cpu(),
+        BackendChoice::Tensorrt => {
+            let reason = "this binary was built without the `tensorrt` feature".to_string();
+            match config.device.fallback {
+                Fallback::Cpu => {
+                    log::warn!("TensorRT backend unavailable ({reason}); falling back to the CPU backend");
+                    load_cpu()
+                }
+                Fallback::None => Err(BackendError::Unavailable("tensorrt", reason).into()),
+            }
+        }
+    }
+}
+
+/// Per-camera state the sink keeps.
+struct CameraEntry {
+    stats: Arc<CameraStats>,
+    liveness: Mutex<Option<LivenessHandle>>,
+    policy: Mutex<PublishPolicy>,
+    snapshotter: Option<Mutex<Snapshotter>>,
+    detections_topic: String,
+    snapshot_topic: String,
+}
+
+/// Turns processed frames into MQTT messages, statistics and liveness beats.
+struct DaemonSink {
+    publisher: Publisher,
+    labels: Arc<Labels>,
+    cameras: HashMap<String, CameraEntry>,
+    ended: mpsc::Sender<(String, Result<(), String>)>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl FrameSink for DaemonSink {
+    fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings) {
+        let Some(entry) = self.cameras.get(camera) else { return };
+        if let Some(liveness) = lock(&entry.liveness).as_ref() {
+            liveness.beat();
+        }
+        let publish_started = Instant::now();
+        if lock(&entry.policy).should_publish(detections, publish_started) {
+            let latency = Latency {
+                preprocess: timings.pre.unwrap_or_default(),
+                infer: timings.infer.unwrap_or_default(),
+                postprocess: timings.post.unwrap_or_default(),
+                total: timings.total.unwrap_or_default(),
+            };
+            let payload = detections_message(camera, slot.meta(), &latency, detections, &self.labels);
+            self.publisher.publish(entry.detections_topic.clone(), payload, false);
+        }
+        if let Some(snapshotter) = &entry.snapshotter {
+            match lock(snapshotter).maybe_render(slot, detections, &self.labels, publish_started) {
+                Ok(Some(jpeg)) => self.publisher.publish(entry.snapshot_topic.clone(), jpeg, true),
+                Ok(None) => {}
+                Err(e) => log::warn!("camera {camera}: snapshot failed: {e}"),
+            }
+        }
+        let mut timings = *timings;
+        timings.publish = Some(publish_started.elapsed());
+        entry.stats.record_frame(&timings);
+    }
+
+    fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>) {
+        if let Some(entry) = self.cameras.get(camera) {
+            let handle = lock(&entry.liveness).take();
+            // A camera that ended normally is healthy for the watchdog; one that failed is not
+            // (dropping its handle unfinished marks it abandoned).
+            if let (Some(handle), Ok(())) = (handle, result) {
+                handle.finish();
+            }
+        }
+        let outcome = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
+        if self.ended.try_send((camera.to_string(), outcome)).is_err() {
+            log::error!("camera {camera}: end report lost (daemon already shutting down)");
+        }
+    }
+}
+
+/// Runs until SIGTERM/SIGINT, until every camera has ended, or until a camera fails.
+/// `config_path` is re-read on SIGHUP (`None`: the embedded default, nothing to reload).
+pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonError> {
+    let notifier = Arc::new(Notifier::from_env().unwrap_or_else(|e| {
+        log::warn!("systemd notify socket unusable ({e}); continuing without sd_notify");
+        Notifier::disabled()
+    }));
+    let labels = Arc::new(Labels::load(&config.model.labels)?);
+    let params = DecodeParams::from_config(&config.model, &labels).map_err(DaemonError::Classes)?;
+    let _ = notifier.status("loading model");
+    let backend = load_backend(&config)?;
+    log::info!("backend: {:?}", backend.info());
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("jetson-detectd-io")
+        .enable_all()
+        .build()
+        .map_err(DaemonError::Runtime)?;
+    runtime.block_on(serve(config, config_path, backend, labels, params, notifier))
+}
+
+async fn serve(
+    config: Config,
+    config_path: Option<PathBuf>,
+    backend: Arc<dyn Backend>,
+    labels: Arc<Labels>,
+    params: DecodeParams,
+    notifier: Arc<Notifier>,
+) -> Result<(), DaemonError> {
+    let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
+    let mut sighup = signal(SignalKind::hangup()).map_err(DaemonError::Runtime)?;
+
+    let publisher = Publisher::start(MqttSettings::from_config(&config)?)?;
+    let camera_names: Vec<String> = config.cameras.iter().map(|c| c.name.clone()).collect();
+    if config.homeassistant.discovery {
+        let prefix = config.topic_prefix();
+        let device_id = config.device_id();
+        let context = DiscoveryContext {
+            device_id: &device_id,
+            topic_prefix: &prefix,
+            cameras: &camera_names,
+            sw_version: env!("CARGO_PKG_VERSION"),
+        };
+        for message in discovery_messages(&config.homeassistant, &context) {
+            publisher.publish(message.topic, message.payload, true);
+        }
+    }
+
+    let liveness = Liveness::new();
+    let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
+    let cameras: HashMap<String, CameraEntry> = config
+        .cameras
+        .iter()
+        .map(|camera| {
+            let entry = CameraEntry {
+                stats: Arc::new(CameraStats::new(&camera.name)),
+                liveness: Mutex::new(Some(liveness.register(format!("camera {}", camera.name)))),
+                policy: Mutex::new(PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz)),
+                snapshotter: config.snapshot.enabled.then(|| Mutex::new(Snapshotter::new(&config.snapshot))),
+                detections_topic: publisher.topic(&format!("{}/detections", camera.name)),
+                snapshot_topic: publisher.topic(&format!("{}/snapshot", camera.name)),
+            };
+            (camera.name.clone(), entry)
+        })
+        .collect();
+    let sink = Arc::new(DaemonSink { publisher: publisher.clone(), labels, cameras, ended: ended_tx });
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut pipelines = Vec::new();
+    for camera in &config.cameras {
+        let started = CameraPipeline::start(
+            camera,
+            config.engine.frame_slots,
+            backend.clone(),
+            params.clone(),
+            sink.clone(),
+            stop.clone(),
+        );
+        match started {
+            Ok(pipeline) => pipelines.push(pipeline),
+            Err(e) => {
+                stop.store(true, Ordering::SeqCst);
+                join_all(pipelines).await;
+                publisher.shutdown().await;
+                return Err(e.into());
+            }
+        }
+    }
+    let _ = notifier.ready();
+    log::info!("running: {} camera(s), publishing under {}", pipelines.len(), publisher.topic(""));
+
+    let max_silence =
+        notifier.watchdog_interval().unwrap_or(DEFAULT_MAX_SILENCE).max(slowest_frame_interval(&config) * 3);
+    let mut keeper = WatchdogKeeper::new(notifier.clone(), liveness.clone(), max_silence);
+    let mut watchdog_tick = tokio::time::interval(keeper.period().unwrap_or(Duration::from_secs(3600)));
+    let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s.max(1)));
+    let mut telemetry_tick = tokio::time::interval(telemetry_period);
+    let mut sampler = SystemSampler::new();
+    let dropped_seen: Vec<AtomicU64> = pipelines.iter().map(|_| AtomicU64::new(0)).collect();
+    let engine_info = serde_json::to_value(backend.info()).ok();
+    if let Some(warning) = JetsonSysfs::read(&config.telemetry.sysfs_root).clock_warning() {
+        log::warn!("{warning}");
+    }
+
+    let mut running = pipelines.len();
+    let mut failure = None;
+    loop {
+        tokio::select! {
+            _ = sigterm.recv() => { log::info!("SIGTERM: shutting down"); break; }
+            _ = sigint.recv() => { log::info!("SIGINT: shutting down"); break; }
+            _ = sighup.recv() => reload(config_path.as_deref(), &sink, &pipelines),
+            Some((camera, outcome)) = ended_rx.recv() => {
+                match outcome {
+                    Err(message) => {
+                        log::error!("camera {camera} stopped the daemon");
+                        failure = Some(message);
+                        break;
+                    }
+                    Ok(()) => {
+                        running = running.saturating_sub(1);
+                        if running == 0 {
+                            log::info!("every camera has ended; shutting down");
+                            break;
+                        }
+                    }
+                }
+            }
+            _ = watchdog_tick.tick(), if keeper.period().is_some() => { keeper.tick(); }
+            _ = telemetry_tick.tick() => {
+                let snapshots: Vec<_> = pipelines
+                    .iter()
+                    .zip(&dropped_seen)
+                    .filter_map(|(pipeline, seen)| {
+                        let entry = sink.cameras.get(pipeline.name())?;
+                        let dropped = pipeline.ring().stats().dropped.load(Ordering::Relaxed);
+                        entry.stats.record_drop(dropped.saturating_sub(seen.swap(dropped, Ordering::Relaxed)));
+                        Some(entry.stats.snapshot())
+                    })
+                    .collect();
+                let stats = publisher.stats();
+                let _ = notifier.status(&status_line(&snapshots, stats.connected));
+                if config.telemetry.interval_s > 0 {
+                    let jetson = JetsonSysfs::read(&config.telemetry.sysfs_root);
+                    let report = TelemetryReport {
+                        cameras: &snapshots,
+                        load: Some(sampler.sample()),
+                        jetson: &jetson,
+                        mqtt: serde_json::to_value(stats).ok(),
+                        engine: engine_info.clone(),
+                        ts: SystemTime::now(),
+                    };
+                    publisher.publish(publisher.topic("telemetry"), telemetry_message(&report), false);
+                }
+            }
+        }
+    }
+
+    let _ = notifier.stopping();
+    stop.store(true, Ordering::SeqCst);
+    let join_failure = join_all(pipelines).await;
+    publisher.shutdown().await;
+    match (failure, join_failure) {
+        (Some(message), _) => Err(DaemonError::CameraFailed(message)),
+        (None, Some(e)) => Err(e.into()),
+        (None, None) => Ok(()),
+    }
+}
+
+/// The longest configured frame interval (cameras capped at a low fps beat rarely).
+fn slowest_frame_interval(config: &Config) -> Duration {
+    config
+        .cameras
+        .iter()
+        .filter(|c| c.fps > 0.0)
+        .map(|c| Duration::from_secs_f32(1.0 / c.fps))
+        .max()
+        .unwrap_or(Duration::ZERO)
+}
+
+async fn join_all(pipelines: Vec<CameraPipeline>) -> Option<PipelineError> {
+    tokio::task::spawn_blocking(move || pipelines.into_iter().filter_map(|p| p.join().err()).next())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// SIGHUP: re-reads the config and applies thresholds, class filter and publish settings. Other
+/// changes (model, cameras, broker) need a restart, which the log says.
+fn reload(config_path: Option<&Path>, sink: &DaemonSink, pipelines: &[CameraPipeline]) {
+    let Some(path) = config_path else {
+        log::info!("SIGHUP: running on the built-in config; nothing to reload");
+        return;
+    };
+    let reloaded = Config::load(path).map_err(|e| e.to_string()).and_then(|config| {
+        let params = DecodeParams::from_config(&config.model, &sink.labels).map_err(|e| e.to_string())?;
+        Ok((config, params))
+    });
+    match reloaded {
+        Ok((config, params)) => {
+            for pipeline in pipelines {
+                pipeline.reload(params.clone());
+            }
+            for entry in sink.cameras.values() {
+                lock(&entry.policy).update(config.mqtt.publish, config.mqtt.max_rate_hz);
+            }
+            log::info!(
+                "SIGHUP: reloaded thresholds, class filter and publish settings from {} \
+                 (model, camera and broker changes need a restart)",
+                path.display()
+            );
+        }
+        Err(message) => log::error!("SIGHUP: keeping the running settings: {message}"),
+    }
+}
