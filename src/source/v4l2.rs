@@ -262,7 +262,12 @@ pub fn accept_driver_format(request: &V4l2Request, got: &DriverFormat) -> Result
         V4l2Format::Yuyv => Encoding::Yuyv,
     };
     if encoding != requested_encoding {
-        log::warn!("{device}: asked for {}, the driver chose {}; using {}", format_name(request.format), got.fourcc, got.fourcc);
+        log::warn!(
+            "{device}: asked for {}, the driver chose {}; using {}",
+            format_name(request.format),
+            got.fourcc,
+            got.fourcc
+        );
     }
     if (got.width, got.height) != (request.width, request.height) {
         log::warn!(
@@ -594,7 +599,12 @@ mod tests {
     impl FakeDevice {
         fn new(answer: DriverFormat, events: Vec<Event>, journal: &Arc<Mutex<Vec<String>>>) -> FakeDevice {
             FakeDevice {
-                caps: Capabilities { driver: "uvcvideo".into(), card: "Fake Cam".into(), video_capture: true, streaming: true },
+                caps: Capabilities {
+                    driver: "uvcvideo".into(),
+                    card: "Fake Cam".into(),
+                    video_capture: true,
+                    streaming: true,
+                },
                 answer,
                 fps: Ok(Some(30.0)),
                 events: events.into(),
@@ -720,7 +730,10 @@ mod tests {
         let negotiated = accept_driver_format(&request(V4l2Format::Mjpeg), &yuyv_answer(4, 2)).expect("accepted");
         assert_eq!(negotiated.encoding, Encoding::Yuyv);
         let jpeg = DriverFormat { fourcc: FourCc::JPEG, ..yuyv_answer(4, 2) };
-        assert_eq!(accept_driver_format(&request(V4l2Format::Yuyv), &jpeg).expect("accepted").encoding, Encoding::Mjpeg);
+        assert_eq!(
+            accept_driver_format(&request(V4l2Format::Yuyv), &jpeg).expect("accepted").encoding,
+            Encoding::Mjpeg
+        );
     }
 
     #[test]
@@ -728,7 +741,10 @@ mod tests {
         let req = request(V4l2Format::Mjpeg);
         let h264 = DriverFormat { fourcc: FourCc::new(*b"H264"), ..yuyv_answer(4, 2) };
         let err = accept_driver_format(&req, &h264).expect_err("H264");
-        assert!(matches!(&err, DeviceError::Permanent(m) if m.contains("H264") && m.contains("list-formats-ext")), "{err}");
+        assert!(
+            matches!(&err, DeviceError::Permanent(m) if m.contains("H264") && m.contains("list-formats-ext")),
+            "{err}"
+        );
         let short_stride = DriverFormat { bytes_per_line: 6, ..yuyv_answer(4, 2) };
         assert!(matches!(accept_driver_format(&req, &short_stride), Err(DeviceError::Permanent(_))));
         let odd = yuyv_answer(5, 2);
@@ -774,9 +790,13 @@ mod tests {
         let journal = Arc::new(Mutex::new(Vec::new()));
         let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(7))], &journal);
         let stop = Arc::new(AtomicBool::new(false));
-        let mut source =
-            V4l2Source::with_opener(request(V4l2Format::Yuyv), quick_options(), scripted_opener(vec![Ok(device)]), stop)
-                .expect("open");
+        let mut source = V4l2Source::with_opener(
+            request(V4l2Format::Yuyv),
+            quick_options(),
+            scripted_opener(vec![Ok(device)]),
+            stop,
+        )
+        .expect("open");
         let mut slot = heap_slot();
         assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
         assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (4, 2, PixelFormat::Yuyv));
@@ -814,16 +834,10 @@ mod tests {
     #[test]
     fn unplug_reopens_with_growing_attempts_and_a_good_frame_resets_them() {
         let journal = Arc::new(Mutex::new(Vec::new()));
-        let first = FakeDevice::new(
-            yuyv_answer(4, 2),
-            vec![Event::Frame(yuyv_frame(1)), Event::Fail(gone())],
-            &journal,
-        );
-        let second = FakeDevice::new(
-            yuyv_answer(4, 2),
-            vec![Event::Frame(yuyv_frame(2)), Event::Fail(gone())],
-            &journal,
-        );
+        let first =
+            FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(1)), Event::Fail(gone())], &journal);
+        let second =
+            FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(2)), Event::Fail(gone())], &journal);
         let opener = scripted_opener(vec![
             Ok(first),
             Err(DeviceError::Transient("open: ENODEV".into())),
@@ -845,14 +859,20 @@ mod tests {
         assert_eq!(source.next_frame(&mut slot).expect("ENODEV"), Capture::Retry);
         assert_eq!(status.get(), SourceState::Reconnecting { attempt: 2, last_error: "open: ENODEV".into() });
         assert_eq!(source.next_frame(&mut slot).expect("other device"), Capture::Retry);
-        assert!(matches!(status.get(), SourceState::Reconnecting { attempt: 3, .. }), "permanent errors are retried once running");
+        assert!(
+            matches!(status.get(), SourceState::Reconnecting { attempt: 3, .. }),
+            "permanent errors are retried once running"
+        );
         assert_eq!(source.next_frame(&mut slot).expect("reopened"), Capture::Retry);
         assert_eq!(status.get(), SourceState::Streaming);
         assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
         assert_eq!(slot.data()[0], 2);
 
         assert_eq!(source.next_frame(&mut slot).expect("EIO again"), Capture::Retry);
-        assert!(matches!(status.get(), SourceState::Reconnecting { attempt: 1, .. }), "the good frame reset the backoff");
+        assert!(
+            matches!(status.get(), SourceState::Reconnecting { attempt: 1, .. }),
+            "the good frame reset the backoff"
+        );
     }
 
     #[test]
@@ -877,9 +897,13 @@ mod tests {
         let journal = Arc::new(Mutex::new(Vec::new()));
         let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Nothing, Event::Frame(yuyv_frame(3))], &journal);
         let stop = Arc::new(AtomicBool::new(false));
-        let mut source =
-            V4l2Source::with_opener(request(V4l2Format::Yuyv), quick_options(), scripted_opener(vec![Ok(device)]), stop)
-                .expect("open");
+        let mut source = V4l2Source::with_opener(
+            request(V4l2Format::Yuyv),
+            quick_options(),
+            scripted_opener(vec![Ok(device)]),
+            stop,
+        )
+        .expect("open");
         let mut slot = heap_slot();
         assert_eq!(source.next_frame(&mut slot).expect("idle"), Capture::Retry);
         assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
@@ -896,9 +920,13 @@ mod tests {
         let mut device = FakeDevice::new(yuyv_answer(4, 2), events, &journal);
         device.answer.fourcc = FourCc::MJPG;
         let stop = Arc::new(AtomicBool::new(false));
-        let mut source =
-            V4l2Source::with_opener(request(V4l2Format::Mjpeg), quick_options(), scripted_opener(vec![Ok(device)]), stop)
-                .expect("open");
+        let mut source = V4l2Source::with_opener(
+            request(V4l2Format::Mjpeg),
+            quick_options(),
+            scripted_opener(vec![Ok(device)]),
+            stop,
+        )
+        .expect("open");
         let mut slot = heap_slot();
         for _ in 0..3 {
             assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::Retry);
@@ -936,9 +964,13 @@ mod tests {
         let journal = Arc::new(Mutex::new(Vec::new()));
         let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(1))], &journal);
         let stop = Arc::new(AtomicBool::new(false));
-        let mut source =
-            V4l2Source::with_opener(request(V4l2Format::Yuyv), quick_options(), scripted_opener(vec![Ok(device)]), stop)
-                .expect("open");
+        let mut source = V4l2Source::with_opener(
+            request(V4l2Format::Yuyv),
+            quick_options(),
+            scripted_opener(vec![Ok(device)]),
+            stop,
+        )
+        .expect("open");
         let mut slot = FrameSlot::new(Box::new(FixedMemory(vec![0; 8])));
         let err = source.next_frame(&mut slot).expect_err("slot too small");
         assert!(matches!(err, SourceError::Read { .. }), "{err}");

@@ -98,7 +98,12 @@ fn capture_through_ring(format: V4l2Format, driver_format: DriverFormat, buffers
     while !ring.is_finished() {
         if let Some(slot) = ring.take_ready(Duration::from_millis(50)) {
             let meta = slot.meta();
-            frames.push(Captured { width: meta.width, height: meta.height, format: meta.format, data: slot.data().to_vec() });
+            frames.push(Captured {
+                width: meta.width,
+                height: meta.height,
+                format: meta.format,
+                data: slot.data().to_vec(),
+            });
             ring.release(slot);
         }
     }
@@ -148,8 +153,10 @@ fn assert_pixel_close(actual: &[u8], expected: [u8; 3], what: &str) {
 fn recorded_mjpeg_frames_arrive_decoded_as_rgb() {
     let (width, height) = (64, 48);
     let colours = [([250, 10, 10], [10, 10, 250]), ([20, 200, 40], [240, 240, 240]), ([0, 0, 0], [128, 64, 32])];
-    let mut buffers: Vec<Vec<u8>> =
-        colours.iter().map(|&(left, right)| encode_jpeg(&two_tone_rgb(width, height, left, right), width, height)).collect();
+    let mut buffers: Vec<Vec<u8>> = colours
+        .iter()
+        .map(|&(left, right)| encode_jpeg(&two_tone_rgb(width, height, left, right), width, height))
+        .collect();
     buffers[1] = as_uvc_mjpeg(&buffers[1]);
     let corrupt = buffers[0][..buffers[0].len() / 3].to_vec();
     buffers.insert(1, corrupt);
@@ -175,12 +182,14 @@ fn recorded_yuyv_frames_arrive_raw_without_row_padding() {
     let frame_bytes = |seed: u8| -> Vec<u8> {
         (0..height)
             .flat_map(|row| {
-                (0..stride).map(move |col| if col < width * 2 { seed.wrapping_add((row * 7 + col) as u8) } else { 0xEE })
+                (0..stride)
+                    .map(move |col| if col < width * 2 { seed.wrapping_add((row * 7 + col) as u8) } else { 0xEE })
             })
             .collect()
     };
     let buffers = vec![frame_bytes(0), frame_bytes(100), frame_bytes(200)];
-    let driver_format = DriverFormat { width, height, fourcc: FourCc::YUYV, bytes_per_line: stride, size_image: stride * height };
+    let driver_format =
+        DriverFormat { width, height, fourcc: FourCc::YUYV, bytes_per_line: stride, size_image: stride * height };
 
     let frames = capture_through_ring(V4l2Format::Yuyv, driver_format, buffers.clone());
 
@@ -221,4 +230,104 @@ fn real_v4l2_camera_smoke_test() {
     let got_frame = (0..100).any(|_| source.next_frame(&mut slot).expect("no source error") == Capture::Frame);
     assert!(got_frame, "{} streamed no frame; state {:?}", source.describe(), source.state());
     assert!(slot.meta().width > 0 && !slot.data().is_empty());
+}
+
+#[cfg(feature = "gstreamer")]
+mod gstreamer_pipeline {
+    use super::*;
+    use jetson_detectd::frame::FrameSlot;
+    use jetson_detectd::frame::HeapMemory;
+    use jetson_detectd::source::gstreamer::GstreamerSource;
+
+    /// `None` when the test can run, else why not.
+    fn missing_plugins() -> Option<String> {
+        let found = |element: &str| {
+            std::process::Command::new("gst-inspect-1.0")
+                .arg(element)
+                .output()
+                .is_ok_and(|output| output.status.success())
+        };
+        ["videotestsrc", "videoconvert", "appsink"].into_iter().find(|element| !found(element)).map(|element| {
+            format!("`gst-inspect-1.0 {element}` fails (install gstreamer1.0-tools and gstreamer1.0-plugins-base)")
+        })
+    }
+
+    /// Calls `next_frame` until `want` returns true for an outcome, at most `calls` times.
+    fn pull_until(
+        source: &mut GstreamerSource,
+        slot: &mut FrameSlot,
+        calls: usize,
+        mut want: impl FnMut(Capture, &GstreamerSource, &FrameSlot) -> bool,
+    ) -> bool {
+        (0..calls).any(|_| {
+            let outcome = source.next_frame(slot).expect("no source error");
+            assert_ne!(outcome, Capture::End, "the stop flag was not set");
+            want(outcome, source, slot)
+        })
+    }
+
+    #[test]
+    fn videotestsrc_frames_reach_the_slot_and_end_of_stream_restarts_the_pipeline() {
+        if let Some(reason) = missing_plugins() {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let pipeline =
+            "videotestsrc num-buffers=5 ! video/x-raw,width=320,height=240 ! videoconvert ! appsink name=sink";
+        let mut source = GstreamerSource::open(pipeline, stop.clone()).expect("open");
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+
+        let mut frames = 0;
+        let got_five = pull_until(&mut source, &mut slot, 500, |outcome, _, slot| {
+            if outcome == Capture::Frame {
+                let meta = slot.meta();
+                assert_eq!((meta.width, meta.height), (320, 240));
+                // videoconvert picks any format the appsink's default caps allow.
+                let allowed = [PixelFormat::Rgb8, PixelFormat::Bgr8, PixelFormat::Rgba8, PixelFormat::Nv12];
+                assert!(allowed.contains(&meta.format), "{:?}", meta.format);
+                assert_eq!(Some(slot.data().len()), meta.format.frame_bytes(320, 240));
+                frames += 1;
+            }
+            frames == 5
+        });
+        assert!(got_five, "got {frames} of 5 frames");
+
+        let restarting = pull_until(
+            &mut source,
+            &mut slot,
+            500,
+            |_, source, _| matches!(source.state(), SourceState::Reconnecting { attempt: 1, last_error } if last_error == "end of stream"),
+        );
+        assert!(restarting, "end of stream was not reported: {:?}", source.state());
+        let restarted = pull_until(&mut source, &mut slot, 500, |outcome, _, _| outcome == Capture::Frame);
+        assert!(restarted, "no frame after the restart: {:?}", source.state());
+        assert_eq!(source.state(), SourceState::Streaming);
+
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(source.next_frame(&mut slot).expect("end"), Capture::End);
+        assert_eq!(source.state(), SourceState::Stopped);
+    }
+
+    #[test]
+    fn nv12_caps_from_the_pipeline_are_copied_plane_by_plane() {
+        if let Some(reason) = missing_plugins() {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        // 66 pixels wide: GStreamer pads NV12 rows to a multiple of 4, so the copy must drop padding.
+        let pipeline = "videotestsrc num-buffers=2 pattern=solid-color foreground-color=0xff808080 \
+                        ! video/x-raw,width=66,height=48,format=NV12 ! appsink name=sink";
+        let mut source = GstreamerSource::open(pipeline, stop).expect("open");
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+        let got = pull_until(&mut source, &mut slot, 500, |outcome, _, _| outcome == Capture::Frame);
+        assert!(got, "no NV12 frame: {:?}", source.state());
+        assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (66, 48, PixelFormat::Nv12));
+        assert_eq!(slot.data().len(), 66 * 48 * 3 / 2);
+        let (luma, chroma) = slot.data().split_at(66 * 48);
+        let luma_level = luma[0];
+        assert!(luma.iter().all(|&y| y == luma_level), "a solid grey frame has one luma level");
+        assert!(chroma.iter().all(|&c| c.abs_diff(128) <= 2), "grey has neutral chroma");
+    }
 }
