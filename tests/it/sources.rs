@@ -203,6 +203,35 @@ fn recorded_yuyv_frames_arrive_raw_without_row_padding() {
 }
 
 #[test]
+fn a_file_that_is_not_a_v4l2_device_fails_at_open_with_the_ioctl_named() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let err = V4l2Source::open(Path::new("/dev/null"), 640, 480, 30, V4l2Format::Yuyv, stop)
+        .err()
+        .expect("/dev/null answers VIDIOC_QUERYCAP with ENOTTY");
+    assert!(err.to_string().contains("VIDIOC_QUERYCAP"), "{err}");
+}
+
+#[test]
+fn a_missing_device_starts_reconnecting_and_stops_on_request() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let device = Path::new("/dev/video-jetson-detectd-test-missing");
+    let mut source =
+        V4l2Source::open(device, 640, 480, 30, V4l2Format::Mjpeg, stop.clone()).expect("a missing camera is retried");
+    match source.state() {
+        SourceState::Reconnecting { attempt: 1, last_error } => {
+            assert!(last_error.contains("No such file"), "{last_error}")
+        }
+        other => panic!("unexpected state {other:?}"),
+    }
+    let ring = FrameRing::with_heap_slots(2, 0);
+    let mut slot = ring.acquire_for_write().expect("slot");
+    assert_eq!(source.next_frame(&mut slot).expect("waiting"), Capture::Retry);
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(source.next_frame(&mut slot).expect("stopped"), Capture::End);
+    assert_eq!(source.state(), SourceState::Stopped);
+}
+
+#[test]
 fn real_v4l2_camera_smoke_test() {
     let mut devices: Vec<_> = std::fs::read_dir("/dev")
         .map(|dir| {
