@@ -203,6 +203,35 @@ fn recorded_yuyv_frames_arrive_raw_without_row_padding() {
 }
 
 #[test]
+fn a_file_that_is_not_a_v4l2_device_fails_at_open_with_the_ioctl_named() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let err = V4l2Source::open(Path::new("/dev/null"), 640, 480, 30, V4l2Format::Yuyv, stop)
+        .err()
+        .expect("/dev/null answers VIDIOC_QUERYCAP with ENOTTY");
+    assert!(err.to_string().contains("VIDIOC_QUERYCAP"), "{err}");
+}
+
+#[test]
+fn a_missing_device_starts_reconnecting_and_stops_on_request() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let device = Path::new("/dev/video-jetson-detectd-test-missing");
+    let mut source =
+        V4l2Source::open(device, 640, 480, 30, V4l2Format::Mjpeg, stop.clone()).expect("a missing camera is retried");
+    match source.state() {
+        SourceState::Reconnecting { attempt: 1, last_error } => {
+            assert!(last_error.contains("No such file"), "{last_error}")
+        }
+        other => panic!("unexpected state {other:?}"),
+    }
+    let ring = FrameRing::with_heap_slots(2, 0);
+    let mut slot = ring.acquire_for_write().expect("slot");
+    assert_eq!(source.next_frame(&mut slot).expect("waiting"), Capture::Retry);
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(source.next_frame(&mut slot).expect("stopped"), Capture::End);
+    assert_eq!(source.state(), SourceState::Stopped);
+}
+
+#[test]
 fn real_v4l2_camera_smoke_test() {
     let mut devices: Vec<_> = std::fs::read_dir("/dev")
         .map(|dir| {
@@ -230,4 +259,104 @@ fn real_v4l2_camera_smoke_test() {
     let got_frame = (0..100).any(|_| source.next_frame(&mut slot).expect("no source error") == Capture::Frame);
     assert!(got_frame, "{} streamed no frame; state {:?}", source.describe(), source.state());
     assert!(slot.meta().width > 0 && !slot.data().is_empty());
+}
+
+#[cfg(feature = "gstreamer")]
+mod gstreamer_pipeline {
+    use super::*;
+    use jetson_detectd::frame::FrameSlot;
+    use jetson_detectd::frame::HeapMemory;
+    use jetson_detectd::source::gstreamer::GstreamerSource;
+
+    /// `None` when the test can run, else why not.
+    fn missing_plugins() -> Option<String> {
+        let found = |element: &str| {
+            std::process::Command::new("gst-inspect-1.0")
+                .arg(element)
+                .output()
+                .is_ok_and(|output| output.status.success())
+        };
+        ["videotestsrc", "videoconvert", "appsink"].into_iter().find(|element| !found(element)).map(|element| {
+            format!("`gst-inspect-1.0 {element}` fails (install gstreamer1.0-tools and gstreamer1.0-plugins-base)")
+        })
+    }
+
+    /// Calls `next_frame` until `want` returns true for an outcome, at most `calls` times.
+    fn pull_until(
+        source: &mut GstreamerSource,
+        slot: &mut FrameSlot,
+        calls: usize,
+        mut want: impl FnMut(Capture, &GstreamerSource, &FrameSlot) -> bool,
+    ) -> bool {
+        (0..calls).any(|_| {
+            let outcome = source.next_frame(slot).expect("no source error");
+            assert_ne!(outcome, Capture::End, "the stop flag was not set");
+            want(outcome, source, slot)
+        })
+    }
+
+    #[test]
+    fn videotestsrc_frames_reach_the_slot_and_end_of_stream_restarts_the_pipeline() {
+        if let Some(reason) = missing_plugins() {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let pipeline =
+            "videotestsrc num-buffers=5 ! video/x-raw,width=320,height=240 ! videoconvert ! appsink name=sink";
+        let mut source = GstreamerSource::open(pipeline, stop.clone()).expect("open");
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+
+        let mut frames = 0;
+        let got_five = pull_until(&mut source, &mut slot, 500, |outcome, _, slot| {
+            if outcome == Capture::Frame {
+                let meta = slot.meta();
+                assert_eq!((meta.width, meta.height), (320, 240));
+                // videoconvert picks any format the appsink's default caps allow.
+                let allowed = [PixelFormat::Rgb8, PixelFormat::Bgr8, PixelFormat::Rgba8, PixelFormat::Nv12];
+                assert!(allowed.contains(&meta.format), "{:?}", meta.format);
+                assert_eq!(Some(slot.data().len()), meta.format.frame_bytes(320, 240));
+                frames += 1;
+            }
+            frames == 5
+        });
+        assert!(got_five, "got {frames} of 5 frames");
+
+        let restarting = pull_until(
+            &mut source,
+            &mut slot,
+            500,
+            |_, source, _| matches!(source.state(), SourceState::Reconnecting { attempt: 1, last_error } if last_error == "end of stream"),
+        );
+        assert!(restarting, "end of stream was not reported: {:?}", source.state());
+        let restarted = pull_until(&mut source, &mut slot, 500, |outcome, _, _| outcome == Capture::Frame);
+        assert!(restarted, "no frame after the restart: {:?}", source.state());
+        assert_eq!(source.state(), SourceState::Streaming);
+
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(source.next_frame(&mut slot).expect("end"), Capture::End);
+        assert_eq!(source.state(), SourceState::Stopped);
+    }
+
+    #[test]
+    fn nv12_caps_from_the_pipeline_are_copied_plane_by_plane() {
+        if let Some(reason) = missing_plugins() {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        // 66 pixels wide: GStreamer pads NV12 rows to a multiple of 4, so the copy must drop padding.
+        let pipeline = "videotestsrc num-buffers=2 pattern=solid-color foreground-color=0xff808080 \
+                        ! video/x-raw,width=66,height=48,format=NV12 ! appsink name=sink";
+        let mut source = GstreamerSource::open(pipeline, stop).expect("open");
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+        let got = pull_until(&mut source, &mut slot, 500, |outcome, _, _| outcome == Capture::Frame);
+        assert!(got, "no NV12 frame: {:?}", source.state());
+        assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (66, 48, PixelFormat::Nv12));
+        assert_eq!(slot.data().len(), 66 * 48 * 3 / 2);
+        let (luma, chroma) = slot.data().split_at(66 * 48);
+        let luma_level = luma[0];
+        assert!(luma.iter().all(|&y| y == luma_level), "a solid grey frame has one luma level");
+        assert!(chroma.iter().all(|&c| c.abs_diff(128) <= 2), "grey has neutral chroma");
+    }
 }

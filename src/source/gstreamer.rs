@@ -1,0 +1,385 @@
+//! GStreamer appsink source (cargo feature `gstreamer`): CSI cameras through `nvarguscamerasrc`,
+//! IP cameras through `rtspsrc … nvv4l2decoder`, anything else GStreamer can produce.
+//!
+//! Owns: building the user's pipeline, configuring its appsink (caps limited to formats the slot
+//! and the preprocessing kernel take, a two-buffer drop-oldest queue, no clock sync), copying each
+//! sample once into the frame slot honouring the plane strides, and restarting the pipeline with
+//! backoff after an error or end of stream. Must not: wait on the appsink longer than
+//! [`GstreamerOptions::poll_interval`] without checking the stop flag, or let bus messages pile up.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use gstreamer_video as gst_video;
+use gstreamer_video::prelude::*;
+
+use crate::frame::{FrameSlot, PixelFormat};
+use crate::source::v4l2::reconnect::{self, Backoff, SourceState, SourceStatus};
+use crate::source::v4l2::DeviceError;
+use crate::source::{Capture, FrameSource, SourceError};
+
+/// Formats the appsink is told to accept unless the pipeline sets its own `caps` on it.
+pub const ACCEPTED_FORMATS: [&str; 4] = ["RGB", "BGR", "RGBA", "NV12"];
+
+/// Timing knobs of the source; the defaults are what the daemon uses.
+#[derive(Debug, Clone)]
+pub struct GstreamerOptions {
+    /// Longest wait for a sample before the stop flag and the bus are checked again.
+    pub poll_interval: Duration,
+    /// No sample for this long (after start or the last frame) restarts the pipeline. Generous,
+    /// because an RTSP session can take seconds to come up.
+    pub stall_timeout: Duration,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for GstreamerOptions {
+    fn default() -> Self {
+        GstreamerOptions {
+            poll_interval: Duration::from_millis(200),
+            stall_timeout: Duration::from_secs(20),
+            initial_backoff: reconnect::INITIAL_BACKOFF,
+            max_backoff: reconnect::MAX_BACKOFF,
+        }
+    }
+}
+
+/// A playing pipeline; set to NULL (which stops its threads and closes devices and sockets) on drop.
+struct Running {
+    pipeline: gst::Element,
+    appsink: gst_app::AppSink,
+    bus: gst::Bus,
+    last_sample: Instant,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Failing to reach NULL leaves nothing to clean up that dropping the last reference does not.
+        let _ = self.pipeline.set_state(gst::State::Null);
+    }
+}
+
+enum Link {
+    Running(Running),
+    Closed { retry_at: Instant },
+}
+
+/// Why a sample did not become a frame.
+enum SampleError {
+    /// This sample was unusable; later ones may be fine.
+    Skip(String),
+    /// No later sample will be usable either (format the slot cannot take, slot too small).
+    Fatal(String),
+}
+
+/// A GStreamer pipeline ending in an appsink, as a [`crate::source::FrameSource`].
+pub struct GstreamerSource {
+    pipeline_description: String,
+    options: GstreamerOptions,
+    stop: Arc<AtomicBool>,
+    link: Link,
+    backoff: Backoff,
+    status: SourceStatus,
+    /// Video layout of the current caps, parsed once per caps object rather than per sample.
+    layout: Option<(gst::Caps, gst_video::VideoInfo)>,
+    skip_log: reconnect::RateLimitedLog,
+    description: String,
+}
+
+impl GstreamerSource {
+    /// Builds and starts the pipeline. A pipeline that does not parse or has no appsink is an
+    /// error; one that fails to start (camera busy, RTSP server down) is retried with backoff.
+    pub fn open(pipeline: &str, stop: Arc<AtomicBool>) -> Result<GstreamerSource, SourceError> {
+        GstreamerSource::with_options(pipeline, GstreamerOptions::default(), stop)
+    }
+
+    pub fn with_options(
+        pipeline: &str,
+        options: GstreamerOptions,
+        stop: Arc<AtomicBool>,
+    ) -> Result<GstreamerSource, SourceError> {
+        let description = format!("gstreamer:{pipeline}");
+        gst::init().map_err(|err| SourceError::Open {
+            source_name: description.clone(),
+            message: format!("cannot initialise GStreamer: {err}"),
+        })?;
+        let mut source = GstreamerSource {
+            pipeline_description: pipeline.to_owned(),
+            backoff: Backoff::new(options.initial_backoff, options.max_backoff),
+            options,
+            stop,
+            link: Link::Closed { retry_at: Instant::now() },
+            status: SourceStatus::new(SourceState::Streaming),
+            layout: None,
+            skip_log: reconnect::RateLimitedLog::new(Duration::from_secs(10)),
+            description,
+        };
+        match start_pipeline(&source.pipeline_description) {
+            Ok(running) => source.link = Link::Running(running),
+            Err(DeviceError::Permanent(message)) => {
+                return Err(SourceError::Open { source_name: source.description, message })
+            }
+            Err(err) => source.disconnect(&err),
+        }
+        Ok(source)
+    }
+
+    /// A handle telemetry can keep and read from any thread.
+    pub fn status(&self) -> SourceStatus {
+        self.status.clone()
+    }
+
+    pub fn state(&self) -> SourceState {
+        self.status.get()
+    }
+
+    fn disconnect(&mut self, error: &DeviceError) {
+        let delay = self.backoff.next_delay();
+        self.link = Link::Closed { retry_at: Instant::now() + delay };
+        let attempt = self.backoff.failures();
+        log::warn!("{}: {error}; restarting in {:.1} s (attempt {attempt})", self.description, delay.as_secs_f64());
+        self.status.set(SourceState::Reconnecting { attempt, last_error: error.to_string() });
+    }
+
+    fn retry_when_due(&mut self, retry_at: Instant) -> Capture {
+        let now = Instant::now();
+        if now < retry_at {
+            std::thread::sleep((retry_at - now).min(self.options.poll_interval));
+            return Capture::Retry;
+        }
+        match start_pipeline(&self.pipeline_description) {
+            Ok(running) => {
+                self.link = Link::Running(running);
+                self.status.set(SourceState::Streaming);
+            }
+            Err(err) => self.disconnect(&err),
+        }
+        Capture::Retry
+    }
+}
+
+/// Parses the pipeline, configures its appsink and sets it playing.
+fn start_pipeline(description: &str) -> Result<Running, DeviceError> {
+    let pipeline = gst::parse::launch(description)
+        .map_err(|err| DeviceError::Permanent(format!("cannot build the pipeline: {err}")))?;
+    let appsink = find_appsink(&pipeline)?;
+    if appsink.caps().is_none() {
+        let caps = gst::Caps::builder("video/x-raw").field("format", gst::List::new(ACCEPTED_FORMATS)).build();
+        appsink.set_caps(Some(&caps));
+    }
+    appsink.set_max_buffers(2);
+    appsink.set_drop(true);
+    appsink.set_sync(false);
+    let bus = pipeline.bus().ok_or_else(|| DeviceError::Permanent("the pipeline has no bus".into()))?;
+    let running = Running { pipeline, appsink, bus, last_sample: Instant::now() };
+    if running.pipeline.set_state(gst::State::Playing).is_err() {
+        let reason = drain_bus(&running.bus).unwrap_or_else(|| "the pipeline refused to start".into());
+        return Err(DeviceError::Transient(reason));
+    }
+    Ok(running)
+}
+
+/// The appsink named `sink`, else the pipeline's only appsink sink element.
+fn find_appsink(pipeline: &gst::Element) -> Result<gst_app::AppSink, DeviceError> {
+    if let Ok(appsink) = pipeline.clone().downcast::<gst_app::AppSink>() {
+        return Ok(appsink);
+    }
+    let missing = || DeviceError::Permanent("no appsink in the pipeline; end it with `appsink name=sink`".into());
+    let bin = pipeline.clone().downcast::<gst::Bin>().map_err(|_| missing())?;
+    if let Some(named) = bin.by_name("sink").and_then(|element| element.downcast::<gst_app::AppSink>().ok()) {
+        return Ok(named);
+    }
+    bin.iterate_sinks()
+        .into_iter()
+        .filter_map(Result::ok)
+        .find_map(|element| element.downcast::<gst_app::AppSink>().ok())
+        .ok_or_else(missing)
+}
+
+/// Pops every queued bus message (an unread bus grows without bound) and returns the first error
+/// or end of stream among them, as a message for the log and telemetry.
+fn drain_bus(bus: &gst::Bus) -> Option<String> {
+    let mut failure = None;
+    while let Some(message) = bus.pop() {
+        match message.view() {
+            gst::MessageView::Error(err) if failure.is_none() => {
+                let origin = err.src().map(|src| src.path_string().to_string()).unwrap_or_default();
+                let detail = err.debug().map(|debug| format!(" ({debug})")).unwrap_or_default();
+                failure = Some(format!("{origin}: {}{detail}", err.error()));
+            }
+            gst::MessageView::Eos(_) if failure.is_none() => failure = Some("end of stream".into()),
+            gst::MessageView::Warning(warning) => log::warn!("gstreamer: {}", warning.error()),
+            _ => {}
+        }
+    }
+    failure
+}
+
+fn pixel_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
+    match format {
+        gst_video::VideoFormat::Rgb => Some(PixelFormat::Rgb8),
+        gst_video::VideoFormat::Bgr => Some(PixelFormat::Bgr8),
+        gst_video::VideoFormat::Rgba => Some(PixelFormat::Rgba8),
+        gst_video::VideoFormat::Nv12 => Some(PixelFormat::Nv12),
+        gst_video::VideoFormat::Yuy2 => Some(PixelFormat::Yuyv),
+        _ => None,
+    }
+}
+
+/// Copies `rows` rows of `row_bytes` from a plane with `stride` into a tightly packed `target`.
+fn copy_plane(plane: &[u8], stride: i32, row_bytes: usize, rows: usize, target: &mut [u8]) -> Result<(), SampleError> {
+    let stride = usize::try_from(stride).map_err(|_| SampleError::Skip(format!("negative stride {stride}")))?;
+    let needed = stride.checked_mul(rows.saturating_sub(1)).and_then(|n| n.checked_add(row_bytes));
+    if stride < row_bytes || needed.is_none_or(|needed| plane.len() < needed) || target.len() != row_bytes * rows {
+        return Err(SampleError::Skip(format!(
+            "plane of {} bytes with stride {stride} cannot hold {rows} rows of {row_bytes} bytes",
+            plane.len()
+        )));
+    }
+    if stride == row_bytes {
+        target.copy_from_slice(&plane[..target.len()]);
+    } else {
+        for (row, out) in target.chunks_exact_mut(row_bytes).enumerate() {
+            out.copy_from_slice(&plane[row * stride..row * stride + row_bytes]);
+        }
+    }
+    Ok(())
+}
+
+/// Maps the sample's buffer and copies it once into the slot.
+fn copy_sample(
+    sample: &gst::Sample,
+    layout: &mut Option<(gst::Caps, gst_video::VideoInfo)>,
+    slot: &mut FrameSlot,
+) -> Result<(), SampleError> {
+    let buffer = sample.buffer().ok_or_else(|| SampleError::Skip("sample without a buffer".into()))?;
+    let caps = sample.caps().ok_or_else(|| SampleError::Skip("sample without caps".into()))?;
+    if layout.as_ref().is_none_or(|(known, _)| known.as_ptr() != caps.as_ptr()) {
+        let info = gst_video::VideoInfo::from_caps(caps)
+            .map_err(|err| SampleError::Fatal(format!("appsink caps {caps} are not raw video: {err}")))?;
+        *layout = Some((caps.to_owned(), info));
+    }
+    let Some((_, info)) = layout.as_ref() else {
+        return Err(SampleError::Skip("no video layout".into()));
+    };
+    let frame = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, info)
+        .map_err(|err| SampleError::Skip(format!("cannot map the buffer: {err}")))?;
+    let format = pixel_format(frame.format()).ok_or_else(|| {
+        SampleError::Fatal(format!(
+            "the appsink delivers {:?}; the pipeline must produce one of {} (its own appsink caps override the default)",
+            frame.format(),
+            ACCEPTED_FORMATS.join(", ")
+        ))
+    })?;
+    let (width, height) = (frame.width(), frame.height());
+    let strides = frame.plane_stride();
+    let target = slot.prepare(width, height, format).map_err(SampleError::Fatal)?;
+    let plane = |index: u32| frame.plane_data(index).map_err(|err| SampleError::Skip(err.to_string()));
+    let (w, h) = (width as usize, height as usize);
+    match format {
+        PixelFormat::Nv12 => {
+            let (luma, chroma) = target.split_at_mut(w * h);
+            copy_plane(plane(0)?, strides[0], w, h, luma)?;
+            copy_plane(plane(1)?, strides[1], w, h / 2, chroma)
+        }
+        PixelFormat::Rgba8 => copy_plane(plane(0)?, strides[0], w * 4, h, target),
+        PixelFormat::Rgb8 | PixelFormat::Bgr8 => copy_plane(plane(0)?, strides[0], w * 3, h, target),
+        PixelFormat::Yuyv => copy_plane(plane(0)?, strides[0], w * 2, h, target),
+    }
+}
+
+impl FrameSource for GstreamerSource {
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    /// Returns [`Capture::End`] once the stop flag is set (and stops the pipeline).
+    fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
+        if self.stop.load(Ordering::Relaxed) {
+            self.link = Link::Closed { retry_at: Instant::now() };
+            self.status.set(SourceState::Stopped);
+            return Ok(Capture::End);
+        }
+        let running = match &mut self.link {
+            Link::Closed { retry_at } => {
+                let retry_at = *retry_at;
+                return Ok(self.retry_when_due(retry_at));
+            }
+            Link::Running(running) => running,
+        };
+        let timeout =
+            gst::ClockTime::from_nseconds(self.options.poll_interval.as_nanos().try_into().unwrap_or(u64::MAX));
+        let Some(sample) = running.appsink.try_pull_sample(timeout) else {
+            let failure = drain_bus(&running.bus)
+                .or_else(|| running.appsink.is_eos().then(|| "end of stream".to_owned()))
+                .or_else(|| {
+                    let silent = running.last_sample.elapsed();
+                    (silent >= self.options.stall_timeout)
+                        .then(|| format!("no frame for {:.1} s", silent.as_secs_f64()))
+                });
+            if let Some(reason) = failure {
+                self.disconnect(&DeviceError::Transient(reason));
+            }
+            return Ok(Capture::Retry);
+        };
+        running.last_sample = Instant::now();
+        if let Some(reason) = drain_bus(&running.bus) {
+            log::debug!("{}: {reason} after a sample; handled once the samples run out", self.description);
+        }
+        match copy_sample(&sample, &mut self.layout, slot) {
+            Ok(()) => {
+                slot.meta_mut().captured_at = SystemTime::now();
+                self.backoff.reset();
+                Ok(Capture::Frame)
+            }
+            Err(SampleError::Skip(message)) => {
+                if let Some(suppressed) = self.skip_log.admit(Instant::now()) {
+                    log::warn!(
+                        "{}: skipped a sample ({message}); {suppressed} more since the last report",
+                        self.description
+                    );
+                }
+                Ok(Capture::Retry)
+            }
+            Err(SampleError::Fatal(message)) => {
+                Err(SourceError::Read { source_name: self.description.clone(), message })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plane_copy_drops_stride_padding_and_rejects_short_planes() {
+        let plane: Vec<u8> = (0..24).collect();
+        let mut target = vec![0; 12];
+        assert!(copy_plane(&plane, 8, 6, 2, &mut target[..12]).is_ok());
+        assert_eq!(target, [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13]);
+        assert!(copy_plane(&plane[..13], 8, 6, 2, &mut target).is_err());
+        assert!(copy_plane(&plane, 4, 6, 2, &mut target).is_err());
+        assert!(copy_plane(&plane, -8, 6, 2, &mut target).is_err());
+    }
+
+    #[test]
+    fn unparsable_pipelines_and_pipelines_without_appsink_fail_to_open() {
+        if gst::init().is_err() {
+            eprintln!("skipped: GStreamer cannot be initialised here");
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let err =
+            GstreamerSource::open("this-element-does-not-exist ! appsink", stop.clone()).err().expect("bad element");
+        assert!(err.to_string().contains("cannot build the pipeline"), "{err}");
+        if gst::ElementFactory::find("fakesink").is_some() && gst::ElementFactory::find("fakesrc").is_some() {
+            let err = GstreamerSource::open("fakesrc ! fakesink", stop).err().expect("no appsink");
+            assert!(err.to_string().contains("no appsink"), "{err}");
+        }
+    }
+}
