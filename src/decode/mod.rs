@@ -117,7 +117,8 @@ struct Candidate {
 /// Applies the filters every decoder shares while candidates are collected.
 struct CandidateSink<'a> {
     score_threshold: f32,
-    allowed: Option<&'a [bool]>,
+    /// Sorted allowed class ids; `None`: every class.
+    allowed: Option<&'a [usize]>,
     geometry: &'a ResizeGeometry,
     candidates: &'a mut Vec<Candidate>,
 }
@@ -128,7 +129,7 @@ impl CandidateSink<'_> {
     }
 
     fn class_allowed(&self, class_id: usize) -> bool {
-        self.allowed.is_none_or(|allowed| allowed.get(class_id).copied().unwrap_or(false))
+        self.allowed.is_none_or(|allowed| allowed.binary_search(&class_id).is_ok())
     }
 
     /// Keeps the candidate if it passes the threshold, the allow-list, and has an area in the source frame.
@@ -158,8 +159,8 @@ impl CandidateSink<'_> {
 #[derive(Debug)]
 pub struct Decoder {
     params: DecodeParams,
-    /// `allowed_classes` as a lookup table indexed by class id.
-    allowed: Option<Vec<bool>>,
+    /// `allowed_classes`, sorted for binary search (any id, however large, costs one entry).
+    allowed: Option<Vec<usize>>,
     candidates: Vec<Candidate>,
     /// Best (score, class) per anchor for channel-major YOLOv8 outputs.
     best_per_anchor: Vec<(f32, usize)>,
@@ -167,21 +168,12 @@ pub struct Decoder {
 
 impl Decoder {
     pub fn new(params: DecodeParams) -> Decoder {
-        let mut decoder =
-            Decoder { allowed: None, params: params.clone(), candidates: Vec::new(), best_per_anchor: Vec::new() };
-        decoder.set_params(params);
-        decoder
+        Decoder { allowed: sorted_class_ids(&params), params, candidates: Vec::new(), best_per_anchor: Vec::new() }
     }
 
     /// Replaces thresholds and filters (the decoder kind too); scratch buffers are kept.
     pub fn set_params(&mut self, params: DecodeParams) {
-        self.allowed = params.allowed_classes.as_ref().map(|ids| {
-            let mut table = vec![false; ids.iter().max().map_or(0, |max| max + 1)];
-            for &id in ids {
-                table[id] = true;
-            }
-            table
-        });
+        self.allowed = sorted_class_ids(&params);
         self.params = params;
     }
 
@@ -223,6 +215,15 @@ impl Decoder {
         out.extend(kept.iter().map(|c| Detection { class_id: c.class_id, score: c.score, bbox: c.source_box }));
         Ok(())
     }
+}
+
+fn sorted_class_ids(params: &DecodeParams) -> Option<Vec<usize>> {
+    params.allowed_classes.as_ref().map(|ids| {
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        sorted
+    })
 }
 
 #[cfg(test)]
@@ -270,7 +271,7 @@ mod tests {
     }
 
     #[test]
-    fn set_params_changes_threshold_and_allow_list() {
+    fn set_params_changes_threshold_and_allow_list_of_any_ids() {
         let outputs =
             yolov5_outputs(&[[320.0, 320.0, 64.0, 64.0, 1.0, 0.6, 0.1], [100.0, 100.0, 20.0, 20.0, 1.0, 0.1, 0.9]]);
         let mut decoder = Decoder::new(params(DecoderKind::Yolov5));
@@ -282,8 +283,8 @@ mod tests {
         decoder.decode(&outputs, 640, 640, &identity(640), &mut out).expect("decode");
         assert_eq!(classes(&out), [1]);
 
-        decoder.set_params(DecodeParams { allowed_classes: Some(vec![0]), ..params(DecoderKind::Yolov5) });
-        assert_eq!(decoder.params().allowed_classes, Some(vec![0]));
+        decoder.set_params(DecodeParams { allowed_classes: Some(vec![usize::MAX, 0]), ..params(DecoderKind::Yolov5) });
+        assert_eq!(decoder.params().allowed_classes, Some(vec![usize::MAX, 0]));
         decoder.decode(&outputs, 640, 640, &identity(640), &mut out).expect("decode");
         assert_eq!(classes(&out), [0]);
     }
