@@ -94,17 +94,23 @@ pub fn probe() -> TrtProbe {
             library,
             compiled_against,
         },
-        Err(error) => TrtProbe {
-            available: false,
-            summary: format!(
-                "TensorRT is not available: {error}. This binary was built for TensorRT {compiled_against} and \
-                 looks for {library}; install TensorRT {} (JetPack) or use backend = \"cpu\".",
-                header_version().major
-            ),
-            library_version: None,
-            library,
-            compiled_against,
-        },
+        Err(error) => {
+            let detail = match &error {
+                TrtError::NotInstalled(message) => message.clone(),
+                other => other.to_string(),
+            };
+            TrtProbe {
+                available: false,
+                summary: format!(
+                    "TensorRT is not available ({detail}). This binary was built for TensorRT {compiled_against} \
+                     and looks for {library}; install TensorRT {} (JetPack) or set device.backend = \"cpu\".",
+                    header_version().major
+                ),
+                library_version: None,
+                library,
+                compiled_against,
+            }
+        }
     }
 }
 
@@ -115,6 +121,7 @@ mod tests {
     #[test]
     fn probe_reports_plainly() {
         let probe = probe();
+        eprintln!("{}", probe.summary);
         assert!(probe.library.starts_with("libnvinfer.so."));
         if !probe.available {
             assert!(probe.summary.contains("TensorRT is not available"), "{}", probe.summary);

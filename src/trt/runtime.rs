@@ -107,7 +107,7 @@ impl TrtRuntime {
         let mut raw = std::ptr::null_mut();
         // SAFETY: `raw` is a valid out-pointer; `forward_log` is a plain function with no state.
         checked(|err, len| unsafe { ffi::jd_trt_open(forward_log, std::ptr::null_mut(), &mut raw, err, len) })
-            .map_err(|message| TrtError::NotInstalled(message))?;
+            .map_err(TrtError::NotInstalled)?;
         let raw = NonNull::new(raw).ok_or_else(|| TrtError::Trt("jd_trt_open returned no handle".into()))?;
         let mut v = [0i32; 3];
         // SAFETY: `raw` is a live handle; writes three i32 into `v`.
