@@ -32,7 +32,6 @@ mod tensorrt {
                  NvInfer.h and NvOnnxParser.h (JetPack: /usr/include/aarch64-linux-gnu; CI: `.ci/trt-headers.sh`)."
             );
         };
-        println!("cargo:warning=TensorRT shim: headers from {}", tensorrt.display());
 
         let mut build = cc::Build::new();
         build
