@@ -158,11 +158,6 @@ impl ArenaLease {
         }
         Ok(())
     }
-
-    /// Bytes of the arena this lease shares.
-    pub fn arena_bytes(&self) -> u64 {
-        self.arena.borrow().capacity()
-    }
 }
 
 impl Drop for ArenaLease {

@@ -210,6 +210,12 @@ impl TrtSession {
         let mut model_outputs = ModelOutputs::default();
         for tensor in backend.engine.io_tensors().iter().filter(|t| !t.is_input) {
             let shape = context.tensor_shape(&tensor.name)?;
+            if shape.iter().any(|d| *d < 0) {
+                return Err(TrtError::Config(format!(
+                    "output {:?} has a data-dependent shape {shape:?}, which this backend does not support",
+                    tensor.name
+                )));
+            }
             let dims: Vec<usize> = shape.iter().map(|d| usize::try_from(*d).unwrap_or(0)).collect();
             let elements: usize = dims.iter().product();
             let element_bytes =
@@ -251,11 +257,6 @@ impl TrtSession {
             model_outputs,
             input_stage,
         })
-    }
-
-    /// Scratch arena bytes this session shares.
-    pub fn arena_bytes(&self) -> u64 {
-        self.lease.arena_bytes()
     }
 }
 
