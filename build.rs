@@ -47,7 +47,8 @@ mod tensorrt {
         if let Some(cuda) = find_cuda_headers() {
             build.flag("-isystem").flag(cuda.to_string_lossy().as_ref());
         }
-        build.flag("-idirafter").flag(CUDA_STUB_DIR);
+        let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+        build.flag("-idirafter").flag(manifest_dir.join(CUDA_STUB_DIR).to_string_lossy().as_ref());
         build.compile("jetson_detectd_trt_shim");
         // dlopen/dlsym live in libdl before glibc 2.34 (JetPack 5 ships 2.31).
         println!("cargo:rustc-link-lib=dl");
