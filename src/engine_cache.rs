@@ -306,7 +306,13 @@ impl EngineCache {
             let entry = entry.map_err(io_error(&self.dir))?;
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with(&prefix) && name.contains(TEMP_INFIX) {
+            let Some((_, pid)) = name.strip_prefix(&prefix).and_then(|rest| rest.rsplit_once(TEMP_INFIX)) else {
+                continue;
+            };
+            // A live process (a concurrent `build-engine`) may still be writing it.
+            let writer_alive =
+                pid.parse::<u32>().is_ok_and(|pid| pid != std::process::id()) && Path::new("/proc").join(pid).exists();
+            if !writer_alive {
                 let path = entry.path();
                 log::info!("removing {} left by an interrupted cache write", path.display());
                 fs::remove_file(&path).map_err(io_error(&path))?;
@@ -795,6 +801,21 @@ mod tests {
 
         atomic_write(&path, b"new content").expect("second write");
         assert_eq!(fs::read(&path).expect("read"), b"new content");
+    }
+
+    #[test]
+    fn temp_files_of_a_live_writer_are_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let live = dir.path().join(format!(".ssd.abc.engine{TEMP_INFIX}1"));
+        let dead = dir.path().join(format!(".ssd.abc.engine{TEMP_INFIX}4294967295"));
+        let foreign = dir.path().join(format!(".other.engine{TEMP_INFIX}4294967295"));
+        for path in [&live, &dead, &foreign] {
+            fs::write(path, b"partial").expect("write");
+        }
+        cache(dir.path());
+        assert!(live.exists(), "pid 1 is alive: its write may be in progress");
+        assert!(!dead.exists());
+        assert!(foreign.exists(), "another model's files are not ours to sweep");
     }
 
     #[test]

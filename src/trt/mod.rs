@@ -1,1 +1,138 @@
-//! TensorRT layer. Placeholder: filled in by its owner.
+//! TensorRT layer (cargo feature `tensorrt`): the C++ shim and its safe wrappers, engine build and
+//! load through the engine cache, execution contexts on shared scratch arenas, and the TensorRT
+//! [`Backend`](crate::backend::Backend).
+//!
+//! Owns: everything that talks to TensorRT. Must not: link TensorRT (the shim dlopens it, so the
+//! binary starts and reports clearly on machines without it), run CUDA outside the camera's GPU
+//! thread, or preprocess frames itself (an [`InputStage`] does, on the session's stream).
+//!
+//! Modules: [`ffi`] (raw shim surface), [`runtime`] (RAII wrappers), [`arena`] (shared scratch
+//! memory per GPU thread), [`build`] (cache lookup, build, save), [`progress`] (build progress
+//! display), [`backend`] (the `Backend`/`InferenceSession` implementation).
+
+pub mod arena;
+pub mod backend;
+pub mod build;
+mod ffi;
+pub mod progress;
+pub mod runtime;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::backend::BackendError;
+use crate::engine_cache::CacheError;
+
+pub use backend::{InputStage, InputStageFactory, TrtBackend};
+pub use build::{build_engine, BuiltEngine};
+pub use progress::{Progress, ProgressReporter};
+pub use runtime::{header_version, TrtVersion};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrtError {
+    /// libnvinfer (or the ONNX parser) cannot be loaded.
+    #[error("TensorRT is not installed or cannot be loaded: {0}")]
+    NotInstalled(String),
+    #[error("no usable CUDA device: {0}")]
+    NoGpu(String),
+    #[error("{0}")]
+    Config(String),
+    #[error("TensorRT: {0}")]
+    Trt(String),
+    #[error("TensorRT cannot deserialise the engine: {0}")]
+    Deserialize(String),
+    #[error("CUDA: {0}")]
+    Cuda(String),
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+}
+
+impl TrtError {
+    /// True when the machine lacks TensorRT or a GPU, i.e. when `fallback = "cpu"` applies.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, TrtError::NotInstalled(_) | TrtError::NoGpu(_))
+    }
+}
+
+impl From<TrtError> for BackendError {
+    fn from(error: TrtError) -> Self {
+        if error.is_unavailable() {
+            BackendError::Unavailable("tensorrt", error.to_string())
+        } else {
+            BackendError::Inference(error.to_string())
+        }
+    }
+}
+
+/// What `jetson-detectd probe` says about TensorRT.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TrtProbe {
+    /// Whether libnvinfer loaded and a runtime could be created.
+    pub available: bool,
+    /// The library file looked for, e.g. `libnvinfer.so.10`.
+    pub library: String,
+    /// Headers the shim was compiled against.
+    pub compiled_against: String,
+    /// Version of the loaded library, when it loaded.
+    pub library_version: Option<String>,
+    /// One plain sentence for the operator.
+    pub summary: String,
+}
+
+/// Tries to load TensorRT and says plainly what it found. Never fails.
+pub fn probe() -> TrtProbe {
+    let library = runtime::library_name().to_owned();
+    let compiled_against = header_version().to_string();
+    match runtime::TrtRuntime::open() {
+        Ok(runtime) => TrtProbe {
+            available: true,
+            summary: format!("TensorRT {} loaded from {library}", runtime.version()),
+            library_version: Some(runtime.version().to_string()),
+            library,
+            compiled_against,
+        },
+        Err(error) => {
+            let detail = match &error {
+                TrtError::NotInstalled(message) => message.clone(),
+                other => other.to_string(),
+            };
+            TrtProbe {
+                available: false,
+                summary: format!(
+                    "TensorRT is not available ({detail}). This binary was built for TensorRT {compiled_against} \
+                     and looks for {library}; install TensorRT {} (JetPack) or set device.backend = \"cpu\".",
+                    header_version().major
+                ),
+                library_version: None,
+                library,
+                compiled_against,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_reports_plainly() {
+        let probe = probe();
+        eprintln!("{}", probe.summary);
+        assert!(probe.library.starts_with("libnvinfer.so."));
+        if !probe.available {
+            assert!(probe.summary.contains("TensorRT is not available"), "{}", probe.summary);
+            assert!(probe.summary.contains(&probe.library), "{}", probe.summary);
+        }
+    }
+
+    #[test]
+    fn missing_tensorrt_maps_to_an_unavailable_backend() {
+        let error = TrtError::NotInstalled("libnvinfer.so.10: cannot open shared object file".into());
+        assert!(matches!(BackendError::from(error), BackendError::Unavailable("tensorrt", _)));
+        assert!(!TrtError::Config("x".into()).is_unavailable());
+    }
+}

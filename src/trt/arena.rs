@@ -1,0 +1,172 @@
+//! Scratch device memory shared by the execution contexts of one GPU thread.
+//!
+//! Owns: one arena per (thread, device), sized by [`shared_arena_bytes`] to the largest
+//! requirement of the contexts leasing it, and the process-wide ledger that probe/telemetry read
+//! ([`arena_report`]). Must not: be shared across threads (the types are `!Send`).
+//!
+//! Why sharing is sound: contexts on one GPU thread never run at the same time, because every
+//! session's `run` synchronises its stream before returning (its outputs are read on the host),
+//! so the next context that uses the arena starts after the previous one finished.
+//! When a new lease needs more than the arena has, the arena is reallocated and its generation
+//! bumped; each lease re-points its context before the next enqueue ([`ArenaLease::rebind`]).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::{Rc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+
+use super::runtime::ExecutionContext;
+use super::TrtError;
+use crate::engine_cache::{shared_arena_bytes, ArenaPlan};
+
+/// Plans of every live arena in the process, by arena id.
+static LEDGER: Mutex<BTreeMap<u64, ArenaPlan>> = Mutex::new(BTreeMap::new());
+static NEXT_ARENA_ID: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread's arenas, by device ordinal. Weak: an arena lives as long as its leases.
+    static ARENAS: RefCell<Vec<(usize, Weak<RefCell<ScratchArena>>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Scratch memory of all live arenas, and what one allocation per context would have taken.
+pub fn arena_report() -> ArenaPlan {
+    let ledger = LEDGER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    ledger.values().fold(ArenaPlan::default(), |total, plan| total + *plan)
+}
+
+struct ScratchArena {
+    id: u64,
+    stream: Arc<CudaStream>,
+    buffer: Option<CudaSlice<u8>>,
+    /// Requirement of each live lease, by lease id.
+    leases: BTreeMap<u64, u64>,
+    next_lease: u64,
+    generation: u64,
+}
+
+impl ScratchArena {
+    fn plan(&self) -> ArenaPlan {
+        let requirements: Vec<u64> = self.leases.values().copied().collect();
+        shared_arena_bytes(&requirements)
+    }
+
+    fn capacity(&self) -> u64 {
+        self.buffer.as_ref().map_or(0, |b| b.len() as u64)
+    }
+
+    /// Grows to the plan's size; never shrinks while leased (contexts may point into it).
+    fn fit(&mut self) -> Result<(), TrtError> {
+        let needed = self.plan().arena_bytes;
+        if needed > self.capacity() {
+            let bytes = usize::try_from(needed).map_err(|_| TrtError::Cuda(format!("{needed} bytes of scratch")))?;
+            // Release the old buffer first: on a Jetson both would come out of the same RAM.
+            self.buffer = None;
+            // SAFETY: TensorRT scratch memory needs no initial contents; the slice is only handed
+            // to execution contexts as raw device memory.
+            let buffer = unsafe { self.stream.alloc::<u8>(bytes) }
+                .map_err(|e| TrtError::Cuda(format!("cannot allocate {bytes} bytes of scratch memory: {e}")))?;
+            self.buffer = Some(buffer);
+            self.generation += 1;
+        }
+        self.publish();
+        Ok(())
+    }
+
+    fn publish(&self) {
+        let mut ledger = LEDGER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.leases.is_empty() {
+            ledger.remove(&self.id);
+        } else {
+            ledger.insert(self.id, self.plan());
+        }
+    }
+
+    fn device_ptr(&self) -> u64 {
+        match &self.buffer {
+            Some(buffer) => {
+                let (ptr, _record) = buffer.device_ptr(&self.stream);
+                ptr
+            }
+            None => 0,
+        }
+    }
+}
+
+/// One context's share of its thread's arena.
+pub struct ArenaLease {
+    arena: Rc<RefCell<ScratchArena>>,
+    id: u64,
+    bound_generation: u64,
+}
+
+impl ArenaLease {
+    /// Leases `bytes` of scratch from this thread's arena for device `ordinal`, creating or growing
+    /// it as needed, and points `context` at it.
+    pub fn acquire(
+        ordinal: usize,
+        stream: &Arc<CudaStream>,
+        bytes: u64,
+        context: &mut ExecutionContext,
+    ) -> Result<ArenaLease, TrtError> {
+        let arena = ARENAS.with(|arenas| {
+            let mut arenas = arenas.borrow_mut();
+            arenas.retain(|(_, weak)| weak.strong_count() > 0);
+            if let Some(existing) = arenas.iter().find(|(o, _)| *o == ordinal).and_then(|(_, weak)| weak.upgrade()) {
+                return existing;
+            }
+            let arena = Rc::new(RefCell::new(ScratchArena {
+                id: NEXT_ARENA_ID.fetch_add(1, Ordering::Relaxed),
+                stream: Arc::clone(stream),
+                buffer: None,
+                leases: BTreeMap::new(),
+                next_lease: 0,
+                generation: 0,
+            }));
+            arenas.push((ordinal, Rc::downgrade(&arena)));
+            arena
+        });
+        let id = {
+            let mut state = arena.borrow_mut();
+            let id = state.next_lease;
+            state.next_lease += 1;
+            state.leases.insert(id, bytes);
+            if let Err(error) = state.fit() {
+                state.leases.remove(&id);
+                state.publish();
+                return Err(error);
+            }
+            id
+        };
+        let mut lease = ArenaLease { arena, id, bound_generation: u64::MAX };
+        lease.rebind(context)?;
+        Ok(lease)
+    }
+
+    /// Re-points `context` at the arena if it was reallocated since the last call. Cheap; call
+    /// before every enqueue.
+    pub fn rebind(&mut self, context: &mut ExecutionContext) -> Result<(), TrtError> {
+        let state = self.arena.borrow();
+        if state.generation != self.bound_generation {
+            // SAFETY: the buffer holds at least this lease's requirement (`fit` sized it to the
+            // maximum) and stays allocated until the generation changes, after which every lease
+            // rebinds before its next enqueue; contexts sharing it never run concurrently (module doc).
+            unsafe { context.set_device_memory(state.device_ptr(), state.capacity())? };
+            self.bound_generation = state.generation;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ArenaLease {
+    fn drop(&mut self) {
+        let mut state = self.arena.borrow_mut();
+        state.leases.remove(&self.id);
+        if state.leases.is_empty() {
+            state.buffer = None;
+        }
+        state.publish();
+    }
+}

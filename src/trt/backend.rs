@@ -1,0 +1,374 @@
+//! The TensorRT [`Backend`]: one engine shared by every camera, one [`TrtSession`] (execution
+//! context, CUDA stream, IO buffers) per camera on that camera's GPU thread.
+//!
+//! Owns: checking the engine's input against the configured [`PreprocessSpec`], IO tensor binding
+//! by name, the per-frame sequence (input stage → `enqueueV3` → output copies → one stream
+//! synchronisation) and its timings (CUDA events). Must not: preprocess frames itself — an
+//! [`InputStage`] (the CUDA preprocessing kernel, wired by the pipeline) writes the input tensor on
+//! the session's stream — nor decode outputs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, PinnedHostSlice};
+
+use super::arena::{arena_report, ArenaLease};
+use super::build::{device_identity, load_or_build, EngineSource};
+use super::progress::Progress;
+use super::runtime::{DataType, Engine, ExecutionContext, TensorInfo, TrtRuntime};
+use super::TrtError;
+use crate::backend::{
+    Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, ModelOutputs, OutputTensor,
+};
+use crate::config::{Config, TensorDtype};
+use crate::frame::FrameSlot;
+use crate::preprocess::PreprocessSpec;
+
+/// Writes the model input for a frame into device memory, on the session's stream.
+pub trait InputStage {
+    /// Enqueues the conversion of the frame in `slot` into `input` (exactly
+    /// [`PreprocessSpec::bytes`] bytes of device memory). Must not synchronise: the session
+    /// synchronises once per frame, after inference; the slot stays untouched until then.
+    fn enqueue_input(&mut self, slot: &FrameSlot, input: &mut CudaSlice<u8>) -> Result<(), BackendError>;
+}
+
+/// Creates a session's [`InputStage`] on the camera's GPU thread, for the session's stream. The
+/// pipeline passes one that builds the CUDA preprocessing kernel (`crate::gpu`).
+pub type InputStageFactory =
+    Box<dyn Fn(&Arc<CudaStream>, &PreprocessSpec) -> Result<Box<dyn InputStage>, BackendError> + Send + Sync>;
+
+/// The TensorRT backend.
+pub struct TrtBackend {
+    engine: Arc<Engine>,
+    context: Arc<CudaContext>,
+    ordinal: usize,
+    spec: PreprocessSpec,
+    input: TensorInfo,
+    input_shape: Vec<i64>,
+    input_stage: InputStageFactory,
+    info: BackendInfo,
+}
+
+impl TrtBackend {
+    /// Loads TensorRT, then the engine (prebuilt, cached or freshly built — `progress` sees the
+    /// build), and checks its input against the config. [`TrtError::is_unavailable`] tells the
+    /// caller when `fallback = "cpu"` applies.
+    pub fn open(
+        config: &Config,
+        input_stage: InputStageFactory,
+        mut progress: impl FnMut(Progress),
+    ) -> Result<TrtBackend, TrtError> {
+        let (context, device) = device_identity(config.device.gpu)?;
+        let runtime = TrtRuntime::open()?;
+        let version = runtime.version();
+        let loaded = load_or_build(&runtime, config, device, &mut progress)?;
+        let spec = PreprocessSpec::from(&config.model.input);
+        let (input, input_shape) = check_input(loaded.engine.io_tensors(), config.model.input.name.as_deref(), &spec)?;
+        let model = match &loaded.source {
+            EngineSource::Prebuilt(path) | EngineSource::Cached(path) | EngineSource::Built { path, .. } => {
+                path.display().to_string()
+            }
+        };
+        let cached = matches!(loaded.source, EngineSource::Cached(_));
+        let info = BackendInfo {
+            kind: "tensorrt",
+            model,
+            detail: format!(
+                "TensorRT {version}, {}{}, {} bytes scratch per context",
+                loaded.source,
+                if cached { " (cache hit)" } else { "" },
+                loaded.engine.device_memory_bytes()
+            ),
+        };
+        log::info!("TensorRT backend: {}", info.detail);
+        Ok(TrtBackend {
+            engine: loaded.engine,
+            context,
+            ordinal: config.device.gpu as usize,
+            spec,
+            input,
+            input_shape,
+            input_stage,
+            info,
+        })
+    }
+}
+
+/// Finds the input the config names (else the engine's first input) and checks that the
+/// configured tensor fits it. Returns it with the concrete shape to set (batch 1).
+fn check_input(
+    io: &[TensorInfo],
+    name: Option<&str>,
+    spec: &PreprocessSpec,
+) -> Result<(TensorInfo, Vec<i64>), TrtError> {
+    let inputs: Vec<&TensorInfo> = io.iter().filter(|t| t.is_input).collect();
+    if inputs.len() != 1 {
+        return Err(TrtError::Config(format!(
+            "the engine has {} inputs ({}); jetson-detectd feeds exactly one image input",
+            inputs.len(),
+            inputs.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let input = inputs[0];
+    if let Some(name) = name {
+        if input.name != name {
+            return Err(TrtError::Config(format!(
+                "model.input.name = {name:?}, but the engine's input is {:?}",
+                input.name
+            )));
+        }
+    }
+    let wanted = match spec.dtype {
+        TensorDtype::U8 => DataType::U8,
+        TensorDtype::F16 => DataType::F16,
+        TensorDtype::F32 => DataType::F32,
+    };
+    if input.dtype != wanted {
+        return Err(TrtError::Config(format!(
+            "model.input.dtype = {:?}, but the engine's input {:?} is {:?}",
+            spec.dtype, input.name, input.dtype
+        )));
+    }
+    let shape: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
+    let fits = input.shape.len() == shape.len() && input.shape.iter().zip(&shape).all(|(e, c)| *e < 0 || e == c);
+    if !fits {
+        return Err(TrtError::Config(format!(
+            "the configured input {shape:?} ({:?}) does not fit the engine's input {:?} {:?}",
+            spec.layout, input.name, input.shape
+        )));
+    }
+    Ok((input.clone(), shape))
+}
+
+impl Backend for TrtBackend {
+    fn info(&self) -> BackendInfo {
+        let arena = arena_report();
+        let mut info = self.info.clone();
+        if arena.arena_bytes > 0 {
+            info.detail.push_str(&format!(
+                ", shared scratch arenas {} bytes (saved {} bytes against one per context)",
+                arena.arena_bytes, arena.saved_bytes
+            ));
+        }
+        info
+    }
+
+    fn spec(&self) -> &PreprocessSpec {
+        &self.spec
+    }
+
+    fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
+        Ok(Box::new(TrtSession::new(self)?))
+    }
+}
+
+/// One output: device buffer, pinned host copy, and its f32 view in [`ModelOutputs`].
+struct OutputBinding {
+    dtype: DataType,
+    device: CudaSlice<u8>,
+    host: PinnedHostSlice<u8>,
+}
+
+/// Per-camera TensorRT state. Field order is drop order: the context goes before its arena lease
+/// and buffers.
+pub struct TrtSession {
+    context: ExecutionContext,
+    lease: ArenaLease,
+    stream: Arc<CudaStream>,
+    input: CudaSlice<u8>,
+    outputs: Vec<OutputBinding>,
+    model_outputs: ModelOutputs,
+    input_stage: Box<dyn InputStage>,
+    started: CudaEvent,
+    preprocessed: CudaEvent,
+    finished: CudaEvent,
+}
+
+fn cuda(what: &str) -> impl Fn(cudarc::driver::DriverError) -> TrtError + '_ {
+    move |e| TrtError::Cuda(format!("{what}: {e}"))
+}
+
+impl TrtSession {
+    fn new(backend: &TrtBackend) -> Result<TrtSession, TrtError> {
+        let ctx = &backend.context;
+        ctx.bind_to_thread().map_err(cuda("binding the CUDA context"))?;
+        let stream = ctx.new_stream().map_err(cuda("creating a stream"))?;
+        let mut context = backend.engine.create_context()?;
+        let lease = ArenaLease::acquire(backend.ordinal, &stream, backend.engine.device_memory_bytes(), &mut context)?;
+        if backend.input.is_dynamic() {
+            context.set_input_shape(&backend.input.name, &backend.input_shape)?;
+        }
+        let input = stream.alloc_zeros::<u8>(backend.spec.bytes()).map_err(cuda("allocating the input tensor"))?;
+        let (input_ptr, record) = input.device_ptr(&stream);
+        // SAFETY: `input` holds exactly the input tensor's bytes (shape and dtype checked by
+        // `check_input`) and lives as long as the context (same struct, dropped after it).
+        unsafe { context.set_tensor_address(&backend.input.name, input_ptr)? };
+        drop(record);
+
+        let mut outputs = Vec::new();
+        let mut model_outputs = ModelOutputs::default();
+        for tensor in backend.engine.io_tensors().iter().filter(|t| !t.is_input) {
+            let shape = context.tensor_shape(&tensor.name)?;
+            if shape.iter().any(|d| *d < 0) {
+                return Err(TrtError::Config(format!(
+                    "output {:?} has a data-dependent shape {shape:?}, which this backend does not support",
+                    tensor.name
+                )));
+            }
+            let dims: Vec<usize> = shape.iter().map(|d| usize::try_from(*d).unwrap_or(0)).collect();
+            let elements: usize = dims.iter().product();
+            let element_bytes =
+                tensor.dtype.element_bytes().filter(|_| tensor.dtype != DataType::Fp8).ok_or_else(|| {
+                    TrtError::Config(format!(
+                        "output {:?} has type {:?}, which cannot be read",
+                        tensor.name, tensor.dtype
+                    ))
+                })?;
+            let bytes = elements * element_bytes;
+            let device = stream.alloc_zeros::<u8>(bytes.max(1)).map_err(cuda("allocating an output tensor"))?;
+            // SAFETY: the contents are written by the device-to-host copy before they are read.
+            // Flags 0: cached pinned memory, since the CPU reads it (write-combined would be slow).
+            let host = unsafe { ctx.alloc_pinned_with_flags::<u8>(bytes.max(1), 0) }
+                .map_err(cuda("allocating pinned output memory"))?;
+            let (ptr, record) = device.device_ptr(&stream);
+            // SAFETY: `device` holds the tensor's resolved shape × element size and lives as long
+            // as the context.
+            unsafe { context.set_tensor_address(&tensor.name, ptr)? };
+            drop(record);
+            outputs.push(OutputBinding { dtype: tensor.dtype, device, host });
+            model_outputs.tensors.push(OutputTensor {
+                name: tensor.name.clone(),
+                shape: dims,
+                data: vec![0.0; elements],
+            });
+        }
+        let input_stage = (backend.input_stage)(&stream, &backend.spec).map_err(|e| TrtError::Config(e.to_string()))?;
+        let timing_event = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda("creating an event"));
+        Ok(TrtSession {
+            started: timing_event()?,
+            preprocessed: timing_event()?,
+            finished: timing_event()?,
+            context,
+            lease,
+            stream,
+            input,
+            outputs,
+            model_outputs,
+            input_stage,
+        })
+    }
+}
+
+impl InferenceSession for TrtSession {
+    fn run(&mut self, slot: &FrameSlot) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        let stream = Arc::clone(&self.stream);
+        self.lease.rebind(&mut self.context)?;
+        self.started.record(&stream).map_err(cuda("recording an event"))?;
+        self.input_stage.enqueue_input(slot, &mut self.input)?;
+        self.preprocessed.record(&stream).map_err(cuda("recording an event"))?;
+        // SAFETY: device memory and every tensor address were set at creation (and rebound above)
+        // to buffers owned by this session; the stream belongs to the bound context; other sessions
+        // of this thread that share the arena have synchronised their streams.
+        unsafe { self.context.enqueue(stream.cu_stream())? };
+        for output in &mut self.outputs {
+            stream.memcpy_dtoh(&output.device, &mut output.host).map_err(cuda("copying an output"))?;
+        }
+        self.finished.record(&stream).map_err(cuda("recording an event"))?;
+        stream.synchronize().map_err(|e| BackendError::Inference(format!("inference failed on the GPU: {e}")))?;
+
+        for (output, tensor) in self.outputs.iter().zip(&mut self.model_outputs.tensors) {
+            let bytes = output.host.as_slice().map_err(cuda("reading an output"))?;
+            convert_to_f32(output.dtype, bytes, &mut tensor.data);
+        }
+        let millis = |from: &CudaEvent, to: &CudaEvent| {
+            from.elapsed_ms(to).map(|ms| Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3)).unwrap_or_default()
+        };
+        let timings = BackendTimings {
+            preprocess: millis(&self.started, &self.preprocessed),
+            infer: millis(&self.preprocessed, &self.finished),
+        };
+        Ok((&self.model_outputs, timings))
+    }
+}
+
+/// Converts `bytes` of `dtype` (native endian) into `out`, element by element.
+fn convert_to_f32(dtype: DataType, bytes: &[u8], out: &mut [f32]) {
+    fn each<const N: usize>(bytes: &[u8], out: &mut [f32], f: impl Fn([u8; N]) -> f32) {
+        for (value, chunk) in out.iter_mut().zip(bytes.chunks_exact(N)) {
+            let mut raw = [0u8; N];
+            raw.copy_from_slice(chunk);
+            *value = f(raw);
+        }
+    }
+    match dtype {
+        DataType::F32 => each(bytes, out, f32::from_ne_bytes),
+        DataType::F16 => each(bytes, out, |b| half::f16::from_ne_bytes(b).to_f32()),
+        DataType::Bf16 => each(bytes, out, |b| half::bf16::from_ne_bytes(b).to_f32()),
+        DataType::I32 => each(bytes, out, |b| i32::from_ne_bytes(b) as f32),
+        DataType::I64 => each(bytes, out, |b| i64::from_ne_bytes(b) as f32),
+        DataType::I8 => each(bytes, out, |b: [u8; 1]| f32::from(b[0] as i8)),
+        DataType::U8 | DataType::Bool => each(bytes, out, |b: [u8; 1]| f32::from(b[0])),
+        DataType::Fp8 | DataType::Other(_) => out.fill(f32::NAN),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ColorOrder, ResizeKind, TensorLayout};
+
+    fn tensor(name: &str, is_input: bool, dtype: DataType, shape: &[i64]) -> TensorInfo {
+        TensorInfo::for_tests(name, is_input, dtype, shape)
+    }
+
+    fn spec() -> PreprocessSpec {
+        PreprocessSpec {
+            width: 300,
+            height: 300,
+            layout: TensorLayout::Nhwc,
+            dtype: TensorDtype::U8,
+            color: ColorOrder::Rgb,
+            resize: ResizeKind::Stretch,
+            pad: 0,
+            mean: [0.0; 3],
+            std: [1.0; 3],
+        }
+    }
+
+    #[test]
+    fn input_must_match_the_config() {
+        let outputs = [tensor("boxes", false, DataType::F32, &[1, 1917, 4])];
+        let io = |input: TensorInfo| {
+            let mut io = vec![input];
+            io.extend(outputs.iter().cloned());
+            io
+        };
+        let good = io(tensor("image", true, DataType::U8, &[1, 300, 300, 3]));
+        assert_eq!(check_input(&good, None, &spec()).expect("fits").1, vec![1, 300, 300, 3]);
+        let dynamic = io(tensor("image", true, DataType::U8, &[-1, -1, -1, 3]));
+        assert!(check_input(&dynamic, Some("image"), &spec()).is_ok());
+        for bad in [
+            io(tensor("image", true, DataType::F32, &[1, 300, 300, 3])),
+            io(tensor("image", true, DataType::U8, &[1, 3, 300, 300])),
+            io(tensor("image", true, DataType::U8, &[1, 300, 300])),
+        ] {
+            assert!(check_input(&bad, None, &spec()).is_err(), "{bad:?}");
+        }
+        assert!(check_input(&good, Some("input"), &spec()).is_err());
+        assert!(check_input(&outputs, None, &spec()).is_err(), "no input at all");
+    }
+
+    #[test]
+    fn outputs_convert_to_f32() {
+        let mut out = [0.0f32; 2];
+        let halves: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|v| half::f16::from_f32(*v).to_ne_bytes()).collect();
+        convert_to_f32(DataType::F16, &halves, &mut out);
+        assert_eq!(out, [1.5, -2.0]);
+        let ints: Vec<u8> = [7i32, -3].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        convert_to_f32(DataType::I32, &ints, &mut out);
+        assert_eq!(out, [7.0, -3.0]);
+        convert_to_f32(DataType::I8, &[0xff, 2], &mut out);
+        assert_eq!(out, [-1.0, 2.0]);
+    }
+}

@@ -1,0 +1,354 @@
+//! Engine acquisition: user-supplied engine, else the engine cache, else a build (with the timing
+//! cache) that is saved back atomically.
+//!
+//! Owns: turning the config into [`BuildOptions`] / [`EngineIdentity`], the decision to rebuild
+//! (always logged with its [`MissReason`]), running the build on a helper thread while progress and
+//! ticks are reported on the caller's thread, and [`build_engine`] for `jetson-detectd build-engine`.
+//! Must not: create execution contexts or allocate device memory.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::CudaContext;
+
+use super::ffi;
+use super::progress::Progress;
+use super::runtime::{BuildEvent, BuildRequest, Engine, TrtRuntime};
+use super::TrtError;
+use crate::config::{Config, Precision};
+use crate::engine_cache::{
+    load_prebuilt_engine, precision_name, sha256_file, BuildOptions, DeviceIdentity, EngineCache, EngineIdentity,
+    EngineLookup, MissReason, ShapeProfile,
+};
+use crate::preprocess::PreprocessSpec;
+
+/// How often a running build reports elapsed time.
+const TICK: Duration = Duration::from_secs(1);
+
+/// What `build-engine` produced (or found up to date).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BuiltEngine {
+    pub engine_path: PathBuf,
+    /// Absent when TensorRT returned no timing cache.
+    pub timing_cache_path: Option<PathBuf>,
+    pub key: String,
+    pub tensorrt_version: String,
+    /// True when a valid cached engine already existed and nothing was built.
+    pub up_to_date: bool,
+    pub build_seconds: f64,
+}
+
+/// Where a loaded engine came from (for logs, probe and telemetry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineSource {
+    Prebuilt(PathBuf),
+    Cached(PathBuf),
+    Built { path: PathBuf, reason: String },
+}
+
+impl std::fmt::Display for EngineSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineSource::Prebuilt(path) => write!(f, "prebuilt engine {}", path.display()),
+            EngineSource::Cached(path) => write!(f, "cached engine {}", path.display()),
+            EngineSource::Built { path, reason } => write!(f, "engine built into {} ({reason})", path.display()),
+        }
+    }
+}
+
+/// The GPU's name and compute capability, for the cache key.
+pub fn device_identity(ordinal: u32) -> Result<(Arc<CudaContext>, DeviceIdentity), TrtError> {
+    // SAFETY: only probes whether libcuda can be dlopened; cudarc panics on first use otherwise.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(TrtError::NoGpu("libcuda (the NVIDIA driver) is not installed".into()));
+    }
+    let context = CudaContext::new(ordinal as usize).map_err(|e| TrtError::NoGpu(format!("GPU {ordinal}: {e}")))?;
+    let name = context.name().map_err(|e| TrtError::Cuda(e.to_string()))?;
+    let (major, minor) = context.compute_capability().map_err(|e| TrtError::Cuda(e.to_string()))?;
+    let device = DeviceIdentity { name, compute_capability: (major.max(0) as u32, minor.max(0) as u32) };
+    Ok((context, device))
+}
+
+/// The builder options the config asks for. The input profile pins the configured input shape
+/// (batch 1); it only matters for models with dynamic input dimensions.
+pub fn build_options(config: &Config) -> BuildOptions {
+    let spec = PreprocessSpec::from(&config.model.input);
+    let shape: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
+    BuildOptions {
+        precision: config.engine.precision,
+        workspace_bytes: u64::from(config.engine.workspace_mib) << 20,
+        dla_core: config.engine.dla_core,
+        optimization_level: config.engine.optimization_level,
+        input_profile: Some(ShapeProfile::fixed(config.model.input.name.clone().unwrap_or_default(), &shape)),
+    }
+}
+
+/// Explains why a precision cannot be honoured by this TensorRT, if it cannot.
+pub fn check_precision(precision: Precision, tensorrt_major: i32) -> Result<(), TrtError> {
+    if tensorrt_major >= 11 && precision != Precision::Fp32 {
+        return Err(TrtError::Config(format!(
+            "engine.precision = \"{}\": TensorRT {tensorrt_major} builds strongly typed networks, so precision \
+             comes from the ONNX model itself (export it in FP16, or with Q/DQ nodes for INT8) and cannot be \
+             chosen at build time; set engine.precision = \"fp32\" and use an FP16 or INT8 model",
+            precision_name(precision)
+        )));
+    }
+    Ok(())
+}
+
+fn ffi_precision(precision: Precision) -> i32 {
+    match precision {
+        Precision::Fp32 => ffi::JD_PRECISION_FP32,
+        Precision::Fp16 => ffi::JD_PRECISION_FP16,
+        Precision::Int8 => ffi::JD_PRECISION_INT8,
+    }
+}
+
+/// Everything needed to look up or build the engine of an ONNX model.
+struct BuildPlan {
+    onnx_path: PathBuf,
+    options: BuildOptions,
+    identity: EngineIdentity,
+    device: DeviceIdentity,
+    cache: EngineCache,
+}
+
+impl BuildPlan {
+    fn new(config: &Config, runtime: &TrtRuntime, device: DeviceIdentity) -> Result<BuildPlan, TrtError> {
+        let onnx_path = config.model.onnx.clone().ok_or_else(|| {
+            TrtError::Config("building an engine needs `model.onnx` (or give a prebuilt `model.engine`)".into())
+        })?;
+        let options = build_options(config);
+        check_precision(options.precision, runtime.version().major)?;
+        let model_sha256 =
+            sha256_file(&onnx_path).map_err(|source| TrtError::Read { path: onnx_path.clone(), source })?;
+        let identity = EngineIdentity::new(&model_sha256, &runtime.version().to_string(), &device, &options);
+        let cache = EngineCache::open(&config.engine.cache_dir, &onnx_path)?;
+        Ok(BuildPlan { onnx_path, options, identity, device, cache })
+    }
+
+    /// Builds, then saves engine and timing cache. Returns the engine bytes and paths.
+    fn build(
+        &self,
+        runtime: &TrtRuntime,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(Vec<u8>, PathBuf, Option<PathBuf>), TrtError> {
+        let version = runtime.version().to_string();
+        let timing_cache = match self.cache.load_timing_cache(&version, &self.device) {
+            Ok(bytes) => {
+                progress(Progress::Stage(format!("using timing cache {}", self.cache.timing_cache_path().display())));
+                bytes
+            }
+            Err(MissReason::Missing { .. }) => Vec::new(),
+            Err(reason) => {
+                log::warn!("timing cache {} not used: {reason}", self.cache.timing_cache_path().display());
+                Vec::new()
+            }
+        };
+        let onnx =
+            std::fs::read(&self.onnx_path).map_err(|source| TrtError::Read { path: self.onnx_path.clone(), source })?;
+        let request = BuildRequest {
+            onnx: &onnx,
+            onnx_path: &self.onnx_path,
+            timing_cache: &timing_cache,
+            precision: ffi_precision(self.options.precision),
+            workspace_bytes: self.options.workspace_bytes,
+            dla_core: self.options.dla_core,
+            optimization_level: self.options.optimization_level,
+            profile: self.options.input_profile.as_ref(),
+        };
+        let (engine, timing) = run_with_progress(runtime, &request, progress)?;
+        progress(Progress::Stage("saving engine and timing cache".into()));
+        let engine_path = self.cache.store(&self.identity, engine.as_slice())?;
+        let timing_path = match timing {
+            Some(timing) => Some(self.cache.store_timing_cache(&version, &self.device, timing.as_slice())?),
+            None => None,
+        };
+        Ok((engine.as_slice().to_vec(), engine_path, timing_path))
+    }
+}
+
+/// Runs the build on a scoped helper thread; this thread relays monitor events and emits a
+/// [`Progress::Tick`] every second until it ends.
+fn run_with_progress(
+    runtime: &TrtRuntime,
+    request: &BuildRequest<'_>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(super::runtime::HostBlob, Option<super::runtime::HostBlob>), TrtError> {
+    let started = Instant::now();
+    let (sender, receiver) = mpsc::channel::<Progress>();
+    std::thread::scope(|scope| {
+        let builder = std::thread::Builder::new()
+            .name("trt-build".into())
+            .spawn_scoped(scope, move || {
+                let mut relay = |event: BuildEvent<'_>| {
+                    let event = match event {
+                        BuildEvent::PhaseStart { phase, parent, steps } => {
+                            Progress::PhaseStart { phase: phase.into(), parent: parent.map(Into::into), steps }
+                        }
+                        BuildEvent::StepComplete { phase, step } => Progress::Step { phase: phase.into(), step },
+                        BuildEvent::PhaseFinish { phase } => Progress::PhaseFinish { phase: phase.into() },
+                    };
+                    // The receiver outlives the build; a send error would only mean nobody listens.
+                    let _ = sender.send(event);
+                    true
+                };
+                runtime.build(request, &mut relay)
+            })
+            .map_err(|e| TrtError::Trt(format!("cannot start the build thread: {e}")))?;
+        loop {
+            match receiver.recv_timeout(TICK) {
+                Ok(event) => progress(event),
+                Err(mpsc::RecvTimeoutError::Timeout) => progress(Progress::Tick { elapsed: started.elapsed() }),
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        progress(Progress::Tick { elapsed: started.elapsed() });
+        builder.join().map_err(|_| TrtError::Trt("the build thread panicked".into()))?
+    })
+}
+
+/// A deserialised engine and where it came from.
+pub struct LoadedEngine {
+    pub engine: Arc<Engine>,
+    pub source: EngineSource,
+}
+
+/// The engine for `config`: the prebuilt `model.engine` if set, else the cached one, else a fresh
+/// build (the reason is logged) that is cached for next time.
+pub fn load_or_build(
+    runtime: &Arc<TrtRuntime>,
+    config: &Config,
+    device: DeviceIdentity,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<LoadedEngine, TrtError> {
+    let dla_core = config.engine.dla_core;
+    if let Some(path) = &config.model.engine {
+        let bytes = load_prebuilt_engine(path)?;
+        let engine = runtime.deserialize(&bytes, dla_core).map_err(|e| {
+            TrtError::Deserialize(format!("{}: {}", path.display(), MissReason::Deserialize(e.to_string())))
+        })?;
+        return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Prebuilt(path.clone()) });
+    }
+    let plan = BuildPlan::new(config, runtime, device)?;
+    let reason = match plan.cache.lookup(&plan.identity) {
+        EngineLookup::Hit { path, bytes } => match runtime.deserialize(&bytes, dla_core) {
+            Ok(engine) => return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Cached(path) }),
+            Err(error) => MissReason::Deserialize(error.to_string()),
+        },
+        EngineLookup::Miss(reason) => reason,
+    };
+    let path = plan.cache.engine_path(&plan.identity.key());
+    log::warn!("building TensorRT engine {}: {reason} (this can take minutes)", path.display());
+    let (bytes, path, _) = plan.build(runtime, progress)?;
+    let engine = runtime.deserialize(&bytes, dla_core)?;
+    Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Built { path, reason: reason.to_string() } })
+}
+
+/// `jetson-detectd build-engine`: makes sure a valid engine and timing cache for `config` exist in
+/// the cache directory, building them if needed. `progress` sees every event (feed it to a
+/// [`ProgressReporter`](super::ProgressReporter)).
+pub fn build_engine(config: &Config, mut progress: impl FnMut(Progress)) -> Result<BuiltEngine, TrtError> {
+    let runtime = TrtRuntime::open()?;
+    let (_context, device) = device_identity(config.device.gpu)?;
+    let plan = BuildPlan::new(config, &runtime, device)?;
+    let key = plan.identity.key();
+    let version = runtime.version().to_string();
+    let timing_path = || Some(plan.cache.timing_cache_path()).filter(|p| p.exists());
+    let reason = match plan.cache.lookup(&plan.identity) {
+        EngineLookup::Hit { path, bytes } => match runtime.deserialize(&bytes, plan.options.dla_core) {
+            Ok(_) => {
+                progress(Progress::Stage(format!("{} is up to date", path.display())));
+                return Ok(BuiltEngine {
+                    engine_path: path,
+                    timing_cache_path: timing_path(),
+                    key,
+                    tensorrt_version: version,
+                    up_to_date: true,
+                    build_seconds: 0.0,
+                });
+            }
+            Err(error) => MissReason::Deserialize(error.to_string()),
+        },
+        EngineLookup::Miss(reason) => reason,
+    };
+    progress(Progress::Stage(format!("building {} ({reason})", plan.cache.engine_path(&key).display())));
+    let started = Instant::now();
+    let (_, engine_path, timing_cache_path) = plan.build(&runtime, &mut progress)?;
+    Ok(BuiltEngine {
+        engine_path,
+        timing_cache_path,
+        key,
+        tensorrt_version: version,
+        up_to_date: false,
+        build_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Used by tests and `probe`: the engine file `config` would use, without loading anything but
+/// the model's hash.
+pub fn expected_engine_path(config: &Config, tensorrt_version: &str, device: &DeviceIdentity) -> Option<PathBuf> {
+    if let Some(engine) = &config.model.engine {
+        return Some(engine.clone());
+    }
+    let onnx: &Path = config.model.onnx.as_deref()?;
+    let sha = sha256_file(onnx).ok()?;
+    let identity = EngineIdentity::new(&sha, tensorrt_version, device, &build_options(config));
+    let cache = EngineCache::open(&config.engine.cache_dir, onnx).ok()?;
+    Some(cache.engine_path(&identity.key()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ConfigOrigin;
+
+    fn config(extra: &str) -> Config {
+        let text = format!(
+            r#"
+            [model]
+            onnx = "models/ssd_mobilenet_v2_coco_prenms_fp32.onnx"
+            labels = "models/coco_labels.txt"
+            decoder = "ssd"
+            input = {{ width = 300, height = 300, layout = "nhwc", dtype = "u8" }}
+            [[camera]]
+            name = "front"
+            source = {{ kind = "synthetic" }}
+            {extra}
+            "#
+        );
+        Config::from_toml(&text, ConfigOrigin::Embedded, Path::new(env!("CARGO_MANIFEST_DIR"))).expect("valid config")
+    }
+
+    #[test]
+    fn options_follow_the_config() {
+        let options = build_options(&config("[engine]\nprecision = \"fp16\"\nworkspace_mib = 512\ndla_core = 1"));
+        assert_eq!(options.precision, Precision::Fp16);
+        assert_eq!(options.workspace_bytes, 512 << 20);
+        assert_eq!(options.dla_core, Some(1));
+        assert_eq!(options.input_profile, Some(ShapeProfile::fixed("", &[1, 300, 300, 3])));
+    }
+
+    #[test]
+    fn precision_on_tensorrt_11_is_explained() {
+        assert!(check_precision(Precision::Fp16, 10).is_ok());
+        assert!(check_precision(Precision::Fp32, 11).is_ok());
+        let message = check_precision(Precision::Fp16, 11).expect_err("rejected").to_string();
+        assert!(message.contains("strongly typed") && message.contains("ONNX model"), "{message}");
+    }
+
+    #[test]
+    fn expected_path_changes_with_the_options() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = format!("[engine]\ncache_dir = {:?}", dir.path());
+        let device = DeviceIdentity { name: "Orin".into(), compute_capability: (8, 7) };
+        let fp32 = expected_engine_path(&config(&cache), "10.3.0", &device).expect("path");
+        let fp16 =
+            expected_engine_path(&config(&format!("{cache}\nprecision = \"fp16\"")), "10.3.0", &device).expect("path");
+        assert_ne!(fp32, fp16);
+        assert!(fp32.starts_with(dir.path()));
+        assert!(fp32.to_string_lossy().ends_with(".engine"));
+    }
+}

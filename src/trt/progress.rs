@@ -1,0 +1,220 @@
+//! Engine-build progress: the events a build emits and how they are shown.
+//!
+//! Owns: [`Progress`] (IProgressMonitor phases on TensorRT 10+, plus a tick about once a second on
+//! every version, so that a build is never silent) and [`ProgressReporter`], which draws a bar on a
+//! TTY and writes a log line at most every [`LOG_INTERVAL`] otherwise (systemd/journald).
+//! Must not: talk to TensorRT or systemd (the caller forwards ticks as `EXTEND_TIMEOUT_USEC=`).
+
+use std::io::Write;
+use std::time::Duration;
+
+/// Log lines while not on a TTY: often enough to show life, rarely enough for the journal.
+pub const LOG_INTERVAL: Duration = Duration::from_secs(15);
+
+/// One progress event of an engine build.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// What the build is doing before/after TensorRT's own phases (cache lookup, saving).
+    Stage(String),
+    PhaseStart {
+        phase: String,
+        parent: Option<String>,
+        steps: i32,
+    },
+    Step {
+        phase: String,
+        step: i32,
+    },
+    PhaseFinish {
+        phase: String,
+    },
+    /// Elapsed build time, about once a second.
+    Tick {
+        elapsed: Duration,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Phase {
+    name: String,
+    steps: i32,
+    done: i32,
+}
+
+/// Turns [`Progress`] events into a bar (TTY) or periodic log lines.
+#[derive(Debug)]
+pub struct ProgressReporter {
+    tty: bool,
+    /// Open phases, outermost first.
+    phases: Vec<Phase>,
+    elapsed: Duration,
+    last_logged: Option<Duration>,
+    ticks: usize,
+    drawn: bool,
+}
+
+impl Default for ProgressReporter {
+    fn default() -> Self {
+        use std::io::IsTerminal;
+        Self::new(std::io::stderr().is_terminal())
+    }
+}
+
+impl ProgressReporter {
+    /// `tty`: draw a bar on stderr; otherwise log lines.
+    pub fn new(tty: bool) -> Self {
+        ProgressReporter { tty, phases: Vec::new(), elapsed: Duration::ZERO, last_logged: None, ticks: 0, drawn: false }
+    }
+
+    /// Updates the state and shows it; returns the line shown (or logged), if any.
+    pub fn report(&mut self, event: &Progress) -> Option<String> {
+        let mut force_log = false;
+        match event {
+            Progress::Stage(text) => {
+                self.clear_bar();
+                log::info!("engine build: {text}");
+                return Some(text.clone());
+            }
+            Progress::PhaseStart { phase, parent, steps } => {
+                if let Some(parent) = parent {
+                    if let Some(at) = self.phases.iter().rposition(|p| &p.name == parent) {
+                        self.phases.truncate(at + 1);
+                    }
+                } else {
+                    self.phases.clear();
+                    force_log = true;
+                }
+                self.phases.push(Phase { name: phase.clone(), steps: *steps, done: 0 });
+            }
+            Progress::Step { phase, step } => {
+                if let Some(p) = self.phases.iter_mut().rev().find(|p| &p.name == phase) {
+                    p.done = (step + 1).min(p.steps.max(0));
+                }
+            }
+            Progress::PhaseFinish { phase } => {
+                if let Some(at) = self.phases.iter().rposition(|p| &p.name == phase) {
+                    // The parent's own steps arrive as `Step` events; finishing a child is not one.
+                    self.phases.truncate(at);
+                }
+            }
+            Progress::Tick { elapsed } => {
+                self.elapsed = *elapsed;
+                self.ticks += 1;
+            }
+        }
+        let line = self.line();
+        if self.tty {
+            let mut stderr = std::io::stderr().lock();
+            // A failed progress write must not fail the build.
+            let _ = write!(stderr, "\r\x1b[2K{line}");
+            let _ = stderr.flush();
+            self.drawn = true;
+            return Some(line);
+        }
+        let due = self.last_logged.is_none_or(|last| self.elapsed.saturating_sub(last) >= LOG_INTERVAL);
+        if force_log || due {
+            self.last_logged = Some(self.elapsed);
+            log::info!("engine build: {line}");
+            return Some(line);
+        }
+        None
+    }
+
+    /// Ends the bar's line on a TTY.
+    pub fn finish(&mut self) {
+        self.clear_bar();
+    }
+
+    fn clear_bar(&mut self) {
+        if self.drawn {
+            let _ = writeln!(std::io::stderr());
+            self.drawn = false;
+        }
+    }
+
+    /// `[#####-----]  50% Building engine › Tactic selection 3/40 · 1m 05s`, or a spinner with
+    /// the elapsed time when TensorRT reports no phases (8.6).
+    pub fn line(&self) -> String {
+        let elapsed = format_elapsed(self.elapsed);
+        let Some(top) = self.phases.first() else {
+            const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
+            return format!("{} building · {elapsed}", SPINNER[self.ticks % SPINNER.len()]);
+        };
+        let fraction = if top.steps > 0 { f64::from(top.done) / f64::from(top.steps) } else { 0.0 };
+        const WIDTH: usize = 20;
+        let filled = ((fraction * WIDTH as f64).round() as usize).min(WIDTH);
+        let path: Vec<String> = self
+            .phases
+            .iter()
+            .map(|p| if p.steps > 0 { format!("{} {}/{}", p.name, p.done, p.steps) } else { p.name.clone() })
+            .collect();
+        format!(
+            "[{}{}] {:>3.0}% {} · {elapsed}",
+            "#".repeat(filled),
+            "-".repeat(WIDTH - filled),
+            fraction * 100.0,
+            path.join(" › ")
+        )
+    }
+}
+
+fn format_elapsed(elapsed: Duration) -> String {
+    let seconds = elapsed.as_secs();
+    if seconds >= 60 {
+        format!("{}m {:02}s", seconds / 60, seconds % 60)
+    } else {
+        format!("{seconds}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(phase: &str, parent: Option<&str>, steps: i32) -> Progress {
+        Progress::PhaseStart { phase: phase.into(), parent: parent.map(Into::into), steps }
+    }
+
+    #[test]
+    fn bar_follows_the_outermost_phase() {
+        let mut reporter = ProgressReporter::new(false);
+        reporter.report(&start("Building engine", None, 4));
+        reporter.report(&start("Tactic selection", Some("Building engine"), 40));
+        reporter.report(&Progress::Step { phase: "Tactic selection".into(), step: 9 });
+        reporter.report(&Progress::PhaseFinish { phase: "Tactic selection".into() });
+        reporter.report(&Progress::Step { phase: "Building engine".into(), step: 0 });
+        reporter.report(&start("Fusion", Some("Building engine"), 0));
+        reporter.report(&Progress::PhaseFinish { phase: "Fusion".into() });
+        reporter.report(&Progress::Step { phase: "Building engine".into(), step: 1 });
+        reporter.report(&Progress::Tick { elapsed: Duration::from_secs(65) });
+        assert_eq!(reporter.line(), "[##########----------]  50% Building engine 2/4 · 1m 05s");
+    }
+
+    #[test]
+    fn nested_phases_show_as_a_path() {
+        let mut reporter = ProgressReporter::new(false);
+        reporter.report(&start("Building engine", None, 4));
+        reporter.report(&start("Tactic selection", Some("Building engine"), 40));
+        reporter.report(&Progress::Step { phase: "Tactic selection".into(), step: 2 });
+        assert!(reporter.line().contains("Building engine 0/4 › Tactic selection 3/40"), "{}", reporter.line());
+    }
+
+    #[test]
+    fn without_phases_a_spinner_shows_elapsed_time() {
+        let mut reporter = ProgressReporter::new(false);
+        reporter.report(&Progress::Tick { elapsed: Duration::from_secs(7) });
+        assert!(reporter.line().ends_with("building · 7s"), "{}", reporter.line());
+    }
+
+    #[test]
+    fn log_lines_are_throttled_by_build_time() {
+        let mut reporter = ProgressReporter::new(false);
+        let tick = |s| Progress::Tick { elapsed: Duration::from_secs(s) };
+        assert!(reporter.report(&tick(1)).is_some(), "the first event is logged");
+        assert!(reporter.report(&tick(2)).is_none());
+        assert!(reporter.report(&tick(15)).is_none());
+        assert!(reporter.report(&tick(16)).is_some());
+        assert!(reporter.report(&start("Building engine", None, 3)).is_some(), "a new top phase is logged");
+        assert!(reporter.report(&Progress::Step { phase: "Building engine".into(), step: 0 }).is_none());
+    }
+}

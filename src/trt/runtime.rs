@@ -1,0 +1,578 @@
+//! Safe RAII wrappers over the shim: [`TrtRuntime`] (loaded TensorRT + IRuntime + logger),
+//! [`Engine`] (ICudaEngine), [`ExecutionContext`] (IExecutionContext without its own device
+//! memory) and [`HostBlob`] (IHostMemory).
+//!
+//! Owns: every `unsafe` call into the shim, ownership and drop order of TensorRT objects, the
+//! `Send`/`Sync` decisions. Must not: allocate device memory, touch files, or pick build options.
+//!
+//! Thread safety, following TensorRT's documented rules:
+//! - `IRuntime` and `ICudaEngine` may be used from several threads at once (deserialising, querying
+//!   and creating execution contexts): [`TrtRuntime`] and [`Engine`] are `Send + Sync`. A build
+//!   creates its own `IBuilder` inside one shim call, and the shared logger is internally locked.
+//! - An `IExecutionContext` must not be used concurrently. [`ExecutionContext`] is neither `Send`
+//!   nor `Sync`: it lives on the camera's GPU thread, whose CUDA context and scratch arena its
+//!   device pointers belong to. (TensorRT would allow moving it between threads; nothing here needs
+//!   that, and forbidding it keeps the arena's "same thread, never concurrent" invariant
+//!   compiler-checked.)
+//! - Every engine keeps its runtime alive and every context its engine (Arcs), so TensorRT objects
+//!   are destroyed in the order TensorRT requires: contexts, engines, runtime.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::ffi;
+use super::TrtError;
+
+const ERROR_BUFFER: usize = 4096;
+
+/// `major.minor.patch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TrtVersion {
+    pub major: i32,
+    pub minor: i32,
+    pub patch: i32,
+}
+
+impl fmt::Display for TrtVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// The TensorRT headers the shim was compiled against.
+pub fn header_version() -> TrtVersion {
+    let mut v = [0i32; 3];
+    // SAFETY: writes exactly three i32 into `v`.
+    unsafe { ffi::jd_header_version(v.as_mut_ptr()) };
+    TrtVersion { major: v[0], minor: v[1], patch: v[2] }
+}
+
+/// `libnvinfer.so.<major>`, the file the shim dlopens.
+pub fn library_name() -> &'static str {
+    // SAFETY: the shim returns a pointer to a static NUL-terminated string literal.
+    unsafe { CStr::from_ptr(ffi::jd_library_name()) }.to_str().unwrap_or("libnvinfer.so")
+}
+
+/// Calls `f` with an error buffer and turns a non-zero status into the shim's message.
+fn checked(f: impl FnOnce(*mut c_char, usize) -> i32) -> Result<(), String> {
+    let mut buffer = vec![0u8; ERROR_BUFFER];
+    let status = f(buffer.as_mut_ptr().cast(), buffer.len());
+    if status == 0 {
+        return Ok(());
+    }
+    let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
+    let message = String::from_utf8_lossy(&buffer[..end]).into_owned();
+    Err(if message.is_empty() { "TensorRT call failed without a message".into() } else { message })
+}
+
+fn c_string(text: &str) -> Result<CString, TrtError> {
+    CString::new(text).map_err(|_| TrtError::Config(format!("{text:?} contains a NUL byte")))
+}
+
+/// Routes TensorRT's log into the `log` crate. Errors go out as warnings: the shim repeats them in
+/// the error it returns, and the caller decides whether they are fatal.
+extern "C" fn forward_log(_user: *mut c_void, severity: i32, message: *const c_char) {
+    if message.is_null() {
+        return;
+    }
+    // SAFETY: TensorRT passes a NUL-terminated string valid for the duration of the call.
+    let text = unsafe { CStr::from_ptr(message) }.to_string_lossy();
+    match severity {
+        0 | 1 => log::warn!(target: "tensorrt", "{text}"),
+        2 => log::warn!(target: "tensorrt", "{text}"),
+        3 => log::debug!(target: "tensorrt", "{text}"),
+        _ => log::trace!(target: "tensorrt", "{text}"),
+    }
+}
+
+/// Loaded TensorRT with its runtime and logger.
+pub struct TrtRuntime {
+    raw: NonNull<ffi::JdTrt>,
+    version: TrtVersion,
+}
+
+// SAFETY: IRuntime is documented thread-safe for deserialisation; the shim's logger is locked and
+// each build creates its own IBuilder (see the module doc).
+unsafe impl Send for TrtRuntime {}
+// SAFETY: as above; no method takes `&self` and mutates shared state without a lock.
+unsafe impl Sync for TrtRuntime {}
+
+impl TrtRuntime {
+    /// dlopens libnvinfer and creates the runtime. Fails with [`TrtError::NotInstalled`] when the
+    /// library is absent.
+    pub fn open() -> Result<Arc<TrtRuntime>, TrtError> {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: `raw` is a valid out-pointer; `forward_log` is a plain function with no state.
+        checked(|err, len| unsafe { ffi::jd_trt_open(forward_log, std::ptr::null_mut(), &mut raw, err, len) })
+            .map_err(TrtError::NotInstalled)?;
+        let raw = NonNull::new(raw).ok_or_else(|| TrtError::Trt("jd_trt_open returned no handle".into()))?;
+        let mut v = [0i32; 3];
+        // SAFETY: `raw` is a live handle; writes three i32 into `v`.
+        unsafe { ffi::jd_trt_version(raw.as_ptr(), v.as_mut_ptr()) };
+        Ok(Arc::new(TrtRuntime { raw, version: TrtVersion { major: v[0], minor: v[1], patch: v[2] } }))
+    }
+
+    /// The loaded library's version.
+    pub fn version(&self) -> TrtVersion {
+        self.version
+    }
+
+    /// Whether the builder reports progress through IProgressMonitor (TensorRT 10+).
+    pub fn has_progress_monitor(&self) -> bool {
+        header_version().major >= 10
+    }
+
+    /// Builds a serialized engine. `progress` is called on the calling thread (TensorRT 10+ only)
+    /// and returns `false` to cancel. Returns the engine and the updated timing cache.
+    pub fn build(
+        &self,
+        options: &BuildRequest<'_>,
+        progress: &mut dyn FnMut(BuildEvent<'_>) -> bool,
+    ) -> Result<(HostBlob, Option<HostBlob>), TrtError> {
+        let profile_input;
+        let mut raw_options = ffi::JdBuildOptions {
+            precision: options.precision,
+            dla_core: options.dla_core.map_or(-1, |c| c as i32),
+            optimization_level: i32::from(options.optimization_level),
+            profile_nb_dims: 0,
+            workspace_bytes: options.workspace_bytes,
+            profile_input: std::ptr::null(),
+            profile_min: [0; ffi::JD_MAX_DIMS],
+            profile_opt: [0; ffi::JD_MAX_DIMS],
+            profile_max: [0; ffi::JD_MAX_DIMS],
+        };
+        if let Some(profile) = options.profile {
+            let dims = profile.min.len();
+            if dims > ffi::JD_MAX_DIMS || profile.opt.len() != dims || profile.max.len() != dims {
+                return Err(TrtError::Config(format!("input shape profile {profile:?} is malformed")));
+            }
+            profile_input = c_string(&profile.input)?;
+            raw_options.profile_input = profile_input.as_ptr();
+            raw_options.profile_nb_dims = dims as i32;
+            raw_options.profile_min[..dims].copy_from_slice(&profile.min);
+            raw_options.profile_opt[..dims].copy_from_slice(&profile.opt);
+            raw_options.profile_max[..dims].copy_from_slice(&profile.max);
+        }
+        let onnx_path = c_string(&options.onnx_path.to_string_lossy())?;
+        let mut engine = ffi::JdBlob::EMPTY;
+        let mut timing = ffi::JdBlob::EMPTY;
+        let mut progress_user: &mut dyn FnMut(BuildEvent<'_>) -> bool = progress;
+        // SAFETY: every pointer is valid for the duration of the call (`raw_options` and the strings
+        // it points to, the byte slices, the out-blobs); `progress_user` is a `&mut &mut dyn FnMut`
+        // that `progress_trampoline` only uses during this call, on this thread.
+        let status = checked(|err, len| unsafe {
+            ffi::jd_build(
+                self.raw.as_ptr(),
+                &raw_options,
+                options.onnx.as_ptr().cast(),
+                options.onnx.len(),
+                onnx_path.as_ptr(),
+                options.timing_cache.as_ptr().cast(),
+                options.timing_cache.len(),
+                Some(progress_trampoline),
+                (&mut progress_user as *mut &mut dyn FnMut(BuildEvent<'_>) -> bool).cast(),
+                &mut engine,
+                &mut timing,
+                err,
+                len,
+            )
+        });
+        // Wrap before checking the status so that blobs are freed on every path.
+        let engine = HostBlob::from_raw(engine);
+        let timing = HostBlob::from_raw(timing);
+        status.map_err(TrtError::Trt)?;
+        let engine = engine.ok_or_else(|| TrtError::Trt("the build returned no engine".into()))?;
+        Ok((engine, timing))
+    }
+
+    /// Deserialises an engine; `dla_core` must match the one it was built for.
+    pub fn deserialize(self: &Arc<Self>, bytes: &[u8], dla_core: Option<u32>) -> Result<Engine, TrtError> {
+        let mut raw = std::ptr::null_mut();
+        let dla = dla_core.map_or(-1, |c| c as i32);
+        // SAFETY: `bytes` is valid for the call (TensorRT copies what it keeps); `raw` is an out-pointer.
+        checked(|err, len| unsafe {
+            ffi::jd_engine_load(self.raw.as_ptr(), bytes.as_ptr().cast(), bytes.len(), dla, &mut raw, err, len)
+        })
+        .map_err(TrtError::Deserialize)?;
+        let raw = NonNull::new(raw).ok_or_else(|| TrtError::Trt("jd_engine_load returned no handle".into()))?;
+        Engine::new(raw, Arc::clone(self))
+    }
+}
+
+impl Drop for TrtRuntime {
+    fn drop(&mut self) {
+        // SAFETY: the handle is live and owned; engines hold an Arc to `self`, so none outlives it.
+        unsafe { ffi::jd_trt_close(self.raw.as_ptr()) }
+    }
+}
+
+/// What to build.
+#[derive(Debug)]
+pub struct BuildRequest<'a> {
+    pub onnx: &'a [u8],
+    pub onnx_path: &'a std::path::Path,
+    /// Previous timing cache (empty: none).
+    pub timing_cache: &'a [u8],
+    /// `ffi::JD_PRECISION_*`.
+    pub precision: i32,
+    pub workspace_bytes: u64,
+    pub dla_core: Option<u32>,
+    pub optimization_level: u8,
+    pub profile: Option<&'a crate::engine_cache::ShapeProfile>,
+}
+
+/// A builder progress callback from TensorRT's IProgressMonitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildEvent<'a> {
+    PhaseStart { phase: &'a str, parent: Option<&'a str>, steps: i32 },
+    StepComplete { phase: &'a str, step: i32 },
+    PhaseFinish { phase: &'a str },
+}
+
+extern "C" fn progress_trampoline(
+    user: *mut c_void,
+    event: i32,
+    phase: *const c_char,
+    parent: *const c_char,
+    steps: i32,
+) -> i32 {
+    let text = |p: *const c_char| {
+        // SAFETY: TensorRT passes NUL-terminated phase names valid for the duration of the call.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_str().unwrap_or("?"))
+    };
+    let phase = text(phase).unwrap_or("");
+    let event = match event {
+        ffi::JD_PHASE_START => BuildEvent::PhaseStart { phase, parent: text(parent), steps },
+        ffi::JD_STEP_COMPLETE => BuildEvent::StepComplete { phase, step: steps },
+        ffi::JD_PHASE_FINISH => BuildEvent::PhaseFinish { phase },
+        _ => return 1,
+    };
+    // SAFETY: `user` is the `&mut &mut dyn FnMut` passed by `TrtRuntime::build`, alive and not
+    // aliased for the whole build, which calls back only on the building thread.
+    let callback = unsafe { &mut *user.cast::<&mut dyn FnMut(BuildEvent<'_>) -> bool>() };
+    i32::from(callback(event))
+}
+
+/// Bytes owned by TensorRT (IHostMemory): a serialized engine or timing cache.
+pub struct HostBlob {
+    raw: ffi::JdBlob,
+}
+
+// SAFETY: IHostMemory is a plain immutable buffer once returned; it can be read from and freed on
+// any thread.
+unsafe impl Send for HostBlob {}
+
+impl HostBlob {
+    fn from_raw(raw: ffi::JdBlob) -> Option<HostBlob> {
+        if raw.owner.is_null() {
+            None
+        } else {
+            Some(HostBlob { raw })
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        if self.raw.data.is_null() {
+            return &[];
+        }
+        // SAFETY: `data` points to `size` bytes owned by `owner`, which lives until `self` drops.
+        unsafe { std::slice::from_raw_parts(self.raw.data.cast(), self.raw.size as usize) }
+    }
+}
+
+impl Drop for HostBlob {
+    fn drop(&mut self) {
+        // SAFETY: the blob came from the shim and is freed exactly once.
+        unsafe { ffi::jd_blob_free(&mut self.raw) }
+    }
+}
+
+/// TensorRT data types (values of `nvinfer1::DataType`, stable across 8.6–11.x).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataType {
+    F32,
+    F16,
+    I8,
+    I32,
+    Bool,
+    U8,
+    Fp8,
+    Bf16,
+    I64,
+    /// Sub-byte and exotic types that never appear at a detector's inputs/outputs.
+    Other(i32),
+}
+
+impl DataType {
+    fn from_raw(value: i32) -> Self {
+        match value {
+            0 => DataType::F32,
+            1 => DataType::F16,
+            2 => DataType::I8,
+            3 => DataType::I32,
+            4 => DataType::Bool,
+            5 => DataType::U8,
+            6 => DataType::Fp8,
+            7 => DataType::Bf16,
+            8 => DataType::I64,
+            other => DataType::Other(other),
+        }
+    }
+
+    /// Bytes per element, `None` for types this daemon does not read.
+    pub fn element_bytes(self) -> Option<usize> {
+        match self {
+            DataType::F32 | DataType::I32 => Some(4),
+            DataType::F16 | DataType::Bf16 => Some(2),
+            DataType::I8 | DataType::U8 | DataType::Bool | DataType::Fp8 => Some(1),
+            DataType::I64 => Some(8),
+            DataType::Other(_) => None,
+        }
+    }
+}
+
+/// One input or output of an engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub is_input: bool,
+    pub dtype: DataType,
+    /// Declared shape; -1 marks a dynamic dimension.
+    pub shape: Vec<i64>,
+    c_name: CString,
+}
+
+impl TensorInfo {
+    pub fn is_dynamic(&self) -> bool {
+        self.shape.iter().any(|d| *d < 0)
+    }
+}
+
+#[cfg(test)]
+impl TensorInfo {
+    pub(crate) fn for_tests(name: &str, is_input: bool, dtype: DataType, shape: &[i64]) -> Self {
+        let c_name = CString::new(name).unwrap_or_default();
+        TensorInfo { name: name.into(), is_input, dtype, shape: shape.to_vec(), c_name }
+    }
+}
+
+fn dims_vec(nb_dims: i32, dims: &[i64; ffi::JD_MAX_DIMS]) -> Vec<i64> {
+    dims[..(nb_dims.max(0) as usize).min(ffi::JD_MAX_DIMS)].to_vec()
+}
+
+/// A deserialised engine.
+pub struct Engine {
+    raw: NonNull<ffi::JdEngine>,
+    io: Vec<TensorInfo>,
+    device_memory_bytes: u64,
+    _runtime: Arc<TrtRuntime>,
+}
+
+// SAFETY: ICudaEngine is documented thread-safe for queries and context creation (module doc).
+unsafe impl Send for Engine {}
+// SAFETY: as above.
+unsafe impl Sync for Engine {}
+
+impl Engine {
+    fn new(raw: NonNull<ffi::JdEngine>, runtime: Arc<TrtRuntime>) -> Result<Engine, TrtError> {
+        // SAFETY: `raw` is a live engine handle for all calls below.
+        let count = unsafe { ffi::jd_engine_nb_io(raw.as_ptr()) };
+        let mut io = Vec::with_capacity(count.max(0) as usize);
+        for index in 0..count {
+            let mut info = ffi::JdTensorInfo {
+                name: std::ptr::null(),
+                mode: 0,
+                dtype: 0,
+                nb_dims: 0,
+                reserved: 0,
+                dims: [0; ffi::JD_MAX_DIMS],
+            };
+            // SAFETY: `index` is in range; `info` is a valid out-pointer.
+            if unsafe { ffi::jd_engine_io(raw.as_ptr(), index, &mut info) } != 0 || info.name.is_null() {
+                return Err(TrtError::Trt(format!("cannot describe IO tensor {index}")));
+            }
+            // SAFETY: the name is NUL-terminated and lives as long as the engine; it is copied here.
+            let c_name = unsafe { CStr::from_ptr(info.name) }.to_owned();
+            io.push(TensorInfo {
+                name: c_name.to_string_lossy().into_owned(),
+                is_input: info.mode == 1,
+                dtype: DataType::from_raw(info.dtype),
+                shape: dims_vec(info.nb_dims, &info.dims),
+                c_name,
+            });
+        }
+        // SAFETY: live engine handle.
+        let device_memory_bytes = unsafe { ffi::jd_engine_device_memory(raw.as_ptr()) }.max(0) as u64;
+        Ok(Engine { raw, io, device_memory_bytes, _runtime: runtime })
+    }
+
+    pub fn io_tensors(&self) -> &[TensorInfo] {
+        &self.io
+    }
+
+    /// Scratch device memory one execution context needs.
+    pub fn device_memory_bytes(&self) -> u64 {
+        self.device_memory_bytes
+    }
+
+    /// A context that owns no device memory: set it with [`ExecutionContext::set_device_memory`].
+    pub fn create_context(self: &Arc<Self>) -> Result<ExecutionContext, TrtError> {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: live engine handle; `raw` is an out-pointer.
+        checked(|err, len| unsafe { ffi::jd_context_create(self.raw.as_ptr(), &mut raw, err, len) })
+            .map_err(TrtError::Trt)?;
+        let raw = NonNull::new(raw).ok_or_else(|| TrtError::Trt("jd_context_create returned no handle".into()))?;
+        Ok(ExecutionContext { raw, engine: Arc::clone(self), _not_send: PhantomData })
+    }
+
+    fn tensor(&self, name: &str) -> Result<&TensorInfo, TrtError> {
+        self.io.iter().find(|t| t.name == name).ok_or_else(|| TrtError::Trt(format!("no IO tensor named {name:?}")))
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // SAFETY: owned handle; contexts hold an Arc to the engine, so none is alive.
+        unsafe { ffi::jd_engine_free(self.raw.as_ptr()) }
+    }
+}
+
+/// An execution context with user-managed device memory. Not `Send`/`Sync` (module doc).
+pub struct ExecutionContext {
+    raw: NonNull<ffi::JdContext>,
+    engine: Arc<Engine>,
+    _not_send: PhantomData<*mut ()>,
+}
+
+impl ExecutionContext {
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// Points the context at its scratch memory.
+    ///
+    /// # Safety
+    /// `memory` must be device memory of the context's device with at least `bytes` bytes, and
+    /// must stay allocated and unused by concurrently running work until the context is pointed
+    /// elsewhere or dropped.
+    pub unsafe fn set_device_memory(&mut self, memory: u64, bytes: u64) -> Result<(), TrtError> {
+        if bytes < self.engine.device_memory_bytes {
+            return Err(TrtError::Trt(format!(
+                "scratch memory of {bytes} bytes is below the {} the engine needs",
+                self.engine.device_memory_bytes
+            )));
+        }
+        // SAFETY: guaranteed by the caller; the context handle is live.
+        unsafe { ffi::jd_context_set_device_memory(self.raw.as_ptr(), memory as *mut c_void, bytes as i64) };
+        Ok(())
+    }
+
+    /// Fixes the shape of a dynamic input.
+    pub fn set_input_shape(&mut self, name: &str, shape: &[i64]) -> Result<(), TrtError> {
+        let tensor = self.engine.tensor(name)?;
+        if shape.len() > ffi::JD_MAX_DIMS {
+            return Err(TrtError::Config(format!("{name}: {} dimensions is too many", shape.len())));
+        }
+        // SAFETY: live handle, NUL-terminated name, `shape` holds `shape.len()` values.
+        checked(|err, len| unsafe {
+            ffi::jd_context_set_input_shape(
+                self.raw.as_ptr(),
+                tensor.c_name.as_ptr(),
+                shape.len() as i32,
+                shape.as_ptr(),
+                err,
+                len,
+            )
+        })
+        .map_err(TrtError::Trt)
+    }
+
+    /// Shape of a tensor with every input shape applied.
+    pub fn tensor_shape(&self, name: &str) -> Result<Vec<i64>, TrtError> {
+        let tensor = self.engine.tensor(name)?;
+        let mut nb_dims = 0;
+        let mut dims = [0i64; ffi::JD_MAX_DIMS];
+        // SAFETY: live handle, NUL-terminated name, out-pointers sized JD_MAX_DIMS.
+        let status = unsafe {
+            ffi::jd_context_tensor_shape(self.raw.as_ptr(), tensor.c_name.as_ptr(), &mut nb_dims, dims.as_mut_ptr())
+        };
+        if status != 0 {
+            return Err(TrtError::Trt(format!("the shape of {name:?} is not known yet")));
+        }
+        Ok(dims_vec(nb_dims, &dims))
+    }
+
+    /// Binds a tensor to device memory.
+    ///
+    /// # Safety
+    /// `address` must be device memory large enough for the tensor's shape and dtype, alive for as
+    /// long as the context may enqueue with it.
+    pub unsafe fn set_tensor_address(&mut self, name: &str, address: u64) -> Result<(), TrtError> {
+        let tensor = self.engine.tensor(name)?;
+        // SAFETY: guaranteed by the caller; live handle, NUL-terminated name.
+        checked(|err, len| unsafe {
+            ffi::jd_context_set_tensor_address(
+                self.raw.as_ptr(),
+                tensor.c_name.as_ptr(),
+                address as *mut c_void,
+                err,
+                len,
+            )
+        })
+        .map_err(TrtError::Trt)
+    }
+
+    /// Enqueues one inference on `stream`.
+    ///
+    /// # Safety
+    /// Device memory and every tensor address must be set and valid, `stream` must belong to the
+    /// context's device and be current on this thread's CUDA context, and the memory must not be
+    /// used by other work running concurrently with this enqueue.
+    pub unsafe fn enqueue(&mut self, stream: cudarc::driver::sys::CUstream) -> Result<(), TrtError> {
+        // SAFETY: guaranteed by the caller; live handle.
+        checked(|err, len| unsafe { ffi::jd_context_enqueue(self.raw.as_ptr(), stream.cast(), err, len) })
+            .map_err(TrtError::Trt)
+    }
+}
+
+impl Drop for ExecutionContext {
+    fn drop(&mut self) {
+        // SAFETY: owned handle, freed once; the engine outlives it through `self.engine`.
+        unsafe { ffi::jd_context_free(self.raw.as_ptr()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_type_values_match_nvinfer() {
+        assert_eq!(DataType::from_raw(0), DataType::F32);
+        assert_eq!(DataType::from_raw(1), DataType::F16);
+        assert_eq!(DataType::from_raw(5), DataType::U8);
+        assert_eq!(DataType::from_raw(8), DataType::I64);
+        assert_eq!(DataType::from_raw(10).element_bytes(), None);
+    }
+
+    #[test]
+    fn header_version_is_a_supported_release() {
+        let version = header_version();
+        assert!(version.major == 8 || version.major >= 10, "{version}");
+        assert_eq!(library_name(), format!("libnvinfer.so.{}", version.major));
+    }
+
+    #[test]
+    fn shim_error_strings_are_returned() {
+        let result = checked(|err, len| {
+            let message = b"deserializeCudaEngine failed: magic tag mismatch\0";
+            // SAFETY: test buffer of `len` bytes; the message is shorter.
+            unsafe { std::ptr::copy_nonoverlapping(message.as_ptr(), err.cast::<u8>(), message.len().min(len)) };
+            1
+        });
+        assert_eq!(result, Err("deserializeCudaEngine failed: magic tag mismatch".to_string()));
+    }
+}

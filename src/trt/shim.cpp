@@ -1,0 +1,760 @@
+// jetson-detectd TensorRT shim: a small extern "C" surface over nvinfer1 / nvonnxparser.
+//
+// Owns: loading libnvinfer / libnvonnxparser at run time (dlopen + dlsym of the C-linkage
+// factories only, so the binary never links TensorRT and starts without it), the TensorRT logger
+// (forwarded to Rust, last errors kept for error strings), engine build with timing cache and
+// progress monitor, deserialisation, execution contexts with user-managed device memory, enqueue.
+// Must not: let a C++ exception or an STL type cross the boundary, allocate device memory, or keep
+// state that Rust does not own through a handle (the loaded libraries are the one exception: they
+// stay loaded for the life of the process).
+//
+// Every fallible function returns 0 on success, or non-zero after writing a NUL-terminated message
+// into `err` (at most `err_len` bytes) that ends with TensorRT's most recent log errors.
+//
+// Compiles against TensorRT 8.6 (JetPack 5), 10.x (JetPack 6) and 11.x headers; the differences
+// are guarded by NV_TENSORRT_MAJOR / NV_TENSORRT_MINOR.
+
+#include <NvInfer.h>
+#include <NvInferVersion.h>
+#include <NvOnnxParser.h>
+#include <dlfcn.h>
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <type_traits>
+
+#define JD_STR2(x) #x
+#define JD_STR(x) JD_STR2(x)
+
+// TensorRT 10 deprecates the precision builder flags (11 removes them); 10.x builds still need
+// them, so their deprecation warnings are silenced exactly where they are used.
+#define JD_ALLOW_DEPRECATED_BEGIN \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wdeprecated-declarations\"")
+#define JD_ALLOW_DEPRECATED_END _Pragma("GCC diagnostic pop")
+
+extern "C" {
+
+typedef void (*jd_log_fn)(void* user, int32_t severity, char const* message);
+
+// Build progress events (TensorRT 10+): a phase starts with `steps` steps, a step completes
+// (`steps` holds the step index; return 0 to cancel the build), a phase finishes.
+enum { JD_PHASE_START = 0, JD_STEP_COMPLETE = 1, JD_PHASE_FINISH = 2 };
+typedef int32_t (*jd_progress_fn)(void* user, int32_t event, char const* phase, char const* parent, int32_t steps);
+
+enum { JD_PRECISION_FP32 = 0, JD_PRECISION_FP16 = 1, JD_PRECISION_INT8 = 2 };
+enum { JD_MAX_DIMS = 8 };
+
+typedef struct jd_build_options
+{
+    int32_t precision;
+    int32_t dla_core; // < 0: GPU only
+    int32_t optimization_level;
+    int32_t profile_nb_dims; // 0: no shape profile
+    uint64_t workspace_bytes;
+    char const* profile_input; // NULL or "": the first network input
+    int64_t profile_min[JD_MAX_DIMS];
+    int64_t profile_opt[JD_MAX_DIMS];
+    int64_t profile_max[JD_MAX_DIMS];
+} jd_build_options;
+
+typedef struct jd_blob
+{
+    void const* data;
+    uint64_t size;
+    void* owner;
+} jd_blob;
+
+typedef struct jd_tensor_info
+{
+    char const* name; // valid while the engine lives
+    int32_t mode;     // 1 input, 2 output (nvinfer1::TensorIOMode)
+    int32_t dtype;    // nvinfer1::DataType value
+    int32_t nb_dims;
+    int32_t reserved;
+    int64_t dims[JD_MAX_DIMS];
+} jd_tensor_info;
+
+typedef struct jd_trt jd_trt;
+typedef struct jd_engine jd_engine;
+typedef struct jd_context jd_context;
+
+} // extern "C"
+
+namespace
+{
+
+using CreateFn = void* (*) (void* logger, int32_t version);
+using CreateParserFn = void* (*) (void* network, void* logger, int version);
+using VersionFn = int32_t (*)();
+
+// Process-wide: TensorRT keeps global state (plugin registry, loggers) that does not survive
+// being unloaded while CUDA contexts exist, so the libraries are never dlclose'd.
+struct Libraries
+{
+    std::mutex mutex;
+    void* nvinfer = nullptr;
+    void* onnxparser = nullptr;
+    CreateFn create_builder = nullptr;
+    CreateFn create_runtime = nullptr;
+    CreateParserFn create_parser = nullptr;
+    VersionFn version = nullptr;
+};
+
+Libraries& libraries()
+{
+    static Libraries libs;
+    return libs;
+}
+
+constexpr char const* kNvinferName = "libnvinfer.so." JD_STR(NV_TENSORRT_MAJOR);
+constexpr char const* kParserName = "libnvonnxparser.so." JD_STR(NV_TENSORRT_MAJOR);
+
+void write_error(char* err, size_t err_len, char const* format, ...) __attribute__((format(printf, 3, 4)));
+
+void write_error(char* err, size_t err_len, char const* format, ...)
+{
+    if (err == nullptr || err_len == 0)
+    {
+        return;
+    }
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(err, err_len, format, args);
+    va_end(args);
+}
+
+// Forwards every message to Rust and keeps the last few errors and warnings for error strings.
+class Logger final : public nvinfer1::ILogger
+{
+public:
+    Logger(jd_log_fn fn, void* user)
+        : mFn(fn)
+        , mUser(user)
+    {
+    }
+
+    void log(Severity severity, nvinfer1::AsciiChar const* msg) noexcept override
+    {
+        if (msg == nullptr)
+        {
+            return;
+        }
+        if (severity <= Severity::kWARNING)
+        {
+            std::lock_guard<std::mutex> lock(mMutex);
+            size_t const slot = mNext % kKept;
+            std::snprintf(mRecent[slot], sizeof(mRecent[slot]), "%s", msg);
+            ++mNext;
+        }
+        if (mFn != nullptr)
+        {
+            mFn(mUser, static_cast<int32_t>(severity), msg);
+        }
+    }
+
+    // `what`, then the messages logged since `mark` (oldest first).
+    void fail(char* err, size_t err_len, size_t mark, char const* what) noexcept
+    {
+        std::lock_guard<std::mutex> lock(mMutex);
+        size_t first = mark;
+        if (mNext - first > kKept)
+        {
+            first = mNext - kKept;
+        }
+        size_t used = 0;
+        write_error(err, err_len, "%s", what);
+        for (size_t i = first; i < mNext && err != nullptr; ++i)
+        {
+            used = std::strlen(err);
+            if (used + 3 >= err_len)
+            {
+                break;
+            }
+            write_error(err + used, err_len - used, "%s%s", i == first ? ": " : " | ", mRecent[i % kKept]);
+        }
+    }
+
+    size_t mark() noexcept
+    {
+        std::lock_guard<std::mutex> lock(mMutex);
+        return mNext;
+    }
+
+private:
+    static constexpr size_t kKept = 8;
+    jd_log_fn mFn;
+    void* mUser;
+    std::mutex mMutex;
+    char mRecent[kKept][512] = {};
+    size_t mNext = 0;
+};
+
+template <typename T>
+struct Owned
+{
+    T* ptr = nullptr;
+    explicit Owned(T* p)
+        : ptr(p)
+    {
+    }
+    Owned(Owned const&) = delete;
+    Owned& operator=(Owned const&) = delete;
+    ~Owned()
+    {
+        delete ptr;
+    }
+    T* operator->() const
+    {
+        return ptr;
+    }
+};
+
+#if NV_TENSORRT_MAJOR >= 10
+class ProgressMonitor final : public nvinfer1::IProgressMonitor
+{
+public:
+    ProgressMonitor(jd_progress_fn fn, void* user)
+        : mFn(fn)
+        , mUser(user)
+    {
+    }
+    void phaseStart(char const* phaseName, char const* parentPhase, int32_t nbSteps) noexcept override
+    {
+        mFn(mUser, JD_PHASE_START, phaseName, parentPhase, nbSteps);
+    }
+    bool stepComplete(char const* phaseName, int32_t step) noexcept override
+    {
+        return mFn(mUser, JD_STEP_COMPLETE, phaseName, nullptr, step) != 0;
+    }
+    void phaseFinish(char const* phaseName) noexcept override
+    {
+        mFn(mUser, JD_PHASE_FINISH, phaseName, nullptr, 0);
+    }
+
+private:
+    jd_progress_fn mFn;
+    void* mUser;
+};
+#endif
+
+template <typename DimsT>
+void copy_dims(DimsT const& dims, int32_t* nb_dims, int64_t* out)
+{
+    int32_t const n = dims.nbDims < 0 ? 0 : (dims.nbDims > JD_MAX_DIMS ? JD_MAX_DIMS : dims.nbDims);
+    *nb_dims = dims.nbDims;
+    for (int32_t i = 0; i < n; ++i)
+    {
+        out[i] = dims.d[i];
+    }
+}
+
+nvinfer1::Dims make_dims(int32_t nb_dims, int64_t const* values)
+{
+    nvinfer1::Dims dims{};
+    dims.nbDims = nb_dims;
+    for (int32_t i = 0; i < nb_dims && i < JD_MAX_DIMS; ++i)
+    {
+        dims.d[i] = static_cast<std::remove_reference<decltype(dims.d[0])>::type>(values[i]);
+    }
+    return dims;
+}
+
+bool load_parser(Libraries& libs, char* err, size_t err_len)
+{
+    std::lock_guard<std::mutex> lock(libs.mutex);
+    if (libs.create_parser != nullptr)
+    {
+        return true;
+    }
+    if (libs.onnxparser == nullptr)
+    {
+        libs.onnxparser = dlopen(kParserName, RTLD_NOW | RTLD_LOCAL);
+        if (libs.onnxparser == nullptr)
+        {
+            char const* why = dlerror();
+            write_error(err, err_len, "cannot load the TensorRT ONNX parser: %s", why ? why : kParserName);
+            return false;
+        }
+    }
+    libs.create_parser = reinterpret_cast<CreateParserFn>(dlsym(libs.onnxparser, "createNvOnnxParser_INTERNAL"));
+    if (libs.create_parser == nullptr)
+    {
+        write_error(err, err_len, "%s has no createNvOnnxParser_INTERNAL", kParserName);
+        return false;
+    }
+    return true;
+}
+
+} // namespace
+
+struct jd_trt
+{
+    Logger logger;
+    nvinfer1::IRuntime* runtime = nullptr;
+    jd_trt(jd_log_fn fn, void* user)
+        : logger(fn, user)
+    {
+    }
+};
+
+struct jd_engine
+{
+    jd_trt* trt;
+    nvinfer1::ICudaEngine* engine;
+};
+
+struct jd_context
+{
+    jd_trt* trt;
+    nvinfer1::IExecutionContext* context;
+};
+
+extern "C" {
+
+// Header version this shim was compiled against: major, minor, patch.
+void jd_header_version(int32_t* out)
+{
+    out[0] = NV_TENSORRT_MAJOR;
+    out[1] = NV_TENSORRT_MINOR;
+    out[2] = NV_TENSORRT_PATCH;
+}
+
+// The libnvinfer file name this shim loads.
+char const* jd_library_name()
+{
+    return kNvinferName;
+}
+
+// Loads libnvinfer, creates the runtime. `log` receives every TensorRT message (any thread).
+int32_t jd_trt_open(jd_log_fn log, void* log_user, jd_trt** out, char* err, size_t err_len)
+{
+    *out = nullptr;
+    try
+    {
+        Libraries& libs = libraries();
+        {
+            std::lock_guard<std::mutex> lock(libs.mutex);
+            if (libs.nvinfer == nullptr)
+            {
+                libs.nvinfer = dlopen(kNvinferName, RTLD_NOW | RTLD_LOCAL);
+                if (libs.nvinfer == nullptr)
+                {
+                    char const* why = dlerror();
+                    write_error(err, err_len, "%s", why ? why : kNvinferName);
+                    return 1;
+                }
+                libs.create_builder = reinterpret_cast<CreateFn>(dlsym(libs.nvinfer, "createInferBuilder_INTERNAL"));
+                libs.create_runtime = reinterpret_cast<CreateFn>(dlsym(libs.nvinfer, "createInferRuntime_INTERNAL"));
+                libs.version = reinterpret_cast<VersionFn>(dlsym(libs.nvinfer, "getInferLibVersion"));
+            }
+            if (libs.create_builder == nullptr || libs.create_runtime == nullptr || libs.version == nullptr)
+            {
+                write_error(err, err_len, "%s lacks the TensorRT factory functions", kNvinferName);
+                return 1;
+            }
+        }
+        jd_trt* trt = new jd_trt(log, log_user);
+        size_t const mark = trt->logger.mark();
+        trt->runtime
+            = static_cast<nvinfer1::IRuntime*>(libs.create_runtime(&trt->logger, NV_TENSORRT_VERSION));
+        if (trt->runtime == nullptr)
+        {
+            trt->logger.fail(err, err_len, mark, "createInferRuntime failed");
+            delete trt;
+            return 1;
+        }
+        *out = trt;
+        return 0;
+    }
+    catch (...)
+    {
+        write_error(err, err_len, "out of memory while loading TensorRT");
+        return 1;
+    }
+}
+
+void jd_trt_close(jd_trt* trt)
+{
+    if (trt != nullptr)
+    {
+        delete trt->runtime;
+        delete trt;
+    }
+}
+
+// Version of the loaded library: major, minor, patch.
+void jd_trt_version(jd_trt const* trt, int32_t* out)
+{
+    (void) trt;
+    int32_t const v = libraries().version();
+    // getInferLibVersion() encodes major*1000 + minor*100 + patch up to 8.x, then major*10000 + ...
+    int32_t const major_unit = NV_TENSORRT_MAJOR >= 10 ? 10000 : 1000;
+    out[0] = v / major_unit;
+    out[1] = (v % major_unit) / 100;
+    out[2] = v % 100;
+}
+
+void jd_blob_free(jd_blob* blob)
+{
+    if (blob != nullptr)
+    {
+        delete static_cast<nvinfer1::IHostMemory*>(blob->owner);
+        blob->owner = nullptr;
+        blob->data = nullptr;
+        blob->size = 0;
+    }
+}
+
+// Parses the ONNX model and builds a serialized engine. `timing_in` (may be empty) seeds the
+// timing cache; `timing_out` receives the updated one. `progress` may be NULL and is only called
+// on TensorRT 10+.
+int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx, size_t onnx_len,
+    char const* onnx_path, void const* timing_in, size_t timing_in_len, jd_progress_fn progress,
+    void* progress_user, jd_blob* engine_out, jd_blob* timing_out, char* err, size_t err_len)
+{
+    *engine_out = jd_blob{nullptr, 0, nullptr};
+    *timing_out = jd_blob{nullptr, 0, nullptr};
+    try
+    {
+        Libraries& libs = libraries();
+        if (!load_parser(libs, err, err_len))
+        {
+            return 1;
+        }
+#if NV_TENSORRT_MAJOR >= 11
+        if (options->precision != JD_PRECISION_FP32)
+        {
+            write_error(err, err_len,
+                "TensorRT %d builds strongly typed networks: precision comes from the ONNX model (export it in "
+                "FP16, or with Q/DQ nodes for INT8); set engine.precision = \"fp32\"",
+                NV_TENSORRT_MAJOR);
+            return 1;
+        }
+#endif
+        Logger& logger = trt->logger;
+        size_t const mark = logger.mark();
+        Owned<nvinfer1::IBuilder> builder(
+            static_cast<nvinfer1::IBuilder*>(libs.create_builder(&logger, NV_TENSORRT_VERSION)));
+        if (builder.ptr == nullptr)
+        {
+            logger.fail(err, err_len, mark, "createInferBuilder failed");
+            return 1;
+        }
+#if NV_TENSORRT_MAJOR >= 10
+        uint32_t const network_flags = 0;
+#else
+        uint32_t const network_flags
+            = 1U << static_cast<uint32_t>(nvinfer1::NetworkDefinitionCreationFlag::kEXPLICIT_BATCH);
+#endif
+        Owned<nvinfer1::INetworkDefinition> network(builder->createNetworkV2(network_flags));
+        if (network.ptr == nullptr)
+        {
+            logger.fail(err, err_len, mark, "createNetworkV2 failed");
+            return 1;
+        }
+        Owned<nvonnxparser::IParser> parser(static_cast<nvonnxparser::IParser*>(
+            libs.create_parser(network.ptr, &logger, NV_ONNX_PARSER_VERSION)));
+        if (parser.ptr == nullptr)
+        {
+            logger.fail(err, err_len, mark, "createNvOnnxParser failed");
+            return 1;
+        }
+        if (!parser->parse(onnx, onnx_len, onnx_path))
+        {
+            char message[1024];
+            write_error(message, sizeof(message), "cannot parse the ONNX model (%d errors)", parser->getNbErrors());
+            for (int i = 0; i < parser->getNbErrors() && i < 4; ++i)
+            {
+                size_t const used = std::strlen(message);
+                write_error(message + used, sizeof(message) - used, "%s%s", i == 0 ? ": " : " | ",
+                    parser->getError(i)->desc());
+            }
+            logger.fail(err, err_len, mark, message);
+            return 1;
+        }
+
+        Owned<nvinfer1::IBuilderConfig> config(builder->createBuilderConfig());
+        if (config.ptr == nullptr)
+        {
+            logger.fail(err, err_len, mark, "createBuilderConfig failed");
+            return 1;
+        }
+        config->setMemoryPoolLimit(nvinfer1::MemoryPoolType::kWORKSPACE, options->workspace_bytes);
+        config->setBuilderOptimizationLevel(options->optimization_level);
+#if NV_TENSORRT_MAJOR < 11
+        JD_ALLOW_DEPRECATED_BEGIN
+        if (options->precision == JD_PRECISION_FP16)
+        {
+            config->setFlag(nvinfer1::BuilderFlag::kFP16);
+        }
+        else if (options->precision == JD_PRECISION_INT8)
+        {
+            // No calibrator: INT8 needs a model with Q/DQ nodes; FP16 covers the layers without.
+            config->setFlag(nvinfer1::BuilderFlag::kINT8);
+            config->setFlag(nvinfer1::BuilderFlag::kFP16);
+        }
+        JD_ALLOW_DEPRECATED_END
+#endif
+        if (options->dla_core >= 0)
+        {
+            if (options->dla_core >= builder->getNbDLACores())
+            {
+                write_error(err, err_len, "DLA core %d requested, this device has %d", options->dla_core,
+                    builder->getNbDLACores());
+                return 1;
+            }
+            config->setDefaultDeviceType(nvinfer1::DeviceType::kDLA);
+            config->setDLACore(options->dla_core);
+            config->setFlag(nvinfer1::BuilderFlag::kGPU_FALLBACK);
+        }
+
+        if (options->profile_nb_dims > 0 && network->getNbInputs() > 0)
+        {
+            nvinfer1::ITensor* input = network->getInput(0);
+            bool const by_name = options->profile_input != nullptr && options->profile_input[0] != '\0';
+            for (int32_t i = 0; by_name && i < network->getNbInputs(); ++i)
+            {
+                if (std::strcmp(network->getInput(i)->getName(), options->profile_input) == 0)
+                {
+                    input = network->getInput(i);
+                }
+            }
+            if (by_name && std::strcmp(input->getName(), options->profile_input) != 0)
+            {
+                write_error(err, err_len, "the model has no input named \"%s\"", options->profile_input);
+                return 1;
+            }
+            nvinfer1::Dims const declared = input->getDimensions();
+            bool dynamic = false;
+            for (int32_t d = 0; d < declared.nbDims; ++d)
+            {
+                dynamic = dynamic || declared.d[d] < 0;
+            }
+            if (dynamic)
+            {
+                nvinfer1::IOptimizationProfile* profile = builder->createOptimizationProfile();
+                bool const ok = profile != nullptr
+                    && profile->setDimensions(input->getName(), nvinfer1::OptProfileSelector::kMIN,
+                        make_dims(options->profile_nb_dims, options->profile_min))
+                    && profile->setDimensions(input->getName(), nvinfer1::OptProfileSelector::kOPT,
+                        make_dims(options->profile_nb_dims, options->profile_opt))
+                    && profile->setDimensions(input->getName(), nvinfer1::OptProfileSelector::kMAX,
+                        make_dims(options->profile_nb_dims, options->profile_max))
+                    && config->addOptimizationProfile(profile) >= 0;
+                if (!ok)
+                {
+                    logger.fail(err, err_len, mark, "the input shape profile was rejected");
+                    return 1;
+                }
+            }
+        }
+
+        Owned<nvinfer1::ITimingCache> timing(config->createTimingCache(timing_in, timing_in_len));
+        if (timing.ptr == nullptr && timing_in_len > 0)
+        {
+            logger.log(nvinfer1::ILogger::Severity::kWARNING, "the saved timing cache is unusable; starting empty");
+            timing.ptr = config->createTimingCache(nullptr, 0);
+        }
+        if (timing.ptr == nullptr || !config->setTimingCache(*timing.ptr, false))
+        {
+            logger.fail(err, err_len, mark, "cannot set up the timing cache");
+            return 1;
+        }
+
+#if NV_TENSORRT_MAJOR >= 10
+        ProgressMonitor monitor(progress, progress_user);
+        if (progress != nullptr)
+        {
+            config->setProgressMonitor(&monitor);
+        }
+#else
+        (void) progress;
+        (void) progress_user;
+#endif
+        nvinfer1::IHostMemory* engine = builder->buildSerializedNetwork(*network.ptr, *config.ptr);
+        if (engine == nullptr || engine->size() == 0)
+        {
+            delete engine;
+            logger.fail(err, err_len, mark, "the engine build failed");
+            return 1;
+        }
+        *engine_out = jd_blob{engine->data(), static_cast<uint64_t>(engine->size()), engine};
+
+        nvinfer1::ITimingCache const* used = config->getTimingCache();
+        nvinfer1::IHostMemory* serialized = used != nullptr ? used->serialize() : nullptr;
+        if (serialized != nullptr)
+        {
+            *timing_out = jd_blob{serialized->data(), static_cast<uint64_t>(serialized->size()), serialized};
+        }
+        return 0;
+    }
+    catch (...)
+    {
+        jd_blob_free(engine_out);
+        write_error(err, err_len, "out of memory during the engine build");
+        return 1;
+    }
+}
+
+// Deserialises an engine. `dla_core` < 0: GPU engine.
+int32_t jd_engine_load(
+    jd_trt* trt, void const* data, size_t len, int32_t dla_core, jd_engine** out, char* err, size_t err_len)
+{
+    *out = nullptr;
+    try
+    {
+        size_t const mark = trt->logger.mark();
+        if (dla_core >= 0)
+        {
+            trt->runtime->setDLACore(dla_core);
+        }
+        nvinfer1::ICudaEngine* engine = trt->runtime->deserializeCudaEngine(data, len);
+        if (engine == nullptr)
+        {
+            trt->logger.fail(err, err_len, mark, "deserializeCudaEngine failed");
+            return 1;
+        }
+        *out = new jd_engine{trt, engine};
+        return 0;
+    }
+    catch (...)
+    {
+        write_error(err, err_len, "out of memory while loading the engine");
+        return 1;
+    }
+}
+
+void jd_engine_free(jd_engine* engine)
+{
+    if (engine != nullptr)
+    {
+        delete engine->engine;
+        delete engine;
+    }
+}
+
+int32_t jd_engine_nb_io(jd_engine const* engine)
+{
+    return engine->engine->getNbIOTensors();
+}
+
+// Name, direction, dtype and declared shape (-1 for dynamic dimensions) of IO tensor `index`.
+int32_t jd_engine_io(jd_engine const* engine, int32_t index, jd_tensor_info* out)
+{
+    if (index < 0 || index >= engine->engine->getNbIOTensors())
+    {
+        return 1;
+    }
+    char const* name = engine->engine->getIOTensorName(index);
+    out->name = name;
+    out->mode = static_cast<int32_t>(engine->engine->getTensorIOMode(name));
+    out->dtype = static_cast<int32_t>(engine->engine->getTensorDataType(name));
+    copy_dims(engine->engine->getTensorShape(name), &out->nb_dims, out->dims);
+    return 0;
+}
+
+// Device memory an execution context of this engine needs (upper bound over its profiles).
+int64_t jd_engine_device_memory(jd_engine const* engine)
+{
+#if NV_TENSORRT_MAJOR > 10 || (NV_TENSORRT_MAJOR == 10 && NV_TENSORRT_MINOR >= 1)
+    return engine->engine->getDeviceMemorySizeV2();
+#else
+    return static_cast<int64_t>(engine->engine->getDeviceMemorySize());
+#endif
+}
+
+// An execution context that owns no device memory: the caller supplies it before enqueueing.
+int32_t jd_context_create(jd_engine* engine, jd_context** out, char* err, size_t err_len)
+{
+    *out = nullptr;
+    try
+    {
+        size_t const mark = engine->trt->logger.mark();
+#if NV_TENSORRT_MAJOR >= 10
+        nvinfer1::IExecutionContext* context
+            = engine->engine->createExecutionContext(nvinfer1::ExecutionContextAllocationStrategy::kUSER_MANAGED);
+#else
+        nvinfer1::IExecutionContext* context = engine->engine->createExecutionContextWithoutDeviceMemory();
+#endif
+        if (context == nullptr)
+        {
+            engine->trt->logger.fail(err, err_len, mark, "cannot create an execution context");
+            return 1;
+        }
+        *out = new jd_context{engine->trt, context};
+        return 0;
+    }
+    catch (...)
+    {
+        write_error(err, err_len, "out of memory while creating an execution context");
+        return 1;
+    }
+}
+
+void jd_context_free(jd_context* context)
+{
+    if (context != nullptr)
+    {
+        delete context->context;
+        delete context;
+    }
+}
+
+// Scratch memory for the context; `size` must be at least jd_engine_device_memory() (the
+// caller checks: TensorRT reports a too-small size only through the logger).
+void jd_context_set_device_memory(jd_context* context, void* memory, int64_t size)
+{
+#if NV_TENSORRT_MAJOR > 10 || (NV_TENSORRT_MAJOR == 10 && NV_TENSORRT_MINOR >= 1)
+    context->context->setDeviceMemoryV2(memory, size);
+#else
+    (void) size;
+    context->context->setDeviceMemory(memory);
+#endif
+}
+
+int32_t jd_context_set_input_shape(
+    jd_context* context, char const* name, int32_t nb_dims, int64_t const* dims, char* err, size_t err_len)
+{
+    size_t const mark = context->trt->logger.mark();
+    if (nb_dims < 0 || nb_dims > JD_MAX_DIMS || !context->context->setInputShape(name, make_dims(nb_dims, dims)))
+    {
+        context->trt->logger.fail(err, err_len, mark, "setInputShape failed");
+        return 1;
+    }
+    return 0;
+}
+
+// Resolved shape of a tensor once every input shape is known.
+int32_t jd_context_tensor_shape(jd_context const* context, char const* name, int32_t* nb_dims, int64_t* dims)
+{
+    copy_dims(context->context->getTensorShape(name), nb_dims, dims);
+    return *nb_dims < 0 ? 1 : 0;
+}
+
+int32_t jd_context_set_tensor_address(jd_context* context, char const* name, void* address, char* err, size_t err_len)
+{
+    size_t const mark = context->trt->logger.mark();
+    if (!context->context->setTensorAddress(name, address))
+    {
+        context->trt->logger.fail(err, err_len, mark, "setTensorAddress failed");
+        return 1;
+    }
+    return 0;
+}
+
+// Enqueues inference on `stream` (a CUstream / cudaStream_t).
+int32_t jd_context_enqueue(jd_context* context, void* stream, char* err, size_t err_len)
+{
+    size_t const mark = context->trt->logger.mark();
+    if (!context->context->enqueueV3(static_cast<cudaStream_t>(stream)))
+    {
+        context->trt->logger.fail(err, err_len, mark, "enqueueV3 failed");
+        return 1;
+    }
+    return 0;
+}
+
+} // extern "C"
