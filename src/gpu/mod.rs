@@ -1,1 +1,95 @@
-//! CUDA layer. Placeholder: filled in by its owner.
+//! CUDA layer (cargo feature `cuda`): device probe, pinned/mapped frame slots, the NVRTC-compiled
+//! preprocessing kernel, and the per-camera GPU thread.
+//!
+//! Owns: every CUDA driver and NVRTC call of the crate except TensorRT's (`src/trt`). libcuda is
+//! loaded at run time; [`driver_present`] is checked before any cudarc call, because cudarc panics
+//! when the library is missing, so a machine without the NVIDIA driver gets [`GpuError::NoDriver`].
+//!
+//! Thread model: CUDA work for a camera runs on one dedicated OS thread ([`spawn_gpu_thread`]) that
+//! binds the device's primary context once and owns the camera's stream. Nothing here may be
+//! called from tokio worker threads.
+//!
+//! Must not: decide fallbacks (the caller chooses the CPU backend when the config allows it), run
+//! models, or allocate per frame.
+
+mod bench;
+mod preprocessor;
+mod probe;
+mod slots;
+
+pub use bench::{bench_preprocess, PreprocessBenchReport, PreprocessBenchRequest};
+pub use preprocessor::{kernel_source, GpuPreprocessor};
+pub use probe::{device_count, driver_present, probe, GpuDevice, GpuProbe};
+pub use slots::{slot_memory, HostMemoryKind, HostSlotMemory};
+
+pub use cudarc::driver::{CudaSlice, CudaStream};
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Errors of the CUDA layer.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("libcuda not found: no NVIDIA driver")]
+    NoDriver,
+    #[error(
+        "libnvrtc not found (looked for libnvrtc.so, libnvrtc.so.12/.11 and others): install the CUDA \
+         runtime compiler, or warm the kernel cache on a machine that has it"
+    )]
+    NoNvrtc,
+    #[error("no CUDA device {ordinal} (found {count})")]
+    NoDevice { ordinal: usize, count: usize },
+    #[error("CUDA {operation} failed: {source}")]
+    Driver {
+        operation: &'static str,
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
+    #[error("compiling the preprocessing kernel failed: {0}")]
+    Compile(String),
+    #[error("frame of {needed} bytes does not fit the {capacity}-byte GPU buffer")]
+    FrameTooLarge { needed: usize, capacity: usize },
+    #[error("output buffer has {actual} bytes, the input tensor needs {expected}")]
+    OutputSize { expected: usize, actual: usize },
+    #[error("impossible input tensor size {width}x{height}")]
+    TensorSize { width: u32, height: u32 },
+    #[error("CPU preprocessing (benchmark reference) failed: {0}")]
+    CpuReference(#[from] crate::preprocess::PreprocessError),
+}
+
+/// Adds the name of the failing operation to a cudarc error.
+pub(crate) trait DriverContext<T> {
+    fn during(self, operation: &'static str) -> Result<T, GpuError>;
+}
+
+impl<T> DriverContext<T> for Result<T, cudarc::driver::DriverError> {
+    fn during(self, operation: &'static str) -> Result<T, GpuError> {
+        self.map_err(|source| GpuError::Driver { operation, source })
+    }
+}
+
+/// What a camera's GPU thread gets: the device (primary context bound to this thread) and the
+/// camera's own stream. All work of the camera is enqueued on `stream`, in order.
+pub struct GpuStage {
+    pub device: GpuDevice,
+    pub stream: Arc<CudaStream>,
+}
+
+/// Spawns the dedicated GPU thread of one camera: binds the primary context once, creates the
+/// camera's stream, then runs `work` there. The thread is named `gpu-<camera>`.
+pub fn spawn_gpu_thread<T, F>(
+    device: &GpuDevice,
+    camera: &str,
+    work: F,
+) -> std::io::Result<JoinHandle<Result<T, GpuError>>>
+where
+    T: Send + 'static,
+    F: FnOnce(GpuStage) -> Result<T, GpuError> + Send + 'static,
+{
+    let device = device.clone();
+    std::thread::Builder::new().name(format!("gpu-{camera}")).spawn(move || {
+        device.bind_to_thread()?;
+        let stream = device.new_stream()?;
+        work(GpuStage { device, stream })
+    })
+}

@@ -4,6 +4,8 @@
 mod broker;
 mod daemon;
 mod detect;
+#[cfg(feature = "cuda")]
+mod gpu;
 mod mqtt;
 mod notify;
 mod sources;

@@ -1,0 +1,283 @@
+//! GPU tests against a real device: the preprocessing kernel against the CPU implementation, and
+//! the mapped, pinned and heap slot paths against each other. They run only with
+//! `JETSON_DETECTD_GPU_TESTS=1 cargo test --features cuda`; otherwise each prints why it skipped.
+
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use jetson_detectd::config::{ColorOrder, ResizeKind, TensorDtype, TensorLayout};
+use jetson_detectd::frame::{FrameMeta, FrameSlot, HeapMemory, PixelFormat, SlotMemory};
+use jetson_detectd::gpu::{self, CudaSlice, CudaStream, GpuDevice, GpuPreprocessor, HostMemoryKind, HostSlotMemory};
+use jetson_detectd::preprocess::{preprocess_cpu, PreprocessSpec};
+
+const FORMATS: [PixelFormat; 5] =
+    [PixelFormat::Rgb8, PixelFormat::Bgr8, PixelFormat::Rgba8, PixelFormat::Yuyv, PixelFormat::Nv12];
+const LAYOUTS: [TensorLayout; 2] = [TensorLayout::Nchw, TensorLayout::Nhwc];
+const DTYPES: [TensorDtype; 3] = [TensorDtype::U8, TensorDtype::F16, TensorDtype::F32];
+const RESIZES: [ResizeKind; 2] = [ResizeKind::Stretch, ResizeKind::Letterbox];
+
+/// The device, or `None` (with the reason on stderr, past the test harness's capture) when GPU
+/// tests are not enabled.
+fn gpu_or_skip(test: &str) -> Option<GpuDevice> {
+    if std::env::var("JETSON_DETECTD_GPU_TESTS").as_deref() != Ok("1") {
+        let _ = writeln!(std::io::stderr(), "skipped {test}: set JETSON_DETECTD_GPU_TESTS=1 to run GPU tests");
+        return None;
+    }
+    assert!(gpu::driver_present(), "JETSON_DETECTD_GPU_TESTS=1 but libcuda not found: no NVIDIA driver");
+    Some(GpuDevice::open(0).expect("open CUDA device 0"))
+}
+
+/// xorshift64*, seeded from the clock: every run draws fresh inputs; the seed is printed so a
+/// failure can be replayed with JETSON_DETECTD_GPU_SEED.
+struct Random(u64);
+
+impl Random {
+    fn fresh(test: &str) -> Self {
+        let seed = std::env::var("JETSON_DETECTD_GPU_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1);
+        let _ = writeln!(std::io::stderr(), "{test}: JETSON_DETECTD_GPU_SEED={seed}");
+        Random(seed)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, bound: u32) -> u32 {
+        (self.next() >> 33) as u32 % bound
+    }
+    fn range(&mut self, low: u32, high: u32) -> u32 {
+        low + self.below(high - low + 1)
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| (self.next() >> 56) as u8).collect()
+    }
+}
+
+fn random_frame_size(random: &mut Random, format: PixelFormat) -> (u32, u32) {
+    let (mut width, mut height) = (random.range(1, 240), random.range(1, 160));
+    if matches!(format, PixelFormat::Yuyv | PixelFormat::Nv12) {
+        width = (width + 1) & !1;
+    }
+    if format == PixelFormat::Nv12 {
+        height = (height + 1) & !1;
+    }
+    (width, height)
+}
+
+fn random_spec(random: &mut Random, layout: TensorLayout, dtype: TensorDtype, resize: ResizeKind) -> PreprocessSpec {
+    let float = dtype != TensorDtype::U8;
+    let mut channel = |low: f32, span: f32| [0; 3].map(|_| low + span * random.unit());
+    let (mean, std) = if float { (channel(0.0, 255.0), channel(0.5, 100.0)) } else { ([0.0; 3], [1.0; 3]) };
+    PreprocessSpec {
+        width: random.range(1, 130),
+        height: random.range(1, 130),
+        layout,
+        dtype,
+        color: if random.below(2) == 0 { ColorOrder::Rgb } else { ColorOrder::Bgr },
+        resize,
+        pad: random.below(256) as u8,
+        mean,
+        std,
+    }
+}
+
+fn meta(width: u32, height: u32, format: PixelFormat) -> FrameMeta {
+    FrameMeta { width, height, format, sequence: 0, captured_at: SystemTime::now() }
+}
+
+fn filled_slot(memory: Box<dyn SlotMemory>, frame: &[u8], meta: &FrameMeta) -> FrameSlot {
+    let mut slot = FrameSlot::new(memory);
+    slot.prepare(meta.width, meta.height, meta.format).expect("prepare slot").copy_from_slice(frame);
+    slot
+}
+
+/// Runs the kernel twice into `dst`, once over a 0x00 and once over a 0xFF poison, and returns the
+/// tensor after checking both runs agree (so every byte was written).
+fn run_poisoned(
+    preprocessor: &mut GpuPreprocessor,
+    stream: &std::sync::Arc<CudaStream>,
+    slot: &FrameSlot,
+    dst: &mut CudaSlice<u8>,
+) -> Vec<u8> {
+    let mut results = [0x00u8, 0xFF].map(|poison| {
+        stream.memcpy_htod(&vec![poison; dst.len()], dst).expect("poison output");
+        preprocessor.run(slot, dst).expect("enqueue preprocessing");
+        let tensor = stream.clone_dtoh(dst).expect("download tensor");
+        stream.synchronize().expect("kernel ran without error");
+        tensor
+    });
+    assert!(results[0] == results[1], "some output bytes were not written (they kept the poison)");
+    std::mem::take(&mut results[0])
+}
+
+fn ulp_f32(value: f32) -> f32 {
+    let magnitude = value.abs();
+    f32::from_bits(magnitude.to_bits() + 1) - magnitude
+}
+
+fn ulp_f16(value: f32) -> f32 {
+    let magnitude = half::f16::from_f32(value.abs());
+    half::f16::from_bits(magnitude.to_bits() + 1).to_f32() - magnitude.to_f32()
+}
+
+/// Largest difference between the two tensors in LSBs of the dtype (ulps of the reference value
+/// for floats).
+fn max_error_lsb(dtype: TensorDtype, gpu: &[u8], cpu: &[u8]) -> f32 {
+    match dtype {
+        TensorDtype::U8 => gpu.iter().zip(cpu).map(|(g, c)| g.abs_diff(*c) as f32).fold(0.0, f32::max),
+        TensorDtype::F16 => gpu
+            .chunks_exact(2)
+            .zip(cpu.chunks_exact(2))
+            .map(|(g, c)| {
+                let g = half::f16::from_ne_bytes([g[0], g[1]]).to_f32();
+                let c = half::f16::from_ne_bytes([c[0], c[1]]).to_f32();
+                if g.is_nan() || c.is_nan() {
+                    f32::INFINITY
+                } else {
+                    (g - c).abs() / ulp_f16(c)
+                }
+            })
+            .fold(0.0, f32::max),
+        TensorDtype::F32 => gpu
+            .chunks_exact(4)
+            .zip(cpu.chunks_exact(4))
+            .map(|(g, c)| {
+                let g = f32::from_ne_bytes([g[0], g[1], g[2], g[3]]);
+                let c = f32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+                if g.is_nan() || c.is_nan() {
+                    f32::INFINITY
+                } else {
+                    (g - c).abs() / ulp_f32(c)
+                }
+            })
+            .fold(0.0, f32::max),
+    }
+}
+
+#[test]
+fn probe_describes_the_device() {
+    let Some(device) = gpu_or_skip("probe_describes_the_device") else { return };
+    let probe = device.probe();
+    let _ = writeln!(std::io::stderr(), "{}", serde_json::to_string(probe).expect("probe serialises"));
+    assert!(!probe.name.is_empty());
+    assert!(probe.total_memory_bytes >= probe.free_memory_bytes && probe.free_memory_bytes > 0);
+    assert!(probe.compute_capability.contains('.') && probe.multiprocessors > 0);
+    assert_eq!(gpu::probe(0).expect("probe").name, probe.name);
+}
+
+#[test]
+fn kernel_matches_cpu_for_every_format_layout_dtype_and_resize() {
+    let Some(device) = gpu_or_skip("kernel_matches_cpu_for_every_format_layout_dtype_and_resize") else { return };
+    let stream = device.new_stream().expect("stream");
+    let cache = tempfile::tempdir().expect("cache dir");
+    let mut random = Random::fresh("kernel_matches_cpu");
+    let mut cases = 0;
+    let mut worst = Vec::new();
+    for format in FORMATS {
+        for layout in LAYOUTS {
+            for dtype in DTYPES {
+                for resize in RESIZES {
+                    let mut case_worst = 0.0f32;
+                    for _ in 0..3 {
+                        let (width, height) = random_frame_size(&mut random, format);
+                        let spec = random_spec(&mut random, layout, dtype, resize);
+                        let meta = meta(width, height, format);
+                        let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
+                        let mut cpu = vec![0u8; spec.bytes()];
+                        preprocess_cpu(&frame, &meta, &spec, &mut cpu).expect("cpu preprocessing");
+                        let mut preprocessor =
+                            GpuPreprocessor::new(&device, stream.clone(), &spec, Some(cache.path()), frame.len())
+                                .expect("preprocessor");
+                        let slot = filled_slot(gpu::slot_memory(&device, frame.len()).expect("slot"), &frame, &meta);
+                        let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
+                        let tensor = run_poisoned(&mut preprocessor, &stream, &slot, &mut dst);
+                        let error = max_error_lsb(dtype, &tensor, &cpu);
+                        assert!(
+                            error <= 1.0,
+                            "{} {width}x{height} → {spec:?}: GPU differs from CPU by {error} LSB",
+                            format.name()
+                        );
+                        case_worst = case_worst.max(error);
+                        cases += 1;
+                    }
+                    worst.push(format!("{} {layout:?} {dtype:?} {resize:?}: {case_worst}", format.name()));
+                }
+            }
+        }
+    }
+    let _ = writeln!(std::io::stderr(), "{cases} cases, worst error in LSB per combination:\n{}", worst.join("\n"));
+    assert!(std::fs::read_dir(cache.path()).expect("cache").count() >= 1, "the compiled kernel was cached");
+}
+
+#[test]
+fn kernel_matches_cpu_on_full_size_frames() {
+    let Some(device) = gpu_or_skip("kernel_matches_cpu_on_full_size_frames") else { return };
+    let stream = device.new_stream().expect("stream");
+    let mut random = Random::fresh("full_size");
+    let cases = [
+        (1920, 1080, PixelFormat::Yuyv, 640, 640, TensorLayout::Nchw, TensorDtype::F16, ResizeKind::Letterbox),
+        (1280, 720, PixelFormat::Nv12, 300, 300, TensorLayout::Nhwc, TensorDtype::U8, ResizeKind::Stretch),
+        (640, 480, PixelFormat::Bgr8, 1280, 736, TensorLayout::Nchw, TensorDtype::F32, ResizeKind::Letterbox),
+    ];
+    for (width, height, format, out_w, out_h, layout, dtype, resize) in cases {
+        let mut spec = random_spec(&mut random, layout, dtype, resize);
+        (spec.width, spec.height) = (out_w, out_h);
+        let meta = meta(width, height, format);
+        let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
+        let mut cpu = vec![0u8; spec.bytes()];
+        preprocess_cpu(&frame, &meta, &spec, &mut cpu).expect("cpu preprocessing");
+        let mut preprocessor =
+            GpuPreprocessor::new(&device, stream.clone(), &spec, None, frame.len()).expect("preprocessor");
+        let slot = filled_slot(gpu::slot_memory(&device, frame.len()).expect("slot"), &frame, &meta);
+        let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
+        let tensor = run_poisoned(&mut preprocessor, &stream, &slot, &mut dst);
+        let error = max_error_lsb(dtype, &tensor, &cpu);
+        let _ = writeln!(std::io::stderr(), "{} {width}x{height} → {spec:?}: {error} LSB", format.name());
+        assert!(error <= 1.0, "{} {width}x{height}: GPU differs from CPU by {error} LSB", format.name());
+    }
+}
+
+#[test]
+fn mapped_pinned_and_heap_slots_give_identical_tensors() {
+    let Some(device) = gpu_or_skip("mapped_pinned_and_heap_slots_give_identical_tensors") else { return };
+    let stream = device.new_stream().expect("stream");
+    let mut random = Random::fresh("slot_paths");
+    for format in FORMATS {
+        let (width, height) = random_frame_size(&mut random, format);
+        let spec = random_spec(&mut random, TensorLayout::Nchw, TensorDtype::F32, ResizeKind::Letterbox);
+        let meta = meta(width, height, format);
+        let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
+        let mut preprocessor =
+            GpuPreprocessor::new(&device, stream.clone(), &spec, None, frame.len()).expect("preprocessor");
+        let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
+        let memories: [(&str, Box<dyn SlotMemory>); 3] = [
+            ("mapped", Box::new(HostSlotMemory::new(&device, frame.len(), HostMemoryKind::Mapped).expect("mapped"))),
+            ("pinned", Box::new(HostSlotMemory::new(&device, frame.len(), HostMemoryKind::Pinned).expect("pinned"))),
+            ("heap", Box::new(HeapMemory::with_capacity(frame.len()))),
+        ];
+        let tensors = memories.map(|(name, memory)| {
+            let slot = filled_slot(memory, &frame, &meta);
+            (name, run_poisoned(&mut preprocessor, &stream, &slot, &mut dst))
+        });
+        for (name, tensor) in &tensors[1..] {
+            assert!(*tensor == tensors[0].1, "{} {name} slot differs from the mapped slot", format.name());
+        }
+    }
+}
+
+#[test]
+fn pinned_slots_refuse_frames_larger_than_allocated() {
+    let Some(device) = gpu_or_skip("pinned_slots_refuse_frames_larger_than_allocated") else { return };
+    let memory = gpu::slot_memory(&device, 64).expect("slot");
+    assert_eq!(memory.capacity(), 64);
+    let mut slot = FrameSlot::new(memory);
+    assert!(slot.prepare(4, 4, PixelFormat::Rgba8).is_ok());
+    assert!(slot.prepare(8, 8, PixelFormat::Rgba8).is_err(), "fixed page-locked memory cannot grow");
+}
