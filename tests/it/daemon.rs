@@ -1,6 +1,6 @@
 //! The `jetson-detectd` binary, driven as a user would.
 
-use crate::daemon_command as daemon;
+use crate::arch::daemon_command as daemon;
 
 #[test]
 fn check_config_accepts_the_embedded_default() {

@@ -1,0 +1,44 @@
+//! Which architecture the integration tests run as, and how to start our own binary on it.
+//!
+//! In CI the aarch64 test binaries run under qemu-user through cargo's `CARGO_TARGET_<TRIPLE>_RUNNER`.
+//! qemu-user cannot `execve` another aarch64 binary by itself (no binfmt_misc in a CI container), so
+//! tests that start `jetson-detectd` go through the same runner via [`daemon_command`].
+
+use std::process::{Command, Stdio};
+
+/// A command that starts the `jetson-detectd` binary built for this test run, wrapped in the runner
+/// cargo used for this test binary (e.g. qemu-aarch64) when one is set.
+pub fn daemon_command() -> Command {
+    let binary = env!("CARGO_BIN_EXE_jetson-detectd");
+    let runner_var = format!("CARGO_TARGET_{}_UNKNOWN_LINUX_GNU_RUNNER", std::env::consts::ARCH.to_uppercase());
+    let runner = std::env::var(runner_var).unwrap_or_default();
+    let mut runner_words = runner.split_whitespace();
+    match runner_words.next() {
+        Some(program) => {
+            let mut command = Command::new(program);
+            command.args(runner_words).arg(binary);
+            command
+        }
+        None => Command::new(binary),
+    }
+}
+
+#[test]
+fn reports_the_architecture_it_runs_as() {
+    println!("integration tests running as {}", std::env::consts::ARCH);
+    assert!(
+        matches!(std::env::consts::ARCH, "x86_64" | "aarch64"),
+        "unsupported architecture {}",
+        std::env::consts::ARCH
+    );
+}
+
+#[test]
+fn daemon_binary_starts_on_this_architecture() {
+    let output = daemon_command()
+        .arg("--help")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", env!("CARGO_BIN_EXE_jetson-detectd")));
+    assert!(output.status.success(), "jetson-detectd --help failed: {}", String::from_utf8_lossy(&output.stderr));
+}
