@@ -35,6 +35,10 @@ use crate::telemetry::{
 /// A camera silent for longer than this (and at least a few of its frame intervals) stops the
 /// systemd watchdog keep-alive when no `WatchdogSec=` is set to derive it from.
 const DEFAULT_MAX_SILENCE: Duration = Duration::from_secs(30);
+/// Each engine-build progress event (about one a second) extends systemd's start timeout by this
+/// much, so a build of many minutes is never killed while a stuck one still is.
+#[cfg(feature = "tensorrt")]
+const BUILD_TIMEOUT_EXTENSION: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -72,31 +76,76 @@ impl DaemonError {
     }
 }
 
-/// Loads the model on the configured backend (falling back to the CPU when the config allows).
-pub fn load_backend(config: &Config) -> Result<Arc<dyn Backend>, DaemonError> {
-    let spec = PreprocessSpec::from(&config.model.input);
-    let load_cpu = || -> Result<Arc<dyn Backend>, DaemonError> {
-        let onnx = config.model.onnx.as_deref().ok_or_else(|| {
-            BackendError::Unavailable(
-                "cpu",
-                "the CPU backend needs `model.onnx` (a TensorRT engine cannot run on it)".into(),
-            )
-        })?;
-        Ok(Arc::new(CpuBackend::load(onnx, spec.clone(), config.model.input.name.as_deref())?))
+/// Loads the model on the configured backend: `auto` tries TensorRT (when built in) and runs on
+/// the CPU when TensorRT or the GPU is missing; `tensorrt` falls back only when the config says so.
+/// `progress` sees an engine build, which can take minutes on first start.
+pub fn load_backend(config: &Config, progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, DaemonError> {
+    let may_fall_back = match config.device.backend {
+        BackendChoice::Cpu => return load_cpu(config),
+        BackendChoice::Auto => true,
+        BackendChoice::Tensorrt => config.device.fallback == Fallback::Cpu,
     };
-    match config.device.backend {
-        BackendChoice::Cpu | BackendChoice::Auto => load_cpu(),
-        BackendChoice::Tensorrt => {
-            let reason = "this binary was built without the `tensorrt` feature".to_string();
-            match config.device.fallback {
-                Fallback::Cpu => {
-                    log::warn!("TensorRT backend unavailable ({reason}); falling back to the CPU backend");
-                    load_cpu()
-                }
-                Fallback::None => Err(BackendError::Unavailable("tensorrt", reason).into()),
-            }
+    match load_tensorrt(config, progress) {
+        Ok(backend) => Ok(backend),
+        Err(BackendError::Unavailable(_, reason)) if may_fall_back => {
+            let level = if config.device.backend == BackendChoice::Auto { log::Level::Info } else { log::Level::Warn };
+            log::log!(level, "TensorRT backend unavailable ({reason}); running on the CPU backend");
+            load_cpu(config)
         }
+        Err(e) => Err(e.into()),
     }
+}
+
+fn load_cpu(config: &Config) -> Result<Arc<dyn Backend>, DaemonError> {
+    let onnx = config.model.onnx.as_deref().ok_or_else(|| {
+        BackendError::Unavailable(
+            "cpu",
+            "the CPU backend needs `model.onnx` (a TensorRT engine cannot run on it)".into(),
+        )
+    })?;
+    let spec = PreprocessSpec::from(&config.model.input);
+    Ok(Arc::new(CpuBackend::load(onnx, spec, config.model.input.name.as_deref())?))
+}
+
+/// An engine-build progress event (TensorRT builds only).
+#[cfg(feature = "tensorrt")]
+pub type BuildProgress = crate::trt::Progress;
+/// An engine-build progress event; this binary has no TensorRT, so none ever happens.
+#[cfg(not(feature = "tensorrt"))]
+pub type BuildProgress = std::convert::Infallible;
+
+#[cfg(feature = "tensorrt")]
+fn load_tensorrt(config: &Config, progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
+    use crate::gpu::{preprocessing_input_stage, GpuDevice, GpuError};
+    let device = GpuDevice::open(config.device.gpu as usize).map_err(|e| match e {
+        GpuError::NoDriver | GpuError::NoDevice { .. } => BackendError::Unavailable("tensorrt", e.to_string()),
+        other => BackendError::Inference(other.to_string()),
+    })?;
+    let input_stage = preprocessing_input_stage(device, config.engine.cache_dir.clone(), max_frame_bytes(config));
+    Ok(Arc::new(crate::trt::TrtBackend::open(config, input_stage, progress)?))
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn load_tensorrt(_config: &Config, _progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
+    Err(BackendError::Unavailable("tensorrt", "this binary was built without the `tensorrt` feature".into()))
+}
+
+/// The largest frame any configured camera can deliver, for the GPU staging buffer. Image files
+/// and GStreamer pipelines have no fixed size: room for a 4K RGBA frame covers them.
+#[cfg(feature = "tensorrt")]
+fn max_frame_bytes(config: &Config) -> usize {
+    use crate::config::SourceConfig;
+    const UNKNOWN_SIZE: usize = 3840 * 2160 * 4;
+    config
+        .cameras
+        .iter()
+        .map(|camera| match &camera.source {
+            SourceConfig::V4l2 { width, height, .. } => *width as usize * *height as usize * 3,
+            SourceConfig::Synthetic { width, height } => *width as usize * *height as usize * 3,
+            SourceConfig::Images { .. } | SourceConfig::Gstreamer { .. } => UNKNOWN_SIZE,
+        })
+        .max()
+        .unwrap_or(UNKNOWN_SIZE)
 }
 
 /// Per-camera state the sink keeps.
@@ -129,12 +178,7 @@ impl FrameSink for DaemonSink {
         }
         let publish_started = Instant::now();
         if lock(&entry.policy).should_publish(detections, publish_started) {
-            let latency = Latency {
-                preprocess: timings.pre.unwrap_or_default(),
-                infer: timings.infer.unwrap_or_default(),
-                postprocess: timings.post.unwrap_or_default(),
-                total: timings.total.unwrap_or_default(),
-            };
+            let latency = Latency::from(timings);
             let payload = detections_message(camera, slot.meta(), &latency, detections, &self.labels);
             self.publisher.publish(entry.detections_topic.clone(), payload, false);
         }
@@ -176,7 +220,16 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let labels = Arc::new(Labels::load(&config.model.labels)?);
     let params = DecodeParams::from_config(&config.model, &labels).map_err(DaemonError::Classes)?;
     let _ = notifier.status("loading model");
-    let backend = load_backend(&config)?;
+    #[cfg(feature = "tensorrt")]
+    let backend = {
+        let mut display = crate::trt::ProgressReporter::default();
+        load_backend(&config, |event| {
+            display.report(&event);
+            let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
+        })?
+    };
+    #[cfg(not(feature = "tensorrt"))]
+    let backend = load_backend(&config, |never| match never {})?;
     log::info!("backend: {:?}", backend.info());
 
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -3,6 +3,7 @@
 //! integration tests and benches can drive the same code.
 
 pub mod backend;
+pub mod bench;
 pub mod config;
 pub mod daemon;
 pub mod decode;
@@ -13,9 +14,11 @@ pub mod homeassistant;
 pub mod logging;
 pub mod mqtt;
 pub mod notify;
+pub mod oneshot;
 pub mod payload;
 pub mod pipeline;
 pub mod preprocess;
+pub mod probe;
 pub mod publish_policy;
 pub mod snapshot;
 pub mod source;

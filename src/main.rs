@@ -1,15 +1,25 @@
 //! The `jetson-detectd` command line. Only argument handling, error context and exit codes live
 //! here; the work is in the library.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use jetson_detectd::backend::Backend;
 use jetson_detectd::config::{Config, ConfigError};
+use jetson_detectd::daemon::{self, DaemonError};
+use jetson_detectd::decode::DecodeParams;
+use jetson_detectd::detection::Labels;
+use jetson_detectd::{bench, logging, oneshot, probe};
 
 /// EX_CONFIG from sysexits.h: the systemd unit's RestartPreventExitStatus, so a bad config does
 /// not restart-loop.
 const EXIT_CONFIG: u8 = 78;
+/// Any other failure (systemd restarts the service).
+const EXIT_FAILURE: u8 = 1;
 
 #[derive(Parser)]
 #[command(name = "jetson-detectd", version, about = "Object detection on camera frames, published over MQTT")]
@@ -18,37 +28,278 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Subcommand)]
-enum Command {
-    /// Validate a config file (or the built-in default) without starting anything.
-    CheckConfig {
-        /// Config file; default: the built-in default (config/jetson-detectd.toml).
-        #[arg(long, short)]
-        config: Option<PathBuf>,
-    },
+#[derive(clap::Args)]
+struct ConfigArg {
+    /// Config file; default: the built-in default (config/jetson-detectd.toml: CPU or TensorRT,
+    /// bundled model, bundled sample images, broker on localhost:1883).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
 }
 
-fn load_config(path: Option<&Path>) -> Result<Config, ConfigError> {
-    match path {
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon until SIGTERM/SIGINT (SIGHUP reloads thresholds and publish settings).
+    Run(ConfigArg),
+    /// Validate a config file (or the built-in default) without starting anything.
+    CheckConfig(ConfigArg),
+    /// Detect objects in image files and print one JSON line per file (no MQTT).
+    Detect {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Overrides `model.score_threshold`.
+        #[arg(long)]
+        threshold: Option<f32>,
+        /// Image files (PNG, JPEG, BMP, PPM).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print what this machine offers as JSON: GPU, TensorRT, cameras, broker reachability.
+    Probe(ConfigArg),
+    /// Time every pipeline stage on one image with the configured backend; prints JSON.
+    Bench {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Image to run; default: the first image of the first `images` camera.
+        #[arg(long)]
+        image: Option<PathBuf>,
+        #[arg(long, default_value_t = 5)]
+        warmup: usize,
+        #[arg(long, default_value_t = 50)]
+        iterations: usize,
+        /// Also benchmark the CUDA preprocessing kernel (1080p YUYV to 640x640 f16) on the GPU.
+        #[arg(long)]
+        gpu: bool,
+    },
+    /// Build the TensorRT engine for the config into the engine cache (or confirm it is current).
+    BuildEngine(ConfigArg),
+}
+
+fn load_config(arg: &ConfigArg) -> Result<Config, ConfigError> {
+    match &arg.config {
         Some(path) => Config::load(path),
         None => Config::embedded_default(),
     }
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::CheckConfig { config } => match load_config(config.as_deref()) {
-            Ok(config) => {
-                println!("{}: ok ({} camera(s))", config.origin, config.cameras.len());
-                ExitCode::SUCCESS
-            }
-            Err(e) => report(anyhow::Error::new(e).context("invalid configuration"), EXIT_CONFIG),
-        },
+/// A failed command: what to print and which exit code to use.
+struct Failure {
+    error: anyhow::Error,
+    code: u8,
+}
+
+impl Failure {
+    fn config(error: ConfigError) -> Self {
+        Failure { error: anyhow::Error::new(error).context("invalid configuration"), code: EXIT_CONFIG }
+    }
+    fn other(error: anyhow::Error) -> Self {
+        Failure { error, code: EXIT_FAILURE }
     }
 }
 
-fn report(error: anyhow::Error, code: u8) -> ExitCode {
-    eprintln!("jetson-detectd: {error:#}");
-    ExitCode::from(code)
+impl From<DaemonError> for Failure {
+    fn from(error: DaemonError) -> Self {
+        let code = if error.is_configuration_problem() { EXIT_CONFIG } else { EXIT_FAILURE };
+        Failure { error: anyhow::Error::new(error), code }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Run(arg) => run(&arg),
+        Command::CheckConfig(arg) => check_config(&arg),
+        Command::Detect { config, threshold, files } => detect(&config, threshold, &files),
+        Command::Probe(arg) => probe_command(&arg),
+        Command::Bench { config, image, warmup, iterations, gpu } => {
+            bench_command(&config, image.as_deref(), warmup, iterations, gpu)
+        }
+        Command::BuildEngine(arg) => build_engine(&arg),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure { error, code }) => {
+            eprintln!("jetson-detectd: {error:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run(arg: &ConfigArg) -> Result<(), Failure> {
+    let config = load_config(arg).map_err(Failure::config)?;
+    logging::init(config.device.log_level.filter());
+    log::info!("jetson-detectd {} starting with {}", env!("CARGO_PKG_VERSION"), config.origin);
+    daemon::run(config, arg.config.clone()).map_err(|e| {
+        log::error!("{e}");
+        Failure::from(e)
+    })
+}
+
+fn check_config(arg: &ConfigArg) -> Result<(), Failure> {
+    let config = load_config(arg).map_err(Failure::config)?;
+    println!("{}: ok ({} camera(s))", config.origin, config.cameras.len());
+    Ok(())
+}
+
+/// The labels and decode parameters of `config`, with an optional threshold override.
+fn decode_setup(config: &Config, threshold: Option<f32>) -> Result<(Arc<Labels>, DecodeParams), Failure> {
+    let labels = Arc::new(Labels::load(&config.model.labels).map_err(|e| Failure::from(DaemonError::from(e)))?);
+    let mut params =
+        DecodeParams::from_config(&config.model, &labels).map_err(|e| Failure::from(DaemonError::Classes(e)))?;
+    if let Some(threshold) = threshold {
+        if !(0.0..=1.0).contains(&threshold) {
+            return Err(Failure::other(anyhow::anyhow!("--threshold {threshold}: must be between 0 and 1")));
+        }
+        params.score_threshold = threshold;
+    }
+    Ok((labels, params))
+}
+
+/// The configured backend for a one-shot command; an engine build shows its progress on stderr.
+fn load_backend(config: &Config) -> Result<Arc<dyn Backend>, Failure> {
+    #[cfg(feature = "tensorrt")]
+    let backend = {
+        let mut display = jetson_detectd::trt::ProgressReporter::default();
+        daemon::load_backend(config, |event| {
+            display.report(&event);
+        })
+    };
+    #[cfg(not(feature = "tensorrt"))]
+    let backend = daemon::load_backend(config, |never| match never {});
+    backend.map_err(Failure::from)
+}
+
+/// Quiet logging for one-shot commands: warnings and errors on stderr, stdout stays JSON.
+fn init_cli_logging(config: &Config) {
+    logging::init(config.device.log_level.filter().min(log::LevelFilter::Warn));
+}
+
+fn detect(arg: &ConfigArg, threshold: Option<f32>, files: &[PathBuf]) -> Result<(), Failure> {
+    let config = load_config(arg).map_err(Failure::config)?;
+    init_cli_logging(&config);
+    let (labels, params) = decode_setup(&config, threshold)?;
+    let backend = load_backend(&config)?;
+    let mut detector = oneshot::OneShotDetector::new(backend.as_ref(), params, labels)
+        .map_err(|e| Failure::from(DaemonError::from(e)))?;
+    let mut failed = 0usize;
+    let mut stdout = std::io::stdout().lock();
+    for file in files {
+        match detector.detect(file) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                stdout.write_all(&line).context("writing to stdout").map_err(Failure::other)?;
+            }
+            Err(e) => {
+                eprintln!("jetson-detectd: {e}");
+                failed += 1;
+            }
+        }
+    }
+    stdout.flush().context("writing to stdout").map_err(Failure::other)?;
+    match failed {
+        0 => Ok(()),
+        n => Err(Failure::other(anyhow::anyhow!("{n} of {} file(s) could not be processed", files.len()))),
+    }
+}
+
+fn probe_command(arg: &ConfigArg) -> Result<(), Failure> {
+    let config = load_config(arg).map_err(Failure::config)?;
+    init_cli_logging(&config);
+    let report = probe::probe(&config);
+    let json = serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?;
+    println!("{json}");
+    Ok(())
+}
+
+fn bench_command(
+    arg: &ConfigArg,
+    image: Option<&Path>,
+    warmup: usize,
+    iterations: usize,
+    gpu: bool,
+) -> Result<(), Failure> {
+    let config = load_config(arg).map_err(Failure::config)?;
+    init_cli_logging(&config);
+    let (_labels, params) = decode_setup(&config, None)?;
+    let image = match image {
+        Some(path) => path.to_path_buf(),
+        None => first_configured_image(&config).ok_or_else(|| {
+            Failure::other(anyhow::anyhow!("no `images` camera in the config: name an image with --image"))
+        })?,
+    };
+    let backend = load_backend(&config)?;
+    let pipeline = bench::bench_backend(backend.as_ref(), params, &image, warmup, iterations)
+        .context("benchmark")
+        .map_err(Failure::other)?;
+    let mut report = serde_json::json!({ "pipeline": pipeline });
+    if gpu {
+        report["gpu_preprocess"] = gpu_preprocess_bench(&config)?;
+    }
+    let json = serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?;
+    println!("{json}");
+    Ok(())
+}
+
+#[cfg(feature = "cuda")]
+fn gpu_preprocess_bench(config: &Config) -> Result<serde_json::Value, Failure> {
+    use jetson_detectd::gpu::{self, GpuDevice, PreprocessBenchRequest};
+    let mut request = PreprocessBenchRequest::yuyv_1080p_to_640_nchw_f16_letterbox();
+    request.cache_dir = Some(config.engine.cache_dir.clone());
+    let report = GpuDevice::open(config.device.gpu as usize)
+        .and_then(|device| gpu::bench_preprocess(&device, &request))
+        .context("GPU preprocessing benchmark")
+        .map_err(Failure::other)?;
+    serde_json::to_value(report).context("encoding the report").map_err(Failure::other)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_preprocess_bench(_config: &Config) -> Result<serde_json::Value, Failure> {
+    Err(Failure::other(anyhow::anyhow!("--gpu: this binary was built without the `cuda` feature")))
+}
+
+/// The first image file of the first `images` camera (a file, or the first image of a directory).
+fn first_configured_image(config: &Config) -> Option<PathBuf> {
+    use jetson_detectd::config::SourceConfig;
+    config.cameras.iter().find_map(|camera| match &camera.source {
+        SourceConfig::Images { path, .. } if path.is_file() => Some(path.clone()),
+        SourceConfig::Images { path, .. } => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .ok()?
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e != "md"))
+                .collect();
+            files.sort();
+            files.into_iter().next()
+        }
+        _ => None,
+    })
+}
+
+#[cfg(feature = "tensorrt")]
+fn build_engine(arg: &ConfigArg) -> Result<(), Failure> {
+    use jetson_detectd::notify::Notifier;
+    use jetson_detectd::trt::{self, ProgressReporter};
+    let config = load_config(arg).map_err(Failure::config)?;
+    logging::init(config.device.log_level.filter());
+    // Under systemd (an ExecStartPre=, say) keep extending the start timeout while building.
+    let notifier = Notifier::from_env().unwrap_or_else(|_| Notifier::disabled());
+    let mut display = ProgressReporter::default();
+    let built = trt::build_engine(&config, |event| {
+        display.report(&event);
+        let _ = notifier.build_progress(std::time::Duration::from_secs(30), &display.line());
+    });
+    display.finish();
+    let built = built.map_err(|e| {
+        let code = if matches!(e, trt::TrtError::Config(_)) { EXIT_CONFIG } else { EXIT_FAILURE };
+        Failure { error: anyhow::Error::new(e).context("engine build failed"), code }
+    })?;
+    let json = serde_json::to_string_pretty(&built).context("encoding the result").map_err(Failure::other)?;
+    println!("{json}");
+    Ok(())
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn build_engine(_arg: &ConfigArg) -> Result<(), Failure> {
+    Err(Failure::other(anyhow::anyhow!(
+        "this binary was built without the `tensorrt` feature; rebuild with `--features tensorrt` on the Jetson"
+    )))
 }

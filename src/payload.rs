@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameMeta;
+use crate::telemetry::FrameTimings;
 
 /// Value of the `schema` field. Bumped only for changes that break existing consumers.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -27,6 +28,18 @@ pub struct Latency {
     pub postprocess: Duration,
     /// Capture hand-over to message encoding; at least the sum of the stages.
     pub total: Duration,
+}
+
+impl From<&FrameTimings> for Latency {
+    /// Stages a frame skipped count as zero.
+    fn from(timings: &FrameTimings) -> Self {
+        Latency {
+            preprocess: timings.pre.unwrap_or_default(),
+            infer: timings.infer.unwrap_or_default(),
+            postprocess: timings.post.unwrap_or_default(),
+            total: timings.total.unwrap_or_default(),
+        }
+    }
 }
 
 /// One detections message, as consumers parse it.
@@ -54,6 +67,17 @@ pub struct LatencyMs {
     pub infer: f64,
     pub post: f64,
     pub total: f64,
+}
+
+impl From<&Latency> for LatencyMs {
+    fn from(latency: &Latency) -> Self {
+        LatencyMs {
+            pre: milliseconds(latency.preprocess),
+            infer: milliseconds(latency.infer),
+            post: milliseconds(latency.postprocess),
+            total: milliseconds(latency.total),
+        }
+    }
 }
 
 /// One detected object.
@@ -91,12 +115,7 @@ pub fn detections_message(
         ts: Rfc3339Millis(meta.captured_at),
         width: meta.width,
         height: meta.height,
-        latency_ms: LatencyMs {
-            pre: milliseconds(latency.preprocess),
-            infer: milliseconds(latency.infer),
-            post: milliseconds(latency.postprocess),
-            total: milliseconds(latency.total),
-        },
+        latency_ms: LatencyMs::from(latency),
         detections: DetectionsView { detections, labels },
     };
     // Room for the fixed fields plus a typical detection, so most messages never reallocate.
@@ -122,9 +141,11 @@ struct MessageView<'a> {
     detections: DetectionsView<'a>,
 }
 
-struct DetectionsView<'a> {
-    detections: &'a [Detection],
-    labels: &'a Labels,
+/// Serialises detections as the `detections` array of the schema (labels resolved, rounding as
+/// documented), without building [`DetectionRecord`]s. Also used by the `detect` command.
+pub struct DetectionsView<'a> {
+    pub detections: &'a [Detection],
+    pub labels: &'a Labels,
 }
 
 impl Serialize for DetectionsView<'_> {

@@ -272,12 +272,25 @@ fn run_inference(
     }
 }
 
-enum FrameError {
+/// Why one frame produced no detections.
+#[derive(Debug)]
+pub enum FrameError {
     Backend(BackendError),
     Decode(String),
 }
 
-fn process(
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Backend(e) => e.fmt(f),
+            FrameError::Decode(message) => write!(f, "cannot decode the model output: {message}"),
+        }
+    }
+}
+
+/// Runs one frame through the model and the decoder: `detections` holds the result. Shared by the
+/// camera pipeline and the one-shot `detect` command so both see the same numbers.
+pub fn process(
     session: &mut dyn crate::backend::InferenceSession,
     decoder: &mut Decoder,
     spec: &crate::preprocess::PreprocessSpec,

@@ -13,11 +13,15 @@
 //! models, or allocate per frame.
 
 mod bench;
+#[cfg(feature = "tensorrt")]
+mod input_stage;
 mod preprocessor;
 mod probe;
 mod slots;
 
 pub use bench::{bench_preprocess, PreprocessBenchReport, PreprocessBenchRequest};
+#[cfg(feature = "tensorrt")]
+pub use input_stage::preprocessing_input_stage;
 pub use preprocessor::{kernel_source, GpuPreprocessor};
 pub use probe::{device_count, driver_present, probe, GpuDevice, GpuProbe};
 pub use slots::{slot_memory, HostMemoryKind, HostSlotMemory};

@@ -59,7 +59,7 @@ fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
 
 /// Decodes `path` straight into the slot when the file is 8-bit RGB/RGBA; other colour types
 /// (grey, 16-bit, …) are converted to RGB first.
-fn decode_into(path: &Path, slot: &mut FrameSlot) -> Result<(), String> {
+pub fn decode_into(path: &Path, slot: &mut FrameSlot) -> Result<(), String> {
     let decoder = ImageReader::open(path)
         .map_err(|e| e.to_string())?
         .with_guessed_format()

@@ -1,0 +1,158 @@
+//! `jetson-detectd probe`: what this machine offers the daemon, as one JSON document.
+//!
+//! Owns: gathering the GPU, TensorRT, camera and broker facts without changing anything.
+//! Must not: fail (every section reports its own problem), build engines, or publish.
+
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::config::{Config, SourceConfig};
+use crate::source;
+
+/// How long the broker check waits for a TCP connection.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Serialize)]
+pub struct ProbeReport {
+    pub version: &'static str,
+    pub arch: &'static str,
+    pub config: String,
+    /// `{"available": bool, ...}`: the CUDA device as the driver reports it, or why there is none.
+    pub gpu: Value,
+    /// `{"available": bool, "summary": ...}`: whether libnvinfer loads.
+    pub tensorrt: Value,
+    /// V4L2 capture nodes present (`/dev/video*`).
+    pub video_devices: Vec<String>,
+    pub cameras: Vec<CameraProbe>,
+    pub broker: BrokerProbe,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CameraProbe {
+    pub name: String,
+    pub ok: bool,
+    /// The opened source's description, or why it cannot be opened.
+    pub detail: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BrokerProbe {
+    pub address: String,
+    pub reachable: bool,
+    pub detail: String,
+}
+
+pub fn probe(config: &Config) -> ProbeReport {
+    ProbeReport {
+        version: env!("CARGO_PKG_VERSION"),
+        arch: std::env::consts::ARCH,
+        config: config.origin.to_string(),
+        gpu: gpu_section(config.device.gpu as usize),
+        tensorrt: tensorrt_section(),
+        video_devices: video_devices(),
+        cameras: config.cameras.iter().map(camera_probe).collect(),
+        broker: broker_probe(&config.mqtt.host, config.mqtt.port),
+    }
+}
+
+#[cfg(feature = "cuda")]
+pub fn gpu_section(ordinal: usize) -> Value {
+    if !crate::gpu::driver_present() {
+        return json!({ "available": false, "summary": "libcuda not found: no NVIDIA driver" });
+    }
+    match crate::gpu::probe(ordinal) {
+        Ok(device) => json!({ "available": true, "device": device }),
+        Err(e) => json!({ "available": false, "summary": e.to_string() }),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+pub fn gpu_section(_ordinal: usize) -> Value {
+    json!({ "available": false, "summary": "this binary was built without the `cuda` feature" })
+}
+
+#[cfg(feature = "tensorrt")]
+fn tensorrt_section() -> Value {
+    serde_json::to_value(crate::trt::probe()).unwrap_or(Value::Null)
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn tensorrt_section() -> Value {
+    json!({ "available": false, "summary": "this binary was built without the `tensorrt` feature" })
+}
+
+fn video_devices() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/dev") else { return Vec::new() };
+    let mut devices: Vec<String> = entries
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.path())
+        .filter(|path| path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("video")))
+        .map(|path| path.display().to_string())
+        .collect();
+    devices.sort();
+    devices
+}
+
+fn camera_probe(camera: &crate::config::CameraConfig) -> CameraProbe {
+    // A set stop flag keeps reconnecting sources from waiting for a device.
+    let stop = Arc::new(AtomicBool::new(true));
+    let missing_device = match &camera.source {
+        SourceConfig::V4l2 { device, .. } if !device.exists() => Some(device.display().to_string()),
+        _ => None,
+    };
+    let (ok, detail) = match (missing_device, source::open(&camera.source, stop)) {
+        (Some(device), _) => (false, format!("{device} does not exist (the daemon waits for it)")),
+        (None, Ok(source)) => (true, source.describe()),
+        (None, Err(e)) => (false, e.to_string()),
+    };
+    CameraProbe { name: camera.name.clone(), ok, detail }
+}
+
+fn broker_probe(host: &str, port: u16) -> BrokerProbe {
+    let address = format!("{host}:{port}");
+    let connected =
+        (host, port).to_socket_addrs().map_err(|e| format!("cannot resolve {host}: {e}")).and_then(|addresses| {
+            let mut last_error = format!("{host} resolves to no address");
+            for candidate in addresses {
+                match TcpStream::connect_timeout(&candidate, BROKER_TIMEOUT) {
+                    Ok(_) => return Ok(candidate),
+                    Err(e) => last_error = format!("{candidate}: {e}"),
+                }
+            }
+            Err(last_error)
+        });
+    match connected {
+        Ok(candidate) => BrokerProbe { address, reachable: true, detail: format!("TCP connect to {candidate} ok") },
+        Err(detail) => BrokerProbe { address, reachable: false, detail },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_port_is_unreachable_with_the_reason() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        assert!(broker_probe("127.0.0.1", port).reachable);
+        drop(listener);
+        let closed = broker_probe("127.0.0.1", port);
+        assert!(!closed.reachable);
+        assert!(closed.detail.contains("127.0.0.1"), "{}", closed.detail);
+    }
+
+    #[test]
+    fn the_embedded_default_probes_without_failing() {
+        let config = Config::embedded_default().expect("default");
+        let report = probe(&config);
+        assert_eq!(report.cameras.len(), config.cameras.len());
+        let text = serde_json::to_string(&report).expect("serialise");
+        assert!(text.contains("\"tensorrt\""), "{text}");
+    }
+}
