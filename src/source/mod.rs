@@ -4,6 +4,8 @@
 //! fps cap. Each implementation writes straight into the frame slot it is given.
 //! Must not: preprocess, run models, or block forever without checking its stop flag.
 
+#[cfg(feature = "gstreamer")]
+pub mod gstreamer;
 pub mod v4l2;
 
 use crate::frame::FrameSlot;
@@ -51,16 +53,15 @@ pub fn open(config: &SourceConfig, stop: Arc<AtomicBool>) -> Result<Box<dyn Fram
     match config {
         SourceConfig::Images { path, mode } => Ok(Box::new(images::ImagesSource::open(path, *mode)?)),
         SourceConfig::Synthetic { width, height } => Ok(Box::new(synthetic::SyntheticSource::new(*width, *height))),
-        SourceConfig::V4l2 { device, .. } => {
-            drop(stop);
-            Err(SourceError::Open {
-                source_name: device.display().to_string(),
-                message: "V4L2 is not wired yet".into(),
-            })
+        SourceConfig::V4l2 { device, width, height, fps, format } => {
+            Ok(Box::new(v4l2::V4l2Source::open(device, *width, *height, *fps, *format, stop)?))
         }
+        #[cfg(feature = "gstreamer")]
+        SourceConfig::Gstreamer { pipeline } => Ok(Box::new(gstreamer::GstreamerSource::open(pipeline, stop)?)),
+        #[cfg(not(feature = "gstreamer"))]
         SourceConfig::Gstreamer { .. } => Err(SourceError::Open {
             source_name: "gstreamer".into(),
-            message: "this binary was built without the `gstreamer` feature".into(),
+            message: "this binary was built without the `gstreamer` feature (cargo build --features gstreamer)".into(),
         }),
     }
 }

@@ -158,11 +158,15 @@ const VIDIOC_STREAMON: libc::Ioctl = vidioc(IOC_WRITE, 18, std::mem::size_of::<l
 const VIDIOC_STREAMOFF: libc::Ioctl = vidioc(IOC_WRITE, 19, std::mem::size_of::<libc::c_int>());
 const VIDIOC_S_PARM: libc::Ioctl = vidioc(IOC_READ | IOC_WRITE, 22, std::mem::size_of::<V4l2StreamParm>());
 
-/// errno values after which reopening the device cannot help.
+/// errno values after which reopening the device cannot help. ENOSYS and EOPNOTSUPP say the ioctl
+/// is not implemented at all (qemu-user answers unknown ioctls with ENOSYS where a kernel says
+/// ENOTTY).
 fn classify(action: &str, err: io::Error) -> DeviceError {
     let message = format!("{action}: {err}");
     match err.raw_os_error() {
-        Some(libc::EACCES | libc::EPERM | libc::ENOTTY | libc::EINVAL) => DeviceError::Permanent(message),
+        Some(libc::EACCES | libc::EPERM | libc::ENOTTY | libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => {
+            DeviceError::Permanent(message)
+        }
         _ => DeviceError::Transient(message),
     }
 }
@@ -426,6 +430,23 @@ impl Drop for LinuxCaptureDevice {
         self.mappings.clear();
         if had_buffers {
             let _ = self.request_buffers(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unimplemented_or_refused_ioctls_are_permanent_and_device_trouble_is_transient() {
+        for errno in [libc::ENOTTY, libc::ENOSYS, libc::EOPNOTSUPP, libc::EACCES, libc::EINVAL] {
+            let error = classify("VIDIOC_QUERYCAP", io::Error::from_raw_os_error(errno));
+            assert!(matches!(error, DeviceError::Permanent(_)), "errno {errno}");
+        }
+        for errno in [libc::ENODEV, libc::EIO, libc::EBUSY, libc::ENOENT] {
+            let error = classify("VIDIOC_DQBUF", io::Error::from_raw_os_error(errno));
+            assert!(matches!(error, DeviceError::Transient(_)), "errno {errno}");
         }
     }
 }
