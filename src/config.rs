@@ -375,6 +375,22 @@ pub struct CameraConfig {
     pub fps: f32,
 }
 
+impl CameraConfig {
+    /// The largest frame this camera can deliver, in bytes, for sources that must be sized up
+    /// front (page-locked GPU slots). Sources without a fixed size (image files, GStreamer) get
+    /// room for a 4K RGB frame.
+    pub fn max_frame_bytes(&self) -> usize {
+        const UNKNOWN_SIZE: usize = 3840 * 2160 * 3;
+        match &self.source {
+            // MJPEG is decoded to RGB (3 bytes a pixel); YUYV needs 2.
+            SourceConfig::V4l2 { width, height, .. } | SourceConfig::Synthetic { width, height } => {
+                *width as usize * *height as usize * 3
+            }
+            SourceConfig::Images { .. } | SourceConfig::Gstreamer { .. } => UNKNOWN_SIZE,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum PublishMode {

@@ -116,13 +116,15 @@ pub type BuildProgress = std::convert::Infallible;
 
 #[cfg(feature = "tensorrt")]
 fn load_tensorrt(config: &Config, progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
-    use crate::gpu::{preprocessing_input_stage, GpuDevice, GpuError};
+    use crate::gpu::{preprocessing_input_stage, GpuDevice, GpuError, GpuFramesBackend};
     let device = GpuDevice::open(config.device.gpu as usize).map_err(|e| match e {
         GpuError::NoDriver | GpuError::NoDevice { .. } => BackendError::Unavailable("tensorrt", e.to_string()),
         other => BackendError::Inference(other.to_string()),
     })?;
-    let input_stage = preprocessing_input_stage(device, config.engine.cache_dir.clone(), max_frame_bytes(config));
-    Ok(Arc::new(crate::trt::TrtBackend::open(config, input_stage, progress)?))
+    let input_stage =
+        preprocessing_input_stage(device.clone(), config.engine.cache_dir.clone(), max_frame_bytes(config));
+    let backend = crate::trt::TrtBackend::open(config, input_stage, progress)?;
+    Ok(Arc::new(GpuFramesBackend::new(backend, device)))
 }
 
 #[cfg(not(feature = "tensorrt"))]
@@ -130,22 +132,10 @@ fn load_tensorrt(_config: &Config, _progress: impl FnMut(BuildProgress)) -> Resu
     Err(BackendError::Unavailable("tensorrt", "this binary was built without the `tensorrt` feature".into()))
 }
 
-/// The largest frame any configured camera can deliver, for the GPU staging buffer. Image files
-/// and GStreamer pipelines have no fixed size: room for a 4K RGBA frame covers them.
+/// The largest frame any configured camera can deliver, for the GPU staging buffer.
 #[cfg(feature = "tensorrt")]
 fn max_frame_bytes(config: &Config) -> usize {
-    use crate::config::SourceConfig;
-    const UNKNOWN_SIZE: usize = 3840 * 2160 * 4;
-    config
-        .cameras
-        .iter()
-        .map(|camera| match &camera.source {
-            SourceConfig::V4l2 { width, height, .. } => *width as usize * *height as usize * 3,
-            SourceConfig::Synthetic { width, height } => *width as usize * *height as usize * 3,
-            SourceConfig::Images { .. } | SourceConfig::Gstreamer { .. } => UNKNOWN_SIZE,
-        })
-        .max()
-        .unwrap_or(UNKNOWN_SIZE)
+    config.cameras.iter().map(|camera| camera.max_frame_bytes()).max().unwrap_or(0)
 }
 
 /// Per-camera state the sink keeps.
@@ -317,7 +307,8 @@ async fn serve(
     let mut keeper = WatchdogKeeper::new(notifier.clone(), liveness.clone(), max_silence);
     let mut watchdog_tick = tokio::time::interval(keeper.period().unwrap_or(Duration::from_secs(3600)));
     let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s.max(1)));
-    let mut telemetry_tick = tokio::time::interval(telemetry_period);
+    // The first report after one period, when there is something to report.
+    let mut telemetry_tick = tokio::time::interval_at(tokio::time::Instant::now() + telemetry_period, telemetry_period);
     let mut sampler = SystemSampler::new();
     let dropped_seen: Vec<AtomicU64> = pipelines.iter().map(|_| AtomicU64::new(0)).collect();
     let engine_info = serde_json::to_value(backend.info()).ok();

@@ -83,7 +83,12 @@ impl CameraPipeline {
         let name = camera.name.clone();
         let source = source::open(&camera.source, stop.clone())
             .map_err(|source| PipelineError::Source { camera: name.clone(), source })?;
-        let ring = Arc::new(FrameRing::with_heap_slots(slots, 0));
+        let slot_bytes = camera.max_frame_bytes();
+        let memories = (0..slots)
+            .map(|_| backend.slot_memory(slot_bytes).map(FrameSlot::new))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| PipelineError::Backend { camera: name.clone(), source })?;
+        let ring = Arc::new(FrameRing::new(memories));
         let pending = Arc::new(PendingParams::default());
         let frame_interval = (camera.fps > 0.0).then(|| Duration::from_secs_f32(1.0 / camera.fps));
         log::info!("camera {name}: {} (fps cap: {})", source.describe(), fps_text(camera.fps));

@@ -9,7 +9,7 @@ pub mod cpu;
 
 use std::time::Duration;
 
-use crate::frame::FrameSlot;
+use crate::frame::{FrameSlot, HeapMemory, SlotMemory};
 use crate::preprocess::PreprocessSpec;
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +70,13 @@ pub trait Backend: Send + Sync {
     fn spec(&self) -> &PreprocessSpec;
     /// Per-camera state (execution context, scratch buffers). Call it on the camera's own thread.
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError>;
+    /// Memory for one frame slot of a camera that delivers frames of up to `max_frame_bytes`.
+    /// Default: growable heap memory. GPU backends hand out page-locked memory, mapped into the
+    /// GPU on integrated devices so that preprocessing reads the frame where the camera wrote it.
+    fn slot_memory(&self, max_frame_bytes: usize) -> Result<Box<dyn SlotMemory>, BackendError> {
+        let _ = max_frame_bytes;
+        Ok(Box::new(HeapMemory::default()))
+    }
 }
 
 /// Per-camera inference state; lives and dies on one thread.

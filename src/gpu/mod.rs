@@ -13,18 +13,18 @@
 //! models, or allocate per frame.
 
 mod bench;
-#[cfg(feature = "tensorrt")]
-mod input_stage;
 mod preprocessor;
 mod probe;
 mod slots;
+#[cfg(feature = "tensorrt")]
+mod tensorrt;
 
 pub use bench::{bench_preprocess, PreprocessBenchReport, PreprocessBenchRequest};
-#[cfg(feature = "tensorrt")]
-pub use input_stage::preprocessing_input_stage;
 pub use preprocessor::{kernel_source, GpuPreprocessor};
 pub use probe::{device_count, driver_present, probe, GpuDevice, GpuProbe};
 pub use slots::{slot_memory, HostMemoryKind, HostSlotMemory};
+#[cfg(feature = "tensorrt")]
+pub use tensorrt::{preprocessing_input_stage, GpuFramesBackend};
 
 pub use cudarc::driver::{CudaSlice, CudaStream};
 

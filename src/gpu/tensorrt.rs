@@ -1,0 +1,73 @@
+//! The CUDA layer's side of the TensorRT backend: the preprocessing kernel as its input stage, and
+//! page-locked (pinned or mapped) frame slots for the cameras that feed it.
+//!
+//! Owns: adapting [`GpuPreprocessor`] to [`InputStage`] (a frame too large for the staging buffer
+//! is one bad frame; anything else ends the session) and [`GpuFramesBackend`], which hands out
+//! [`slot_memory`]. Must not: synchronise the stream (the session does, once per frame).
+
+use std::path::PathBuf;
+
+use cudarc::driver::CudaSlice;
+
+use super::{slot_memory, GpuDevice, GpuError, GpuPreprocessor};
+use crate::backend::{Backend, BackendError, BackendInfo, InferenceSession};
+use crate::frame::{FrameSlot, SlotMemory};
+use crate::preprocess::PreprocessSpec;
+use crate::trt::{InputStage, InputStageFactory, TrtBackend};
+
+struct KernelInputStage(GpuPreprocessor);
+
+impl InputStage for KernelInputStage {
+    fn enqueue_input(&mut self, slot: &FrameSlot, input: &mut CudaSlice<u8>) -> Result<(), BackendError> {
+        self.0.run(slot, input).map_err(|error| match error {
+            GpuError::FrameTooLarge { .. } => BackendError::Preprocess(error.to_string()),
+            other => BackendError::Inference(other.to_string()),
+        })
+    }
+}
+
+/// A factory that gives every TensorRT session its own preprocessor on the session's stream.
+/// The compiled kernel is cached under `cache_dir`; frames of up to `max_frame_bytes` are staged.
+pub fn preprocessing_input_stage(device: GpuDevice, cache_dir: PathBuf, max_frame_bytes: usize) -> InputStageFactory {
+    Box::new(move |stream, spec| {
+        let preprocessor = GpuPreprocessor::new(&device, stream.clone(), spec, Some(&cache_dir), max_frame_bytes)
+            .map_err(|e| BackendError::Unavailable("tensorrt", format!("GPU preprocessing: {e}")))?;
+        Ok(Box::new(KernelInputStage(preprocessor)) as Box<dyn InputStage>)
+    })
+}
+
+/// The TensorRT backend with frame slots in page-locked memory of its GPU: mapped on an
+/// integrated GPU (the kernel reads frames in place, zero copies), pinned on a discrete one (one
+/// asynchronous upload per frame).
+pub struct GpuFramesBackend {
+    trt: TrtBackend,
+    device: GpuDevice,
+}
+
+impl GpuFramesBackend {
+    pub fn new(trt: TrtBackend, device: GpuDevice) -> Self {
+        GpuFramesBackend { trt, device }
+    }
+}
+
+impl Backend for GpuFramesBackend {
+    fn info(&self) -> BackendInfo {
+        let mut info = self.trt.info();
+        let slots = if self.device.zero_copy() { "mapped (zero-copy)" } else { "pinned" };
+        info.detail.push_str(&format!(", {slots} frame slots on {}", self.device.probe().name));
+        info
+    }
+
+    fn spec(&self) -> &PreprocessSpec {
+        self.trt.spec()
+    }
+
+    fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
+        self.trt.new_session()
+    }
+
+    fn slot_memory(&self, max_frame_bytes: usize) -> Result<Box<dyn SlotMemory>, BackendError> {
+        slot_memory(&self.device, max_frame_bytes)
+            .map_err(|e| BackendError::Inference(format!("allocating page-locked frame slots: {e}")))
+    }
+}
