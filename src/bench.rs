@@ -1,17 +1,20 @@
 //! `jetson-detectd bench`: per-stage timings of the configured backend on one image.
 //!
-//! Owns: running an image through the same session/decoder sequence as a camera, many times, and
-//! summarising each stage (median, p90). Must not: assert on time (the caller prints the numbers)
+//! Owns: running an image through the same stages as a camera frame (decode into a slot,
+//! preprocess, infer, decode/NMS, message encoding), many times, and summarising each stage
+//! (median, p90, min). Must not: assert on time (the caller prints the numbers)
 //! or touch MQTT and cameras.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::backend::Backend;
 use crate::decode::{DecodeParams, Decoder};
-use crate::frame::{FrameSlot, HeapMemory};
+use crate::detection::Labels;
+use crate::frame::FrameSlot;
+use crate::payload::{detections_message, Latency};
 use crate::pipeline;
 use crate::source::images;
 use crate::telemetry::FrameTimings;
@@ -23,6 +26,9 @@ pub enum BenchError {
     #[error("iteration {iteration}: {message}")]
     Frame { iteration: usize, message: String },
 }
+
+/// Slot size for the benchmark image on backends with fixed-size slots (room for 4K RGBA).
+const MAX_IMAGE_BYTES: usize = 3840 * 2160 * 4;
 
 /// Milliseconds of one stage over the measured iterations.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
@@ -41,11 +47,17 @@ pub struct BenchReport {
     pub warmup: usize,
     pub iterations: usize,
     pub detections: usize,
+    /// Image file → frame slot (decode), standing in for a camera's capture.
+    pub source: StageSummary,
     pub preprocess: StageSummary,
     pub infer: StageSummary,
+    /// Decoding the outputs, NMS and class filter.
     pub postprocess: StageSummary,
+    /// Encoding the detections message.
+    pub publish: StageSummary,
+    /// All stages of one frame.
     pub total: StageSummary,
-    /// 1000 / median total: frames per second of one camera on this backend, excluding capture.
+    /// 1000 / median total: frames per second one camera reaches on this backend.
     pub fps: f64,
 }
 
@@ -53,6 +65,7 @@ pub struct BenchReport {
 pub fn bench_backend(
     backend: &dyn Backend,
     params: DecodeParams,
+    labels: &Labels,
     image: &Path,
     warmup: usize,
     iterations: usize,
@@ -61,19 +74,29 @@ pub fn bench_backend(
     let mut session = backend.new_session().map_err(|e| BenchError::Setup(e.to_string()))?;
     let mut decoder = Decoder::new(params);
     let spec = backend.spec().clone();
-    let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
-    images::decode_into(image, &mut slot).map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
+    let mut slot =
+        backend.slot_memory(MAX_IMAGE_BYTES).map(FrameSlot::new).map_err(|e| BenchError::Setup(e.to_string()))?;
     let mut detections = Vec::new();
     let mut samples: Vec<FrameTimings> = Vec::with_capacity(iterations);
     for iteration in 0..warmup + iterations {
-        let timings = pipeline::process(&mut *session, &mut decoder, &spec, &slot, &mut detections)
+        // Source → slot: decoding the file stands in for a camera's capture and conversion.
+        let source_started = Instant::now();
+        images::decode_into(image, &mut slot).map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
+        let source = source_started.elapsed();
+        let mut timings = pipeline::process(&mut *session, &mut decoder, &spec, &slot, &mut detections)
             .map_err(|e| BenchError::Frame { iteration, message: e.to_string() })?;
+        // Publish: encoding the message the daemon would hand to the MQTT queue.
+        let publish_started = Instant::now();
+        let message = detections_message("bench", slot.meta(), &Latency::from(&timings), &detections, labels);
+        std::hint::black_box(message);
+        timings.source = Some(source);
+        timings.publish = Some(publish_started.elapsed());
         if iteration >= warmup {
             samples.push(timings);
         }
     }
     let stage = |pick: fn(&FrameTimings) -> Option<Duration>| summarise(samples.iter().filter_map(pick).collect());
-    let total = stage(|t| t.total);
+    let total = stage(|t| Some(t.source? + t.total? + t.publish?));
     Ok(BenchReport {
         backend: backend.info(),
         image: image.display().to_string(),
@@ -82,9 +105,11 @@ pub fn bench_backend(
         warmup,
         iterations,
         detections: detections.len(),
+        source: stage(|t| t.source),
         preprocess: stage(|t| t.pre),
         infer: stage(|t| t.infer),
         postprocess: stage(|t| t.post),
+        publish: stage(|t| t.publish),
         fps: if total.median_ms > 0.0 { 1000.0 / total.median_ms } else { 0.0 },
         total,
     })

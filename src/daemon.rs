@@ -228,7 +228,10 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         .enable_all()
         .build()
         .map_err(DaemonError::Runtime)?;
-    runtime.block_on(serve(config, config_path, backend, labels, params, notifier))
+    // Probed here, before any tokio thread exists: CUDA calls stay off the async runtime.
+    let mut engine_info = serde_json::to_value(backend.info()).unwrap_or_default();
+    engine_info["gpu"] = crate::probe::gpu_section(config.device.gpu as usize);
+    runtime.block_on(serve(config, config_path, backend, labels, params, notifier, engine_info))
 }
 
 async fn serve(
@@ -238,6 +241,7 @@ async fn serve(
     labels: Arc<Labels>,
     params: DecodeParams,
     notifier: Arc<Notifier>,
+    engine_info: serde_json::Value,
 ) -> Result<(), DaemonError> {
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
@@ -311,7 +315,6 @@ async fn serve(
     let mut telemetry_tick = tokio::time::interval_at(tokio::time::Instant::now() + telemetry_period, telemetry_period);
     let mut sampler = SystemSampler::new();
     let dropped_seen: Vec<AtomicU64> = pipelines.iter().map(|_| AtomicU64::new(0)).collect();
-    let engine_info = serde_json::to_value(backend.info()).ok();
     if let Some(warning) = JetsonSysfs::read(&config.telemetry.sysfs_root).clock_warning() {
         log::warn!("{warning}");
     }
@@ -360,7 +363,7 @@ async fn serve(
                         load: Some(sampler.sample()),
                         jetson: &jetson,
                         mqtt: serde_json::to_value(stats).ok(),
-                        engine: engine_info.clone(),
+                        engine: Some(engine_info.clone()),
                         ts: SystemTime::now(),
                     };
                     publisher.publish(publisher.topic("telemetry"), telemetry_message(&report), false);

@@ -219,7 +219,7 @@ fn bench_command(
 ) -> Result<(), Failure> {
     let config = load_config(arg).map_err(Failure::config)?;
     init_cli_logging(&config);
-    let (_labels, params) = decode_setup(&config, None)?;
+    let (labels, params) = decode_setup(&config, None)?;
     let image = match image {
         Some(path) => path.to_path_buf(),
         None => first_configured_image(&config).ok_or_else(|| {
@@ -227,16 +227,22 @@ fn bench_command(
         })?,
     };
     let backend = load_backend(&config)?;
-    let pipeline = bench::bench_backend(backend.as_ref(), params, &image, warmup, iterations)
+    let pipeline = bench::bench_backend(backend.as_ref(), params, &labels, &image, warmup, iterations)
         .context("benchmark")
         .map_err(Failure::other)?;
-    let mut report = serde_json::json!({ "pipeline": pipeline });
-    if gpu {
-        report["gpu_preprocess"] = gpu_preprocess_bench(&config)?;
-    }
+    let gpu_preprocess = if gpu { Some(gpu_preprocess_bench(&config)?) } else { None };
+    let report = BenchOutput { pipeline, gpu_preprocess };
     let json = serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?;
     println!("{json}");
     Ok(())
+}
+
+/// What `bench` prints: stage order as in the pipeline, not alphabetical.
+#[derive(serde::Serialize)]
+struct BenchOutput {
+    pipeline: bench::BenchReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_preprocess: Option<serde_json::Value>,
 }
 
 #[cfg(feature = "cuda")]
