@@ -1,6 +1,7 @@
 //! Camera sources end to end: generated MJPEG and YUYV frames go through a fake V4L2 device into
 //! the real `V4l2Source`, across a `FrameRing` to a consumer thread; a real `/dev/video*` smoke
-//! test and (with `--features gstreamer`) a real `videotestsrc` pipeline run where they can.
+//! test and (with `--features gstreamer`) a real `videotestsrc` pipeline run where they can, alone
+//! and through the whole daemon to MQTT.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -336,6 +337,73 @@ mod gstreamer_pipeline {
         stop.store(true, Ordering::Relaxed);
         assert_eq!(source.next_frame(&mut slot).expect("end"), Capture::End);
         assert_eq!(source.state(), SourceState::Stopped);
+    }
+
+    /// The whole daemon on a `videotestsrc` camera: frames go through the pipeline and the model
+    /// and come out as detections messages on the camera's own topic.
+    #[test]
+    fn a_videotestsrc_camera_publishes_detections_messages_through_the_daemon() {
+        use crate::broker::{Broker, Subscriber};
+        use jetson_detectd::payload::DetectionsMessage;
+
+        if let Some(reason) = missing_plugins() {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        let broker = Broker::start();
+        let prefix = "it-gstreamer-daemon";
+        let subscriber = Subscriber::connect(&broker, "it-gstreamer-daemon-sub", &[&format!("{prefix}/#")]);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+        let config = format!(
+            r#"
+            [device]
+            backend = "cpu"
+            [model]
+            onnx = "{models}/ssd_mobilenet_v2_coco_prenms_fp32.onnx"
+            labels = "{models}/coco_labels.txt"
+            decoder = "ssd"
+            [model.input]
+            width = 300
+            height = 300
+            layout = "nhwc"
+            dtype = "u8"
+            [[camera]]
+            name = "testsrc"
+            fps = 5.0
+            source = {{ kind = "gstreamer", pipeline = "videotestsrc is-live=true ! video/x-raw,width=320,height=240,framerate=10/1 ! videoconvert ! appsink name=sink" }}
+            [mqtt]
+            host = "{host}"
+            port = {port}
+            prefix = "{prefix}"
+            publish = "every_frame"
+            [telemetry]
+            interval_s = 0
+            "#,
+            models = models.display(),
+            host = broker.host(),
+            port = broker.port(),
+        );
+        let config_path = dir.path().join("gstreamer.toml");
+        std::fs::write(&config_path, config).expect("write config");
+        let mut daemon = crate::arch::daemon_command()
+            .args(["run", "--config"])
+            .arg(&config_path)
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("start jetson-detectd");
+
+        let topic = format!("{prefix}/testsrc/detections");
+        let messages = subscriber.wait_until(&topic, "two detections messages", |m| m.len() >= 2);
+        let _ = std::process::Command::new("kill").args(["-TERM", &daemon.id().to_string()]).status();
+        let status = daemon.wait().expect("wait for jetson-detectd");
+        for received in &messages {
+            let message: DetectionsMessage = serde_json::from_slice(&received.payload).expect("schema 1 JSON");
+            assert_eq!((message.schema, message.camera.as_str()), (1, "testsrc"));
+            assert_eq!((message.width, message.height), (320, 240));
+        }
+        subscriber.wait_for_payload(&format!("{prefix}/status"), b"offline");
+        assert!(status.success(), "jetson-detectd exited with {status}");
     }
 
     #[test]
