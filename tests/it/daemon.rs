@@ -316,6 +316,9 @@ fn check_detections_message(
     }
 
     let message: DetectionsMessage = serde_json::from_slice(&received.payload).expect("parses as DetectionsMessage");
+    let latency = &message.latency_ms;
+    // The total covers every stage; each value is rounded to 0.01 ms on its own.
+    assert!(latency.total + 0.02 >= latency.pre + latency.infer + latency.post, "{text}");
     assert_eq!(message.schema, SCHEMA_VERSION);
     assert_eq!(message.camera, camera, "{text}");
     assert!(!received.retain, "detections are not retained: {text}");
@@ -471,6 +474,8 @@ fn run_survives_a_broker_crash_without_losing_a_frame() {
     let online_before = subscriber.messages(&status).len();
 
     broker.kill();
+    let before_crash: BTreeSet<u64> = subscriber.messages(&burst).iter().map(|m| parse(m).frame).collect();
+    assert!(before_crash.len() < BURST_FRAMES as usize, "the outage must fall inside the burst: {before_crash:?}");
     std::thread::sleep(Duration::from_secs(2));
     assert!(daemon.is_running(), "the daemon must outlive the broker; log:\n{}", daemon.log());
     broker.restart();
