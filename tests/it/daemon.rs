@@ -437,6 +437,9 @@ fn run_publishes_detections_keeps_systemd_informed_and_stops_cleanly_on_sigterm(
     let ready = position(&notifications, "READY=1").expect("READY=1");
     let stopping = position(&notifications, "STOPPING=1").unwrap_or_else(|| panic!("no STOPPING=1: {notifications:?}"));
     assert!(ready < stopping, "{notifications:?}");
+    let first_keep_alive = position(&notifications, "WATCHDOG=1").expect("WATCHDOG=1");
+    assert!(ready < first_keep_alive, "no keep-alive before READY=1: {notifications:?}");
+    assert!(notifications.iter().any(|n| n.starts_with("STATUS=")), "a STATUS= summary: {notifications:?}");
     subscriber.wait_for_payload(&status, b"offline");
     assert_eq!(retained(&broker, "e2e-lifecycle-after", &status).payload, b"offline");
     let log = daemon.log();
