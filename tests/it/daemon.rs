@@ -446,6 +446,27 @@ fn run_publishes_detections_keeps_systemd_informed_and_stops_cleanly_on_sigterm(
     assert!(!log.contains("panicked"), "{log}");
 }
 
+/// A daemon that dies without a goodbye (SIGKILL) still ends up `offline`: the broker publishes its
+/// retained Last Will.
+#[test]
+fn killed_daemon_is_offline_by_its_last_will() {
+    let prefix = "e2e-will";
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = TestConfig::new(broker.port(), prefix)
+        .camera("front", 2.0, &sample_source("chelsea.png", "loop"))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = Subscriber::connect(&broker, "e2e-will-sub", &[&format!("{prefix}/#")]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let status = format!("{prefix}/status");
+    daemon.wait_for_messages(&subscriber, &status, "online", |m| m.last().is_some_and(|m| m.payload == b"online"));
+
+    daemon.signal(libc::SIGKILL);
+    daemon.wait_exit();
+    subscriber.wait_for_payload(&status, b"offline");
+    assert_eq!(retained(&broker, "e2e-will-late", &status).payload, b"offline");
+}
+
 /// The broker crashes (SIGKILL) mid-run and comes back 2 s later on the same port: the daemon keeps
 /// running, goes `online` again, its detections resume, and — QoS 1, every frame published — a
 /// camera that produced frames during the outage still delivers every frame number.
