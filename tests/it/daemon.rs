@@ -568,8 +568,8 @@ fn run_publishes_per_camera_detections_snapshots_and_telemetry() {
     assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
 }
 
-/// SIGHUP re-reads the config file: a raised score threshold applies to the following frames and
-/// the daemon keeps running.
+/// SIGHUP re-reads the config file: a broken file is refused, a raised score threshold applies to
+/// the following frames, and the daemon keeps running throughout.
 #[test]
 fn sighup_applies_a_new_score_threshold() {
     const RAISED: f64 = 0.95;
@@ -590,9 +590,15 @@ fn sighup_applies_a_new_score_threshold() {
     let low = parse(&before[0]).detections.iter().any(|d| d.score < RAISED);
     assert!(low, "the dog sample has a detection below {RAISED} at the default threshold: {}", before[0].text());
 
-    config.set("model", "score_threshold", &RAISED.to_string()).write(&config_path);
+    // A broken file on SIGHUP keeps the running settings.
+    std::fs::write(&config_path, "[model\nscore_threshold = ").expect("write broken config");
     daemon.signal(libc::SIGHUP);
     let log = daemon.log_handle();
+    daemon
+        .wait_until("the broken reload to be refused", || log.text().contains("SIGHUP: keeping the running settings"));
+
+    config.set("model", "score_threshold", &RAISED.to_string()).write(&config_path);
+    daemon.signal(libc::SIGHUP);
     let mut first_reloaded = None;
     daemon.wait_until("a frame processed after the reload", || {
         first_reloaded = first_frame_after(&log.text(), "camera front: reloaded thresholds", "camera front frame ");
