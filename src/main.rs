@@ -118,10 +118,24 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure { error, code }) => {
-            eprintln!("jetson-detectd: {error:#}");
+            eprintln!("jetson-detectd: {}", describe(&error));
             ExitCode::from(code)
         }
     }
+}
+
+/// The error and its causes on one line, like `{:#}`, but without repeating a cause whose text the
+/// line already holds: many library errors write their source into their own message as well.
+fn describe(error: &anyhow::Error) -> String {
+    let mut line = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !line.contains(&cause) {
+            line.push_str(": ");
+            line.push_str(&cause);
+        }
+    }
+    line
 }
 
 fn run(arg: &ConfigArg) -> Result<(), Failure> {
@@ -308,4 +322,29 @@ fn build_engine(_arg: &ConfigArg) -> Result<(), Failure> {
     Err(Failure::other(anyhow::anyhow!(
         "this binary was built without the `tensorrt` feature; rebuild with `--features tensorrt` on the Jetson"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read label file {path}: {source}")]
+    struct EmbedsItsSource {
+        path: &'static str,
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn describe_names_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        let error = anyhow::Error::new(EmbedsItsSource { path: "/x/labels.txt", source: io }).context("invalid setup");
+        assert_eq!(describe(&error), "invalid setup: cannot read label file /x/labels.txt: No such file or directory");
+    }
+
+    #[test]
+    fn describe_keeps_causes_the_message_does_not_hold() {
+        let error = anyhow::anyhow!("disk full").context("writing the engine").context("engine build failed");
+        assert_eq!(describe(&error), "engine build failed: writing the engine: disk full");
+    }
 }

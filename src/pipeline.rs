@@ -107,8 +107,8 @@ impl CameraPipeline {
         let infer_thread = {
             let (name, ring, pending) = (name.clone(), ring.clone(), pending.clone());
             spawn(&format!("{}-infer", camera.name), &camera.name, move || {
-                let result =
-                    run_inference(&name, backend.as_ref(), Decoder::new(params), &ring, &pending, sink.as_ref());
+                let decoder = Decoder::new(params);
+                let result = run_inference(&name, backend.as_ref(), decoder, &ring, &pending, &stop, sink.as_ref());
                 if result.is_err() {
                     // Unblock the source so it does not fill slots nobody will read.
                     stop.store(true, Ordering::SeqCst);
@@ -231,6 +231,7 @@ fn run_inference(
     mut decoder: Decoder,
     ring: &FrameRing,
     pending: &PendingParams,
+    stop: &AtomicBool,
     sink: &dyn FrameSink,
 ) -> Result<(), PipelineError> {
     let backend_error = |source| PipelineError::Backend { camera: camera.to_string(), source };
@@ -238,6 +239,12 @@ fn run_inference(
     let spec = backend.spec().clone();
     let mut detections = Vec::new();
     loop {
+        // A requested stop skips the frames still waiting: with a slow backend, working through a
+        // full ring would hold up shutdown for several inference times. A source that ended by
+        // itself closes the ring without the stop flag, and its remaining frames are still run.
+        if stop.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         if let Some(params) = pending.take() {
             decoder.set_params(params);
             log::info!("camera {camera}: reloaded thresholds and class filter");
@@ -317,4 +324,88 @@ pub fn process(
         publish: None,
         total: Some(backend_timings.preprocess + backend_timings.infer + postprocess),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::backend::{BackendInfo, BackendTimings, InferenceSession, ModelOutputs};
+    use crate::config::{Config, DecoderKind, SourceConfig};
+    use crate::preprocess::PreprocessSpec;
+
+    /// A backend whose every inference takes a while and then rejects the frame.
+    struct SlowBackend {
+        spec: PreprocessSpec,
+        runs: Arc<AtomicUsize>,
+    }
+
+    struct SlowSession {
+        runs: Arc<AtomicUsize>,
+    }
+
+    const INFERENCE_TIME: Duration = Duration::from_millis(150);
+
+    impl Backend for SlowBackend {
+        fn info(&self) -> BackendInfo {
+            BackendInfo { kind: "cpu", model: "slow".into(), detail: String::new() }
+        }
+        fn spec(&self) -> &PreprocessSpec {
+            &self.spec
+        }
+        fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
+            Ok(Box::new(SlowSession { runs: self.runs.clone() }))
+        }
+    }
+
+    impl InferenceSession for SlowSession {
+        fn run(&mut self, _slot: &FrameSlot) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(INFERENCE_TIME);
+            Err(BackendError::Preprocess("test backend rejects every frame".into()))
+        }
+    }
+
+    struct NullSink;
+
+    impl FrameSink for NullSink {
+        fn frame(&self, _: &str, _: &FrameSlot, _: &[Detection], _: &FrameTimings) {}
+        fn camera_ended(&self, _: &str, _: &Result<(), PipelineError>) {}
+    }
+
+    #[test]
+    fn stop_does_not_wait_for_the_frames_still_in_the_ring() {
+        const SLOTS: usize = 4;
+        let config = Config::embedded_default().expect("embedded default config");
+        let runs = Arc::new(AtomicUsize::new(0));
+        let backend = Arc::new(SlowBackend { spec: PreprocessSpec::from(&config.model.input), runs: runs.clone() });
+        let params = DecodeParams {
+            kind: DecoderKind::Ssd,
+            score_threshold: 0.5,
+            nms_iou: 0.5,
+            max_detections: 10,
+            allowed_classes: None,
+        };
+        let camera =
+            CameraConfig { name: "test".into(), source: SourceConfig::Synthetic { width: 64, height: 48 }, fps: 0.0 };
+        let stop = Arc::new(AtomicBool::new(false));
+        let pipeline = CameraPipeline::start(&camera, SLOTS, backend, params, Arc::new(NullSink), stop.clone())
+            .expect("start pipeline");
+        // An uncapped synthetic source fills every free slot while the first frame is in inference.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while runs.load(Ordering::SeqCst) == 0 || pipeline.ring().stats().produced.load(Ordering::SeqCst) < SLOTS as u64
+        {
+            assert!(Instant::now() < deadline, "the pipeline never filled its ring");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::SeqCst);
+        let runs_at_stop = runs.load(Ordering::SeqCst);
+        pipeline.join().expect("join");
+        let runs_after_stop = runs.load(Ordering::SeqCst) - runs_at_stop;
+        assert!(
+            runs_after_stop <= 1,
+            "{runs_after_stop} frames were run after the stop request (one may be in flight)"
+        );
+    }
 }

@@ -1,6 +1,372 @@
-//! The `jetson-detectd` binary, driven as a user would.
+//! The `jetson-detectd` binary, driven as a user would: `check-config`, and `run` end to end against
+//! the bundled model (CPU backend), the bundled sample images, a real mosquitto broker and a fake
+//! systemd notify socket.
+//!
+//! Waits are failure guards only ([`LONG_WAIT`] is generous because the aarch64 suite runs under
+//! qemu, 10-20x slower); nothing here measures speed. A [`RunningDaemon`] is killed on drop and
+//! prints its log when the test failed.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, ErrorKind};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use jetson_detectd::payload::{DetectionsMessage, SCHEMA_VERSION};
 
 use crate::arch::daemon_command as daemon;
+use crate::broker::{Broker, Received, Subscriber};
+
+/// Upper bound for every wait on the daemon; only reached when something is broken.
+const LONG_WAIT: Duration = Duration::from_secs(120);
+/// Daemon log kept for assertion messages (the newest part when it grows beyond this).
+const MAX_LOG_BYTES: usize = 256 * 1024;
+
+/// A bundled sample image.
+pub fn sample(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("models/samples").join(name)
+}
+
+/// An `images` camera source (TOML inline table) for one bundled sample image.
+pub fn sample_source(name: &str, mode: &str) -> String {
+    images_source(&sample(name), mode)
+}
+
+/// An `images` camera source (TOML inline table) for a file or directory.
+pub fn images_source(path: &Path, mode: &str) -> String {
+    format!(
+        "{{ kind = \"images\", path = {}, mode = {} }}",
+        toml_string(&path.display().to_string()),
+        toml_string(mode)
+    )
+}
+
+fn toml_string(text: &str) -> String {
+    format!("{text:?}")
+}
+
+/// A config file for a test: the embedded default with the CPU backend, absolute paths to the
+/// bundled model, the test's broker and topic prefix, and only the cameras the test adds.
+pub struct TestConfig {
+    text: String,
+}
+
+impl TestConfig {
+    pub fn bundled_model() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("models/ssd_mobilenet_v2_coco_prenms_fp32.onnx")
+    }
+
+    pub fn bundled_labels() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("models/coco_labels.txt")
+    }
+
+    pub fn new(broker_port: u16, prefix: &str) -> TestConfig {
+        let default = jetson_detectd::config::EMBEDDED_DEFAULT;
+        let cameras_start = default.find("\n[[camera]]\n").expect("embedded default has a [[camera]]");
+        let cameras_end = default.find("\n[mqtt]\n").expect("embedded default has [mqtt]");
+        let text = format!("{}{}", &default[..cameras_start], &default[cameras_end..]);
+        TestConfig { text }
+            .set("device", "backend", "\"cpu\"")
+            .model(&Self::bundled_model(), &Self::bundled_labels())
+            .set("mqtt", "host", "\"127.0.0.1\"")
+            .set("mqtt", "port", &broker_port.to_string())
+            .set("mqtt", "prefix", &toml_string(prefix))
+            .set("mqtt", "client_id", &toml_string(&format!("{}-daemon", prefix.replace('/', "-"))))
+            .set("mqtt", "reconnect_max_ms", "1000")
+    }
+
+    pub fn model(self, onnx: &Path, labels: &Path) -> TestConfig {
+        self.set("model", "onnx", &toml_string(&onnx.display().to_string())).set(
+            "model",
+            "labels",
+            &toml_string(&labels.display().to_string()),
+        )
+    }
+
+    /// Sets `key` in `[section]`, where the embedded default has it (or documents it commented out).
+    pub fn set(mut self, section: &str, key: &str, value: &str) -> TestConfig {
+        let header = format!("[{section}]");
+        let (assigned, commented) = (format!("{key} = "), format!("# {key} = "));
+        let mut lines: Vec<String> = self.text.lines().map(str::to_string).collect();
+        let start = lines.iter().position(|line| line.trim() == header).unwrap_or_else(|| panic!("no {header}"));
+        let end =
+            lines[start + 1..].iter().position(|line| line.starts_with('[')).map_or(lines.len(), |i| start + 1 + i);
+        let index = (start + 1..end)
+            .find(|&i| lines[i].starts_with(&assigned) || lines[i].starts_with(&commented))
+            .unwrap_or_else(|| panic!("the embedded default has no `{key}` in {header}"));
+        lines[index] = format!("{key} = {value}");
+        self.text = lines.join("\n") + "\n";
+        self
+    }
+
+    pub fn camera(mut self, name: &str, fps: f32, source: &str) -> TestConfig {
+        self.text += &format!("\n[[camera]]\nname = {}\nfps = {fps:?}\nsource = {source}\n", toml_string(name));
+        self
+    }
+
+    pub fn write(&self, path: &Path) -> PathBuf {
+        std::fs::write(path, &self.text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        path.to_path_buf()
+    }
+}
+
+/// `jetson-detectd run --config F` with stderr collected; killed on drop.
+pub struct RunningDaemon {
+    child: Child,
+    log: Arc<Mutex<String>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl RunningDaemon {
+    pub fn start(config: &Path, env: &[(&str, &OsStr)]) -> RunningDaemon {
+        let mut command = daemon();
+        command.arg("run").arg("--config").arg(config).stdin(Stdio::null()).stdout(Stdio::null());
+        command.stderr(Stdio::piped()).env_remove("NOTIFY_SOCKET").env_remove("WATCHDOG_USEC");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("start jetson-detectd run");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let reader = {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+                    if log.len() > MAX_LOG_BYTES {
+                        let cut = log.len() - MAX_LOG_BYTES / 2;
+                        let cut = (cut..log.len()).find(|&i| log.is_char_boundary(i)).unwrap_or(log.len());
+                        log.drain(..cut);
+                    }
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            })
+        };
+        RunningDaemon { child, log, reader: Some(reader) }
+    }
+
+    /// What the daemon wrote to stderr so far.
+    pub fn log(&self) -> String {
+        self.log_handle().text()
+    }
+
+    /// The daemon's stderr, readable while the daemon is borrowed mutably (inside a wait).
+    pub fn log_handle(&self) -> DaemonLog {
+        DaemonLog(Arc::clone(&self.log))
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Sends `signal` (under qemu-user the child is qemu, which passes it on to the daemon).
+    pub fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits pid_t");
+        // SAFETY: kill has no memory-safety preconditions; the pid is our own child, not yet reaped.
+        let result = unsafe { libc::kill(pid, signal) };
+        assert_eq!(result, 0, "kill({pid}, {signal}): {}", std::io::Error::last_os_error());
+    }
+
+    /// Waits until `done` holds; panics with the daemon's log when the daemon exits first or after
+    /// [`LONG_WAIT`].
+    pub fn wait_until(&mut self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + LONG_WAIT;
+        while !done() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("daemon exited ({status}) while waiting for {what}; its log:\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}; daemon log:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until `done` holds for the messages `subscriber` received on `topic`; returns them.
+    pub fn wait_for_messages(
+        &mut self,
+        subscriber: &Subscriber,
+        topic: &str,
+        what: &str,
+        done: impl Fn(&[Received]) -> bool,
+    ) -> Vec<Received> {
+        let mut messages = Vec::new();
+        self.wait_until(&format!("{what} on {topic}"), || {
+            messages = subscriber.messages(topic);
+            done(&messages)
+        });
+        messages
+    }
+
+    /// Waits for the daemon to exit by itself; panics with its log after [`LONG_WAIT`].
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + LONG_WAIT;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                if let Some(reader) = self.reader.take() {
+                    let _ = reader.join();
+                }
+                return status;
+            }
+            assert!(Instant::now() < deadline, "daemon did not exit; its log:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for RunningDaemon {
+    fn drop(&mut self) {
+        if self.is_running() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("---- jetson-detectd log ----\n{}", self.log());
+        }
+    }
+}
+
+/// Shared view of a running daemon's stderr.
+pub struct DaemonLog(Arc<Mutex<String>>);
+
+impl DaemonLog {
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// A bound Unix datagram socket standing in for systemd's `$NOTIFY_SOCKET`.
+struct FakeSystemd {
+    socket: UnixDatagram,
+    path: PathBuf,
+    received: Vec<String>,
+}
+
+impl FakeSystemd {
+    fn bind(dir: &Path) -> FakeSystemd {
+        let path = dir.join("notify.sock");
+        let socket = UnixDatagram::bind(&path).expect("bind notify socket");
+        socket.set_nonblocking(true).expect("non-blocking");
+        FakeSystemd { socket, path, received: Vec::new() }
+    }
+
+    /// Every notification so far, one entry per assignment (`READY=1`, `STATUS=…`).
+    fn poll(&mut self) -> &[String] {
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.socket.recv(&mut buf) {
+                Ok(n) => {
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    self.received.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return &self.received,
+                Err(e) => panic!("notify socket: {e}"),
+            }
+        }
+    }
+}
+
+fn position(notifications: &[String], wanted: &str) -> Option<usize> {
+    notifications.iter().position(|n| n == wanted)
+}
+
+/// Checks a detections message field by field against the schema in the design (exact key sets,
+/// types, timestamp format), then parses it as [`DetectionsMessage`]. `expected` maps each source
+/// image size to exactly the labels that image gives.
+fn check_detections_message(
+    received: &Received,
+    camera: &str,
+    expected: &[((u32, u32), &[&str])],
+) -> DetectionsMessage {
+    let text = received.text();
+    let value: serde_json::Value = serde_json::from_slice(&received.payload).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let keys = |v: &serde_json::Value| -> BTreeSet<String> {
+        v.as_object().unwrap_or_else(|| panic!("not an object in {text}")).keys().cloned().collect()
+    };
+    let set = |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| n.to_string()).collect() };
+    assert_eq!(
+        keys(&value),
+        set(&["schema", "camera", "frame", "ts", "width", "height", "latency_ms", "detections"]),
+        "{text}"
+    );
+    assert_eq!(value["schema"], 1, "{text}");
+    assert!(value["frame"].is_u64() && value["width"].is_u64() && value["height"].is_u64(), "{text}");
+    assert_eq!(keys(&value["latency_ms"]), set(&["pre", "infer", "post", "total"]), "{text}");
+    assert!(value["latency_ms"]
+        .as_object()
+        .is_some_and(|l| l.values().all(|v| v.as_f64().is_some_and(|ms| ms >= 0.0))));
+    let ts = value["ts"].as_str().unwrap_or_else(|| panic!("ts is not a string: {text}"));
+    let ts_shape_ok = ts.len() == 24
+        && ts.char_indices().all(|(i, c)| match i {
+            4 | 7 => c == '-',
+            10 => c == 'T',
+            13 | 16 => c == ':',
+            19 => c == '.',
+            23 => c == 'Z',
+            _ => c.is_ascii_digit(),
+        });
+    assert!(ts_shape_ok, "ts {ts:?} is not RFC 3339 UTC with milliseconds");
+    for detection in value["detections"].as_array().unwrap_or_else(|| panic!("detections not an array: {text}")) {
+        assert_eq!(keys(detection), set(&["label", "class_id", "score", "box"]), "{text}");
+        assert!(detection["label"].is_string() && detection["class_id"].is_u64(), "{text}");
+        assert_eq!(keys(&detection["box"]), set(&["x1", "y1", "x2", "y2"]), "{text}");
+    }
+
+    let message: DetectionsMessage = serde_json::from_slice(&received.payload).expect("parses as DetectionsMessage");
+    let latency = &message.latency_ms;
+    // The total covers every stage; each value is rounded to 0.01 ms on its own.
+    assert!(latency.total + 0.02 >= latency.pre + latency.infer + latency.post, "{text}");
+    assert_eq!(message.schema, SCHEMA_VERSION);
+    assert_eq!(message.camera, camera, "{text}");
+    assert!(!received.retain, "detections are not retained: {text}");
+    let size = (message.width, message.height);
+    let labels = expected
+        .iter()
+        .find(|(image_size, _)| *image_size == size)
+        .unwrap_or_else(|| panic!("size {size:?} is none of the source images: {text}"))
+        .1;
+    let seen: BTreeSet<&str> = message.detections.iter().map(|d| d.label.as_str()).collect();
+    assert_eq!(seen, labels.iter().copied().collect(), "{text}");
+    for detection in &message.detections {
+        let b = &detection.bbox;
+        let inside = 0.0 <= b.x1
+            && b.x1 < b.x2
+            && b.x2 <= f64::from(message.width)
+            && 0.0 <= b.y1
+            && b.y1 < b.y2
+            && b.y2 <= f64::from(message.height);
+        assert!(inside, "box outside the frame: {text}");
+    }
+    message
+}
+
+fn parse(received: &Received) -> DetectionsMessage {
+    serde_json::from_slice(&received.payload).unwrap_or_else(|e| panic!("{e}: {}", received.text()))
+}
+
+const CHELSEA: ((u32, u32), &[&str]) = ((451, 300), &["cat"]);
+const DOG: ((u32, u32), &[&str]) = ((768, 576), &["dog", "bicycle", "car"]);
+
+/// A directory holding copies of sample images, under the names given.
+fn image_dir(parent: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = parent.join(name);
+    std::fs::create_dir(&dir).expect("mkdir");
+    for (sample_name, copy_name) in files {
+        std::fs::copy(sample(sample_name), dir.join(copy_name)).expect("copy sample image");
+    }
+    dir
+}
+
+/// The retained message a fresh subscriber gets on `topic`.
+fn retained(broker: &Broker, client_id: &str, topic: &str) -> Received {
+    let late = Subscriber::connect(broker, client_id, &[topic]);
+    let messages = late.wait_until(topic, "the retained message", |m| !m.is_empty());
+    assert!(messages[0].retain, "{topic}: {:?} is not retained", messages[0].text());
+    messages[0].clone()
+}
 
 #[test]
 fn check_config_accepts_the_embedded_default() {
@@ -29,4 +395,257 @@ fn unparsable_and_missing_config_exit_78() {
         let output = daemon().args(["check-config", "--config"]).arg(&config).output().expect("run");
         assert_eq!(output.status.code(), Some(78), "{}", String::from_utf8_lossy(&output.stderr));
     }
+}
+
+/// Start to stop: retained `online`, detections messages that follow the schema, READY=1 and
+/// watchdog keep-alives, then SIGTERM → STOPPING=1, retained `offline`, exit status 0.
+#[test]
+fn run_publishes_detections_keeps_systemd_informed_and_stops_cleanly_on_sigterm() {
+    let prefix = "e2e-lifecycle";
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let images = image_dir(dir.path(), "images", &[("chelsea.png", "a.png"), ("dog.jpg", "b.jpg")]);
+    let config = TestConfig::new(broker.port(), prefix)
+        .camera("front", 4.0, &images_source(&images, "loop"))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = Subscriber::connect(&broker, "e2e-lifecycle-sub", &[&format!("{prefix}/#")]);
+    let mut systemd = FakeSystemd::bind(dir.path());
+    let mut daemon = RunningDaemon::start(
+        &config,
+        &[("NOTIFY_SOCKET", systemd.path.as_os_str()), ("WATCHDOG_USEC", OsStr::new("2000000"))],
+    );
+
+    let status = format!("{prefix}/status");
+    daemon.wait_for_messages(&subscriber, &status, "online", |m| m.last().is_some_and(|m| m.payload == b"online"));
+    let detections = format!("{prefix}/front/detections");
+    let messages = daemon.wait_for_messages(&subscriber, &detections, "two detections messages", |m| m.len() >= 2);
+    let frames: Vec<u64> =
+        messages.iter().map(|m| check_detections_message(m, "front", &[CHELSEA, DOG]).frame).collect();
+    assert!(frames.windows(2).all(|pair| pair[0] < pair[1]), "frame numbers increase: {frames:?}");
+    assert_eq!(retained(&broker, "e2e-lifecycle-late", &status).payload, b"online");
+
+    daemon.wait_until("READY=1 and then two WATCHDOG=1", || {
+        let notifications = systemd.poll();
+        position(notifications, "READY=1")
+            .is_some_and(|ready| notifications[ready..].iter().filter(|n| *n == "WATCHDOG=1").count() >= 2)
+    });
+
+    daemon.signal(libc::SIGTERM);
+    let exit = daemon.wait_exit();
+    assert_eq!(exit.code(), Some(0), "SIGTERM is a clean stop; log:\n{}", daemon.log());
+    let notifications = systemd.poll().to_vec();
+    let ready = position(&notifications, "READY=1").expect("READY=1");
+    let stopping = position(&notifications, "STOPPING=1").unwrap_or_else(|| panic!("no STOPPING=1: {notifications:?}"));
+    assert!(ready < stopping, "{notifications:?}");
+    let first_keep_alive = position(&notifications, "WATCHDOG=1").expect("WATCHDOG=1");
+    assert!(ready < first_keep_alive, "no keep-alive before READY=1: {notifications:?}");
+    assert!(notifications.iter().any(|n| n.starts_with("STATUS=")), "a STATUS= summary: {notifications:?}");
+    subscriber.wait_for_payload(&status, b"offline");
+    assert_eq!(retained(&broker, "e2e-lifecycle-after", &status).payload, b"offline");
+    let log = daemon.log();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// A daemon that dies without a goodbye (SIGKILL) still ends up `offline`: the broker publishes its
+/// retained Last Will.
+#[test]
+fn killed_daemon_is_offline_by_its_last_will() {
+    let prefix = "e2e-will";
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = TestConfig::new(broker.port(), prefix)
+        .camera("front", 2.0, &sample_source("chelsea.png", "loop"))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = Subscriber::connect(&broker, "e2e-will-sub", &[&format!("{prefix}/#")]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let status = format!("{prefix}/status");
+    daemon.wait_for_messages(&subscriber, &status, "online", |m| m.last().is_some_and(|m| m.payload == b"online"));
+
+    daemon.signal(libc::SIGKILL);
+    daemon.wait_exit();
+    subscriber.wait_for_payload(&status, b"offline");
+    assert_eq!(retained(&broker, "e2e-will-late", &status).payload, b"offline");
+}
+
+/// The broker crashes (SIGKILL) mid-run and comes back 2 s later on the same port: the daemon keeps
+/// running, goes `online` again, its detections resume, and — QoS 1, every frame published — a
+/// camera that produced frames during the outage still delivers every frame number.
+#[test]
+fn run_survives_a_broker_crash_without_losing_a_frame() {
+    const BURST_FRAMES: u64 = 6;
+    let prefix = "e2e-crash";
+    let mut broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let names: Vec<String> = (0..BURST_FRAMES).map(|n| format!("frame-{n}.png")).collect();
+    let copies: Vec<(&str, &str)> = names.iter().map(|name| ("chelsea.png", name.as_str())).collect();
+    let burst = image_dir(dir.path(), "burst", &copies);
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("mqtt", "qos", "1")
+        .set("mqtt", "publish", "\"every_frame\"")
+        .set("mqtt", "queue_capacity", "10000")
+        // Room for every burst frame: none is dropped before inference, so each has a message.
+        .set("engine", "frame_slots", "8")
+        .camera("live", 3.0, &sample_source("chelsea.png", "loop"))
+        .camera("burst", 3.0, &images_source(&burst, "once"))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = Subscriber::connect(&broker, "e2e-crash-sub", &[&format!("{prefix}/#")]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+
+    let status = format!("{prefix}/status");
+    let (live, burst) = (format!("{prefix}/live/detections"), format!("{prefix}/burst/detections"));
+    daemon.wait_for_messages(&subscriber, &status, "online", |m| m.last().is_some_and(|m| m.payload == b"online"));
+    daemon.wait_for_messages(&subscriber, &burst, "two burst frames", |m| m.len() >= 2);
+    let online_before = subscriber.messages(&status).len();
+
+    broker.kill();
+    let before_crash: BTreeSet<u64> = subscriber.messages(&burst).iter().map(|m| parse(m).frame).collect();
+    assert!(before_crash.len() < BURST_FRAMES as usize, "the outage must fall inside the burst: {before_crash:?}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(daemon.is_running(), "the daemon must outlive the broker; log:\n{}", daemon.log());
+    broker.restart();
+
+    daemon.wait_for_messages(&subscriber, &status, "online again after the restart", |m| {
+        m.iter().skip(online_before).any(|m| m.payload == b"online")
+    });
+    let live_seen = subscriber.messages(&live).len();
+    daemon.wait_for_messages(&subscriber, &live, "live detections to resume", |m| m.len() >= live_seen + 2);
+    let received = daemon.wait_for_messages(&subscriber, &burst, "every burst frame number", |m| {
+        m.iter().map(|m| parse(m).frame).collect::<BTreeSet<_>>().len() == BURST_FRAMES as usize
+    });
+    let frames: BTreeSet<u64> =
+        received.iter().map(|m| check_detections_message(m, "burst", &[CHELSEA]).frame).collect();
+    assert_eq!(frames, (0..BURST_FRAMES).collect(), "no frame may be lost");
+    assert!(daemon.is_running(), "the live camera keeps the daemon running; log:\n{}", daemon.log());
+
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+}
+
+/// Two cameras, each on its own topics, with snapshots and telemetry switched on.
+#[test]
+fn run_publishes_per_camera_detections_snapshots_and_telemetry() {
+    let prefix = "e2e-cameras";
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("telemetry", "interval_s", "1")
+        .set("snapshot", "enabled", "true")
+        .camera("front", 3.0, &sample_source("chelsea.png", "loop"))
+        .camera("back", 3.0, &sample_source("dog.jpg", "loop"))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = Subscriber::connect(&broker, "e2e-cameras-sub", &[&format!("{prefix}/#")]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+
+    for (camera, image) in [("front", CHELSEA), ("back", DOG)] {
+        let topic = format!("{prefix}/{camera}/detections");
+        let messages = daemon.wait_for_messages(&subscriber, &topic, "a detections message", |m| !m.is_empty());
+        for message in &messages {
+            check_detections_message(message, camera, &[image]);
+        }
+        let topic = format!("{prefix}/{camera}/snapshot");
+        daemon.wait_for_messages(&subscriber, &topic, "a snapshot", |m| !m.is_empty());
+        let snapshot = retained(&broker, &format!("e2e-cameras-{camera}-late"), &topic);
+        let format = image::guess_format(&snapshot.payload).expect("snapshot image format");
+        assert_eq!(format, image::ImageFormat::Jpeg);
+        let decoded = image::load_from_memory(&snapshot.payload).expect("snapshot decodes");
+        assert_eq!((decoded.width(), decoded.height()), image.0, "{camera} snapshot has the source image's size");
+    }
+
+    let telemetry = format!("{prefix}/telemetry");
+    let reports = daemon.wait_for_messages(&subscriber, &telemetry, "a report counting frames of both cameras", |m| {
+        m.iter().any(|m| {
+            let report: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+            ["front", "back"].iter().all(|camera| report["cameras"][camera]["frames"].as_u64().is_some_and(|n| n > 0))
+        })
+    });
+    for report in &reports {
+        let value: serde_json::Value = serde_json::from_slice(&report.payload).expect("telemetry is JSON");
+        assert!(value["ts"].is_string() && value["cameras"].is_object(), "{}", report.text());
+        assert!(value["mqtt"].is_object(), "telemetry carries the MQTT queue state: {}", report.text());
+    }
+
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+}
+
+/// SIGHUP re-reads the config file: a broken file is refused, a raised score threshold applies to
+/// the following frames, and the daemon keeps running throughout.
+#[test]
+fn sighup_applies_a_new_score_threshold() {
+    const RAISED: f64 = 0.95;
+    let prefix = "e2e-reload";
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_path = dir.path().join("config.toml");
+    let config = TestConfig::new(broker.port(), prefix).camera("front", 4.0, &sample_source("dog.jpg", "loop"));
+    config.write(&config_path);
+    let subscriber = Subscriber::connect(&broker, "e2e-reload-sub", &[&format!("{prefix}/#")]);
+    // The pipeline logs each processed frame at debug level: that tells which frame came first
+    // after the reload.
+    let mut daemon =
+        RunningDaemon::start(&config_path, &[("RUST_LOG", OsStr::new("info,jetson_detectd::pipeline=debug"))]);
+
+    let topic = format!("{prefix}/front/detections");
+    let before = daemon.wait_for_messages(&subscriber, &topic, "a message", |m| !m.is_empty());
+    let low = parse(&before[0]).detections.iter().any(|d| d.score < RAISED);
+    assert!(low, "the dog sample has a detection below {RAISED} at the default threshold: {}", before[0].text());
+
+    // A broken file on SIGHUP keeps the running settings.
+    std::fs::write(&config_path, "[model\nscore_threshold = ").expect("write broken config");
+    daemon.signal(libc::SIGHUP);
+    let log = daemon.log_handle();
+    daemon
+        .wait_until("the broken reload to be refused", || log.text().contains("SIGHUP: keeping the running settings"));
+
+    config.set("model", "score_threshold", &RAISED.to_string()).write(&config_path);
+    daemon.signal(libc::SIGHUP);
+    let mut first_reloaded = None;
+    daemon.wait_until("a frame processed after the reload", || {
+        first_reloaded = first_frame_after(&log.text(), "camera front: reloaded thresholds", "camera front frame ");
+        first_reloaded.is_some()
+    });
+    let first_reloaded = first_reloaded.unwrap_or_default();
+    let reloaded = |m: &Received| parse(m).frame >= first_reloaded;
+    let messages = daemon.wait_for_messages(&subscriber, &topic, "two messages after the reload", |m| {
+        m.iter().filter(|m| reloaded(m)).count() >= 2
+    });
+    for message in messages.iter().filter(|m| reloaded(m)) {
+        let parsed = parse(message);
+        assert!(!parsed.detections.is_empty(), "the dog is above {RAISED}: {}", message.text());
+        assert!(
+            parsed.detections.iter().all(|d| d.score >= RAISED),
+            "threshold {RAISED} not applied: {}",
+            message.text()
+        );
+    }
+    assert!(daemon.is_running(), "SIGHUP must not stop the daemon; log:\n{}", daemon.log());
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+}
+
+/// The frame number of the first `frame_prefix<N>:` log line after the first line containing `marker`.
+fn first_frame_after(log: &str, marker: &str, frame_prefix: &str) -> Option<u64> {
+    let after_marker = &log[log.find(marker)?..];
+    let rest = &after_marker[after_marker.find(frame_prefix)? + frame_prefix.len()..];
+    rest[..rest.find(':')?].parse().ok()
+}
+
+/// A camera whose image source cannot be opened (its parent is a regular file, so not even root can
+/// open it) stops `run` with an error naming the path, never a panic.
+#[test]
+fn run_with_an_unopenable_image_source_fails_naming_it() {
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plain_file = dir.path().join("plain-file");
+    std::fs::write(&plain_file, b"not a directory").expect("write");
+    let unopenable = plain_file.join("images");
+    let config = TestConfig::new(broker.port(), "e2e-unopenable")
+        .camera("front", 2.0, &images_source(&unopenable, "loop"))
+        .write(&dir.path().join("config.toml"));
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let exit = daemon.wait_exit();
+    let log = daemon.log();
+    assert!(!exit.success(), "{log}");
+    assert!(log.contains(&unopenable.display().to_string()), "the error names {}:\n{log}", unopenable.display());
+    assert!(!log.contains("panicked"), "{log}");
 }
