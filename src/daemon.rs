@@ -28,6 +28,7 @@ use crate::pipeline::{CameraPipeline, FrameSink, PipelineError};
 use crate::preprocess::PreprocessSpec;
 use crate::publish_policy::PublishPolicy;
 use crate::snapshot::Snapshotter;
+use crate::source::SourceError;
 use crate::telemetry::{
     status_line, telemetry_message, CameraStats, FrameTimings, JetsonSysfs, SystemSampler, TelemetryReport,
 };
@@ -72,6 +73,11 @@ impl DaemonError {
                 | DaemonError::Backend(
                     BackendError::Load { .. } | BackendError::InputMismatch(_) | BackendError::Unavailable(..)
                 )
+                // A source that cannot be opened at start (no such image directory, a GStreamer
+                // pipeline that does not parse, a node that is not a capture device) is a
+                // configuration mistake. Cameras that are only absent right now do not fail here:
+                // V4L2 and GStreamer sources start reconnecting instead.
+                | DaemonError::Pipeline(PipelineError::Source { source: SourceError::Open { .. }, .. })
         )
     }
 }
