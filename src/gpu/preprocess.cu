@@ -3,9 +3,10 @@
 // never contracts a*b+c into one fused multiply-add, so neither may we, and the two stay
 // bit-identical instead of drifting by rounding.
 //
-// Step 2's taps (both filters) come from per-axis tables that the host builds with the CPU
-// implementation's own code (`AxisTaps` in src/preprocess.rs) once per frame size: the weights are
-// then the very same f32 numbers, and the kernel only sums them in the definition's order.
+// Step 2: bilinear computes its two taps per axis in place, with the same f32 operations as
+// `AxisTaps::bilinear` in src/preprocess.rs. Antialias taps come from per-axis tables that the host
+// builds with that same CPU code once per frame size: the weights are the very same f32 numbers,
+// and the kernel only sums them in the definition's order.
 //
 // One thread writes PIX horizontally adjacent output pixels (all three channels). Kernels are
 // instantiated per (input format, layout, dtype, PIX) under plain C names, so the host can load
@@ -43,6 +44,7 @@ struct Params {
     float std[3];
     float pad;
     int swap_out;
+    int antialias;
 };
 
 struct Rgb {
@@ -88,6 +90,26 @@ __device__ __forceinline__ Rgb load_rgb(const Params& p, int x, int y) {
     return q;
 }
 
+// Bilinear step 2 along one axis for content pixel i: taps i0, i1 with weights 1 - frac, frac.
+__device__ __forceinline__ void axis_tap(int i, int src_len, int content_len, int& i0, int& i1, float& frac) {
+    float s = ((float)i + 0.5f) * (float)src_len / (float)content_len - 0.5f;
+    s = fminf(fmaxf(s, 0.0f), (float)(src_len - 1));
+    float f = floorf(s);
+    i0 = (int)f;
+    i1 = min(i0 + 1, src_len - 1);
+    frac = s - f;
+}
+
+// The definition's sums `0 + w0 * a + w1 * b` for two taps; at the last source pixel i1 = i0 and
+// frac = 0, where this equals the single tap `0 + 1 * a`.
+__device__ __forceinline__ Rgb mix(Rgb a, Rgb b, float frac) {
+    Rgb m;
+    m.r = (1.0f - frac) * a.r + frac * b.r;
+    m.g = (1.0f - frac) * a.g + frac * b.g;
+    m.b = (1.0f - frac) * a.b + frac * b.b;
+    return m;
+}
+
 // Steps 3 (output order) and 4 (value) for float tensors; u8 tensors keep the pixel value.
 template <int DTYPE>
 __device__ __forceinline__ void finish(const Params& p, Rgb v, float out[3]) {
@@ -110,6 +132,14 @@ __device__ __forceinline__ void output_pixel(const Params& p, int ox, int oy, fl
     Rgb v;
     if (cx < 0 || cx >= p.content_w || cy < 0 || cy >= p.content_h) {
         v.r = v.g = v.b = p.pad;
+    } else if (!p.antialias) {
+        int x0, x1, y0, y1;
+        float fx, fy;
+        axis_tap(cx, p.src_w, p.content_w, x0, x1, fx);
+        axis_tap(cy, p.src_h, p.content_h, y0, y1, fy);
+        Rgb above = mix(load_rgb<FMT>(p, x0, y0), load_rgb<FMT>(p, x1, y0), fx);
+        Rgb below = mix(load_rgb<FMT>(p, x0, y1), load_rgb<FMT>(p, x1, y1), fx);
+        v = mix(above, below, fy);
     } else {
         int x0 = p.x_taps[2 * cx], nx = p.x_taps[2 * cx + 1];
         int y0 = p.y_taps[2 * cy], ny = p.y_taps[2 * cy + 1];

@@ -62,6 +62,7 @@ struct KernelParams {
     std: [f32; 3],
     pad: f32,
     swap_out: i32,
+    antialias: i32,
 }
 
 // SAFETY: #[repr(C)] plain-old-data whose layout matches `struct Params` of the kernel (six 64-bit
@@ -85,7 +86,7 @@ pub struct GpuPreprocessor {
     pixels_per_thread: u32,
     staging: Option<CudaSlice<u8>>,
     max_frame_bytes: usize,
-    /// Step 2's tap tables for the last frame size seen.
+    /// Step 2's tap tables (antialias only) for the last frame size seen.
     taps: Option<DeviceTaps>,
 }
 
@@ -284,15 +285,21 @@ impl GpuPreprocessor {
     /// device-accessible in this context until the stream has run the kernel.
     unsafe fn launch(&mut self, src: CUdeviceptr, meta: &FrameMeta, dst: CUdeviceptr) -> Result<(), GpuError> {
         let geometry = self.spec.geometry(meta.width, meta.height);
-        let taps = match self.taps.take() {
-            Some(taps) if (taps.src_width, taps.src_height) == (meta.width, meta.height) => self.taps.insert(taps),
-            _ => self.taps.insert(DeviceTaps::upload(&self.stream, self.spec.filter, meta, &geometry)?),
+        // Bilinear computes its two taps per axis in the kernel (no dependent table loads; the
+        // same f32 operations as `AxisTaps`); antialias reads the tables.
+        let taps = match self.spec.filter {
+            ResizeFilter::Bilinear => None,
+            ResizeFilter::Antialias => Some(match self.taps.take() {
+                Some(taps) if (taps.src_width, taps.src_height) == (meta.width, meta.height) => self.taps.insert(taps),
+                _ => self.taps.insert(DeviceTaps::upload(&self.stream, self.spec.filter, meta, &geometry)?),
+            }),
         };
         let spec = &self.spec;
-        let (x_taps, _x_taps_read) = taps.x.spans.device_ptr(&self.stream);
-        let (x_weights, _x_weights_read) = taps.x.weights.device_ptr(&self.stream);
-        let (y_taps, _y_taps_read) = taps.y.spans.device_ptr(&self.stream);
-        let (y_weights, _y_weights_read) = taps.y.weights.device_ptr(&self.stream);
+        let stream = &self.stream;
+        let (x_taps, _x_taps_read) = taps.as_ref().map(|taps| taps.x.spans.device_ptr(stream)).unzip();
+        let (x_weights, _x_weights_read) = taps.as_ref().map(|taps| taps.x.weights.device_ptr(stream)).unzip();
+        let (y_taps, _y_taps_read) = taps.as_ref().map(|taps| taps.y.spans.device_ptr(stream)).unzip();
+        let (y_weights, _y_weights_read) = taps.as_ref().map(|taps| taps.y.weights.device_ptr(stream)).unzip();
         let to_i32 = |value: u32| {
             i32::try_from(value)
                 .map_err(|_| GpuError::FrameTooLarge { needed: value as usize, capacity: i32::MAX as usize })
@@ -300,10 +307,10 @@ impl GpuPreprocessor {
         let params = KernelParams {
             src,
             dst,
-            x_taps,
-            x_weights,
-            y_taps,
-            y_weights,
+            x_taps: x_taps.unwrap_or(0),
+            x_weights: x_weights.unwrap_or(0),
+            y_taps: y_taps.unwrap_or(0),
+            y_weights: y_weights.unwrap_or(0),
             src_w: to_i32(meta.width)?,
             src_h: to_i32(meta.height)?,
             out_w: to_i32(spec.width)?,
@@ -312,8 +319,9 @@ impl GpuPreprocessor {
             content_h: to_i32(geometry.content_height)?,
             pad_x: to_i32(geometry.pad_x)?,
             pad_y: to_i32(geometry.pad_y)?,
-            x_stride: taps.x.stride,
-            y_stride: taps.y.stride,
+            x_stride: taps.as_ref().map_or(0, |taps| taps.x.stride),
+            y_stride: taps.as_ref().map_or(0, |taps| taps.y.stride),
+            antialias: i32::from(spec.filter == ResizeFilter::Antialias),
             mean: spec.mean,
             std: spec.std,
             pad: f32::from(spec.pad),
@@ -448,8 +456,9 @@ mod tests {
 
     #[test]
     fn kernel_params_match_the_cuda_struct_size() {
-        // Six pointers, ten ints, seven floats and one int: 48 + 40 + 28 + 4 bytes.
-        assert_eq!(std::mem::size_of::<KernelParams>(), 120);
+        // Six pointers, ten ints, seven floats and two ints: 48 + 40 + 28 + 8 = 124 bytes, padded
+        // to 128 for the pointers' alignment (in C as in Rust).
+        assert_eq!(std::mem::size_of::<KernelParams>(), 128);
     }
 
     #[test]
