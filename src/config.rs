@@ -171,6 +171,19 @@ pub enum ResizeKind {
     Letterbox,
 }
 
+/// How source pixels are weighted when the frame is scaled to the content size (step 2 of the
+/// definition in `preprocess.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResizeFilter {
+    /// Two taps per axis around the half-pixel-centred sample point (OpenCV's `INTER_LINEAR`).
+    /// Shrinking by more than 2× skips source pixels and aliases.
+    Bilinear,
+    /// Triangle filter whose support widens with the downscale factor, so every source pixel
+    /// contributes (Pillow's `Image.resize(..., BILINEAR)`); equal to bilinear when enlarging.
+    Antialias,
+}
+
 /// How input tensors are produced from frames. Output value = (pixel − mean[c]) / std[c], with
 /// pixels in 0..255; u8 tensors take the pixel as is.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -186,6 +199,10 @@ pub struct InputConfig {
     pub color: ColorOrder,
     #[serde(default = "default_resize")]
     pub resize: ResizeKind,
+    /// Resampling filter; default `antialias`, which is how the bundled SSD model's reference
+    /// inputs were made and does not alias when shrinking camera frames.
+    #[serde(default = "default_filter")]
+    pub filter: ResizeFilter,
     /// Letterbox padding value (0..255 pixel units).
     #[serde(default = "default_pad")]
     pub pad: u8,
@@ -200,6 +217,9 @@ fn default_color() -> ColorOrder {
 }
 fn default_resize() -> ResizeKind {
     ResizeKind::Stretch
+}
+fn default_filter() -> ResizeFilter {
+    ResizeFilter::Antialias
 }
 fn default_pad() -> u8 {
     114
@@ -824,6 +844,17 @@ mod tests {
         assert_eq!(config.model.onnx.as_deref(), Some(Path::new("/base/m.onnx")));
         assert_eq!(config.mqtt.port, 1883);
         assert_eq!(config.model.input.resize, ResizeKind::Stretch);
+        assert_eq!(config.model.input.filter, ResizeFilter::Antialias);
+    }
+
+    #[test]
+    fn resize_filter_is_read_and_checked() {
+        let bilinear =
+            parse(&MINIMAL.replace("dtype = \"u8\"", "dtype = \"u8\", filter = \"bilinear\"")).expect("valid");
+        assert_eq!(bilinear.model.input.filter, ResizeFilter::Bilinear);
+        let err = parse(&MINIMAL.replace("dtype = \"u8\"", "dtype = \"u8\", filter = \"lanczos\"")).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("lanczos") && text.contains("antialias"), "{text}");
     }
 
     #[test]

@@ -66,7 +66,7 @@ enum Command {
         warmup: usize,
         #[arg(long, default_value_t = 50)]
         iterations: usize,
-        /// Also benchmark the CUDA preprocessing kernel (1080p YUYV to 640x640 f16) on the GPU.
+        /// Also benchmark the CUDA preprocessing kernel (1080p YUYV to 640x640 f16, each resize filter) on the GPU.
         #[arg(long)]
         gpu: bool,
     },
@@ -261,14 +261,22 @@ struct BenchOutput {
 
 #[cfg(feature = "cuda")]
 fn gpu_preprocess_bench(config: &Config) -> Result<serde_json::Value, Failure> {
+    use jetson_detectd::config::ResizeFilter;
     use jetson_detectd::gpu::{self, GpuDevice, PreprocessBenchRequest};
     let mut request = PreprocessBenchRequest::yuyv_1080p_to_640_nchw_f16_letterbox();
     request.cache_dir = Some(config.engine.cache_dir.clone());
-    let report = GpuDevice::open(config.device.gpu as usize)
-        .and_then(|device| gpu::bench_preprocess(&device, &request))
-        .context("GPU preprocessing benchmark")
-        .map_err(Failure::other)?;
-    serde_json::to_value(report).context("encoding the report").map_err(Failure::other)
+    let device = GpuDevice::open(config.device.gpu as usize).context("opening the GPU").map_err(Failure::other)?;
+    let mut reports = serde_json::Map::new();
+    for (name, filter) in [("antialias", ResizeFilter::Antialias), ("bilinear", ResizeFilter::Bilinear)] {
+        request.spec.filter = filter;
+        let report =
+            gpu::bench_preprocess(&device, &request).context("GPU preprocessing benchmark").map_err(Failure::other)?;
+        reports.insert(
+            name.to_owned(),
+            serde_json::to_value(report).context("encoding the report").map_err(Failure::other)?,
+        );
+    }
+    Ok(serde_json::Value::Object(reports))
 }
 
 #[cfg(not(feature = "cuda"))]

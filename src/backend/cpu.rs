@@ -216,7 +216,7 @@ impl InferenceSession for CpuSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ColorOrder, ResizeKind, TensorLayout};
+    use crate::config::{ColorOrder, ResizeFilter, ResizeKind, TensorLayout};
     use crate::frame::{HeapMemory, PixelFormat};
 
     fn model_path() -> PathBuf {
@@ -231,6 +231,7 @@ mod tests {
             dtype: TensorDtype::U8,
             color: ColorOrder::Rgb,
             resize: ResizeKind::Stretch,
+            filter: ResizeFilter::Antialias,
             pad: 114,
             mean: [0.0; 3],
             std: [1.0; 3],

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::preprocessor::PIXELS_PER_THREAD;
 use super::slots::{HostMemoryKind, HostSlotMemory};
 use super::{DriverContext, GpuDevice, GpuError, GpuPreprocessor, GpuProbe};
-use crate::config::{ColorOrder, ResizeKind, TensorDtype, TensorLayout};
+use crate::config::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat};
 use crate::preprocess::{CpuPreprocessor, PreprocessSpec};
 
@@ -49,6 +49,7 @@ impl PreprocessBenchRequest {
                 dtype: TensorDtype::F16,
                 color: ColorOrder::Rgb,
                 resize: ResizeKind::Letterbox,
+                filter: ResizeFilter::Antialias,
                 pad: 114,
                 mean: [123.675, 116.28, 103.53],
                 std: [58.395, 57.12, 57.375],
@@ -202,7 +203,8 @@ pub fn bench_preprocess(
 }
 
 fn describe_spec(spec: &PreprocessSpec) -> String {
-    format!("{}x{} {:?} {:?} {:?}", spec.width, spec.height, spec.layout, spec.dtype, spec.resize).to_lowercase()
+    let (width, height, layout, dtype) = (spec.width, spec.height, spec.layout, spec.dtype);
+    format!("{width}x{height} {layout:?} {dtype:?} {:?} {:?}", spec.resize, spec.filter).to_lowercase()
 }
 
 struct KernelStats {

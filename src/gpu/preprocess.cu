@@ -3,6 +3,11 @@
 // never contracts a*b+c into one fused multiply-add, so neither may we, and the two stay
 // bit-identical instead of drifting by rounding.
 //
+// Step 2: bilinear computes its two taps per axis in place, with the same f32 operations as
+// `AxisTaps::bilinear` in src/preprocess.rs. Antialias taps come from per-axis tables that the host
+// builds with that same CPU code once per frame size: the weights are the very same f32 numbers,
+// and the kernel only sums them in the definition's order.
+//
 // One thread writes PIX horizontally adjacent output pixels (all three channels). Kernels are
 // instantiated per (input format, layout, dtype, PIX) under plain C names, so the host can load
 // them without NVRTC name expressions.
@@ -24,14 +29,22 @@
 struct Params {
     const unsigned char* src;
     void* dst;
+    // Per content column: (first source x, tap count); then `x_stride` weights per column.
+    const int* x_taps;
+    const float* x_weights;
+    // The same per content row.
+    const int* y_taps;
+    const float* y_weights;
     int src_w, src_h;
     int out_w, out_h;
     int content_w, content_h;
     int pad_x, pad_y;
+    int x_stride, y_stride;
     float mean[3];
     float std[3];
     float pad;
     int swap_out;
+    int antialias;
 };
 
 struct Rgb {
@@ -77,7 +90,7 @@ __device__ __forceinline__ Rgb load_rgb(const Params& p, int x, int y) {
     return q;
 }
 
-// Step 2 along one axis for content pixel i.
+// Bilinear step 2 along one axis for content pixel i: taps i0, i1 with weights 1 - frac, frac.
 __device__ __forceinline__ void axis_tap(int i, int src_len, int content_len, int& i0, int& i1, float& frac) {
     float s = ((float)i + 0.5f) * (float)src_len / (float)content_len - 0.5f;
     s = fminf(fmaxf(s, 0.0f), (float)(src_len - 1));
@@ -87,6 +100,8 @@ __device__ __forceinline__ void axis_tap(int i, int src_len, int content_len, in
     frac = s - f;
 }
 
+// The definition's sums `0 + w0 * a + w1 * b` for two taps; at the last source pixel i1 = i0 and
+// frac = 0, where this equals the single tap `0 + 1 * a`.
 __device__ __forceinline__ Rgb mix(Rgb a, Rgb b, float frac) {
     Rgb m;
     m.r = (1.0f - frac) * a.r + frac * b.r;
@@ -117,7 +132,7 @@ __device__ __forceinline__ void output_pixel(const Params& p, int ox, int oy, fl
     Rgb v;
     if (cx < 0 || cx >= p.content_w || cy < 0 || cy >= p.content_h) {
         v.r = v.g = v.b = p.pad;
-    } else {
+    } else if (!p.antialias) {
         int x0, x1, y0, y1;
         float fx, fy;
         axis_tap(cx, p.src_w, p.content_w, x0, x1, fx);
@@ -125,6 +140,27 @@ __device__ __forceinline__ void output_pixel(const Params& p, int ox, int oy, fl
         Rgb above = mix(load_rgb<FMT>(p, x0, y0), load_rgb<FMT>(p, x1, y0), fx);
         Rgb below = mix(load_rgb<FMT>(p, x0, y1), load_rgb<FMT>(p, x1, y1), fx);
         v = mix(above, below, fy);
+    } else {
+        int x0 = p.x_taps[2 * cx], nx = p.x_taps[2 * cx + 1];
+        int y0 = p.y_taps[2 * cy], ny = p.y_taps[2 * cy + 1];
+        const float* wx = p.x_weights + (size_t)cx * p.x_stride;
+        const float* wy = p.y_weights + (size_t)cy * p.y_stride;
+        v.r = v.g = v.b = 0.0f;
+        for (int ky = 0; ky < ny; ++ky) {
+            Rgb h;
+            h.r = h.g = h.b = 0.0f;
+            for (int kx = 0; kx < nx; ++kx) {
+                Rgb q = load_rgb<FMT>(p, x0 + kx, y0 + ky);
+                float w = wx[kx];
+                h.r = h.r + w * q.r;
+                h.g = h.g + w * q.g;
+                h.b = h.b + w * q.b;
+            }
+            float w = wy[ky];
+            v.r = v.r + w * h.r;
+            v.g = v.g + w * h.g;
+            v.b = v.b + w * h.b;
+        }
     }
     finish<DTYPE>(p, v, out);
 }

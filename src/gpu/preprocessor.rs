@@ -3,9 +3,10 @@
 //!
 //! Owns: `preprocess.cu` (included at build time), the PTX cache files
 //! `<cache_dir>/preprocess-<key>.ptx` (key = hash of kernel source, compile options, device name
-//! and compute capability), the device staging buffer of discrete GPUs.
+//! and compute capability), the device staging buffer of discrete GPUs, and the device copies of
+//! the sampling tables ([`AxisTaps`]) for the current frame size.
 //! Must not: synchronise the stream (the caller does, once per frame, after inference), or
-//! allocate per frame.
+//! allocate per frame (only when the frame size changes).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,9 +21,9 @@ use sha2::{Digest, Sha256};
 
 use super::slots::{HostMemoryKind, HostSlotMemory};
 use super::{DriverContext, GpuDevice, GpuError};
-use crate::config::{ColorOrder, TensorDtype, TensorLayout};
+use crate::config::{ColorOrder, ResizeFilter, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat};
-use crate::preprocess::PreprocessSpec;
+use crate::preprocess::{AxisTaps, PreprocessSpec, ResizeGeometry};
 
 const KERNEL_SOURCE: &str = include_str!("preprocess.cu");
 
@@ -43,6 +44,10 @@ pub fn kernel_source() -> &'static str {
 struct KernelParams {
     src: CUdeviceptr,
     dst: CUdeviceptr,
+    x_taps: CUdeviceptr,
+    x_weights: CUdeviceptr,
+    y_taps: CUdeviceptr,
+    y_weights: CUdeviceptr,
     src_w: i32,
     src_h: i32,
     out_w: i32,
@@ -51,13 +56,16 @@ struct KernelParams {
     content_h: i32,
     pad_x: i32,
     pad_y: i32,
+    x_stride: i32,
+    y_stride: i32,
     mean: [f32; 3],
     std: [f32; 3],
     pad: f32,
     swap_out: i32,
+    antialias: i32,
 }
 
-// SAFETY: #[repr(C)] plain-old-data whose layout matches `struct Params` of the kernel (two 64-bit
+// SAFETY: #[repr(C)] plain-old-data whose layout matches `struct Params` of the kernel (six 64-bit
 // pointers, then 32-bit fields only, no padding differences); it is passed by value.
 unsafe impl DeviceRepr for KernelParams {}
 
@@ -78,6 +86,60 @@ pub struct GpuPreprocessor {
     pixels_per_thread: u32,
     staging: Option<CudaSlice<u8>>,
     max_frame_bytes: usize,
+    /// Step 2's tap tables (antialias only) for the last frame size seen.
+    taps: Option<DeviceTaps>,
+}
+
+/// [`AxisTaps`] of both axes in device memory, for frames of `src_width` × `src_height`.
+struct DeviceTaps {
+    src_width: u32,
+    src_height: u32,
+    x: DeviceAxisTaps,
+    y: DeviceAxisTaps,
+}
+
+impl DeviceTaps {
+    fn upload(
+        stream: &Arc<CudaStream>,
+        filter: ResizeFilter,
+        meta: &FrameMeta,
+        geometry: &ResizeGeometry,
+    ) -> Result<Self, GpuError> {
+        Ok(DeviceTaps {
+            src_width: meta.width,
+            src_height: meta.height,
+            x: DeviceAxisTaps::upload(stream, &AxisTaps::new(filter, meta.width, geometry.content_width))?,
+            y: DeviceAxisTaps::upload(stream, &AxisTaps::new(filter, meta.height, geometry.content_height))?,
+        })
+    }
+}
+
+struct DeviceAxisTaps {
+    /// `(first, count)` per content pixel.
+    spans: CudaSlice<i32>,
+    weights: CudaSlice<f32>,
+    stride: i32,
+}
+
+impl DeviceAxisTaps {
+    fn upload(stream: &Arc<CudaStream>, taps: &AxisTaps) -> Result<Self, GpuError> {
+        let to_i32 = |value: u32| {
+            i32::try_from(value)
+                .map_err(|_| GpuError::FrameTooLarge { needed: value as usize, capacity: i32::MAX as usize })
+        };
+        let spans = taps
+            .first
+            .iter()
+            .zip(&taps.count)
+            .flat_map(|(first, count)| [to_i32(*first), to_i32(*count)])
+            .collect::<Result<Vec<i32>, _>>()?;
+        let stride = u32::try_from(taps.stride).map_or(Ok(i32::MAX), to_i32)?;
+        Ok(DeviceAxisTaps {
+            spans: stream.clone_htod(&spans).during("cuMemcpyHtoD(taps)")?,
+            weights: stream.clone_htod(&taps.weights).during("cuMemcpyHtoD(weights)")?,
+            stride,
+        })
+    }
 }
 
 impl GpuPreprocessor {
@@ -122,6 +184,7 @@ impl GpuPreprocessor {
             pixels_per_thread,
             staging: None,
             max_frame_bytes,
+            taps: None,
         })
     }
 
@@ -220,9 +283,23 @@ impl GpuPreprocessor {
     /// # Safety
     /// `src` addresses the whole frame described by `meta` and `dst` `spec.bytes()` bytes, both
     /// device-accessible in this context until the stream has run the kernel.
-    unsafe fn launch(&self, src: CUdeviceptr, meta: &FrameMeta, dst: CUdeviceptr) -> Result<(), GpuError> {
+    unsafe fn launch(&mut self, src: CUdeviceptr, meta: &FrameMeta, dst: CUdeviceptr) -> Result<(), GpuError> {
+        let geometry = self.spec.geometry(meta.width, meta.height);
+        // Bilinear computes its two taps per axis in the kernel (no dependent table loads; the
+        // same f32 operations as `AxisTaps`); antialias reads the tables.
+        let taps = match self.spec.filter {
+            ResizeFilter::Bilinear => None,
+            ResizeFilter::Antialias => Some(match self.taps.take() {
+                Some(taps) if (taps.src_width, taps.src_height) == (meta.width, meta.height) => self.taps.insert(taps),
+                _ => self.taps.insert(DeviceTaps::upload(&self.stream, self.spec.filter, meta, &geometry)?),
+            }),
+        };
         let spec = &self.spec;
-        let geometry = spec.geometry(meta.width, meta.height);
+        let stream = &self.stream;
+        let (x_taps, _x_taps_read) = taps.as_ref().map(|taps| taps.x.spans.device_ptr(stream)).unzip();
+        let (x_weights, _x_weights_read) = taps.as_ref().map(|taps| taps.x.weights.device_ptr(stream)).unzip();
+        let (y_taps, _y_taps_read) = taps.as_ref().map(|taps| taps.y.spans.device_ptr(stream)).unzip();
+        let (y_weights, _y_weights_read) = taps.as_ref().map(|taps| taps.y.weights.device_ptr(stream)).unzip();
         let to_i32 = |value: u32| {
             i32::try_from(value)
                 .map_err(|_| GpuError::FrameTooLarge { needed: value as usize, capacity: i32::MAX as usize })
@@ -230,6 +307,10 @@ impl GpuPreprocessor {
         let params = KernelParams {
             src,
             dst,
+            x_taps: x_taps.unwrap_or(0),
+            x_weights: x_weights.unwrap_or(0),
+            y_taps: y_taps.unwrap_or(0),
+            y_weights: y_weights.unwrap_or(0),
             src_w: to_i32(meta.width)?,
             src_h: to_i32(meta.height)?,
             out_w: to_i32(spec.width)?,
@@ -238,6 +319,9 @@ impl GpuPreprocessor {
             content_h: to_i32(geometry.content_height)?,
             pad_x: to_i32(geometry.pad_x)?,
             pad_y: to_i32(geometry.pad_y)?,
+            x_stride: taps.as_ref().map_or(0, |taps| taps.x.stride),
+            y_stride: taps.as_ref().map_or(0, |taps| taps.y.stride),
+            antialias: i32::from(spec.filter == ResizeFilter::Antialias),
             mean: spec.mean,
             std: spec.std,
             pad: f32::from(spec.pad),
@@ -252,9 +336,11 @@ impl GpuPreprocessor {
         let kernel = &self.kernels[format_index(meta.format)];
         let mut launch = self.stream.launch_builder(kernel);
         launch.arg(&params);
-        // SAFETY: the kernel reads only the frame bytes `src` was checked to hold and writes
-        // exactly `spec.bytes()` bytes at `dst` (caller contract); `params` matches the kernel's
-        // parameter struct.
+        // SAFETY: the kernel reads only the frame bytes `src` was checked to hold (every tap
+        // index lies inside the frame the tables were built for, which is this frame's size) and
+        // writes exactly `spec.bytes()` bytes at `dst` (caller contract); the tap tables live in
+        // `self.taps` and are ordered on this stream by their guards; `params` matches the
+        // kernel's parameter struct.
         unsafe { launch.launch(config) }.during("cuLaunchKernel(preprocess)")?;
         Ok(())
     }
@@ -370,8 +456,9 @@ mod tests {
 
     #[test]
     fn kernel_params_match_the_cuda_struct_size() {
-        // Two pointers, eight ints, seven floats and one int: 16 + 32 + 28 + 4 bytes.
-        assert_eq!(std::mem::size_of::<KernelParams>(), 80);
+        // Six pointers, ten ints, seven floats and two ints: 48 + 40 + 28 + 8 = 124 bytes, padded
+        // to 128 for the pointers' alignment (in C as in Rust).
+        assert_eq!(std::mem::size_of::<KernelParams>(), 128);
     }
 
     #[test]

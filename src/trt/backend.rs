@@ -316,7 +316,7 @@ fn convert_to_f32(dtype: DataType, bytes: &[u8], out: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ColorOrder, ResizeKind, TensorLayout};
+    use crate::config::{ColorOrder, ResizeFilter, ResizeKind, TensorLayout};
 
     fn tensor(name: &str, is_input: bool, dtype: DataType, shape: &[i64]) -> TensorInfo {
         TensorInfo::for_tests(name, is_input, dtype, shape)
@@ -330,6 +330,7 @@ mod tests {
             dtype: TensorDtype::U8,
             color: ColorOrder::Rgb,
             resize: ResizeKind::Stretch,
+            filter: ResizeFilter::Antialias,
             pad: 0,
             mean: [0.0; 3],
             std: [1.0; 3],

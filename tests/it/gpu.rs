@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use jetson_detectd::config::{ColorOrder, ResizeKind, TensorDtype, TensorLayout};
+use jetson_detectd::config::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 use jetson_detectd::frame::{FrameMeta, FrameSlot, HeapMemory, PixelFormat, SlotMemory};
 use jetson_detectd::gpu::{self, CudaSlice, CudaStream, GpuDevice, GpuPreprocessor, HostMemoryKind, HostSlotMemory};
 use jetson_detectd::preprocess::{preprocess_cpu, PreprocessSpec};
@@ -15,6 +15,7 @@ const FORMATS: [PixelFormat; 5] =
 const LAYOUTS: [TensorLayout; 2] = [TensorLayout::Nchw, TensorLayout::Nhwc];
 const DTYPES: [TensorDtype; 3] = [TensorDtype::U8, TensorDtype::F16, TensorDtype::F32];
 const RESIZES: [ResizeKind; 2] = [ResizeKind::Stretch, ResizeKind::Letterbox];
+const FILTERS: [ResizeFilter; 2] = [ResizeFilter::Bilinear, ResizeFilter::Antialias];
 
 /// The device, or `None` (with the reason on stderr, past the test harness's capture) when GPU
 /// tests are not enabled.
@@ -71,7 +72,13 @@ fn random_frame_size(random: &mut Random, format: PixelFormat) -> (u32, u32) {
     (width, height)
 }
 
-fn random_spec(random: &mut Random, layout: TensorLayout, dtype: TensorDtype, resize: ResizeKind) -> PreprocessSpec {
+fn random_spec(
+    random: &mut Random,
+    layout: TensorLayout,
+    dtype: TensorDtype,
+    resize: ResizeKind,
+    filter: ResizeFilter,
+) -> PreprocessSpec {
     let float = dtype != TensorDtype::U8;
     let mut channel = |low: f32, span: f32| [0; 3].map(|_| low + span * random.unit());
     let (mean, std) = if float { (channel(0.0, 255.0), channel(0.5, 100.0)) } else { ([0.0; 3], [1.0; 3]) };
@@ -82,6 +89,7 @@ fn random_spec(random: &mut Random, layout: TensorLayout, dtype: TensorDtype, re
         dtype,
         color: if random.below(2) == 0 { ColorOrder::Rgb } else { ColorOrder::Bgr },
         resize,
+        filter,
         pad: random.below(256) as u8,
         mean,
         std,
@@ -173,8 +181,10 @@ fn probe_describes_the_device() {
 }
 
 #[test]
-fn kernel_matches_cpu_for_every_format_layout_dtype_and_resize() {
-    let Some(device) = gpu_or_skip("kernel_matches_cpu_for_every_format_layout_dtype_and_resize") else { return };
+fn kernel_matches_cpu_for_every_format_layout_dtype_resize_and_filter() {
+    let Some(device) = gpu_or_skip("kernel_matches_cpu_for_every_format_layout_dtype_resize_and_filter") else {
+        return;
+    };
     let stream = device.new_stream().expect("stream");
     let cache = tempfile::tempdir().expect("cache dir");
     let mut random = Random::fresh("kernel_matches_cpu");
@@ -183,11 +193,11 @@ fn kernel_matches_cpu_for_every_format_layout_dtype_and_resize() {
     for format in FORMATS {
         for layout in LAYOUTS {
             for dtype in DTYPES {
-                for resize in RESIZES {
+                for (resize, filter) in RESIZES.into_iter().flat_map(|r| FILTERS.map(|f| (r, f))) {
                     let mut case_worst = 0.0f32;
                     for _ in 0..3 {
                         let (width, height) = random_frame_size(&mut random, format);
-                        let spec = random_spec(&mut random, layout, dtype, resize);
+                        let spec = random_spec(&mut random, layout, dtype, resize, filter);
                         let meta = meta(width, height, format);
                         let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
                         let mut cpu = vec![0u8; spec.bytes()];
@@ -207,7 +217,7 @@ fn kernel_matches_cpu_for_every_format_layout_dtype_and_resize() {
                         case_worst = case_worst.max(error);
                         cases += 1;
                     }
-                    worst.push(format!("{} {layout:?} {dtype:?} {resize:?}: {case_worst}", format.name()));
+                    worst.push(format!("{} {layout:?} {dtype:?} {resize:?} {filter:?}: {case_worst}", format.name()));
                 }
             }
         }
@@ -221,13 +231,18 @@ fn kernel_matches_cpu_on_full_size_frames() {
     let Some(device) = gpu_or_skip("kernel_matches_cpu_on_full_size_frames") else { return };
     let stream = device.new_stream().expect("stream");
     let mut random = Random::fresh("full_size");
+    use {ResizeFilter::*, ResizeKind::*, TensorDtype::*, TensorLayout::*};
     let cases = [
-        (1920, 1080, PixelFormat::Yuyv, 640, 640, TensorLayout::Nchw, TensorDtype::F16, ResizeKind::Letterbox),
-        (1280, 720, PixelFormat::Nv12, 300, 300, TensorLayout::Nhwc, TensorDtype::U8, ResizeKind::Stretch),
-        (640, 480, PixelFormat::Bgr8, 1280, 736, TensorLayout::Nchw, TensorDtype::F32, ResizeKind::Letterbox),
+        (1920, 1080, PixelFormat::Yuyv, 640, 640, Nchw, F16, Letterbox, Bilinear),
+        (1920, 1080, PixelFormat::Yuyv, 640, 640, Nchw, F16, Letterbox, Antialias),
+        (1920, 1080, PixelFormat::Rgb8, 300, 300, Nhwc, U8, Stretch, Antialias),
+        (1280, 720, PixelFormat::Nv12, 300, 300, Nhwc, U8, Stretch, Bilinear),
+        (1280, 720, PixelFormat::Nv12, 300, 300, Nhwc, F32, Stretch, Antialias),
+        (640, 480, PixelFormat::Bgr8, 1280, 736, Nchw, F32, Letterbox, Bilinear),
+        (640, 480, PixelFormat::Bgr8, 1280, 736, Nchw, F32, Letterbox, Antialias),
     ];
-    for (width, height, format, out_w, out_h, layout, dtype, resize) in cases {
-        let mut spec = random_spec(&mut random, layout, dtype, resize);
+    for (width, height, format, out_w, out_h, layout, dtype, resize, filter) in cases {
+        let mut spec = random_spec(&mut random, layout, dtype, resize, filter);
         (spec.width, spec.height) = (out_w, out_h);
         let meta = meta(width, height, format);
         let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
@@ -251,7 +266,13 @@ fn mapped_pinned_and_heap_slots_give_identical_tensors() {
     let mut random = Random::fresh("slot_paths");
     for format in FORMATS {
         let (width, height) = random_frame_size(&mut random, format);
-        let spec = random_spec(&mut random, TensorLayout::Nchw, TensorDtype::F32, ResizeKind::Letterbox);
+        let spec = random_spec(
+            &mut random,
+            TensorLayout::Nchw,
+            TensorDtype::F32,
+            ResizeKind::Letterbox,
+            ResizeFilter::Antialias,
+        );
         let meta = meta(width, height, format);
         let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
         let mut preprocessor =
@@ -269,6 +290,29 @@ fn mapped_pinned_and_heap_slots_give_identical_tensors() {
         for (name, tensor) in &tensors[1..] {
             assert!(*tensor == tensors[0].1, "{} {name} slot differs from the mapped slot", format.name());
         }
+    }
+}
+
+#[test]
+fn one_preprocessor_follows_frame_size_changes() {
+    let Some(device) = gpu_or_skip("one_preprocessor_follows_frame_size_changes") else { return };
+    let stream = device.new_stream().expect("stream");
+    let mut random = Random::fresh("size_changes");
+    let spec =
+        random_spec(&mut random, TensorLayout::Nhwc, TensorDtype::U8, ResizeKind::Letterbox, ResizeFilter::Antialias);
+    let sizes = [(640, 480), (1280, 720), (640, 480), (96, 200)];
+    let capacity = sizes.iter().map(|(w, h)| PixelFormat::Yuyv.frame_bytes(*w, *h).expect("size")).max().unwrap_or(0);
+    let mut preprocessor = GpuPreprocessor::new(&device, stream.clone(), &spec, None, capacity).expect("preprocessor");
+    let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
+    for (width, height) in sizes {
+        let meta = meta(width, height, PixelFormat::Yuyv);
+        let frame = random.bytes(PixelFormat::Yuyv.frame_bytes(width, height).expect("frame size"));
+        let mut cpu = vec![0u8; spec.bytes()];
+        preprocess_cpu(&frame, &meta, &spec, &mut cpu).expect("cpu preprocessing");
+        let slot = filled_slot(gpu::slot_memory(&device, frame.len()).expect("slot"), &frame, &meta);
+        let tensor = run_poisoned(&mut preprocessor, &stream, &slot, &mut dst);
+        let error = max_error_lsb(TensorDtype::U8, &tensor, &cpu);
+        assert!(error <= 1.0, "{width}x{height} after a size change: GPU differs from CPU by {error} LSB");
     }
 }
 
