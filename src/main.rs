@@ -87,6 +87,33 @@ struct Failure {
     code: u8,
 }
 
+/// Why a command stopped early: a failure, or stdout's reader went away (`… | head`), which ends
+/// the command quietly and successfully, as it does for other Unix tools.
+enum Stop {
+    Failed(Failure),
+    ReaderGone,
+}
+
+impl<T: Into<Failure>> From<T> for Stop {
+    fn from(failure: T) -> Self {
+        Stop::Failed(failure.into())
+    }
+}
+
+/// Writes `bytes` to stdout and flushes.
+fn write_stdout(stdout: &mut impl Write, bytes: &[u8]) -> Result<(), Stop> {
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Stop::ReaderGone),
+        Err(e) => Err(Stop::Failed(Failure::other(anyhow::Error::new(e).context("writing to stdout")))),
+    }
+}
+
+/// Prints `text` and a newline on stdout.
+fn print_line(text: &str) -> Result<(), Stop> {
+    write_stdout(&mut std::io::stdout().lock(), format!("{text}\n").as_bytes())
+}
+
 impl Failure {
     fn config(error: ConfigError) -> Self {
         Failure { error: anyhow::Error::new(error).context("invalid configuration"), code: EXIT_CONFIG }
@@ -116,8 +143,8 @@ fn main() -> ExitCode {
         Command::BuildEngine(arg) => build_engine(&arg),
     };
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure { error, code }) => {
+        Ok(()) | Err(Stop::ReaderGone) => ExitCode::SUCCESS,
+        Err(Stop::Failed(Failure { error, code })) => {
             eprintln!("jetson-detectd: {}", describe(&error));
             ExitCode::from(code)
         }
@@ -138,20 +165,19 @@ fn describe(error: &anyhow::Error) -> String {
     line
 }
 
-fn run(arg: &ConfigArg) -> Result<(), Failure> {
+fn run(arg: &ConfigArg) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     logging::init(config.device.log_level.filter());
     log::info!("jetson-detectd {} starting with {}", env!("CARGO_PKG_VERSION"), config.origin);
     daemon::run(config, arg.config.clone()).map_err(|e| {
         log::error!("{e}");
-        Failure::from(e)
+        Stop::from(e)
     })
 }
 
-fn check_config(arg: &ConfigArg) -> Result<(), Failure> {
+fn check_config(arg: &ConfigArg) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
-    println!("{}: ok ({} camera(s))", config.origin, config.cameras.len());
-    Ok(())
+    print_line(&format!("{}: ok ({} camera(s))", config.origin, config.cameras.len()))
 }
 
 /// The labels and decode parameters of `config`, with an optional threshold override.
@@ -187,7 +213,7 @@ fn init_cli_logging(config: &Config) {
     logging::init(config.device.log_level.filter().min(log::LevelFilter::Warn));
 }
 
-fn detect(arg: &ConfigArg, threshold: Option<f32>, files: &[PathBuf]) -> Result<(), Failure> {
+fn detect(arg: &ConfigArg, threshold: Option<f32>, files: &[PathBuf]) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     init_cli_logging(&config);
     let (labels, params) = decode_setup(&config, threshold)?;
@@ -200,7 +226,7 @@ fn detect(arg: &ConfigArg, threshold: Option<f32>, files: &[PathBuf]) -> Result<
         match detector.detect(file) {
             Ok(mut line) => {
                 line.push(b'\n');
-                stdout.write_all(&line).context("writing to stdout").map_err(Failure::other)?;
+                write_stdout(&mut stdout, &line)?;
             }
             Err(e) => {
                 eprintln!("jetson-detectd: {e}");
@@ -208,20 +234,18 @@ fn detect(arg: &ConfigArg, threshold: Option<f32>, files: &[PathBuf]) -> Result<
             }
         }
     }
-    stdout.flush().context("writing to stdout").map_err(Failure::other)?;
     match failed {
         0 => Ok(()),
-        n => Err(Failure::other(anyhow::anyhow!("{n} of {} file(s) could not be processed", files.len()))),
+        n => Err(Failure::other(anyhow::anyhow!("{n} of {} file(s) could not be processed", files.len())).into()),
     }
 }
 
-fn probe_command(arg: &ConfigArg) -> Result<(), Failure> {
+fn probe_command(arg: &ConfigArg) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     init_cli_logging(&config);
     let report = probe::probe(&config);
     let json = serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?;
-    println!("{json}");
-    Ok(())
+    print_line(&json)
 }
 
 fn bench_command(
@@ -230,7 +254,7 @@ fn bench_command(
     warmup: usize,
     iterations: usize,
     gpu: bool,
-) -> Result<(), Failure> {
+) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     init_cli_logging(&config);
     let (labels, params) = decode_setup(&config, None)?;
@@ -247,8 +271,7 @@ fn bench_command(
     let gpu_preprocess = if gpu { Some(gpu_preprocess_bench(&config)?) } else { None };
     let report = BenchOutput { pipeline, gpu_preprocess };
     let json = serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?;
-    println!("{json}");
-    Ok(())
+    print_line(&json)
 }
 
 /// What `bench` prints: stage order as in the pipeline, not alphabetical.
@@ -303,7 +326,7 @@ fn first_configured_image(config: &Config) -> Option<PathBuf> {
 }
 
 #[cfg(feature = "tensorrt")]
-fn build_engine(arg: &ConfigArg) -> Result<(), Failure> {
+fn build_engine(arg: &ConfigArg) -> Result<(), Stop> {
     use jetson_detectd::notify::Notifier;
     use jetson_detectd::trt::{self, ProgressReporter};
     let config = load_config(arg).map_err(Failure::config)?;
@@ -321,20 +344,40 @@ fn build_engine(arg: &ConfigArg) -> Result<(), Failure> {
         Failure { error: anyhow::Error::new(e).context("engine build failed"), code }
     })?;
     let json = serde_json::to_string_pretty(&built).context("encoding the result").map_err(Failure::other)?;
-    println!("{json}");
-    Ok(())
+    print_line(&json)
 }
 
 #[cfg(not(feature = "tensorrt"))]
-fn build_engine(_arg: &ConfigArg) -> Result<(), Failure> {
+fn build_engine(_arg: &ConfigArg) -> Result<(), Stop> {
     Err(Failure::other(anyhow::anyhow!(
         "this binary was built without the `tensorrt` feature; rebuild with `--features tensorrt` on the Jetson"
-    )))
+    ))
+    .into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stdout whose reader has gone away.
+    struct ClosedPipe;
+
+    impl Write for ClosedPipe {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_stdout_ends_quietly_and_other_write_errors_fail() {
+        assert!(matches!(write_stdout(&mut ClosedPipe, b"{}\n"), Err(Stop::ReaderGone)));
+        let mut full = [0u8; 1];
+        let outcome = write_stdout(&mut &mut full[..], b"too long");
+        assert!(matches!(outcome, Err(Stop::Failed(Failure { code: EXIT_FAILURE, .. }))));
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("cannot read label file {path}: {source}")]
