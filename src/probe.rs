@@ -24,7 +24,7 @@ pub struct ProbeReport {
     pub config: String,
     /// `{"available": bool, ...}`: the CUDA device as the driver reports it, or why there is none.
     pub gpu: Value,
-    /// `{"available": bool, "summary": ...}`: whether libnvinfer loads.
+    /// `{"available": bool, "summary": ...}`: whether libnvinfer loads, and the engine it would use.
     pub tensorrt: Value,
     /// V4L2 capture nodes present (`/dev/video*`).
     pub video_devices: Vec<String>,
@@ -53,7 +53,7 @@ pub fn probe(config: &Config) -> ProbeReport {
         arch: std::env::consts::ARCH,
         config: config.origin.to_string(),
         gpu: gpu_section(config.device.gpu as usize),
-        tensorrt: tensorrt_section(),
+        tensorrt: tensorrt_section(config),
         video_devices: video_devices(),
         cameras: config.cameras.iter().map(camera_probe).collect(),
         broker: broker_probe(&config.mqtt.host, config.mqtt.port),
@@ -76,13 +76,25 @@ pub fn gpu_section(_ordinal: usize) -> Value {
     json!({ "available": false, "summary": "this binary was built without the `cuda` feature" })
 }
 
+/// With TensorRT and a GPU present, also the engine file the config would use and whether it is
+/// already in the cache (if not, the first `run` builds it: minutes on a Jetson).
 #[cfg(feature = "tensorrt")]
-fn tensorrt_section() -> Value {
-    serde_json::to_value(crate::trt::probe()).unwrap_or(Value::Null)
+fn tensorrt_section(config: &Config) -> Value {
+    use crate::trt::build::{device_identity, expected_engine_path};
+    let probe = crate::trt::probe();
+    let mut section = serde_json::to_value(&probe).unwrap_or(Value::Null);
+    let engine = probe.library_version.as_deref().and_then(|version| {
+        let (_context, device) = device_identity(config.device.gpu).ok()?;
+        expected_engine_path(config, version, &device)
+    });
+    if let Some(path) = engine {
+        section["engine"] = json!({ "cached": path.is_file(), "path": path });
+    }
+    section
 }
 
 #[cfg(not(feature = "tensorrt"))]
-fn tensorrt_section() -> Value {
+fn tensorrt_section(_config: &Config) -> Value {
     json!({ "available": false, "summary": "this binary was built without the `tensorrt` feature" })
 }
 

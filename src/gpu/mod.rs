@@ -1,13 +1,13 @@
 //! CUDA layer (cargo feature `cuda`): device probe, pinned/mapped frame slots, the NVRTC-compiled
-//! preprocessing kernel, and the per-camera GPU thread.
+//! preprocessing kernel, and the TensorRT backend's GPU side.
 //!
 //! Owns: every CUDA driver and NVRTC call of the crate except TensorRT's (`src/trt`). libcuda is
 //! loaded at run time; [`driver_present`] is checked before any cudarc call, because cudarc panics
 //! when the library is missing, so a machine without the NVIDIA driver gets [`GpuError::NoDriver`].
 //!
-//! Thread model: CUDA work for a camera runs on one dedicated OS thread ([`spawn_gpu_thread`]) that
-//! binds the device's primary context once and owns the camera's stream. Nothing here may be
-//! called from tokio worker threads.
+//! Thread model: CUDA work for a camera runs on one dedicated OS thread, the camera's inference
+//! thread (`crate::pipeline`), which binds the device's primary context once and owns the camera's
+//! stream. Nothing here may be called from tokio worker threads.
 //!
 //! Must not: decide fallbacks (the caller chooses the CPU backend when the config allows it), run
 //! models, or allocate per frame.
@@ -20,16 +20,13 @@ mod slots;
 mod tensorrt;
 
 pub use bench::{bench_preprocess, PreprocessBenchReport, PreprocessBenchRequest};
-pub use preprocessor::{kernel_source, GpuPreprocessor};
+pub use preprocessor::GpuPreprocessor;
 pub use probe::{device_count, driver_present, probe, GpuDevice, GpuProbe};
 pub use slots::{slot_memory, HostMemoryKind, HostSlotMemory};
 #[cfg(feature = "tensorrt")]
 pub use tensorrt::{preprocessing_input_stage, GpuFramesBackend};
 
 pub use cudarc::driver::{CudaSlice, CudaStream};
-
-use std::sync::Arc;
-use std::thread::JoinHandle;
 
 /// Errors of the CUDA layer.
 #[derive(Debug, thiserror::Error)]
@@ -70,30 +67,4 @@ impl<T> DriverContext<T> for Result<T, cudarc::driver::DriverError> {
     fn during(self, operation: &'static str) -> Result<T, GpuError> {
         self.map_err(|source| GpuError::Driver { operation, source })
     }
-}
-
-/// What a camera's GPU thread gets: the device (primary context bound to this thread) and the
-/// camera's own stream. All work of the camera is enqueued on `stream`, in order.
-pub struct GpuStage {
-    pub device: GpuDevice,
-    pub stream: Arc<CudaStream>,
-}
-
-/// Spawns the dedicated GPU thread of one camera: binds the primary context once, creates the
-/// camera's stream, then runs `work` there. The thread is named `gpu-<camera>`.
-pub fn spawn_gpu_thread<T, F>(
-    device: &GpuDevice,
-    camera: &str,
-    work: F,
-) -> std::io::Result<JoinHandle<Result<T, GpuError>>>
-where
-    T: Send + 'static,
-    F: FnOnce(GpuStage) -> Result<T, GpuError> + Send + 'static,
-{
-    let device = device.clone();
-    std::thread::Builder::new().name(format!("gpu-{camera}")).spawn(move || {
-        device.bind_to_thread()?;
-        let stream = device.new_stream()?;
-        work(GpuStage { device, stream })
-    })
 }

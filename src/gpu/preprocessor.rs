@@ -33,11 +33,6 @@ const KERNEL_SOURCE: &str = include_str!("preprocess.cu");
 pub(crate) const PIXELS_PER_THREAD: u32 = 1;
 const BLOCK: (u32, u32) = (32, 8);
 
-/// The CUDA C++ source of the preprocessing kernel.
-pub fn kernel_source() -> &'static str {
-    KERNEL_SOURCE
-}
-
 /// Mirrors `struct Params` in `preprocess.cu` field for field.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

@@ -287,8 +287,8 @@ pub fn build_engine(config: &Config, mut progress: impl FnMut(Progress)) -> Resu
     })
 }
 
-/// Used by tests and `probe`: the engine file `config` would use, without loading anything but
-/// the model's hash.
+/// The engine file `config` would use (for `probe`), without loading anything but the model's
+/// hash.
 pub fn expected_engine_path(config: &Config, tensorrt_version: &str, device: &DeviceIdentity) -> Option<PathBuf> {
     if let Some(engine) = &config.model.engine {
         return Some(engine.clone());

@@ -120,11 +120,6 @@ impl TrtRuntime {
         self.version
     }
 
-    /// Whether the builder reports progress through IProgressMonitor (TensorRT 10+).
-    pub fn has_progress_monitor(&self) -> bool {
-        header_version().major >= 10
-    }
-
     /// Builds a serialized engine. `progress` is called on the calling thread (TensorRT 10+ only)
     /// and returns `false` to cancel. Returns the engine and the updated timing cache.
     pub fn build(
