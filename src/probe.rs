@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::config::{Config, SourceConfig};
-use crate::source;
+use crate::source::v4l2::{SourceState, V4l2Source};
+use crate::source::{self, FrameSource};
 
 /// How long the broker check waits for a TCP connection.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(2);
@@ -113,14 +114,24 @@ fn video_devices() -> Vec<String> {
 fn camera_probe(camera: &crate::config::CameraConfig) -> CameraProbe {
     // A set stop flag keeps reconnecting sources from waiting for a device.
     let stop = Arc::new(AtomicBool::new(true));
-    let missing_device = match &camera.source {
-        SourceConfig::V4l2 { device, .. } if !device.exists() => Some(device.display().to_string()),
-        _ => None,
-    };
-    let (ok, detail) = match (missing_device, source::open(&camera.source, stop)) {
-        (Some(device), _) => (false, format!("{device} does not exist (the daemon waits for it)")),
-        (None, Ok(source)) => (true, source.describe()),
-        (None, Err(e)) => (false, e.to_string()),
+    let (ok, detail) = match &camera.source {
+        // A V4L2 camera that is missing or busy (another process streams from it) opens in the
+        // reconnecting state: say why instead of calling it ok.
+        SourceConfig::V4l2 { device, width, height, fps, format } => {
+            match V4l2Source::open(device, *width, *height, *fps, *format, stop) {
+                Ok(source) => match source.state() {
+                    SourceState::Reconnecting { last_error, .. } => {
+                        (false, format!("{}: {last_error} (the daemon keeps retrying)", source.describe()))
+                    }
+                    SourceState::Streaming | SourceState::Stopped => (true, source.describe()),
+                },
+                Err(e) => (false, e.to_string()),
+            }
+        }
+        other => match source::open(other, stop) {
+            Ok(source) => (true, source.describe()),
+            Err(e) => (false, e.to_string()),
+        },
     };
     CameraProbe { name: camera.name.clone(), ok, detail }
 }
@@ -157,6 +168,21 @@ mod tests {
         let closed = broker_probe("127.0.0.1", port);
         assert!(!closed.reachable);
         assert!(closed.detail.contains("127.0.0.1"), "{}", closed.detail);
+    }
+
+    #[test]
+    fn a_missing_v4l2_camera_is_reported_with_the_reason() {
+        let mut config = Config::embedded_default().expect("default");
+        config.cameras[0].source = SourceConfig::V4l2 {
+            device: "/dev/video-jetson-detectd-probe-missing".into(),
+            width: 640,
+            height: 480,
+            fps: 30,
+            format: crate::config::V4l2Format::Yuyv,
+        };
+        let camera = camera_probe(&config.cameras[0]);
+        assert!(!camera.ok);
+        assert!(camera.detail.contains("No such file"), "{}", camera.detail);
     }
 
     #[test]
