@@ -59,6 +59,8 @@ pub struct Config {
     pub snapshot: SnapshotConfig,
     #[serde(default)]
     pub homeassistant: HomeAssistantConfig,
+    #[serde(default)]
+    pub tracking: TrackingConfig,
     /// Where the config came from (not a TOML key).
     #[serde(skip, default = "embedded_origin")]
     pub origin: ConfigOrigin,
@@ -353,6 +355,11 @@ pub enum SourceConfig {
         path: PathBuf,
         #[serde(default)]
         mode: ImageMode,
+        /// Play the files as a recording made at this many frames per second: file n is stamped
+        /// `start + n / replay_fps`, and no file is dropped when inference is behind (the source
+        /// waits for a free slot). Absent: stamped when read, dropped like a live camera's frames.
+        #[serde(default)]
+        replay_fps: Option<f32>,
     },
     /// A moving test pattern.
     Synthetic {
@@ -393,6 +400,35 @@ pub struct CameraConfig {
     /// Frame-rate cap; 0 = as fast as the source and pipeline go.
     #[serde(default)]
     pub fps: f32,
+    /// `[[camera.zone]]`: polygons whose occupancy is counted and whose entry and exit are events.
+    #[serde(default, rename = "zone")]
+    pub zones: Vec<ZoneConfig>,
+    /// `[[camera.line]]`: segments whose crossings are events.
+    #[serde(default, rename = "line")]
+    pub lines: Vec<LineConfig>,
+}
+
+/// A zone: a polygon in frame fractions (x from the left, y from the top, 0.0..=1.0).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneConfig {
+    /// Topic segment: letters, digits, `_` and `-`; unique per camera.
+    pub name: String,
+    /// At least 3 points `[x, y]`, no self-intersection.
+    pub polygon: Vec<[f64; 2]>,
+    /// Only objects with these labels count in the zone; empty: every label.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+/// A counting line: a directed segment in frame fractions; crossing it from its left to its right
+/// (walking from the first point to the second) is `in`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineConfig {
+    /// Letters, digits, `_` and `-`; unique per camera.
+    pub name: String,
+    pub points: [[f64; 2]; 2],
 }
 
 impl CameraConfig {
@@ -421,6 +457,8 @@ pub enum PublishMode {
     Detections,
     /// Only when the set of labels seen changes (including to none).
     OnChange,
+    /// No detections messages (events, snapshots and telemetry still go out).
+    None,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -539,11 +577,19 @@ pub struct SnapshotConfig {
     /// JPEG quality 1..=100.
     #[serde(default = "default_jpeg_quality")]
     pub jpeg_quality: u8,
+    /// Publish each tracked object's best picture when its event ends (needs `tracking.enabled`).
+    #[serde(default)]
+    pub events: bool,
 }
 
 impl Default for SnapshotConfig {
     fn default() -> Self {
-        SnapshotConfig { enabled: false, interval_s: default_snapshot_interval(), jpeg_quality: default_jpeg_quality() }
+        SnapshotConfig {
+            enabled: false,
+            interval_s: default_snapshot_interval(),
+            jpeg_quality: default_jpeg_quality(),
+            events: false,
+        }
     }
 }
 
@@ -582,6 +628,68 @@ fn default_discovery_prefix() -> String {
 }
 fn default_ha_labels() -> Vec<String> {
     vec!["person".into()]
+}
+
+/// `[tracking]`: the per-camera tracker and its event rules.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrackingConfig {
+    /// Track objects and publish events and zone occupancy.
+    #[serde(default = "default_tracking_enabled")]
+    pub enabled: bool,
+    /// A track unseen for longer than this (seconds of capture time) ends.
+    #[serde(default = "default_max_lost_s")]
+    pub max_lost_s: f32,
+    /// Frames an object must be seen on before its track is confirmed (`start` event, track id).
+    #[serde(default = "default_min_hits")]
+    pub min_hits: u32,
+    /// Detections at or above this score start tracks; weaker ones (down to `model.score_threshold`)
+    /// only keep existing tracks alive.
+    #[serde(default = "default_high_score")]
+    pub high_score: f32,
+    /// Minimum overlap (IoU) between a track's predicted box and a detection.
+    #[serde(default = "default_match_iou")]
+    pub match_iou: f32,
+    /// Live tracks per camera at most (bounds memory, event snapshots included).
+    #[serde(default = "default_max_tracks")]
+    pub max_tracks: usize,
+    /// A box whose corners move less than this many pixels...
+    #[serde(default = "default_stationary_px")]
+    pub stationary_px: f32,
+    /// ...for this many seconds is stationary.
+    #[serde(default = "default_stationary_s")]
+    pub stationary_s: f32,
+}
+
+impl Default for TrackingConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every TrackingConfig key has a default")
+    }
+}
+
+fn default_tracking_enabled() -> bool {
+    true
+}
+fn default_max_lost_s() -> f32 {
+    1.0
+}
+fn default_min_hits() -> u32 {
+    3
+}
+fn default_high_score() -> f32 {
+    0.5
+}
+fn default_match_iou() -> f32 {
+    0.2
+}
+fn default_max_tracks() -> usize {
+    64
+}
+fn default_stationary_px() -> f32 {
+    10.0
+}
+fn default_stationary_s() -> f32 {
+    10.0
 }
 
 impl Config {
@@ -720,8 +828,12 @@ impl Config {
                         self.invalid(&format!("camera[{i}].source.pipeline"), "the pipeline must end in an `appsink`")
                     );
                 }
+                SourceConfig::Images { replay_fps: Some(fps), .. } if !fps.is_finite() || *fps <= 0.0 => {
+                    return Err(self.invalid(&format!("camera[{i}].source.replay_fps"), "must be > 0"));
+                }
                 _ => {}
             }
+            self.validate_scene(i, camera)?;
         }
         let mqtt = &self.mqtt;
         if mqtt.qos > 2 {
@@ -757,6 +869,7 @@ impl Config {
                 return Err(self.invalid("mqtt.tls.client_cert", "set client_cert and client_key together"));
             }
         }
+        self.validate_tracking()?;
         if !(1..=100).contains(&self.snapshot.jpeg_quality) {
             return Err(self.invalid("snapshot.jpeg_quality", "allowed: 1..=100"));
         }
@@ -767,6 +880,87 @@ impl Config {
             if !is_topic_segment(id) {
                 return Err(self.invalid("device.id", format!("{id:?}: use 1..=64 letters, digits, `_` or `-`")));
             }
+        }
+        Ok(())
+    }
+
+    /// `[[camera.zone]]` and `[[camera.line]]` of camera `i`: errors name the camera and the zone or line.
+    fn validate_scene(&self, i: usize, camera: &CameraConfig) -> Result<(), ConfigError> {
+        use crate::track::{lines, zones};
+        if camera.zones.len() > zones::MAX_ZONES {
+            return Err(
+                self.invalid(&format!("camera[{i}].zone"), format!("at most {} zones per camera", zones::MAX_ZONES))
+            );
+        }
+        if camera.lines.len() > lines::MAX_LINES {
+            return Err(
+                self.invalid(&format!("camera[{i}].line"), format!("at most {} lines per camera", lines::MAX_LINES))
+            );
+        }
+        let mut names = BTreeSet::new();
+        for (j, zone) in camera.zones.iter().enumerate() {
+            let what = format!("camera {:?}, zone {:?}", camera.name, zone.name);
+            if !is_topic_segment(&zone.name) {
+                return Err(self.invalid(
+                    &format!("camera[{i}].zone[{j}].name"),
+                    format!("{what}: use 1..=64 letters, digits, `_` or `-` (it is a topic level)"),
+                ));
+            }
+            if !names.insert(zone.name.as_str()) {
+                return Err(
+                    self.invalid(&format!("camera[{i}].zone[{j}].name"), format!("{what}: two zones have this name"))
+                );
+            }
+            if let Err(reason) = zones::Polygon::new(&zone.polygon) {
+                return Err(self.invalid(&format!("camera[{i}].zone[{j}].polygon"), format!("{what}: {reason}")));
+            }
+            if zone.labels.iter().any(|label| label.trim().is_empty()) {
+                return Err(self.invalid(&format!("camera[{i}].zone[{j}].labels"), format!("{what}: empty label name")));
+            }
+        }
+        let mut names = BTreeSet::new();
+        for (j, line) in camera.lines.iter().enumerate() {
+            let what = format!("camera {:?}, line {:?}", camera.name, line.name);
+            if !is_topic_segment(&line.name) {
+                return Err(self.invalid(
+                    &format!("camera[{i}].line[{j}].name"),
+                    format!("{what}: use 1..=64 letters, digits, `_` or `-`"),
+                ));
+            }
+            if !names.insert(line.name.as_str()) {
+                return Err(
+                    self.invalid(&format!("camera[{i}].line[{j}].name"), format!("{what}: two lines have this name"))
+                );
+            }
+            if let Err(reason) = lines::Segment::new(line.points) {
+                return Err(self.invalid(&format!("camera[{i}].line[{j}].points"), format!("{what}: {reason}")));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_tracking(&self) -> Result<(), ConfigError> {
+        let t = &self.tracking;
+        if !t.max_lost_s.is_finite() || t.max_lost_s <= 0.0 || t.max_lost_s > 3600.0 {
+            return Err(self.invalid("tracking.max_lost_s", format!("{} is outside 0 < s <= 3600", t.max_lost_s)));
+        }
+        if !(1..=100).contains(&t.min_hits) {
+            return Err(self.invalid("tracking.min_hits", format!("{} is outside 1..=100", t.min_hits)));
+        }
+        if !(0.0..=1.0).contains(&t.high_score) {
+            return Err(self.invalid("tracking.high_score", format!("{} is outside 0.0..=1.0", t.high_score)));
+        }
+        if !(t.match_iou > 0.0 && t.match_iou <= 1.0) {
+            return Err(self.invalid("tracking.match_iou", format!("{} is outside 0 < iou <= 1", t.match_iou)));
+        }
+        if !(1..=1000).contains(&t.max_tracks) {
+            return Err(self.invalid("tracking.max_tracks", format!("{} is outside 1..=1000", t.max_tracks)));
+        }
+        if !t.stationary_px.is_finite() || t.stationary_px < 0.0 {
+            return Err(self.invalid("tracking.stationary_px", "must be ≥ 0"));
+        }
+        if !t.stationary_s.is_finite() || t.stationary_s <= 0.0 {
+            return Err(self.invalid("tracking.stationary_s", "must be > 0"));
         }
         Ok(())
     }
@@ -885,6 +1079,88 @@ mod tests {
                 other => panic!("expected an invalid `{key}`, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn zones_lines_and_tracking_are_read_with_defaults() {
+        let config = parse(&format!(
+            "{MINIMAL}\n[[camera.zone]]\nname = \"drive\"\npolygon = [[0.1, 0.5], [0.9, 0.5], [0.9, 1.0], [0.1, 1.0]]\n\
+             labels = [\"car\"]\n[[camera.line]]\nname = \"gate\"\npoints = [[0.5, 1.0], [0.5, 0.0]]\n"
+        ))
+        .expect("valid");
+        let camera = &config.cameras[0];
+        assert_eq!(camera.zones[0].name, "drive");
+        assert_eq!(camera.zones[0].labels, ["car"]);
+        assert_eq!(camera.lines[0].points, [[0.5, 1.0], [0.5, 0.0]]);
+        assert_eq!(config.tracking, TrackingConfig::default());
+        assert!(config.tracking.enabled && config.tracking.min_hits == 3 && config.tracking.max_lost_s == 1.0);
+        assert!(!config.snapshot.events);
+        let none = parse(&MINIMAL.replace("[[camera]]", "[mqtt]\npublish = \"none\"\n[[camera]]")).expect("valid");
+        assert_eq!(none.mqtt.publish, PublishMode::None);
+    }
+
+    /// Every zone and line mistake is refused with the camera, the zone or line, and the reason.
+    #[test]
+    fn bad_zones_and_lines_name_the_camera_and_the_zone() {
+        let zone = |polygon: &str| format!("{MINIMAL}\n[[camera.zone]]\nname = \"drive\"\npolygon = {polygon}\n");
+        let line = |points: &str| format!("{MINIMAL}\n[[camera.line]]\nname = \"gate\"\npoints = {points}\n");
+        let cases = [
+            (zone("[[0.0, 0.0], [1.0, 0.0]]"), "camera[0].zone[0].polygon", "at least 3 points"),
+            (
+                zone("[[0.0, 0.0], [1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]"),
+                "camera[0].zone[0].polygon",
+                "intersects itself",
+            ),
+            (zone("[[0.0, 0.0], [0.5, 0.5], [1.0, 1.0]]"), "camera[0].zone[0].polygon", "no area"),
+            (zone("[[0.0, 0.0], [1.2, 0.0], [1.0, 1.0]]"), "camera[0].zone[0].polygon", "outside the frame"),
+            (
+                format!(
+                    "{}[[camera.zone]]\nname = \"drive\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\n",
+                    zone("[[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]")
+                ),
+                "camera[0].zone[1].name",
+                "two zones",
+            ),
+            (
+                zone("[[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]").replace("\"drive\"", "\"drive way\""),
+                "camera[0].zone[0].name",
+                "letters",
+            ),
+            (line("[[0.5, 0.5], [0.5, 0.5]]"), "camera[0].line[0].points", "two different points"),
+            (line("[[0.5, 0.5], [0.5, -0.5]]"), "camera[0].line[0].points", "outside the frame"),
+        ];
+        for (text, key, reason) in cases {
+            match parse(&text) {
+                Err(ConfigError::Invalid { key: got, message, .. }) => {
+                    assert_eq!(got, key, "{message}");
+                    assert!(message.contains("camera \"front\"") && message.contains(reason), "{message}");
+                }
+                other => panic!("expected an invalid `{key}`, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_tracking_values_and_replay_rates_are_refused() {
+        let cases = [
+            ("[tracking]\nmax_lost_s = 0.0", "tracking.max_lost_s"),
+            ("[tracking]\nmin_hits = 0", "tracking.min_hits"),
+            ("[tracking]\nhigh_score = 1.5", "tracking.high_score"),
+            ("[tracking]\nmatch_iou = 0.0", "tracking.match_iou"),
+            ("[tracking]\nmax_tracks = 0", "tracking.max_tracks"),
+            ("[tracking]\nstationary_s = -1.0", "tracking.stationary_s"),
+        ];
+        for (table, key) in cases {
+            match parse(&MINIMAL.replace("[[camera]]", &format!("{table}\n[[camera]]"))) {
+                Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
+                other => panic!("expected an invalid `{key}`, got {other:?}"),
+            }
+        }
+        let replay =
+            MINIMAL.replace("{ kind = \"synthetic\" }", "{ kind = \"images\", path = \"d\", replay_fps = 0.0 }");
+        assert!(
+            matches!(parse(&replay), Err(ConfigError::Invalid { key, .. }) if key == "camera[0].source.replay_fps")
+        );
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The `run` command: wires config, backend, cameras, MQTT, systemd notify, telemetry and signals.
 //!
 //! Owns: start-up order (model → broker client → cameras → READY), the per-frame sink that turns
-//! results into messages, SIGHUP reload, the watchdog and telemetry ticks, and orderly shutdown
-//! (STOPPING → cameras joined → `offline` + bounded flush). Must not: do per-frame work itself
-//! beyond handing bytes to the publisher, or call CUDA (that stays on the camera threads).
+//! results into messages (each camera's tracking included), SIGHUP reload, the watchdog and
+//! telemetry ticks, and orderly shutdown (STOPPING → cameras joined → tracks ended → `offline` +
+//! bounded flush). Must not: do per-frame work itself beyond handing bytes to the publisher, or
+//! call CUDA (that stays on the camera threads).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,10 +21,10 @@ use crate::config::{BackendChoice, Config, ConfigError, Fallback};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Detection, Labels, LabelsError};
 use crate::frame::FrameSlot;
-use crate::homeassistant::{discovery_messages, DiscoveryContext};
+use crate::homeassistant::{discovery_messages, zone_discovery_messages, DiscoveryContext, ZoneEntities};
 use crate::mqtt::{MqttError, MqttSettings, Publisher};
 use crate::notify::{Liveness, LivenessHandle, Notifier, WatchdogKeeper};
-use crate::payload::{detections_message, Latency};
+use crate::payload::{tracked_detections_message, Latency};
 use crate::pipeline::{CameraPipeline, FrameSink, PipelineError};
 use crate::preprocess::PreprocessSpec;
 use crate::publish_policy::PublishPolicy;
@@ -32,6 +33,8 @@ use crate::source::SourceError;
 use crate::telemetry::{
     status_line, telemetry_message, CameraStats, FrameTimings, JetsonSysfs, SystemSampler, TelemetryReport,
 };
+use crate::track::camera::{camera_scene, tracking_params, CameraTracking, Outgoing};
+use crate::track::events::Scene;
 
 /// A camera silent for longer than this (and at least a few of its frame intervals) stops the
 /// systemd watchdog keep-alive when no `WatchdogSec=` is set to derive it from.
@@ -150,6 +153,8 @@ struct CameraEntry {
     liveness: Mutex<Option<LivenessHandle>>,
     policy: Mutex<PublishPolicy>,
     snapshotter: Option<Mutex<Snapshotter>>,
+    /// With `tracking.enabled`.
+    tracking: Option<Mutex<CameraTracking>>,
     detections_topic: String,
     snapshot_topic: String,
 }
@@ -160,6 +165,72 @@ struct DaemonSink {
     labels: Arc<Labels>,
     cameras: HashMap<String, CameraEntry>,
     ended: mpsc::Sender<(String, Result<(), String>)>,
+    /// With Home Assistant discovery: the zone entities published, so a reload can remove the
+    /// ones whose zone is gone.
+    zone_discovery: Option<Mutex<ZoneDiscovery>>,
+}
+
+/// What the zone discovery messages are made from, and the topics published so far.
+struct ZoneDiscovery {
+    config: crate::config::HomeAssistantConfig,
+    device_id: String,
+    topic_prefix: String,
+    cameras: Vec<String>,
+    published: BTreeSet<String>,
+}
+
+impl ZoneDiscovery {
+    /// Discovery messages for `config`'s zones, plus an empty retained message (which deletes the
+    /// entity) for every zone entity published before that `config` no longer has.
+    fn messages(&mut self, config: &Config) -> Vec<Outgoing> {
+        let context = DiscoveryContext {
+            device_id: &self.device_id,
+            topic_prefix: &self.topic_prefix,
+            cameras: &self.cameras,
+            sw_version: env!("CARGO_PKG_VERSION"),
+        };
+        let zones: Vec<ZoneEntities<'_>> = config
+            .cameras
+            .iter()
+            .flat_map(|camera| {
+                camera.zones.iter().map(move |zone| ZoneEntities {
+                    camera: &camera.name,
+                    zone: &zone.name,
+                    labels: &zone.labels,
+                })
+            })
+            .collect();
+        let messages = zone_discovery_messages(&self.config, &context, &zones);
+        let current: BTreeSet<String> = messages.iter().map(|m| m.topic.clone()).collect();
+        let removed = self.published.difference(&current).map(|topic| Outgoing {
+            topic: topic.clone(),
+            payload: Vec::new(),
+            retain: true,
+        });
+        let mut out: Vec<Outgoing> = removed.collect();
+        out.extend(messages.into_iter().map(|m| Outgoing { topic: m.topic, payload: m.payload, retain: true }));
+        self.published = current;
+        out
+    }
+}
+
+impl DaemonSink {
+    fn publish_all(&self, messages: Vec<Outgoing>) {
+        for message in messages {
+            self.publisher.publish(message.topic, message.payload, message.retain);
+        }
+    }
+
+    /// Ends every camera's tracks: `end` events, event snapshots, counts back to 0 (shutdown).
+    fn finish_tracking(&self) {
+        for entry in self.cameras.values() {
+            if let Some(tracking) = &entry.tracking {
+                let mut out = Vec::new();
+                lock(tracking).finish(&self.labels, &mut out);
+                self.publish_all(out);
+            }
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -173,11 +244,20 @@ impl FrameSink for DaemonSink {
             liveness.beat();
         }
         let publish_started = Instant::now();
+        let mut tracking_messages = Vec::new();
+        let mut tracking = entry.tracking.as_ref().map(lock);
+        let track_ids = match tracking.as_mut() {
+            Some(tracking) => tracking.frame(slot, detections, &self.labels, &mut tracking_messages),
+            None => &[],
+        };
         if lock(&entry.policy).should_publish(detections, publish_started) {
             let latency = Latency::from(timings);
-            let payload = detections_message(camera, slot.meta(), &latency, detections, &self.labels);
+            let payload =
+                tracked_detections_message(camera, slot.meta(), &latency, detections, track_ids, &self.labels);
             self.publisher.publish(entry.detections_topic.clone(), payload, false);
         }
+        drop(tracking);
+        self.publish_all(tracking_messages);
         if let Some(snapshotter) = &entry.snapshotter {
             match lock(snapshotter).maybe_render(slot, detections, &self.labels, publish_started) {
                 Ok(Some(jpeg)) => self.publisher.publish(entry.snapshot_topic.clone(), jpeg, true),
@@ -192,6 +272,12 @@ impl FrameSink for DaemonSink {
 
     fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>) {
         if let Some(entry) = self.cameras.get(camera) {
+            // Its objects are out of sight for good: their events end now.
+            if let Some(tracking) = &entry.tracking {
+                let mut out = Vec::new();
+                lock(tracking).finish(&self.labels, &mut out);
+                self.publish_all(out);
+            }
             let handle = lock(&entry.liveness).take();
             // A camera that ended normally is healthy for the watchdog; one that failed is not
             // (dropping its handle unfinished marks it abandoned).
@@ -253,8 +339,11 @@ async fn serve(
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
     let mut sighup = signal(SignalKind::hangup()).map_err(DaemonError::Runtime)?;
 
+    // Zones name labels of the label file: checked before anything is published.
+    let scenes = camera_scenes(&config, &labels)?;
     let publisher = Publisher::start(MqttSettings::from_config(&config)?)?;
     let camera_names: Vec<String> = config.cameras.iter().map(|c| c.name.clone()).collect();
+    let mut zone_discovery = None;
     if config.homeassistant.discovery {
         let prefix = config.topic_prefix();
         let device_id = config.device_id();
@@ -267,26 +356,57 @@ async fn serve(
         for message in discovery_messages(&config.homeassistant, &context) {
             publisher.publish(message.topic, message.payload, true);
         }
+        if config.tracking.enabled {
+            let mut discovery = ZoneDiscovery {
+                config: config.homeassistant.clone(),
+                device_id,
+                topic_prefix: prefix,
+                cameras: camera_names.clone(),
+                published: BTreeSet::new(),
+            };
+            for message in discovery.messages(&config) {
+                publisher.publish(message.topic, message.payload, message.retain);
+            }
+            zone_discovery = Some(Mutex::new(discovery));
+        }
     }
 
     let liveness = Liveness::new();
     let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
+    let event_snapshots = config.snapshot.events.then_some(config.snapshot.jpeg_quality);
     let cameras: HashMap<String, CameraEntry> = config
         .cameras
         .iter()
-        .map(|camera| {
+        .zip(scenes)
+        .map(|(camera, scene)| {
+            let tracking = config.tracking.enabled.then(|| {
+                let mut tracking = CameraTracking::new(
+                    &camera.name,
+                    publisher.topic(&camera.name),
+                    tracking_params(&config.tracking),
+                    scene,
+                    event_snapshots,
+                );
+                let mut out = Vec::new();
+                tracking.startup(&labels, &mut out);
+                for message in out {
+                    publisher.publish(message.topic, message.payload, message.retain);
+                }
+                Mutex::new(tracking)
+            });
             let entry = CameraEntry {
                 stats: Arc::new(CameraStats::new(&camera.name)),
                 liveness: Mutex::new(Some(liveness.register(format!("camera {}", camera.name)))),
                 policy: Mutex::new(PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz)),
                 snapshotter: config.snapshot.enabled.then(|| Mutex::new(Snapshotter::new(&config.snapshot))),
+                tracking,
                 detections_topic: publisher.topic(&format!("{}/detections", camera.name)),
                 snapshot_topic: publisher.topic(&format!("{}/snapshot", camera.name)),
             };
             (camera.name.clone(), entry)
         })
         .collect();
-    let sink = Arc::new(DaemonSink { publisher: publisher.clone(), labels, cameras, ended: ended_tx });
+    let sink = Arc::new(DaemonSink { publisher: publisher.clone(), labels, cameras, ended: ended_tx, zone_discovery });
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut pipelines = Vec::new();
@@ -381,6 +501,8 @@ async fn serve(
     let _ = notifier.stopping();
     stop.store(true, Ordering::SeqCst);
     let join_failure = join_all(pipelines).await;
+    // Every camera thread is gone: the last `end` events go out before `offline`.
+    sink.finish_tracking();
     publisher.shutdown().await;
     match (failure, join_failure) {
         (Some(message), _) => Err(DaemonError::CameraFailed(message)),
@@ -407,8 +529,15 @@ async fn join_all(pipelines: Vec<CameraPipeline>) -> Option<PipelineError> {
         .flatten()
 }
 
-/// SIGHUP: re-reads the config and applies thresholds, class filter and publish settings. Other
-/// changes (model, cameras, broker) need a restart, which the log says.
+/// The zones and lines of every configured camera, in config order.
+fn camera_scenes(config: &Config, labels: &Labels) -> Result<Vec<Scene>, ConfigError> {
+    (0..config.cameras.len()).map(|index| camera_scene(config, index, labels)).collect()
+}
+
+/// SIGHUP: re-reads the config and applies thresholds, class filter, publish settings, tracking
+/// settings and each camera's zones and lines (live tracks continue). A config that is invalid in
+/// any of these — a bad zone included — is refused as a whole. Other changes (model, cameras,
+/// broker, turning tracking on or off) need a restart, which the log says.
 fn reload(config_path: Option<&Path>, sink: &DaemonSink, pipelines: &[CameraPipeline]) {
     let Some(path) = config_path else {
         log::info!("SIGHUP: running on the built-in config; nothing to reload");
@@ -416,19 +545,37 @@ fn reload(config_path: Option<&Path>, sink: &DaemonSink, pipelines: &[CameraPipe
     };
     let reloaded = Config::load(path).map_err(|e| e.to_string()).and_then(|config| {
         let params = DecodeParams::from_config(&config.model, &sink.labels).map_err(|e| e.to_string())?;
-        Ok((config, params))
+        let scenes = camera_scenes(&config, &sink.labels).map_err(|e| e.to_string())?;
+        Ok((config, params, scenes))
     });
     match reloaded {
-        Ok((config, params)) => {
+        Ok((config, params, scenes)) => {
             for pipeline in pipelines {
                 pipeline.reload(params.clone());
             }
             for entry in sink.cameras.values() {
                 lock(&entry.policy).update(config.mqtt.publish, config.mqtt.max_rate_hz);
             }
+            let tracking = tracking_params(&config.tracking);
+            for (camera, scene) in config.cameras.iter().zip(scenes) {
+                let Some(tracker) = sink.cameras.get(&camera.name).and_then(|entry| entry.tracking.as_ref()) else {
+                    continue;
+                };
+                let mut out = Vec::new();
+                lock(tracker).reload(tracking, scene, &sink.labels, &mut out);
+                sink.publish_all(out);
+            }
+            if let Some(discovery) = &sink.zone_discovery {
+                let messages = lock(discovery).messages(&config);
+                sink.publish_all(messages);
+            }
+            let running_tracking = sink.cameras.values().any(|entry| entry.tracking.is_some());
+            if running_tracking != config.tracking.enabled {
+                log::warn!("SIGHUP: tracking.enabled = {} needs a restart", config.tracking.enabled);
+            }
             log::info!(
-                "SIGHUP: reloaded thresholds, class filter and publish settings from {} \
-                 (model, camera and broker changes need a restart)",
+                "SIGHUP: reloaded thresholds, class filter, publish and tracking settings, zones and lines \
+                 from {} (model, camera and broker changes need a restart)",
                 path.display()
             );
         }

@@ -198,6 +198,8 @@ struct RingState {
 pub struct FrameRing {
     state: Mutex<RingState>,
     ready_cv: Condvar,
+    /// Signalled when a slot becomes free (for producers that wait instead of dropping).
+    free_cv: Condvar,
     stats: RingStats,
 }
 
@@ -208,6 +210,7 @@ impl FrameRing {
         FrameRing {
             state: Mutex::new(RingState { free: slots, ready: VecDeque::new(), closed: false }),
             ready_cv: Condvar::new(),
+            free_cv: Condvar::new(),
             stats: RingStats::default(),
         }
     }
@@ -243,9 +246,21 @@ impl FrameRing {
         self.ready_cv.notify_one();
     }
 
+    /// A free slot, waiting up to `timeout` for one; never takes a ready frame back. For sources
+    /// whose every frame must be processed (a replayed recording), at the cost of waiting.
+    pub fn acquire_free(&self, timeout: Duration) -> Option<FrameSlot> {
+        let state = self.lock();
+        let (mut state, _) = self
+            .free_cv
+            .wait_timeout_while(state, timeout, |s| s.free.is_empty())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.free.pop()
+    }
+
     /// Returns a slot unfilled (the source had nothing to write) or after processing.
     pub fn release(&self, slot: FrameSlot) {
         self.lock().free.push(slot);
+        self.free_cv.notify_one();
     }
 
     /// The oldest ready frame, waiting up to `timeout`. `None` on timeout or once closed and empty.
@@ -301,6 +316,23 @@ mod tests {
         assert_eq!(ring.stats().dropped.load(Ordering::Relaxed), 2);
         let first = ring.take_ready(Duration::from_millis(1)).expect("frame");
         assert_eq!(first.meta().sequence, 2, "the two oldest frames were dropped");
+    }
+
+    #[test]
+    fn acquire_free_waits_for_a_released_slot_instead_of_dropping() {
+        let ring = FrameRing::with_heap_slots(2, 12);
+        for _ in 0..2 {
+            let slot = ring.acquire_free(Duration::from_millis(1)).expect("free slot");
+            ring.publish(slot);
+        }
+        assert!(ring.acquire_free(Duration::from_millis(10)).is_none(), "both slots hold ready frames");
+        assert_eq!(ring.stats().dropped.load(Ordering::Relaxed), 0);
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| ring.acquire_free(Duration::from_secs(30)));
+            let frame = ring.take_ready(Duration::from_millis(1)).expect("ready frame");
+            ring.release(frame);
+            assert!(waiter.join().expect("join").is_some(), "the release woke the waiting producer");
+        });
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Home Assistant MQTT discovery: the retained config messages that make Home Assistant create a
-//! detection-count sensor per camera and label, and an availability binary sensor.
+//! detection-count sensor per camera and label, an availability binary sensor, and per zone an
+//! occupancy-count sensor per label and an "occupied" binary sensor.
 //!
 //! Owns: discovery topics, unique ids, and the JSON of each config message. Must not: publish (the
 //! daemon hands the messages to the MQTT publisher, retained, after connecting) or know the
@@ -37,13 +38,7 @@ pub struct DiscoveryContext<'a> {
 pub fn discovery_messages(config: &HomeAssistantConfig, context: &DiscoveryContext<'_>) -> Vec<DiscoveryMessage> {
     let node_id = format!("jetson-detectd_{}", context.device_id);
     let status_topic = format!("{}/status", context.topic_prefix);
-    let device = json!({
-        "identifiers": [node_id],
-        "name": format!("jetson-detectd {}", context.device_id),
-        "manufacturer": "jetson-detectd",
-        "model": "Object detector",
-        "sw_version": context.sw_version,
-    });
+    let device = device(&node_id, context);
     let mut messages = Vec::with_capacity(context.cameras.len() * config.labels.len() + 1);
     for camera in context.cameras {
         for label in &config.labels {
@@ -83,15 +78,89 @@ pub fn discovery_messages(config: &HomeAssistantConfig, context: &DiscoveryConte
     messages
 }
 
+/// The device every entity belongs to.
+fn device(node_id: &str, context: &DiscoveryContext<'_>) -> serde_json::Value {
+    json!({
+        "identifiers": [node_id],
+        "name": format!("jetson-detectd {}", context.device_id),
+        "manufacturer": "jetson-detectd",
+        "model": "Object detector",
+        "sw_version": context.sw_version,
+    })
+}
+
+/// One zone of one camera, for discovery.
+#[derive(Debug, Clone)]
+pub struct ZoneEntities<'a> {
+    pub camera: &'a str,
+    pub zone: &'a str,
+    /// The zone's configured labels; empty: `homeassistant.labels` get a count sensor.
+    pub labels: &'a [String],
+}
+
+/// Discovery messages for zones: a count sensor per zone and label on the retained
+/// `<prefix>/<camera>/zones/<zone>/<label>` counts, and an occupancy binary sensor per zone on the
+/// zone's total `<prefix>/<camera>/zones/<zone>` (on while it is above 0).
+pub fn zone_discovery_messages(
+    config: &HomeAssistantConfig,
+    context: &DiscoveryContext<'_>,
+    zones: &[ZoneEntities<'_>],
+) -> Vec<DiscoveryMessage> {
+    let node_id = format!("jetson-detectd_{}", context.device_id);
+    let status_topic = format!("{}/status", context.topic_prefix);
+    let device = device(&node_id, context);
+    let mut messages = Vec::new();
+    for zone in zones {
+        let zone_topic = format!("{}/{}/zones/{}", context.topic_prefix, zone.camera, zone.zone);
+        let labels = if zone.labels.is_empty() { config.labels.as_slice() } else { zone.labels };
+        for label in labels {
+            let object_id = format!("{}_{}_{}_count", zone.camera, zone.zone, sanitize(label));
+            let payload = json!({
+                "name": format!("{} {} {label} count", zone.camera, zone.zone),
+                "unique_id": format!("{node_id}_{object_id}"),
+                "state_topic": format!("{zone_topic}/{}", sanitize(label)),
+                "state_class": "measurement",
+                "icon": "mdi:map-marker-multiple",
+                "availability_topic": status_topic,
+                "payload_available": "online",
+                "payload_not_available": "offline",
+                "device": device,
+            });
+            messages.push(DiscoveryMessage {
+                topic: format!("{}/sensor/{node_id}/{object_id}/config", config.discovery_prefix),
+                payload: payload.to_string().into_bytes(),
+            });
+        }
+        let object_id = format!("{}_{}_occupied", zone.camera, zone.zone);
+        let payload = json!({
+            "name": format!("{} {} occupied", zone.camera, zone.zone),
+            "unique_id": format!("{node_id}_{object_id}"),
+            "state_topic": zone_topic,
+            "value_template": "{{ 'ON' if (value | int(0)) > 0 else 'OFF' }}",
+            "device_class": "occupancy",
+            "availability_topic": status_topic,
+            "payload_available": "online",
+            "payload_not_available": "offline",
+            "device": device,
+        });
+        messages.push(DiscoveryMessage {
+            topic: format!("{}/binary_sensor/{node_id}/{object_id}/config", config.discovery_prefix),
+            payload: payload.to_string().into_bytes(),
+        });
+    }
+    messages
+}
+
 /// Jinja template counting the detections of one label in a detection message.
 fn count_template(label: &str) -> String {
     let quoted = label.replace('\\', "\\\\").replace('\'', "\\'");
     format!("{{{{ value_json.detections | selectattr('label', 'equalto', '{quoted}') | list | count }}}}")
 }
 
-/// Discovery object ids allow `[a-zA-Z0-9_-]`; labels such as `traffic light` do not.
+/// Discovery object ids allow `[a-zA-Z0-9_-]`; labels such as `traffic light` do not. The same
+/// form names a label's zone count topic.
 fn sanitize(label: &str) -> String {
-    label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '_' }).collect()
+    crate::track::camera::topic_segment(label)
 }
 
 #[cfg(test)]
@@ -146,6 +215,42 @@ mod tests {
             (Some("jetson-detectd/orin1/status"), Some("online"))
         );
         assert_eq!(online["device"], sensor["device"], "every entity belongs to one device");
+    }
+
+    #[test]
+    fn zones_get_count_sensors_per_label_and_an_occupied_sensor() {
+        let config = HomeAssistantConfig {
+            discovery: true,
+            discovery_prefix: "homeassistant".into(),
+            labels: vec!["person".into(), "traffic light".into()],
+        };
+        let cameras = ["front".to_string()];
+        let context =
+            DiscoveryContext { device_id: "orin1", topic_prefix: "jd/orin1", cameras: &cameras, sw_version: "0.1.0" };
+        let cars = ["car".to_string()];
+        let zones = [
+            ZoneEntities { camera: "front", zone: "drive", labels: &cars },
+            ZoneEntities { camera: "front", zone: "yard", labels: &[] },
+        ];
+        let messages = zone_discovery_messages(&config, &context, &zones);
+        let topics: Vec<&str> = messages.iter().map(|m| m.topic.as_str()).collect();
+        assert_eq!(
+            topics,
+            [
+                "homeassistant/sensor/jetson-detectd_orin1/front_drive_car_count/config",
+                "homeassistant/binary_sensor/jetson-detectd_orin1/front_drive_occupied/config",
+                "homeassistant/sensor/jetson-detectd_orin1/front_yard_person_count/config",
+                "homeassistant/sensor/jetson-detectd_orin1/front_yard_traffic_light_count/config",
+                "homeassistant/binary_sensor/jetson-detectd_orin1/front_yard_occupied/config",
+            ]
+        );
+        let count = json(&messages[3]);
+        assert_eq!(count["state_topic"], "jd/orin1/front/zones/yard/traffic_light");
+        assert!(count.get("value_template").is_none(), "the count topic holds the number itself");
+        let occupied = json(&messages[4]);
+        assert_eq!(occupied["state_topic"], "jd/orin1/front/zones/yard");
+        assert_eq!(occupied["device_class"], "occupancy");
+        assert_eq!(occupied["device"], json(&messages[0])["device"]);
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod publish_policy;
 pub mod snapshot;
 pub mod source;
 pub mod telemetry;
+pub mod track;
 
 #[cfg(feature = "cuda")]
 pub mod gpu;

@@ -89,6 +89,10 @@ pub struct DetectionRecord {
     pub score: f64,
     #[serde(rename = "box")]
     pub bbox: BoxPixels,
+    /// The confirmed track this detection belongs to (absent while tracking is off or the object's
+    /// track is not confirmed yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub track_id: Option<u64>,
 }
 
 /// Box corners in source-frame pixels, rounded to 0.1 px.
@@ -108,6 +112,19 @@ pub fn detections_message(
     detections: &[Detection],
     labels: &Labels,
 ) -> Vec<u8> {
+    tracked_detections_message(camera, meta, latency, detections, &[], labels)
+}
+
+/// Encodes the detections message of one frame whose detections were tracked: `track_ids[i]` is the
+/// confirmed track of `detections[i]` (a shorter slice leaves the rest without a track).
+pub fn tracked_detections_message(
+    camera: &str,
+    meta: &FrameMeta,
+    latency: &Latency,
+    detections: &[Detection],
+    track_ids: &[Option<u64>],
+    labels: &Labels,
+) -> Vec<u8> {
     let view = MessageView {
         schema: SCHEMA_VERSION,
         camera,
@@ -116,7 +133,7 @@ pub fn detections_message(
         width: meta.width,
         height: meta.height,
         latency_ms: LatencyMs::from(latency),
-        detections: DetectionsView { detections, labels },
+        detections: TrackedDetectionsView { detections, track_ids, labels },
     };
     // Room for the fixed fields plus a typical detection, so most messages never reallocate.
     let mut out = Vec::with_capacity(256 + 96 * detections.len());
@@ -138,7 +155,7 @@ struct MessageView<'a> {
     width: u32,
     height: u32,
     latency_ms: LatencyMs,
-    detections: DetectionsView<'a>,
+    detections: TrackedDetectionsView<'a>,
 }
 
 /// Serialises detections as the `detections` array of the schema (labels resolved, rounding as
@@ -150,8 +167,21 @@ pub struct DetectionsView<'a> {
 
 impl Serialize for DetectionsView<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        TrackedDetectionsView { detections: self.detections, track_ids: &[], labels: self.labels }.serialize(serializer)
+    }
+}
+
+/// [`DetectionsView`] with each detection's track id.
+struct TrackedDetectionsView<'a> {
+    detections: &'a [Detection],
+    track_ids: &'a [Option<u64>],
+    labels: &'a Labels,
+}
+
+impl Serialize for TrackedDetectionsView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.detections.len()))?;
-        for detection in self.detections {
+        for (index, detection) in self.detections.iter().enumerate() {
             let b = &detection.bbox;
             seq.serialize_element(&DetectionView {
                 label: self.labels.name(detection.class_id),
@@ -163,6 +193,7 @@ impl Serialize for DetectionsView<'_> {
                     x2: round_to(f64::from(b.x2), 10.0),
                     y2: round_to(f64::from(b.y2), 10.0),
                 },
+                track_id: self.track_ids.get(index).copied().flatten(),
             })?;
         }
         seq.end()
@@ -176,6 +207,8 @@ struct DetectionView<'a> {
     score: f64,
     #[serde(rename = "box")]
     bbox: BoxPixels,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    track_id: Option<u64>,
 }
 
 fn serialize_display<S: Serializer>(value: &Rfc3339Millis, serializer: S) -> Result<S::Ok, S::Error> {
@@ -187,7 +220,7 @@ fn milliseconds(duration: Duration) -> f64 {
 }
 
 /// Rounds to `1/scale`; non-finite values become 0 because JSON has no NaN or infinity.
-fn round_to(value: f64, scale: f64) -> f64 {
+pub(crate) fn round_to(value: f64, scale: f64) -> f64 {
     if value.is_finite() {
         (value * scale).round() / scale
     } else {
@@ -282,6 +315,21 @@ mod tests {
         let bytes = sample();
         let parsed: DetectionsMessage = serde_json::from_slice(&bytes).expect("parse");
         assert_eq!(parsed.detections[0].bbox.x2, 200.1);
+        assert_eq!(serde_json::to_vec(&parsed).expect("serialise"), bytes);
+    }
+
+    #[test]
+    fn track_ids_are_added_to_tracked_detections_only() {
+        let labels = Labels::parse("0 person\n", Path::new("labels")).expect("labels");
+        let meta = FrameMeta { width: 2, height: 2, format: PixelFormat::Rgb8, sequence: 0, captured_at: UNIX_EPOCH };
+        let box_ = BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 };
+        let detections =
+            [Detection { class_id: 0, score: 0.9, bbox: box_ }, Detection { class_id: 0, score: 0.8, bbox: box_ }];
+        let bytes = tracked_detections_message("c", &meta, &Latency::default(), &detections, &[None, Some(7)], &labels);
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        assert!(text.ends_with(r#""y2":1.0}},{"label":"person","class_id":0,"score":0.8,"box":{"x1":0.0,"y1":0.0,"x2":1.0,"y2":1.0},"track_id":7}]}"#), "{text}");
+        let parsed: DetectionsMessage = serde_json::from_slice(&bytes).expect("parse");
+        assert_eq!(parsed.detections.iter().map(|d| d.track_id).collect::<Vec<_>>(), [None, Some(7)]);
         assert_eq!(serde_json::to_vec(&parsed).expect("serialise"), bytes);
     }
 

@@ -187,6 +187,7 @@ fn run_source(
 ) -> Result<(), SourceError> {
     let mut sequence = 0u64;
     let mut next_due = Instant::now();
+    let keeps_every_frame = source.keeps_every_frame();
     while !stop.load(Ordering::SeqCst) {
         if let Some(interval) = frame_interval {
             if !sleep_until(next_due, stop) {
@@ -195,7 +196,8 @@ fn run_source(
             // After a stall, resume the cadence from now rather than bursting to catch up.
             next_due = (next_due + interval).max(Instant::now());
         }
-        let Some(mut slot) = ring.acquire_for_write() else {
+        let slot = if keeps_every_frame { wait_for_free_slot(ring, stop) } else { ring.acquire_for_write() };
+        let Some(mut slot) = slot else {
             std::thread::sleep(RETRY_PAUSE);
             continue;
         };
@@ -223,6 +225,16 @@ fn run_source(
         }
     }
     Ok(())
+}
+
+/// A free slot for a source that must not drop frames; `None` when asked to stop meanwhile.
+fn wait_for_free_slot(ring: &FrameRing, stop: &AtomicBool) -> Option<FrameSlot> {
+    while !stop.load(Ordering::SeqCst) {
+        if let Some(slot) = ring.acquire_free(POLL) {
+            return Some(slot);
+        }
+    }
+    None
 }
 
 fn run_inference(
@@ -387,8 +399,13 @@ mod tests {
             max_detections: 10,
             allowed_classes: None,
         };
-        let camera =
-            CameraConfig { name: "test".into(), source: SourceConfig::Synthetic { width: 64, height: 48 }, fps: 0.0 };
+        let camera = CameraConfig {
+            name: "test".into(),
+            source: SourceConfig::Synthetic { width: 64, height: 48 },
+            fps: 0.0,
+            zones: Vec::new(),
+            lines: Vec::new(),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let pipeline = CameraPipeline::start(&camera, SLOTS, backend, params, Arc::new(NullSink), stop.clone())
             .expect("start pipeline");

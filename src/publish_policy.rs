@@ -33,6 +33,7 @@ impl PublishPolicy {
     /// Decides for one frame at `now`, and remembers what it decided.
     pub fn should_publish(&mut self, detections: &[Detection], now: Instant) -> bool {
         let wanted = match self.mode {
+            PublishMode::None => false,
             PublishMode::EveryFrame => true,
             PublishMode::Detections => !detections.is_empty(),
             PublishMode::OnChange => {
@@ -74,6 +75,14 @@ mod tests {
         assert!(!policy.should_publish(&[], now));
         assert!(policy.should_publish(&[det(1)], now));
         assert!(PublishPolicy::new(PublishMode::EveryFrame, 0.0).should_publish(&[], now));
+    }
+
+    #[test]
+    fn none_mode_never_publishes() {
+        let mut policy = PublishPolicy::new(PublishMode::None, 0.0);
+        let now = Instant::now();
+        assert!(!policy.should_publish(&[det(1)], now));
+        assert!(!policy.should_publish(&[], now + Duration::from_secs(5)));
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Image files as a camera: one file, or a directory played in name order, once or in a loop.
 //!
-//! Owns: listing and decoding image files into slots. A file that cannot be read or decoded is
-//! logged and skipped, never fatal, unless no file at all can be used. Must not: sleep (the
-//! pipeline applies the fps cap) or cache decoded images (memory stays bounded by the slots).
+//! Owns: listing and decoding image files into slots, and their capture times: the time a file was
+//! read, or with `replay_fps` the time it would have had in a recording made at that rate (file n
+//! at `start + n / replay_fps`), which makes a replay's tracking independent of how fast inference
+//! runs. A file that cannot be read or decoded is logged and skipped, never fatal, unless no file at
+//! all can be used. Must not: sleep (the pipeline applies the fps cap) or cache decoded images
+//! (memory stays bounded by the slots).
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use image::{ColorType, ImageDecoder, ImageReader};
 
@@ -22,12 +25,20 @@ pub struct ImagesSource {
     next: usize,
     /// Frames produced since the list was last (re)started; a full pass with none is an error.
     produced_this_pass: usize,
+    /// Replay: the capture time of the first frame and the interval between frames.
+    replay: Option<(SystemTime, Duration)>,
+    /// Frames produced since the source was opened.
+    produced: u32,
 }
 
 impl ImagesSource {
-    pub fn open(path: &Path, mode: ImageMode) -> Result<ImagesSource, SourceError> {
+    /// `replay_fps`: stamp the files as a recording at that rate (validated > 0 by the config).
+    pub fn open(path: &Path, mode: ImageMode, replay_fps: Option<f32>) -> Result<ImagesSource, SourceError> {
         let files = list_images(path)?;
-        Ok(ImagesSource { root: path.to_path_buf(), mode, files, next: 0, produced_this_pass: 0 })
+        let replay = replay_fps
+            .and_then(|fps| Duration::try_from_secs_f64(1.0 / f64::from(fps)).ok())
+            .map(|interval| (SystemTime::now(), interval));
+        Ok(ImagesSource { root: path.to_path_buf(), mode, files, next: 0, produced_this_pass: 0, replay, produced: 0 })
     }
 
     fn error(&self, message: String) -> SourceError {
@@ -86,6 +97,10 @@ impl FrameSource for ImagesSource {
         format!("images:{}", self.root.display())
     }
 
+    fn keeps_every_frame(&self) -> bool {
+        self.replay.is_some()
+    }
+
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
         if self.next == self.files.len() {
             if self.produced_this_pass == 0 {
@@ -103,7 +118,11 @@ impl FrameSource for ImagesSource {
         self.next += 1;
         match decode_into(&path, slot) {
             Ok(()) => {
-                slot.meta_mut().captured_at = SystemTime::now();
+                slot.meta_mut().captured_at = match self.replay {
+                    Some((start, interval)) => start + interval * self.produced,
+                    None => SystemTime::now(),
+                };
+                self.produced = self.produced.saturating_add(1);
                 self.produced_this_pass += 1;
                 Ok(Capture::Frame)
             }
@@ -134,7 +153,7 @@ mod tests {
         write_png(&dir.path().join("b.png"), 4, 2);
         write_png(&dir.path().join("a.png"), 2, 2);
         std::fs::write(dir.path().join("notes.txt"), "ignored").expect("write");
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Once).expect("open");
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Once, None).expect("open");
         let mut slot = slot();
         assert_eq!(source.next_frame(&mut slot).expect("a"), Capture::Frame);
         assert_eq!((slot.meta().width, &slot.data()[..3]), (2, &[10u8, 20, 30][..]));
@@ -144,11 +163,30 @@ mod tests {
     }
 
     #[test]
+    fn replay_stamps_files_at_the_recording_rate_and_keeps_every_frame() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_png(&dir.path().join("a.png"), 2, 2);
+        write_png(&dir.path().join("b.png"), 2, 2);
+        let mut replay = ImagesSource::open(dir.path(), ImageMode::Loop, Some(4.0)).expect("open");
+        assert!(replay.keeps_every_frame());
+        let mut slot = slot();
+        let times: Vec<SystemTime> = (0..3)
+            .map(|_| {
+                assert_eq!(replay.next_frame(&mut slot).expect("frame"), Capture::Frame);
+                slot.meta().captured_at
+            })
+            .collect();
+        let steps: Vec<Duration> = times.windows(2).map(|w| w[1].duration_since(w[0]).expect("increasing")).collect();
+        assert_eq!(steps, [Duration::from_millis(250); 2], "250 ms apart, also across the loop");
+        assert!(!ImagesSource::open(dir.path(), ImageMode::Loop, None).expect("open").keeps_every_frame());
+    }
+
+    #[test]
     fn corrupt_file_is_skipped_and_loop_continues() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("a.jpg"), b"not a jpeg").expect("write");
         write_png(&dir.path().join("b.png"), 2, 2);
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop).expect("open");
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None).expect("open");
         let mut slot = slot();
         let captures: Vec<Capture> = (0..4).map(|_| source.next_frame(&mut slot).expect("no error")).collect();
         assert_eq!(captures, [Capture::Retry, Capture::Frame, Capture::Retry, Capture::Frame]);
@@ -158,7 +196,7 @@ mod tests {
     fn all_corrupt_files_is_an_error_not_a_spin() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("a.png"), b"garbage").expect("write");
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop).expect("open");
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None).expect("open");
         let mut slot = slot();
         assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::Retry);
         assert!(matches!(source.next_frame(&mut slot), Err(SourceError::Read { .. })));
@@ -167,7 +205,10 @@ mod tests {
     #[test]
     fn missing_or_empty_directory_is_an_open_error() {
         let dir = tempfile::tempdir().expect("tempdir");
-        assert!(matches!(ImagesSource::open(dir.path(), ImageMode::Loop), Err(SourceError::Open { .. })));
-        assert!(matches!(ImagesSource::open(&dir.path().join("nope"), ImageMode::Loop), Err(SourceError::Open { .. })));
+        assert!(matches!(ImagesSource::open(dir.path(), ImageMode::Loop, None), Err(SourceError::Open { .. })));
+        assert!(matches!(
+            ImagesSource::open(&dir.path().join("nope"), ImageMode::Loop, None),
+            Err(SourceError::Open { .. })
+        ));
     }
 }

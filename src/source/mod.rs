@@ -37,6 +37,11 @@ pub trait FrameSource: Send {
     /// `sequence`, which the pipeline assigns. Transient trouble is logged by the source and reported
     /// as [`Capture::Retry`]; an error ends the camera.
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError>;
+    /// Every frame must reach inference: the pipeline waits for a free slot instead of dropping
+    /// the oldest waiting frame (a replayed recording; a live camera must never wait).
+    fn keeps_every_frame(&self) -> bool {
+        false
+    }
 }
 
 pub mod images;
@@ -51,7 +56,9 @@ use crate::config::SourceConfig;
 /// block (cameras, GStreamer) check it so shutdown never waits on a silent device.
 pub fn open(config: &SourceConfig, stop: Arc<AtomicBool>) -> Result<Box<dyn FrameSource>, SourceError> {
     match config {
-        SourceConfig::Images { path, mode } => Ok(Box::new(images::ImagesSource::open(path, *mode)?)),
+        SourceConfig::Images { path, mode, replay_fps } => {
+            Ok(Box::new(images::ImagesSource::open(path, *mode, *replay_fps)?))
+        }
         SourceConfig::Synthetic { width, height } => Ok(Box::new(synthetic::SyntheticSource::new(*width, *height))),
         SourceConfig::V4l2 { device, width, height, fps, format } => {
             Ok(Box::new(v4l2::V4l2Source::open(device, *width, *height, *fps, *format, stop)?))

@@ -1,0 +1,363 @@
+//! A camera's tracking as the daemon runs it: frames in, tracking messages out.
+//!
+//! Owns: the camera's [`SceneTracker`], the tracking topics, turning events and occupancy changes
+//! into messages, and the event snapshots — for each confirmed live track, the JPEG of the frame
+//! where it scored best, kept until its `end` and then published once. Must not: publish (the daemon
+//! hands the messages to the MQTT publisher), or keep more than one JPEG per live track (the track
+//! cap bounds the memory).
+//!
+//! A track's snapshot is re-rendered only when its score beats the kept picture's by
+//! [`RESHOOT_STEP`], so a track is encoded at most a handful of times in its life; all tracks that
+//! improved on one frame share one JPEG of it, so a frame costs at most one encode.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::events::{EventKind, Line, Scene, WatchParams, Zone};
+use super::lines::Segment;
+use super::message::EventMessage;
+use super::scene_tracker::{SceneTracker, TrackingParams};
+use super::tracker::{Lifecycle, TrackId, TrackerParams};
+use super::zones::Polygon;
+use crate::config::{Config, ConfigError, TrackingConfig};
+use crate::detection::{Detection, Labels};
+use crate::frame::FrameSlot;
+use crate::snapshot::render_jpeg;
+
+/// A track's kept picture is replaced when a detection beats its score by this much.
+pub const RESHOOT_STEP: f32 = 0.05;
+
+/// One message for the publisher.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    pub topic: String,
+    pub payload: Vec<u8>,
+    pub retain: bool,
+}
+
+/// The best picture of one track.
+#[derive(Debug)]
+struct Shot {
+    score: f32,
+    jpeg: Arc<Vec<u8>>,
+}
+
+/// Event snapshots of one camera.
+#[derive(Debug)]
+struct BestShots {
+    quality: u8,
+    rgb: Vec<u8>,
+    shots: HashMap<TrackId, Shot>,
+    wanted: Vec<(TrackId, Detection)>,
+}
+
+/// The tracking state and topics of one camera.
+#[derive(Debug)]
+pub struct CameraTracking {
+    camera: String,
+    tracking: SceneTracker,
+    /// `<prefix>/<camera>`.
+    camera_topic: String,
+    shots: Option<BestShots>,
+}
+
+impl CameraTracking {
+    /// `camera_topic` is `<prefix>/<camera>`; `snapshot_quality` enables event snapshots.
+    pub fn new(
+        camera: &str,
+        camera_topic: String,
+        params: TrackingParams,
+        scene: Scene,
+        snapshot_quality: Option<u8>,
+    ) -> CameraTracking {
+        CameraTracking {
+            camera: camera.into(),
+            tracking: SceneTracker::new(params, scene),
+            camera_topic,
+            shots: snapshot_quality.map(|quality| BestShots {
+                quality,
+                rgb: Vec::new(),
+                shots: HashMap::new(),
+                wanted: Vec::new(),
+            }),
+        }
+    }
+
+    /// The retained counts to publish at start: 0 for every zone's total and configured labels,
+    /// replacing whatever a previous run left.
+    pub fn startup(&mut self, labels: &Labels, out: &mut Vec<Outgoing>) {
+        self.occupancy_messages(labels, true, out);
+    }
+
+    /// Tracks one processed frame; returns the track id of each detection (confirmed tracks only).
+    pub fn frame(
+        &mut self,
+        slot: &FrameSlot,
+        detections: &[Detection],
+        labels: &Labels,
+        out: &mut Vec<Outgoing>,
+    ) -> &[Option<TrackId>] {
+        let meta = slot.meta();
+        self.tracking.update(detections, meta.width, meta.height, meta.captured_at);
+        self.event_messages(labels, out);
+        self.occupancy_messages(labels, false, out);
+        self.take_pictures(slot, labels);
+        self.tracking.track_ids()
+    }
+
+    /// Ends every track: `end` events (with their snapshots) and counts back to 0.
+    pub fn finish(&mut self, labels: &Labels, out: &mut Vec<Outgoing>) {
+        self.tracking.finish();
+        self.event_messages(labels, out);
+        self.occupancy_messages(labels, false, out);
+    }
+
+    /// New settings and scene (SIGHUP). Live tracks continue; removed zones' counts are cleared
+    /// and new zones' counts start at 0.
+    pub fn reload(&mut self, params: TrackingParams, scene: Scene, labels: &Labels, out: &mut Vec<Outgoing>) {
+        self.tracking.set_params(params);
+        self.tracking.set_scene(scene);
+        self.occupancy_messages(labels, false, out);
+        self.occupancy_messages(labels, true, out);
+    }
+
+    pub fn scene(&self) -> &Scene {
+        self.tracking.scene()
+    }
+
+    fn event_messages(&mut self, labels: &Labels, out: &mut Vec<Outgoing>) {
+        let events_topic = format!("{}/events", self.camera_topic);
+        for event in self.tracking.events() {
+            let Some(message) = EventMessage::describe(&self.camera, event, &self.tracking, labels) else { continue };
+            out.push(Outgoing { topic: events_topic.clone(), payload: message.to_json(), retain: false });
+            if event.kind != EventKind::End {
+                continue;
+            }
+            if let Some(shot) = self.shots.as_mut().and_then(|shots| shots.shots.remove(&message.track_id)) {
+                out.push(Outgoing {
+                    topic: format!(
+                        "{}/events/snapshot/{}/{}",
+                        self.camera_topic,
+                        topic_segment(&message.label),
+                        message.track_id
+                    ),
+                    payload: Arc::unwrap_or_clone(shot.jpeg),
+                    retain: false,
+                });
+            }
+        }
+    }
+
+    /// Changed counts (`unreported`: the counts never published yet instead).
+    fn occupancy_messages(&mut self, labels: &Labels, unreported: bool, out: &mut Vec<Outgoing>) {
+        let changes =
+            if unreported { self.tracking.take_unreported_occupancy() } else { self.tracking.occupancy_changes() };
+        for change in changes {
+            let topic = match change.class_id {
+                None => format!("{}/zones/{}", self.camera_topic, change.zone),
+                Some(class_id) => {
+                    format!("{}/zones/{}/{}", self.camera_topic, change.zone, topic_segment(&labels.name(class_id)))
+                }
+            };
+            // An empty retained message deletes the retained value of a zone that no longer exists.
+            let payload = change.count.map(|count| count.to_string().into_bytes()).unwrap_or_default();
+            out.push(Outgoing { topic, payload, retain: true });
+        }
+    }
+
+    /// Renders one picture for every confirmed track that scored its best so far on this frame.
+    fn take_pictures(&mut self, slot: &FrameSlot, labels: &Labels) {
+        let Some(shots) = self.shots.as_mut() else { return };
+        let tracker = self.tracking.tracker();
+        shots.wanted.clear();
+        for report in tracker.reports() {
+            if !matches!(report.lifecycle, Lifecycle::Observed { .. }) {
+                continue;
+            }
+            let Some(track) = tracker.track(report.slot) else { continue };
+            let Some(id) = track.id() else { continue };
+            let kept = shots.shots.get(&id).map(|shot| shot.score);
+            if kept.is_none_or(|score| track.last_score() >= score + RESHOOT_STEP) {
+                let detection =
+                    Detection { class_id: track.class_id(), score: track.last_score(), bbox: *track.bbox() };
+                shots.wanted.push((id, detection));
+            }
+        }
+        if shots.wanted.is_empty() {
+            return;
+        }
+        let detections: Vec<Detection> = shots.wanted.iter().map(|(_, d)| d.clone()).collect();
+        match render_jpeg(slot.data(), slot.meta(), &detections, labels, shots.quality, &mut shots.rgb) {
+            Ok(jpeg) => {
+                let jpeg = Arc::new(jpeg);
+                for (id, detection) in &shots.wanted {
+                    shots.shots.insert(*id, Shot { score: detection.score, jpeg: jpeg.clone() });
+                }
+            }
+            Err(e) => log::warn!("camera {}: event snapshot failed: {e}", self.camera),
+        }
+    }
+}
+
+/// The settings of `[tracking]`.
+pub fn tracking_params(config: &TrackingConfig) -> TrackingParams {
+    TrackingParams {
+        tracker: TrackerParams {
+            max_lost_s: f64::from(config.max_lost_s),
+            min_hits: config.min_hits,
+            high_score: config.high_score,
+            match_iou: config.match_iou,
+            max_tracks: config.max_tracks,
+        },
+        watch: WatchParams { stationary_px: config.stationary_px, stationary_s: f64::from(config.stationary_s) },
+    }
+}
+
+/// The zones and lines of `config.cameras[index]`, zone labels resolved against the label file.
+/// A label the file does not have is an error naming the camera, the zone and the label.
+pub fn camera_scene(config: &Config, index: usize, labels: &Labels) -> Result<Scene, ConfigError> {
+    let camera = &config.cameras[index];
+    let invalid = |key: String, message: String| ConfigError::Invalid { origin: config.origin.clone(), key, message };
+    let mut scene = Scene::default();
+    for (j, zone) in camera.zones.iter().enumerate() {
+        let what = format!("camera {:?}, zone {:?}", camera.name, zone.name);
+        let polygon = Polygon::new(&zone.polygon)
+            .map_err(|e| invalid(format!("camera[{index}].zone[{j}].polygon"), format!("{what}: {e}")))?;
+        let classes = zone
+            .labels
+            .iter()
+            .map(|label| {
+                labels.id_of(label).ok_or_else(|| {
+                    invalid(
+                        format!("camera[{index}].zone[{j}].labels"),
+                        format!("{what}: {label:?} is not in the label file {}", config.model.labels.display()),
+                    )
+                })
+            })
+            .collect::<Result<Vec<usize>, ConfigError>>()?;
+        scene.zones.push(Zone { name: zone.name.clone(), polygon, classes });
+    }
+    for (j, line) in camera.lines.iter().enumerate() {
+        let what = format!("camera {:?}, line {:?}", camera.name, line.name);
+        let segment = Segment::new(line.points)
+            .map_err(|e| invalid(format!("camera[{index}].line[{j}].points"), format!("{what}: {e}")))?;
+        scene.lines.push(Line { name: line.name.clone(), segment });
+    }
+    Ok(scene)
+}
+
+/// A label as one topic level: letters, digits, `-` and `_` kept (lower-cased), anything else `_`
+/// (`traffic light` → `traffic_light`), so no label can add a level or a wildcard.
+pub fn topic_segment(label: &str) -> String {
+    label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '_' }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::detection::BoundingBox;
+    use crate::frame::{FrameMeta, HeapMemory, PixelFormat};
+    use crate::track::events::{WatchParams, Zone};
+    use crate::track::tracker::TrackerParams;
+    use crate::track::zones::Polygon;
+
+    fn labels() -> Labels {
+        Labels::parse("person\ntraffic light\n", Path::new("labels")).expect("labels")
+    }
+
+    fn params() -> TrackingParams {
+        TrackingParams {
+            tracker: TrackerParams { max_lost_s: 1.0, min_hits: 2, high_score: 0.5, match_iou: 0.2, max_tracks: 4 },
+            watch: WatchParams { stationary_px: 1.0, stationary_s: 100.0 },
+        }
+    }
+
+    fn scene() -> Scene {
+        let whole = Polygon::new(&[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]).expect("polygon");
+        Scene { zones: vec![Zone { name: "yard".into(), polygon: whole, classes: vec![0] }], lines: vec![] }
+    }
+
+    fn slot(frame: u64) -> FrameSlot {
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+        slot.prepare(64, 48, PixelFormat::Rgb8).expect("prepare").fill(90);
+        *slot.meta_mut() = FrameMeta {
+            width: 64,
+            height: 48,
+            format: PixelFormat::Rgb8,
+            sequence: frame,
+            captured_at: UNIX_EPOCH + Duration::from_millis(1_800_000_000_000 + 200 * frame),
+        };
+        slot
+    }
+
+    fn light(score: f32, x: f32) -> Detection {
+        Detection { class_id: 1, score, bbox: BoundingBox { x1: x, y1: 10.0, x2: x + 20.0, y2: 40.0 } }
+    }
+
+    fn topics(out: &[Outgoing]) -> Vec<&str> {
+        out.iter().map(|m| m.topic.as_str()).collect()
+    }
+
+    #[test]
+    fn messages_for_counts_events_and_the_best_snapshot() {
+        let labels = labels();
+        let mut tracking = CameraTracking::new("front", "p/front".into(), params(), scene(), Some(80));
+        let mut out = Vec::new();
+        tracking.startup(&labels, &mut out);
+        assert_eq!(topics(&out), ["p/front/zones/yard", "p/front/zones/yard/person"]);
+        assert!(out.iter().all(|m| m.retain && m.payload == b"0"));
+
+        out.clear();
+        let scores = [0.6, 0.62, 0.9, 0.7];
+        for (frame, score) in scores.iter().enumerate() {
+            let ids = tracking.frame(&slot(frame as u64), &[light(*score, 10.0 + frame as f32)], &labels, &mut out);
+            assert_eq!(ids, [(frame >= 1).then_some(1)]);
+        }
+        assert_eq!(topics(&out), ["p/front/events", "p/front/events"], "start, then the better score");
+        let start: EventMessage = serde_json::from_slice(&out[0].payload).expect("event");
+        assert_eq!((start.kind.as_str(), start.label.as_str()), ("start", "traffic light"));
+        assert!(start.zones.is_empty(), "the yard counts people only");
+        let shots = tracking.shots.as_ref().expect("snapshots on");
+        assert_eq!(shots.shots[&1].score, 0.9, "the 0.9 frame is the best picture");
+
+        out.clear();
+        tracking.finish(&labels, &mut out);
+        assert_eq!(topics(&out), ["p/front/events", "p/front/events/snapshot/traffic_light/1"]);
+        assert!(!out[1].retain);
+        let picture = image::load_from_memory(&out[1].payload).expect("a JPEG");
+        assert_eq!((picture.width(), picture.height()), (64, 48));
+        assert!(tracking.shots.as_ref().expect("on").shots.is_empty(), "published once, then forgotten");
+    }
+
+    #[test]
+    fn a_reload_clears_removed_zones_and_starts_new_ones_at_zero() {
+        let labels = labels();
+        let mut tracking = CameraTracking::new("front", "p/front".into(), params(), scene(), None);
+        let mut out = Vec::new();
+        tracking.startup(&labels, &mut out);
+        out.clear();
+        let whole = Polygon::new(&[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]).expect("polygon");
+        let renamed =
+            Scene { zones: vec![Zone { name: "garden".into(), polygon: whole, classes: vec![] }], lines: vec![] };
+        tracking.reload(params(), renamed, &labels, &mut out);
+        let summary: Vec<(&str, &[u8])> = out.iter().map(|m| (m.topic.as_str(), m.payload.as_slice())).collect();
+        assert_eq!(
+            summary,
+            [
+                ("p/front/zones/yard", &b""[..]),
+                ("p/front/zones/yard/person", &b""[..]),
+                ("p/front/zones/garden", &b"0"[..]),
+            ]
+        );
+    }
+
+    #[test]
+    fn labels_become_single_topic_levels() {
+        assert_eq!(topic_segment("traffic light"), "traffic_light");
+        assert_eq!(topic_segment("a/b+#"), "a_b__");
+        assert_eq!(topic_segment("Hot-Dog"), "hot-dog");
+    }
+}

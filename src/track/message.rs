@@ -1,0 +1,168 @@
+//! The versioned JSON message of one track event (`<prefix>/<camera>/events`).
+//!
+//! Owns: the event schema (field names, units, rounding, timestamps — the same conventions as the
+//! detections message) and building it from a camera's tracking state. Must not: decide when an
+//! event happens, or know topics and MQTT.
+
+use serde::{Deserialize, Serialize};
+
+use super::events::{EventKind, TrackEvent};
+use super::scene_tracker::{system_time, SceneTracker};
+use crate::detection::Labels;
+use crate::payload::{round_to, BoxPixels, Rfc3339Millis, SCHEMA_VERSION};
+
+/// One event, as consumers parse it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventMessage {
+    /// [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// `start`, `update` or `end`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub camera: String,
+    pub track_id: u64,
+    /// The track's label: the class with the highest score-weighted vote so far.
+    pub label: String,
+    pub class_id: usize,
+    /// Best detection score of the track so far, 3 decimals.
+    pub score: f64,
+    /// The latest box the track was seen at, source-frame pixels, 0.1 px.
+    #[serde(rename = "box")]
+    pub bbox: BoxPixels,
+    /// Capture times of the first and the latest frame the track was seen on (RFC 3339, ms, UTC).
+    pub first_ts: String,
+    pub last_ts: String,
+    /// Zones the object is in (by its box's bottom-centre), in config order.
+    pub zones: Vec<String>,
+    /// `update` only, when the update is a line crossing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crossed: Option<Crossing>,
+    /// `update` only: what changed (`zones`, `crossed`, `score`, `stationary`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+    pub stationary: bool,
+    /// Frames the track was seen on.
+    pub frames: u32,
+}
+
+/// A line crossing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Crossing {
+    pub line: String,
+    /// `in` or `out` (see the README for the line orientation convention).
+    pub direction: String,
+}
+
+impl EventMessage {
+    /// The message for `event` of `tracking`'s last update; `None` if its track is unknown.
+    pub fn describe(
+        camera: &str,
+        event: &TrackEvent,
+        tracking: &SceneTracker,
+        labels: &Labels,
+    ) -> Option<EventMessage> {
+        let track = tracking.tracker().track(event.slot)?;
+        let scene = tracking.scene();
+        let zone_bits = tracking.watcher().zones(event.slot);
+        let b = track.bbox();
+        Some(EventMessage {
+            schema: SCHEMA_VERSION,
+            kind: event.kind.name().into(),
+            camera: camera.into(),
+            track_id: track.id()?,
+            label: labels.name(track.class_id()).into_owned(),
+            class_id: track.class_id(),
+            score: round_to(f64::from(track.best_score()), 1000.0),
+            bbox: BoxPixels {
+                x1: round_to(f64::from(b.x1), 10.0),
+                y1: round_to(f64::from(b.y1), 10.0),
+                x2: round_to(f64::from(b.x2), 10.0),
+                y2: round_to(f64::from(b.y2), 10.0),
+            },
+            first_ts: Rfc3339Millis(system_time(track.first_seen())).to_string(),
+            last_ts: Rfc3339Millis(system_time(track.last_seen())).to_string(),
+            zones: scene
+                .zones
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| zone_bits & (1 << i) != 0)
+                .map(|(_, zone)| zone.name.clone())
+                .collect(),
+            crossed: event.crossed.and_then(|(line, direction)| {
+                Some(Crossing { line: scene.lines.get(line)?.name.clone(), direction: direction.name().into() })
+            }),
+            changed: if event.kind == EventKind::Update {
+                event.changes.names().map(str::to_string).collect()
+            } else {
+                Vec::new()
+            },
+            stationary: tracking.watcher().is_stationary(event.slot),
+            frames: track.hits(),
+        })
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        // Plain strings and numbers (non-finite ones already rounded to 0) always serialise.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::detection::{BoundingBox, Detection};
+    use crate::track::events::{Line, Scene, WatchParams, Zone};
+    use crate::track::lines::Segment;
+    use crate::track::scene_tracker::TrackingParams;
+    use crate::track::tracker::TrackerParams;
+    use crate::track::zones::Polygon;
+
+    #[test]
+    fn events_have_the_documented_layout() {
+        let labels = Labels::parse("person\nbicycle\n", Path::new("labels")).expect("labels");
+        let scene = Scene {
+            zones: vec![Zone {
+                name: "left".into(),
+                polygon: Polygon::new(&[[0.0, 0.0], [0.5, 0.0], [0.5, 1.0], [0.0, 1.0]]).expect("polygon"),
+                classes: vec![],
+            }],
+            lines: vec![Line { name: "gate".into(), segment: Segment::new([[0.5, 1.0], [0.5, 0.0]]).expect("line") }],
+        };
+        let params = TrackingParams {
+            tracker: TrackerParams { max_lost_s: 1.0, min_hits: 3, high_score: 0.5, match_iou: 0.2, max_tracks: 4 },
+            watch: WatchParams { stationary_px: 5.0, stationary_s: 10.0 },
+        };
+        let mut tracking = SceneTracker::new(params, scene);
+        let start = UNIX_EPOCH + Duration::from_millis(1_795_341_600_123);
+        let mut messages = Vec::new();
+        for (frame, x) in [100.0f32, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0].into_iter().enumerate() {
+            let person = Detection {
+                class_id: 0,
+                score: 0.6 + 0.05 * frame as f32,
+                bbox: BoundingBox { x1: x - 100.0, y1: 300.04, x2: x + 100.0, y2: 700.0 },
+            };
+            tracking.update(&[person], 1000, 1000, start + Duration::from_millis(200 * frame as u64));
+            for event in tracking.events() {
+                let message = EventMessage::describe("front", event, &tracking, &labels).expect("message");
+                messages.push(String::from_utf8(message.to_json()).expect("utf-8"));
+            }
+        }
+        let expected_start = concat!(
+            r#"{"schema":1,"type":"start","camera":"front","track_id":1,"label":"person","class_id":0,"score":0.7,"#,
+            r#""box":{"x1":200.0,"y1":300.0,"x2":400.0,"y2":700.0},"first_ts":"2026-11-22T10:00:00.123Z","#,
+            r#""last_ts":"2026-11-22T10:00:00.523Z","zones":["left"],"stationary":false,"frames":3}"#
+        );
+        assert_eq!(messages[0], expected_start);
+        let crossing: EventMessage = serde_json::from_str(
+            messages.iter().find(|m| m.contains("crossed")).unwrap_or_else(|| panic!("a crossing in {messages:?}")),
+        )
+        .expect("parses");
+        assert_eq!(crossing.kind, "update");
+        assert_eq!(crossing.crossed, Some(Crossing { line: "gate".into(), direction: "in".into() }));
+        assert!(crossing.changed.contains(&"crossed".to_string()), "{crossing:?}");
+        assert_eq!(serde_json::to_vec(&crossing).expect("serialise"), crossing.to_json());
+    }
+}
