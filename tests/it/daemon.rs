@@ -51,6 +51,7 @@ fn toml_string(text: &str) -> String {
 
 /// A config file for a test: the embedded default with the CPU backend, absolute paths to the
 /// bundled model, the test's broker and topic prefix, and only the cameras the test adds.
+#[derive(Clone)]
 pub struct TestConfig {
     text: String,
 }
@@ -100,6 +101,14 @@ impl TestConfig {
             .unwrap_or_else(|| panic!("the embedded default has no `{key}` in {header}"));
         lines[index] = format!("{key} = {value}");
         self.text = lines.join("\n") + "\n";
+        self
+    }
+
+    /// Appends TOML as is (e.g. `[[camera.zone]]` tables for the camera added last).
+    pub fn append(mut self, toml: &str) -> TestConfig {
+        self.text += "\n";
+        self.text += toml;
+        self.text += "\n";
         self
     }
 
@@ -310,7 +319,12 @@ fn check_detections_message(
         });
     assert!(ts_shape_ok, "ts {ts:?} is not RFC 3339 UTC with milliseconds");
     for detection in value["detections"].as_array().unwrap_or_else(|| panic!("detections not an array: {text}")) {
-        assert_eq!(keys(detection), set(&["label", "class_id", "score", "box"]), "{text}");
+        // `track_id` is there once the object's track is confirmed.
+        let mut detection_keys = keys(detection);
+        if detection_keys.remove("track_id") {
+            assert!(detection["track_id"].is_u64(), "{text}");
+        }
+        assert_eq!(detection_keys, set(&["label", "class_id", "score", "box"]), "{text}");
         assert!(detection["label"].is_string() && detection["class_id"].is_u64(), "{text}");
         assert_eq!(keys(&detection["box"]), set(&["x1", "y1", "x2", "y2"]), "{text}");
     }

@@ -11,3 +11,4 @@ mod mqtt;
 mod notify;
 mod sources;
 mod telemetry;
+mod tracking;
