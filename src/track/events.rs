@@ -419,12 +419,15 @@ mod tests {
         Line { name: name.into(), segment: Segment::new([from, to]).expect("segment") }
     }
 
-    /// Drives a tracker and a watcher; collects (kind, track id, changes, crossing) of every event.
+    /// What the tests look at in an event: kind, track id, changes, crossing (line name, direction).
+    type Seen = (EventKind, u64, Vec<&'static str>, Option<(String, Direction)>);
+
+    /// Drives a tracker and a watcher; collects every event.
     struct Run {
         tracker: Tracker,
         watcher: Watcher,
         scene: Scene,
-        events: Vec<(EventKind, u64, Vec<&'static str>, Option<(String, Direction)>)>,
+        events: Vec<Seen>,
         t: f64,
     }
 
