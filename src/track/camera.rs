@@ -126,6 +126,9 @@ impl CameraTracking {
     }
 
     fn event_messages(&mut self, labels: &Labels, out: &mut Vec<Outgoing>) {
+        if self.tracking.events().is_empty() {
+            return;
+        }
         let events_topic = format!("{}/events", self.camera_topic);
         for event in self.tracking.events() {
             let Some(message) = EventMessage::describe(&self.camera, event, &self.tracking, labels) else { continue };

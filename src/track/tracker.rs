@@ -7,7 +7,9 @@
 //! synthetic times and it behaves the same at 5 and 30 frames per second.
 //!
 //! One update, in order:
-//! 1. Every live track's Kalman filter predicts its box at the frame's time.
+//! 1. Every live track's Kalman filter predicts its box at the frame's time; a confirmed track not
+//!    seen for more than `max_lost_s` seconds ends (before matching: it has ended whether or not its
+//!    object shows up on this frame, and it frees its place under the cap).
 //! 2. Detections scoring at least `high_score` are matched to every live track (IoU ≥ `match_iou`).
 //! 3. Lower-scoring detections are matched to the confirmed tracks left over, at a stricter IoU
 //!    ([`LOW_SCORE_MIN_IOU`]): a partly occluded object keeps its track through a weak detection,
@@ -17,8 +19,7 @@
 //!    `horse` box on one animal, and that is one object, one track, with both boxes voting for its
 //!    label. Otherwise a high-scoring one starts a tentative track (if fewer than `max_tracks` live).
 //! 5. A tentative track becomes confirmed — and gets its id — once it was seen on `min_hits` frames;
-//!    a tentative track missing from a frame is discarded. A confirmed track that has not been seen
-//!    for more than `max_lost_s` seconds ends.
+//!    a tentative track missing from a frame is discarded.
 //!
 //! Matching ignores classes, and a track's label is the class with the highest sum of detection
 //! scores over its life, so a detector flipping between similar classes does not split the object.
