@@ -15,7 +15,7 @@ use cudarc::driver::CudaContext;
 
 use super::ffi;
 use super::progress::Progress;
-use super::runtime::{BuildEvent, BuildRequest, Engine, TrtRuntime};
+use super::runtime::{header_version, BuildEvent, BuildRequest, Engine, TrtRuntime, TrtVersion};
 use super::TrtError;
 use crate::config::{Config, Precision};
 use crate::engine_cache::{
@@ -98,6 +98,21 @@ pub fn check_precision(precision: Precision, tensorrt_major: i32) -> Result<(), 
     Ok(())
 }
 
+/// TensorRT's own default builder optimisation level, what 8.5 (which cannot set one) builds with.
+const TENSORRT_DEFAULT_OPTIMIZATION_LEVEL: u8 = 3;
+
+/// Says so when the configured optimisation level cannot be honoured: TensorRT 8.5 (JetPack 5.1)
+/// has no `setBuilderOptimizationLevel`, so the shim compiled against its headers never sets one.
+pub fn optimization_level_warning(level: u8, headers: TrtVersion) -> Option<String> {
+    let supported = TrtVersion { major: 8, minor: 6, patch: 0 };
+    (level != TENSORRT_DEFAULT_OPTIMIZATION_LEVEL && headers < supported).then(|| {
+        format!(
+            "engine.optimization_level = {level} is ignored: TensorRT {headers} has no builder optimisation level \
+             (8.6 and newer do); the engine is built at TensorRT's default level"
+        )
+    })
+}
+
 fn ffi_precision(precision: Precision) -> i32 {
     match precision {
         Precision::Fp32 => ffi::JD_PRECISION_FP32,
@@ -122,6 +137,9 @@ impl BuildPlan {
         })?;
         let options = build_options(config);
         check_precision(options.precision, runtime.version().major)?;
+        if let Some(warning) = optimization_level_warning(options.optimization_level, header_version()) {
+            log::warn!("{warning}");
+        }
         let model_sha256 =
             sha256_file(&onnx_path).map_err(|source| TrtError::Read { path: onnx_path.clone(), source })?;
         let identity = EngineIdentity::new(&model_sha256, &runtime.version().to_string(), &device, &options);
@@ -329,6 +347,16 @@ mod tests {
         assert_eq!(options.workspace_bytes, 512 << 20);
         assert_eq!(options.dla_core, Some(1));
         assert_eq!(options.input_profile, Some(ShapeProfile::fixed("", &[1, 300, 300, 3])));
+    }
+
+    #[test]
+    fn optimization_level_is_ignored_only_before_8_6() {
+        let version = |major, minor| TrtVersion { major, minor, patch: 0 };
+        let warning = optimization_level_warning(5, version(8, 5)).expect("8.5 cannot set a level");
+        assert!(warning.contains("optimization_level = 5") && warning.contains("8.5.0"), "{warning}");
+        assert_eq!(optimization_level_warning(TENSORRT_DEFAULT_OPTIMIZATION_LEVEL, version(8, 5)), None);
+        assert_eq!(optimization_level_warning(5, version(8, 6)), None);
+        assert_eq!(optimization_level_warning(0, version(10, 3)), None);
     }
 
     #[test]

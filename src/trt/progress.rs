@@ -133,7 +133,7 @@ impl ProgressReporter {
     }
 
     /// `[#####-----]  50% Building engine › Tactic selection 3/40 · 1m 05s`, or a spinner with
-    /// the elapsed time when TensorRT reports no phases (8.6).
+    /// the elapsed time when TensorRT reports no phases (8.x).
     pub fn line(&self) -> String {
         let elapsed = format_elapsed(self.elapsed);
         let Some(top) = self.phases.first() else {

@@ -11,8 +11,8 @@
 // Every fallible function returns 0 on success, or non-zero after writing a NUL-terminated message
 // into `err` (at most `err_len` bytes) that ends with TensorRT's most recent log errors.
 //
-// Compiles against TensorRT 8.6 (JetPack 5), 10.x (JetPack 6) and 11.x headers; the differences
-// are guarded by NV_TENSORRT_MAJOR / NV_TENSORRT_MINOR.
+// Compiles against TensorRT 8.5 (JetPack 5.1), 8.6 (JetPack 6.0), 10.x (JetPack 6.1+) and 11.x
+// headers; the differences are guarded by NV_TENSORRT_MAJOR / NV_TENSORRT_MINOR (JD_TRT_AT_LEAST).
 
 #include <NvInfer.h>
 #include <NvInferVersion.h>
@@ -28,6 +28,10 @@
 
 #define JD_STR2(x) #x
 #define JD_STR(x) JD_STR2(x)
+
+// True when the headers are TensorRT major.minor or newer.
+#define JD_TRT_AT_LEAST(major, minor)                                                                                  \
+    (NV_TENSORRT_MAJOR > (major) || (NV_TENSORRT_MAJOR == (major) && NV_TENSORRT_MINOR >= (minor)))
 
 // TensorRT 10 deprecates the precision builder flags (11 removes them); 10.x builds still need
 // them, so their deprecation warnings are silenced exactly where they are used.
@@ -483,7 +487,9 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
             return 1;
         }
         config->setMemoryPoolLimit(nvinfer1::MemoryPoolType::kWORKSPACE, options->workspace_bytes);
+#if JD_TRT_AT_LEAST(8, 6)
         config->setBuilderOptimizationLevel(options->optimization_level);
+#endif
 #if NV_TENSORRT_MAJOR < 11
         JD_ALLOW_DEPRECATED_BEGIN
         if (options->precision == JD_PRECISION_FP16)
@@ -659,7 +665,7 @@ int32_t jd_engine_io(jd_engine const* engine, int32_t index, jd_tensor_info* out
 // Device memory an execution context of this engine needs (upper bound over its profiles).
 int64_t jd_engine_device_memory(jd_engine const* engine)
 {
-#if NV_TENSORRT_MAJOR > 10 || (NV_TENSORRT_MAJOR == 10 && NV_TENSORRT_MINOR >= 1)
+#if JD_TRT_AT_LEAST(10, 1)
     return engine->engine->getDeviceMemorySizeV2();
 #else
     return static_cast<int64_t>(engine->engine->getDeviceMemorySize());
@@ -707,7 +713,7 @@ void jd_context_free(jd_context* context)
 // caller checks: TensorRT reports a too-small size only through the logger).
 void jd_context_set_device_memory(jd_context* context, void* memory, int64_t size)
 {
-#if NV_TENSORRT_MAJOR > 10 || (NV_TENSORRT_MAJOR == 10 && NV_TENSORRT_MINOR >= 1)
+#if JD_TRT_AT_LEAST(10, 1)
     context->context->setDeviceMemoryV2(memory, size);
 #else
     (void) size;
