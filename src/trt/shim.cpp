@@ -440,6 +440,16 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
 #endif
         Logger& logger = trt->logger;
         size_t const mark = logger.mark();
+        // Declared before the builder so that they are destroyed after it and its config (locals
+        // die in reverse order): TensorRT 11 requires the timing cache and the progress monitor
+        // to outlive the builder and config that use them.
+        Owned<nvinfer1::ITimingCache> timing(nullptr);
+#if NV_TENSORRT_MAJOR >= 10
+        ProgressMonitor monitor(progress, progress_user);
+#else
+        (void) progress;
+        (void) progress_user;
+#endif
         Owned<nvinfer1::IBuilder> builder(
             static_cast<nvinfer1::IBuilder*>(libs.create_builder(&logger, NV_TENSORRT_VERSION)));
         if (builder.ptr == nullptr)
@@ -558,7 +568,7 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
             }
         }
 
-        Owned<nvinfer1::ITimingCache> timing(config->createTimingCache(timing_in, timing_in_len));
+        timing.ptr = config->createTimingCache(timing_in, timing_in_len);
         if (timing.ptr == nullptr && timing_in_len > 0)
         {
             logger.log(nvinfer1::ILogger::Severity::kWARNING, "the saved timing cache is unusable; starting empty");
@@ -571,14 +581,10 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
         }
 
 #if NV_TENSORRT_MAJOR >= 10
-        ProgressMonitor monitor(progress, progress_user);
         if (progress != nullptr)
         {
             config->setProgressMonitor(&monitor);
         }
-#else
-        (void) progress;
-        (void) progress_user;
 #endif
         nvinfer1::IHostMemory* engine = builder->buildSerializedNetwork(*network.ptr, *config.ptr);
         if (engine == nullptr || engine->size() == 0)
