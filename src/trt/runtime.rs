@@ -193,7 +193,7 @@ impl TrtRuntime {
         })
         .map_err(TrtError::Deserialize)?;
         let raw = NonNull::new(raw).ok_or_else(|| TrtError::Trt("jd_engine_load returned no handle".into()))?;
-        Engine::new(raw, Arc::clone(self))
+        Engine::new(EngineHandle(raw), Arc::clone(self))
     }
 }
 
@@ -358,9 +358,27 @@ fn dims_vec(nb_dims: i32, dims: &[i64; ffi::JD_MAX_DIMS]) -> Vec<i64> {
     dims[..(nb_dims.max(0) as usize).min(ffi::JD_MAX_DIMS)].to_vec()
 }
 
-/// A deserialised engine.
+/// Owns an ICudaEngine: frees it when dropped, so that an [`Engine`] that fails half-way through
+/// [`Engine::new`] does not leak it.
+struct EngineHandle(NonNull<ffi::JdEngine>);
+
+impl EngineHandle {
+    fn as_ptr(&self) -> *mut ffi::JdEngine {
+        self.0.as_ptr()
+    }
+}
+
+impl Drop for EngineHandle {
+    fn drop(&mut self) {
+        // SAFETY: owned handle, freed once; contexts hold an Arc to their `Engine`, so none is alive,
+        // and the `Engine` field order drops this before the runtime it came from.
+        unsafe { ffi::jd_engine_free(self.0.as_ptr()) }
+    }
+}
+
+/// A deserialised engine. Field order is drop order: the engine goes before its runtime.
 pub struct Engine {
-    raw: NonNull<ffi::JdEngine>,
+    raw: EngineHandle,
     io: Vec<TensorInfo>,
     device_memory_bytes: u64,
     _runtime: Arc<TrtRuntime>,
@@ -372,7 +390,7 @@ unsafe impl Send for Engine {}
 unsafe impl Sync for Engine {}
 
 impl Engine {
-    fn new(raw: NonNull<ffi::JdEngine>, runtime: Arc<TrtRuntime>) -> Result<Engine, TrtError> {
+    fn new(raw: EngineHandle, runtime: Arc<TrtRuntime>) -> Result<Engine, TrtError> {
         // SAFETY: `raw` is a live engine handle for all calls below.
         let count = unsafe { ffi::jd_engine_nb_io(raw.as_ptr()) };
         let mut io = Vec::with_capacity(count.max(0) as usize);
@@ -425,13 +443,6 @@ impl Engine {
 
     fn tensor(&self, name: &str) -> Result<&TensorInfo, TrtError> {
         self.io.iter().find(|t| t.name == name).ok_or_else(|| TrtError::Trt(format!("no IO tensor named {name:?}")))
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        // SAFETY: owned handle; contexts hold an Arc to the engine, so none is alive.
-        unsafe { ffi::jd_engine_free(self.raw.as_ptr()) }
     }
 }
 
