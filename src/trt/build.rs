@@ -201,7 +201,7 @@ fn run_with_progress(
         let builder = std::thread::Builder::new()
             .name("trt-build".into())
             .spawn_scoped(scope, move || {
-                let mut relay = |event: BuildEvent<'_>| {
+                let relay = |event: BuildEvent<'_>| {
                     let event = match event {
                         BuildEvent::PhaseStart { phase, parent, steps } => {
                             Progress::PhaseStart { phase: phase.into(), parent: parent.map(Into::into), steps }
@@ -213,7 +213,7 @@ fn run_with_progress(
                     let _ = sender.send(event);
                     true
                 };
-                runtime.build(request, &mut relay)
+                runtime.build(request, &relay)
             })
             .map_err(|e| TrtError::Trt(format!("cannot start the build thread: {e}")))?;
         loop {

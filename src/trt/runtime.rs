@@ -120,12 +120,13 @@ impl TrtRuntime {
         self.version
     }
 
-    /// Builds a serialized engine. `progress` is called on the calling thread (TensorRT 10+ only)
-    /// and returns `false` to cancel. Returns the engine and the updated timing cache.
+    /// Builds a serialized engine. `progress` (TensorRT 10+ only) returns `false` to cancel; TensorRT
+    /// calls it from its own builder threads, several at once, hence `Fn + Sync`. Returns the engine
+    /// and the updated timing cache.
     pub fn build(
         &self,
         options: &BuildRequest<'_>,
-        progress: &mut dyn FnMut(BuildEvent<'_>) -> bool,
+        progress: &ProgressCallback<'_>,
     ) -> Result<(HostBlob, Option<HostBlob>), TrtError> {
         let profile_input;
         let mut raw_options = ffi::JdBuildOptions {
@@ -154,10 +155,10 @@ impl TrtRuntime {
         let onnx_path = c_string(&options.onnx_path.to_string_lossy())?;
         let mut engine = ffi::JdBlob::EMPTY;
         let mut timing = ffi::JdBlob::EMPTY;
-        let mut progress_user: &mut dyn FnMut(BuildEvent<'_>) -> bool = progress;
+        let progress_user: &ProgressCallback<'_> = progress;
         // SAFETY: every pointer is valid for the duration of the call (`raw_options` and the strings
-        // it points to, the byte slices, the out-blobs); `progress_user` is a `&mut &mut dyn FnMut`
-        // that `progress_trampoline` only uses during this call, on this thread.
+        // it points to, the byte slices, the out-blobs); `progress_user` is a `&&ProgressCallback`
+        // that `progress_trampoline` only reads (shared, `Sync`) during this call.
         let status = checked(|err, len| unsafe {
             ffi::jd_build(
                 self.raw.as_ptr(),
@@ -168,7 +169,7 @@ impl TrtRuntime {
                 options.timing_cache.as_ptr().cast(),
                 options.timing_cache.len(),
                 Some(progress_trampoline),
-                (&mut progress_user as *mut &mut dyn FnMut(BuildEvent<'_>) -> bool).cast(),
+                (&progress_user as *const &ProgressCallback<'_>).cast_mut().cast(),
                 &mut engine,
                 &mut timing,
                 err,
@@ -227,6 +228,11 @@ pub enum BuildEvent<'a> {
     PhaseFinish { phase: &'a str },
 }
 
+/// A build progress callback: TensorRT's IProgressMonitor runs on builder threads, several at once,
+/// so it takes `&self` and must be `Sync`.
+pub type ProgressCallback<'a> = dyn Fn(BuildEvent<'_>) -> bool + Sync + 'a;
+
+/// Called by the shim's IProgressMonitor, from any builder thread, concurrently.
 extern "C" fn progress_trampoline(
     user: *mut c_void,
     event: i32,
@@ -245,9 +251,10 @@ extern "C" fn progress_trampoline(
         ffi::JD_PHASE_FINISH => BuildEvent::PhaseFinish { phase },
         _ => return 1,
     };
-    // SAFETY: `user` is the `&mut &mut dyn FnMut` passed by `TrtRuntime::build`, alive and not
-    // aliased for the whole build, which calls back only on the building thread.
-    let callback = unsafe { &mut *user.cast::<&mut dyn FnMut(BuildEvent<'_>) -> bool>() };
+    // SAFETY: `user` is the `&&ProgressCallback` passed by `TrtRuntime::build`, alive for the whole
+    // build; only shared references are formed, and the callback is `Sync`, so concurrent calls
+    // from several builder threads are sound.
+    let callback = unsafe { &*user.cast_const().cast::<&ProgressCallback<'_>>() };
     i32::from(callback(event))
 }
 
@@ -569,6 +576,40 @@ mod tests {
         let version = header_version();
         assert!(version.major == 8 || version.major >= 10, "{version}");
         assert_eq!(library_name(), format!("libnvinfer.so.{}", version.major));
+    }
+
+    #[test]
+    fn progress_callbacks_may_come_from_several_threads_at_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let steps = AtomicUsize::new(0);
+        let callback = |event: BuildEvent<'_>| {
+            if let BuildEvent::StepComplete { phase, .. } = event {
+                assert_eq!(phase, "Tactic selection");
+                steps.fetch_add(1, Ordering::Relaxed);
+            }
+            true
+        };
+        let progress: &ProgressCallback<'_> = &callback;
+        // The trampoline as the shim calls it: the same user pointer from several builder threads.
+        let user = (&progress as *const &ProgressCallback<'_>).cast_mut().cast::<c_void>() as usize;
+        let phase = c"Tactic selection";
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for step in 0..250 {
+                        let result = progress_trampoline(
+                            user as *mut c_void,
+                            ffi::JD_STEP_COMPLETE,
+                            phase.as_ptr(),
+                            std::ptr::null(),
+                            step,
+                        );
+                        assert_eq!(result, 1, "the callback did not cancel");
+                    }
+                });
+            }
+        });
+        assert_eq!(steps.load(Ordering::Relaxed), 1000);
     }
 
     #[test]
