@@ -72,6 +72,7 @@ pub struct JdContext {
 extern "C" {
     pub fn jd_header_version(out: *mut i32);
     pub fn jd_library_name() -> *const c_char;
+    pub fn jd_load_library(version: *mut i32, err: *mut c_char, err_len: usize) -> i32;
     pub fn jd_trt_open(
         log: JdLogFn,
         log_user: *mut c_void,
@@ -80,7 +81,6 @@ extern "C" {
         err_len: usize,
     ) -> i32;
     pub fn jd_trt_close(trt: *mut JdTrt);
-    pub fn jd_trt_version(trt: *const JdTrt, out: *mut i32);
     pub fn jd_blob_free(blob: *mut JdBlob);
     #[allow(clippy::too_many_arguments)]
     pub fn jd_build(

@@ -34,6 +34,15 @@ pub enum TrtError {
     /// libnvinfer (or the ONNX parser) cannot be loaded.
     #[error("TensorRT is not installed or cannot be loaded: {0}")]
     NotInstalled(String),
+    /// The installed library is older (major.minor) than the headers this binary was built with.
+    #[error(
+        "TensorRT {library} is installed, but this binary was built against the TensorRT {headers} headers and \
+         would call functions that {library} lacks; install TensorRT {}.{} or newer (a newer JetPack), or build \
+         jetson-detectd against the installed TensorRT's headers",
+        headers.major,
+        headers.minor
+    )]
+    TooOld { library: TrtVersion, headers: TrtVersion },
     #[error("no usable CUDA device: {0}")]
     NoGpu(String),
     #[error("{0}")]
@@ -53,7 +62,7 @@ pub enum TrtError {
 impl TrtError {
     /// True when the machine lacks TensorRT or a GPU, i.e. when `fallback = "cpu"` applies.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, TrtError::NotInstalled(_) | TrtError::NoGpu(_))
+        matches!(self, TrtError::NotInstalled(_) | TrtError::TooOld { .. } | TrtError::NoGpu(_))
     }
 }
 
@@ -76,7 +85,7 @@ pub struct TrtProbe {
     pub library: String,
     /// Headers the shim was compiled against.
     pub compiled_against: String,
-    /// Version of the loaded library, when it loaded.
+    /// Version of the library found, when it loaded (also when it is too old to use).
     pub library_version: Option<String>,
     /// One plain sentence for the operator.
     pub summary: String,
@@ -91,6 +100,13 @@ pub fn probe() -> TrtProbe {
             available: true,
             summary: format!("TensorRT {} loaded from {library}", runtime.version()),
             library_version: Some(runtime.version().to_string()),
+            library,
+            compiled_against,
+        },
+        Err(error @ TrtError::TooOld { library: found, .. }) => TrtProbe {
+            available: false,
+            summary: error.to_string(),
+            library_version: Some(found.to_string()),
             library,
             compiled_against,
         },

@@ -42,6 +42,25 @@ impl fmt::Display for TrtVersion {
     }
 }
 
+impl TrtVersion {
+    /// Decodes `getInferLibVersion()`: `major*1000 + minor*100 + patch` up to 8.x, `major*10000 +
+    /// minor*100 + patch` from 10.0 (the two ranges do not overlap: 8.x codes stay below 10000).
+    pub fn from_library_code(code: i32) -> TrtVersion {
+        let major_unit = if code >= 10_000 { 10_000 } else { 1_000 };
+        TrtVersion { major: code / major_unit, minor: (code % major_unit) / 100, patch: code % 100 }
+    }
+}
+
+/// Refuses a library older (major.minor) than the headers the shim was compiled against: the
+/// soname pins only the major, and a virtual method that the older library's classes lack is a
+/// crash when called, not an error. A newer library of the same major is fine.
+pub fn check_library_version(headers: TrtVersion, library: TrtVersion) -> Result<(), TrtError> {
+    if (library.major, library.minor) < (headers.major, headers.minor) {
+        return Err(TrtError::TooOld { library, headers });
+    }
+    Ok(())
+}
+
 /// The TensorRT headers the shim was compiled against.
 pub fn header_version() -> TrtVersion {
     let mut v = [0i32; 3];
@@ -101,18 +120,21 @@ unsafe impl Send for TrtRuntime {}
 unsafe impl Sync for TrtRuntime {}
 
 impl TrtRuntime {
-    /// dlopens libnvinfer and creates the runtime. Fails with [`TrtError::NotInstalled`] when the
-    /// library is absent.
+    /// dlopens libnvinfer, checks its version against the headers, and creates the runtime. Fails
+    /// with [`TrtError::NotInstalled`] when the library is absent and [`TrtError::TooOld`] when it
+    /// is older than the headers.
     pub fn open() -> Result<Arc<TrtRuntime>, TrtError> {
+        let mut code = 0;
+        // SAFETY: `code` is a valid out-pointer.
+        checked(|err, len| unsafe { ffi::jd_load_library(&mut code, err, len) }).map_err(TrtError::NotInstalled)?;
+        let version = TrtVersion::from_library_code(code);
+        check_library_version(header_version(), version)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: `raw` is a valid out-pointer; `forward_log` is a plain function with no state.
         checked(|err, len| unsafe { ffi::jd_trt_open(forward_log, std::ptr::null_mut(), &mut raw, err, len) })
             .map_err(TrtError::NotInstalled)?;
         let raw = NonNull::new(raw).ok_or_else(|| TrtError::Trt("jd_trt_open returned no handle".into()))?;
-        let mut v = [0i32; 3];
-        // SAFETY: `raw` is a live handle; writes three i32 into `v`.
-        unsafe { ffi::jd_trt_version(raw.as_ptr(), v.as_mut_ptr()) };
-        Ok(Arc::new(TrtRuntime { raw, version: TrtVersion { major: v[0], minor: v[1], patch: v[2] } }))
+        Ok(Arc::new(TrtRuntime { raw, version }))
     }
 
     /// The loaded library's version.
@@ -569,6 +591,33 @@ mod tests {
         assert_eq!(DataType::from_raw(5), DataType::U8);
         assert_eq!(DataType::from_raw(8), DataType::I64);
         assert_eq!(DataType::from_raw(10).element_bytes(), None);
+    }
+
+    #[test]
+    fn library_version_codes_decode_on_both_sides_of_10() {
+        let version = |major, minor, patch| TrtVersion { major, minor, patch };
+        assert_eq!(TrtVersion::from_library_code(8502), version(8, 5, 2));
+        assert_eq!(TrtVersion::from_library_code(8602), version(8, 6, 2));
+        assert_eq!(TrtVersion::from_library_code(100300), version(10, 3, 0));
+        assert_eq!(TrtVersion::from_library_code(101600), version(10, 16, 0));
+        assert_eq!(TrtVersion::from_library_code(110104), version(11, 1, 4));
+    }
+
+    #[test]
+    fn a_library_older_than_the_headers_is_refused() {
+        let version = |major, minor, patch| TrtVersion { major, minor, patch };
+        // Same version, newer patch, newer minor: fine.
+        assert!(check_library_version(version(10, 3, 0), version(10, 3, 0)).is_ok());
+        assert!(check_library_version(version(8, 6, 1), version(8, 6, 2)).is_ok());
+        assert!(check_library_version(version(10, 3, 0), version(10, 16, 0)).is_ok());
+        // An older patch of the same minor has the same classes.
+        assert!(check_library_version(version(8, 5, 3), version(8, 5, 2)).is_ok());
+        // JetPack 5.1's 8.5 under a binary built on 8.6 headers: refused, naming both.
+        let error = check_library_version(version(8, 6, 1), version(8, 5, 2)).expect_err("older minor");
+        let message = error.to_string();
+        assert!(message.contains("8.5.2") && message.contains("8.6.1"), "{message}");
+        assert!(error.is_unavailable(), "CPU fallback applies: this TensorRT cannot be used");
+        assert!(check_library_version(version(10, 16, 0), version(10, 3, 0)).is_err());
     }
 
     #[test]

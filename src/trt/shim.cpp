@@ -332,38 +332,59 @@ char const* jd_library_name()
     return kNvinferName;
 }
 
-// Loads libnvinfer, creates the runtime. `log` receives every TensorRT message (any thread).
+// Loads libnvinfer (once per process) and resolves its factories. `version` receives
+// getInferLibVersion() of the loaded library, encoded as TensorRT encodes it (8.x: major*1000 +
+// minor*100 + patch; 10+: major*10000 + minor*100 + patch). The caller compares it with the
+// headers' version before creating anything: the soname only pins the major, and calling a
+// virtual method an older library lacks is a crash, not an error.
+int32_t jd_load_library(int32_t* version, char* err, size_t err_len)
+{
+    *version = 0;
+    Libraries& libs = libraries();
+    std::lock_guard<std::mutex> lock(libs.mutex);
+    if (libs.nvinfer == nullptr)
+    {
+        libs.nvinfer = dlopen(kNvinferName, RTLD_NOW | RTLD_LOCAL);
+        if (libs.nvinfer == nullptr)
+        {
+            char const* why = dlerror();
+            write_error(err, err_len, "%s", why ? why : kNvinferName);
+            return 1;
+        }
+        libs.create_builder = reinterpret_cast<CreateFn>(dlsym(libs.nvinfer, "createInferBuilder_INTERNAL"));
+        libs.create_runtime = reinterpret_cast<CreateFn>(dlsym(libs.nvinfer, "createInferRuntime_INTERNAL"));
+        libs.version = reinterpret_cast<VersionFn>(dlsym(libs.nvinfer, "getInferLibVersion"));
+    }
+    if (libs.create_builder == nullptr || libs.create_runtime == nullptr || libs.version == nullptr)
+    {
+        write_error(err, err_len, "%s lacks the TensorRT factory functions", kNvinferName);
+        return 1;
+    }
+    *version = libs.version();
+    return 0;
+}
+
+// Creates a runtime on the library jd_load_library loaded (and the caller checked). `log`
+// receives every TensorRT message (any thread).
 int32_t jd_trt_open(jd_log_fn log, void* log_user, jd_trt** out, char* err, size_t err_len)
 {
     *out = nullptr;
     try
     {
         Libraries& libs = libraries();
+        CreateFn create_runtime = nullptr;
         {
             std::lock_guard<std::mutex> lock(libs.mutex);
-            if (libs.nvinfer == nullptr)
-            {
-                libs.nvinfer = dlopen(kNvinferName, RTLD_NOW | RTLD_LOCAL);
-                if (libs.nvinfer == nullptr)
-                {
-                    char const* why = dlerror();
-                    write_error(err, err_len, "%s", why ? why : kNvinferName);
-                    return 1;
-                }
-                libs.create_builder = reinterpret_cast<CreateFn>(dlsym(libs.nvinfer, "createInferBuilder_INTERNAL"));
-                libs.create_runtime = reinterpret_cast<CreateFn>(dlsym(libs.nvinfer, "createInferRuntime_INTERNAL"));
-                libs.version = reinterpret_cast<VersionFn>(dlsym(libs.nvinfer, "getInferLibVersion"));
-            }
-            if (libs.create_builder == nullptr || libs.create_runtime == nullptr || libs.version == nullptr)
-            {
-                write_error(err, err_len, "%s lacks the TensorRT factory functions", kNvinferName);
-                return 1;
-            }
+            create_runtime = libs.create_runtime;
+        }
+        if (create_runtime == nullptr)
+        {
+            write_error(err, err_len, "%s is not loaded (jd_load_library first)", kNvinferName);
+            return 1;
         }
         jd_trt* trt = new jd_trt(log, log_user);
         size_t const mark = trt->logger.mark();
-        trt->runtime
-            = static_cast<nvinfer1::IRuntime*>(libs.create_runtime(&trt->logger, NV_TENSORRT_VERSION));
+        trt->runtime = static_cast<nvinfer1::IRuntime*>(create_runtime(&trt->logger, NV_TENSORRT_VERSION));
         if (trt->runtime == nullptr)
         {
             trt->logger.fail(err, err_len, mark, "createInferRuntime failed");
@@ -387,18 +408,6 @@ void jd_trt_close(jd_trt* trt)
         delete trt->runtime;
         delete trt;
     }
-}
-
-// Version of the loaded library: major, minor, patch.
-void jd_trt_version(jd_trt const* trt, int32_t* out)
-{
-    (void) trt;
-    int32_t const v = libraries().version();
-    // getInferLibVersion() encodes major*1000 + minor*100 + patch up to 8.x, then major*10000 + ...
-    int32_t const major_unit = NV_TENSORRT_MAJOR >= 10 ? 10000 : 1000;
-    out[0] = v / major_unit;
-    out[1] = (v % major_unit) / 100;
-    out[2] = v % 100;
 }
 
 void jd_blob_free(jd_blob* blob)
