@@ -73,6 +73,8 @@ extern "C" {
     pub fn jd_header_version(out: *mut i32);
     pub fn jd_library_name() -> *const c_char;
     pub fn jd_load_library(version: *mut i32, err: *mut c_char, err_len: usize) -> i32;
+    pub fn jd_plugin_library_name() -> *const c_char;
+    pub fn jd_load_plugins(log: JdLogFn, log_user: *mut c_void, err: *mut c_char, err_len: usize) -> i32;
     pub fn jd_trt_open(
         log: JdLogFn,
         log_user: *mut c_void,

@@ -87,8 +87,21 @@ pub struct TrtProbe {
     pub compiled_against: String,
     /// Version of the library found, when it loaded (also when it is too old to use).
     pub library_version: Option<String>,
+    /// `{"loaded": bool, "library": "libnvinfer_plugin.so.<major>", "detail": ...}`: TensorRT's
+    /// plugins (EfficientNMS for `end2end` models), absent when TensorRT itself did not load.
+    pub plugins: Option<PluginProbe>,
     /// One plain sentence for the operator.
     pub summary: String,
+}
+
+/// Whether TensorRT's plugin library loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginProbe {
+    pub loaded: bool,
+    pub library: String,
+    /// Why it did not load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// Tries to load TensorRT and says plainly what it found. Never fails.
@@ -100,6 +113,11 @@ pub fn probe() -> TrtProbe {
             available: true,
             summary: format!("TensorRT {} loaded from {library}", runtime.version()),
             library_version: Some(runtime.version().to_string()),
+            plugins: Some(PluginProbe {
+                loaded: runtime.plugins().is_ok(),
+                library: runtime::plugin_library_name().to_owned(),
+                detail: runtime.plugins().err().map(str::to_owned),
+            }),
             library,
             compiled_against,
         },
@@ -107,6 +125,7 @@ pub fn probe() -> TrtProbe {
             available: false,
             summary: error.to_string(),
             library_version: Some(found.to_string()),
+            plugins: None,
             library,
             compiled_against,
         },
@@ -123,6 +142,7 @@ pub fn probe() -> TrtProbe {
                     header_version().major
                 ),
                 library_version: None,
+                plugins: None,
                 library,
                 compiled_against,
             }

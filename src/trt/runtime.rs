@@ -107,10 +107,35 @@ extern "C" fn forward_log(_user: *mut c_void, severity: i32, message: *const c_c
     }
 }
 
+/// `libnvinfer_plugin.so.<major>`, the plugin library the shim loads.
+pub fn plugin_library_name() -> &'static str {
+    // SAFETY: the shim returns a pointer to a static NUL-terminated string literal.
+    unsafe { CStr::from_ptr(ffi::jd_plugin_library_name()) }.to_str().unwrap_or("libnvinfer_plugin.so")
+}
+
+/// Loads TensorRT's plugin library and registers its plugins (the shim does it once per process).
+/// A missing library is a warning, logged once: only models that use plugins need it.
+fn load_plugins() -> Result<(), String> {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    // SAFETY: `forward_log` is a plain function with no state; the error buffer is `checked`'s.
+    let loaded = checked(|err, len| unsafe { ffi::jd_load_plugins(forward_log, std::ptr::null_mut(), err, len) });
+    if let Err(why) = &loaded {
+        WARNED.call_once(|| {
+            log::warn!(
+                "TensorRT plugins are not available ({why}): models that use them (e.g. `end2end` exports with \
+                 EfficientNMS) cannot be parsed or loaded; install {} (JetPack's libnvinfer-plugin package)",
+                plugin_library_name()
+            );
+        });
+    }
+    loaded
+}
+
 /// Loaded TensorRT with its runtime and logger.
 pub struct TrtRuntime {
     raw: NonNull<ffi::JdTrt>,
     version: TrtVersion,
+    plugins: Result<(), String>,
 }
 
 // SAFETY: IRuntime is documented thread-safe for deserialisation; the shim's logger is locked and
@@ -129,17 +154,24 @@ impl TrtRuntime {
         checked(|err, len| unsafe { ffi::jd_load_library(&mut code, err, len) }).map_err(TrtError::NotInstalled)?;
         let version = TrtVersion::from_library_code(code);
         check_library_version(header_version(), version)?;
+        // Before any runtime exists, so before any parse or deserialisation.
+        let plugins = load_plugins();
         let mut raw = std::ptr::null_mut();
         // SAFETY: `raw` is a valid out-pointer; `forward_log` is a plain function with no state.
         checked(|err, len| unsafe { ffi::jd_trt_open(forward_log, std::ptr::null_mut(), &mut raw, err, len) })
             .map_err(TrtError::NotInstalled)?;
         let raw = NonNull::new(raw).ok_or_else(|| TrtError::Trt("jd_trt_open returned no handle".into()))?;
-        Ok(Arc::new(TrtRuntime { raw, version }))
+        Ok(Arc::new(TrtRuntime { raw, version, plugins }))
     }
 
     /// The loaded library's version.
     pub fn version(&self) -> TrtVersion {
         self.version
+    }
+
+    /// Whether TensorRT's plugins are registered, or why not.
+    pub fn plugins(&self) -> Result<(), &str> {
+        self.plugins.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
     /// Builds a serialized engine. `progress` (TensorRT 10+ only) returns `false` to cancel; TensorRT
@@ -625,6 +657,7 @@ mod tests {
         let version = header_version();
         assert!(version.major == 8 || version.major >= 10, "{version}");
         assert_eq!(library_name(), format!("libnvinfer.so.{}", version.major));
+        assert_eq!(plugin_library_name(), format!("libnvinfer_plugin.so.{}", version.major));
     }
 
     #[test]

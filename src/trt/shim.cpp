@@ -93,6 +93,7 @@ namespace
 using CreateFn = void* (*) (void* logger, int32_t version);
 using CreateParserFn = void* (*) (void* network, void* logger, int version);
 using VersionFn = int32_t (*)();
+using InitPluginsFn = bool (*)(void* logger, char const* lib_namespace);
 
 // Process-wide: TensorRT keeps global state (plugin registry, loggers) that does not survive
 // being unloaded while CUDA contexts exist, so the libraries are never dlclose'd.
@@ -105,6 +106,10 @@ struct Libraries
     CreateFn create_runtime = nullptr;
     CreateParserFn create_parser = nullptr;
     VersionFn version = nullptr;
+    // libnvinfer_plugin: tried once per process; `plugins_error` says why it failed, if it did.
+    bool plugins_tried = false;
+    bool plugins_loaded = false;
+    char plugins_error[512] = {};
 };
 
 Libraries& libraries()
@@ -115,6 +120,7 @@ Libraries& libraries()
 
 constexpr char const* kNvinferName = "libnvinfer.so." JD_STR(NV_TENSORRT_MAJOR);
 constexpr char const* kParserName = "libnvonnxparser.so." JD_STR(NV_TENSORRT_MAJOR);
+constexpr char const* kPluginName = "libnvinfer_plugin.so." JD_STR(NV_TENSORRT_MAJOR);
 
 void write_error(char* err, size_t err_len, char const* format, ...) __attribute__((format(printf, 3, 4)));
 
@@ -362,6 +368,66 @@ int32_t jd_load_library(int32_t* version, char* err, size_t err_len)
     }
     *version = libs.version();
     return 0;
+}
+
+// The libnvinfer_plugin file name this shim loads.
+char const* jd_plugin_library_name()
+{
+    return kPluginName;
+}
+
+// Loads libnvinfer_plugin and registers TensorRT's plugins (EfficientNMS and friends) with
+// initLibNvInferPlugins, once per process; later calls return the first outcome. Must run before
+// any parse or deserialisation: from TensorRT 10 the ONNX parser only looks plugins up, and an
+// engine that uses one cannot be deserialised without them. Returns 0 when registered, else
+// writes why (the caller warns: models without plugins work without the library).
+int32_t jd_load_plugins(jd_log_fn log, void* log_user, char* err, size_t err_len)
+{
+    try
+    {
+        Libraries& libs = libraries();
+        std::lock_guard<std::mutex> lock(libs.mutex);
+        if (!libs.plugins_tried)
+        {
+            libs.plugins_tried = true;
+            void* library = dlopen(kPluginName, RTLD_NOW | RTLD_LOCAL);
+            InitPluginsFn init = nullptr;
+            if (library == nullptr)
+            {
+                char const* why = dlerror();
+                write_error(libs.plugins_error, sizeof(libs.plugins_error), "%s", why ? why : kPluginName);
+            }
+            else if ((init = reinterpret_cast<InitPluginsFn>(dlsym(library, "initLibNvInferPlugins"))) == nullptr)
+            {
+                write_error(libs.plugins_error, sizeof(libs.plugins_error), "%s has no initLibNvInferPlugins",
+                    kPluginName);
+            }
+            else
+            {
+                // The plugin library keeps this logger for as long as the process lives, so it is
+                // never freed (like the libraries themselves).
+                Logger* plugin_logger = new Logger(log, log_user);
+                size_t const mark = plugin_logger->mark();
+                libs.plugins_loaded = init(static_cast<nvinfer1::ILogger*>(plugin_logger), "");
+                if (!libs.plugins_loaded)
+                {
+                    plugin_logger->fail(libs.plugins_error, sizeof(libs.plugins_error), mark,
+                        "initLibNvInferPlugins failed");
+                }
+            }
+        }
+        if (!libs.plugins_loaded)
+        {
+            write_error(err, err_len, "%s", libs.plugins_error);
+            return 1;
+        }
+        return 0;
+    }
+    catch (...)
+    {
+        write_error(err, err_len, "out of memory while loading %s", kPluginName);
+        return 1;
+    }
 }
 
 // Creates a runtime on the library jd_load_library loaded (and the caller checked). `log`
