@@ -16,7 +16,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, P
 use super::arena::{arena_report, ArenaLease};
 use super::build::{device_identity, load_or_build, EngineSource};
 use super::progress::Progress;
-use super::runtime::{DataType, Engine, ExecutionContext, TensorInfo, TrtRuntime};
+use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInfo, TrtRuntime};
 use super::TrtError;
 use crate::backend::{
     Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, ModelOutputs, OutputTensor,
@@ -64,6 +64,7 @@ impl TrtBackend {
         let version = runtime.version();
         let loaded = load_or_build(&runtime, config, device, &mut progress)?;
         let spec = PreprocessSpec::from(&config.model.input);
+        check_linear_formats(loaded.engine.io_tensors())?;
         let (input, input_shape) = check_input(loaded.engine.io_tensors(), config.model.input.name.as_deref(), &spec)?;
         let model = match &loaded.source {
             EngineSource::Prebuilt(path) | EngineSource::Cached(path) | EngineSource::Built { path, .. } => {
@@ -93,6 +94,23 @@ impl TrtBackend {
             info,
         })
     }
+}
+
+/// Refuses an engine with an IO tensor that is not in TensorRT's linear (row-major) format: buffers
+/// are sized as elements × element size and filled in the declared layout, so a vectorised format
+/// (`CHW16`, common in DLA builds) would make TensorRT read and write past them, and a channel-last
+/// one would scramble the data.
+pub fn check_linear_formats(io: &[TensorInfo]) -> Result<(), TrtError> {
+    let Some(tensor) = io.iter().find(|t| t.format != TensorFormat::LINEAR) else { return Ok(()) };
+    Err(TrtError::Config(format!(
+        "the engine's {} {:?} uses TensorRT's {} memory format; jetson-detectd reads and writes linear \
+         (row-major) tensors only. Rebuild the engine with linear I/O: let jetson-detectd build it from \
+         `model.onnx` (remove `model.engine`), or with trtexec leave out --inputIOFormats/--outputIOFormats \
+         (or give them as `fp16:chw`/`fp32:chw`), which DLA builds often set to a vectorised format",
+        if tensor.is_input { "input" } else { "output" },
+        tensor.name,
+        tensor.format.name(),
+    )))
 }
 
 /// Finds the input the config names (else the engine's first input) and checks that the
@@ -358,6 +376,24 @@ mod tests {
         }
         assert!(check_input(&good, Some("input"), &spec()).is_err());
         assert!(check_input(&outputs, None, &spec()).is_err(), "no input at all");
+    }
+
+    #[test]
+    fn only_linear_io_formats_are_accepted() {
+        let linear = [
+            tensor("image", true, DataType::U8, &[1, 300, 300, 3]),
+            tensor("boxes", false, DataType::F32, &[1, 1917, 4]),
+        ];
+        assert!(check_linear_formats(&linear).is_ok());
+        let mut vectorised = linear.to_vec();
+        vectorised[1].format = TensorFormat(4);
+        let message = check_linear_formats(&vectorised).expect_err("CHW16 output").to_string();
+        assert!(message.contains("output \"boxes\"") && message.contains("CHW16"), "{message}");
+        assert!(message.contains("--outputIOFormats") && message.contains("model.onnx"), "{message}");
+        let mut dla = linear.to_vec();
+        dla[0].format = TensorFormat(9);
+        assert!(check_linear_formats(&dla).expect_err("DLA_LINEAR input").to_string().contains("input \"image\""));
+        assert_eq!(TensorFormat(99).name(), "format 99");
     }
 
     #[test]

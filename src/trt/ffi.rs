@@ -51,7 +51,7 @@ pub struct JdTensorInfo {
     pub mode: i32,
     pub dtype: i32,
     pub nb_dims: i32,
-    pub reserved: i32,
+    pub format: i32,
     pub dims: [i64; JD_MAX_DIMS],
 }
 

@@ -390,12 +390,46 @@ impl DataType {
     }
 }
 
+/// Memory layout of an engine's IO tensor (values of `nvinfer1::TensorFormat`, stable across 8.5–11.x).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorFormat(pub i32);
+
+impl TensorFormat {
+    /// Row-major, as the declared shape says: the only layout this daemon reads and writes.
+    pub const LINEAR: TensorFormat = TensorFormat(0);
+
+    /// TensorRT's name for the format (`kCHW16` → `CHW16`).
+    pub fn name(self) -> String {
+        const NAMES: [&str; 13] = [
+            "LINEAR",
+            "CHW2",
+            "HWC8",
+            "CHW4",
+            "CHW16",
+            "CHW32",
+            "DHWC8",
+            "CDHW32",
+            "HWC",
+            "DLA_LINEAR",
+            "DLA_HWC4",
+            "HWC16",
+            "DHWC",
+        ];
+        usize::try_from(self.0)
+            .ok()
+            .and_then(|index| NAMES.get(index))
+            .map_or_else(|| format!("format {}", self.0), |name| (*name).to_owned())
+    }
+}
+
 /// One input or output of an engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorInfo {
     pub name: String,
     pub is_input: bool,
     pub dtype: DataType,
+    /// Memory layout (the first non-linear one over the engine's profiles, if any).
+    pub format: TensorFormat,
     /// Declared shape; -1 marks a dynamic dimension.
     pub shape: Vec<i64>,
     c_name: CString,
@@ -411,7 +445,7 @@ impl TensorInfo {
 impl TensorInfo {
     pub(crate) fn for_tests(name: &str, is_input: bool, dtype: DataType, shape: &[i64]) -> Self {
         let c_name = CString::new(name).unwrap_or_default();
-        TensorInfo { name: name.into(), is_input, dtype, shape: shape.to_vec(), c_name }
+        TensorInfo { name: name.into(), is_input, dtype, format: TensorFormat::LINEAR, shape: shape.to_vec(), c_name }
     }
 }
 
@@ -461,7 +495,7 @@ impl Engine {
                 mode: 0,
                 dtype: 0,
                 nb_dims: 0,
-                reserved: 0,
+                format: 0,
                 dims: [0; ffi::JD_MAX_DIMS],
             };
             // SAFETY: `index` is in range; `info` is a valid out-pointer.
@@ -474,6 +508,7 @@ impl Engine {
                 name: c_name.to_string_lossy().into_owned(),
                 is_input: info.mode == 1,
                 dtype: DataType::from_raw(info.dtype),
+                format: TensorFormat(info.format),
                 shape: dims_vec(info.nb_dims, &info.dims),
                 c_name,
             });

@@ -77,7 +77,7 @@ typedef struct jd_tensor_info
     int32_t mode;     // 1 input, 2 output (nvinfer1::TensorIOMode)
     int32_t dtype;    // nvinfer1::DataType value
     int32_t nb_dims;
-    int32_t reserved;
+    int32_t format; // nvinfer1::TensorFormat value; the first non-linear one over all profiles
     int64_t dims[JD_MAX_DIMS];
 } jd_tensor_info;
 
@@ -270,6 +270,25 @@ nvinfer1::Dims make_dims(int32_t nb_dims, int64_t const* values)
         dims.d[i] = static_cast<std::remove_reference<decltype(dims.d[0])>::type>(values[i]);
     }
     return dims;
+}
+
+// The tensor's memory format: kLINEAR unless a profile gives it another (vectorised, channel-last or
+// DLA) one, which the caller must refuse (its buffers would be the wrong size or layout).
+int32_t tensor_format(nvinfer1::ICudaEngine const* engine, char const* name)
+{
+#if JD_TRT_AT_LEAST(8, 6)
+    for (int32_t profile = 0; profile < engine->getNbOptimizationProfiles(); ++profile)
+    {
+        nvinfer1::TensorFormat const format = engine->getTensorFormat(name, profile);
+        if (format != nvinfer1::TensorFormat::kLINEAR)
+        {
+            return static_cast<int32_t>(format);
+        }
+    }
+    return static_cast<int32_t>(nvinfer1::TensorFormat::kLINEAR);
+#else
+    return static_cast<int32_t>(engine->getTensorFormat(name));
+#endif
 }
 
 bool load_parser(Libraries& libs, char* err, size_t err_len)
@@ -728,7 +747,8 @@ int32_t jd_engine_nb_io(jd_engine const* engine)
     return engine->engine->getNbIOTensors();
 }
 
-// Name, direction, dtype and declared shape (-1 for dynamic dimensions) of IO tensor `index`.
+// Name, direction, dtype, memory format and declared shape (-1 for dynamic dimensions) of IO
+// tensor `index`.
 int32_t jd_engine_io(jd_engine const* engine, int32_t index, jd_tensor_info* out)
 {
     if (index < 0 || index >= engine->engine->getNbIOTensors())
@@ -739,6 +759,7 @@ int32_t jd_engine_io(jd_engine const* engine, int32_t index, jd_tensor_info* out
     out->name = name;
     out->mode = static_cast<int32_t>(engine->engine->getTensorIOMode(name));
     out->dtype = static_cast<int32_t>(engine->engine->getTensorDataType(name));
+    out->format = tensor_format(engine->engine, name);
     copy_dims(engine->engine->getTensorShape(name), &out->nb_dims, out->dims);
     return 0;
 }
