@@ -15,7 +15,7 @@ use cudarc::driver::CudaContext;
 
 use super::ffi;
 use super::progress::Progress;
-use super::runtime::{header_version, BuildEvent, BuildRequest, Engine, TrtRuntime, TrtVersion};
+use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engine, TrtRuntime, TrtVersion};
 use super::TrtError;
 use crate::config::{Config, Precision};
 use crate::engine_cache::{
@@ -177,7 +177,14 @@ impl BuildPlan {
             optimization_level: self.options.optimization_level,
             profile: self.options.input_profile.as_ref(),
         };
-        let (engine, timing) = run_with_progress(runtime, &request, progress)?;
+        let BuildOutput { engine, timing_cache: timing, timing_cache_rejected } =
+            run_with_progress(runtime, &request, progress)?;
+        if let Some(why) = timing_cache_rejected {
+            log::warn!(
+                "TensorRT refused the timing cache {} ({why}); built with an empty one, which replaces it",
+                self.cache.timing_cache_path().display()
+            );
+        }
         progress(Progress::Stage("saving engine and timing cache".into()));
         let engine_path = self.cache.store(&self.identity, engine.as_slice())?;
         let timing_path = match timing {
@@ -194,7 +201,7 @@ fn run_with_progress(
     runtime: &TrtRuntime,
     request: &BuildRequest<'_>,
     progress: &mut dyn FnMut(Progress),
-) -> Result<(super::runtime::HostBlob, Option<super::runtime::HostBlob>), TrtError> {
+) -> Result<BuildOutput, TrtError> {
     let started = Instant::now();
     let (sender, receiver) = mpsc::channel::<Progress>();
     std::thread::scope(|scope| {

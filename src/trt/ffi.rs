@@ -46,6 +46,25 @@ impl JdBlob {
 }
 
 #[repr(C)]
+pub struct JdBuildResult {
+    pub engine: JdBlob,
+    pub timing_cache: JdBlob,
+    pub timing_cache_rejected: i32,
+    pub reserved: i32,
+    pub timing_cache_error: [c_char; 512],
+}
+
+impl JdBuildResult {
+    pub const EMPTY: JdBuildResult = JdBuildResult {
+        engine: JdBlob::EMPTY,
+        timing_cache: JdBlob::EMPTY,
+        timing_cache_rejected: 0,
+        reserved: 0,
+        timing_cache_error: [0; 512],
+    };
+}
+
+#[repr(C)]
 pub struct JdTensorInfo {
     pub name: *const c_char,
     pub mode: i32,
@@ -95,8 +114,7 @@ extern "C" {
         timing_in_len: usize,
         progress: Option<JdProgressFn>,
         progress_user: *mut c_void,
-        engine_out: *mut JdBlob,
-        timing_out: *mut JdBlob,
+        result: *mut JdBuildResult,
         err: *mut c_char,
         err_len: usize,
     ) -> i32;

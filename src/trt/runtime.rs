@@ -177,11 +177,7 @@ impl TrtRuntime {
     /// Builds a serialized engine. `progress` (TensorRT 10+ only) returns `false` to cancel; TensorRT
     /// calls it from its own builder threads, several at once, hence `Fn + Sync`. Returns the engine
     /// and the updated timing cache.
-    pub fn build(
-        &self,
-        options: &BuildRequest<'_>,
-        progress: &ProgressCallback<'_>,
-    ) -> Result<(HostBlob, Option<HostBlob>), TrtError> {
+    pub fn build(&self, options: &BuildRequest<'_>, progress: &ProgressCallback<'_>) -> Result<BuildOutput, TrtError> {
         let profile_input;
         let mut raw_options = ffi::JdBuildOptions {
             precision: options.precision,
@@ -207,8 +203,7 @@ impl TrtRuntime {
             raw_options.profile_max[..dims].copy_from_slice(&profile.max);
         }
         let onnx_path = c_string(&options.onnx_path.to_string_lossy())?;
-        let mut engine = ffi::JdBlob::EMPTY;
-        let mut timing = ffi::JdBlob::EMPTY;
+        let mut result = ffi::JdBuildResult::EMPTY;
         let progress_user: &ProgressCallback<'_> = progress;
         // SAFETY: every pointer is valid for the duration of the call (`raw_options` and the strings
         // it points to, the byte slices, the out-blobs); `progress_user` is a `&&ProgressCallback`
@@ -224,18 +219,23 @@ impl TrtRuntime {
                 options.timing_cache.len(),
                 Some(progress_trampoline),
                 (&progress_user as *const &ProgressCallback<'_>).cast_mut().cast(),
-                &mut engine,
-                &mut timing,
+                &mut result,
                 err,
                 len,
             )
         });
         // Wrap before checking the status so that blobs are freed on every path.
-        let engine = HostBlob::from_raw(engine);
-        let timing = HostBlob::from_raw(timing);
+        let engine = HostBlob::from_raw(result.engine);
+        let timing_cache = HostBlob::from_raw(result.timing_cache);
         status.map_err(TrtError::Trt)?;
         let engine = engine.ok_or_else(|| TrtError::Trt("the build returned no engine".into()))?;
-        Ok((engine, timing))
+        let timing_cache_rejected = (result.timing_cache_rejected != 0).then(|| {
+            // c_char is i8 or u8 depending on the target; to_ne_bytes reads either as a byte.
+            let message: Vec<u8> =
+                result.timing_cache_error.iter().map(|c| c.to_ne_bytes()[0]).take_while(|b| *b != 0).collect();
+            String::from_utf8_lossy(&message).into_owned()
+        });
+        Ok(BuildOutput { engine, timing_cache, timing_cache_rejected })
     }
 
     /// Deserialises an engine; `dla_core` must match the one it was built for.
@@ -257,6 +257,16 @@ impl Drop for TrtRuntime {
         // SAFETY: the handle is live and owned; engines hold an Arc to `self`, so none outlives it.
         unsafe { ffi::jd_trt_close(self.raw.as_ptr()) }
     }
+}
+
+/// What a build produced.
+pub struct BuildOutput {
+    pub engine: HostBlob,
+    /// The updated timing cache, when TensorRT returned one.
+    pub timing_cache: Option<HostBlob>,
+    /// Why TensorRT refused the timing cache it was given, when it did (the build then started
+    /// from an empty one, and `timing_cache` is what should replace the refused file).
+    pub timing_cache_rejected: Option<String>,
 }
 
 /// What to build.

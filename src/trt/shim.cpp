@@ -71,6 +71,18 @@ typedef struct jd_blob
     void* owner;
 } jd_blob;
 
+// What jd_build produces besides its status.
+typedef struct jd_build_result
+{
+    jd_blob engine;
+    jd_blob timing_cache; // empty when TensorRT returned none
+    // Non-zero when TensorRT refused the saved timing cache (another device or TensorRT version, or
+    // damaged) and the build started from an empty one; `timing_cache_error` says why.
+    int32_t timing_cache_rejected;
+    int32_t reserved;
+    char timing_cache_error[512];
+} jd_build_result;
+
 typedef struct jd_tensor_info
 {
     char const* name; // valid while the engine lives
@@ -507,14 +519,14 @@ void jd_blob_free(jd_blob* blob)
 }
 
 // Parses the ONNX model and builds a serialized engine. `timing_in` (may be empty) seeds the
-// timing cache; `timing_out` receives the updated one. `progress` may be NULL and is only called
-// on TensorRT 10+.
+// timing cache; a cache TensorRT refuses is replaced by an empty one, never fatal. `result`
+// receives the engine and the updated timing cache (the caller frees both blobs, also on
+// failure). `progress` may be NULL and is only called on TensorRT 10+, from builder threads.
 int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx, size_t onnx_len,
     char const* onnx_path, void const* timing_in, size_t timing_in_len, jd_progress_fn progress,
-    void* progress_user, jd_blob* engine_out, jd_blob* timing_out, char* err, size_t err_len)
+    void* progress_user, jd_build_result* result, char* err, size_t err_len)
 {
-    *engine_out = jd_blob{nullptr, 0, nullptr};
-    *timing_out = jd_blob{nullptr, 0, nullptr};
+    *result = jd_build_result{};
     try
     {
         Libraries& libs = libraries();
@@ -662,13 +674,25 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
             }
         }
 
+        size_t const timing_mark = logger.mark();
         timing.ptr = config->createTimingCache(timing_in, timing_in_len);
-        if (timing.ptr == nullptr && timing_in_len > 0)
+        // ignoreMismatch = false: a cache from another device or TensorRT version is refused
+        // rather than silently used.
+        bool const timing_set = timing.ptr != nullptr && config->setTimingCache(*timing.ptr, false);
+        if (!timing_set && timing_in_len > 0)
         {
-            logger.log(nvinfer1::ILogger::Severity::kWARNING, "the saved timing cache is unusable; starting empty");
+            result->timing_cache_rejected = 1;
+            logger.fail(result->timing_cache_error, sizeof(result->timing_cache_error), timing_mark,
+                timing.ptr == nullptr ? "TensorRT cannot read it" : "TensorRT refused it");
+            delete timing.ptr;
             timing.ptr = config->createTimingCache(nullptr, 0);
+            if (timing.ptr == nullptr || !config->setTimingCache(*timing.ptr, false))
+            {
+                logger.fail(err, err_len, mark, "cannot set up an empty timing cache");
+                return 1;
+            }
         }
-        if (timing.ptr == nullptr || !config->setTimingCache(*timing.ptr, false))
+        else if (!timing_set)
         {
             logger.fail(err, err_len, mark, "cannot set up the timing cache");
             return 1;
@@ -687,19 +711,20 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
             logger.fail(err, err_len, mark, "the engine build failed");
             return 1;
         }
-        *engine_out = jd_blob{engine->data(), static_cast<uint64_t>(engine->size()), engine};
+        result->engine = jd_blob{engine->data(), static_cast<uint64_t>(engine->size()), engine};
 
         nvinfer1::ITimingCache const* used = config->getTimingCache();
         nvinfer1::IHostMemory* serialized = used != nullptr ? used->serialize() : nullptr;
         if (serialized != nullptr)
         {
-            *timing_out = jd_blob{serialized->data(), static_cast<uint64_t>(serialized->size()), serialized};
+            result->timing_cache = jd_blob{serialized->data(), static_cast<uint64_t>(serialized->size()), serialized};
         }
         return 0;
     }
     catch (...)
     {
-        jd_blob_free(engine_out);
+        jd_blob_free(&result->engine);
+        jd_blob_free(&result->timing_cache);
         write_error(err, err_len, "out of memory during the engine build");
         return 1;
     }
