@@ -9,6 +9,8 @@
 //! - `IRuntime` and `ICudaEngine` may be used from several threads at once (deserialising, querying
 //!   and creating execution contexts): [`TrtRuntime`] and [`Engine`] are `Send + Sync`. A build
 //!   creates its own `IBuilder` inside one shim call, and the shared logger is internally locked.
+//!   The shared `IRuntime` is never mutated: a DLA engine is deserialised by a runtime of its own
+//!   (`setDLACore` on the shared one would retarget every other deserialisation).
 //! - An `IExecutionContext` must not be used concurrently. [`ExecutionContext`] is neither `Send`
 //!   nor `Sync`: it lives on the camera's GPU thread, whose CUDA context and scratch arena its
 //!   device pointers belong to. (TensorRT would allow moving it between threads; nothing here needs
@@ -238,7 +240,8 @@ impl TrtRuntime {
         Ok(BuildOutput { engine, timing_cache, timing_cache_rejected })
     }
 
-    /// Deserialises an engine; `dla_core` must match the one it was built for.
+    /// Deserialises an engine; `dla_core` must match the one it was built for (a DLA engine gets
+    /// its own IRuntime in the shim, so the shared one stays a GPU runtime).
     pub fn deserialize(self: &Arc<Self>, bytes: &[u8], dla_core: Option<u32>) -> Result<Engine, TrtError> {
         let mut raw = std::ptr::null_mut();
         let dla = dla_core.map_or(-1, |c| c as i32);

@@ -344,6 +344,9 @@ struct jd_trt
 struct jd_engine
 {
     jd_trt* trt;
+    // A DLA engine's own runtime (destroyed after the engine); null for GPU engines, which use the
+    // shared trt->runtime.
+    nvinfer1::IRuntime* dla_runtime;
     nvinfer1::ICudaEngine* engine;
 };
 
@@ -730,7 +733,9 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
     }
 }
 
-// Deserialises an engine. `dla_core` < 0: GPU engine.
+// Deserialises an engine. `dla_core` < 0: GPU engine, on the shared runtime. A DLA engine gets a
+// runtime of its own with that core set: IRuntime::setDLACore on the shared runtime would change
+// what every later (or concurrent) deserialisation targets, GPU engines included.
 int32_t jd_engine_load(
     jd_trt* trt, void const* data, size_t len, int32_t dla_core, jd_engine** out, char* err, size_t err_len)
 {
@@ -738,17 +743,43 @@ int32_t jd_engine_load(
     try
     {
         size_t const mark = trt->logger.mark();
+        Owned<nvinfer1::IRuntime> dla_runtime(nullptr);
+        nvinfer1::IRuntime* runtime = trt->runtime;
         if (dla_core >= 0)
         {
-            trt->runtime->setDLACore(dla_core);
+            Libraries& libs = libraries();
+            CreateFn create_runtime = nullptr;
+            {
+                std::lock_guard<std::mutex> lock(libs.mutex);
+                create_runtime = libs.create_runtime;
+            }
+            dla_runtime.ptr = create_runtime == nullptr
+                ? nullptr
+                : static_cast<nvinfer1::IRuntime*>(create_runtime(&trt->logger, NV_TENSORRT_VERSION));
+            if (dla_runtime.ptr == nullptr)
+            {
+                trt->logger.fail(err, err_len, mark, "createInferRuntime failed (for the DLA engine)");
+                return 1;
+            }
+            if (dla_core >= dla_runtime->getNbDLACores())
+            {
+                write_error(err, err_len, "the engine is for DLA core %d, this device has %d DLA core(s)", dla_core,
+                    dla_runtime->getNbDLACores());
+                return 1;
+            }
+            dla_runtime->setDLACore(dla_core);
+            runtime = dla_runtime.ptr;
         }
-        nvinfer1::ICudaEngine* engine = trt->runtime->deserializeCudaEngine(data, len);
-        if (engine == nullptr)
+        // Declared after the runtime so that it is destroyed first if anything below fails.
+        Owned<nvinfer1::ICudaEngine> engine(runtime->deserializeCudaEngine(data, len));
+        if (engine.ptr == nullptr)
         {
             trt->logger.fail(err, err_len, mark, "deserializeCudaEngine failed");
             return 1;
         }
-        *out = new jd_engine{trt, engine};
+        *out = new jd_engine{trt, dla_runtime.ptr, engine.ptr};
+        dla_runtime.ptr = nullptr;
+        engine.ptr = nullptr;
         return 0;
     }
     catch (...)
@@ -763,6 +794,7 @@ void jd_engine_free(jd_engine* engine)
     if (engine != nullptr)
     {
         delete engine->engine;
+        delete engine->dla_runtime;
         delete engine;
     }
 }
