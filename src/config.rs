@@ -796,6 +796,14 @@ impl Config {
         if self.engine.workspace_mib == 0 {
             return Err(self.invalid("engine.workspace_mib", "must be at least 1"));
         }
+        if self.engine.dla_core.is_some() && self.engine.precision == Precision::Fp32 {
+            return Err(self.invalid(
+                "engine.dla_core",
+                "DLA cores run FP16 and INT8 layers only (with precision = \"fp32\" every layer would fall back to \
+                 the GPU): set engine.precision = \"fp16\" (or \"int8\" for a model with Q/DQ nodes), or remove \
+                 dla_core",
+            ));
+        }
         if self.cameras.is_empty() {
             return Err(self.invalid("camera", "configure at least one [[camera]]"));
         }
@@ -1161,6 +1169,20 @@ mod tests {
         assert!(
             matches!(parse(&replay), Err(ConfigError::Invalid { key, .. }) if key == "camera[0].source.replay_fps")
         );
+    }
+
+    #[test]
+    fn dla_needs_a_reduced_precision() {
+        let dla = |precision: &str| parse(&format!("{MINIMAL}\n[engine]\ndla_core = 0\nprecision = \"{precision}\"\n"));
+        match dla("fp32") {
+            Err(ConfigError::Invalid { key, message, .. }) => {
+                assert_eq!(key, "engine.dla_core");
+                assert!(message.contains("FP16") && message.contains("precision = \"fp16\""), "{message}");
+            }
+            other => panic!("dla_core with fp32 must be refused, got {other:?}"),
+        }
+        assert_eq!(dla("fp16").expect("valid").engine.dla_core, Some(0));
+        assert!(dla("int8").is_ok());
     }
 
     #[test]
