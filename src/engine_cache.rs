@@ -403,6 +403,29 @@ impl EngineCache {
     }
 }
 
+impl EngineCache {
+    /// [`store_timing_cache`](Self::store_timing_cache) after an engine was saved: a failure here
+    /// (disk full, read-only file) is a warning, not a failed start, because the engine is what
+    /// the daemon needs; the next rebuild merely starts without the cache. Returns its path when
+    /// it was written.
+    pub fn store_timing_cache_after_engine(
+        &self,
+        tensorrt_version: &str,
+        device: &DeviceIdentity,
+        cache: &[u8],
+    ) -> Option<PathBuf> {
+        match self.store_timing_cache(tensorrt_version, device, cache) {
+            Ok(path) => Some(path),
+            Err(error) => {
+                log::warn!(
+                    "the engine is saved, but the timing cache is not ({error}); the next rebuild starts without it"
+                );
+                None
+            }
+        }
+    }
+}
+
 fn timing_sidecar(tensorrt_version: &str, device: &DeviceIdentity, bytes: u64, sha256: String) -> TimingCacheSidecar {
     TimingCacheSidecar {
         schema: CACHE_SCHEMA,
@@ -842,6 +865,23 @@ mod tests {
         assert!(matches!(cache.load_timing_cache("10.3.0", &other), Err(MissReason::IdentityMismatch(_))));
         fs::write(cache.timing_cache_path(), b"timinG").expect("corrupt");
         assert_eq!(cache.load_timing_cache("10.3.0", &device()), Err(MissReason::ChecksumMismatch));
+    }
+
+    #[test]
+    fn a_timing_cache_that_cannot_be_saved_does_not_fail_the_build() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        let engine = cache.store(&identity(), &engine_bytes()).expect("the engine is saved");
+        // A directory where the timing cache goes: the rename over it fails.
+        fs::create_dir(cache.timing_cache_path()).expect("mkdir");
+        assert!(cache.store_timing_cache("10.3.0", &device(), b"timing").is_err());
+        assert_eq!(cache.store_timing_cache_after_engine("10.3.0", &device(), b"timing"), None);
+        assert!(matches!(cache.lookup(&identity()), EngineLookup::Hit { path, .. } if path == engine));
+        fs::remove_dir(cache.timing_cache_path()).expect("rmdir");
+        assert_eq!(
+            cache.store_timing_cache_after_engine("10.3.0", &device(), b"timing"),
+            Some(cache.timing_cache_path())
+        );
     }
 
     #[test]

@@ -187,10 +187,8 @@ impl BuildPlan {
         }
         progress(Progress::Stage("saving engine and timing cache".into()));
         let engine_path = self.cache.store(&self.identity, engine.as_slice())?;
-        let timing_path = match timing {
-            Some(timing) => Some(self.cache.store_timing_cache(&version, &self.device, timing.as_slice())?),
-            None => None,
-        };
+        let timing_path =
+            timing.and_then(|timing| self.cache.store_timing_cache_after_engine(&version, &self.device, timing.as_slice()));
         Ok((engine.as_slice().to_vec(), engine_path, timing_path))
     }
 }
