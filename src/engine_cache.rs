@@ -28,7 +28,8 @@ use sha2::{Digest, Sha256};
 use crate::config::Precision;
 
 /// Version of the sidecar format and of the key derivation; bumping it invalidates every cache.
-pub const CACHE_SCHEMA: u32 = 1;
+/// 2: the device is identified by SM count, memory and board too.
+pub const CACHE_SCHEMA: u32 = 2;
 
 /// Hex digits of the key in file names (64 bits: collisions between configs of one model are
 /// not a practical concern, and the sidecar is compared field by field anyway).
@@ -93,11 +94,57 @@ pub fn precision_name(precision: Precision) -> &'static str {
     }
 }
 
-/// The GPU an engine was built for: TensorRT engines are specific to it.
+/// The GPU an engine was built for: TensorRT engines are specific to it. The name alone is not
+/// enough: every Orin module (AGX, NX, Nano) reports the name "Orin" and compute capability 8.7, but
+/// they differ in SMs, memory and DLA cores, so a cloned SD card or a copied cache directory must
+/// not reuse an engine tuned for another module.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceIdentity {
     pub name: String,
     pub compute_capability: (u32, u32),
+    pub multiprocessors: u32,
+    pub total_memory_bytes: u64,
+    /// The board: `/proc/device-tree/model` on a Jetson (e.g. "NVIDIA Jetson AGX Orin Developer
+    /// Kit"), else the GPU's UUID ([`board_identity`]).
+    pub board: String,
+}
+
+impl DeviceIdentity {
+    /// `Orin (8.7, 16 SMs, 62.8 GiB, NVIDIA Jetson AGX Orin Developer Kit)`, for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({}.{}, {} SMs, {:.1} GiB, {})",
+            self.name,
+            self.compute_capability.0,
+            self.compute_capability.1,
+            self.multiprocessors,
+            self.total_memory_bytes as f64 / f64::from(1u32 << 30),
+            self.board
+        )
+    }
+}
+
+/// Longest `/proc/device-tree/model` read (real ones are about 60 bytes).
+const MAX_BOARD_MODEL_BYTES: u64 = 256;
+
+/// `<root>/proc/device-tree/model`: the board's name on a Jetson (absent on most PCs).
+pub fn read_device_tree_model(root: &Path) -> Option<Vec<u8>> {
+    let file = File::open(root.join("proc/device-tree/model")).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_BOARD_MODEL_BYTES).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// The board part of a [`DeviceIdentity`]: the device-tree model when there is one (it names the
+/// module, so identical modules share prebuilt engines), else `GPU-<uuid>` (the card itself).
+pub fn board_identity(device_tree_model: Option<&[u8]>, uuid: &[u8; 16]) -> String {
+    let model = device_tree_model
+        .map(|bytes| String::from_utf8_lossy(bytes).trim_matches(|c: char| c == '\0' || c.is_whitespace()).to_owned())
+        .filter(|model| !model.is_empty());
+    model.unwrap_or_else(|| {
+        let hex = to_hex(uuid);
+        format!("GPU-{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+    })
 }
 
 /// Everything a built engine depends on; hashed into the key and recorded in the sidecar.
@@ -110,6 +157,10 @@ pub struct EngineIdentity {
     pub device_name: String,
     /// `major.minor`, e.g. `8.7` for Orin.
     pub compute_capability: String,
+    pub multiprocessors: u32,
+    pub total_memory_bytes: u64,
+    /// See [`DeviceIdentity::board`].
+    pub board: String,
     pub precision: String,
     pub workspace_bytes: u64,
     pub dla_core: Option<u32>,
@@ -124,6 +175,9 @@ impl EngineIdentity {
             tensorrt_version: tensorrt_version.to_owned(),
             device_name: device.name.clone(),
             compute_capability: format!("{}.{}", device.compute_capability.0, device.compute_capability.1),
+            multiprocessors: device.multiprocessors,
+            total_memory_bytes: device.total_memory_bytes,
+            board: device.board.clone(),
             precision: precision_name(options.precision).to_owned(),
             workspace_bytes: options.workspace_bytes,
             dla_core: options.dla_core,
@@ -147,6 +201,9 @@ impl EngineIdentity {
         field("tensorrt_version", &self.tensorrt_version);
         field("device_name", &self.device_name);
         field("compute_capability", &self.compute_capability);
+        field("multiprocessors", &self.multiprocessors.to_string());
+        field("total_memory_bytes", &self.total_memory_bytes.to_string());
+        field("board", &self.board);
         field("precision", &self.precision);
         field("workspace_bytes", &self.workspace_bytes.to_string());
         field("dla_core", &self.dla_core.map(|c| c.to_string()).unwrap_or_default());
@@ -177,6 +234,9 @@ impl EngineIdentity {
         compare("TensorRT", self.tensorrt_version.clone(), newer.tensorrt_version.clone());
         compare("device", self.device_name.clone(), newer.device_name.clone());
         compare("compute capability", self.compute_capability.clone(), newer.compute_capability.clone());
+        compare("SMs", self.multiprocessors.to_string(), newer.multiprocessors.to_string());
+        compare("GPU memory bytes", self.total_memory_bytes.to_string(), newer.total_memory_bytes.to_string());
+        compare("board", self.board.clone(), newer.board.clone());
         compare("precision", self.precision.clone(), newer.precision.clone());
         compare("workspace bytes", self.workspace_bytes.to_string(), newer.workspace_bytes.to_string());
         compare("DLA core", format!("{:?}", self.dla_core), format!("{:?}", newer.dla_core));
@@ -209,6 +269,9 @@ pub struct TimingCacheSidecar {
     pub tensorrt_version: String,
     pub device_name: String,
     pub compute_capability: String,
+    pub multiprocessors: u32,
+    pub total_memory_bytes: u64,
+    pub board: String,
     pub cache_bytes: u64,
     pub cache_sha256: String,
 }
@@ -375,12 +438,14 @@ impl EngineCache {
         if sidecar.tensorrt_version != expected.tensorrt_version {
             changed.push(format!("TensorRT: {} → {}", sidecar.tensorrt_version, expected.tensorrt_version));
         }
-        if (&sidecar.device_name, &sidecar.compute_capability) != (&expected.device_name, &expected.compute_capability)
-        {
-            changed.push(format!(
-                "device: {} ({}) → {} ({})",
-                sidecar.device_name, sidecar.compute_capability, expected.device_name, expected.compute_capability
-            ));
+        let device_of = |s: &TimingCacheSidecar| {
+            format!(
+                "{} ({}, {} SMs, {} bytes, {})",
+                s.device_name, s.compute_capability, s.multiprocessors, s.total_memory_bytes, s.board
+            )
+        };
+        if device_of(&sidecar) != device_of(&expected) {
+            changed.push(format!("device: {} → {}", device_of(&sidecar), device_of(&expected)));
         }
         if !changed.is_empty() {
             return Err(MissReason::IdentityMismatch(changed));
@@ -432,6 +497,9 @@ fn timing_sidecar(tensorrt_version: &str, device: &DeviceIdentity, bytes: u64, s
         tensorrt_version: tensorrt_version.to_owned(),
         device_name: device.name.clone(),
         compute_capability: format!("{}.{}", device.compute_capability.0, device.compute_capability.1),
+        multiprocessors: device.multiprocessors,
+        total_memory_bytes: device.total_memory_bytes,
+        board: device.board.clone(),
         cache_bytes: bytes,
         cache_sha256: sha256,
     }
@@ -638,7 +706,13 @@ mod tests {
     use super::*;
 
     fn device() -> DeviceIdentity {
-        DeviceIdentity { name: "Orin".into(), compute_capability: (8, 7) }
+        DeviceIdentity {
+            name: "Orin".into(),
+            compute_capability: (8, 7),
+            multiprocessors: 16,
+            total_memory_bytes: 64_339_370_496,
+            board: "NVIDIA Jetson AGX Orin Developer Kit".into(),
+        }
     }
 
     fn options() -> BuildOptions {
@@ -677,6 +751,9 @@ mod tests {
         push(&|id| id.tensorrt_version = "10.3.1".into());
         push(&|id| id.device_name = "Orin Nano".into());
         push(&|id| id.compute_capability = "8.6".into());
+        push(&|id| id.multiprocessors = 8);
+        push(&|id| id.total_memory_bytes = 16_218_083_328);
+        push(&|id| id.board = "NVIDIA Jetson Orin NX Engineering Reference Developer Kit".into());
         push(&|id| id.precision = "fp32".into());
         push(&|id| id.workspace_bytes += 1);
         push(&|id| id.dla_core = Some(0));
@@ -693,6 +770,26 @@ mod tests {
             keys.push(key);
         }
         assert_eq!(identity().key(), base.key(), "the key is deterministic");
+    }
+
+    #[test]
+    fn the_board_is_the_device_tree_model_else_the_gpu_uuid() {
+        let uuid = [0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0, 1, 2, 3, 4, 5, 6, 7];
+        assert_eq!(
+            board_identity(Some(b"NVIDIA Jetson Orin Nano Developer Kit\0"), &uuid),
+            "NVIDIA Jetson Orin Nano Developer Kit"
+        );
+        assert_eq!(board_identity(None, &uuid), "GPU-12345678-9abc-def0-0001-020304050607");
+        assert_eq!(board_identity(Some(b"\0"), &uuid), "GPU-12345678-9abc-def0-0001-020304050607");
+
+        let root = tempfile::tempdir().expect("tempdir");
+        assert_eq!(read_device_tree_model(root.path()), None);
+        fs::create_dir_all(root.path().join("proc/device-tree")).expect("mkdir");
+        fs::write(root.path().join("proc/device-tree/model"), b"NVIDIA Jetson AGX Orin Developer Kit\0")
+            .expect("write");
+        let model = read_device_tree_model(root.path()).expect("model");
+        assert_eq!(board_identity(Some(&model), &uuid), "NVIDIA Jetson AGX Orin Developer Kit");
+        assert!(device().describe().contains("16 SMs"), "{}", device().describe());
     }
 
     #[test]
@@ -861,8 +958,21 @@ mod tests {
         cache.store_timing_cache("10.3.0", &device(), b"timing").expect("store");
         assert_eq!(cache.load_timing_cache("10.3.0", &device()).expect("load"), b"timing");
         assert!(matches!(cache.load_timing_cache("10.4.0", &device()), Err(MissReason::IdentityMismatch(_))));
-        let other = DeviceIdentity { name: "Orin".into(), compute_capability: (8, 6) };
+        let other = DeviceIdentity { compute_capability: (8, 6), ..device() };
         assert!(matches!(cache.load_timing_cache("10.3.0", &other), Err(MissReason::IdentityMismatch(_))));
+        // Same name and compute capability, another module (a cloned SD card): not used.
+        let nano = DeviceIdentity {
+            multiprocessors: 8,
+            total_memory_bytes: 7_990_000_000,
+            board: "NVIDIA Jetson Orin Nano Developer Kit".into(),
+            ..device()
+        };
+        match cache.load_timing_cache("10.3.0", &nano) {
+            Err(reason @ MissReason::IdentityMismatch(_)) => {
+                assert!(reason.to_string().contains("Orin Nano"), "{reason}");
+            }
+            other => panic!("another module's timing cache was accepted: {other:?}"),
+        }
         fs::write(cache.timing_cache_path(), b"timinG").expect("corrupt");
         assert_eq!(cache.load_timing_cache("10.3.0", &device()), Err(MissReason::ChecksumMismatch));
     }

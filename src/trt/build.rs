@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
 
 use super::ffi;
@@ -19,8 +20,8 @@ use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engi
 use super::TrtError;
 use crate::config::{Config, Precision};
 use crate::engine_cache::{
-    load_prebuilt_engine, precision_name, sha256_file, BuildOptions, DeviceIdentity, EngineCache, EngineIdentity,
-    EngineLookup, MissReason, ShapeProfile,
+    board_identity, load_prebuilt_engine, precision_name, read_device_tree_model, sha256_file, BuildOptions,
+    DeviceIdentity, EngineCache, EngineIdentity, EngineLookup, MissReason, ShapeProfile,
 };
 use crate::preprocess::PreprocessSpec;
 
@@ -58,16 +59,29 @@ impl std::fmt::Display for EngineSource {
     }
 }
 
-/// The GPU's name and compute capability, for the cache key.
+/// What identifies the GPU in the cache key: name, compute capability, SM count, memory, and the
+/// board (`/proc/device-tree/model` on a Jetson, else the GPU's UUID).
 pub fn device_identity(ordinal: u32) -> Result<(Arc<CudaContext>, DeviceIdentity), TrtError> {
     // SAFETY: only probes whether libcuda can be dlopened; cudarc panics on first use otherwise.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(TrtError::NoGpu("libcuda (the NVIDIA driver) is not installed".into()));
     }
     let context = CudaContext::new(ordinal as usize).map_err(|e| TrtError::NoGpu(format!("GPU {ordinal}: {e}")))?;
-    let name = context.name().map_err(|e| TrtError::Cuda(e.to_string()))?;
-    let (major, minor) = context.compute_capability().map_err(|e| TrtError::Cuda(e.to_string()))?;
-    let device = DeviceIdentity { name, compute_capability: (major.max(0) as u32, minor.max(0) as u32) };
+    let cuda = |e: cudarc::driver::DriverError| TrtError::Cuda(e.to_string());
+    let name = context.name().map_err(cuda)?;
+    let (major, minor) = context.compute_capability().map_err(cuda)?;
+    let multiprocessors =
+        context.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(cuda)?;
+    let total_memory_bytes = context.total_mem().map_err(cuda)? as u64;
+    // c_char is i8 or u8 depending on the target; to_ne_bytes reads either as a byte.
+    let uuid = context.uuid().map_err(cuda)?.bytes.map(|b| b.to_ne_bytes()[0]);
+    let device = DeviceIdentity {
+        name,
+        compute_capability: (major.max(0) as u32, minor.max(0) as u32),
+        multiprocessors: multiprocessors.max(0) as u32,
+        total_memory_bytes,
+        board: board_identity(read_device_tree_model(Path::new("/")).as_deref(), &uuid),
+    };
     Ok((context, device))
 }
 
@@ -376,7 +390,13 @@ mod tests {
     fn expected_path_changes_with_the_options() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cache = format!("[engine]\ncache_dir = {:?}", dir.path());
-        let device = DeviceIdentity { name: "Orin".into(), compute_capability: (8, 7) };
+        let device = DeviceIdentity {
+            name: "Orin".into(),
+            compute_capability: (8, 7),
+            multiprocessors: 16,
+            total_memory_bytes: 64 << 30,
+            board: "NVIDIA Jetson AGX Orin Developer Kit".into(),
+        };
         let fp32 = expected_engine_path(&config(&cache), "10.3.0", &device).expect("path");
         let fp16 =
             expected_engine_path(&config(&format!("{cache}\nprecision = \"fp16\"")), "10.3.0", &device).expect("path");
