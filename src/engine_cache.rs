@@ -50,12 +50,55 @@ const TEMP_INFIX: &str = ".tmp-";
 pub enum CacheError {
     #[error("engine cache {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+    #[error("model {path}: {reason}")]
+    Model { path: PathBuf, reason: String },
     #[error("engine {path}: {reason}")]
     InvalidEngine { path: PathBuf, reason: MissReason },
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> CacheError + '_ {
     move |source| CacheError::Io { path: path.to_path_buf(), source }
+}
+
+/// Largest ONNX file read: protobuf caps a message at 2 GiB (bigger models keep their weights in
+/// external-data files), and the whole file is held in memory for the parser.
+pub const MAX_ONNX_BYTES: u64 = 2 << 30;
+
+/// An ONNX model as an engine build sees it: read once, so that the bytes hashed into the key are
+/// exactly the bytes handed to TensorRT's parser (a model replaced between the two would otherwise
+/// be cached under the old model's key).
+#[derive(Debug, Clone)]
+pub struct ModelInput {
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+    /// sha256 of `bytes`, hex.
+    pub sha256: String,
+}
+
+impl ModelInput {
+    pub fn read(path: &Path) -> Result<ModelInput, CacheError> {
+        let too_large = |bytes: u64| CacheError::Model {
+            path: path.to_path_buf(),
+            reason: format!("{bytes} bytes is more than an ONNX file can hold ({MAX_ONNX_BYTES})"),
+        };
+        let file = File::open(path).map_err(io_error(path))?;
+        let length = file.metadata().map_err(io_error(path))?.len();
+        if length > MAX_ONNX_BYTES {
+            return Err(too_large(length));
+        }
+        let mut bytes = Vec::with_capacity(length as usize);
+        file.take(MAX_ONNX_BYTES + 1).read_to_end(&mut bytes).map_err(io_error(path))?;
+        if bytes.len() as u64 > MAX_ONNX_BYTES {
+            return Err(too_large(bytes.len() as u64));
+        }
+        let sha256 = sha256_hex(&bytes);
+        Ok(ModelInput { path: path.to_path_buf(), bytes, sha256 })
+    }
+
+    /// Frees the bytes once they are not needed (a cache hit): the hash stays.
+    pub fn release_bytes(&mut self) {
+        self.bytes = Vec::new();
+    }
 }
 
 /// Shape range of one dynamic model input (TensorRT optimisation profile).
@@ -797,12 +840,42 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let model = dir.path().join("m.onnx");
         fs::write(&model, b"onnx v1").expect("write");
-        let first = sha256_file(&model).expect("hash");
+        let first = ModelInput::read(&model).expect("read");
         fs::write(&model, b"onnx v2").expect("write");
-        let second = sha256_file(&model).expect("hash");
-        assert_eq!(first, sha256_hex(b"onnx v1"));
+        let second = ModelInput::read(&model).expect("read");
+        assert_eq!(first.sha256, sha256_hex(b"onnx v1"));
         let key = |sha: &str| EngineIdentity::new(sha, "10.3.0", &device(), &options()).key();
-        assert_ne!(key(&first), key(&second));
+        assert_ne!(key(&first.sha256), key(&second.sha256));
+    }
+
+    #[test]
+    fn the_key_hashes_the_bytes_the_parser_gets() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.onnx");
+        fs::write(&path, b"onnx v1").expect("write");
+        let model = ModelInput::read(&path).expect("read");
+        // The file is replaced after it was read (an upgrade during a long build): what is parsed
+        // and what is hashed are still the same bytes.
+        fs::write(&path, b"onnx v2, replaced").expect("write");
+        assert_eq!(model.bytes, b"onnx v1");
+        assert_eq!(model.sha256, sha256_hex(&model.bytes));
+
+        let mut released = model.clone();
+        released.release_bytes();
+        assert!(released.bytes.is_empty());
+        assert_eq!(released.sha256, model.sha256);
+    }
+
+    #[test]
+    fn an_onnx_file_beyond_protobufs_limit_is_refused_before_reading() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("huge.onnx");
+        // Sparse: no disk space is used and nothing is read.
+        File::create(&path).and_then(|f| f.set_len(MAX_ONNX_BYTES + 1)).expect("sparse file");
+        match ModelInput::read(&path) {
+            Err(CacheError::Model { reason, .. }) => assert!(reason.contains("more than"), "{reason}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
     }
 
     #[test]

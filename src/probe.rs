@@ -84,7 +84,7 @@ fn tensorrt_section(config: &Config) -> Value {
     use crate::trt::build::{device_identity, expected_engine_path};
     let probe = crate::trt::probe();
     let mut section = serde_json::to_value(&probe).unwrap_or(Value::Null);
-    let engine = probe.library_version.as_deref().and_then(|version| {
+    let engine = probe.usable_version.and_then(|version| {
         let (_context, device) = device_identity(config.device.gpu).ok()?;
         expected_engine_path(config, version, &device)
     });

@@ -20,8 +20,8 @@ use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engi
 use super::TrtError;
 use crate::config::{Config, Precision};
 use crate::engine_cache::{
-    board_identity, load_prebuilt_engine, precision_name, read_device_tree_model, sha256_file, BuildOptions,
-    DeviceIdentity, EngineCache, EngineIdentity, EngineLookup, MissReason, ShapeProfile,
+    board_identity, load_prebuilt_engine, precision_name, read_device_tree_model, BuildOptions, DeviceIdentity,
+    EngineCache, EngineIdentity, EngineLookup, MissReason, ModelInput, ShapeProfile,
 };
 use crate::preprocess::PreprocessSpec;
 
@@ -137,7 +137,8 @@ fn ffi_precision(precision: Precision) -> i32 {
 
 /// Everything needed to look up or build the engine of an ONNX model.
 struct BuildPlan {
-    onnx_path: PathBuf,
+    /// Read once: the key hashes exactly the bytes a build parses.
+    model: ModelInput,
     options: BuildOptions,
     identity: EngineIdentity,
     device: DeviceIdentity,
@@ -145,20 +146,19 @@ struct BuildPlan {
 }
 
 impl BuildPlan {
-    fn new(config: &Config, runtime: &TrtRuntime, device: DeviceIdentity) -> Result<BuildPlan, TrtError> {
-        let onnx_path = config.model.onnx.clone().ok_or_else(|| {
+    fn new(config: &Config, tensorrt: TrtVersion, device: DeviceIdentity) -> Result<BuildPlan, TrtError> {
+        let onnx_path = config.model.onnx.as_deref().ok_or_else(|| {
             TrtError::Config("building an engine needs `model.onnx` (or give a prebuilt `model.engine`)".into())
         })?;
         let options = build_options(config);
-        check_precision(options.precision, runtime.version().major)?;
+        check_precision(options.precision, tensorrt.major)?;
         if let Some(warning) = optimization_level_warning(options.optimization_level, header_version()) {
             log::warn!("{warning}");
         }
-        let model_sha256 =
-            sha256_file(&onnx_path).map_err(|source| TrtError::Read { path: onnx_path.clone(), source })?;
-        let identity = EngineIdentity::new(&model_sha256, &runtime.version().to_string(), &device, &options);
-        let cache = EngineCache::open(&config.engine.cache_dir, &onnx_path)?;
-        Ok(BuildPlan { onnx_path, options, identity, device, cache })
+        let model = ModelInput::read(onnx_path)?;
+        let identity = EngineIdentity::new(&model.sha256, &tensorrt.to_string(), &device, &options);
+        let cache = EngineCache::open(&config.engine.cache_dir, onnx_path)?;
+        Ok(BuildPlan { model, options, identity, device, cache })
     }
 
     /// Builds, then saves engine and timing cache. Returns the engine bytes and paths.
@@ -179,11 +179,9 @@ impl BuildPlan {
                 Vec::new()
             }
         };
-        let onnx =
-            std::fs::read(&self.onnx_path).map_err(|source| TrtError::Read { path: self.onnx_path.clone(), source })?;
         let request = BuildRequest {
-            onnx: &onnx,
-            onnx_path: &self.onnx_path,
+            onnx: &self.model.bytes,
+            onnx_path: &self.model.path,
             timing_cache: &timing_cache,
             precision: ffi_precision(self.options.precision),
             workspace_bytes: self.options.workspace_bytes,
@@ -269,12 +267,21 @@ pub fn load_or_build(
         })?;
         return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Prebuilt(path.clone()) });
     }
-    let plan = BuildPlan::new(config, runtime, device)?;
+    let mut plan = BuildPlan::new(config, runtime.version(), device)?;
     let reason = match plan.cache.lookup(&plan.identity) {
-        EngineLookup::Hit { path, bytes } => match runtime.deserialize(&bytes, dla_core) {
-            Ok(engine) => return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Cached(path) }),
-            Err(error) => MissReason::Deserialize(error.to_string()),
-        },
+        EngineLookup::Hit { path, bytes } => {
+            // The model is not parsed on a hit; its memory goes back before the engine is loaded.
+            let model = std::mem::take(&mut plan.model.bytes);
+            match runtime.deserialize(&bytes, dla_core) {
+                Ok(engine) => {
+                    return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Cached(path) })
+                }
+                Err(error) => {
+                    plan.model.bytes = model;
+                    MissReason::Deserialize(error.to_string())
+                }
+            }
+        }
         EngineLookup::Miss(reason) => reason,
     };
     let path = plan.cache.engine_path(&plan.identity.key());
@@ -290,7 +297,7 @@ pub fn load_or_build(
 pub fn build_engine(config: &Config, mut progress: impl FnMut(Progress)) -> Result<BuiltEngine, TrtError> {
     let runtime = TrtRuntime::open()?;
     let (_context, device) = device_identity(config.device.gpu)?;
-    let plan = BuildPlan::new(config, &runtime, device)?;
+    let plan = BuildPlan::new(config, runtime.version(), device)?;
     let key = plan.identity.key();
     let version = runtime.version().to_string();
     let timing_path = || Some(plan.cache.timing_cache_path()).filter(|p| p.exists());
@@ -326,15 +333,12 @@ pub fn build_engine(config: &Config, mut progress: impl FnMut(Progress)) -> Resu
 
 /// The engine file `config` would use (for `probe`), without loading anything but the model's
 /// hash.
-pub fn expected_engine_path(config: &Config, tensorrt_version: &str, device: &DeviceIdentity) -> Option<PathBuf> {
+pub fn expected_engine_path(config: &Config, tensorrt: TrtVersion, device: &DeviceIdentity) -> Option<PathBuf> {
     if let Some(engine) = &config.model.engine {
         return Some(engine.clone());
     }
-    let onnx: &Path = config.model.onnx.as_deref()?;
-    let sha = sha256_file(onnx).ok()?;
-    let identity = EngineIdentity::new(&sha, tensorrt_version, device, &build_options(config));
-    let cache = EngineCache::open(&config.engine.cache_dir, onnx).ok()?;
-    Some(cache.engine_path(&identity.key()))
+    let plan = BuildPlan::new(config, tensorrt, device.clone()).ok()?;
+    Some(plan.cache.engine_path(&plan.identity.key()))
 }
 
 #[cfg(test)]
@@ -397,9 +401,10 @@ mod tests {
             total_memory_bytes: 64 << 30,
             board: "NVIDIA Jetson AGX Orin Developer Kit".into(),
         };
-        let fp32 = expected_engine_path(&config(&cache), "10.3.0", &device).expect("path");
+        let version = TrtVersion { major: 10, minor: 3, patch: 0 };
+        let fp32 = expected_engine_path(&config(&cache), version, &device).expect("path");
         let fp16 =
-            expected_engine_path(&config(&format!("{cache}\nprecision = \"fp16\"")), "10.3.0", &device).expect("path");
+            expected_engine_path(&config(&format!("{cache}\nprecision = \"fp16\"")), version, &device).expect("path");
         assert_ne!(fp32, fp16);
         assert!(fp32.starts_with(dir.path()));
         assert!(fp32.to_string_lossy().ends_with(".engine"));

@@ -17,8 +17,6 @@ mod ffi;
 pub mod progress;
 pub mod runtime;
 
-use std::path::PathBuf;
-
 use serde::Serialize;
 
 use crate::backend::BackendError;
@@ -53,8 +51,6 @@ pub enum TrtError {
     Deserialize(String),
     #[error("CUDA: {0}")]
     Cuda(String),
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Cache(#[from] CacheError),
 }
@@ -87,6 +83,9 @@ pub struct TrtProbe {
     pub compiled_against: String,
     /// Version of the library found, when it loaded (also when it is too old to use).
     pub library_version: Option<String>,
+    /// The same, when the library is usable (for the engine lookup that follows a probe).
+    #[serde(skip)]
+    pub usable_version: Option<TrtVersion>,
     /// `{"loaded": bool, "library": "libnvinfer_plugin.so.<major>", "detail": ...}`: TensorRT's
     /// plugins (EfficientNMS for `end2end` models), absent when TensorRT itself did not load.
     pub plugins: Option<PluginProbe>,
@@ -113,6 +112,7 @@ pub fn probe() -> TrtProbe {
             available: true,
             summary: format!("TensorRT {} loaded from {library}", runtime.version()),
             library_version: Some(runtime.version().to_string()),
+            usable_version: Some(runtime.version()),
             plugins: Some(PluginProbe {
                 loaded: runtime.plugins().is_ok(),
                 library: runtime::plugin_library_name().to_owned(),
@@ -125,6 +125,7 @@ pub fn probe() -> TrtProbe {
             available: false,
             summary: error.to_string(),
             library_version: Some(found.to_string()),
+            usable_version: None,
             plugins: None,
             library,
             compiled_against,
@@ -142,6 +143,7 @@ pub fn probe() -> TrtProbe {
                     header_version().major
                 ),
                 library_version: None,
+                usable_version: None,
                 plugins: None,
                 library,
                 compiled_against,
