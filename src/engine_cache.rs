@@ -17,18 +17,20 @@
 //! the sidecar is written after its engine, a reader sees either the old pair, the new pair, or a
 //! new engine with an old sidecar — which fails the sha256 check and is rebuilt, never trusted.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::Precision;
+use crate::onnx_external_data::external_data_locations;
 
 /// Version of the sidecar format and of the key derivation; bumping it invalidates every cache.
-/// 2: the device is identified by SM count, memory and board too.
+/// 2: the device is identified by SM count, memory and board too; external-data files are hashed.
 pub const CACHE_SCHEMA: u32 = 2;
 
 /// Hex digits of the key in file names (64 bits: collisions between configs of one model are
@@ -64,6 +66,17 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> CacheError + '_ {
 /// external-data files), and the whole file is held in memory for the parser.
 pub const MAX_ONNX_BYTES: u64 = 2 << 30;
 
+/// What an engine's model is, for the key: the `.onnx` file's hash and the hash of every
+/// external-data file it references (TensorRT's parser reads those from the model's directory, so
+/// new weights in them must make a new engine).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ModelDigest {
+    /// sha256 of the `.onnx` bytes, hex.
+    pub sha256: String,
+    /// External-data location (relative to the model's directory) → its sha256, hex.
+    pub external_data: BTreeMap<String, String>,
+}
+
 /// An ONNX model as an engine build sees it: read once, so that the bytes hashed into the key are
 /// exactly the bytes handed to TensorRT's parser (a model replaced between the two would otherwise
 /// be cached under the old model's key).
@@ -71,8 +84,7 @@ pub const MAX_ONNX_BYTES: u64 = 2 << 30;
 pub struct ModelInput {
     pub path: PathBuf,
     pub bytes: Vec<u8>,
-    /// sha256 of `bytes`, hex.
-    pub sha256: String,
+    pub digest: ModelDigest,
 }
 
 impl ModelInput {
@@ -92,13 +104,49 @@ impl ModelInput {
             return Err(too_large(bytes.len() as u64));
         }
         let sha256 = sha256_hex(&bytes);
-        Ok(ModelInput { path: path.to_path_buf(), bytes, sha256 })
+        let external_data = hash_external_data(path, &bytes)?;
+        Ok(ModelInput { path: path.to_path_buf(), bytes, digest: ModelDigest { sha256, external_data } })
     }
 
     /// Frees the bytes once they are not needed (a cache hit): the hash stays.
     pub fn release_bytes(&mut self) {
         self.bytes = Vec::new();
     }
+}
+
+/// Hashes the external-data files `model` (the bytes of the file at `path`) references. Locations
+/// are untrusted input: one that is absolute or climbs out of the model's directory is refused (the
+/// ONNX checker refuses them too), and a referenced file that cannot be read is an error here
+/// rather than a parse failure minutes into a build. Bytes that are not a protobuf message are
+/// left to TensorRT's parser to refuse with its own words; only the `.onnx` file is hashed then.
+fn hash_external_data(path: &Path, model: &[u8]) -> Result<BTreeMap<String, String>, CacheError> {
+    let invalid = |reason: String| CacheError::Model { path: path.to_path_buf(), reason };
+    let locations = match external_data_locations(model) {
+        Ok(locations) => locations,
+        Err(error) => {
+            log::warn!(
+                "{}: cannot list its external-data files ({error}); only the file itself is hashed",
+                path.display()
+            );
+            return Ok(BTreeMap::new());
+        }
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut hashes = BTreeMap::new();
+    for location in locations {
+        let relative = Path::new(&location);
+        let escapes = relative.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+        if location.is_empty() || escapes {
+            return Err(invalid(format!(
+                "external-data location {location:?} is not a path inside the model's directory"
+            )));
+        }
+        let file = dir.join(relative);
+        let sha256 = sha256_file(&file)
+            .map_err(|e| invalid(format!("external-data file {} cannot be read: {e}", file.display())))?;
+        hashes.insert(location, sha256);
+    }
+    Ok(hashes)
 }
 
 /// Shape range of one dynamic model input (TensorRT optimisation profile).
@@ -195,6 +243,8 @@ pub fn board_identity(device_tree_model: Option<&[u8]>, uuid: &[u8; 16]) -> Stri
 pub struct EngineIdentity {
     /// sha256 of the ONNX file, hex.
     pub model_sha256: String,
+    /// sha256 of each external-data file the model references, by location.
+    pub external_data: BTreeMap<String, String>,
     /// `major.minor.patch` of the TensorRT library that builds/loads the engine.
     pub tensorrt_version: String,
     pub device_name: String,
@@ -212,9 +262,10 @@ pub struct EngineIdentity {
 }
 
 impl EngineIdentity {
-    pub fn new(model_sha256: &str, tensorrt_version: &str, device: &DeviceIdentity, options: &BuildOptions) -> Self {
+    pub fn new(model: &ModelDigest, tensorrt_version: &str, device: &DeviceIdentity, options: &BuildOptions) -> Self {
         EngineIdentity {
-            model_sha256: model_sha256.to_owned(),
+            model_sha256: model.sha256.clone(),
+            external_data: model.external_data.clone(),
             tensorrt_version: tensorrt_version.to_owned(),
             device_name: device.name.clone(),
             compute_capability: format!("{}.{}", device.compute_capability.0, device.compute_capability.1),
@@ -241,6 +292,11 @@ impl EngineIdentity {
         };
         field("schema", &CACHE_SCHEMA.to_string());
         field("model_sha256", &self.model_sha256);
+        field("external_data", &self.external_data.len().to_string());
+        for (location, sha256) in &self.external_data {
+            field("location", location);
+            field("sha256", sha256);
+        }
         field("tensorrt_version", &self.tensorrt_version);
         field("device_name", &self.device_name);
         field("compute_capability", &self.compute_capability);
@@ -274,6 +330,11 @@ impl EngineIdentity {
             }
         };
         compare("model sha256", short(&self.model_sha256), short(&newer.model_sha256));
+        let external = |map: &BTreeMap<String, String>| {
+            let entries: Vec<String> = map.iter().map(|(location, sha)| format!("{location}@{}", short(sha))).collect();
+            format!("[{}]", entries.join(", "))
+        };
+        compare("external data", external(&self.external_data), external(&newer.external_data));
         compare("TensorRT", self.tensorrt_version.clone(), newer.tensorrt_version.clone());
         compare("device", self.device_name.clone(), newer.device_name.clone());
         compare("compute capability", self.compute_capability.clone(), newer.compute_capability.clone());
@@ -768,8 +829,12 @@ mod tests {
         }
     }
 
+    fn digest(bytes: &[u8]) -> ModelDigest {
+        ModelDigest { sha256: sha256_hex(bytes), external_data: BTreeMap::new() }
+    }
+
     fn identity() -> EngineIdentity {
-        EngineIdentity::new(&sha256_hex(b"model"), "10.3.0", &device(), &options())
+        EngineIdentity::new(&digest(b"model"), "10.3.0", &device(), &options())
     }
 
     /// A fake engine: TensorRT never sees it, the cache only deals in bytes.
@@ -791,6 +856,9 @@ mod tests {
             variants.push(id);
         };
         push(&|id| id.model_sha256 = sha256_hex(b"other model"));
+        push(&|id| id.external_data = [("weights.bin".to_string(), sha256_hex(b"w"))].into());
+        push(&|id| id.external_data = [("weights.bin".to_string(), sha256_hex(b"w2"))].into());
+        push(&|id| id.external_data = [("other.bin".to_string(), sha256_hex(b"w"))].into());
         push(&|id| id.tensorrt_version = "10.3.1".into());
         push(&|id| id.device_name = "Orin Nano".into());
         push(&|id| id.compute_capability = "8.6".into());
@@ -843,9 +911,9 @@ mod tests {
         let first = ModelInput::read(&model).expect("read");
         fs::write(&model, b"onnx v2").expect("write");
         let second = ModelInput::read(&model).expect("read");
-        assert_eq!(first.sha256, sha256_hex(b"onnx v1"));
-        let key = |sha: &str| EngineIdentity::new(sha, "10.3.0", &device(), &options()).key();
-        assert_ne!(key(&first.sha256), key(&second.sha256));
+        assert_eq!(first.digest.sha256, sha256_hex(b"onnx v1"));
+        let key = |model: &ModelInput| EngineIdentity::new(&model.digest, "10.3.0", &device(), &options()).key();
+        assert_ne!(key(&first), key(&second));
     }
 
     #[test]
@@ -858,12 +926,53 @@ mod tests {
         // and what is hashed are still the same bytes.
         fs::write(&path, b"onnx v2, replaced").expect("write");
         assert_eq!(model.bytes, b"onnx v1");
-        assert_eq!(model.sha256, sha256_hex(&model.bytes));
+        assert_eq!(model.digest.sha256, sha256_hex(&model.bytes));
 
         let mut released = model.clone();
         released.release_bytes();
         assert!(released.bytes.is_empty());
-        assert_eq!(released.sha256, model.sha256);
+        assert_eq!(released.digest, model.digest);
+    }
+
+    #[test]
+    fn external_data_files_are_part_of_the_key() {
+        use crate::onnx_external_data::encode;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("big.onnx");
+        fs::write(&path, encode::model(&[("w", Some("big.onnx.data")), ("b", None)])).expect("write model");
+        fs::write(dir.path().join("big.onnx.data"), [1u8; 64]).expect("write weights");
+        let first = ModelInput::read(&path).expect("read");
+        assert_eq!(first.digest.external_data.keys().collect::<Vec<_>>(), ["big.onnx.data"]);
+        assert_eq!(first.digest.external_data["big.onnx.data"], sha256_hex(&[1u8; 64]));
+
+        // New weights, same .onnx: a new key, and the sidecar difference names the file.
+        fs::write(dir.path().join("big.onnx.data"), [2u8; 64]).expect("rewrite weights");
+        let second = ModelInput::read(&path).expect("read");
+        assert_eq!(first.digest.sha256, second.digest.sha256);
+        let identity = |model: &ModelInput| EngineIdentity::new(&model.digest, "10.3.0", &device(), &options());
+        assert_ne!(identity(&first).key(), identity(&second).key());
+        let changed = identity(&first).differences(&identity(&second));
+        assert!(changed.iter().any(|c| c.contains("external data") && c.contains("big.onnx.data")), "{changed:?}");
+
+        fs::remove_file(dir.path().join("big.onnx.data")).expect("rm");
+        match ModelInput::read(&path) {
+            Err(CacheError::Model { reason, .. }) => assert!(reason.contains("big.onnx.data"), "{reason}"),
+            other => panic!("a missing external-data file must be an error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn external_data_outside_the_model_directory_is_refused() {
+        use crate::onnx_external_data::encode;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("evil.onnx");
+        for location in ["../secret", "/etc/shadow", "weights/../../secret", ""] {
+            fs::write(&path, encode::model(&[("w", Some(location))])).expect("write model");
+            match ModelInput::read(&path) {
+                Err(CacheError::Model { reason, .. }) => assert!(reason.contains("not a path inside"), "{reason}"),
+                other => panic!("{location:?} must be refused, got {other:?}"),
+            }
+        }
     }
 
     #[test]

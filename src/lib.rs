@@ -15,6 +15,7 @@ pub mod logging;
 pub mod mqtt;
 pub mod notify;
 pub mod oneshot;
+pub mod onnx_external_data;
 pub mod payload;
 pub mod pipeline;
 pub mod preprocess;

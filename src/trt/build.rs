@@ -156,7 +156,7 @@ impl BuildPlan {
             log::warn!("{warning}");
         }
         let model = ModelInput::read(onnx_path)?;
-        let identity = EngineIdentity::new(&model.sha256, &tensorrt.to_string(), &device, &options);
+        let identity = EngineIdentity::new(&model.digest, &tensorrt.to_string(), &device, &options);
         let cache = EngineCache::open(&config.engine.cache_dir, onnx_path)?;
         Ok(BuildPlan { model, options, identity, device, cache })
     }

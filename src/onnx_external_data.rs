@@ -1,0 +1,328 @@
+//! The files an ONNX model keeps tensor data in ("external data"), read straight from the protobuf
+//! wire format.
+//!
+//! Owns: walking a `ModelProto`'s bytes down to every `TensorProto` that can hold weights
+//! (initializers, sparse initializers, constant attributes, the subgraphs of `If`/`Loop`/`Scan`,
+//! functions, training info) and collecting the `location` of each one whose `data_location` is
+//! `EXTERNAL`. Must not: decode tensor contents or copy weights (a model can be hundreds of MB;
+//! only location strings are copied), open the files it finds (the engine cache hashes them), or
+//! trust the input: it is bounded in nesting depth and fails cleanly on malformed bytes.
+//!
+//! Why not a protobuf crate: decoding a `ModelProto` with generated types copies every weight
+//! into memory a second time, on every start (the cache key needs this list before it can look
+//! anything up), which on an 8 GB Jetson is what the engine needs. The wire format needed here is
+//! five rules, and the walk skips everything it does not need without copying it.
+
+use std::collections::BTreeSet;
+
+/// Nesting limit (graphs inside attributes inside nodes inside graphs …): real models nest a few
+/// levels; a hostile file must not exhaust the stack.
+const MAX_DEPTH: usize = 64;
+
+/// `TensorProto.DataLocation.EXTERNAL`.
+const DATA_LOCATION_EXTERNAL: u64 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OnnxError {
+    #[error("not a valid ONNX (protobuf) file: {0}")]
+    Malformed(&'static str),
+    #[error("subgraphs are nested more than {MAX_DEPTH} levels deep")]
+    TooDeep,
+}
+
+/// The message types on the way from a model to its tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Message {
+    Model,
+    TrainingInfo,
+    Function,
+    Graph,
+    Node,
+    Attribute,
+    SparseTensor,
+    Tensor,
+    StringEntry,
+}
+
+impl Message {
+    /// The message a length-delimited field of `self` holds, for the fields that lead to tensors
+    /// (field numbers from onnx.proto).
+    fn child(self, field: u64) -> Option<Message> {
+        use Message::*;
+        match (self, field) {
+            (Model, 7) => Some(Graph),
+            (Model, 20) => Some(TrainingInfo),
+            (Model, 25) => Some(Function),
+            (TrainingInfo, 1 | 2) => Some(Graph),
+            (Function, 7) => Some(Node),
+            (Graph, 1) => Some(Node),
+            (Graph, 5) => Some(Tensor),
+            (Graph, 15) => Some(SparseTensor),
+            (Node, 5) => Some(Attribute),
+            (Attribute, 5 | 10) => Some(Tensor),
+            (Attribute, 6 | 11) => Some(Graph),
+            (Attribute, 22 | 23) => Some(SparseTensor),
+            (SparseTensor, 1 | 2) => Some(Tensor),
+            (Tensor, 13) => Some(StringEntry),
+            _ => None,
+        }
+    }
+}
+
+/// One field of a message: its number and value (fixed-width values are skipped unread: no field
+/// on the way to a location has one).
+enum Field<'a> {
+    Varint(u64, u64),
+    Bytes(u64, &'a [u8]),
+    Fixed,
+}
+
+/// Reads the fields of one message without copying.
+struct Fields<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+    fn varint(&mut self) -> Result<u64, OnnxError> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = self.rest.split_first().ok_or(OnnxError::Malformed("truncated varint"))?;
+            self.rest = rest;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(OnnxError::Malformed("varint longer than 10 bytes"))
+    }
+
+    fn take(&mut self, length: u64) -> Result<&'a [u8], OnnxError> {
+        let length = usize::try_from(length).map_err(|_| OnnxError::Malformed("length out of range"))?;
+        if length > self.rest.len() {
+            return Err(OnnxError::Malformed("a field runs past the end"));
+        }
+        let (bytes, rest) = self.rest.split_at(length);
+        self.rest = rest;
+        Ok(bytes)
+    }
+
+    fn next_field(&mut self) -> Option<Result<Field<'a>, OnnxError>> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let field = self.varint().and_then(|key| {
+            let number = key >> 3;
+            match key & 7 {
+                0 => Ok(Field::Varint(number, self.varint()?)),
+                1 => self.take(8).map(|_| Field::Fixed),
+                2 => {
+                    let length = self.varint()?;
+                    Ok(Field::Bytes(number, self.take(length)?))
+                }
+                5 => self.take(4).map(|_| Field::Fixed),
+                _ => Err(OnnxError::Malformed("unsupported wire type (groups are not used by ONNX)")),
+            }
+        });
+        Some(field)
+    }
+}
+
+/// The `location`s of every tensor in `model` (the bytes of an `.onnx` file) whose data is stored
+/// externally, deduplicated and sorted. Paths are as written in the model: relative to its
+/// directory.
+pub fn external_data_locations(model: &[u8]) -> Result<BTreeSet<String>, OnnxError> {
+    let mut locations = BTreeSet::new();
+    walk(Message::Model, model, 0, &mut locations)?;
+    Ok(locations)
+}
+
+fn walk(message: Message, bytes: &[u8], depth: usize, out: &mut BTreeSet<String>) -> Result<(), OnnxError> {
+    if depth > MAX_DEPTH {
+        return Err(OnnxError::TooDeep);
+    }
+    let mut fields = Fields { rest: bytes };
+    let mut external = false;
+    let mut locations = Vec::new();
+    while let Some(field) = fields.next_field() {
+        match (message, field?) {
+            (Message::Tensor, Field::Varint(14, location)) => external = location == DATA_LOCATION_EXTERNAL,
+            (Message::Tensor, Field::Bytes(13, entry)) => {
+                if let Some(location) = location_entry(entry)? {
+                    locations.push(location);
+                }
+            }
+            (_, Field::Bytes(number, child)) => {
+                if let Some(kind) = message.child(number) {
+                    walk(kind, child, depth + 1, out)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    if external {
+        out.extend(locations);
+    }
+    Ok(())
+}
+
+/// The value of a `StringStringEntryProto` whose key is `location`.
+fn location_entry(entry: &[u8]) -> Result<Option<String>, OnnxError> {
+    let mut fields = Fields { rest: entry };
+    let (mut key, mut value) = (None, None);
+    while let Some(field) = fields.next_field() {
+        match field? {
+            Field::Bytes(1, bytes) => key = Some(bytes),
+            Field::Bytes(2, bytes) => value = Some(bytes),
+            _ => {}
+        }
+    }
+    match (key, value) {
+        (Some(b"location"), Some(value)) => std::str::from_utf8(value)
+            .map(|location| Some(location.to_owned()))
+            .map_err(|_| OnnxError::Malformed("an external-data location is not UTF-8")),
+        _ => Ok(None),
+    }
+}
+
+/// Writes ONNX protobuf messages for tests (here and in the engine cache's).
+#[cfg(test)]
+pub(crate) mod encode {
+    pub fn varint(mut value: u64, out: &mut Vec<u8>) {
+        while value >= 0x80 {
+            out.push((value as u8) | 0x80);
+            value >>= 7;
+        }
+        out.push(value as u8);
+    }
+
+    pub fn bytes_field(number: u64, bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        varint(number << 3 | 2, &mut out);
+        varint(bytes.len() as u64, &mut out);
+        out.extend_from_slice(bytes);
+        out
+    }
+
+    pub fn varint_field(number: u64, value: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        varint(number << 3, &mut out);
+        varint(value, &mut out);
+        out
+    }
+
+    /// A `TensorProto` named `name`, stored externally in `location` when given, else with 16
+    /// bytes of `raw_data`.
+    pub fn tensor(name: &str, location: Option<&str>) -> Vec<u8> {
+        let mut tensor = bytes_field(8, name.as_bytes());
+        tensor.extend(varint_field(2, 1));
+        match location {
+            Some(location) => {
+                let mut entry = bytes_field(1, b"location");
+                entry.extend(bytes_field(2, location.as_bytes()));
+                tensor.extend(bytes_field(13, &entry));
+                let mut offset = bytes_field(1, b"offset");
+                offset.extend(bytes_field(2, b"0"));
+                tensor.extend(bytes_field(13, &offset));
+                tensor.extend(varint_field(14, 1));
+            }
+            None => tensor.extend(bytes_field(9, &[7u8; 16])),
+        }
+        tensor
+    }
+
+    /// A `ModelProto` whose graph has these initializers (`(name, location)`).
+    pub fn model(initializers: &[(&str, Option<&str>)]) -> Vec<u8> {
+        let mut graph = bytes_field(2, b"main");
+        for (name, location) in initializers {
+            graph.extend(bytes_field(5, &tensor(name, *location)));
+        }
+        let mut model = varint_field(1, 8);
+        model.extend(bytes_field(7, &graph));
+        model
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encode::*;
+    use super::*;
+
+    fn set(items: &[&str]) -> BTreeSet<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_model_without_external_data_lists_nothing() {
+        assert_eq!(external_data_locations(&model(&[("w", None), ("b", None)])), Ok(BTreeSet::new()));
+        assert_eq!(external_data_locations(b""), Ok(BTreeSet::new()));
+    }
+
+    #[test]
+    fn initializers_stored_externally_are_listed_once() {
+        let model = model(&[
+            ("w1", Some("weights.bin")),
+            ("b", None),
+            ("w2", Some("weights.bin")),
+            ("w3", Some("more/w3.bin")),
+        ]);
+        assert_eq!(external_data_locations(&model), Ok(set(&["more/w3.bin", "weights.bin"])));
+    }
+
+    #[test]
+    fn a_location_without_the_external_flag_is_ignored() {
+        let mut entry = bytes_field(1, b"location");
+        entry.extend(bytes_field(2, b"stale.bin"));
+        let tensor = [bytes_field(8, b"w"), bytes_field(13, &entry)].concat();
+        let model = bytes_field(7, &bytes_field(5, &tensor));
+        assert_eq!(external_data_locations(&model), Ok(BTreeSet::new()));
+    }
+
+    #[test]
+    fn tensors_in_attributes_and_subgraphs_are_found() {
+        // A Constant node's tensor attribute, and an If node whose then-branch has an initializer.
+        let constant = bytes_field(5, &bytes_field(5, &tensor("c", Some("constant.bin"))));
+        let branch = bytes_field(5, &tensor("t", Some("branch.bin")));
+        let if_node = bytes_field(5, &bytes_field(6, &branch));
+        let sparse = bytes_field(15, &bytes_field(1, &tensor("s", Some("sparse.bin"))));
+        let graph = [bytes_field(1, &constant), bytes_field(1, &if_node), sparse].concat();
+        let function = bytes_field(7, &bytes_field(5, &bytes_field(5, &tensor("f", Some("function.bin")))));
+        let model = [bytes_field(7, &graph), bytes_field(25, &function)].concat();
+        assert_eq!(
+            external_data_locations(&model),
+            Ok(set(&["branch.bin", "constant.bin", "function.bin", "sparse.bin"]))
+        );
+    }
+
+    #[test]
+    fn malformed_and_hostile_input_fails_cleanly() {
+        let model = model(&[("w", Some("weights.bin"))]);
+        for cut in 1..model.len() {
+            // Any truncation is either still a valid prefix of fields or a clean error.
+            let _ = external_data_locations(&model[..cut]);
+        }
+        assert!(external_data_locations(&model[..model.len() - 3]).is_err());
+        assert_eq!(
+            external_data_locations(&[0x0b]),
+            Err(OnnxError::Malformed("unsupported wire type (groups are not used by ONNX)"))
+        );
+        assert!(
+            external_data_locations(&[0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).is_err()
+        );
+
+        // Graphs nested in If attributes far deeper than any real model.
+        let mut graph = Vec::new();
+        for _ in 0..200 {
+            let node = bytes_field(5, &bytes_field(6, &graph));
+            graph = bytes_field(1, &node);
+        }
+        assert_eq!(external_data_locations(&bytes_field(7, &graph)), Err(OnnxError::TooDeep));
+    }
+
+    #[test]
+    fn the_bundled_model_keeps_its_weights_inside() {
+        let bytes =
+            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/models/ssd_mobilenet_v2_coco_prenms_fp32.onnx"))
+                .expect("bundled model");
+        assert_eq!(external_data_locations(&bytes), Ok(BTreeSet::new()));
+    }
+}
