@@ -169,6 +169,10 @@ impl ShapeProfile {
 /// Builder options that change the engine (and therefore the key).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildOptions {
+    /// What builds the engine: a fingerprint of the TensorRT shim (its source and the TensorRT
+    /// headers it was compiled against). It changes by itself whenever the builder calls could,
+    /// so no hand-bumped version number has to remember to.
+    pub builder: String,
     pub precision: Precision,
     pub workspace_bytes: u64,
     pub dla_core: Option<u32>,
@@ -247,6 +251,8 @@ pub struct EngineIdentity {
     pub external_data: BTreeMap<String, String>,
     /// `major.minor.patch` of the TensorRT library that builds/loads the engine.
     pub tensorrt_version: String,
+    /// [`BuildOptions::builder`].
+    pub builder: String,
     pub device_name: String,
     /// `major.minor`, e.g. `8.7` for Orin.
     pub compute_capability: String,
@@ -267,6 +273,7 @@ impl EngineIdentity {
             model_sha256: model.sha256.clone(),
             external_data: model.external_data.clone(),
             tensorrt_version: tensorrt_version.to_owned(),
+            builder: options.builder.clone(),
             device_name: device.name.clone(),
             compute_capability: format!("{}.{}", device.compute_capability.0, device.compute_capability.1),
             multiprocessors: device.multiprocessors,
@@ -298,6 +305,7 @@ impl EngineIdentity {
             field("sha256", sha256);
         }
         field("tensorrt_version", &self.tensorrt_version);
+        field("builder", &self.builder);
         field("device_name", &self.device_name);
         field("compute_capability", &self.compute_capability);
         field("multiprocessors", &self.multiprocessors.to_string());
@@ -336,6 +344,7 @@ impl EngineIdentity {
         };
         compare("external data", external(&self.external_data), external(&newer.external_data));
         compare("TensorRT", self.tensorrt_version.clone(), newer.tensorrt_version.clone());
+        compare("builder", self.builder.clone(), newer.builder.clone());
         compare("device", self.device_name.clone(), newer.device_name.clone());
         compare("compute capability", self.compute_capability.clone(), newer.compute_capability.clone());
         compare("SMs", self.multiprocessors.to_string(), newer.multiprocessors.to_string());
@@ -821,6 +830,7 @@ mod tests {
 
     fn options() -> BuildOptions {
         BuildOptions {
+            builder: "shim 0123456789ab, TensorRT headers 10.3.0".into(),
             precision: Precision::Fp16,
             workspace_bytes: 1 << 30,
             dla_core: None,
@@ -860,6 +870,7 @@ mod tests {
         push(&|id| id.external_data = [("weights.bin".to_string(), sha256_hex(b"w2"))].into());
         push(&|id| id.external_data = [("other.bin".to_string(), sha256_hex(b"w"))].into());
         push(&|id| id.tensorrt_version = "10.3.1".into());
+        push(&|id| id.builder = "shim 0123456789ac, TensorRT headers 10.3.0".into());
         push(&|id| id.device_name = "Orin Nano".into());
         push(&|id| id.compute_capability = "8.6".into());
         push(&|id| id.multiprocessors = 8);

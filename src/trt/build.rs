@@ -20,8 +20,8 @@ use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engi
 use super::TrtError;
 use crate::config::{Config, Precision};
 use crate::engine_cache::{
-    board_identity, load_prebuilt_engine, precision_name, read_device_tree_model, BuildOptions, DeviceIdentity,
-    EngineCache, EngineIdentity, EngineLookup, MissReason, ModelInput, ShapeProfile,
+    board_identity, load_prebuilt_engine, precision_name, read_device_tree_model, sha256_hex, BuildOptions,
+    DeviceIdentity, EngineCache, EngineIdentity, EngineLookup, MissReason, ModelInput, ShapeProfile,
 };
 use crate::preprocess::PreprocessSpec;
 
@@ -85,12 +85,24 @@ pub fn device_identity(ordinal: u32) -> Result<(Arc<CudaContext>, DeviceIdentity
     Ok((context, device))
 }
 
+/// The shim's source, compiled into this binary: its hash identifies the builder in the cache key.
+const SHIM_SOURCE: &[u8] = include_bytes!("shim.cpp");
+
+/// What builds engines in this binary: the shim's source hash and the TensorRT headers it was
+/// compiled against. A change to either can change the engine a build makes without any other key
+/// field changing, so both are in the key, and no version number has to be bumped by hand.
+pub fn builder_fingerprint() -> String {
+    let shim = sha256_hex(SHIM_SOURCE);
+    format!("shim {}, TensorRT headers {}", &shim[..12], header_version())
+}
+
 /// The builder options the config asks for. The input profile pins the configured input shape
 /// (batch 1); it only matters for models with dynamic input dimensions.
 pub fn build_options(config: &Config) -> BuildOptions {
     let spec = PreprocessSpec::from(&config.model.input);
     let shape: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
     BuildOptions {
+        builder: builder_fingerprint(),
         precision: config.engine.precision,
         workspace_bytes: u64::from(config.engine.workspace_mib) << 20,
         dla_core: config.engine.dla_core,
@@ -370,6 +382,14 @@ mod tests {
         assert_eq!(options.workspace_bytes, 512 << 20);
         assert_eq!(options.dla_core, Some(1));
         assert_eq!(options.input_profile, Some(ShapeProfile::fixed("", &[1, 300, 300, 3])));
+    }
+
+    #[test]
+    fn the_builder_fingerprint_names_the_shim_and_the_headers() {
+        let fingerprint = builder_fingerprint();
+        assert!(fingerprint.starts_with("shim "), "{fingerprint}");
+        assert!(fingerprint.ends_with(&format!("TensorRT headers {}", header_version())), "{fingerprint}");
+        assert_eq!(build_options(&config("")).builder, fingerprint);
     }
 
     #[test]
