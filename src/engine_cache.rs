@@ -166,6 +166,17 @@ impl ShapeProfile {
     }
 }
 
+/// The optimisation profiles of a model with dynamic input dimensions: `count` copies of `shape`.
+/// TensorRT needs a profile per execution context in concurrent use, so `count` is the number of
+/// contexts that can run at once; both are data, so that a batching worker can ask for one profile
+/// of batch 1..=N and per-camera contexts for one fixed profile per camera. Unused (and the engine
+/// gets TensorRT's single implicit profile) when the model's input dimensions are all fixed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputProfiles {
+    pub shape: ShapeProfile,
+    pub count: u32,
+}
+
 /// Builder options that change the engine (and therefore the key).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildOptions {
@@ -178,7 +189,7 @@ pub struct BuildOptions {
     pub dla_core: Option<u32>,
     pub optimization_level: u8,
     /// Applied to the input when the model's input has dynamic dimensions.
-    pub input_profile: Option<ShapeProfile>,
+    pub input_profiles: Option<InputProfiles>,
 }
 
 pub fn precision_name(precision: Precision) -> &'static str {
@@ -265,6 +276,8 @@ pub struct EngineIdentity {
     pub dla_core: Option<u32>,
     pub optimization_level: u8,
     pub input_profile: Option<ShapeProfile>,
+    /// Copies of `input_profile` (one per concurrently running context); 0 without a profile.
+    pub profile_count: u32,
 }
 
 impl EngineIdentity {
@@ -283,7 +296,8 @@ impl EngineIdentity {
             workspace_bytes: options.workspace_bytes,
             dla_core: options.dla_core,
             optimization_level: options.optimization_level,
-            input_profile: options.input_profile.clone(),
+            input_profile: options.input_profiles.as_ref().map(|p| p.shape.clone()),
+            profile_count: options.input_profiles.as_ref().map_or(0, |p| p.count),
         }
     }
 
@@ -324,6 +338,7 @@ impl EngineIdentity {
                 field("max", &format!("{:?}", profile.max));
             }
         }
+        field("profile_count", &self.profile_count.to_string());
         let mut key = to_hex(&hasher.finalize());
         key.truncate(KEY_HEX_DIGITS);
         key
@@ -355,6 +370,7 @@ impl EngineIdentity {
         compare("DLA core", format!("{:?}", self.dla_core), format!("{:?}", newer.dla_core));
         compare("optimisation level", self.optimization_level.to_string(), newer.optimization_level.to_string());
         compare("input profile", format!("{:?}", self.input_profile), format!("{:?}", newer.input_profile));
+        compare("optimisation profiles", self.profile_count.to_string(), newer.profile_count.to_string());
         changed
     }
 }
@@ -835,7 +851,7 @@ mod tests {
             workspace_bytes: 1 << 30,
             dla_core: None,
             optimization_level: 3,
-            input_profile: Some(ShapeProfile::fixed("image", &[1, 300, 300, 3])),
+            input_profiles: Some(InputProfiles { shape: ShapeProfile::fixed("image", &[1, 300, 300, 3]), count: 2 }),
         }
     }
 
@@ -883,6 +899,16 @@ mod tests {
         push(&|id| id.input_profile = None);
         push(&|id| id.input_profile = Some(ShapeProfile::fixed("image", &[1, 320, 300, 3])));
         push(&|id| id.input_profile = Some(ShapeProfile::fixed("input", &[1, 300, 300, 3])));
+        push(&|id| id.profile_count = 3);
+        push(&|id| {
+            id.input_profile = Some(ShapeProfile {
+                input: "image".into(),
+                min: vec![1, 300, 300, 3],
+                opt: vec![4, 300, 300, 3],
+                max: vec![8, 300, 300, 3],
+            });
+            id.profile_count = 1;
+        });
         let mut keys = vec![base.key()];
         for variant in &variants {
             let key = variant.key();

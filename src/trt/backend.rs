@@ -7,7 +7,7 @@
 //! [`InputStage`] (the CUDA preprocessing kernel, wired by the pipeline) writes the input tensor on
 //! the session's stream — nor decode outputs.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cudarc::driver::sys::CUevent_flags;
@@ -38,9 +38,61 @@ pub trait InputStage {
 pub type InputStageFactory =
     Box<dyn Fn(&Arc<CudaStream>, &PreprocessSpec) -> Result<Box<dyn InputStage>, BackendError> + Send + Sync>;
 
+/// The optimisation profiles of an engine, handed out to the contexts that run at the same time:
+/// TensorRT requires each context in concurrent use to have its own profile when the input is
+/// dynamic. Bounded: `acquire` fails (it never waits or shares) when all are taken.
+#[derive(Debug)]
+pub struct ProfilePool {
+    in_use: Mutex<Vec<bool>>,
+}
+
+/// One context's profile; given back on drop.
+#[derive(Debug)]
+pub struct ProfileLease {
+    pool: Arc<ProfilePool>,
+    index: u32,
+}
+
+impl ProfilePool {
+    pub fn new(profiles: u32) -> Arc<ProfilePool> {
+        Arc::new(ProfilePool { in_use: Mutex::new(vec![false; profiles.max(1) as usize]) })
+    }
+
+    /// The lowest free profile, or an error that says how many the engine has.
+    pub fn acquire(self: &Arc<Self>) -> Result<ProfileLease, TrtError> {
+        let mut in_use = self.in_use.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(index) = in_use.iter().position(|used| !used) else {
+            return Err(TrtError::Config(format!(
+                "all {} optimisation profile(s) of the engine are in use: its input is dynamic, so every context \
+                 that runs at the same time needs its own; it was built for fewer contexts than are running now \
+                 (a prebuilt engine? let jetson-detectd build it from model.onnx, which adds one per camera)",
+                in_use.len()
+            )));
+        };
+        in_use[index] = true;
+        Ok(ProfileLease { pool: Arc::clone(self), index: index as u32 })
+    }
+}
+
+impl ProfileLease {
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+}
+
+impl Drop for ProfileLease {
+    fn drop(&mut self) {
+        let mut in_use = self.pool.in_use.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(used) = in_use.get_mut(self.index as usize) {
+            *used = false;
+        }
+    }
+}
+
 /// The TensorRT backend.
 pub struct TrtBackend {
     engine: Arc<Engine>,
+    profiles: Arc<ProfilePool>,
     context: Arc<CudaContext>,
     ordinal: usize,
     spec: PreprocessSpec,
@@ -84,6 +136,7 @@ impl TrtBackend {
         };
         log::info!("TensorRT backend: {}", info.detail);
         Ok(TrtBackend {
+            profiles: ProfilePool::new(loaded.engine.profiles()),
             engine: loaded.engine,
             context,
             ordinal: config.device.gpu as usize,
@@ -188,11 +241,13 @@ struct OutputBinding {
     host: PinnedHostSlice<u8>,
 }
 
-/// Per-camera TensorRT state. Field order is drop order: the context goes before its arena lease
-/// and buffers.
+/// Per-camera TensorRT state. Field order is drop order: the context goes before its arena lease,
+/// profile and buffers.
 pub struct TrtSession {
     context: ExecutionContext,
     lease: ArenaLease,
+    /// The optimisation profile this context uses (dynamic inputs only).
+    _profile: Option<ProfileLease>,
     stream: Arc<CudaStream>,
     input: CudaSlice<u8>,
     outputs: Vec<OutputBinding>,
@@ -214,9 +269,15 @@ impl TrtSession {
         let stream = ctx.new_stream().map_err(cuda("creating a stream"))?;
         let mut context = backend.engine.create_context()?;
         let lease = ArenaLease::acquire(backend.ordinal, &stream, backend.engine.device_memory_bytes(), &mut context)?;
-        if backend.input.is_dynamic() {
+        let profile = if backend.input.is_dynamic() {
+            let profile = backend.profiles.acquire()?;
+            // SAFETY: `stream` is this session's stream on the bound context, the one it enqueues on.
+            unsafe { context.set_optimization_profile(profile.index(), stream.cu_stream())? };
             context.set_input_shape(&backend.input.name, &backend.input_shape)?;
-        }
+            Some(profile)
+        } else {
+            None
+        };
         let input = stream.alloc_zeros::<u8>(backend.spec.bytes()).map_err(cuda("allocating the input tensor"))?;
         let (input_ptr, record) = input.device_ptr(&stream);
         // SAFETY: `input` holds exactly the input tensor's bytes (shape and dtype checked by
@@ -269,6 +330,7 @@ impl TrtSession {
             finished: timing_event()?,
             context,
             lease,
+            _profile: profile,
             stream,
             input,
             outputs,
@@ -394,6 +456,19 @@ mod tests {
         dla[0].format = TensorFormat(9);
         assert!(check_linear_formats(&dla).expect_err("DLA_LINEAR input").to_string().contains("input \"image\""));
         assert_eq!(TensorFormat(99).name(), "format 99");
+    }
+
+    #[test]
+    fn each_concurrent_context_gets_its_own_profile() {
+        let pool = ProfilePool::new(2);
+        let first = pool.acquire().expect("profile 0");
+        let second = pool.acquire().expect("profile 1");
+        assert_eq!((first.index(), second.index()), (0, 1));
+        let message = pool.acquire().expect_err("both in use").to_string();
+        assert!(message.contains("all 2 optimisation profile(s)"), "{message}");
+        drop(first);
+        assert_eq!(pool.acquire().expect("profile 0 is free again").index(), 0);
+        assert_eq!(ProfilePool::new(0).acquire().expect("at least one").index(), 0);
     }
 
     #[test]

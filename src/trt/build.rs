@@ -21,7 +21,7 @@ use super::TrtError;
 use crate::config::{Config, Precision};
 use crate::engine_cache::{
     board_identity, load_prebuilt_engine, precision_name, read_device_tree_model, sha256_hex, BuildOptions,
-    DeviceIdentity, EngineCache, EngineIdentity, EngineLookup, MissReason, ModelInput, ShapeProfile,
+    DeviceIdentity, EngineCache, EngineIdentity, EngineLookup, InputProfiles, MissReason, ModelInput, ShapeProfile,
 };
 use crate::preprocess::PreprocessSpec;
 
@@ -96,18 +96,29 @@ pub fn builder_fingerprint() -> String {
     format!("shim {}, TensorRT headers {}", &shim[..12], header_version())
 }
 
+/// Execution contexts of one engine that can run at the same time: today one per camera (each
+/// camera has its own context on its own thread); the one-shot commands use one.
+pub fn concurrent_contexts(config: &Config) -> u32 {
+    u32::try_from(config.cameras.len()).unwrap_or(u32::MAX).max(1)
+}
+
 /// The builder options the config asks for. The input profile pins the configured input shape
-/// (batch 1); it only matters for models with dynamic input dimensions.
+/// (batch 1), once per context that can run at the same time ([`concurrent_contexts`]); it only
+/// matters for models with dynamic input dimensions.
 pub fn build_options(config: &Config) -> BuildOptions {
     let spec = PreprocessSpec::from(&config.model.input);
     let shape: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
+    let input = config.model.input.name.clone().unwrap_or_default();
     BuildOptions {
         builder: builder_fingerprint(),
         precision: config.engine.precision,
         workspace_bytes: u64::from(config.engine.workspace_mib) << 20,
         dla_core: config.engine.dla_core,
         optimization_level: config.engine.optimization_level,
-        input_profile: Some(ShapeProfile::fixed(config.model.input.name.clone().unwrap_or_default(), &shape)),
+        input_profiles: Some(InputProfiles {
+            shape: ShapeProfile::fixed(input, &shape),
+            count: concurrent_contexts(config),
+        }),
     }
 }
 
@@ -199,9 +210,9 @@ impl BuildPlan {
             workspace_bytes: self.options.workspace_bytes,
             dla_core: self.options.dla_core,
             optimization_level: self.options.optimization_level,
-            profile: self.options.input_profile.as_ref(),
+            profiles: self.options.input_profiles.as_ref(),
         };
-        let BuildOutput { engine, timing_cache: timing, timing_cache_rejected } =
+        let BuildOutput { engine, timing_cache: timing, timing_cache_rejected, profiles: _ } =
             run_with_progress(runtime, &request, progress)?;
         if let Some(why) = timing_cache_rejected {
             log::warn!(
@@ -211,8 +222,8 @@ impl BuildPlan {
         }
         progress(Progress::Stage("saving engine and timing cache".into()));
         let engine_path = self.cache.store(&self.identity, engine.as_slice())?;
-        let timing_path =
-            timing.and_then(|timing| self.cache.store_timing_cache_after_engine(&version, &self.device, timing.as_slice()));
+        let timing_path = timing
+            .and_then(|timing| self.cache.store_timing_cache_after_engine(&version, &self.device, timing.as_slice()));
         Ok((engine.as_slice().to_vec(), engine_path, timing_path))
     }
 }
@@ -285,9 +296,7 @@ pub fn load_or_build(
             // The model is not parsed on a hit; its memory goes back before the engine is loaded.
             let model = std::mem::take(&mut plan.model.bytes);
             match runtime.deserialize(&bytes, dla_core) {
-                Ok(engine) => {
-                    return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Cached(path) })
-                }
+                Ok(engine) => return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Cached(path) }),
                 Err(error) => {
                     plan.model.bytes = model;
                     MissReason::Deserialize(error.to_string())
@@ -381,7 +390,12 @@ mod tests {
         assert_eq!(options.precision, Precision::Fp16);
         assert_eq!(options.workspace_bytes, 512 << 20);
         assert_eq!(options.dla_core, Some(1));
-        assert_eq!(options.input_profile, Some(ShapeProfile::fixed("", &[1, 300, 300, 3])));
+        assert_eq!(
+            options.input_profiles,
+            Some(InputProfiles { shape: ShapeProfile::fixed("", &[1, 300, 300, 3]), count: 1 })
+        );
+        let two_cameras = config("[[camera]]\nname = \"back\"\nsource = { kind = \"synthetic\" }");
+        assert_eq!(build_options(&two_cameras).input_profiles.map(|p| p.count), Some(2), "one profile per camera");
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub struct JdBuildOptions {
     pub dla_core: i32,
     pub optimization_level: i32,
     pub profile_nb_dims: i32,
+    pub profile_count: i32,
+    pub reserved: i32,
     pub workspace_bytes: u64,
     pub profile_input: *const c_char,
     pub profile_min: [i64; JD_MAX_DIMS],
@@ -50,7 +52,7 @@ pub struct JdBuildResult {
     pub engine: JdBlob,
     pub timing_cache: JdBlob,
     pub timing_cache_rejected: i32,
-    pub reserved: i32,
+    pub profiles: i32,
     pub timing_cache_error: [c_char; 512],
 }
 
@@ -59,7 +61,7 @@ impl JdBuildResult {
         engine: JdBlob::EMPTY,
         timing_cache: JdBlob::EMPTY,
         timing_cache_rejected: 0,
-        reserved: 0,
+        profiles: 0,
         timing_cache_error: [0; 512],
     };
 }
@@ -130,10 +132,18 @@ extern "C" {
     pub fn jd_engine_free(engine: *mut JdEngine);
     pub fn jd_engine_nb_io(engine: *const JdEngine) -> i32;
     pub fn jd_engine_io(engine: *const JdEngine, index: i32, out: *mut JdTensorInfo) -> i32;
+    pub fn jd_engine_nb_profiles(engine: *const JdEngine) -> i32;
     pub fn jd_engine_device_memory(engine: *const JdEngine) -> i64;
     pub fn jd_context_create(engine: *mut JdEngine, out: *mut *mut JdContext, err: *mut c_char, err_len: usize) -> i32;
     pub fn jd_context_free(context: *mut JdContext);
     pub fn jd_context_set_device_memory(context: *mut JdContext, memory: *mut c_void, size: i64);
+    pub fn jd_context_set_profile(
+        context: *mut JdContext,
+        index: i32,
+        stream: *mut c_void,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> i32;
     pub fn jd_context_set_input_shape(
         context: *mut JdContext,
         name: *const c_char,

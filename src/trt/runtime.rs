@@ -186,13 +186,16 @@ impl TrtRuntime {
             dla_core: options.dla_core.map_or(-1, |c| c as i32),
             optimization_level: i32::from(options.optimization_level),
             profile_nb_dims: 0,
+            profile_count: 0,
+            reserved: 0,
             workspace_bytes: options.workspace_bytes,
             profile_input: std::ptr::null(),
             profile_min: [0; ffi::JD_MAX_DIMS],
             profile_opt: [0; ffi::JD_MAX_DIMS],
             profile_max: [0; ffi::JD_MAX_DIMS],
         };
-        if let Some(profile) = options.profile {
+        if let Some(profiles) = options.profiles {
+            let profile = &profiles.shape;
             let dims = profile.min.len();
             if dims > ffi::JD_MAX_DIMS || profile.opt.len() != dims || profile.max.len() != dims {
                 return Err(TrtError::Config(format!("input shape profile {profile:?} is malformed")));
@@ -203,6 +206,10 @@ impl TrtRuntime {
             raw_options.profile_min[..dims].copy_from_slice(&profile.min);
             raw_options.profile_opt[..dims].copy_from_slice(&profile.opt);
             raw_options.profile_max[..dims].copy_from_slice(&profile.max);
+            raw_options.profile_count = i32::try_from(profiles.count)
+                .ok()
+                .filter(|count| *count >= 1)
+                .ok_or_else(|| TrtError::Config(format!("{} optimisation profiles", profiles.count)))?;
         }
         let onnx_path = c_string(&options.onnx_path.to_string_lossy())?;
         let mut result = ffi::JdBuildResult::EMPTY;
@@ -237,7 +244,7 @@ impl TrtRuntime {
                 result.timing_cache_error.iter().map(|c| c.to_ne_bytes()[0]).take_while(|b| *b != 0).collect();
             String::from_utf8_lossy(&message).into_owned()
         });
-        Ok(BuildOutput { engine, timing_cache, timing_cache_rejected })
+        Ok(BuildOutput { engine, timing_cache, timing_cache_rejected, profiles: result.profiles.max(0) as u32 })
     }
 
     /// Deserialises an engine; `dla_core` must match the one it was built for (a DLA engine gets
@@ -270,6 +277,8 @@ pub struct BuildOutput {
     /// Why TensorRT refused the timing cache it was given, when it did (the build then started
     /// from an empty one, and `timing_cache` is what should replace the refused file).
     pub timing_cache_rejected: Option<String>,
+    /// Optimisation profiles the build added: the requested count for a dynamic input, else 0.
+    pub profiles: u32,
 }
 
 /// What to build.
@@ -284,7 +293,7 @@ pub struct BuildRequest<'a> {
     pub workspace_bytes: u64,
     pub dla_core: Option<u32>,
     pub optimization_level: u8,
-    pub profile: Option<&'a crate::engine_cache::ShapeProfile>,
+    pub profiles: Option<&'a crate::engine_cache::InputProfiles>,
 }
 
 /// A builder progress callback from TensorRT's IProgressMonitor.
@@ -489,6 +498,7 @@ pub struct Engine {
     raw: EngineHandle,
     io: Vec<TensorInfo>,
     device_memory_bytes: u64,
+    profiles: u32,
     _runtime: Arc<TrtRuntime>,
 }
 
@@ -528,7 +538,9 @@ impl Engine {
         }
         // SAFETY: live engine handle.
         let device_memory_bytes = unsafe { ffi::jd_engine_device_memory(raw.as_ptr()) }.max(0) as u64;
-        Ok(Engine { raw, io, device_memory_bytes, _runtime: runtime })
+        // SAFETY: live engine handle.
+        let profiles = unsafe { ffi::jd_engine_nb_profiles(raw.as_ptr()) }.max(1) as u32;
+        Ok(Engine { raw, io, device_memory_bytes, profiles, _runtime: runtime })
     }
 
     pub fn io_tensors(&self) -> &[TensorInfo] {
@@ -538,6 +550,11 @@ impl Engine {
     /// Scratch device memory one execution context needs.
     pub fn device_memory_bytes(&self) -> u64 {
         self.device_memory_bytes
+    }
+
+    /// Optimisation profiles (at least 1): how many contexts with a dynamic input can run at once.
+    pub fn profiles(&self) -> u32 {
+        self.profiles
     }
 
     /// A context that owns no device memory: set it with [`ExecutionContext::set_device_memory`].
@@ -583,6 +600,31 @@ impl ExecutionContext {
         // SAFETY: guaranteed by the caller; the context handle is live.
         unsafe { ffi::jd_context_set_device_memory(self.raw.as_ptr(), memory as *mut c_void, bytes as i64) };
         Ok(())
+    }
+
+    /// Selects optimisation profile `index` for this context, ordered on `stream`. Call before
+    /// [`set_input_shape`](Self::set_input_shape); contexts that run at the same time need
+    /// different profiles when the input is dynamic.
+    ///
+    /// # Safety
+    /// `stream` must belong to the context's device and be the stream the context enqueues on (or
+    /// be synchronised with it before the next enqueue).
+    pub unsafe fn set_optimization_profile(
+        &mut self,
+        index: u32,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<(), TrtError> {
+        if index >= self.engine.profiles {
+            return Err(TrtError::Trt(format!(
+                "optimisation profile {index} does not exist (the engine has {})",
+                self.engine.profiles
+            )));
+        }
+        // SAFETY: guaranteed by the caller; live handle; `index` is in range (checked above).
+        checked(|err, len| unsafe {
+            ffi::jd_context_set_profile(self.raw.as_ptr(), index as i32, stream.cast(), err, len)
+        })
+        .map_err(TrtError::Trt)
     }
 
     /// Fixes the shape of a dynamic input.

@@ -57,6 +57,10 @@ typedef struct jd_build_options
     int32_t dla_core; // < 0: GPU only
     int32_t optimization_level;
     int32_t profile_nb_dims; // 0: no shape profile
+    // Identical profiles to add when the input is dynamic: one per execution context that may run
+    // at the same time (each selects its own with jd_context_set_profile).
+    int32_t profile_count;
+    int32_t reserved;
     uint64_t workspace_bytes;
     char const* profile_input; // NULL or "": the first network input
     int64_t profile_min[JD_MAX_DIMS];
@@ -79,7 +83,8 @@ typedef struct jd_build_result
     // Non-zero when TensorRT refused the saved timing cache (another device or TensorRT version, or
     // damaged) and the build started from an empty one; `timing_cache_error` says why.
     int32_t timing_cache_rejected;
-    int32_t reserved;
+    // Optimisation profiles added: profile_count when the input is dynamic, else 0.
+    int32_t profiles;
     char timing_cache_error[512];
 } jd_build_result;
 
@@ -658,8 +663,9 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
             {
                 dynamic = dynamic || declared.d[d] < 0;
             }
-            if (dynamic)
+            for (int32_t index = 0; dynamic && index < options->profile_count; ++index)
             {
+                // Owned by the builder.
                 nvinfer1::IOptimizationProfile* profile = builder->createOptimizationProfile();
                 bool const ok = profile != nullptr
                     && profile->setDimensions(input->getName(), nvinfer1::OptProfileSelector::kMIN,
@@ -674,6 +680,7 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
                     logger.fail(err, err_len, mark, "the input shape profile was rejected");
                     return 1;
                 }
+                result->profiles = index + 1;
             }
         }
 
@@ -821,6 +828,12 @@ int32_t jd_engine_io(jd_engine const* engine, int32_t index, jd_tensor_info* out
     return 0;
 }
 
+// Optimisation profiles in the engine (1 when it was built without any: the implicit one).
+int32_t jd_engine_nb_profiles(jd_engine const* engine)
+{
+    return engine->engine->getNbOptimizationProfiles();
+}
+
 // Device memory an execution context of this engine needs (upper bound over its profiles).
 int64_t jd_engine_device_memory(jd_engine const* engine)
 {
@@ -878,6 +891,22 @@ void jd_context_set_device_memory(jd_context* context, void* memory, int64_t siz
     (void) size;
     context->context->setDeviceMemory(memory);
 #endif
+}
+
+// Selects the context's optimisation profile, asynchronously on `stream` (the stream the context
+// enqueues on, so the switch is ordered before its first inference). Contexts that run at the same
+// time must use different profiles when the input is dynamic. Call before setting input shapes.
+int32_t jd_context_set_profile(jd_context* context, int32_t index, void* stream, char* err, size_t err_len)
+{
+    size_t const mark = context->trt->logger.mark();
+    if (!context->context->setOptimizationProfileAsync(index, static_cast<cudaStream_t>(stream)))
+    {
+        char what[96];
+        write_error(what, sizeof(what), "setOptimizationProfileAsync(%d) failed", index);
+        context->trt->logger.fail(err, err_len, mark, what);
+        return 1;
+    }
+    return 0;
 }
 
 int32_t jd_context_set_input_shape(
