@@ -20,8 +20,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -597,7 +598,73 @@ impl EngineCache {
     }
 }
 
+/// The lock file in the cache directory that serialises engine builds.
+const BUILD_LOCK_FILE: &str = "build.lock";
+
+/// How often a waiting process retries the build lock (and reports that it waits).
+const BUILD_LOCK_POLL: Duration = Duration::from_millis(500);
+
+/// Longest holder description read from the lock file.
+const MAX_HOLDER_BYTES: u64 = 1024;
+
+/// Exclusive right to build engines in one cache directory, across processes (an advisory
+/// `flock` on `build.lock`). The kernel drops it when the holder exits, however it exits, so a
+/// crashed build never blocks the next one. Released on drop.
+#[derive(Debug)]
+pub struct BuildLock {
+    _file: File,
+}
+
+/// Takes an exclusive `flock` on `file` without waiting; `Ok(false)` when another open file
+/// description holds it.
+fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock takes a file descriptor that `file` keeps open for the duration of the call;
+    // it touches no memory of ours.
+    let status = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if status == 0 {
+        return Ok(true);
+    }
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(false),
+        Some(libc::EINTR) => try_lock_exclusive(file),
+        _ => Err(error),
+    }
+}
+
 impl EngineCache {
+    /// Takes the cache directory's build lock: two processes (the daemon and `build-engine`, say)
+    /// must not build at once — on a Jetson two builds double the RAM, and both would write the
+    /// same files. While another process holds it, `waiting` is called every
+    /// [`BUILD_LOCK_POLL`] with what the holder wrote about itself and how long this one has
+    /// waited (log it; keep systemd's start timeout extended). `holder` describes this process to
+    /// the next waiter. The caller looks the engine up again after acquiring: the other process
+    /// has probably just saved it.
+    pub fn lock_builds(&self, holder: &str, mut waiting: impl FnMut(&str, Duration)) -> Result<BuildLock, CacheError> {
+        let path = self.dir.join(BUILD_LOCK_FILE);
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_error(&path))?;
+        let started = Instant::now();
+        while !try_lock_exclusive(&file).map_err(io_error(&path))? {
+            let mut text = String::new();
+            // Who holds it is for the log only: an unreadable description is not an error.
+            let _ = (&file).take(MAX_HOLDER_BYTES).read_to_string(&mut text);
+            let _ = file.rewind();
+            let text = text.trim();
+            waiting(if text.is_empty() { "another process" } else { text }, started.elapsed());
+            std::thread::sleep(BUILD_LOCK_POLL);
+        }
+        // Best effort: the description only helps the next waiter's log line.
+        let _ = file.set_len(0).and_then(|()| file.write_all(holder.as_bytes())).and_then(|()| file.rewind());
+        Ok(BuildLock { _file: file })
+    }
+
     /// [`store_timing_cache`](Self::store_timing_cache) after an engine was saved: a failure here
     /// (disk full, read-only file) is a warning, not a failed start, because the engine is what
     /// the daemon needs; the next rebuild merely starts without the cache. Returns its path when
@@ -1211,6 +1278,41 @@ mod tests {
             cache.store_timing_cache_after_engine("10.3.0", &device(), b"timing"),
             Some(cache.timing_cache_path())
         );
+    }
+
+    #[test]
+    fn a_second_builder_waits_for_the_first_and_learns_who_it_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        let first = cache.lock_builds("pid 1 (jetson-detectd run), building ssd.abc.engine", |_, _| {
+            panic!("nobody holds the lock yet")
+        });
+        let first = first.expect("lock");
+        // flock locks belong to open file descriptions, so a second open in this process contends
+        // exactly like another process would.
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let waiter = {
+            let cache = cache.clone();
+            std::thread::spawn(move || {
+                let mut told = Vec::new();
+                let lock = cache.lock_builds("pid 2 (jetson-detectd build-engine)", |holder, _| {
+                    if told.is_empty() {
+                        // Only once it has waited does the first builder finish.
+                        let _ = sender.send(());
+                    }
+                    told.push(holder.to_owned());
+                });
+                (lock.map(|_| ()), told)
+            })
+        };
+        receiver.recv().expect("the second builder waits");
+        drop(first);
+        let (lock, told) = waiter.join().expect("waiter");
+        lock.expect("acquired after the first released it");
+        assert_eq!(told[0], "pid 1 (jetson-detectd run), building ssd.abc.engine");
+
+        // Released on drop, whoever held it last: a third builder gets it at once.
+        cache.lock_builds("pid 3", |_, _| panic!("must not wait")).expect("free again");
     }
 
     #[test]

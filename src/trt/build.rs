@@ -20,7 +20,7 @@ use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engi
 use super::TrtError;
 use crate::config::{Config, Precision};
 use crate::engine_cache::{
-    board_identity, load_prebuilt_engine, precision_name, read_device_tree_model, sha256_hex, BuildOptions,
+    board_identity, load_prebuilt_engine, precision_name, read_device_tree_model, sha256_hex, BuildLock, BuildOptions,
     DeviceIdentity, EngineCache, EngineIdentity, EngineLookup, InputProfiles, MissReason, ModelInput, ShapeProfile,
 };
 use crate::preprocess::PreprocessSpec;
@@ -158,13 +158,44 @@ fn ffi_precision(precision: Precision) -> i32 {
     }
 }
 
+/// Which timing cache a build starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimingCacheUse {
+    /// The one saved in the cache directory, when it is for this device and TensorRT.
+    Saved,
+    /// None: a cold build (`selftest` times one).
+    Empty,
+}
+
+/// A cached engine found for a plan.
+struct Found {
+    path: PathBuf,
+    bytes: Vec<u8>,
+}
+
+/// A finished and saved build.
+#[derive(Debug)]
+pub struct Built {
+    pub engine: Vec<u8>,
+    pub engine_path: PathBuf,
+    pub key: String,
+    /// Absent when TensorRT returned none or it could not be saved (a warning).
+    pub timing_cache_path: Option<PathBuf>,
+    pub seconds: f64,
+}
+
 /// Everything needed to look up or build the engine of an ONNX model.
 struct BuildPlan {
     /// Read once: the key hashes exactly the bytes a build parses.
     model: ModelInput,
     options: BuildOptions,
+    /// The engine's identity when the model's input is dynamic (its profiles matter).
     identity: EngineIdentity,
+    /// The identity when the input turns out static: no profiles are added then, so the engine is
+    /// the same whatever the profile count, and adding a camera must not rebuild it.
+    static_identity: EngineIdentity,
     device: DeviceIdentity,
+    tensorrt: TrtVersion,
     cache: EngineCache,
 }
 
@@ -179,28 +210,85 @@ impl BuildPlan {
             log::warn!("{warning}");
         }
         let model = ModelInput::read(onnx_path)?;
-        let identity = EngineIdentity::new(&model.digest, &tensorrt.to_string(), &device, &options);
+        let version = tensorrt.to_string();
+        let identity = EngineIdentity::new(&model.digest, &version, &device, &options);
+        let static_options = BuildOptions { input_profiles: None, ..options.clone() };
+        let static_identity = EngineIdentity::new(&model.digest, &version, &device, &static_options);
         let cache = EngineCache::open(&config.engine.cache_dir, onnx_path)?;
-        Ok(BuildPlan { model, options, identity, device, cache })
+        Ok(BuildPlan { model, options, identity, static_identity, device, tensorrt, cache })
     }
 
-    /// Builds, then saves engine and timing cache. Returns the engine bytes and paths.
+    /// The path the engine has (or will have) in the cache: the static-input one when that exists.
+    fn engine_path(&self) -> PathBuf {
+        let static_path = self.cache.engine_path(&self.static_identity.key());
+        if static_path.exists() {
+            static_path
+        } else {
+            self.cache.engine_path(&self.identity.key())
+        }
+    }
+
+    /// The cached engine: the dynamic-input key first, then the static-input one; else why not.
+    fn lookup(&self) -> Result<Found, MissReason> {
+        let dynamic_reason = match self.cache.lookup(&self.identity) {
+            EngineLookup::Hit { path, bytes } => return Ok(Found { path, bytes }),
+            EngineLookup::Miss(reason) => reason,
+        };
+        match self.cache.lookup(&self.static_identity) {
+            EngineLookup::Hit { path, bytes } => Ok(Found { path, bytes }),
+            // No static engine either: the dynamic key's reason lists what changed.
+            EngineLookup::Miss(MissReason::Missing { .. }) => Err(dynamic_reason),
+            EngineLookup::Miss(static_reason) => Err(static_reason),
+        }
+    }
+
+    /// How this process describes itself in the cache directory's build lock.
+    fn lock_holder(&self) -> String {
+        let command: Vec<String> = std::env::args().take(2).collect();
+        format!(
+            "pid {} ({}), building {}",
+            std::process::id(),
+            command.join(" "),
+            self.cache.engine_path(&self.identity.key()).display()
+        )
+    }
+
+    /// Takes the build lock, relaying the wait as [`Progress::Waiting`]. Returns whether it had to
+    /// wait (then another process probably just saved the engine: look again).
+    fn lock(&self, progress: &mut dyn FnMut(Progress)) -> Result<(BuildLock, bool), TrtError> {
+        let mut waited = false;
+        let lock = self.cache.lock_builds(&self.lock_holder(), |holder, elapsed| {
+            waited = true;
+            progress(Progress::Waiting { holder: holder.to_owned(), elapsed });
+        })?;
+        Ok((lock, waited))
+    }
+
+    /// Builds (the caller holds the build lock), then saves engine and timing cache.
     fn build(
         &self,
         runtime: &TrtRuntime,
+        timing: TimingCacheUse,
         progress: &mut dyn FnMut(Progress),
-    ) -> Result<(Vec<u8>, PathBuf, Option<PathBuf>), TrtError> {
-        let version = runtime.version().to_string();
-        let timing_cache = match self.cache.load_timing_cache(&version, &self.device) {
-            Ok(bytes) => {
-                progress(Progress::Stage(format!("using timing cache {}", self.cache.timing_cache_path().display())));
-                bytes
-            }
-            Err(MissReason::Missing { .. }) => Vec::new(),
-            Err(reason) => {
-                log::warn!("timing cache {} not used: {reason}", self.cache.timing_cache_path().display());
-                Vec::new()
-            }
+    ) -> Result<Built, TrtError> {
+        let started = Instant::now();
+        let version = self.tensorrt.to_string();
+        let timing_cache = match timing {
+            TimingCacheUse::Empty => Vec::new(),
+            TimingCacheUse::Saved => match self.cache.load_timing_cache(&version, &self.device) {
+                Ok(bytes) => {
+                    progress(Progress::Stage(format!(
+                        "using timing cache {}",
+                        self.cache.timing_cache_path().display()
+                    )));
+                    bytes
+                }
+                Err(MissReason::Missing { .. }) => Vec::new(),
+                Err(reason) => {
+                    log::warn!("timing cache {} not used: {reason}", self.cache.timing_cache_path().display());
+                    Vec::new()
+                }
+            },
         };
         let request = BuildRequest {
             onnx: &self.model.bytes,
@@ -212,7 +300,7 @@ impl BuildPlan {
             optimization_level: self.options.optimization_level,
             profiles: self.options.input_profiles.as_ref(),
         };
-        let BuildOutput { engine, timing_cache: timing, timing_cache_rejected, profiles: _ } =
+        let BuildOutput { engine, timing_cache: timing, timing_cache_rejected, profiles } =
             run_with_progress(runtime, &request, progress)?;
         if let Some(why) = timing_cache_rejected {
             log::warn!(
@@ -221,11 +309,64 @@ impl BuildPlan {
             );
         }
         progress(Progress::Stage("saving engine and timing cache".into()));
-        let engine_path = self.cache.store(&self.identity, engine.as_slice())?;
-        let timing_path = timing
+        let identity = if profiles == 0 { &self.static_identity } else { &self.identity };
+        let engine_path = self.cache.store(identity, engine.as_slice())?;
+        let timing_cache_path = timing
             .and_then(|timing| self.cache.store_timing_cache_after_engine(&version, &self.device, timing.as_slice()));
-        Ok((engine.as_slice().to_vec(), engine_path, timing_path))
+        Ok(Built {
+            engine: engine.as_slice().to_vec(),
+            engine_path,
+            key: identity.key(),
+            timing_cache_path,
+            seconds: started.elapsed().as_secs_f64(),
+        })
     }
+}
+
+/// How [`acquire`] got the engine.
+enum Acquired {
+    Cached { path: PathBuf, engine: Engine },
+    Built { built: Built, reason: MissReason },
+}
+
+/// The plan's engine: the cached one if TensorRT deserialises it, else a build under the cache
+/// directory's build lock. A process that has to wait for another one's build looks again once it
+/// has the lock: the other process has usually just saved the very engine it needs.
+fn acquire(
+    plan: &mut BuildPlan,
+    runtime: &Arc<TrtRuntime>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Acquired, TrtError> {
+    let dla_core = plan.options.dla_core;
+    let try_cached = |plan: &mut BuildPlan| -> Result<Acquired, MissReason> {
+        let Found { path, bytes } = plan.lookup()?;
+        // The model is not parsed on a hit; its memory goes back before the engine is loaded.
+        let model = std::mem::take(&mut plan.model.bytes);
+        match runtime.deserialize(&bytes, dla_core) {
+            Ok(engine) => Ok(Acquired::Cached { path, engine }),
+            Err(error) => {
+                plan.model.bytes = model;
+                Err(MissReason::Deserialize(error.to_string()))
+            }
+        }
+    };
+    let mut reason = match try_cached(plan) {
+        Ok(cached) => return Ok(cached),
+        Err(reason) => reason,
+    };
+    let (_lock, waited) = plan.lock(progress)?;
+    if waited {
+        reason = match try_cached(plan) {
+            Ok(cached) => {
+                progress(Progress::Stage("another process built the engine meanwhile; using it".into()));
+                return Ok(cached);
+            }
+            Err(reason) => reason,
+        };
+    }
+    log::warn!("building TensorRT engine {}: {reason} (this can take minutes)", plan.engine_path().display());
+    let built = plan.build(runtime, TimingCacheUse::Saved, progress)?;
+    Ok(Acquired::Built { built, reason })
 }
 
 /// Runs the build on a scoped helper thread; this thread relays monitor events and emits a
@@ -291,25 +432,16 @@ pub fn load_or_build(
         return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Prebuilt(path.clone()) });
     }
     let mut plan = BuildPlan::new(config, runtime.version(), device)?;
-    let reason = match plan.cache.lookup(&plan.identity) {
-        EngineLookup::Hit { path, bytes } => {
-            // The model is not parsed on a hit; its memory goes back before the engine is loaded.
-            let model = std::mem::take(&mut plan.model.bytes);
-            match runtime.deserialize(&bytes, dla_core) {
-                Ok(engine) => return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Cached(path) }),
-                Err(error) => {
-                    plan.model.bytes = model;
-                    MissReason::Deserialize(error.to_string())
-                }
-            }
+    match acquire(&mut plan, runtime, progress)? {
+        Acquired::Cached { path, engine } => {
+            Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Cached(path) })
         }
-        EngineLookup::Miss(reason) => reason,
-    };
-    let path = plan.cache.engine_path(&plan.identity.key());
-    log::warn!("building TensorRT engine {}: {reason} (this can take minutes)", path.display());
-    let (bytes, path, _) = plan.build(runtime, progress)?;
-    let engine = runtime.deserialize(&bytes, dla_core)?;
-    Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Built { path, reason: reason.to_string() } })
+        Acquired::Built { built, reason } => {
+            let engine = runtime.deserialize(&built.engine, dla_core)?;
+            let source = EngineSource::Built { path: built.engine_path, reason: reason.to_string() };
+            Ok(LoadedEngine { engine: Arc::new(engine), source })
+        }
+    }
 }
 
 /// `jetson-detectd build-engine`: makes sure a valid engine and timing cache for `config` exist in
@@ -318,48 +450,71 @@ pub fn load_or_build(
 pub fn build_engine(config: &Config, mut progress: impl FnMut(Progress)) -> Result<BuiltEngine, TrtError> {
     let runtime = TrtRuntime::open()?;
     let (_context, device) = device_identity(config.device.gpu)?;
-    let plan = BuildPlan::new(config, runtime.version(), device)?;
-    let key = plan.identity.key();
+    let mut plan = BuildPlan::new(config, runtime.version(), device)?;
     let version = runtime.version().to_string();
-    let timing_path = || Some(plan.cache.timing_cache_path()).filter(|p| p.exists());
-    let reason = match plan.cache.lookup(&plan.identity) {
-        EngineLookup::Hit { path, bytes } => match runtime.deserialize(&bytes, plan.options.dla_core) {
-            Ok(_) => {
-                progress(Progress::Stage(format!("{} is up to date", path.display())));
-                return Ok(BuiltEngine {
-                    engine_path: path,
-                    timing_cache_path: timing_path(),
-                    key,
-                    tensorrt_version: version,
-                    up_to_date: true,
-                    build_seconds: 0.0,
-                });
-            }
-            Err(error) => MissReason::Deserialize(error.to_string()),
-        },
-        EngineLookup::Miss(reason) => reason,
-    };
-    progress(Progress::Stage(format!("building {} ({reason})", plan.cache.engine_path(&key).display())));
-    let started = Instant::now();
-    let (_, engine_path, timing_cache_path) = plan.build(&runtime, &mut progress)?;
-    Ok(BuiltEngine {
-        engine_path,
-        timing_cache_path,
-        key,
-        tensorrt_version: version,
-        up_to_date: false,
-        build_seconds: started.elapsed().as_secs_f64(),
-    })
+    match acquire(&mut plan, &runtime, &mut progress)? {
+        Acquired::Cached { path, engine: _ } => {
+            progress(Progress::Stage(format!("{} is up to date", path.display())));
+            let key = if path == plan.cache.engine_path(&plan.static_identity.key()) {
+                plan.static_identity.key()
+            } else {
+                plan.identity.key()
+            };
+            Ok(BuiltEngine {
+                engine_path: path,
+                timing_cache_path: Some(plan.cache.timing_cache_path()).filter(|p| p.exists()),
+                key,
+                tensorrt_version: version,
+                up_to_date: true,
+                build_seconds: 0.0,
+            })
+        }
+        Acquired::Built { built, .. } => Ok(BuiltEngine {
+            engine_path: built.engine_path,
+            timing_cache_path: built.timing_cache_path,
+            key: built.key,
+            tensorrt_version: version,
+            up_to_date: false,
+            build_seconds: built.seconds,
+        }),
+    }
 }
 
-/// The engine file `config` would use (for `probe`), without loading anything but the model's
-/// hash.
+/// Cold and warm build times of one engine (`selftest`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct BuildTimes {
+    /// Seconds with an empty timing cache.
+    pub cold_seconds: f64,
+    /// Seconds with the timing cache the cold build left.
+    pub warm_seconds: f64,
+}
+
+/// Builds `config`'s engine twice under the build lock, first with an empty timing cache and then
+/// with the one that build saved, and saves both (the engine ends up cached). What `selftest`
+/// reports: the warm time is what a rebuild after a model or JetPack change costs.
+pub fn time_builds(
+    runtime: &TrtRuntime,
+    config: &Config,
+    device: DeviceIdentity,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<BuildTimes, TrtError> {
+    let plan = BuildPlan::new(config, runtime.version(), device)?;
+    let _lock = plan.lock(progress)?;
+    progress(Progress::Stage("cold build (empty timing cache)".into()));
+    let cold = plan.build(runtime, TimingCacheUse::Empty, progress)?;
+    progress(Progress::Stage("warm build (with the timing cache the cold build saved)".into()));
+    let warm = plan.build(runtime, TimingCacheUse::Saved, progress)?;
+    Ok(BuildTimes { cold_seconds: cold.seconds, warm_seconds: warm.seconds })
+}
+
+/// The engine file `config` would use (for `probe`, `selftest`), without loading anything but the
+/// model's hash.
 pub fn expected_engine_path(config: &Config, tensorrt: TrtVersion, device: &DeviceIdentity) -> Option<PathBuf> {
     if let Some(engine) = &config.model.engine {
         return Some(engine.clone());
     }
     let plan = BuildPlan::new(config, tensorrt, device.clone()).ok()?;
-    Some(plan.cache.engine_path(&plan.identity.key()))
+    Some(plan.engine_path())
 }
 
 #[cfg(test)]

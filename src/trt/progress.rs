@@ -1,7 +1,8 @@
 //! Engine-build progress: the events a build emits and how they are shown.
 //!
 //! Owns: [`Progress`] (IProgressMonitor phases on TensorRT 10+, plus a tick about once a second on
-//! every version, so that a build is never silent) and [`ProgressReporter`], which draws a bar on a
+//! every version, so that a build is never silent, and the wait for another process's build) and
+//! [`ProgressReporter`], which draws a bar on a
 //! TTY and writes a log line at most every [`LOG_INTERVAL`] otherwise (systemd/journald).
 //! Must not: talk to TensorRT or systemd (the caller forwards ticks as `EXTEND_TIMEOUT_USEC=`).
 
@@ -32,6 +33,12 @@ pub enum Progress {
     Tick {
         elapsed: Duration,
     },
+    /// Another process holds the cache directory's build lock (`holder` is what it wrote about
+    /// itself); sent about twice a second while this one waits for it.
+    Waiting {
+        holder: String,
+        elapsed: Duration,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -51,6 +58,8 @@ pub struct ProgressReporter {
     last_logged: Option<Duration>,
     ticks: usize,
     drawn: bool,
+    /// Who holds the build lock while this process waits for it.
+    waiting: Option<String>,
 }
 
 impl Default for ProgressReporter {
@@ -63,7 +72,15 @@ impl Default for ProgressReporter {
 impl ProgressReporter {
     /// `tty`: draw a bar on stderr; otherwise log lines.
     pub fn new(tty: bool) -> Self {
-        ProgressReporter { tty, phases: Vec::new(), elapsed: Duration::ZERO, last_logged: None, ticks: 0, drawn: false }
+        ProgressReporter {
+            tty,
+            phases: Vec::new(),
+            elapsed: Duration::ZERO,
+            last_logged: None,
+            ticks: 0,
+            drawn: false,
+            waiting: None,
+        }
     }
 
     /// Updates the state and shows it; returns the line shown (or logged), if any.
@@ -101,6 +118,15 @@ impl ProgressReporter {
                 self.elapsed = *elapsed;
                 self.ticks += 1;
             }
+            Progress::Waiting { holder, elapsed } => {
+                force_log = self.waiting.is_none();
+                self.waiting = Some(holder.clone());
+                self.elapsed = *elapsed;
+                self.ticks += 1;
+            }
+        }
+        if !matches!(event, Progress::Waiting { .. }) {
+            self.waiting = None;
         }
         let line = self.line();
         if self.tty {
@@ -136,6 +162,9 @@ impl ProgressReporter {
     /// the elapsed time when TensorRT reports no phases (8.x).
     pub fn line(&self) -> String {
         let elapsed = format_elapsed(self.elapsed);
+        if let Some(holder) = &self.waiting {
+            return format!("waiting for another engine build to finish ({holder}) · {elapsed}");
+        }
         let Some(top) = self.phases.first() else {
             const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
             return format!("{} building · {elapsed}", SPINNER[self.ticks % SPINNER.len()]);
@@ -204,6 +233,21 @@ mod tests {
         let mut reporter = ProgressReporter::new(false);
         reporter.report(&Progress::Tick { elapsed: Duration::from_secs(7) });
         assert!(reporter.line().ends_with("building · 7s"), "{}", reporter.line());
+    }
+
+    #[test]
+    fn waiting_for_another_build_names_it_and_logs_at_once() {
+        let mut reporter = ProgressReporter::new(false);
+        let waiting = |s| Progress::Waiting {
+            holder: "pid 7 (jetson-detectd build-engine)".into(),
+            elapsed: Duration::from_secs(s),
+        };
+        let line = reporter.report(&waiting(0)).expect("the first wait is logged");
+        assert_eq!(line, "waiting for another engine build to finish (pid 7 (jetson-detectd build-engine)) · 0s");
+        assert!(reporter.report(&waiting(1)).is_none(), "then throttled like ticks");
+        // The build this process then runs itself shows as a build again.
+        reporter.report(&Progress::Tick { elapsed: Duration::from_secs(2) });
+        assert!(reporter.line().contains("building"), "{}", reporter.line());
     }
 
     #[test]
