@@ -91,6 +91,8 @@ pub struct JdContext {
 }
 
 extern "C" {
+    #[cfg(test)]
+    pub fn jd_struct_sizes(out: *mut u64);
     pub fn jd_header_version(out: *mut i32);
     pub fn jd_library_name() -> *const c_char;
     pub fn jd_load_library(version: *mut i32, err: *mut c_char, err_len: usize) -> i32;
@@ -166,4 +168,24 @@ extern "C" {
         err_len: usize,
     ) -> i32;
     pub fn jd_context_enqueue(context: *mut JdContext, stream: *mut c_void, err: *mut c_char, err_len: usize) -> i32;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn struct_layouts_match_the_shim() {
+        let mut sizes = [0u64; 4];
+        // SAFETY: writes exactly four u64 into `sizes`.
+        unsafe { jd_struct_sizes(sizes.as_mut_ptr()) };
+        let rust = [
+            std::mem::size_of::<JdBuildOptions>(),
+            std::mem::size_of::<JdBlob>(),
+            std::mem::size_of::<JdBuildResult>(),
+            std::mem::size_of::<JdTensorInfo>(),
+        ]
+        .map(|size| size as u64);
+        assert_eq!(sizes, rust, "jd_build_options, jd_blob, jd_build_result, jd_tensor_info");
+    }
 }

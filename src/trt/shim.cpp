@@ -363,6 +363,16 @@ struct jd_context
 
 extern "C" {
 
+// sizeof of the structs shared with Rust (jd_build_options, jd_blob, jd_build_result,
+// jd_tensor_info), so that a test catches a layout that drifted from src/trt/ffi.rs.
+void jd_struct_sizes(uint64_t* out)
+{
+    out[0] = sizeof(jd_build_options);
+    out[1] = sizeof(jd_blob);
+    out[2] = sizeof(jd_build_result);
+    out[3] = sizeof(jd_tensor_info);
+}
+
 // Header version this shim was compiled against: major, minor, patch.
 void jd_header_version(int32_t* out)
 {
