@@ -13,6 +13,7 @@ use jetson_detectd::config::{Config, ConfigError};
 use jetson_detectd::daemon::{self, DaemonError};
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Labels;
+use jetson_detectd::selftest::{self, SelftestOptions, Status};
 use jetson_detectd::{bench, logging, oneshot, probe};
 
 /// EX_CONFIG from sysexits.h: the systemd unit's RestartPreventExitStatus, so a bad config does
@@ -72,6 +73,30 @@ enum Command {
     },
     /// Build the TensorRT engine for the config into the engine cache (or confirm it is current).
     BuildEngine(ConfigArg),
+    /// Prove this device: GPU, TensorRT, clocks, engine build times, detections against the CPU
+    /// backend, latency. Exit status 0 only when every check passed (skipped ones do not fail).
+    Selftest {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Print the report as JSON (for an issue report) instead of a summary.
+        #[arg(long)]
+        json: bool,
+        /// Inferences timed back to back.
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+        /// Inferences timed with a pause before each (shows the GPU's power-state latency).
+        #[arg(long, default_value_t = 50)]
+        paused_runs: usize,
+        /// The pause before each of the paused inferences, in milliseconds.
+        #[arg(long, default_value_t = 200)]
+        pause_ms: u64,
+        /// Image file or directory to run; default: the first `images` camera's, else the bundled samples.
+        #[arg(long)]
+        images: Option<PathBuf>,
+        /// Time a cold and a warm engine build even when the engine is cached (minutes on a Jetson).
+        #[arg(long)]
+        rebuild: bool,
+    },
 }
 
 fn load_config(arg: &ConfigArg) -> Result<Config, ConfigError> {
@@ -141,6 +166,16 @@ fn main() -> ExitCode {
             bench_command(&config, image.as_deref(), warmup, iterations, gpu)
         }
         Command::BuildEngine(arg) => build_engine(&arg),
+        Command::Selftest { config, json, runs, paused_runs, pause_ms, images, rebuild } => {
+            let options = SelftestOptions {
+                runs,
+                paused_runs,
+                pause: std::time::Duration::from_millis(pause_ms),
+                images,
+                rebuild,
+            };
+            selftest_command(&config, json, &options)
+        }
     };
     match outcome {
         Ok(()) | Err(Stop::ReaderGone) => ExitCode::SUCCESS,
@@ -323,6 +358,34 @@ fn first_configured_image(config: &Config) -> Option<PathBuf> {
         }
         _ => None,
     })
+}
+
+fn selftest_command(arg: &ConfigArg, json: bool, options: &SelftestOptions) -> Result<(), Stop> {
+    let config = load_config(arg).map_err(Failure::config)?;
+    init_cli_logging(&config);
+    #[cfg(feature = "tensorrt")]
+    let report = {
+        let mut display = jetson_detectd::trt::ProgressReporter::default();
+        let report = selftest::run(&config, options, &mut |event| {
+            display.report(&event);
+        });
+        display.finish();
+        report
+    };
+    #[cfg(not(feature = "tensorrt"))]
+    let report = selftest::run(&config, options, &mut |never| match never {});
+    let text = if json {
+        serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)? + "\n"
+    } else {
+        selftest::render_text(&report)
+    };
+    write_stdout(&mut std::io::stdout().lock(), text.as_bytes())?;
+    if report.passed {
+        Ok(())
+    } else {
+        let failed: Vec<&str> = report.checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.name).collect();
+        Err(Failure::other(anyhow::anyhow!("selftest failed: {}", failed.join(", "))).into())
+    }
 }
 
 #[cfg(feature = "tensorrt")]

@@ -46,7 +46,8 @@ impl ImagesSource {
     }
 }
 
-fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
+/// The image files at `path`: the file itself, or a directory's image files in name order.
+pub fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
     let open_error = |message: String| SourceError::Open { source_name: format!("images:{}", path.display()), message };
     let metadata = std::fs::metadata(path).map_err(|e| open_error(format!("cannot open: {e}")))?;
     if metadata.is_file() {

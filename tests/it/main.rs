@@ -9,6 +9,7 @@ mod detect;
 mod gpu;
 mod mqtt;
 mod notify;
+mod selftest;
 mod sources;
 mod telemetry;
 mod tracking;

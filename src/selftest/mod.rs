@@ -1,0 +1,926 @@
+//! `jetson-detectd selftest`: proves that a device runs the configured model, in one command.
+//!
+//! Owns: the sequence of checks (GPU, TensorRT and its plugins, cache directory, clocks, engine
+//! build or load with cold/warm build times, execution contexts and their shared scratch memory,
+//! the sample images through the configured backend and the CPU backend with their detections
+//! compared, latency back to back and after pauses) and the [`SelftestReport`] (JSON for an issue
+//! report, or [`render_text`] for a terminal). Every check says pass, warn, fail or skip with a
+//! reason; on a machine without a GPU or TensorRT the GPU checks are skipped, never failed, unless
+//! the config demands TensorRT (`backend = "tensorrt"` without a CPU fallback), because then the
+//! daemon itself would not start.
+//! Must not: publish over MQTT, open cameras, change clocks or power modes, or judge speed (latency
+//! is reported; only the jitter between back-to-back and paused runs gets a sentence).
+
+pub mod agreement;
+pub mod clocks;
+pub mod latency;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::backend::{Backend, BackendInfo, InferenceSession};
+use crate::config::{BackendChoice, Config, Fallback, ImageMode, SourceConfig};
+use crate::daemon::{self, BuildProgress};
+use crate::decode::{DecodeParams, Decoder};
+use crate::detection::{Detection, Labels};
+use crate::frame::FrameSlot;
+use crate::pipeline;
+use crate::source::images;
+
+use agreement::{compare, Agreement, Tolerance};
+use clocks::ClockReport;
+use latency::{jitter_verdict, summarise, LatencySummary};
+
+/// Frame slots for the sample images: room for a 4K RGBA picture.
+const MAX_IMAGE_BYTES: usize = 3840 * 2160 * 4;
+
+/// What to time, and where the images come from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelftestOptions {
+    /// Inferences timed back to back.
+    pub runs: usize,
+    /// Inferences timed with [`pause`](Self::pause) before each.
+    pub paused_runs: usize,
+    pub pause: Duration,
+    /// Image file or directory; default: the first `images` camera's, else the bundled samples.
+    pub images: Option<PathBuf>,
+    /// Time a cold and a warm engine build even when the engine is cached.
+    pub rebuild: bool,
+}
+
+impl Default for SelftestOptions {
+    fn default() -> Self {
+        SelftestOptions { runs: 200, paused_runs: 50, pause: Duration::from_millis(200), images: None, rebuild: false }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    /// Works, but something deserves attention (clocks not pinned, no plugin library).
+    Warn,
+    Fail,
+    /// Not applicable here, with the reason (no GPU, CPU backend configured).
+    Skip,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+            Status::Skip => "SKIP",
+        }
+    }
+}
+
+/// One line of the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+}
+
+/// The engine: how long it took to get and what it costs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EngineReport {
+    /// Engine file (cache or `model.engine`).
+    pub path: Option<String>,
+    /// It was in the cache before this selftest ran.
+    pub cached_before: bool,
+    /// Seconds to load (deserialise) it, build included when it was not cached.
+    pub load_seconds: Option<f64>,
+    pub cold_build_seconds: Option<f64>,
+    pub warm_build_seconds: Option<f64>,
+    /// warm / cold: what the timing cache saves on a rebuild.
+    pub warm_to_cold_ratio: Option<f64>,
+}
+
+/// Execution contexts created with user-managed device memory, one per camera.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ContextReport {
+    pub contexts: usize,
+    pub scratch_bytes_per_context: u64,
+    /// The one arena they share.
+    pub arena_bytes: u64,
+    /// What one scratch allocation per context would have taken beyond the shared arena.
+    pub saved_bytes: u64,
+}
+
+/// One sample image through the configured backend (and the CPU backend to compare with).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImageResult {
+    pub file: String,
+    pub detections: usize,
+    /// The CPU backend's count, when the configured backend is another one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_detections: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<Agreement>,
+    /// Whether the backends agree (absent when nothing was compared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agree: Option<bool>,
+    /// Labels and scores found: `person 0.91, dog 0.80`.
+    pub found: String,
+    /// What went wrong (unreadable image, inference error, disagreement details).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// Timed inferences (preprocessing, inference and output copy of one frame; wall clock).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LatencyReport {
+    pub backend: &'static str,
+    pub image: String,
+    pub back_to_back: Option<LatencySummary>,
+    pub paused: Option<LatencySummary>,
+    pub pause_ms: u64,
+    /// The sentence printed when paused inferences are much slower.
+    pub verdict: Option<String>,
+}
+
+/// Everything `selftest` found; `passed` is what the exit status says.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SelftestReport {
+    pub version: &'static str,
+    pub arch: &'static str,
+    pub config: String,
+    pub passed: bool,
+    pub checks: Vec<Check>,
+    /// The configured backend as loaded.
+    pub backend: Option<BackendInfo>,
+    /// `probe`'s GPU section.
+    pub gpu: Value,
+    /// `probe`'s TensorRT section (library, headers, plugins), when this binary has TensorRT.
+    pub tensorrt: Option<Value>,
+    pub clocks: ClockReport,
+    pub engine: Option<EngineReport>,
+    pub contexts: Option<ContextReport>,
+    pub images: Vec<ImageResult>,
+    pub latency: Option<LatencyReport>,
+}
+
+impl SelftestReport {
+    fn check(&mut self, name: &'static str, status: Status, detail: impl Into<String>) {
+        self.checks.push(Check { name, status, detail: detail.into() });
+    }
+}
+
+/// Runs every check. Never fails: each problem is a failed check in the report. `progress` sees
+/// engine-build events (a build takes minutes on a Jetson).
+pub fn run(config: &Config, options: &SelftestOptions, progress: &mut dyn FnMut(BuildProgress)) -> SelftestReport {
+    let mut report = SelftestReport {
+        version: env!("CARGO_PKG_VERSION"),
+        arch: std::env::consts::ARCH,
+        config: config.origin.to_string(),
+        passed: false,
+        checks: Vec::new(),
+        backend: None,
+        gpu: crate::probe::gpu_section(config.device.gpu as usize),
+        tensorrt: None,
+        clocks: ClockReport::read(&config.telemetry.sysfs_root),
+        engine: None,
+        contexts: None,
+        images: Vec::new(),
+        latency: None,
+    };
+    let gpu_available = report.gpu["available"] == Value::Bool(true);
+    let gpu_detail = describe_gpu(&report.gpu);
+    report.check("gpu", if gpu_available { Status::Pass } else { Status::Skip }, gpu_detail);
+
+    let tensorrt_usable = check_tensorrt(config, gpu_available, &mut report);
+    check_cache_dir(config, tensorrt_usable, &mut report);
+    check_clocks(&mut report);
+
+    let images = image_source(config, options);
+    let backend_config = sized_for_images(config, &images);
+    let backend = load_configured_backend(&backend_config, options, tensorrt_usable, progress, &mut report);
+    let uses_gpu = backend.as_ref().is_some_and(|b| b.info().kind != "cpu");
+    let mut sessions = match &backend {
+        Some(backend) => open_sessions(config, backend.as_ref(), uses_gpu, &mut report),
+        None => Vec::new(),
+    };
+    let timed_image =
+        run_images(&backend_config, &images, backend.as_deref(), sessions.first_mut(), uses_gpu, &mut report);
+    // Latency with one context: the others would only hold memory meanwhile.
+    sessions.truncate(1);
+    time_inferences(options, backend.as_deref(), sessions.first_mut(), timed_image.as_deref(), &mut report);
+    report.passed = report.checks.iter().all(|check| check.status != Status::Fail);
+    report
+}
+
+fn describe_gpu(gpu: &Value) -> String {
+    match gpu.get("device") {
+        Some(device) => format!(
+            "{} (compute {}), {}, {} SMs, {:.1} GiB, driver CUDA {}",
+            device["name"].as_str().unwrap_or("?"),
+            device["compute_capability"].as_str().unwrap_or("?"),
+            if device["integrated"] == Value::Bool(true) { "integrated" } else { "discrete" },
+            device["multiprocessors"],
+            device["total_memory_bytes"].as_f64().unwrap_or(0.0) / f64::from(1u32 << 30),
+            device["driver_version"].as_str().unwrap_or("?"),
+        ),
+        None => gpu["summary"].as_str().unwrap_or("no GPU").to_owned(),
+    }
+}
+
+/// Whether the config leaves the daemon no way around TensorRT.
+fn tensorrt_required(config: &Config) -> bool {
+    config.device.backend == BackendChoice::Tensorrt && config.device.fallback == Fallback::None
+}
+
+/// The `tensorrt` and `plugins` checks; returns whether the TensorRT backend can be used.
+#[cfg(feature = "tensorrt")]
+fn check_tensorrt(config: &Config, gpu_available: bool, report: &mut SelftestReport) -> bool {
+    if config.device.backend == BackendChoice::Cpu {
+        report.check("tensorrt", Status::Skip, "device.backend = \"cpu\"");
+        report.check("plugins", Status::Skip, "device.backend = \"cpu\"");
+        return false;
+    }
+    let unavailable = if tensorrt_required(config) { Status::Fail } else { Status::Skip };
+    let probe = crate::trt::probe();
+    report.tensorrt = serde_json::to_value(&probe).ok();
+    if probe.available {
+        let version = probe.library_version.as_deref().unwrap_or("?");
+        report.check(
+            "tensorrt",
+            Status::Pass,
+            format!("TensorRT {version} from {} (this binary: headers {})", probe.library, probe.compiled_against),
+        );
+    } else if probe.library_version.is_some() {
+        // Installed but older than the headers: a real problem even where the CPU could stand in.
+        let status = if unavailable == Status::Fail { Status::Fail } else { Status::Warn };
+        report.check("tensorrt", status, probe.summary.clone());
+    } else {
+        report.check("tensorrt", unavailable, probe.summary.clone());
+    }
+    match &probe.plugins {
+        Some(plugins) if plugins.loaded => report.check("plugins", Status::Pass, format!("{} loaded", plugins.library)),
+        Some(plugins) => {
+            // end2end exports carry EfficientNMS: without the plugin library they cannot run.
+            let status =
+                if config.model.decoder == crate::config::DecoderKind::End2end { Status::Fail } else { Status::Warn };
+            let why = plugins.detail.as_deref().unwrap_or("not loaded");
+            report.check(
+                "plugins",
+                status,
+                format!(
+                    "{}: {why}; models that use TensorRT plugins (end2end/EfficientNMS) cannot run",
+                    plugins.library
+                ),
+            );
+        }
+        None => report.check("plugins", Status::Skip, "TensorRT is not available"),
+    }
+    probe.available && gpu_available
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn check_tensorrt(config: &Config, _gpu_available: bool, report: &mut SelftestReport) -> bool {
+    let status = if tensorrt_required(config) { Status::Fail } else { Status::Skip };
+    let why = "this binary was built without the `tensorrt` feature";
+    report.check("tensorrt", status, why);
+    report.check("plugins", Status::Skip, why);
+    false
+}
+
+/// The cache directory must take files (engines, timing cache, the compiled kernel).
+fn check_cache_dir(config: &Config, tensorrt_usable: bool, report: &mut SelftestReport) {
+    let dir = &config.engine.cache_dir;
+    let probe = dir.join(format!(".selftest-{}", std::process::id()));
+    let outcome = std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create it: {e}"))
+        .and_then(|()| crate::engine_cache::atomic_write(&probe, b"selftest").map_err(|e| e.to_string()))
+        .and_then(|()| std::fs::remove_file(&probe).map_err(|e| format!("cannot remove {}: {e}", probe.display())));
+    match outcome {
+        Ok(()) => report.check("cache_dir", Status::Pass, format!("{} is writable", dir.display())),
+        Err(why) => {
+            // Only the GPU path writes there; the CPU backend runs without it.
+            let status = if tensorrt_usable { Status::Fail } else { Status::Warn };
+            report.check("cache_dir", status, format!("{}: {why}", dir.display()));
+        }
+    }
+}
+
+fn check_clocks(report: &mut SelftestReport) {
+    let clocks = &report.clocks;
+    let (status, detail) = if clocks.is_empty() {
+        (Status::Skip, "no Jetson GPU clock or nvpmodel files here".to_owned())
+    } else if let Some(warning) = &clocks.warning {
+        (Status::Warn, format!("{}; {warning}", clocks.summary()))
+    } else {
+        (Status::Pass, clocks.summary())
+    };
+    report.check("clocks", status, detail);
+}
+
+/// Builds or loads the engine (TensorRT) and loads the configured backend the way `run` does.
+fn load_configured_backend(
+    config: &Config,
+    options: &SelftestOptions,
+    tensorrt_usable: bool,
+    progress: &mut dyn FnMut(BuildProgress),
+    report: &mut SelftestReport,
+) -> Option<Arc<dyn Backend>> {
+    let mut engine = EngineReport::default();
+    if tensorrt_usable {
+        prepare_engine(config, options, &mut engine, progress, report);
+    }
+    // With `auto`, ask for TensorRT without a fallback first: `run` would fall back to the CPU
+    // quietly, but here the reason TensorRT did not load is the finding.
+    let mut fell_back = None;
+    let started = Instant::now();
+    let backend = if tensorrt_usable && config.device.backend == BackendChoice::Auto {
+        let mut strict = config.clone();
+        (strict.device.backend, strict.device.fallback) = (BackendChoice::Tensorrt, Fallback::None);
+        daemon::load_backend(&strict, &mut *progress).or_else(|error| {
+            fell_back = Some(error.to_string());
+            let mut cpu = config.clone();
+            cpu.device.backend = BackendChoice::Cpu;
+            daemon::load_backend(&cpu, &mut *progress)
+        })
+    } else {
+        daemon::load_backend(config, &mut *progress)
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    match backend {
+        Ok(backend) => {
+            let info = backend.info();
+            report.check("backend", Status::Pass, format!("{}: {}", info.kind, info.detail));
+            if let Some(why) = fell_back {
+                // TensorRT and a GPU are here, yet `run` would use the CPU.
+                report.check(
+                    "engine",
+                    Status::Warn,
+                    format!("TensorRT is installed but its backend did not load: {why}"),
+                );
+            } else if info.kind == "cpu" {
+                report.check("engine", Status::Skip, "the CPU backend runs the model: no TensorRT engine");
+            } else {
+                engine.load_seconds = Some(round3(seconds));
+                report.check("engine", Status::Pass, describe_engine(&engine));
+                report.engine = Some(engine);
+            }
+            report.backend = Some(info);
+            Some(backend)
+        }
+        Err(error) => {
+            report.check("backend", Status::Fail, error.to_string());
+            report.check("engine", if tensorrt_usable { Status::Fail } else { Status::Skip }, error.to_string());
+            None
+        }
+    }
+}
+
+fn round3(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
+}
+
+fn describe_engine(engine: &EngineReport) -> String {
+    let mut parts = Vec::new();
+    if let Some(path) = &engine.path {
+        parts.push(format!("{path} ({})", if engine.cached_before { "was cached" } else { "built now" }));
+    }
+    if let Some(seconds) = engine.load_seconds {
+        parts.push(format!("loaded in {seconds:.2} s"));
+    }
+    match (engine.cold_build_seconds, engine.warm_build_seconds, engine.warm_to_cold_ratio) {
+        (Some(cold), Some(warm), Some(ratio)) => {
+            parts.push(format!("cold build {cold:.1} s, warm build (timing cache) {warm:.1} s, ratio {ratio:.2}"))
+        }
+        _ => parts.push("build times not measured (cached; `--rebuild` measures them)".into()),
+    }
+    parts.join("; ")
+}
+
+/// Times a cold and a warm build when the engine is not cached yet (or `--rebuild`).
+#[cfg(feature = "tensorrt")]
+fn prepare_engine(
+    config: &Config,
+    options: &SelftestOptions,
+    engine: &mut EngineReport,
+    progress: &mut dyn FnMut(BuildProgress),
+    report: &mut SelftestReport,
+) {
+    use crate::trt::build::{device_identity, expected_engine_path, time_builds};
+    let prepared = crate::trt::runtime::TrtRuntime::open().and_then(|runtime| {
+        let (_context, device) = device_identity(config.device.gpu)?;
+        let path = |device: &crate::engine_cache::DeviceIdentity| {
+            expected_engine_path(config, runtime.version(), device).map(|p| p.display().to_string())
+        };
+        engine.path = path(&device);
+        engine.cached_before = engine.path.as_ref().is_some_and(|p| Path::new(p).is_file());
+        if config.model.engine.is_some() || (engine.cached_before && !options.rebuild) {
+            return Ok(());
+        }
+        let times = time_builds(&runtime, config, device.clone(), progress)?;
+        // A model with a static input is cached under the key without profiles.
+        engine.path = path(&device);
+        engine.cold_build_seconds = Some(round3(times.cold_seconds));
+        engine.warm_build_seconds = Some(round3(times.warm_seconds));
+        engine.warm_to_cold_ratio = (times.cold_seconds > 0.0).then(|| round3(times.warm_seconds / times.cold_seconds));
+        Ok(())
+    });
+    if let Err(error) = prepared {
+        report.check("engine_build", Status::Fail, error.to_string());
+    }
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn prepare_engine(
+    _config: &Config,
+    _options: &SelftestOptions,
+    _engine: &mut EngineReport,
+    _progress: &mut dyn FnMut(BuildProgress),
+    _report: &mut SelftestReport,
+) {
+}
+
+/// One session per camera (the contexts the daemon would create), reporting their shared scratch
+/// memory on the GPU. The first one serves the images and the timing.
+fn open_sessions(
+    config: &Config,
+    backend: &dyn Backend,
+    uses_gpu: bool,
+    report: &mut SelftestReport,
+) -> Vec<Box<dyn InferenceSession>> {
+    let wanted = if uses_gpu { config.cameras.len().max(1) } else { 1 };
+    let mut sessions = Vec::with_capacity(wanted);
+    for _ in 0..wanted {
+        match backend.new_session() {
+            Ok(session) => sessions.push(session),
+            Err(error) => {
+                report.check("contexts", Status::Fail, format!("context {} of {wanted}: {error}", sessions.len() + 1));
+                return sessions;
+            }
+        }
+    }
+    if !uses_gpu {
+        report.check("contexts", Status::Skip, "the CPU backend has no GPU execution contexts");
+        return sessions;
+    }
+    let contexts = context_report(sessions.len());
+    report.check(
+        "contexts",
+        Status::Pass,
+        format!(
+            "{} context(s) with user-managed memory, {} bytes of scratch each, one shared arena of {} bytes (saves {} \
+             bytes against one allocation per context)",
+            contexts.contexts, contexts.scratch_bytes_per_context, contexts.arena_bytes, contexts.saved_bytes
+        ),
+    );
+    report.contexts = Some(contexts);
+    sessions
+}
+
+#[cfg(feature = "tensorrt")]
+fn context_report(contexts: usize) -> ContextReport {
+    let plan = crate::trt::arena::arena_report();
+    ContextReport {
+        contexts,
+        scratch_bytes_per_context: plan.separate_bytes / contexts.max(1) as u64,
+        arena_bytes: plan.arena_bytes,
+        saved_bytes: plan.saved_bytes,
+    }
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn context_report(contexts: usize) -> ContextReport {
+    ContextReport { contexts, ..ContextReport::default() }
+}
+
+/// The images to run: `--images`, else the first `images` camera's path, else the bundled samples.
+fn image_source(config: &Config, options: &SelftestOptions) -> PathBuf {
+    options
+        .images
+        .clone()
+        .or_else(|| {
+            config.cameras.iter().find_map(|camera| match &camera.source {
+                SourceConfig::Images { path, .. } => Some(path.clone()),
+                _ => None,
+            })
+        })
+        .unwrap_or_else(|| crate::config::data_dir().join("models/samples"))
+}
+
+/// `config` with its first camera reading `images`: the GPU backend sizes its frame staging
+/// buffer for the configured cameras, which may deliver smaller frames than the sample images. The
+/// number of cameras, and so the engine, stays the same.
+fn sized_for_images(config: &Config, images: &Path) -> Config {
+    let mut sized = config.clone();
+    if let Some(camera) = sized.cameras.first_mut() {
+        camera.source = SourceConfig::Images { path: images.to_path_buf(), mode: ImageMode::Once, replay_fps: None };
+    }
+    sized
+}
+
+/// Decoding state shared by both backends' runs.
+struct Detector {
+    decoder: Decoder,
+    labels: Labels,
+    threshold: f32,
+}
+
+impl Detector {
+    fn detect(
+        &mut self,
+        backend: &dyn Backend,
+        session: &mut dyn InferenceSession,
+        slot: &FrameSlot,
+    ) -> Result<Vec<Detection>, String> {
+        let mut detections = Vec::new();
+        pipeline::process(session, &mut self.decoder, backend.spec(), slot, &mut detections)
+            .map_err(|e| e.to_string())?;
+        Ok(detections)
+    }
+
+    fn found(&self, detections: &[Detection]) -> String {
+        let found: Vec<String> =
+            detections.iter().map(|d| format!("{} {:.2}", self.labels.name(d.class_id), d.score)).collect();
+        if found.is_empty() {
+            "nothing".into()
+        } else {
+            found.join(", ")
+        }
+    }
+}
+
+/// The CPU backend, to compare the configured GPU backend with.
+fn load_cpu_reference(config: &Config) -> Result<Arc<dyn Backend>, String> {
+    let mut cpu = config.clone();
+    cpu.device.backend = BackendChoice::Cpu;
+    daemon::load_backend(&cpu, |_| {}).map_err(|e| e.to_string())
+}
+
+/// Runs every image through the configured backend (and the CPU backend, to compare). Returns
+/// the first image that ran, for the timing.
+fn run_images(
+    config: &Config,
+    source: &Path,
+    backend: Option<&dyn Backend>,
+    session: Option<&mut Box<dyn InferenceSession>>,
+    uses_gpu: bool,
+    report: &mut SelftestReport,
+) -> Option<PathBuf> {
+    let (Some(backend), Some(session)) = (backend, session) else {
+        report.check("inference", Status::Fail, "no backend to run the images on");
+        report.check("agreement", Status::Skip, "no backend to compare");
+        return None;
+    };
+    let detector = Labels::load(&config.model.labels).map_err(|e| e.to_string()).and_then(|labels| {
+        let params = DecodeParams::from_config(&config.model, &labels).map_err(|e| format!("model.classes: {e}"))?;
+        Ok(Detector { threshold: params.score_threshold, decoder: Decoder::new(params), labels })
+    });
+    let files = images::list_images(source).map_err(|e| e.to_string());
+    let (mut detector, files) = match (detector, files) {
+        (Ok(detector), Ok(files)) => (detector, files),
+        (Err(why), _) | (_, Err(why)) => {
+            report.check("inference", Status::Fail, why);
+            report.check("agreement", Status::Skip, "no images ran");
+            return None;
+        }
+    };
+    let reference = if uses_gpu { Some(load_cpu_reference(config)) } else { None };
+    let mut cpu = match &reference {
+        Some(Ok(cpu)) => match cpu.new_session() {
+            Ok(session) => Some((cpu.as_ref(), session)),
+            Err(error) => {
+                report.check("agreement", Status::Fail, format!("CPU backend: {error}"));
+                None
+            }
+        },
+        Some(Err(error)) => {
+            report.check("agreement", Status::Fail, format!("CPU backend: {error}"));
+            None
+        }
+        None => None,
+    };
+    let mut slot = match backend.slot_memory(MAX_IMAGE_BYTES) {
+        Ok(memory) => FrameSlot::new(memory),
+        Err(error) => {
+            report.check("inference", Status::Fail, format!("frame memory: {error}"));
+            return None;
+        }
+    };
+    let tolerance = Tolerance::default();
+    let mut first_ran = None;
+    for file in &files {
+        let name = file.file_name().map_or_else(|| file.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let mut result = ImageResult {
+            file: name,
+            detections: 0,
+            cpu_detections: None,
+            agreement: None,
+            agree: None,
+            found: String::new(),
+            problem: None,
+        };
+        let detected = images::decode_into(file, &mut slot)
+            .map_err(|e| format!("cannot read the image: {e}"))
+            .and_then(|()| detector.detect(backend, session.as_mut(), &slot));
+        match detected {
+            Ok(detections) => {
+                first_ran.get_or_insert_with(|| file.clone());
+                result.detections = detections.len();
+                result.found = detector.found(&detections);
+                if let Some((cpu_backend, cpu_session)) = cpu.as_mut() {
+                    match detector.detect(*cpu_backend, cpu_session.as_mut(), &slot) {
+                        Ok(reference) => {
+                            let agreement = compare(&reference, &detections, detector.threshold, tolerance);
+                            result.cpu_detections = Some(reference.len());
+                            result.agree = Some(agreement.agrees());
+                            if !agreement.agrees() {
+                                result.problem = Some(disagreement(&detector, &reference, &detections, &agreement));
+                            }
+                            result.agreement = Some(agreement);
+                        }
+                        Err(error) => result.problem = Some(format!("CPU backend: {error}")),
+                    }
+                }
+            }
+            Err(error) => result.problem = Some(error),
+        }
+        report.images.push(result);
+    }
+    summarise_images(backend, uses_gpu, cpu.is_some(), report);
+    first_ran
+}
+
+fn disagreement(detector: &Detector, reference: &[Detection], found: &[Detection], agreement: &Agreement) -> String {
+    let pick = |list: &[Detection], indices: &[usize]| -> Vec<Detection> {
+        indices.iter().filter_map(|i| list.get(*i).cloned()).collect()
+    };
+    let mut parts = Vec::new();
+    if !agreement.missing.is_empty() {
+        parts.push(format!("only the CPU found {}", detector.found(&pick(reference, &agreement.missing))));
+    }
+    if !agreement.extra.is_empty() {
+        parts.push(format!("only the GPU found {}", detector.found(&pick(found, &agreement.extra))));
+    }
+    parts.join("; ")
+}
+
+fn summarise_images(backend: &dyn Backend, uses_gpu: bool, compared: bool, report: &mut SelftestReport) {
+    let kind = backend.info().kind;
+    let failed: Vec<String> = report
+        .images
+        .iter()
+        .filter(|image| image.agree.is_none() && image.problem.is_some())
+        .map(|image| format!("{}: {}", image.file, image.problem.as_deref().unwrap_or("")))
+        .collect();
+    let total: usize = report.images.iter().map(|image| image.detections).sum();
+    if failed.is_empty() {
+        report.check(
+            "inference",
+            Status::Pass,
+            format!("{} image(s) on the {kind} backend, {total} detection(s)", report.images.len()),
+        );
+    } else {
+        report.check("inference", Status::Fail, failed.join("; "));
+    }
+    if !uses_gpu {
+        report.check("agreement", Status::Skip, "the configured backend is the CPU backend: nothing to compare with");
+        return;
+    }
+    if !compared {
+        return;
+    }
+    let compared: Vec<&ImageResult> = report.images.iter().filter(|image| image.agree.is_some()).collect();
+    let disagreeing: Vec<String> = compared
+        .iter()
+        .filter(|image| image.agree == Some(false))
+        .map(|image| format!("{}: {}", image.file, image.problem.as_deref().unwrap_or("")))
+        .collect();
+    let tolerance = Tolerance::default();
+    if disagreeing.is_empty() && !compared.is_empty() {
+        report.check(
+            "agreement",
+            Status::Pass,
+            format!(
+                "{kind} and CPU detections agree on {} image(s) (same labels, IoU >= {}, |score difference| <= {})",
+                compared.len(),
+                tolerance.min_iou,
+                tolerance.max_score_delta
+            ),
+        );
+    } else if compared.is_empty() {
+        report.check("agreement", Status::Fail, "no image could be compared");
+    } else {
+        report.check("agreement", Status::Fail, disagreeing.join("; "));
+    }
+}
+
+/// Times `runs` inferences back to back and `paused_runs` after a pause each, on `image`.
+fn time_inferences(
+    options: &SelftestOptions,
+    backend: Option<&dyn Backend>,
+    session: Option<&mut Box<dyn InferenceSession>>,
+    image: Option<&Path>,
+    report: &mut SelftestReport,
+) {
+    let (Some(backend), Some(session), Some(image)) = (backend, session, image) else {
+        report.check("latency", Status::Skip, "no image ran on the configured backend");
+        return;
+    };
+    if options.runs == 0 && options.paused_runs == 0 {
+        report.check("latency", Status::Skip, "--runs 0 --paused-runs 0");
+        return;
+    }
+    let timed = (|| -> Result<(Vec<Duration>, Vec<Duration>), String> {
+        let mut slot = FrameSlot::new(backend.slot_memory(MAX_IMAGE_BYTES).map_err(|e| e.to_string())?);
+        images::decode_into(image, &mut slot)?;
+        let mut time_one = || -> Result<Duration, String> {
+            let started = Instant::now();
+            session.run(&slot).map_err(|e| e.to_string())?;
+            Ok(started.elapsed())
+        };
+        let back_to_back = (0..options.runs).map(|_| time_one()).collect::<Result<Vec<_>, _>>()?;
+        let paused = (0..options.paused_runs)
+            .map(|_| {
+                std::thread::sleep(options.pause);
+                time_one()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((back_to_back, paused))
+    })();
+    let (back_to_back, paused) = match timed {
+        Ok(samples) => samples,
+        Err(error) => {
+            report.check("latency", Status::Fail, error);
+            return;
+        }
+    };
+    let back_to_back = summarise(&back_to_back);
+    let paused = summarise(&paused);
+    let verdict = back_to_back.as_ref().zip(paused.as_ref()).and_then(|(b, p)| jitter_verdict(b, p, options.pause));
+    let pause_ms = options.pause.as_millis() as u64;
+    let mut detail = Vec::new();
+    if let Some(b) = &back_to_back {
+        detail.push(format!("back to back: {} runs, p50 {:.2} ms, p99 {:.2} ms", b.runs, b.p50_ms, b.p99_ms));
+    }
+    if let Some(p) = &paused {
+        detail.push(format!("{pause_ms} ms apart: {} runs, p50 {:.2} ms, p99 {:.2} ms", p.runs, p.p50_ms, p.p99_ms));
+    }
+    let status = if verdict.is_some() { Status::Warn } else { Status::Pass };
+    report.check("latency", status, detail.join("; "));
+    report.latency = Some(LatencyReport {
+        backend: backend.info().kind,
+        image: image.file_name().map_or_else(|| image.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        back_to_back,
+        paused,
+        pause_ms,
+        verdict,
+    });
+}
+
+/// The report for a terminal: one line per check, the images, the latency verdict, the result.
+pub fn render_text(report: &SelftestReport) -> String {
+    let mut text = format!("jetson-detectd {} selftest ({}), config {}\n", report.version, report.arch, report.config);
+    let width = report.checks.iter().map(|check| check.name.len()).max().unwrap_or(0);
+    for check in &report.checks {
+        text += &format!("  {}  {:width$}  {}\n", check.status.label(), check.name, check.detail);
+    }
+    if !report.images.is_empty() {
+        let compared = report.images.iter().any(|image| image.cpu_detections.is_some());
+        let kind = report.backend.as_ref().map_or("backend", |b| b.kind);
+        text += &format!("\nimages ({kind}{}):\n", if compared { " vs cpu" } else { "" });
+        let width = report.images.iter().map(|image| image.file.len()).max().unwrap_or(0);
+        for image in &report.images {
+            let verdict = match (image.agree, &image.problem) {
+                (Some(true), _) => "agree".to_owned(),
+                (Some(false), Some(problem)) => format!("DISAGREE: {problem}"),
+                (_, Some(problem)) => format!("FAILED: {problem}"),
+                _ => image.found.clone(),
+            };
+            let counts = match image.cpu_detections {
+                Some(cpu) => format!("{} vs {cpu} detection(s)", image.detections),
+                None => format!("{} detection(s)", image.detections),
+            };
+            text += &format!("  {:width$}  {counts}  {verdict}\n", image.file);
+        }
+    }
+    if let Some(latency) = &report.latency {
+        text +=
+            &format!("\nlatency ({}, {}: preprocessing + inference + output copy):\n", latency.backend, latency.image);
+        if let Some(b) = &latency.back_to_back {
+            text += &format!("  back to back    {:4} runs  p50 {:8.2} ms  p99 {:8.2} ms\n", b.runs, b.p50_ms, b.p99_ms);
+        }
+        if let Some(p) = &latency.paused {
+            let label = format!("{} ms apart", latency.pause_ms);
+            text += &format!("  {label:<14}  {:4} runs  p50 {:8.2} ms  p99 {:8.2} ms\n", p.runs, p.p50_ms, p.p99_ms);
+        }
+        if let Some(verdict) = &latency.verdict {
+            text += &format!("  {verdict}\n");
+        }
+    }
+    let count = |status: Status| report.checks.iter().filter(|check| check.status == status).count();
+    text += &format!(
+        "\nresult: {} ({} passed, {} warnings, {} failed, {} skipped)\n",
+        if report.passed { "PASS" } else { "FAIL" },
+        count(Status::Pass),
+        count(Status::Warn),
+        count(Status::Fail),
+        count(Status::Skip)
+    );
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(checks: &[(&'static str, Status, &str)]) -> SelftestReport {
+        let mut report = SelftestReport {
+            version: "0.1.0",
+            arch: "aarch64",
+            config: "/etc/jetson-detectd/config.toml".into(),
+            passed: false,
+            checks: Vec::new(),
+            backend: Some(BackendInfo { kind: "tensorrt", model: "m.engine".into(), detail: "TensorRT 10.3.0".into() }),
+            gpu: serde_json::json!({ "available": true }),
+            tensorrt: None,
+            clocks: ClockReport::read(Path::new("/nonexistent-selftest-root")),
+            engine: None,
+            contexts: None,
+            images: Vec::new(),
+            latency: None,
+        };
+        for (name, status, detail) in checks {
+            report.check(name, *status, *detail);
+        }
+        report.passed = report.checks.iter().all(|check| check.status != Status::Fail);
+        report
+    }
+
+    #[test]
+    fn the_terminal_summary_lists_checks_images_latency_and_the_result() {
+        let mut report =
+            report(&[("gpu", Status::Pass, "Orin (compute 8.7)"), ("clocks", Status::Warn, "governor nvhost_podgov")]);
+        report.images.push(ImageResult {
+            file: "dog.jpg".into(),
+            detections: 3,
+            cpu_detections: Some(3),
+            agreement: None,
+            agree: Some(true),
+            found: "dog 0.96, bicycle 0.90, car 0.85".into(),
+            problem: None,
+        });
+        report.images.push(ImageResult {
+            file: "cat.png".into(),
+            detections: 0,
+            cpu_detections: Some(1),
+            agreement: None,
+            agree: Some(false),
+            found: "nothing".into(),
+            problem: Some("only the CPU found cat 0.90".into()),
+        });
+        let b = summarise(&[Duration::from_millis(8), Duration::from_millis(9)]);
+        let p = summarise(&[Duration::from_millis(30)]);
+        report.latency = Some(LatencyReport {
+            backend: "tensorrt",
+            image: "dog.jpg".into(),
+            verdict: b.as_ref().zip(p.as_ref()).and_then(|(b, p)| jitter_verdict(b, p, Duration::from_millis(200))),
+            back_to_back: b,
+            paused: p,
+            pause_ms: 200,
+        });
+        let text = render_text(&report);
+        assert!(text.contains("  PASS  gpu     Orin (compute 8.7)"), "{text}");
+        assert!(text.contains("  WARN  clocks  governor nvhost_podgov"), "{text}");
+        assert!(text.contains("images (tensorrt vs cpu):"), "{text}");
+        assert!(text.contains("dog.jpg  3 vs 3 detection(s)  agree"), "{text}");
+        assert!(text.contains("cat.png  0 vs 1 detection(s)  DISAGREE: only the CPU found cat 0.90"), "{text}");
+        assert!(text.contains("back to back       2 runs"), "{text}");
+        assert!(text.contains("200 ms apart") && text.contains("jetson_clocks"), "{text}");
+        assert!(text.ends_with("result: PASS (1 passed, 1 warnings, 0 failed, 0 skipped)\n"), "{text}");
+    }
+
+    #[test]
+    fn a_failed_check_fails_the_result_and_skips_do_not() {
+        let skipped = report(&[("gpu", Status::Skip, "libcuda not found"), ("inference", Status::Pass, "5 images")]);
+        assert!(skipped.passed);
+        let failed = report(&[("gpu", Status::Skip, "libcuda not found"), ("inference", Status::Fail, "x")]);
+        assert!(!failed.passed);
+        assert!(render_text(&failed).contains("result: FAIL (0 passed, 0 warnings, 1 failed, 1 skipped)"));
+        let json = serde_json::to_value(&failed).expect("json");
+        assert_eq!(json["checks"][1]["status"], "fail");
+        assert_eq!(json["passed"], false);
+    }
+
+    #[test]
+    fn tensorrt_is_required_only_without_a_fallback() {
+        let mut config = Config::embedded_default().expect("default");
+        assert!(!tensorrt_required(&config), "auto falls back to the CPU");
+        config.device.backend = BackendChoice::Tensorrt;
+        assert!(tensorrt_required(&config));
+        config.device.fallback = Fallback::Cpu;
+        assert!(!tensorrt_required(&config));
+    }
+}
