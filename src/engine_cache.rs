@@ -1,9 +1,11 @@
 //! On-disk cache of built TensorRT engines and their timing cache, plus scratch-arena sizing.
 //!
-//! Owns: the cache key (what an engine depends on), file names in the cache directory, the sidecar
-//! JSON next to every engine, validation of engine bytes *before* TensorRT sees them, atomic writes
-//! (temp file, fsync, rename, fsync of the directory) and [`shared_arena_bytes`]. Pure Rust and
-//! always compiled, so everything here is tested without TensorRT.
+//! Owns: the cache key (what an engine depends on: the model as read once by [`ModelInput`] with
+//! its external-data files, the TensorRT version, the builder fingerprint, the device, the build
+//! options), file names in the cache directory, the sidecar JSON next to every engine, validation
+//! of engine bytes *before* TensorRT sees them, atomic writes (temp file, fsync, rename, fsync of
+//! the directory), the cross-process build lock ([`BuildLock`]) and [`shared_arena_bytes`]. Pure
+//! Rust and always compiled, so everything here is tested without TensorRT.
 //! Must not: call TensorRT or CUDA, or decide whether to rebuild beyond reporting *why* a cached
 //! engine cannot be used ([`MissReason`]); the TensorRT layer does the building.
 //!
@@ -11,7 +13,8 @@
 //! - `<stem>.<key>.engine` + `<stem>.<key>.engine.json` (sidecar: [`EngineIdentity`] in clear text,
 //!   the engine's size and sha256);
 //! - `<stem>.timing.cache` + `<stem>.timing.cache.json`, shared by every key of one device and
-//!   TensorRT version: it is what makes a rebuild after a model or option change fast.
+//!   TensorRT version: it is what makes a rebuild after a model or option change fast;
+//! - `build.lock`, flocked by the process that builds and saves an engine (one at a time).
 //!
 //! A power cut can interrupt a write at any point; because every file is replaced by rename and
 //! the sidecar is written after its engine, a reader sees either the old pair, the new pair, or a

@@ -1,10 +1,13 @@
 //! Engine acquisition: user-supplied engine, else the engine cache, else a build (with the timing
 //! cache) that is saved back atomically.
 //!
-//! Owns: turning the config into [`BuildOptions`] / [`EngineIdentity`], the decision to rebuild
-//! (always logged with its [`MissReason`]), running the build on a helper thread while progress and
-//! ticks are reported on the caller's thread, and [`build_engine`] for `jetson-detectd build-engine`.
-//! Must not: create execution contexts or allocate device memory.
+//! Owns: turning the config into [`BuildOptions`] / [`EngineIdentity`] (the device identity, the
+//! builder fingerprint, one optimisation profile per concurrently running context), the decision
+//! to rebuild (always logged with its [`MissReason`]), holding the cache directory's build lock
+//! around build-and-save (waiting, with progress, for another process's build and then looking
+//! again), running the build on a helper thread while progress and ticks are reported on the
+//! caller's thread, [`build_engine`] for `jetson-detectd build-engine` and [`time_builds`] for
+//! `selftest`. Must not: create execution contexts or allocate device memory.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
