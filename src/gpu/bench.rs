@@ -1,6 +1,7 @@
 //! Preprocessing benchmark (`jetson-detectd bench` and `benches/preprocess.rs`): kernel time with
-//! device events, achieved bandwidth against a measured device-to-device copy, the upload and
-//! zero-copy paths, and the CPU implementation on the same frame.
+//! device events, achieved bandwidth against a measured device-to-device copy, batches of frames
+//! written into the rows of one tensor, the upload and zero-copy paths, and the CPU implementation
+//! on the same frame.
 //!
 //! Owns: measurement only. Must not: be used on the pipeline's hot path.
 
@@ -12,11 +13,11 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use serde::Serialize;
 
-use super::preprocessor::PIXELS_PER_THREAD;
+use super::preprocessor::{AntialiasKernel, DEFAULT_TILE_ROWS};
 use super::slots::{HostMemoryKind, HostSlotMemory};
 use super::{DriverContext, GpuDevice, GpuError, GpuPreprocessor, GpuProbe};
 use crate::config::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
-use crate::frame::{FrameMeta, FrameSlot, PixelFormat};
+use crate::frame::{FrameMeta, FrameSlot, PixelFormat, SlotMemory};
 use crate::preprocess::{CpuPreprocessor, PreprocessSpec};
 
 /// What to benchmark.
@@ -32,6 +33,8 @@ pub struct PreprocessBenchRequest {
     pub input_sets: usize,
     /// Timed CPU runs.
     pub cpu_samples: usize,
+    /// Resample tile sizes timed besides the production one (antialias only).
+    pub other_tile_rows: Vec<u32>,
     pub cache_dir: Option<PathBuf>,
 }
 
@@ -57,6 +60,7 @@ impl PreprocessBenchRequest {
             samples: 500,
             input_sets: 24,
             cpu_samples: 20,
+            other_tile_rows: vec![4],
             cache_dir: None,
         }
     }
@@ -65,7 +69,11 @@ impl PreprocessBenchRequest {
 /// Timing of one kernel variant.
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelTiming {
-    pub pixels_per_thread: u32,
+    /// `"resample"` (tiled, separable; antialias) or `"single-pass"` (one thread per output pixel).
+    pub kernel: &'static str,
+    /// Output rows per resample tile, as requested (the plan may take fewer to fit shared memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tile_rows: Option<u32>,
     /// Median of single launches, each bracketed by events with launches queued ahead of it.
     pub median_us: f64,
     pub p10_us: f64,
@@ -76,6 +84,16 @@ pub struct KernelTiming {
     pub bandwidth_gb_s: f64,
     /// `median / floor`.
     pub over_floor: f64,
+}
+
+/// Preprocessing of one batch of frames into the rows of one input tensor.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchTiming {
+    pub frames: usize,
+    /// Median of whole batches (all rows' launches between one pair of events).
+    pub median_us: f64,
+    /// `median / frames`.
+    pub per_frame_us: f64,
 }
 
 /// Benchmark result, serialised as JSON by the `bench` subcommand.
@@ -91,10 +109,16 @@ pub struct PreprocessBenchReport {
     pub copy_bandwidth_gb_s: f64,
     /// `bytes_moved / copy_bandwidth`: no kernel can be much faster.
     pub floor_us: f64,
-    /// Production variant first; each variant is timed twice to show the run-to-run spread.
+    /// Production variant first; the production variant and its alternative are each timed twice
+    /// to show the run-to-run spread, other tile sizes once.
     pub kernels: Vec<KernelTiming>,
+    /// The production kernel writing N different frames into the N rows of one batch tensor, for
+    /// N = 1, 2, 4, 8.
+    pub batch: Vec<BatchTiming>,
     /// Discrete path: pinned slot → device staging copy of one frame.
     pub pinned_upload_median_us: f64,
+    /// Discrete path, whole: pinned slot → staging copy → kernel (`GpuPreprocessor::run`).
+    pub pinned_slot_median_us: f64,
     /// Kernel reading the frame straight from mapped host memory (the integrated-GPU path; over
     /// PCIe on a discrete GPU).
     pub mapped_kernel_median_us: f64,
@@ -137,20 +161,42 @@ pub fn bench_preprocess(
     let copy_bandwidth = copy_bandwidth_bytes_per_s(device, &stream)?;
     let floor_us = bytes_moved as f64 / copy_bandwidth * 1e6;
 
-    let mut kernels = Vec::new();
-    let other = if PIXELS_PER_THREAD == 1 { 2 } else { 1 };
-    for pixels_per_thread in [PIXELS_PER_THREAD, other, PIXELS_PER_THREAD, other] {
-        let mut preprocessor = GpuPreprocessor::with_pixels_per_thread(
+    let new_preprocessor = |kernel| {
+        GpuPreprocessor::with_antialias_kernel(
             device,
             stream.clone(),
             spec,
             request.cache_dir.as_deref(),
             frame_bytes,
-            pixels_per_thread,
-        )?;
+            kernel,
+        )
+    };
+    let production = AntialiasKernel::Resample { tile_rows: DEFAULT_TILE_ROWS };
+    let variants = match spec.filter {
+        ResizeFilter::Bilinear => vec![AntialiasKernel::SinglePass; 2],
+        ResizeFilter::Antialias => {
+            let mut variants = vec![production, AntialiasKernel::SinglePass, production, AntialiasKernel::SinglePass];
+            variants.extend(
+                request
+                    .other_tile_rows
+                    .iter()
+                    .filter(|rows| **rows != DEFAULT_TILE_ROWS)
+                    .map(|rows| AntialiasKernel::Resample { tile_rows: *rows }),
+            );
+            variants
+        }
+    };
+    let mut kernels = Vec::new();
+    for variant in variants {
+        let mut preprocessor = new_preprocessor(variant)?;
         let timing = time_kernel(device, &stream, &mut preprocessor, &inputs, &mut outputs, &meta, request.samples)?;
+        let (kernel, tile_rows) = match variant {
+            AntialiasKernel::Resample { tile_rows } => ("resample", Some(tile_rows)),
+            AntialiasKernel::SinglePass => ("single-pass", None),
+        };
         kernels.push(KernelTiming {
-            pixels_per_thread,
+            kernel,
+            tile_rows,
             bandwidth_gb_s: bytes_moved as f64 / timing.median_us / 1e3,
             over_floor: timing.median_us / floor_us,
             median_us: timing.median_us,
@@ -160,17 +206,34 @@ pub fn bench_preprocess(
         });
     }
 
-    let mut preprocessor =
-        GpuPreprocessor::new(device, stream.clone(), spec, request.cache_dir.as_deref(), frame_bytes)?;
-    let pinned_upload_median_us = time_upload(device, &stream, &host_frames[0], request.samples.min(100))?;
-    let mapped_kernel_median_us = time_mapped_kernel(
+    let mut preprocessor = new_preprocessor(production)?;
+    let batch = [1, 2, 4, 8]
+        .into_iter()
+        .map(|frames| time_batch(device, &stream, &mut preprocessor, &inputs, &meta, frames, request.samples))
+        .collect::<Result<Vec<_>, _>>()?;
+    let slot_samples = request.samples.min(100);
+    let pinned_upload_median_us = time_upload(device, &stream, &host_frames[0], slot_samples)?;
+    let pinned = HostSlotMemory::new(device, frame_bytes, HostMemoryKind::Pinned)?;
+    let pinned_slot_median_us = time_slot(
         device,
         &stream,
         &mut preprocessor,
+        Box::new(pinned),
         &host_frames[0],
         &meta,
         &mut outputs[0],
-        request.samples.min(100),
+        slot_samples,
+    )?;
+    let mapped = HostSlotMemory::new(device, frame_bytes, HostMemoryKind::Mapped)?;
+    let mapped_kernel_median_us = time_slot(
+        device,
+        &stream,
+        &mut preprocessor,
+        Box::new(mapped),
+        &host_frames[0],
+        &meta,
+        &mut outputs[0],
+        slot_samples,
     )?;
 
     let mut cpu = CpuPreprocessor::new();
@@ -194,7 +257,9 @@ pub fn bench_preprocess(
         bytes_moved,
         copy_bandwidth_gb_s: copy_bandwidth / 1e9,
         floor_us,
+        batch,
         pinned_upload_median_us,
+        pinned_slot_median_us,
         mapped_kernel_median_us,
         cpu_median_us,
         cpu_over_gpu: cpu_median_us / kernels[0].median_us,
@@ -237,7 +302,7 @@ fn time_kernel(
     let mut run = |preprocessor: &mut GpuPreprocessor| {
         launch += 1;
         let output = &mut outputs[launch % outputs.len()];
-        preprocessor.run_device(&inputs[launch % inputs.len()], meta, output)
+        preprocessor.enqueue_device_row(&inputs[launch % inputs.len()], meta, output, 0)
     };
     for _ in 0..20 {
         run(preprocessor)?;
@@ -291,7 +356,6 @@ fn copy_bandwidth_bytes_per_s(device: &GpuDevice, stream: &Arc<CudaStream>) -> R
 }
 
 fn time_upload(device: &GpuDevice, stream: &Arc<CudaStream>, frame: &[u8], samples: usize) -> Result<f64, GpuError> {
-    use crate::frame::SlotMemory;
     let mut pinned = HostSlotMemory::new(device, frame.len(), HostMemoryKind::Pinned)?;
     pinned.as_mut_slice()[..frame.len()].copy_from_slice(frame);
     let mut staging = stream.alloc_zeros::<u8>(frame.len()).during("cuMemAlloc(staging)")?;
@@ -309,17 +373,20 @@ fn time_upload(device: &GpuDevice, stream: &Arc<CudaStream>, frame: &[u8], sampl
     Ok(percentile(&mut times, 0.5))
 }
 
-fn time_mapped_kernel(
+/// `GpuPreprocessor::run` from a slot in `memory` (pinned: copy + kernel; mapped: the kernel reads
+/// host memory), events around each run.
+#[allow(clippy::too_many_arguments)]
+fn time_slot(
     device: &GpuDevice,
     stream: &Arc<CudaStream>,
     preprocessor: &mut GpuPreprocessor,
+    memory: Box<dyn SlotMemory>,
     frame: &[u8],
     meta: &FrameMeta,
     output: &mut CudaSlice<u8>,
     samples: usize,
 ) -> Result<f64, GpuError> {
-    let memory = HostSlotMemory::new(device, frame.len(), HostMemoryKind::Mapped)?;
-    let mut slot = FrameSlot::new(Box::new(memory));
+    let mut slot = FrameSlot::new(memory);
     slot.prepare(meta.width, meta.height, meta.format)
         .map_err(|_| GpuError::FrameTooLarge { needed: frame.len(), capacity: frame.len() })?
         .copy_from_slice(frame);
@@ -335,6 +402,46 @@ fn time_mapped_kernel(
         }
     }
     Ok(percentile(&mut times, 0.5))
+}
+
+/// `frames` different frames into the rows of one batch tensor, events around the whole batch.
+fn time_batch(
+    device: &GpuDevice,
+    stream: &Arc<CudaStream>,
+    preprocessor: &mut GpuPreprocessor,
+    inputs: &[CudaSlice<u8>],
+    meta: &FrameMeta,
+    frames: usize,
+    samples: usize,
+) -> Result<BatchTiming, GpuError> {
+    let bytes = preprocessor.spec().bytes() * frames;
+    let mut batches =
+        (0..2).map(|_| stream.alloc_zeros::<u8>(bytes).during("cuMemAlloc(batch)")).collect::<Result<Vec<_>, _>>()?;
+    let (start, end) = (timing_event(device)?, timing_event(device)?);
+    let mut round = 0usize;
+    let mut run = |preprocessor: &mut GpuPreprocessor| -> Result<(), GpuError> {
+        round += 1;
+        let batch = &mut batches[round % 2];
+        for row in 0..frames {
+            preprocessor.enqueue_device_row(&inputs[(round * frames + row) % inputs.len()], meta, batch, row)?;
+        }
+        Ok(())
+    };
+    for _ in 0..10 {
+        run(preprocessor)?;
+    }
+    stream.synchronize().during("cuStreamSynchronize")?;
+    let mut times = Vec::with_capacity(samples);
+    for _ in 0..samples.max(1) {
+        // A batch queued ahead keeps the GPU busy while the host enqueues the timed one.
+        run(preprocessor)?;
+        start.record(stream).during("cuEventRecord")?;
+        run(preprocessor)?;
+        end.record(stream).during("cuEventRecord")?;
+        times.push(elapsed_us(&start, &end)?);
+    }
+    let median_us = percentile(&mut times, 0.5);
+    Ok(BatchTiming { frames, median_us, per_frame_us: median_us / frames as f64 })
 }
 
 fn percentile(values: &mut [f64], quantile: f64) -> f64 {

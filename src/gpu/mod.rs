@@ -16,11 +16,12 @@ mod bench;
 mod preprocessor;
 mod probe;
 mod slots;
+mod taps;
 #[cfg(feature = "tensorrt")]
 mod tensorrt;
 
 pub use bench::{bench_preprocess, PreprocessBenchReport, PreprocessBenchRequest};
-pub use preprocessor::GpuPreprocessor;
+pub use preprocessor::{GpuPreprocessor, TAP_CACHE_SIZES};
 pub use probe::{device_count, driver_present, probe, GpuDevice, GpuProbe};
 pub use slots::{slot_memory, HostMemoryKind, HostSlotMemory};
 #[cfg(feature = "tensorrt")]
@@ -50,8 +51,10 @@ pub enum GpuError {
     Compile(String),
     #[error("frame of {needed} bytes does not fit the {capacity}-byte GPU buffer")]
     FrameTooLarge { needed: usize, capacity: usize },
-    #[error("output buffer has {actual} bytes, the input tensor needs {expected}")]
+    #[error("output buffer has {actual} bytes, the input tensor needs {expected} (or a multiple, for a batch)")]
     OutputSize { expected: usize, actual: usize },
+    #[error("row {row} is outside a batch of {rows} input tensors")]
+    RowOutsideBatch { row: usize, rows: usize },
     #[error("impossible input tensor size {width}x{height}")]
     TensorSize { width: u32, height: u32 },
     #[error("CPU preprocessing (benchmark reference) failed: {0}")]

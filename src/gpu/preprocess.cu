@@ -1,16 +1,30 @@
-// Frame -> model input tensor, following the definition in src/preprocess.rs with the same f32
-// operations in the same order as the CPU implementation. It is compiled with --fmad=false: Rust
-// never contracts a*b+c into one fused multiply-add, so neither may we, and the two stay
-// bit-identical instead of drifting by rounding.
+// Frame -> one row of the model's input tensor, following the definition in src/preprocess.rs with
+// the same f32 operations in the same order as the CPU implementation. It is compiled with
+// --fmad=false: Rust never contracts a*b+c into one fused multiply-add, so neither may we, and the
+// two stay bit-identical instead of drifting by rounding.
 //
-// Step 2: bilinear computes its two taps per axis in place, with the same f32 operations as
-// `AxisTaps::bilinear` in src/preprocess.rs. Antialias taps come from per-axis tables that the host
-// builds with that same CPU code once per frame size: the weights are the very same f32 numbers,
-// and the kernel only sums them in the definition's order.
+// Two kernels per (input format, layout, dtype), under plain C names so the host can load them
+// without NVRTC name expressions:
 //
-// One thread writes PIX horizontally adjacent output pixels (all three channels). Kernels are
-// instantiated per (input format, layout, dtype, PIX) under plain C names, so the host can load
-// them without NVRTC name expressions.
+// - `resample_*` (antialias, the default filter): one block turns a tile of 32 x `tile_rows` output
+//   pixels into tensor values in three phases. (A) The source pixels under the tile's tap windows
+//   are converted to RGB once and staged in shared memory. (B) The horizontal pass mixes them into
+//   one value per (source row, content column), also in shared memory. (C) The vertical pass mixes
+//   those into output pixels. The sums run over the same taps in the same order as the
+//   definition's `sum over ky of wy * (sum over kx of wx * q)`, so the result is bit-identical to
+//   the single-pass form while each source pixel is converted once instead of once per tap of
+//   every output pixel that reads it.
+// - `preprocess_*` (bilinear, and antialias when a tile's source window does not fit in shared
+//   memory): one thread per output pixel, taps read straight from the frame. Bilinear computes its
+//   two taps per axis in place, with the same f32 operations as `AxisTaps::bilinear`.
+//
+// Antialias taps come from per-axis tables that the host builds with the CPU code once per frame
+// size, so the weights are the very same f32 numbers. The host trims zero weights off both ends of
+// every window: the definition adds `0 * q = +0` there (all weights and pixel values are >= 0),
+// which changes no sum.
+//
+// A launch writes one [C, H, W] or [H, W, C] tensor at `dst`; batched tensors get one launch per
+// row, each with the address of its row.
 
 #define FMT_RGB 0
 #define FMT_BGR 1
@@ -25,7 +39,18 @@
 #define DTYPE_F16 1
 #define DTYPE_F32 2
 
-// Mirrors `KernelParams` in src/gpu/preprocess.rs field for field.
+// Output pixels per resample tile row; the block is one warp wide.
+#define TILE_W 32
+#define BLOCK_ROWS 8
+#define BLOCK_THREADS (TILE_W * BLOCK_ROWS)
+// Source rows each thread of the horizontal pass mixes per weight load (mix_rows<1..4>).
+#define H_ROWS 4
+// Resample blocks resident per multiprocessor that the register budget must allow (48 registers).
+#define RESAMPLE_BLOCKS_PER_SM 5
+// Source chunks each thread of the staging phase loads before converting any.
+#define STAGE_LOADS 3
+
+// Mirrors `KernelParams` in src/gpu/preprocessor.rs field for field.
 struct Params {
     const unsigned char* src;
     void* dst;
@@ -42,9 +67,16 @@ struct Params {
     int x_stride, y_stride;
     float mean[3];
     float std[3];
-    float pad;
+    // The pad pixel after steps 3 and 4, in output channel order (the host computes it with the
+    // same f32 operations).
+    float pad_value[3];
     int swap_out;
     int antialias;
+    // Resample kernel: output rows per tile, and the shared-memory layout the host sized for the
+    // largest tile: `stage_rows` source rows of `stage_pitch` RGB pixels.
+    int tile_rows;
+    int stage_rows;
+    int stage_pitch;
 };
 
 struct Rgb {
@@ -62,6 +94,30 @@ __device__ __forceinline__ Rgb yuv_to_rgb(unsigned int y, unsigned int u, unsign
     p.g = clamp255(c - 0.392f * d - 0.813f * e);
     p.b = clamp255(c + 2.017f * d);
     return p;
+}
+
+// Byte `index` of `word` minus `offset` as f32, exactly `(float)byte - offset`: the byte becomes the
+// low mantissa bits of 2^23 (one byte permute instead of a shift, a mask and a conversion), and
+// subtracting 2^23 + offset is exact for these small integers.
+__device__ __forceinline__ float byte_minus(unsigned int word, unsigned int index, float offset) {
+    return __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7440u | index)) - (8388608.0f + offset);
+}
+
+// Two pixels sharing one chroma pair, from the bytes of one word: the chroma products are computed
+// once, with the same operations as `yuv_to_rgb`, so each pixel gets the very same values.
+__device__ __forceinline__ void yuv_pair_to_rgb(unsigned int word, unsigned int y0, unsigned int y1, unsigned int u,
+                                                unsigned int v, Rgb& p0, Rgb& p1) {
+    float d = byte_minus(word, u, 128.0f);
+    float e = byte_minus(word, v, 128.0f);
+    float re = 1.596f * e, gd = 0.392f * d, ge = 0.813f * e, bd = 2.017f * d;
+    float c0 = 1.164f * byte_minus(word, y0, 16.0f);
+    float c1 = 1.164f * byte_minus(word, y1, 16.0f);
+    p0.r = clamp255(c0 + re);
+    p0.g = clamp255(c0 - gd - ge);
+    p0.b = clamp255(c0 + bd);
+    p1.r = clamp255(c1 + re);
+    p1.g = clamp255(c1 - gd - ge);
+    p1.b = clamp255(c1 + bd);
 }
 
 template <int FMT>
@@ -125,14 +181,22 @@ __device__ __forceinline__ void finish(const Params& p, Rgb v, float out[3]) {
     }
 }
 
+__device__ __forceinline__ void pad_pixel(const Params& p, float out[3]) {
+    out[0] = p.pad_value[0];
+    out[1] = p.pad_value[1];
+    out[2] = p.pad_value[2];
+}
+
 template <int FMT, int DTYPE>
 __device__ __forceinline__ void output_pixel(const Params& p, int ox, int oy, float out[3]) {
     int cx = ox - p.pad_x;
     int cy = oy - p.pad_y;
-    Rgb v;
     if (cx < 0 || cx >= p.content_w || cy < 0 || cy >= p.content_h) {
-        v.r = v.g = v.b = p.pad;
-    } else if (!p.antialias) {
+        pad_pixel(p, out);
+        return;
+    }
+    Rgb v;
+    if (!p.antialias) {
         int x0, x1, y0, y1;
         float fx, fy;
         axis_tap(cx, p.src_w, p.content_w, x0, x1, fx);
@@ -186,86 +250,312 @@ __device__ __forceinline__ void store(void* dst, size_t index, float v) {
     }
 }
 
-// Two adjacent elements of one NCHW plane in a single store; `index` is even.
-template <int DTYPE>
-__device__ __forceinline__ void store_pair(void* dst, size_t index, float a, float b) {
-    if constexpr (DTYPE == DTYPE_U8) {
-        uchar2 v = make_uchar2(f32_to_u8(a), f32_to_u8(b));
-        *reinterpret_cast<uchar2*>(static_cast<unsigned char*>(dst) + index) = v;
-    } else if constexpr (DTYPE == DTYPE_F16) {
-        unsigned int v = (unsigned int)f32_to_f16_bits(a) | ((unsigned int)f32_to_f16_bits(b) << 16);
-        *reinterpret_cast<unsigned int*>(static_cast<unsigned short*>(dst) + index) = v;
-    } else {
-        *reinterpret_cast<float2*>(static_cast<float*>(dst) + index) = make_float2(a, b);
-    }
-}
-
-template <int FMT, int LAYOUT, int DTYPE, int PIX>
-__device__ __forceinline__ void preprocess(const Params& p) {
-    int ox0 = (blockIdx.x * blockDim.x + threadIdx.x) * PIX;
-    int oy = blockIdx.y * blockDim.y + threadIdx.y;
-    if (ox0 >= p.out_w || oy >= p.out_h) {
-        return;
-    }
-    float px[PIX][3];
-#pragma unroll
-    for (int k = 0; k < PIX; ++k) {
-        if (ox0 + k < p.out_w) {
-            output_pixel<FMT, DTYPE>(p, ox0 + k, oy, px[k]);
-        }
-    }
-    size_t row = (size_t)oy * p.out_w;
+// Step 5 for one output pixel.
+template <int LAYOUT, int DTYPE>
+__device__ __forceinline__ void store_pixel(const Params& p, int ox, int oy, const float v[3]) {
+    size_t pixel = (size_t)oy * p.out_w + ox;
     if constexpr (LAYOUT == LAYOUT_NCHW) {
         size_t plane = (size_t)p.out_w * p.out_h;
-        if (PIX == 2 && ox0 + 1 < p.out_w && (p.out_w & 1) == 0) {
 #pragma unroll
-            for (int c = 0; c < 3; ++c) {
-                store_pair<DTYPE>(p.dst, c * plane + row + ox0, px[0][c], px[PIX - 1][c]);
-            }
-        } else {
-#pragma unroll
-            for (int k = 0; k < PIX; ++k) {
-                if (ox0 + k < p.out_w) {
-#pragma unroll
-                    for (int c = 0; c < 3; ++c) {
-                        store<DTYPE>(p.dst, c * plane + row + ox0 + k, px[k][c]);
-                    }
-                }
-            }
+        for (int c = 0; c < 3; ++c) {
+            store<DTYPE>(p.dst, c * plane + pixel, v[c]);
         }
     } else {
 #pragma unroll
-        for (int k = 0; k < PIX; ++k) {
-            if (ox0 + k < p.out_w) {
+        for (int c = 0; c < 3; ++c) {
+            store<DTYPE>(p.dst, pixel * 3 + c, v[c]);
+        }
+    }
+}
+
+template <int FMT, int LAYOUT, int DTYPE>
+__device__ __forceinline__ void preprocess(const Params& p) {
+    int ox = blockIdx.x * blockDim.x + threadIdx.x;
+    int oy = blockIdx.y * blockDim.y + threadIdx.y;
+    if (ox >= p.out_w || oy >= p.out_h) {
+        return;
+    }
+    float v[3];
+    output_pixel<FMT, DTYPE>(p, ox, oy, v);
+    store_pixel<LAYOUT, DTYPE>(p, ox, oy, v);
+}
+
+// ---- resample kernel ----
+
+// Phase A works on chunks of 4 source pixels of one row, starting at a multiple of 4. The raw
+// bytes of a chunk (8 for YUYV and NV12, 12 for RGB/BGR, 16 for RGBA) are loaded first, for several
+// chunks at once, so their memory latencies overlap; pixels past the frame's right edge are not
+// read.
+template <int FMT>
+__device__ __forceinline__ uint4 load_chunk(const Params& p, int x, int y) {
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    if constexpr (FMT == FMT_YUYV) {
+        // Two words Y0 U Y1 V; x is even and rows hold whole pairs, so both are 4-byte aligned.
+        const unsigned int* row = reinterpret_cast<const unsigned int*>(p.src + (size_t)y * p.src_w * 2);
+        raw.x = __ldg(row + x / 2);
+        if (x + 2 < p.src_w) {
+            raw.y = __ldg(row + x / 2 + 1);
+        }
+    } else if constexpr (FMT == FMT_NV12) {
+        // Per pair a word Y0 Y1 U V.
+        const unsigned char* luma = p.src + (size_t)y * p.src_w + x;
+        const unsigned short* chroma =
+            reinterpret_cast<const unsigned short*>(p.src + (size_t)p.src_w * p.src_h + (size_t)(y / 2) * p.src_w + x);
+        raw.x = (unsigned int)__ldg(luma) | ((unsigned int)__ldg(luma + 1) << 8) | ((unsigned int)__ldg(chroma) << 16);
+        if (x + 2 < p.src_w) {
+            raw.y = (unsigned int)__ldg(luma + 2) | ((unsigned int)__ldg(luma + 3) << 8) |
+                    ((unsigned int)__ldg(chroma + 1) << 16);
+        }
+    } else if constexpr (FMT == FMT_RGBA) {
+        const unsigned int* row = reinterpret_cast<const unsigned int*>(p.src + (size_t)y * p.src_w * 4);
+        raw.x = __ldg(row + x);
+        if (x + 1 < p.src_w) raw.y = __ldg(row + x + 1);
+        if (x + 2 < p.src_w) raw.z = __ldg(row + x + 2);
+        if (x + 3 < p.src_w) raw.w = __ldg(row + x + 3);
+    } else {
+        // RGB/BGR rows need not be word-aligned: bytes.
+        const unsigned char* px = p.src + ((size_t)y * p.src_w + x) * 3;
+        const int bytes = 3 * min(4, p.src_w - x);
+        unsigned int words[3] = {0, 0, 0};
 #pragma unroll
-                for (int c = 0; c < 3; ++c) {
-                    store<DTYPE>(p.dst, (row + ox0 + k) * 3 + c, px[k][c]);
-                }
+        for (int i = 0; i < 12; ++i) {
+            if (i < bytes) {
+                words[i / 4] |= (unsigned int)__ldg(px + i) << (8 * (i % 4));
+            }
+        }
+        raw = make_uint4(words[0], words[1], words[2], 0);
+    }
+    return raw;
+}
+
+__device__ __forceinline__ unsigned int byte_of(uint4 raw, int i) {
+    unsigned int word = i < 4 ? raw.x : i < 8 ? raw.y : i < 12 ? raw.z : raw.w;
+    return (word >> (8 * (i % 4))) & 0xFF;
+}
+
+// Converts a loaded chunk and stores its pixels as RGB floats at `px` (16-byte aligned: the host
+// makes `stage_pitch` a multiple of 4): three 16-byte stores when the whole chunk is inside the
+// frame, else one float per channel of the pixels inside.
+template <int FMT>
+__device__ __forceinline__ void stage_chunk(const Params& p, uint4 raw, int x, float* px) {
+    Rgb q[4];
+    if constexpr (FMT == FMT_YUYV) {
+        yuv_pair_to_rgb(raw.x, 0, 2, 1, 3, q[0], q[1]);
+        yuv_pair_to_rgb(raw.y, 0, 2, 1, 3, q[2], q[3]);
+    } else if constexpr (FMT == FMT_NV12) {
+        yuv_pair_to_rgb(raw.x, 0, 1, 2, 3, q[0], q[1]);
+        yuv_pair_to_rgb(raw.y, 0, 1, 2, 3, q[2], q[3]);
+    } else {
+        const int size = FMT == FMT_RGBA ? 4 : 3;
+        const int r = FMT == FMT_BGR ? 2 : 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            q[k].r = (float)byte_of(raw, size * k + r);
+            q[k].g = (float)byte_of(raw, size * k + 1);
+            q[k].b = (float)byte_of(raw, size * k + 2 - r);
+        }
+    }
+    if (x + 4 <= p.src_w) {
+        float4* out = reinterpret_cast<float4*>(px);
+        out[0] = make_float4(q[0].r, q[0].g, q[0].b, q[1].r);
+        out[1] = make_float4(q[1].g, q[1].b, q[2].r, q[2].g);
+        out[2] = make_float4(q[2].b, q[3].r, q[3].g, q[3].b);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            if (x + k < p.src_w) {
+                px[3 * k] = q[k].r;
+                px[3 * k + 1] = q[k].g;
+                px[3 * k + 2] = q[k].b;
             }
         }
     }
 }
 
-#define INSTANTIATE(FMT, FNAME, LAYOUT, LNAME, DTYPE, DNAME, PIX)                                     \
-    extern "C" __global__ void preprocess_##FNAME##_##LNAME##_##DNAME##_x##PIX(Params p) {          \
-        preprocess<FMT, LAYOUT, DTYPE, PIX>(p);                                                      \
+// The source window of content pixels [lo, hi) along one axis: taps are monotonic (the host
+// checks), so it runs from the first tap of `lo` to the last tap of `hi - 1`.
+__device__ __forceinline__ void tap_window(const int* taps, int lo, int hi, int& first, int& end) {
+    first = __ldg(taps + 2 * lo);
+    end = __ldg(taps + 2 * (hi - 1)) + __ldg(taps + 2 * (hi - 1) + 1);
+}
+
+// Phase B for one content column and G staged rows r0, r0 + 8, ...: the definition's horizontal
+// sum over the column's taps (from 0, in increasing k), stored as the row's mixed value.
+template <int G>
+__device__ __forceinline__ void mix_rows(const float* column, float* out, int r0, int stage_row, const float* wx,
+                                         int nx) {
+    const float* src[G];
+    float acc[G][3];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        src[g] = column + (r0 + g * BLOCK_ROWS) * stage_row;
+        acc[g][0] = acc[g][1] = acc[g][2] = 0.0f;
+    }
+    for (int k = 0; k < nx; ++k) {
+        const float weight = __ldg(wx++);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            acc[g][0] = acc[g][0] + weight * src[g][0];
+            acc[g][1] = acc[g][1] + weight * src[g][1];
+            acc[g][2] = acc[g][2] + weight * src[g][2];
+            src[g] += 3;
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        float* h = out + (r0 + g * BLOCK_ROWS) * TILE_W * 3;
+        h[0] = acc[g][0];
+        h[1] = acc[g][1];
+        h[2] = acc[g][2];
+    }
+}
+
+template <int FMT, int LAYOUT, int DTYPE>
+__device__ __forceinline__ void resample(const Params& p) {
+    extern __shared__ float shared[];
+    const int tx = threadIdx.x;
+    const int ty = threadIdx.y;
+    const int tid = ty * TILE_W + tx;
+    const int ox0 = blockIdx.x * TILE_W;
+    const int oy0 = blockIdx.y * p.tile_rows;
+    const int ox = ox0 + tx;
+
+    // The tile's content pixels [cx_lo, cx_hi) x [cy_lo, cy_hi).
+    const int cx_lo = max(ox0 - p.pad_x, 0);
+    const int cx_hi = min(ox0 + TILE_W - p.pad_x, p.content_w);
+    const int cy_lo = max(oy0 - p.pad_y, 0);
+    const int cy_hi = min(oy0 + p.tile_rows - p.pad_y, p.content_h);
+    if (cx_lo >= cx_hi || cy_lo >= cy_hi) {
+        if (ox < p.out_w) {
+            float v[3];
+            pad_pixel(p, v);
+            for (int oy = oy0 + ty; oy < min(oy0 + p.tile_rows, p.out_h); oy += BLOCK_ROWS) {
+                store_pixel<LAYOUT, DTYPE>(p, ox, oy, v);
+            }
+        }
+        return;
     }
 
-#define FOR_DTYPES(FMT, FNAME, LAYOUT, LNAME, PIX)                                                    \
-    INSTANTIATE(FMT, FNAME, LAYOUT, LNAME, DTYPE_U8, u8, PIX)                                         \
-    INSTANTIATE(FMT, FNAME, LAYOUT, LNAME, DTYPE_F16, f16, PIX)                                       \
-    INSTANTIATE(FMT, FNAME, LAYOUT, LNAME, DTYPE_F32, f32, PIX)
+    int sx_lo, sx_hi, sy_lo, sy_hi;
+    tap_window(p.x_taps, cx_lo, cx_hi, sx_lo, sx_hi);
+    tap_window(p.y_taps, cy_lo, cy_hi, sy_lo, sy_hi);
+    const int base_x = sx_lo & ~3;
+    const int chunks = (sx_hi - base_x + 3) >> 2;
+    const int rows = sy_hi - sy_lo;
+    // stage: [stage_rows][stage_pitch][3] source RGB; mixed: [stage_rows][TILE_W][3] horizontal sums.
+    float* stage = shared;
+    float* mixed = shared + (size_t)p.stage_rows * p.stage_pitch * 3;
+    const int stage_row = p.stage_pitch * 3;
 
-#define FOR_LAYOUTS(FMT, FNAME, PIX)                                                                  \
-    FOR_DTYPES(FMT, FNAME, LAYOUT_NCHW, nchw, PIX)                                                    \
-    FOR_DTYPES(FMT, FNAME, LAYOUT_NHWC, nhwc, PIX)
+    // Phase A: every source pixel under the tile's windows, converted once. Thread `tid` takes
+    // chunks tid, tid + 256, ... of the rows x chunks grid, STAGE_LOADS at a time (all loads, then
+    // all conversions), stepping (row, chunk) without division after the first.
+    {
+        const int total = rows * chunks;
+        int r = tid / chunks;
+        int q = tid - r * chunks;
+        const int step_r = BLOCK_THREADS / chunks;
+        const int step_q = BLOCK_THREADS - step_r * chunks;
+        for (int t0 = tid; t0 < total; t0 += BLOCK_THREADS * STAGE_LOADS) {
+            uint4 raw[STAGE_LOADS];
+            int at[STAGE_LOADS], xs[STAGE_LOADS];
+#pragma unroll
+            for (int u = 0; u < STAGE_LOADS; ++u) {
+                at[u] = -1;
+                if (t0 + u * BLOCK_THREADS < total) {
+                    xs[u] = base_x + 4 * q;
+                    raw[u] = load_chunk<FMT>(p, xs[u], sy_lo + r);
+                    at[u] = r * stage_row + 12 * q;
+                }
+                r += step_r;
+                q += step_q;
+                if (q >= chunks) {
+                    q -= chunks;
+                    r += 1;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < STAGE_LOADS; ++u) {
+                if (at[u] >= 0) {
+                    stage_chunk<FMT>(p, raw[u], xs[u], stage + at[u]);
+                }
+            }
+        }
+    }
+    __syncthreads();
 
-#define FOR_FORMATS(PIX)                                                                              \
-    FOR_LAYOUTS(FMT_RGB, rgb, PIX)                                                                    \
-    FOR_LAYOUTS(FMT_BGR, bgr, PIX)                                                                    \
-    FOR_LAYOUTS(FMT_RGBA, rgba, PIX)                                                                  \
-    FOR_LAYOUTS(FMT_YUYV, yuyv, PIX)                                                                  \
-    FOR_LAYOUTS(FMT_NV12, nv12, PIX)
+    // Phase B: horizontal sums for every staged row and content column. Warp `ty` takes rows ty,
+    // ty + 8, ...: up to H_ROWS of them per weight load.
+    const int cx = cx_lo + tx;
+    if (cx < cx_hi) {
+        const int x0 = __ldg(p.x_taps + 2 * cx) - base_x;
+        const int nx = __ldg(p.x_taps + 2 * cx + 1);
+        const float* wx = p.x_weights + (size_t)cx * p.x_stride;
+        const float* column = stage + 3 * x0;
+        float* out = mixed + 3 * tx;
+        for (int r0 = ty; r0 < rows; r0 += BLOCK_ROWS * H_ROWS) {
+            // Warp-uniform: rows past the window are not computed.
+            switch (min(H_ROWS, (rows - r0 + BLOCK_ROWS - 1) / BLOCK_ROWS)) {
+            case 4: mix_rows<4>(column, out, r0, stage_row, wx, nx); break;
+            case 3: mix_rows<3>(column, out, r0, stage_row, wx, nx); break;
+            case 2: mix_rows<2>(column, out, r0, stage_row, wx, nx); break;
+            default: mix_rows<1>(column, out, r0, stage_row, wx, nx); break;
+            }
+        }
+    }
+    __syncthreads();
 
-FOR_FORMATS(1)
-FOR_FORMATS(2)
+    // Phase C: vertical sums, steps 3-5.
+    if (ox >= p.out_w) {
+        return;
+    }
+    const int hx = ox - p.pad_x - cx_lo;
+    const bool content_column = ox - p.pad_x >= cx_lo && ox - p.pad_x < cx_hi;
+    for (int oy = oy0 + ty; oy < min(oy0 + p.tile_rows, p.out_h); oy += BLOCK_ROWS) {
+        const int cy = oy - p.pad_y;
+        float v[3];
+        if (content_column && cy >= cy_lo && cy < cy_hi) {
+            const int y0 = __ldg(p.y_taps + 2 * cy) - sy_lo;
+            const int ny = __ldg(p.y_taps + 2 * cy + 1);
+            const float* wy = p.y_weights + (size_t)cy * p.y_stride;
+            const float* h = mixed + (y0 * TILE_W + hx) * 3;
+            Rgb sum;
+            sum.r = sum.g = sum.b = 0.0f;
+            for (int k = 0; k < ny; ++k) {
+                const float w = __ldg(wy++);
+                sum.r = sum.r + w * h[0];
+                sum.g = sum.g + w * h[1];
+                sum.b = sum.b + w * h[2];
+                h += TILE_W * 3;
+            }
+            finish<DTYPE>(p, sum, v);
+        } else {
+            pad_pixel(p, v);
+        }
+        store_pixel<LAYOUT, DTYPE>(p, ox, oy, v);
+    }
+}
+
+#define INSTANTIATE(FMT, FNAME, LAYOUT, LNAME, DTYPE, DNAME)                                          \
+    extern "C" __global__ void preprocess_##FNAME##_##LNAME##_##DNAME(Params p) {                     \
+        preprocess<FMT, LAYOUT, DTYPE>(p);                                                           \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, RESAMPLE_BLOCKS_PER_SM)               \
+        resample_##FNAME##_##LNAME##_##DNAME(Params p) {                                             \
+        resample<FMT, LAYOUT, DTYPE>(p);                                                             \
+    }
+
+#define FOR_DTYPES(FMT, FNAME, LAYOUT, LNAME)                                                         \
+    INSTANTIATE(FMT, FNAME, LAYOUT, LNAME, DTYPE_U8, u8)                                              \
+    INSTANTIATE(FMT, FNAME, LAYOUT, LNAME, DTYPE_F16, f16)                                            \
+    INSTANTIATE(FMT, FNAME, LAYOUT, LNAME, DTYPE_F32, f32)
+
+#define FOR_LAYOUTS(FMT, FNAME)                                                                       \
+    FOR_DTYPES(FMT, FNAME, LAYOUT_NCHW, nchw)                                                         \
+    FOR_DTYPES(FMT, FNAME, LAYOUT_NHWC, nhwc)
+
+FOR_LAYOUTS(FMT_RGB, rgb)
+FOR_LAYOUTS(FMT_BGR, bgr)
+FOR_LAYOUTS(FMT_RGBA, rgba)
+FOR_LAYOUTS(FMT_YUYV, yuyv)
+FOR_LAYOUTS(FMT_NV12, nv12)

@@ -1,18 +1,18 @@
-//! The preprocessing kernel's host side: NVRTC compilation with an on-disk PTX cache, and launches
-//! on a camera's stream.
+//! The preprocessing kernels' host side: NVRTC compilation with an on-disk PTX cache, and launches
+//! that write one frame into one row of a (batched) input tensor on a stream.
 //!
 //! Owns: `preprocess.cu` (included at build time), the PTX cache files
 //! `<cache_dir>/preprocess-<key>.ptx` (key = hash of kernel source, compile options, device name
 //! and compute capability), the device staging buffer of discrete GPUs, and the device copies of
-//! the sampling tables ([`AxisTaps`]) for the current frame size.
-//! Must not: synchronise the stream (the caller does, once per frame, after inference), or
-//! allocate per frame (only when the frame size changes).
+//! the sampling tables ([`KernelTaps`]) and tile plans of the last [`TAP_CACHE_SIZES`] frame sizes.
+//! Must not: synchronise the stream (the caller does, once per batch, after inference), or
+//! allocate per frame (only when a frame size not in the cache arrives).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUfunction_attribute};
 use cudarc::driver::{
     CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
 };
@@ -20,18 +20,32 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 use sha2::{Digest, Sha256};
 
 use super::slots::{HostMemoryKind, HostSlotMemory};
+use super::taps::{KernelTaps, TilePlan, BLOCK_ROWS, TILE_WIDTH};
 use super::{DriverContext, GpuDevice, GpuError};
 use crate::config::{ColorOrder, ResizeFilter, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat};
-use crate::preprocess::{AxisTaps, PreprocessSpec, ResizeGeometry};
+use crate::preprocess::{AxisTaps, PreprocessSpec};
 
 const KERNEL_SOURCE: &str = include_str!("preprocess.cu");
 
-/// Output pixels per thread of the production kernel. The source also instantiates 2 (adjacent in
-/// x, one vector store per NCHW plane), which the benchmark times against it: on an H100 both ran
-/// the 1080p YUYV → 640² f16 case in the same 6.9 µs, and 1 keeps more threads in flight.
-pub(crate) const PIXELS_PER_THREAD: u32 = 1;
-const BLOCK: (u32, u32) = (32, 8);
+/// Frame sizes whose sampling tables stay on the device: one per camera of a batch, for the few
+/// cameras one inference worker serves; the least recently used size is dropped beyond that.
+pub const TAP_CACHE_SIZES: usize = 8;
+
+/// Output rows per resample tile: 8 keeps the 1080p → 640 case inside 48 KiB of shared memory
+/// (see `src/gpu/NOTES.md` for the measurements behind it).
+pub(crate) const DEFAULT_TILE_ROWS: u32 = 8;
+
+/// Which kernel turns frames into tensors with `filter = "antialias"` (bilinear always uses the
+/// single-pass kernel, which computes its two taps per axis in place).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AntialiasKernel {
+    /// The tiled separable kernel, `tile_rows` output rows per tile (fewer when a tile's source
+    /// window would not fit in shared memory); the single-pass kernel where even one row does not.
+    Resample { tile_rows: u32 },
+    /// The single-pass kernel: every output pixel reads and converts all its taps.
+    SinglePass,
+}
 
 /// Mirrors `struct Params` in `preprocess.cu` field for field.
 #[repr(C)]
@@ -55,58 +69,53 @@ struct KernelParams {
     y_stride: i32,
     mean: [f32; 3],
     std: [f32; 3],
-    pad: f32,
+    pad_value: [f32; 3],
     swap_out: i32,
     antialias: i32,
+    tile_rows: i32,
+    stage_rows: i32,
+    stage_pitch: i32,
 }
 
 // SAFETY: #[repr(C)] plain-old-data whose layout matches `struct Params` of the kernel (six 64-bit
 // pointers, then 32-bit fields only, no padding differences); it is passed by value.
 unsafe impl DeviceRepr for KernelParams {}
 
-/// Turns frames into the model's input tensor on the GPU, on one camera's stream.
+/// Turns frames into rows of the model's input tensor on the GPU, on one stream.
 ///
-/// Per frame: [`GpuPreprocessor::run`] enqueues (discrete GPU) an async copy of the slot into a
-/// device staging buffer and the kernel; on an integrated GPU with a mapped slot the kernel reads
-/// the slot in place. Nothing is synchronised: the caller enqueues inference on the same stream,
-/// synchronises once, and only then releases the slot back to the ring.
+/// Per frame: [`GpuPreprocessor::enqueue_row`] enqueues (discrete GPU) an async copy of the slot
+/// into a device staging buffer and the kernel that writes row `k` of the batch; on an integrated
+/// GPU with a mapped slot the kernel reads the slot in place. The frames of one batch may differ in
+/// size and pixel format (cameras differ). Nothing is synchronised: the caller enqueues every row of
+/// a batch, then inference on the same stream, synchronises once, and only then releases the slots
+/// back to their rings.
 pub struct GpuPreprocessor {
     device: GpuDevice,
     stream: Arc<CudaStream>,
     spec: PreprocessSpec,
-    /// Keeps the loaded module alive for `kernels`.
+    /// Keeps the loaded module alive for the kernels.
     _module: Arc<CudaModule>,
-    /// One kernel per [`PixelFormat`], in `format_index` order.
-    kernels: Vec<CudaFunction>,
-    pixels_per_thread: u32,
+    /// Single-pass kernels, one per [`PixelFormat`] in `format_index` order.
+    single_pass: Vec<CudaFunction>,
+    /// Tiled antialias kernels, in the same order.
+    resample: Vec<CudaFunction>,
+    antialias_kernel: AntialiasKernel,
+    /// Dynamic shared memory a resample block may use on this device.
+    shared_limit: usize,
     staging: Option<CudaSlice<u8>>,
     max_frame_bytes: usize,
-    /// Step 2's tap tables (antialias only) for the last frame size seen.
-    taps: Option<DeviceTaps>,
+    /// Step 2's tap tables (antialias only) per frame size, most recently used first.
+    taps: Vec<DeviceTaps>,
 }
 
-/// [`AxisTaps`] of both axes in device memory, for frames of `src_width` × `src_height`.
+/// [`KernelTaps`] of both axes in device memory, for frames of `src_width` × `src_height`, and the
+/// resample kernel's tile plan for them (`None`: the single-pass kernel runs).
 struct DeviceTaps {
     src_width: u32,
     src_height: u32,
     x: DeviceAxisTaps,
     y: DeviceAxisTaps,
-}
-
-impl DeviceTaps {
-    fn upload(
-        stream: &Arc<CudaStream>,
-        filter: ResizeFilter,
-        meta: &FrameMeta,
-        geometry: &ResizeGeometry,
-    ) -> Result<Self, GpuError> {
-        Ok(DeviceTaps {
-            src_width: meta.width,
-            src_height: meta.height,
-            x: DeviceAxisTaps::upload(stream, &AxisTaps::new(filter, meta.width, geometry.content_width))?,
-            y: DeviceAxisTaps::upload(stream, &AxisTaps::new(filter, meta.height, geometry.content_height))?,
-        })
-    }
+    plan: Option<TilePlan>,
 }
 
 struct DeviceAxisTaps {
@@ -117,29 +126,27 @@ struct DeviceAxisTaps {
 }
 
 impl DeviceAxisTaps {
-    fn upload(stream: &Arc<CudaStream>, taps: &AxisTaps) -> Result<Self, GpuError> {
-        let to_i32 = |value: u32| {
-            i32::try_from(value)
-                .map_err(|_| GpuError::FrameTooLarge { needed: value as usize, capacity: i32::MAX as usize })
-        };
-        let spans = taps
-            .first
-            .iter()
-            .zip(&taps.count)
-            .flat_map(|(first, count)| [to_i32(*first), to_i32(*count)])
-            .collect::<Result<Vec<i32>, _>>()?;
-        let stride = u32::try_from(taps.stride).map_or(Ok(i32::MAX), to_i32)?;
+    fn upload(stream: &Arc<CudaStream>, taps: &KernelTaps) -> Result<Self, GpuError> {
         Ok(DeviceAxisTaps {
-            spans: stream.clone_htod(&spans).during("cuMemcpyHtoD(taps)")?,
+            spans: stream.clone_htod(&taps.spans).during("cuMemcpyHtoD(taps)")?,
             weights: stream.clone_htod(&taps.weights).during("cuMemcpyHtoD(weights)")?,
-            stride,
+            stride: i32::try_from(taps.stride).map_err(|_| too_large(taps.stride))?,
         })
     }
 }
 
+fn too_large(value: usize) -> GpuError {
+    GpuError::FrameTooLarge { needed: value, capacity: i32::MAX as usize }
+}
+
+fn to_i32(value: u32) -> Result<i32, GpuError> {
+    i32::try_from(value).map_err(|_| too_large(value as usize))
+}
+
 impl GpuPreprocessor {
-    /// Compiles (or loads from `cache_dir`) the kernel for `spec` and prepares for frames of up to
-    /// `max_frame_bytes`. Call on the camera's GPU thread, once at start.
+    /// Compiles (or loads from `cache_dir`) the kernels for `spec` and prepares for frames of up to
+    /// `max_frame_bytes` (the largest frame of any camera it serves). Call on the GPU thread, once
+    /// at start.
     pub fn new(
         device: &GpuDevice,
         stream: Arc<CudaStream>,
@@ -147,39 +154,55 @@ impl GpuPreprocessor {
         cache_dir: Option<&Path>,
         max_frame_bytes: usize,
     ) -> Result<Self, GpuError> {
-        Self::with_pixels_per_thread(device, stream, spec, cache_dir, max_frame_bytes, PIXELS_PER_THREAD)
+        let kernel = AntialiasKernel::Resample { tile_rows: DEFAULT_TILE_ROWS };
+        Self::with_antialias_kernel(device, stream, spec, cache_dir, max_frame_bytes, kernel)
     }
 
-    pub(crate) fn with_pixels_per_thread(
+    pub(crate) fn with_antialias_kernel(
         device: &GpuDevice,
         stream: Arc<CudaStream>,
         spec: &PreprocessSpec,
         cache_dir: Option<&Path>,
         max_frame_bytes: usize,
-        pixels_per_thread: u32,
+        antialias_kernel: AntialiasKernel,
     ) -> Result<Self, GpuError> {
         if spec.width == 0 || spec.height == 0 || i32::try_from(spec.elements()).is_err() {
             return Err(GpuError::TensorSize { width: spec.width, height: spec.height });
         }
         device.bind_to_thread()?;
         let module = device.preprocess_module(|| load_module(device, cache_dir))?;
-        let kernels = ALL_FORMATS
-            .iter()
-            .map(|format| {
-                let name = kernel_name(*format, spec.layout, spec.dtype, pixels_per_thread);
-                module.load_function(&name).during("cuModuleGetFunction")
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let load = |prefix: &str| {
+            ALL_FORMATS
+                .iter()
+                .map(|format| {
+                    let name = kernel_name(prefix, *format, spec.layout, spec.dtype);
+                    module.load_function(&name).during("cuModuleGetFunction")
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let (single_pass, resample) = (load("preprocess")?, load("resample")?);
+        let shared_limit = device
+            .context()
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .during("cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)")?;
+        // Blocks get more than 48 KiB of dynamic shared memory only after opting in per kernel.
+        for kernel in &resample {
+            kernel
+                .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_limit)
+                .during("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")?;
+        }
         Ok(GpuPreprocessor {
             device: device.clone(),
             stream,
             spec: spec.clone(),
             _module: module,
-            kernels,
-            pixels_per_thread,
+            single_pass,
+            resample,
+            antialias_kernel,
+            shared_limit: usize::try_from(shared_limit).unwrap_or(0),
             staging: None,
             max_frame_bytes,
-            taps: None,
+            taps: Vec::with_capacity(TAP_CACHE_SIZES),
         })
     }
 
@@ -191,24 +214,39 @@ impl GpuPreprocessor {
         &self.stream
     }
 
-    /// Enqueues preprocessing of the frame in `slot` into `dst` (exactly `spec.bytes()` bytes).
-    /// The slot must stay untouched until the stream has been synchronised.
+    /// Enqueues preprocessing of the frame in `slot` into `dst`, a tensor of batch 1 (exactly
+    /// `spec.bytes()` bytes). The slot must stay untouched until the stream has been synchronised.
     pub fn run(&mut self, slot: &FrameSlot, dst: &mut CudaSlice<u8>) -> Result<(), GpuError> {
-        let stream = self.stream.clone();
-        let dst_bytes = dst.len();
-        let (dst_ptr, _dst_written) = dst.device_ptr_mut(&stream);
-        // SAFETY: `dst_ptr` addresses `dst_bytes` bytes of device memory that stay alive (borrowed)
-        // and are ordered on this stream by the guard.
-        unsafe { self.run_into(slot, dst_ptr, dst_bytes) }
+        self.check_output(dst.len())?;
+        self.enqueue_row(slot, dst, 0)
     }
 
-    /// [`GpuPreprocessor::run`] into raw device memory (e.g. a TensorRT input binding).
+    /// Enqueues preprocessing of the frame in `slot` into row `row` of `batch`, an input tensor of
+    /// `batch.len() / spec.bytes()` rows (`[B, C, H, W]` or `[B, H, W, C]`). Rows of one batch may
+    /// come from frames of different sizes and pixel formats; the kernel writes only its row. The
+    /// slot must stay untouched until the stream has been synchronised.
+    pub fn enqueue_row(&mut self, slot: &FrameSlot, batch: &mut CudaSlice<u8>, row: usize) -> Result<(), GpuError> {
+        let stream = self.stream.clone();
+        let batch_bytes = batch.len();
+        let (batch_ptr, _batch_written) = batch.device_ptr_mut(&stream);
+        // SAFETY: `batch_ptr` addresses `batch_bytes` bytes of device memory that stay alive
+        // (borrowed) and are ordered on this stream by the guard.
+        unsafe { self.enqueue_row_into(slot, batch_ptr, batch_bytes, row) }
+    }
+
+    /// [`GpuPreprocessor::enqueue_row`] into raw device memory (e.g. a TensorRT input binding).
     ///
     /// # Safety
-    /// `dst` must address at least `dst_bytes` bytes of device memory of this context that stay
+    /// `batch` must address at least `batch_bytes` bytes of device memory of this context that stay
     /// allocated until the stream has executed the kernel.
-    pub unsafe fn run_into(&mut self, slot: &FrameSlot, dst: CUdeviceptr, dst_bytes: usize) -> Result<(), GpuError> {
-        self.check_output(dst_bytes)?;
+    pub unsafe fn enqueue_row_into(
+        &mut self,
+        slot: &FrameSlot,
+        batch: CUdeviceptr,
+        batch_bytes: usize,
+        row: usize,
+    ) -> Result<(), GpuError> {
+        let dst = self.row_address(batch, batch_bytes, row)?;
         let frame = slot.data();
         let mapped = slot
             .memory()
@@ -231,8 +269,10 @@ impl GpuPreprocessor {
                 };
                 let (src, staging_written) = staging.device_ptr_mut(&stream);
                 // SAFETY: `src` has `capacity >= frame.len()` bytes; `frame` stays valid until the
-                // stream is synchronised (the slot is not released before, see `run`). Pinned
-                // slots make this copy truly asynchronous; pageable memory is staged by the driver.
+                // stream is synchronised (the slot is not released before, see `enqueue_row`).
+                // Pinned slots make this copy truly asynchronous; pageable memory is staged by the
+                // driver. The next row's copy into the same buffer is ordered after this row's
+                // kernel on the stream.
                 let result = cudarc::driver::result::memcpy_htod_async(src, frame, stream.cu_stream())
                     .during("cuMemcpyHtoDAsync")
                     .and_then(|()| self.launch(src, slot.meta(), dst));
@@ -244,14 +284,15 @@ impl GpuPreprocessor {
     }
 
     /// Enqueues preprocessing of a frame already in device memory (`src` holds at least the
-    /// frame's bytes). Used by the benchmark and by sources that decode on the GPU.
-    pub fn run_device(
+    /// frame's bytes) into row `row` of `batch`. Used by the benchmark and by sources that decode
+    /// on the GPU.
+    pub fn enqueue_device_row(
         &mut self,
         src: &CudaSlice<u8>,
         meta: &FrameMeta,
-        dst: &mut CudaSlice<u8>,
+        batch: &mut CudaSlice<u8>,
+        row: usize,
     ) -> Result<(), GpuError> {
-        self.check_output(dst.len())?;
         let needed = meta
             .format
             .frame_bytes(meta.width, meta.height)
@@ -260,11 +301,13 @@ impl GpuPreprocessor {
             return Err(GpuError::FrameTooLarge { needed, capacity: src.len() });
         }
         let stream = self.stream.clone();
+        let batch_bytes = batch.len();
         let (src_ptr, _src_read) = src.device_ptr(&stream);
-        let (dst_ptr, _dst_written) = dst.device_ptr_mut(&stream);
+        let (batch_ptr, _batch_written) = batch.device_ptr_mut(&stream);
+        let dst = self.row_address(batch_ptr, batch_bytes, row)?;
         // SAFETY: both pointers address live device allocations of the checked sizes, ordered
         // on this stream by their guards.
-        unsafe { self.launch(src_ptr, meta, dst_ptr) }
+        unsafe { self.launch(src_ptr, meta, dst) }
     }
 
     fn check_output(&self, actual: usize) -> Result<(), GpuError> {
@@ -275,30 +318,86 @@ impl GpuPreprocessor {
         Ok(())
     }
 
+    /// Device address of row `row` of a batch of `batch_bytes` bytes at `batch`.
+    fn row_address(&self, batch: CUdeviceptr, batch_bytes: usize, row: usize) -> Result<CUdeviceptr, GpuError> {
+        let row_bytes = self.spec.bytes();
+        if batch_bytes == 0 || batch_bytes % row_bytes != 0 {
+            return Err(GpuError::OutputSize { expected: row_bytes, actual: batch_bytes });
+        }
+        let rows = batch_bytes / row_bytes;
+        if row >= rows {
+            return Err(GpuError::RowOutsideBatch { row, rows });
+        }
+        Ok(batch + (row * row_bytes) as CUdeviceptr)
+    }
+
+    /// Moves the tap tables and tile plan for frames of `meta`'s size to the front of the cache:
+    /// cached, or built with the CPU code's [`AxisTaps`] and uploaded (dropping the least recently
+    /// used size beyond [`TAP_CACHE_SIZES`]; its device memory is freed in stream order, after the
+    /// kernels that read it).
+    fn cache_taps(&mut self, meta: &FrameMeta) -> Result<(), GpuError> {
+        let size = (meta.width, meta.height);
+        match self.taps.iter().position(|taps| (taps.src_width, taps.src_height) == size) {
+            Some(0) => {}
+            Some(index) => {
+                let taps = self.taps.remove(index);
+                self.taps.insert(0, taps);
+            }
+            None => {
+                let geometry = self.spec.geometry(meta.width, meta.height);
+                let filter = self.spec.filter;
+                let kernel_taps = |src: u32, content: u32| {
+                    KernelTaps::trimmed(&AxisTaps::new(filter, src, content)).ok_or(too_large(src as usize))
+                };
+                let x = kernel_taps(meta.width, geometry.content_width)?;
+                let y = kernel_taps(meta.height, geometry.content_height)?;
+                let plan = match self.antialias_kernel {
+                    AntialiasKernel::Resample { tile_rows } => TilePlan::new(
+                        &x,
+                        &y,
+                        &geometry,
+                        self.spec.width,
+                        self.spec.height,
+                        tile_rows,
+                        self.shared_limit,
+                    ),
+                    AntialiasKernel::SinglePass => None,
+                };
+                let taps = DeviceTaps {
+                    src_width: meta.width,
+                    src_height: meta.height,
+                    x: DeviceAxisTaps::upload(&self.stream, &x)?,
+                    y: DeviceAxisTaps::upload(&self.stream, &y)?,
+                    plan,
+                };
+                self.taps.truncate(TAP_CACHE_SIZES - 1);
+                self.taps.insert(0, taps);
+            }
+        }
+        Ok(())
+    }
+
     /// # Safety
     /// `src` addresses the whole frame described by `meta` and `dst` `spec.bytes()` bytes, both
     /// device-accessible in this context until the stream has run the kernel.
     unsafe fn launch(&mut self, src: CUdeviceptr, meta: &FrameMeta, dst: CUdeviceptr) -> Result<(), GpuError> {
         let geometry = self.spec.geometry(meta.width, meta.height);
+        let stream = self.stream.clone();
         // Bilinear computes its two taps per axis in the kernel (no dependent table loads; the
         // same f32 operations as `AxisTaps`); antialias reads the tables.
         let taps = match self.spec.filter {
             ResizeFilter::Bilinear => None,
-            ResizeFilter::Antialias => Some(match self.taps.take() {
-                Some(taps) if (taps.src_width, taps.src_height) == (meta.width, meta.height) => self.taps.insert(taps),
-                _ => self.taps.insert(DeviceTaps::upload(&self.stream, self.spec.filter, meta, &geometry)?),
-            }),
+            ResizeFilter::Antialias => {
+                self.cache_taps(meta)?;
+                self.taps.first()
+            }
         };
+        let plan = taps.and_then(|taps| taps.plan);
         let spec = &self.spec;
-        let stream = &self.stream;
-        let (x_taps, _x_taps_read) = taps.as_ref().map(|taps| taps.x.spans.device_ptr(stream)).unzip();
-        let (x_weights, _x_weights_read) = taps.as_ref().map(|taps| taps.x.weights.device_ptr(stream)).unzip();
-        let (y_taps, _y_taps_read) = taps.as_ref().map(|taps| taps.y.spans.device_ptr(stream)).unzip();
-        let (y_weights, _y_weights_read) = taps.as_ref().map(|taps| taps.y.weights.device_ptr(stream)).unzip();
-        let to_i32 = |value: u32| {
-            i32::try_from(value)
-                .map_err(|_| GpuError::FrameTooLarge { needed: value as usize, capacity: i32::MAX as usize })
-        };
+        let (x_taps, _x_taps_read) = taps.map(|taps| taps.x.spans.device_ptr(&stream)).unzip();
+        let (x_weights, _x_weights_read) = taps.map(|taps| taps.x.weights.device_ptr(&stream)).unzip();
+        let (y_taps, _y_taps_read) = taps.map(|taps| taps.y.spans.device_ptr(&stream)).unzip();
+        let (y_weights, _y_weights_read) = taps.map(|taps| taps.y.weights.device_ptr(&stream)).unzip();
         let params = KernelParams {
             src,
             dst,
@@ -314,30 +413,56 @@ impl GpuPreprocessor {
             content_h: to_i32(geometry.content_height)?,
             pad_x: to_i32(geometry.pad_x)?,
             pad_y: to_i32(geometry.pad_y)?,
-            x_stride: taps.as_ref().map_or(0, |taps| taps.x.stride),
-            y_stride: taps.as_ref().map_or(0, |taps| taps.y.stride),
+            x_stride: taps.map_or(0, |taps| taps.x.stride),
+            y_stride: taps.map_or(0, |taps| taps.y.stride),
             antialias: i32::from(spec.filter == ResizeFilter::Antialias),
             mean: spec.mean,
             std: spec.std,
-            pad: f32::from(spec.pad),
+            pad_value: pad_value(spec),
             swap_out: i32::from(spec.color == ColorOrder::Bgr),
+            tile_rows: plan.map_or(Ok(0), |plan| to_i32(plan.tile_rows))?,
+            stage_rows: plan.map_or(Ok(0), |plan| to_i32(plan.stage_rows))?,
+            stage_pitch: plan.map_or(Ok(0), |plan| to_i32(plan.stage_pitch))?,
         };
-        let threads_x = BLOCK.0 * self.pixels_per_thread;
-        let config = LaunchConfig {
-            grid_dim: (spec.width.div_ceil(threads_x), spec.height.div_ceil(BLOCK.1), 1),
-            block_dim: (BLOCK.0, BLOCK.1, 1),
-            shared_mem_bytes: 0,
+        let (kernel, config) = match plan {
+            Some(plan) => (
+                &self.resample[format_index(meta.format)],
+                LaunchConfig {
+                    grid_dim: (spec.width.div_ceil(TILE_WIDTH), spec.height.div_ceil(plan.tile_rows), 1),
+                    block_dim: (TILE_WIDTH, BLOCK_ROWS, 1),
+                    shared_mem_bytes: u32::try_from(plan.shared_bytes()).map_err(|_| too_large(plan.shared_bytes()))?,
+                },
+            ),
+            None => (
+                &self.single_pass[format_index(meta.format)],
+                LaunchConfig {
+                    grid_dim: (spec.width.div_ceil(TILE_WIDTH), spec.height.div_ceil(BLOCK_ROWS), 1),
+                    block_dim: (TILE_WIDTH, BLOCK_ROWS, 1),
+                    shared_mem_bytes: 0,
+                },
+            ),
         };
-        let kernel = &self.kernels[format_index(meta.format)];
-        let mut launch = self.stream.launch_builder(kernel);
+        let mut launch = stream.launch_builder(kernel);
         launch.arg(&params);
-        // SAFETY: the kernel reads only the frame bytes `src` was checked to hold (every tap
-        // index lies inside the frame the tables were built for, which is this frame's size) and
-        // writes exactly `spec.bytes()` bytes at `dst` (caller contract); the tap tables live in
-        // `self.taps` and are ordered on this stream by their guards; `params` matches the
-        // kernel's parameter struct.
+        // SAFETY: the kernels read only the frame bytes `src` was checked to hold (every tap
+        // index lies inside the frame the tables were built for, which is this frame's size, and
+        // the resample kernel stages only source pixels inside the frame) and write exactly
+        // `spec.bytes()` bytes at `dst` (caller contract); the tap tables live in `self.taps` and
+        // are ordered on this stream by their guards (and freed in stream order when evicted); the
+        // shared memory matches the plan the kernel indexes with; `params` matches the kernel's
+        // parameter struct.
         unsafe { launch.launch(config) }.during("cuLaunchKernel(preprocess)")?;
         Ok(())
+    }
+}
+
+/// The pad pixel after steps 3 and 4 of the definition (the same f32 operations as the CPU code),
+/// so the kernels store it without recomputing it per pixel.
+fn pad_value(spec: &PreprocessSpec) -> [f32; 3] {
+    let pad = f32::from(spec.pad);
+    match spec.dtype {
+        TensorDtype::U8 => [pad; 3],
+        TensorDtype::F16 | TensorDtype::F32 => [0, 1, 2].map(|c| (pad - spec.mean[c]) / spec.std[c]),
     }
 }
 
@@ -354,7 +479,7 @@ fn format_index(format: PixelFormat) -> usize {
     }
 }
 
-fn kernel_name(format: PixelFormat, layout: TensorLayout, dtype: TensorDtype, pixels_per_thread: u32) -> String {
+fn kernel_name(prefix: &str, format: PixelFormat, layout: TensorLayout, dtype: TensorDtype) -> String {
     let layout = match layout {
         TensorLayout::Nchw => "nchw",
         TensorLayout::Nhwc => "nhwc",
@@ -364,7 +489,7 @@ fn kernel_name(format: PixelFormat, layout: TensorLayout, dtype: TensorDtype, pi
         TensorDtype::F16 => "f16",
         TensorDtype::F32 => "f32",
     };
-    format!("preprocess_{}_{layout}_{dtype}_x{pixels_per_thread}", format.name())
+    format!("{prefix}_{}_{layout}_{dtype}", format.name())
 }
 
 /// NVRTC options. `--fmad=false` keeps the kernel bit-identical to the CPU implementation.
@@ -451,23 +576,66 @@ mod tests {
 
     #[test]
     fn kernel_params_match_the_cuda_struct_size() {
-        // Six pointers, ten ints, seven floats and two ints: 48 + 40 + 28 + 8 = 124 bytes, padded
-        // to 128 for the pointers' alignment (in C as in Rust).
-        assert_eq!(std::mem::size_of::<KernelParams>(), 128);
+        // Six pointers, ten ints, nine floats and five ints: 48 + 40 + 36 + 20 = 144 bytes, a
+        // multiple of the pointers' alignment (in C as in Rust).
+        assert_eq!(std::mem::size_of::<KernelParams>(), 144);
     }
 
     #[test]
     fn every_kernel_name_is_instantiated_in_the_source() {
         for format in ALL_FORMATS {
             let name = format.name();
-            let instantiation = format!("FOR_LAYOUTS(FMT_{}, {name}, PIX)", name.to_uppercase());
+            let instantiation = format!("FOR_LAYOUTS(FMT_{}, {name})", name.to_uppercase());
             assert!(KERNEL_SOURCE.contains(&instantiation), "{instantiation} missing");
         }
-        assert!(KERNEL_SOURCE.contains(&format!("FOR_FORMATS({PIXELS_PER_THREAD})")));
+        for prefix in ["preprocess", "resample"] {
+            assert!(KERNEL_SOURCE.contains(&format!(" {prefix}_##FNAME##_##LNAME##_##DNAME(Params p)")));
+        }
         assert_eq!(
-            kernel_name(PixelFormat::Nv12, TensorLayout::Nhwc, TensorDtype::F16, 2),
-            "preprocess_nv12_nhwc_f16_x2"
+            kernel_name("resample", PixelFormat::Nv12, TensorLayout::Nhwc, TensorDtype::F16),
+            "resample_nv12_nhwc_f16"
         );
+    }
+
+    #[test]
+    fn kernel_constants_match_the_source() {
+        assert!(KERNEL_SOURCE.contains(&format!("#define TILE_W {TILE_WIDTH}\n")));
+        assert!(KERNEL_SOURCE.contains(&format!("#define BLOCK_ROWS {BLOCK_ROWS}\n")));
+    }
+
+    #[test]
+    fn pad_value_is_the_cpu_definition_of_a_pad_pixel() {
+        let mut spec = crate::preprocess::PreprocessSpec {
+            width: 1,
+            height: 1,
+            layout: TensorLayout::Nchw,
+            dtype: TensorDtype::F32,
+            color: ColorOrder::Bgr,
+            resize: crate::config::ResizeKind::Letterbox,
+            filter: ResizeFilter::Antialias,
+            pad: 114,
+            mean: [123.675, 116.28, 103.53],
+            std: [58.395, 57.12, 57.375],
+        };
+        // A 3x1 frame letterboxed into 3x3: rows 0 and 2 are pad.
+        spec.width = 3;
+        spec.height = 3;
+        let meta = FrameMeta {
+            width: 3,
+            height: 1,
+            format: PixelFormat::Rgb8,
+            sequence: 0,
+            captured_at: std::time::SystemTime::UNIX_EPOCH,
+        };
+        let mut out = vec![0u8; spec.bytes()];
+        crate::preprocess::preprocess_cpu(&[9; 9], &meta, &spec, &mut out).expect("cpu");
+        let values: Vec<f32> = out.chunks_exact(4).map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let pad = pad_value(&spec);
+        for c in 0..3 {
+            assert_eq!(values[c * 9].to_bits(), pad[c].to_bits(), "channel {c}, first pad pixel");
+        }
+        spec.dtype = TensorDtype::U8;
+        assert_eq!(pad_value(&spec), [114.0; 3]);
     }
 
     #[test]
