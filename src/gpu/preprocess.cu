@@ -54,12 +54,11 @@
 struct Params {
     const unsigned char* src;
     void* dst;
-    // Per content column: (first source x, tap count); then `x_stride` weights per column.
-    const int* x_taps;
-    const float* x_weights;
+    // One tap record per content column: first source x, tap count, then `x_stride` f32 weights
+    // (as bits), `x_stride + 2` words in all.
+    const unsigned int* x_taps;
     // The same per content row.
-    const int* y_taps;
-    const float* y_weights;
+    const unsigned int* y_taps;
     int src_w, src_h;
     int out_w, out_h;
     int content_w, content_h;
@@ -83,7 +82,19 @@ struct Rgb {
     float r, g, b;
 };
 
-__device__ __forceinline__ float clamp255(float x) { return fminf(fmaxf(x, 0.0f), 255.0f); }
+// fminf(fmaxf(x, 0), 255). On sm_90+ one DPX instruction on the bit pattern does it: a negative
+// float is a negative int and a non-negative one compares as its bits do, so
+// max(min(bits, bits(255)), 0) is the clamp for every x the conversions produce (finite, never
+// -0.0).
+__device__ __forceinline__ float clamp255(float x) {
+#if __CUDA_ARCH__ >= 900
+    int clamped;
+    asm("min.relu.s32 %0, %1, %2;" : "=r"(clamped) : "r"(__float_as_int(x)), "r"(0x437F0000));
+    return __int_as_float(clamped);
+#else
+    return fminf(fmaxf(x, 0.0f), 255.0f);
+#endif
+}
 
 __device__ __forceinline__ Rgb yuv_to_rgb(unsigned int y, unsigned int u, unsigned int v) {
     float c = 1.164f * ((float)y - 16.0f);
@@ -205,10 +216,12 @@ __device__ __forceinline__ void output_pixel(const Params& p, int ox, int oy, fl
         Rgb below = mix(load_rgb<FMT>(p, x0, y1), load_rgb<FMT>(p, x1, y1), fx);
         v = mix(above, below, fy);
     } else {
-        int x0 = p.x_taps[2 * cx], nx = p.x_taps[2 * cx + 1];
-        int y0 = p.y_taps[2 * cy], ny = p.y_taps[2 * cy + 1];
-        const float* wx = p.x_weights + (size_t)cx * p.x_stride;
-        const float* wy = p.y_weights + (size_t)cy * p.y_stride;
+        const unsigned int* x_record = p.x_taps + (size_t)cx * (p.x_stride + 2);
+        const unsigned int* y_record = p.y_taps + (size_t)cy * (p.y_stride + 2);
+        int x0 = x_record[0], nx = x_record[1];
+        int y0 = y_record[0], ny = y_record[1];
+        const float* wx = reinterpret_cast<const float*>(x_record + 2);
+        const float* wy = reinterpret_cast<const float*>(y_record + 2);
         v.r = v.g = v.b = 0.0f;
         for (int ky = 0; ky < ny; ++ky) {
             Rgb h;
@@ -285,36 +298,36 @@ __device__ __forceinline__ void preprocess(const Params& p) {
 // Phase A works on chunks of 4 source pixels of one row, starting at a multiple of 4. The raw
 // bytes of a chunk (8 for YUYV and NV12, 12 for RGB/BGR, 16 for RGBA) are loaded first, for several
 // chunks at once, so their memory latencies overlap; pixels past the frame's right edge are not
-// read.
+// read. `row` is the first byte of source row y.
 template <int FMT>
-__device__ __forceinline__ uint4 load_chunk(const Params& p, int x, int y) {
+__device__ __forceinline__ uint4 load_chunk(const Params& p, const unsigned char* row, int x, int y) {
     uint4 raw = make_uint4(0, 0, 0, 0);
     if constexpr (FMT == FMT_YUYV) {
         // Two words Y0 U Y1 V; x is even and rows hold whole pairs, so both are 4-byte aligned.
-        const unsigned int* row = reinterpret_cast<const unsigned int*>(p.src + (size_t)y * p.src_w * 2);
-        raw.x = __ldg(row + x / 2);
+        const unsigned int* pairs = reinterpret_cast<const unsigned int*>(row) + x / 2;
+        raw.x = __ldg(pairs);
         if (x + 2 < p.src_w) {
-            raw.y = __ldg(row + x / 2 + 1);
+            raw.y = __ldg(pairs + 1);
         }
     } else if constexpr (FMT == FMT_NV12) {
         // Per pair a word Y0 Y1 U V.
-        const unsigned char* luma = p.src + (size_t)y * p.src_w + x;
-        const unsigned short* chroma =
-            reinterpret_cast<const unsigned short*>(p.src + (size_t)p.src_w * p.src_h + (size_t)(y / 2) * p.src_w + x);
+        const unsigned char* luma = row + x;
+        const unsigned short* chroma = reinterpret_cast<const unsigned short*>(
+            p.src + (size_t)p.src_w * p.src_h + (size_t)(y / 2) * p.src_w + x);
         raw.x = (unsigned int)__ldg(luma) | ((unsigned int)__ldg(luma + 1) << 8) | ((unsigned int)__ldg(chroma) << 16);
         if (x + 2 < p.src_w) {
             raw.y = (unsigned int)__ldg(luma + 2) | ((unsigned int)__ldg(luma + 3) << 8) |
                     ((unsigned int)__ldg(chroma + 1) << 16);
         }
     } else if constexpr (FMT == FMT_RGBA) {
-        const unsigned int* row = reinterpret_cast<const unsigned int*>(p.src + (size_t)y * p.src_w * 4);
-        raw.x = __ldg(row + x);
-        if (x + 1 < p.src_w) raw.y = __ldg(row + x + 1);
-        if (x + 2 < p.src_w) raw.z = __ldg(row + x + 2);
-        if (x + 3 < p.src_w) raw.w = __ldg(row + x + 3);
+        const unsigned int* px = reinterpret_cast<const unsigned int*>(row) + x;
+        raw.x = __ldg(px);
+        if (x + 1 < p.src_w) raw.y = __ldg(px + 1);
+        if (x + 2 < p.src_w) raw.z = __ldg(px + 2);
+        if (x + 3 < p.src_w) raw.w = __ldg(px + 3);
     } else {
         // RGB/BGR rows need not be word-aligned: bytes.
-        const unsigned char* px = p.src + ((size_t)y * p.src_w + x) * 3;
+        const unsigned char* px = row + 3 * x;
         const int bytes = 3 * min(4, p.src_w - x);
         unsigned int words[3] = {0, 0, 0};
 #pragma unroll
@@ -372,33 +385,34 @@ __device__ __forceinline__ void stage_chunk(const Params& p, uint4 raw, int x, f
     }
 }
 
-// The source window of content pixels [lo, hi) along one axis: taps are monotonic (the host
-// checks), so it runs from the first tap of `lo` to the last tap of `hi - 1`.
-__device__ __forceinline__ void tap_window(const int* taps, int lo, int hi, int& first, int& end) {
-    first = __ldg(taps + 2 * lo);
-    end = __ldg(taps + 2 * (hi - 1)) + __ldg(taps + 2 * (hi - 1) + 1);
+__device__ __forceinline__ int row_bytes(const Params& p, int format) {
+    return format == FMT_YUYV ? 2 * p.src_w : format == FMT_RGBA ? 4 * p.src_w : format == FMT_NV12 ? p.src_w : 3 * p.src_w;
 }
 
-// Phase B for one content column and G staged rows r0, r0 + 8, ...: the definition's horizontal
-// sum over the column's taps (from 0, in increasing k), stored as the row's mixed value.
+// Phase B for one content column and G staged rows r0, r0 + BLOCK_ROWS, ...: the definition's
+// horizontal sum over the column's taps (in increasing k; the first term is the sum `0 + w0 * q0`
+// itself, exact since every term is >= +0), stored as the row's mixed value.
 template <int G>
 __device__ __forceinline__ void mix_rows(const float* column, float* out, int r0, int stage_row, const float* wx,
                                          int nx) {
     const float* src[G];
     float acc[G][3];
+    const float w0 = wx[0];
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         src[g] = column + (r0 + g * BLOCK_ROWS) * stage_row;
-        acc[g][0] = acc[g][1] = acc[g][2] = 0.0f;
+        acc[g][0] = w0 * src[g][0];
+        acc[g][1] = w0 * src[g][1];
+        acc[g][2] = w0 * src[g][2];
     }
-    for (int k = 0; k < nx; ++k) {
-        const float weight = __ldg(wx++);
+    for (int k = 1; k < nx; ++k) {
+        const float weight = wx[k];
 #pragma unroll
         for (int g = 0; g < G; ++g) {
+            src[g] += 3;
             acc[g][0] = acc[g][0] + weight * src[g][0];
             acc[g][1] = acc[g][1] + weight * src[g][1];
             acc[g][2] = acc[g][2] + weight * src[g][2];
-            src[g] += 3;
         }
     }
 #pragma unroll
@@ -410,6 +424,11 @@ __device__ __forceinline__ void mix_rows(const float* column, float* out, int r0
     }
 }
 
+// Shared memory of one resample block, in 4-byte words (the host's `TilePlan::shared_bytes` / 4):
+//   stage  [stage_rows][stage_pitch][3]  source RGB
+//   mixed  [stage_rows][TILE_W][3]       horizontal sums
+//   x taps [TILE_W][x_stride + 2]         tap records of the tile's columns
+//   y taps [tile_rows][y_stride + 2]      tap records of its rows
 template <int FMT, int LAYOUT, int DTYPE>
 __device__ __forceinline__ void resample(const Params& p) {
     extern __shared__ float shared[];
@@ -420,64 +439,99 @@ __device__ __forceinline__ void resample(const Params& p) {
     const int oy0 = blockIdx.y * p.tile_rows;
     const int ox = ox0 + tx;
 
-    // The tile's content pixels [cx_lo, cx_hi) x [cy_lo, cy_hi).
+    // The tile's content pixels [cx_lo, cx_lo + columns) x [cy_lo, cy_lo + content_rows).
     const int cx_lo = max(ox0 - p.pad_x, 0);
-    const int cx_hi = min(ox0 + TILE_W - p.pad_x, p.content_w);
+    const int columns = min(ox0 + TILE_W - p.pad_x, p.content_w) - cx_lo;
     const int cy_lo = max(oy0 - p.pad_y, 0);
-    const int cy_hi = min(oy0 + p.tile_rows - p.pad_y, p.content_h);
-    if (cx_lo >= cx_hi || cy_lo >= cy_hi) {
+    const int content_rows = min(oy0 + p.tile_rows - p.pad_y, p.content_h) - cy_lo;
+    const int oy_hi = min(oy0 + p.tile_rows, p.out_h);
+    if (columns <= 0 || content_rows <= 0) {
         if (ox < p.out_w) {
             float v[3];
             pad_pixel(p, v);
-            for (int oy = oy0 + ty; oy < min(oy0 + p.tile_rows, p.out_h); oy += BLOCK_ROWS) {
+            for (int oy = oy0 + ty; oy < oy_hi; oy += BLOCK_ROWS) {
                 store_pixel<LAYOUT, DTYPE>(p, ox, oy, v);
             }
         }
         return;
     }
 
-    int sx_lo, sx_hi, sy_lo, sy_hi;
-    tap_window(p.x_taps, cx_lo, cx_hi, sx_lo, sx_hi);
-    tap_window(p.y_taps, cy_lo, cy_hi, sy_lo, sy_hi);
+    const int x_record = p.x_stride + 2;
+    const int y_record = p.y_stride + 2;
+    float* stage = shared;
+    float* mixed = stage + p.stage_rows * p.stage_pitch * 3;
+    unsigned int* x_taps = reinterpret_cast<unsigned int*>(mixed + p.stage_rows * TILE_W * 3);
+    unsigned int* y_taps = x_taps + TILE_W * x_record;
+    const int stage_row = p.stage_pitch * 3;
+
+    // The tile's tap records, into shared memory in one pass (phases B and C read them there, so
+    // their latency hides behind phase A).
+    {
+        const unsigned int* x_from = p.x_taps + cx_lo * x_record;
+        const unsigned int* y_from = p.y_taps + cy_lo * y_record;
+        const int x_words = columns * x_record;
+        const int words = x_words + content_rows * y_record;
+        for (int i = tid; i < words; i += BLOCK_THREADS) {
+            if (i < x_words) {
+                x_taps[i] = __ldg(x_from + i);
+            } else {
+                y_taps[i - x_words] = __ldg(y_from + (i - x_words));
+            }
+        }
+    }
+
+    // The source window: taps are monotonic (the host checks), so it runs from the first tap of
+    // the first content pixel to the last tap of the last.
+    const unsigned int* x_last = p.x_taps + (cx_lo + columns - 1) * x_record;
+    const unsigned int* y_last = p.y_taps + (cy_lo + content_rows - 1) * y_record;
+    const int sx_lo = __ldg(p.x_taps + cx_lo * x_record);
+    const int sx_hi = __ldg(x_last) + __ldg(x_last + 1);
+    const int sy_lo = __ldg(p.y_taps + cy_lo * y_record);
+    const int sy_hi = __ldg(y_last) + __ldg(y_last + 1);
     const int base_x = sx_lo & ~3;
     const int chunks = (sx_hi - base_x + 3) >> 2;
     const int rows = sy_hi - sy_lo;
-    // stage: [stage_rows][stage_pitch][3] source RGB; mixed: [stage_rows][TILE_W][3] horizontal sums.
-    float* stage = shared;
-    float* mixed = shared + (size_t)p.stage_rows * p.stage_pitch * 3;
-    const int stage_row = p.stage_pitch * 3;
 
-    // Phase A: every source pixel under the tile's windows, converted once. Thread `tid` takes
-    // chunks tid, tid + 256, ... of the rows x chunks grid, STAGE_LOADS at a time (all loads, then
-    // all conversions), stepping (row, chunk) without division after the first.
+    // Phase A: every source pixel under the tile's windows, converted once. The rows x chunks grid
+    // is dealt out in order: thread tid takes chunks tid, tid + 256, ..., STAGE_LOADS at a time
+    // (all loads, then all conversions). Row and chunk of the first come from a reciprocal
+    // (exact: the quotient is at least 0.5 / chunks away from an integer); the source and staging
+    // addresses then step by constants.
     {
         const int total = rows * chunks;
-        int r = tid / chunks;
+        const int pitch = row_bytes(p, FMT);
+        const int r = (int)__fdividef((float)tid + 0.5f, (float)chunks);
         int q = tid - r * chunks;
         const int step_r = BLOCK_THREADS / chunks;
         const int step_q = BLOCK_THREADS - step_r * chunks;
+        int y = sy_lo + r;
+        int at = r * stage_row + 12 * q;
+        const int step_at = step_r * stage_row + 12 * step_q;
+        const int wrap_at = stage_row - 12 * chunks;
         for (int t0 = tid; t0 < total; t0 += BLOCK_THREADS * STAGE_LOADS) {
             uint4 raw[STAGE_LOADS];
-            int at[STAGE_LOADS], xs[STAGE_LOADS];
+            int ats[STAGE_LOADS], xs[STAGE_LOADS];
 #pragma unroll
             for (int u = 0; u < STAGE_LOADS; ++u) {
-                at[u] = -1;
+                ats[u] = -1;
                 if (t0 + u * BLOCK_THREADS < total) {
                     xs[u] = base_x + 4 * q;
-                    raw[u] = load_chunk<FMT>(p, xs[u], sy_lo + r);
-                    at[u] = r * stage_row + 12 * q;
+                    raw[u] = load_chunk<FMT>(p, p.src + (unsigned int)(y * pitch), xs[u], y);
+                    ats[u] = at;
                 }
-                r += step_r;
+                y += step_r;
                 q += step_q;
+                at += step_at;
                 if (q >= chunks) {
                     q -= chunks;
-                    r += 1;
+                    y += 1;
+                    at += wrap_at;
                 }
             }
 #pragma unroll
             for (int u = 0; u < STAGE_LOADS; ++u) {
-                if (at[u] >= 0) {
-                    stage_chunk<FMT>(p, raw[u], xs[u], stage + at[u]);
+                if (ats[u] >= 0) {
+                    stage_chunk<FMT>(p, raw[u], xs[u], stage + ats[u]);
                 }
             }
         }
@@ -485,13 +539,12 @@ __device__ __forceinline__ void resample(const Params& p) {
     __syncthreads();
 
     // Phase B: horizontal sums for every staged row and content column. Warp `ty` takes rows ty,
-    // ty + 8, ...: up to H_ROWS of them per weight load.
-    const int cx = cx_lo + tx;
-    if (cx < cx_hi) {
-        const int x0 = __ldg(p.x_taps + 2 * cx) - base_x;
-        const int nx = __ldg(p.x_taps + 2 * cx + 1);
-        const float* wx = p.x_weights + (size_t)cx * p.x_stride;
-        const float* column = stage + 3 * x0;
+    // ty + BLOCK_ROWS, ...: up to H_ROWS of them per weight load.
+    if (tx < columns) {
+        const unsigned int* record = x_taps + tx * x_record;
+        const float* column = stage + 3 * ((int)record[0] - base_x);
+        const int nx = record[1];
+        const float* wx = reinterpret_cast<const float*>(record + 2);
         float* out = mixed + 3 * tx;
         for (int r0 = ty; r0 < rows; r0 += BLOCK_ROWS * H_ROWS) {
             // Warp-uniform: rows past the window are not computed.
@@ -505,28 +558,30 @@ __device__ __forceinline__ void resample(const Params& p) {
     }
     __syncthreads();
 
-    // Phase C: vertical sums, steps 3-5.
+    // Phase C: vertical sums (first term as in phase B), steps 3-5.
     if (ox >= p.out_w) {
         return;
     }
     const int hx = ox - p.pad_x - cx_lo;
-    const bool content_column = ox - p.pad_x >= cx_lo && ox - p.pad_x < cx_hi;
-    for (int oy = oy0 + ty; oy < min(oy0 + p.tile_rows, p.out_h); oy += BLOCK_ROWS) {
-        const int cy = oy - p.pad_y;
+    const bool content_column = hx >= 0 && hx < columns;
+    for (int oy = oy0 + ty; oy < oy_hi; oy += BLOCK_ROWS) {
+        const int j = oy - p.pad_y - cy_lo;
         float v[3];
-        if (content_column && cy >= cy_lo && cy < cy_hi) {
-            const int y0 = __ldg(p.y_taps + 2 * cy) - sy_lo;
-            const int ny = __ldg(p.y_taps + 2 * cy + 1);
-            const float* wy = p.y_weights + (size_t)cy * p.y_stride;
-            const float* h = mixed + (y0 * TILE_W + hx) * 3;
+        if (content_column && j >= 0 && j < content_rows) {
+            const unsigned int* record = y_taps + j * y_record;
+            const int ny = record[1];
+            const float* wy = reinterpret_cast<const float*>(record + 2);
+            const float* h = mixed + (((int)record[0] - sy_lo) * TILE_W + hx) * 3;
             Rgb sum;
-            sum.r = sum.g = sum.b = 0.0f;
-            for (int k = 0; k < ny; ++k) {
-                const float w = __ldg(wy++);
+            sum.r = wy[0] * h[0];
+            sum.g = wy[0] * h[1];
+            sum.b = wy[0] * h[2];
+            for (int k = 1; k < ny; ++k) {
+                h += TILE_W * 3;
+                const float w = wy[k];
                 sum.r = sum.r + w * h[0];
                 sum.g = sum.g + w * h[1];
                 sum.b = sum.b + w * h[2];
-                h += TILE_W * 3;
             }
             finish<DTYPE>(p, sum, v);
         } else {

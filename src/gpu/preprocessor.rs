@@ -54,9 +54,7 @@ struct KernelParams {
     src: CUdeviceptr,
     dst: CUdeviceptr,
     x_taps: CUdeviceptr,
-    x_weights: CUdeviceptr,
     y_taps: CUdeviceptr,
-    y_weights: CUdeviceptr,
     src_w: i32,
     src_h: i32,
     out_w: i32,
@@ -77,7 +75,7 @@ struct KernelParams {
     stage_pitch: i32,
 }
 
-// SAFETY: #[repr(C)] plain-old-data whose layout matches `struct Params` of the kernel (six 64-bit
+// SAFETY: #[repr(C)] plain-old-data whose layout matches `struct Params` of the kernel (four 64-bit
 // pointers, then 32-bit fields only, no padding differences); it is passed by value.
 unsafe impl DeviceRepr for KernelParams {}
 
@@ -119,17 +117,15 @@ struct DeviceTaps {
 }
 
 struct DeviceAxisTaps {
-    /// `(first, count)` per content pixel.
-    spans: CudaSlice<i32>,
-    weights: CudaSlice<f32>,
+    /// [`KernelTaps::records`].
+    records: CudaSlice<u32>,
     stride: i32,
 }
 
 impl DeviceAxisTaps {
     fn upload(stream: &Arc<CudaStream>, taps: &KernelTaps) -> Result<Self, GpuError> {
         Ok(DeviceAxisTaps {
-            spans: stream.clone_htod(&taps.spans).during("cuMemcpyHtoD(taps)")?,
-            weights: stream.clone_htod(&taps.weights).during("cuMemcpyHtoD(weights)")?,
+            records: stream.clone_htod(&taps.records).during("cuMemcpyHtoD(taps)")?,
             stride: i32::try_from(taps.stride).map_err(|_| too_large(taps.stride))?,
         })
     }
@@ -394,17 +390,13 @@ impl GpuPreprocessor {
         };
         let plan = taps.and_then(|taps| taps.plan);
         let spec = &self.spec;
-        let (x_taps, _x_taps_read) = taps.map(|taps| taps.x.spans.device_ptr(&stream)).unzip();
-        let (x_weights, _x_weights_read) = taps.map(|taps| taps.x.weights.device_ptr(&stream)).unzip();
-        let (y_taps, _y_taps_read) = taps.map(|taps| taps.y.spans.device_ptr(&stream)).unzip();
-        let (y_weights, _y_weights_read) = taps.map(|taps| taps.y.weights.device_ptr(&stream)).unzip();
+        let (x_taps, _x_taps_read) = taps.map(|taps| taps.x.records.device_ptr(&stream)).unzip();
+        let (y_taps, _y_taps_read) = taps.map(|taps| taps.y.records.device_ptr(&stream)).unzip();
         let params = KernelParams {
             src,
             dst,
             x_taps: x_taps.unwrap_or(0),
-            x_weights: x_weights.unwrap_or(0),
             y_taps: y_taps.unwrap_or(0),
-            y_weights: y_weights.unwrap_or(0),
             src_w: to_i32(meta.width)?,
             src_h: to_i32(meta.height)?,
             out_w: to_i32(spec.width)?,
@@ -576,9 +568,9 @@ mod tests {
 
     #[test]
     fn kernel_params_match_the_cuda_struct_size() {
-        // Six pointers, ten ints, nine floats and five ints: 48 + 40 + 36 + 20 = 144 bytes, a
+        // Four pointers, ten ints, nine floats and five ints: 32 + 40 + 36 + 20 = 128 bytes, a
         // multiple of the pointers' alignment (in C as in Rust).
-        assert_eq!(std::mem::size_of::<KernelParams>(), 144);
+        assert_eq!(std::mem::size_of::<KernelParams>(), 128);
     }
 
     #[test]

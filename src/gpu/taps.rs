@@ -17,12 +17,12 @@ pub(crate) const BLOCK_ROWS: u32 = 8;
 /// blocks of 256 threads fit on an H100 multiprocessor (228 KiB) and three on an Orin (164 KiB).
 const PREFERRED_SHARED_BYTES: usize = 48 << 10;
 
-/// One axis of [`AxisTaps`] as the kernels read it: `(first, count)` per content pixel, then
-/// `stride` weights per content pixel.
+/// One axis of [`AxisTaps`] as the kernels read it: per content pixel one record of
+/// `stride + 2` words — first source index, tap count, then `stride` f32 weights as bits (zero
+/// past the count) — so a tile's taps are one contiguous range.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct KernelTaps {
-    pub spans: Vec<i32>,
-    pub weights: Vec<f32>,
+    pub records: Vec<u32>,
     pub stride: usize,
 }
 
@@ -30,44 +30,59 @@ impl KernelTaps {
     /// The taps of `taps` with exact-zero weights trimmed off both ends of each window (at least
     /// one tap stays). `None` when a source index does not fit the kernel's `int`.
     pub fn trimmed(taps: &AxisTaps) -> Option<Self> {
-        let windows: Vec<(usize, &[f32])> = (0..taps.len())
+        let windows: Vec<(u32, &[f32])> = (0..taps.len())
             .map(|i| {
                 let all = &taps.weights[i * taps.stride..][..taps.count[i] as usize];
                 let lead = all.iter().take_while(|w| **w == 0.0).count().min(all.len().saturating_sub(1));
                 let live = &all[lead..];
                 let tail = live.iter().rev().take_while(|w| **w == 0.0).count().min(live.len().saturating_sub(1));
-                (taps.first[i] as usize + lead, &live[..live.len() - tail])
+                (taps.first[i] + lead as u32, &live[..live.len() - tail])
             })
             .collect();
         let stride = windows.iter().map(|(_, weights)| weights.len()).max().unwrap_or(1).max(1);
-        let mut spans = Vec::with_capacity(2 * windows.len());
-        let mut weights = Vec::with_capacity(stride * windows.len());
+        let mut records = Vec::with_capacity((stride + 2) * windows.len());
         for (first, live) in windows {
-            spans.push(i32::try_from(first).ok()?);
-            spans.push(i32::try_from(live.len()).ok()?);
-            weights.extend_from_slice(live);
-            weights.extend(std::iter::repeat_n(0.0, stride - live.len()));
+            i32::try_from(first).ok()?;
+            records.push(first);
+            records.push(live.len() as u32);
+            records.extend(live.iter().map(|w| w.to_bits()));
+            records.extend(std::iter::repeat_n(0, stride - live.len()));
         }
-        Some(KernelTaps { spans, weights, stride })
+        Some(KernelTaps { records, stride })
+    }
+
+    fn record(&self, i: usize) -> &[u32] {
+        &self.records[i * (self.stride + 2)..][..self.stride + 2]
+    }
+
+    /// Weights of content pixel `i`.
+    #[cfg(test)]
+    fn weights(&self, i: usize) -> Vec<f32> {
+        let record = self.record(i);
+        record[2..2 + record[1] as usize].iter().map(|bits| f32::from_bits(*bits)).collect()
     }
 
     fn len(&self) -> usize {
-        self.spans.len() / 2
+        self.records.len() / (self.stride + 2)
     }
 
     fn first(&self, i: usize) -> i64 {
-        i64::from(self.spans[2 * i])
+        i64::from(self.record(i)[0])
+    }
+
+    fn count(&self, i: usize) -> i64 {
+        i64::from(self.record(i)[1])
     }
 
     fn end(&self, i: usize) -> i64 {
-        self.first(i) + i64::from(self.spans[2 * i + 1])
+        self.first(i) + self.count(i)
     }
 
     /// Windows start and end in non-decreasing order, each with at least one tap: then the source
     /// window of content pixels `lo..hi` runs from `first(lo)` to `end(hi - 1)`, which is how the
     /// resample kernel finds it.
     fn is_monotonic(&self) -> bool {
-        (0..self.len()).all(|i| self.spans[2 * i + 1] >= 1)
+        (0..self.len()).all(|i| self.count(i) >= 1)
             && (1..self.len()).all(|i| self.first(i - 1) <= self.first(i) && self.end(i - 1) <= self.end(i))
     }
 
@@ -85,12 +100,15 @@ impl KernelTaps {
 
 /// How the resample kernel tiles one frame size: blocks of [`TILE_WIDTH`] × `tile_rows` output
 /// pixels, each staging up to `stage_rows` source rows of `stage_pitch` RGB pixels (a multiple of
-/// 4: the kernel stores 4 pixels per 16-byte store) plus `stage_rows` rows of horizontal sums.
+/// 4: the kernel stores 4 pixels per 16-byte store), `stage_rows` rows of horizontal sums, and the
+/// tap tables of its columns and rows (`x_stride`, `y_stride` weights each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TilePlan {
     pub tile_rows: u32,
     pub stage_rows: u32,
     pub stage_pitch: u32,
+    pub x_stride: u32,
+    pub y_stride: u32,
 }
 
 impl TilePlan {
@@ -122,6 +140,8 @@ impl TilePlan {
                 tile_rows,
                 stage_rows: u32::try_from(stage_rows).ok()?,
                 stage_pitch: u32::try_from(stage_pitch).ok()?,
+                x_stride: u32::try_from(x.stride).ok()?,
+                y_stride: u32::try_from(y.stride).ok()?,
             })
         };
         let candidates: Vec<TilePlan> = std::iter::successors(Some(tile_rows.max(1)), |rows| Some(rows / 2))
@@ -135,10 +155,13 @@ impl TilePlan {
             .copied()
     }
 
-    /// Dynamic shared memory of one block: staged RGB source pixels and horizontal sums, f32.
+    /// Dynamic shared memory of one block (4-byte words): staged RGB source pixels, horizontal
+    /// sums, and the tile's `(first, count)` pairs and weights per column and per row.
     pub fn shared_bytes(&self) -> usize {
-        let rows = self.stage_rows as usize;
-        3 * 4 * rows * (self.stage_pitch as usize + TILE_WIDTH as usize)
+        let (rows, tile_rows, tile_width) = (self.stage_rows as usize, self.tile_rows as usize, TILE_WIDTH as usize);
+        let staged = 3 * rows * (self.stage_pitch as usize + tile_width);
+        let tables = tile_width * (2 + self.x_stride as usize) + tile_rows * (2 + self.y_stride as usize);
+        4 * (staged + tables)
     }
 }
 
@@ -164,11 +187,10 @@ mod tests {
             let kernel = KernelTaps::trimmed(&taps).expect("fits");
             for i in 0..content as usize {
                 let full = &taps.weights[i * taps.stride..][..taps.count[i] as usize];
-                let (first, count) = (kernel.spans[2 * i] as usize, kernel.spans[2 * i + 1] as usize);
-                let live = &kernel.weights[i * kernel.stride..][..count];
-                assert!(live.first().is_some_and(|w| *w != 0.0) || count == 1, "{src}→{content} pixel {i}");
+                let live = kernel.weights(i);
+                assert!(live.first().is_some_and(|w| *w != 0.0) || live.len() == 1, "{src}→{content} pixel {i}");
                 assert_eq!(
-                    mix(first, live, &values).to_bits(),
+                    mix(kernel.first(i) as usize, &live, &values).to_bits(),
                     mix(taps.first[i] as usize, full, &values).to_bits(),
                     "{src}→{content} pixel {i}"
                 );
@@ -183,7 +205,8 @@ mod tests {
         assert_eq!(taps.stride, 6);
         let kernel = kernel_taps(1920, 640);
         assert_eq!(kernel.stride, 5);
-        assert_eq!(kernel.spans[2 * 100..2 * 100 + 2], [299, 5]);
+        assert_eq!((kernel.first(100), kernel.count(100)), (299, 5));
+        assert_eq!(kernel.record(100).len(), 7);
         assert!(kernel.is_monotonic());
     }
 
@@ -194,7 +217,7 @@ mod tests {
         let plan = TilePlan::new(&x, &y, &geometry, 640, 640, 8, 227 << 10).expect("plan");
         // 8 content rows need 3·7 + 5 = 26 source rows; 32 columns 3·31 + 5 = 98 source pixels,
         // staged from a multiple of 4: up to 104.
-        assert_eq!(plan, TilePlan { tile_rows: 8, stage_rows: 26, stage_pitch: 104 });
+        assert_eq!(plan, TilePlan { tile_rows: 8, stage_rows: 26, stage_pitch: 104, x_stride: 5, y_stride: 5 });
         assert!(plan.shared_bytes() <= 48 << 10);
         let tall = TilePlan::new(&x, &y, &geometry, 640, 640, 16, 227 << 10).expect("plan");
         assert_eq!(tall.tile_rows, 8, "16 rows need more than 48 KiB: halved");
