@@ -1,7 +1,8 @@
 //! Frame → input tensor: the preprocessing contract and its CPU reference implementation.
 //!
 //! Owns: [`PreprocessSpec`] (what tensor the model wants), [`ResizeGeometry`] (letterbox/stretch
-//! mapping both ways), and the CPU implementation. The CUDA kernel implements the *same* definition
+//! mapping both ways), the CPU reference implementation ([`CpuPreprocessor`]) and, in `fast`, the
+//! CPU backend's bit-identical fast path ([`FastPreprocessor`]). The CUDA kernel implements the *same* definition
 //! and is tested against this one (≤ 1 LSB). Must not: run models or know about sources.
 //!
 //! The definition both implementations follow, per output pixel `(ox, oy)` and channel `c`:
@@ -33,6 +34,10 @@
 //! 4. Value: f32/f16 outputs hold `(v − mean[c]) / std[c]`; u8 outputs hold `round(v)` (half away
 //!    from zero) clamped to 0..255. The pad value goes through the same step 4.
 //! 5. Layout: NCHW index `c·H·W + y·W + x`, NHWC index `(y·W + x)·3 + c`; batch 1.
+
+mod fast;
+
+pub use fast::FastPreprocessor;
 
 use crate::config::{ColorOrder, InputConfig, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, PixelFormat};

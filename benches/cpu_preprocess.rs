@@ -1,0 +1,74 @@
+//! CPU preprocessing benchmark: 1920×1080 YUYV → 640×640 NCHW f16 letterbox (the GPU benchmark's
+//! case), each resize filter, the exact reference (`CpuPreprocessor`, one thread) against the CPU
+//! backend's fast path (`FastPreprocessor`) on 1, 2 and all available threads. Prints JSON:
+//! median and min ms per case. `cargo bench --bench cpu_preprocess`.
+
+use std::collections::BTreeMap;
+use std::time::{Instant, SystemTime};
+
+use jetson_detectd::config::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
+use jetson_detectd::frame::{FrameMeta, PixelFormat};
+use jetson_detectd::preprocess::{CpuPreprocessor, FastPreprocessor, PreprocessSpec};
+
+const SAMPLES: usize = 30;
+
+fn summary(mut ms: Vec<f64>) -> serde_json::Value {
+    ms.sort_by(f64::total_cmp);
+    let round = |v: f64| (v * 1000.0).round() / 1000.0;
+    serde_json::json!({ "median_ms": round(ms[ms.len() / 2]), "min_ms": round(ms[0]) })
+}
+
+fn time(mut run: impl FnMut()) -> serde_json::Value {
+    run();
+    summary(
+        (0..SAMPLES)
+            .map(|_| {
+                let started = Instant::now();
+                run();
+                started.elapsed().as_secs_f64() * 1e3
+            })
+            .collect(),
+    )
+}
+
+fn main() {
+    let (width, height) = (1920u32, 1080u32);
+    let meta = FrameMeta { width, height, format: PixelFormat::Yuyv, sequence: 0, captured_at: SystemTime::now() };
+    // A gradient with noise: every tap sees different values, as in a camera frame.
+    let frame: Vec<u8> = (0..width as usize * height as usize * 2)
+        .map(|i| ((i % 3840) / 15 + (i * 2_654_435_761usize >> 27) % 16) as u8)
+        .collect();
+    let available = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut thread_counts = vec![1, 2, available];
+    thread_counts.dedup();
+    let mut report = BTreeMap::new();
+    for (name, filter) in [("antialias", ResizeFilter::Antialias), ("bilinear", ResizeFilter::Bilinear)] {
+        let spec = PreprocessSpec {
+            width: 640,
+            height: 640,
+            layout: TensorLayout::Nchw,
+            dtype: TensorDtype::F16,
+            color: ColorOrder::Rgb,
+            resize: ResizeKind::Letterbox,
+            filter,
+            pad: 114,
+            mean: [0.0; 3],
+            std: [255.0; 3],
+        };
+        let mut out = vec![0u8; spec.bytes()];
+        let mut case = BTreeMap::new();
+        let mut reference = CpuPreprocessor::new();
+        let reference_report = time(|| reference.run(&frame, &meta, &spec, &mut out).expect("reference"));
+        case.insert("reference_1_thread".to_string(), reference_report);
+        let expected = out.clone();
+        for &threads in &thread_counts {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+            let mut fast = FastPreprocessor::new();
+            let fast_report = time(|| pool.install(|| fast.run(&frame, &meta, &spec, &mut out, threads)).expect("fast"));
+            assert!(out == expected, "fast path differs from the reference");
+            case.insert(format!("fast_{threads}_threads"), fast_report);
+        }
+        report.insert(name, case);
+    }
+    println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+}
