@@ -1,7 +1,8 @@
 //! CPU preprocessing benchmark: 1920×1080 YUYV → 640×640 NCHW f16 letterbox (the GPU benchmark's
 //! case), each resize filter, the exact reference (`CpuPreprocessor`, one thread) against the CPU
 //! backend's fast path (`FastPreprocessor`) on 1, 2 and all available threads. Prints JSON:
-//! median and min ms per case. `cargo bench --bench cpu_preprocess`.
+//! median and min ms per case. `cargo bench --bench cpu_preprocess`; `CPU_PREPROCESS_SAMPLES`
+//! sets the runs per case (default 30; 1 or 2 for a profile under callgrind).
 
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime};
@@ -10,8 +11,6 @@ use jetson_detectd::config::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, 
 use jetson_detectd::frame::{FrameMeta, PixelFormat};
 use jetson_detectd::preprocess::{CpuPreprocessor, FastPreprocessor, PreprocessSpec};
 
-const SAMPLES: usize = 30;
-
 fn summary(mut ms: Vec<f64>) -> serde_json::Value {
     ms.sort_by(f64::total_cmp);
     let round = |v: f64| (v * 1000.0).round() / 1000.0;
@@ -19,9 +18,10 @@ fn summary(mut ms: Vec<f64>) -> serde_json::Value {
 }
 
 fn time(mut run: impl FnMut()) -> serde_json::Value {
+    let samples = std::env::var("CPU_PREPROCESS_SAMPLES").ok().and_then(|s| s.parse().ok()).unwrap_or(30).max(1);
     run();
     summary(
-        (0..SAMPLES)
+        (0..samples)
             .map(|_| {
                 let started = Instant::now();
                 run();
@@ -36,7 +36,7 @@ fn main() {
     let meta = FrameMeta { width, height, format: PixelFormat::Yuyv, sequence: 0, captured_at: SystemTime::now() };
     // A gradient with noise: every tap sees different values, as in a camera frame.
     let frame: Vec<u8> = (0..width as usize * height as usize * 2)
-        .map(|i| ((i % 3840) / 15 + (i * 2_654_435_761usize >> 27) % 16) as u8)
+        .map(|i| ((i % 3840) / 15 + ((i * 2_654_435_761usize) >> 27) % 16) as u8)
         .collect();
     let available = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut thread_counts = vec![1, 2, available];
@@ -64,7 +64,8 @@ fn main() {
         for &threads in &thread_counts {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
             let mut fast = FastPreprocessor::new();
-            let fast_report = time(|| pool.install(|| fast.run(&frame, &meta, &spec, &mut out, threads)).expect("fast"));
+            let fast_report =
+                time(|| pool.install(|| fast.run(&frame, &meta, &spec, &mut out, threads)).expect("fast"));
             assert!(out == expected, "fast path differs from the reference");
             case.insert(format!("fast_{threads}_threads"), fast_report);
         }

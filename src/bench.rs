@@ -47,9 +47,19 @@ pub struct StageSummary {
     pub min_ms: f64,
 }
 
+/// The backend the numbers are for.
+#[derive(Debug, Serialize)]
+pub struct BenchBackend {
+    #[serde(flatten)]
+    pub info: crate::backend::BackendInfo,
+    /// Threads one inference ran on (CPU backend); absent where the backend does not choose it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct BenchReport {
-    pub backend: crate::backend::BackendInfo,
+    pub backend: BenchBackend,
     pub image: String,
     pub width: u32,
     pub height: u32,
@@ -126,7 +136,7 @@ pub fn bench_backend(
     let stage = |pick: fn(&FrameTimings) -> Option<Duration>| summarise(samples.iter().filter_map(pick).collect());
     let total = stage(|t| Some(t.source? + t.total? + t.publish?));
     Ok(BenchReport {
-        backend: backend.info(),
+        backend: BenchBackend { info: backend.info(), threads: backend.threads() },
         image: image.display().to_string(),
         width: slot.meta().width,
         height: slot.meta().height,

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -127,6 +128,24 @@ pub struct DeviceConfig {
     pub gpu: u32,
     #[serde(default)]
     pub log_level: LogLevel,
+    /// Threads one CPU-backend inference (and its preprocessing) runs on; default: the cores this
+    /// process may use. See [`DeviceConfig::cpu_threads`].
+    #[serde(default)]
+    pub cpu_threads: Option<NonZeroUsize>,
+}
+
+/// Largest `device.cpu_threads` accepted: more threads than any Jetson or home server has cores.
+pub const MAX_CPU_THREADS: usize = 256;
+
+impl DeviceConfig {
+    /// Threads per CPU inference: `cpu_threads`, else the cores available to this process
+    /// (`sched_getaffinity`, cgroup quota), else 1.
+    pub fn cpu_threads(&self) -> usize {
+        self.cpu_threads
+            .or_else(|| std::thread::available_parallelism().ok())
+            .map_or(1, NonZeroUsize::get)
+            .min(MAX_CPU_THREADS)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -787,6 +806,9 @@ impl Config {
         if input.dtype == TensorDtype::U8 && (input.mean != [0.0; 3] || input.std != [1.0; 3]) {
             return Err(self.invalid("model.input.mean", "u8 inputs take raw pixels: leave mean/std at their defaults"));
         }
+        if let Some(threads) = self.device.cpu_threads.filter(|threads| threads.get() > MAX_CPU_THREADS) {
+            return Err(self.invalid("device.cpu_threads", format!("{threads} is outside 1..={MAX_CPU_THREADS}")));
+        }
         if self.engine.frame_slots < 2 {
             return Err(self.invalid("engine.frame_slots", "must be at least 2"));
         }
@@ -1038,6 +1060,19 @@ mod tests {
     fn embedded_default_is_valid() {
         let config = Config::embedded_default().expect("embedded default must validate");
         assert!(config.model.onnx.as_ref().is_some_and(|p| p.is_absolute()));
+    }
+
+    #[test]
+    fn cpu_threads_defaults_to_the_available_cores_and_rejects_0_and_absurd_counts() {
+        let config = parse(MINIMAL).expect("minimal");
+        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        assert_eq!(config.device.cpu_threads(), cores.min(MAX_CPU_THREADS));
+        let config = parse(&format!("[device]\ncpu_threads = 3\n{MINIMAL}")).expect("3 threads");
+        assert_eq!(config.device.cpu_threads(), 3);
+        let error = parse(&format!("[device]\ncpu_threads = 0\n{MINIMAL}")).expect_err("0 threads");
+        assert!(error.to_string().contains("cpu_threads"), "{error}");
+        let error = parse(&format!("[device]\ncpu_threads = 1000\n{MINIMAL}")).expect_err("1000 threads");
+        assert!(error.to_string().contains("device.cpu_threads") && error.to_string().contains("1..=256"), "{error}");
     }
 
     #[test]

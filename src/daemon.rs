@@ -113,7 +113,7 @@ fn load_cpu(config: &Config) -> Result<Arc<dyn Backend>, DaemonError> {
         )
     })?;
     let spec = PreprocessSpec::from(&config.model.input);
-    Ok(Arc::new(CpuBackend::load(onnx, spec, config.model.input.name.as_deref())?))
+    Ok(Arc::new(CpuBackend::load(onnx, spec, config.model.input.name.as_deref(), config.device.cpu_threads())?))
 }
 
 /// An engine-build progress event (TensorRT builds only).

@@ -1360,7 +1360,7 @@ mod tests {
                     state ^= state << 13;
                     state ^= state >> 7;
                     state ^= state << 17;
-                    if state % 5 == 0 {
+                    if state.is_multiple_of(5) {
                         0
                     } else {
                         state >> (state % 40)

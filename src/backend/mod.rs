@@ -68,6 +68,10 @@ pub struct BackendInfo {
 pub trait Backend: Send + Sync {
     fn info(&self) -> BackendInfo;
     fn spec(&self) -> &PreprocessSpec;
+    /// Threads one inference runs on, for backends that choose it (the CPU backend).
+    fn threads(&self) -> Option<usize> {
+        None
+    }
     /// Per-camera state (execution context, scratch buffers). Call it on the camera's own thread.
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError>;
     /// Memory for one frame slot of a camera that delivers frames of up to `max_frame_bytes`.

@@ -283,7 +283,7 @@ pub fn accept_driver_format(request: &V4l2Request, got: &DriverFormat) -> Result
     let bytes_per_line = match encoding {
         Encoding::Mjpeg => 0,
         Encoding::Yuyv => {
-            let row_bytes = got.width.checked_mul(2).filter(|_| got.width % 2 == 0).ok_or_else(|| {
+            let row_bytes = got.width.checked_mul(2).filter(|_| got.width.is_multiple_of(2)).ok_or_else(|| {
                 DeviceError::Permanent(format!("{device}: YUYV needs an even width, the driver set {}", got.width))
             })?;
             match got.bytes_per_line {
