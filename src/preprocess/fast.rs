@@ -1,10 +1,10 @@
 //! The CPU backend's preprocessing: the parent module's definition computed with the same f32
 //! operations in the same order as [`CpuPreprocessor`](super::CpuPreprocessor), so its tensors
 //! are bit-identical to the reference's, restructured for speed:
-//! - every source pixel is converted to RGB once per row (the reference converts it once per tap),
-//!   YUV through tables that hold exactly the products the reference computes;
-//! - the horizontal taps of a content pixel are summed as one 4-lane vector (R, G, B and a lane
-//!   that is ignored), which the compiler turns into SIMD on every target;
+//! - every source pixel is converted once per row (the reference converts it once per tap) to a
+//!   4-lane RGB0 pixel, YUV through per-lane tables that hold exactly the reference's products;
+//! - the horizontal taps of a content pixel are summed as one 4-lane vector over a window of the
+//!   taps' fixed width (unrolled), which the compiler turns into SIMD on every target;
 //! - values are normalised and stored a whole row at a time, in loops the compiler vectorises;
 //! - the output rows are split into bands that run in parallel on the caller's rayon pool.
 //!
@@ -50,9 +50,9 @@ struct FastPlan {
 /// One band's row buffers.
 #[derive(Debug, Default)]
 struct BandScratch {
-    /// One source row as interleaved RGB f32, plus one float so that the 4-lane load of the last
-    /// pixel stays in bounds.
-    rgb: Vec<f32>,
+    /// One source row as RGB f32 with a fourth lane of 0 per pixel, plus zero pixels after it so
+    /// that every tap window of the widest width stays in bounds.
+    rgbx: Vec<Pixel>,
     /// Horizontally filtered source rows (`3 · content_width` floats each) in a ring as long as
     /// the widest y tap window: source row `r` lives in buffer `r % ring.len()`.
     ring: Vec<Vec<f32>>,
@@ -64,36 +64,41 @@ struct BandScratch {
     halves: Vec<u16>,
 }
 
+/// One converted source pixel: R, G, B and a lane that is 0 (it keeps the horizontal sums 4 lanes
+/// wide, which the compiler maps to one SIMD register).
+type Pixel = [f32; 4];
+
 /// BT.601 limited-range terms for every byte value, each the same f32 product the reference's
-/// `yuv_to_rgb` computes: `R = c + rv`, `G = c − gu − gv`, `B = c + bu`.
+/// `yuv_to_rgb` computes, laid out per lane: a pixel is `clamp(([c; 4] + uv) + gv)` with
+/// `uv = u_terms[u] + v_terms[v] = [rv, −gu, bu, 0]` and `gv = [0, −gv, 0, 0]`, which is
+/// `R = c + rv`, `G = (c − gu) − gv`, `B = c + bu` bit for bit: adding a zero lane, or a negated
+/// term, is exact, and no term is −0.
 struct YuvTables {
     c: [f32; 256],
-    rv: [f32; 256],
-    gu: [f32; 256],
-    gv: [f32; 256],
-    bu: [f32; 256],
+    u_terms: [Pixel; 256],
+    v_terms: [Pixel; 256],
+    gv: [Pixel; 256],
 }
 
-static YUV: LazyLock<YuvTables> = LazyLock::new(|| {
-    let table = |f: &dyn Fn(f32) -> f32| std::array::from_fn(|i| f(i as f32));
-    YuvTables {
-        c: table(&|y| 1.164 * (y - 16.0)),
-        rv: table(&|v| 1.596 * (v - 128.0)),
-        gu: table(&|u| 0.392 * (u - 128.0)),
-        gv: table(&|v| 0.813 * (v - 128.0)),
-        bu: table(&|u| 2.017 * (u - 128.0)),
-    }
+static YUV: LazyLock<YuvTables> = LazyLock::new(|| YuvTables {
+    c: std::array::from_fn(|y| 1.164 * (y as f32 - 16.0)),
+    u_terms: std::array::from_fn(|u| [0.0, -(0.392 * (u as f32 - 128.0)), 2.017 * (u as f32 - 128.0), 0.0]),
+    v_terms: std::array::from_fn(|v| [1.596 * (v as f32 - 128.0), 0.0, 0.0, 0.0]),
+    gv: std::array::from_fn(|v| [0.0, -(0.813 * (v as f32 - 128.0)), 0.0, 0.0]),
 });
 
 impl YuvTables {
+    /// The chroma terms a pair of pixels shares.
     #[inline(always)]
-    fn rgb(&self, y: u8, u: u8, v: u8) -> [f32; 3] {
+    fn chroma(&self, u: u8, v: u8) -> (Pixel, Pixel) {
+        let (u_terms, v_terms) = (self.u_terms[u as usize], self.v_terms[v as usize]);
+        (std::array::from_fn(|lane| u_terms[lane] + v_terms[lane]), self.gv[v as usize])
+    }
+
+    #[inline(always)]
+    fn pixel(&self, y: u8, (uv, gv): (Pixel, Pixel)) -> Pixel {
         let c = self.c[y as usize];
-        [
-            (c + self.rv[v as usize]).clamp(0.0, 255.0),
-            (c - self.gu[u as usize] - self.gv[v as usize]).clamp(0.0, 255.0),
-            (c + self.bu[u as usize]).clamp(0.0, 255.0),
-        ]
+        std::array::from_fn(|lane| ((c + uv[lane]) + gv[lane]).clamp(0.0, 255.0))
     }
 }
 
@@ -267,7 +272,8 @@ impl BandScratch {
         let geometry = plan.geometry;
         let content_len = 3 * geometry.content_width as usize;
         let ring = plan.y_taps.stride;
-        self.rgb.resize(3 * meta.width as usize + 1, 0.0);
+        self.rgbx.clear();
+        self.rgbx.resize(meta.width as usize + plan.x_taps.stride, [0.0; 4]);
         self.ring.resize_with(ring, Vec::new);
         for buffer in &mut self.ring {
             buffer.resize(content_len, 0.0);
@@ -330,8 +336,8 @@ impl BandScratch {
             let source_row = first + k;
             let slot = source_row % self.ring.len();
             if self.tags[slot] != Some(source_row) {
-                convert_row(frame, meta, source_row, &mut self.rgb);
-                filter_row(&plan.x_taps, &self.rgb, &mut self.ring[slot]);
+                convert_row(frame, meta, source_row, &mut self.rgbx);
+                filter_row(&plan.x_taps, &self.rgbx, &mut self.ring[slot]);
                 self.tags[slot] = Some(source_row);
             }
             for (sum, value) in self.content.iter_mut().zip(&self.ring[slot]) {
@@ -351,33 +357,35 @@ impl BandScratch {
     }
 }
 
-/// Step 3's conversion of source row `y` to interleaved RGB f32 (the frame length has been checked
+/// Step 3's conversion of source row `y` to RGB f32 pixels (the frame length has been checked
 /// against the format, so every index is in bounds).
-fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgb: &mut [f32]) {
+fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel]) {
     let width = meta.width as usize;
-    let rgb = &mut rgb[..3 * width];
+    let rgbx = &mut rgbx[..width];
+    let rgb = |r: u8, g: u8, b: u8| [r as f32, g as f32, b as f32, 0.0];
     match meta.format {
         PixelFormat::Rgb8 => {
-            for (dst, src) in rgb.iter_mut().zip(&frame[y * width * 3..(y + 1) * width * 3]) {
-                *dst = *src as f32;
+            for (dst, src) in rgbx.iter_mut().zip(frame[y * width * 3..(y + 1) * width * 3].chunks_exact(3)) {
+                *dst = rgb(src[0], src[1], src[2]);
             }
         }
         PixelFormat::Bgr8 => {
-            for (dst, src) in rgb.chunks_exact_mut(3).zip(frame[y * width * 3..(y + 1) * width * 3].chunks_exact(3)) {
-                dst.copy_from_slice(&[src[2] as f32, src[1] as f32, src[0] as f32]);
+            for (dst, src) in rgbx.iter_mut().zip(frame[y * width * 3..(y + 1) * width * 3].chunks_exact(3)) {
+                *dst = rgb(src[2], src[1], src[0]);
             }
         }
         PixelFormat::Rgba8 => {
-            for (dst, src) in rgb.chunks_exact_mut(3).zip(frame[y * width * 4..(y + 1) * width * 4].chunks_exact(4)) {
-                dst.copy_from_slice(&[src[0] as f32, src[1] as f32, src[2] as f32]);
+            for (dst, src) in rgbx.iter_mut().zip(frame[y * width * 4..(y + 1) * width * 4].chunks_exact(4)) {
+                *dst = rgb(src[0], src[1], src[2]);
             }
         }
         PixelFormat::Yuyv => {
             let yuv = &*YUV;
             let row = &frame[y * width * 2..(y + 1) * width * 2];
-            for (dst, src) in rgb.chunks_exact_mut(6).zip(row.chunks_exact(4)) {
-                dst[..3].copy_from_slice(&yuv.rgb(src[0], src[1], src[3]));
-                dst[3..].copy_from_slice(&yuv.rgb(src[2], src[1], src[3]));
+            for (dst, src) in rgbx.chunks_exact_mut(2).zip(row.chunks_exact(4)) {
+                let chroma = yuv.chroma(src[1], src[3]);
+                dst[0] = yuv.pixel(src[0], chroma);
+                dst[1] = yuv.pixel(src[2], chroma);
             }
         }
         PixelFormat::Nv12 => {
@@ -385,29 +393,60 @@ fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgb: &mut [f32]) {
             let luma = &frame[y * width..(y + 1) * width];
             let chroma_start = width * meta.height as usize + (y / 2) * width;
             let chroma = &frame[chroma_start..chroma_start + width];
-            for ((dst, luma), uv) in rgb.chunks_exact_mut(6).zip(luma.chunks_exact(2)).zip(chroma.chunks_exact(2)) {
-                dst[..3].copy_from_slice(&yuv.rgb(luma[0], uv[0], uv[1]));
-                dst[3..].copy_from_slice(&yuv.rgb(luma[1], uv[0], uv[1]));
+            for ((dst, luma), uv) in rgbx.chunks_exact_mut(2).zip(luma.chunks_exact(2)).zip(chroma.chunks_exact(2)) {
+                let chroma = yuv.chroma(uv[0], uv[1]);
+                dst[0] = yuv.pixel(luma[0], chroma);
+                dst[1] = yuv.pixel(luma[1], chroma);
             }
         }
     }
 }
 
-/// Step 2's horizontal half for one converted row: every content pixel's taps summed in order,
-/// R, G and B side by side in a 4-lane sum (the fourth lane reads the next value and is dropped).
-fn filter_row(taps: &AxisTaps, rgb: &[f32], out: &mut [f32]) {
-    for (i, mixed) in out.chunks_exact_mut(3).enumerate() {
-        let (first, weights) = taps.taps(i);
-        let mut sum = [0.0f32; 4];
-        for (k, weight) in weights.iter().enumerate() {
-            let start = 3 * (first + k);
-            let pixel = &rgb[start..start + 4];
-            for lane in 0..4 {
-                sum[lane] += weight * pixel[lane];
+/// Step 2's horizontal half for one converted row: every content pixel's taps summed in order, R,
+/// G and B side by side in one 4-lane sum. Windows are the taps' full stride: the weights past a
+/// pixel's own taps are 0 and add exactly nothing (every product is +0, no sum is −0), and the
+/// row has zero pixels after its end for the windows that reach past it.
+fn filter_row(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32]) {
+    match taps.stride {
+        1 => filter_row_fixed::<1>(taps, rgbx, out),
+        2 => filter_row_fixed::<2>(taps, rgbx, out),
+        3 => filter_row_fixed::<3>(taps, rgbx, out),
+        4 => filter_row_fixed::<4>(taps, rgbx, out),
+        5 => filter_row_fixed::<5>(taps, rgbx, out),
+        6 => filter_row_fixed::<6>(taps, rgbx, out),
+        7 => filter_row_fixed::<7>(taps, rgbx, out),
+        8 => filter_row_fixed::<8>(taps, rgbx, out),
+        _ => {
+            for ((mixed, first), weights) in
+                out.chunks_exact_mut(3).zip(&taps.first).zip(taps.weights.chunks_exact(taps.stride))
+            {
+                let window = &rgbx[*first as usize..*first as usize + taps.stride];
+                mixed.copy_from_slice(&weighted_sum(window, weights)[..3]);
             }
         }
-        mixed.copy_from_slice(&sum[..3]);
     }
+}
+
+/// [`filter_row`] for windows of exactly `N` taps, unrolled.
+fn filter_row_fixed<const N: usize>(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32]) {
+    for ((mixed, first), weights) in out.chunks_exact_mut(3).zip(&taps.first).zip(taps.weights.chunks_exact(N)) {
+        let first = *first as usize;
+        let (Some(window), Ok(weights)) = (rgbx.get(first..first + N), <&[f32; N]>::try_from(weights)) else {
+            continue;
+        };
+        mixed.copy_from_slice(&weighted_sum(window, weights)[..3]);
+    }
+}
+
+#[inline(always)]
+fn weighted_sum(window: &[Pixel], weights: &[f32]) -> Pixel {
+    let mut sum = [0.0f32; 4];
+    for (pixel, weight) in window.iter().zip(weights) {
+        for lane in 0..4 {
+            sum[lane] += weight * pixel[lane];
+        }
+    }
+    sum
 }
 
 #[cfg(test)]
