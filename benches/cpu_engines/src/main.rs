@@ -154,7 +154,9 @@ fn run(args: &Args, input: &[u8]) -> (&'static str, f64, Vec<f64>, Outputs, f64)
     use rten_tensor::prelude::*;
     use std::sync::Arc;
     let started = Instant::now();
-    let model = ModelOptions::with_all_ops().prepack_weights(true).load_file(&args.model).unwrap_or_else(|e| {
+    // BENCH_RTEN_PREPACK=0 measures without prepacked weights.
+    let prepack = std::env::var("BENCH_RTEN_PREPACK").map_or(true, |v| v != "0");
+    let model = ModelOptions::with_all_ops().prepack_weights(prepack).load_file(&args.model).unwrap_or_else(|e| {
         println!("{{\"engine\":\"rten\",\"error\":{:?}}}", e.to_string());
         std::process::exit(2)
     });
