@@ -317,7 +317,7 @@ impl GpuPreprocessor {
     /// Device address of row `row` of a batch of `batch_bytes` bytes at `batch`.
     fn row_address(&self, batch: CUdeviceptr, batch_bytes: usize, row: usize) -> Result<CUdeviceptr, GpuError> {
         let row_bytes = self.spec.bytes();
-        if batch_bytes == 0 || batch_bytes % row_bytes != 0 {
+        if batch_bytes == 0 || !batch_bytes.is_multiple_of(row_bytes) {
             return Err(GpuError::OutputSize { expected: row_bytes, actual: batch_bytes });
         }
         let rows = batch_bytes / row_bytes;
