@@ -1,16 +1,18 @@
 //! Typed daemon configuration: parsing, defaults and validation.
 //!
 //! Owns: the TOML schema (`config/jetson-detectd.toml` documents every key and is also the embedded
-//! default), resolution of relative paths, and [`ConfigError`], which always names the file, the
-//! key and what is allowed. Must not: open models, cameras or sockets — `check-config` relies on
-//! validation having no side effects beyond reading the config (and the password file it names).
+//! default, the single source of every default: a user's file is merged over it before typing),
+//! resolution of relative paths, printing the effective config, and [`ConfigError`], which always
+//! names the file, the key and what is allowed. Must not: open models, cameras or sockets —
+//! `check-config` relies on validation having no side effects beyond reading the config.
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
 
 /// The documented example, also used when no `--config` is given.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../config/jetson-detectd.toml");
@@ -42,25 +44,23 @@ pub enum ConfigError {
 }
 
 /// The whole configuration, validated.
-#[derive(Debug, Clone, Deserialize)]
+///
+/// Defaults: the user's file is merged over [`EMBEDDED_DEFAULT`] before it is deserialised, so a
+/// field here needs no serde default — its line in `config/jetson-detectd.toml` is the default.
+/// Only keys the default leaves commented out are `Option`s, and keys inside `[[camera]]` tables
+/// (arrays replace rather than merge) carry serde defaults documented in that file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    #[serde(default)]
     pub device: DeviceConfig,
     pub model: ModelConfig,
-    #[serde(default)]
     pub engine: EngineConfig,
     #[serde(rename = "camera")]
     pub cameras: Vec<CameraConfig>,
-    #[serde(default)]
     pub mqtt: MqttConfig,
-    #[serde(default)]
     pub telemetry: TelemetryConfig,
-    #[serde(default)]
     pub snapshot: SnapshotConfig,
-    #[serde(default)]
     pub homeassistant: HomeAssistantConfig,
-    #[serde(default)]
     pub tracking: TrackingConfig,
     /// Where the config came from (not a TOML key).
     #[serde(skip, default = "embedded_origin")]
@@ -71,32 +71,29 @@ fn embedded_origin() -> ConfigOrigin {
     ConfigOrigin::Embedded
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendChoice {
     /// TensorRT when the binary has it and libnvinfer loads, else CPU.
-    #[default]
     Auto,
     Cpu,
     Tensorrt,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Fallback {
     /// A GPU/TensorRT failure at start is fatal.
-    #[default]
     None,
     /// Fall back to the CPU backend (logged as a warning).
     Cpu,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogLevel {
     Error,
     Warn,
-    #[default]
     Info,
     Debug,
     Trace,
@@ -114,19 +111,15 @@ impl LogLevel {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceConfig {
     /// Identifies this daemon in MQTT topics; default: the host name.
     pub id: Option<String>,
-    #[serde(default)]
     pub backend: BackendChoice,
-    #[serde(default)]
     pub fallback: Fallback,
     /// CUDA device ordinal.
-    #[serde(default)]
     pub gpu: u32,
-    #[serde(default)]
     pub log_level: LogLevel,
     /// Threads one CPU-backend inference (and its preprocessing) runs on; default: the cores this
     /// process may use. See [`DeviceConfig::cpu_threads`].
@@ -148,7 +141,7 @@ impl DeviceConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DecoderKind {
     /// Decoded boxes `[1,N,4]` (ymin,xmin,ymax,xmax in 0..1) + scores `[1,N,C]` with a background column.
@@ -161,14 +154,14 @@ pub enum DecoderKind {
     End2end,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TensorLayout {
     Nchw,
     Nhwc,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TensorDtype {
     U8,
@@ -176,14 +169,14 @@ pub enum TensorDtype {
     F32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ColorOrder {
     Rgb,
     Bgr,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResizeKind {
     /// Scale each axis independently to the input size.
@@ -194,7 +187,7 @@ pub enum ResizeKind {
 
 /// How source pixels are weighted when the frame is scaled to the content size (step 2 of the
 /// definition in `preprocess.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResizeFilter {
     /// Two taps per axis around the half-pixel-centred sample point (OpenCV's `INTER_LINEAR`).
@@ -207,7 +200,7 @@ pub enum ResizeFilter {
 
 /// How input tensors are produced from frames. Output value = (pixel − mean[c]) / std[c], with
 /// pixels in 0..255; u8 tensors take the pixel as is.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InputConfig {
     /// Tensor name; default: the model's first input.
@@ -216,43 +209,18 @@ pub struct InputConfig {
     pub height: u32,
     pub layout: TensorLayout,
     pub dtype: TensorDtype,
-    #[serde(default = "default_color")]
     pub color: ColorOrder,
-    #[serde(default = "default_resize")]
     pub resize: ResizeKind,
-    /// Resampling filter; default `antialias`, which is how the bundled SSD model's reference
+    /// Resampling filter; the default, `antialias`, is how the bundled SSD model's reference
     /// inputs were made and does not alias when shrinking camera frames.
-    #[serde(default = "default_filter")]
     pub filter: ResizeFilter,
     /// Letterbox padding value (0..255 pixel units).
-    #[serde(default = "default_pad")]
     pub pad: u8,
-    #[serde(default = "default_mean")]
     pub mean: [f32; 3],
-    #[serde(default = "default_std")]
     pub std: [f32; 3],
 }
 
-fn default_color() -> ColorOrder {
-    ColorOrder::Rgb
-}
-fn default_resize() -> ResizeKind {
-    ResizeKind::Stretch
-}
-fn default_filter() -> ResizeFilter {
-    ResizeFilter::Antialias
-}
-fn default_pad() -> u8 {
-    114
-}
-fn default_mean() -> [f32; 3] {
-    [0.0; 3]
-}
-fn default_std() -> [f32; 3] {
-    [1.0; 3]
-}
-
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     /// ONNX model (built into a TensorRT engine, or run by the CPU backend).
@@ -263,67 +231,37 @@ pub struct ModelConfig {
     pub labels: PathBuf,
     pub decoder: DecoderKind,
     pub input: InputConfig,
-    #[serde(default = "default_score_threshold")]
     pub score_threshold: f32,
-    #[serde(default = "default_nms_iou")]
     pub nms_iou: f32,
-    #[serde(default = "default_max_detections")]
     pub max_detections: usize,
     /// Allow-list of label names; empty = every class.
-    #[serde(default)]
     pub classes: Vec<String>,
 }
 
-fn default_score_threshold() -> f32 {
-    0.4
-}
-fn default_nms_iou() -> f32 {
-    0.5
-}
-fn default_max_detections() -> usize {
-    100
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
-    #[default]
     Fp32,
     Fp16,
     Int8,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
+    /// The default depends on the environment (systemd's `CacheDirectory=`), so it is computed
+    /// here rather than written in the default config.
     #[serde(default = "default_cache_dir")]
     pub cache_dir: PathBuf,
-    #[serde(default)]
     pub precision: Precision,
     /// Builder workspace limit in MiB.
-    #[serde(default = "default_workspace_mib")]
     pub workspace_mib: u32,
     /// DLA core (Orin: 0 or 1) with GPU fallback; absent = GPU only.
     pub dla_core: Option<u32>,
     /// TensorRT builder optimisation level 0..=5.
-    #[serde(default = "default_opt_level")]
     pub optimization_level: u8,
     /// Ring slots per camera (≥ 2).
-    #[serde(default = "default_frame_slots")]
     pub frame_slots: usize,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            cache_dir: default_cache_dir(),
-            precision: Precision::default(),
-            workspace_mib: default_workspace_mib(),
-            dla_core: None,
-            optimization_level: default_opt_level(),
-            frame_slots: default_frame_slots(),
-        }
-    }
 }
 
 fn default_cache_dir() -> PathBuf {
@@ -338,17 +276,8 @@ fn default_cache_dir() -> PathBuf {
         PathBuf::from("/var/cache/jetson-detectd")
     }
 }
-fn default_workspace_mib() -> u32 {
-    1024
-}
-fn default_opt_level() -> u8 {
-    3
-}
-fn default_frame_slots() -> usize {
-    3
-}
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ImageMode {
     /// Go through the files once, then the camera ends.
@@ -358,7 +287,7 @@ pub enum ImageMode {
     Loop,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum V4l2Format {
     Mjpeg,
@@ -366,7 +295,7 @@ pub enum V4l2Format {
 }
 
 /// Where a camera's frames come from.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum SourceConfig {
     /// An image file or a directory of images (sorted by name).
@@ -410,13 +339,14 @@ fn default_v4l2_fps() -> u32 {
     30
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CameraConfig {
     /// Topic segment: letters, digits, `_` and `-`.
     pub name: String,
     pub source: SourceConfig,
-    /// Frame-rate cap; 0 = as fast as the source and pipeline go.
+    /// Frame-rate cap; 0 (the default inside a `[[camera]]` table) = as fast as the source and
+    /// pipeline go.
     #[serde(default)]
     pub fps: f32,
     /// `[[camera.zone]]`: polygons whose occupancy is counted and whose entry and exit are events.
@@ -428,7 +358,7 @@ pub struct CameraConfig {
 }
 
 /// A zone: a polygon in frame fractions (x from the left, y from the top, 0.0..=1.0).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ZoneConfig {
     /// Topic segment: letters, digits, `_` and `-`; unique per camera.
@@ -442,7 +372,7 @@ pub struct ZoneConfig {
 
 /// A counting line: a directed segment in frame fractions; crossing it from its left to its right
 /// (walking from the first point to the second) is `in`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LineConfig {
     /// Letters, digits, `_` and `-`; unique per camera.
@@ -466,13 +396,12 @@ impl CameraConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PublishMode {
     /// A message for every processed frame, with or without detections.
     EveryFrame,
     /// A message for every frame that has detections.
-    #[default]
     Detections,
     /// Only when the set of labels seen changes (including to none).
     OnChange,
@@ -480,7 +409,7 @@ pub enum PublishMode {
     None,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// CA bundle (PEM) that signs the broker's certificate.
@@ -490,29 +419,22 @@ pub struct TlsConfig {
     pub client_key: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MqttConfig {
-    #[serde(default = "default_mqtt_host")]
     pub host: String,
-    #[serde(default = "default_mqtt_port")]
     pub port: u16,
     /// Default: `jetson-detectd-<device id>`.
     pub client_id: Option<String>,
     /// Topic prefix; default `jetson-detectd/<device id>`.
     pub prefix: Option<String>,
     /// QoS for detections, snapshots and telemetry (0, 1 or 2). Status is always QoS 1.
-    #[serde(default = "default_qos")]
     pub qos: u8,
-    #[serde(default = "default_keep_alive")]
     pub keep_alive_s: u16,
     /// Messages held while the broker is slow or away; the oldest is dropped (and counted) beyond.
-    #[serde(default = "default_queue_capacity")]
     pub queue_capacity: usize,
-    #[serde(default)]
     pub publish: PublishMode,
     /// At most this many detection messages per camera per second; 0 = no limit.
-    #[serde(default)]
     pub max_rate_hz: f32,
     pub username: Option<String>,
     /// File whose first line is the password (preferred).
@@ -521,198 +443,68 @@ pub struct MqttConfig {
     pub password_env: Option<String>,
     pub tls: Option<TlsConfig>,
     /// Longest wait at shutdown for queued QoS ≥ 1 messages to be acknowledged.
-    #[serde(default = "default_shutdown_flush_ms")]
     pub shutdown_flush_ms: u64,
     /// Reconnect backoff bounds.
-    #[serde(default = "default_reconnect_min_ms")]
     pub reconnect_min_ms: u64,
-    #[serde(default = "default_reconnect_max_ms")]
     pub reconnect_max_ms: u64,
 }
 
-impl Default for MqttConfig {
-    fn default() -> Self {
-        toml::from_str("").expect("every MqttConfig key has a default")
-    }
-}
-
-fn default_mqtt_host() -> String {
-    "localhost".into()
-}
-fn default_mqtt_port() -> u16 {
-    1883
-}
-fn default_qos() -> u8 {
-    1
-}
-fn default_keep_alive() -> u16 {
-    30
-}
-fn default_queue_capacity() -> usize {
-    1000
-}
-fn default_shutdown_flush_ms() -> u64 {
-    3000
-}
-fn default_reconnect_min_ms() -> u64 {
-    500
-}
-fn default_reconnect_max_ms() -> u64 {
-    30_000
-}
-
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
     /// Seconds between telemetry messages; 0 disables them.
-    #[serde(default = "default_telemetry_interval")]
     pub interval_s: u32,
     /// Root under which Jetson sysfs files are looked up (tests point it at a fake tree).
-    #[serde(default = "default_sysfs_root")]
     pub sysfs_root: PathBuf,
 }
 
-impl Default for TelemetryConfig {
-    fn default() -> Self {
-        TelemetryConfig { interval_s: default_telemetry_interval(), sysfs_root: default_sysfs_root() }
-    }
-}
-
-fn default_telemetry_interval() -> u32 {
-    10
-}
-fn default_sysfs_root() -> PathBuf {
-    PathBuf::from("/")
-}
-
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotConfig {
-    #[serde(default)]
     pub enabled: bool,
     /// Minimum seconds between snapshots per camera.
-    #[serde(default = "default_snapshot_interval")]
     pub interval_s: f32,
     /// JPEG quality 1..=100.
-    #[serde(default = "default_jpeg_quality")]
     pub jpeg_quality: u8,
     /// Publish each tracked object's best picture when its event ends (needs `tracking.enabled`).
-    #[serde(default)]
     pub events: bool,
 }
 
-impl Default for SnapshotConfig {
-    fn default() -> Self {
-        SnapshotConfig {
-            enabled: false,
-            interval_s: default_snapshot_interval(),
-            jpeg_quality: default_jpeg_quality(),
-            events: false,
-        }
-    }
-}
-
-fn default_snapshot_interval() -> f32 {
-    5.0
-}
-fn default_jpeg_quality() -> u8 {
-    80
-}
-
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HomeAssistantConfig {
     /// Publish Home Assistant MQTT discovery messages.
-    #[serde(default)]
     pub discovery: bool,
-    #[serde(default = "default_discovery_prefix")]
     pub discovery_prefix: String,
     /// Labels that get a per-camera count sensor.
-    #[serde(default = "default_ha_labels")]
     pub labels: Vec<String>,
 }
 
-impl Default for HomeAssistantConfig {
-    fn default() -> Self {
-        HomeAssistantConfig {
-            discovery: false,
-            discovery_prefix: default_discovery_prefix(),
-            labels: default_ha_labels(),
-        }
-    }
-}
-
-fn default_discovery_prefix() -> String {
-    "homeassistant".into()
-}
-fn default_ha_labels() -> Vec<String> {
-    vec!["person".into()]
-}
-
 /// `[tracking]`: the per-camera tracker and its event rules.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrackingConfig {
     /// Track objects and publish events and zone occupancy.
-    #[serde(default = "default_tracking_enabled")]
     pub enabled: bool,
     /// A track unseen for longer than this (seconds of capture time) ends.
-    #[serde(default = "default_max_lost_s")]
     pub max_lost_s: f32,
     /// Frames an object must be seen on before its track is confirmed (`start` event, track id).
-    #[serde(default = "default_min_hits")]
     pub min_hits: u32,
     /// Detections at or above this score start tracks; weaker ones (down to `model.score_threshold`)
     /// only keep existing tracks alive.
-    #[serde(default = "default_high_score")]
     pub high_score: f32,
     /// Minimum overlap (IoU) between a track's predicted box and a detection.
-    #[serde(default = "default_match_iou")]
     pub match_iou: f32,
     /// Live tracks per camera at most (bounds memory, event snapshots included).
-    #[serde(default = "default_max_tracks")]
     pub max_tracks: usize,
     /// A box whose corners move less than this many pixels...
-    #[serde(default = "default_stationary_px")]
     pub stationary_px: f32,
     /// ...for this many seconds is stationary.
-    #[serde(default = "default_stationary_s")]
     pub stationary_s: f32,
 }
 
-impl Default for TrackingConfig {
-    fn default() -> Self {
-        toml::from_str("").expect("every TrackingConfig key has a default")
-    }
-}
-
-fn default_tracking_enabled() -> bool {
-    true
-}
-fn default_max_lost_s() -> f32 {
-    1.0
-}
-fn default_min_hits() -> u32 {
-    3
-}
-fn default_high_score() -> f32 {
-    0.5
-}
-fn default_match_iou() -> f32 {
-    0.2
-}
-fn default_max_tracks() -> usize {
-    64
-}
-fn default_stationary_px() -> f32 {
-    10.0
-}
-fn default_stationary_s() -> f32 {
-    10.0
-}
-
 impl Config {
-    /// Reads, parses, resolves relative paths against the file's directory, and validates.
+    /// Reads `path`, merges it over the built-in default, resolves relative paths, validates.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let origin = ConfigOrigin::File(path.to_path_buf());
         let text =
@@ -721,50 +513,105 @@ impl Config {
         Self::from_toml(&text, origin, &base)
     }
 
-    /// The embedded default; its relative paths resolve against the data directory.
+    /// The built-in default alone; its relative paths resolve against the data directory.
     pub fn embedded_default() -> Result<Config, ConfigError> {
-        Self::from_toml(EMBEDDED_DEFAULT, ConfigOrigin::Embedded, &data_dir())
+        Self::from_toml("", ConfigOrigin::Embedded, &data_dir())
     }
 
-    /// Parses `text`, resolves relative paths against `base`, validates.
+    /// `text` (a whole config or only the keys that differ) merged over the built-in default, then
+    /// typed and validated. Tables merge key by key; any other value, arrays such as `[[camera]]`
+    /// included, replaces the default's. Relative paths set in `text` resolve against `base`, the
+    /// default's against [`data_dir`].
     pub fn from_toml(text: &str, origin: ConfigOrigin, base: &Path) -> Result<Config, ConfigError> {
-        let mut config: Config =
+        let user: Table =
             toml::from_str(text).map_err(|e| ConfigError::Parse { origin: origin.clone(), message: e.to_string() })?;
+        let mut merged: Table = toml::from_str(EMBEDDED_DEFAULT)
+            .map_err(|e| ConfigError::Parse { origin: ConfigOrigin::Embedded, message: e.to_string() })?;
+        if names_a_model(&user) {
+            // The model file keys default together: naming an engine must not keep the bundled ONNX.
+            if let Some(Value::Table(model)) = merged.get_mut("model") {
+                model.remove("onnx");
+                model.remove("engine");
+            }
+        }
+        merge(&mut merged, &user);
+        let mut config: Config = serde_path_to_error::deserialize(Value::Table(merged)).map_err(|error| {
+            let key = error.path().to_string();
+            let message = error.into_inner().message().trim_end().to_string();
+            match key.as_str() {
+                "." => ConfigError::Parse { origin: origin.clone(), message },
+                _ => ConfigError::Invalid { origin: origin.clone(), key, message },
+            }
+        })?;
         config.origin = origin;
-        config.resolve_paths(base);
+        config.resolve_paths(&user, base, &data_dir());
+        config.check_model_is_described(&user)?;
         config.validate()?;
         Ok(config)
     }
 
-    fn resolve_paths(&mut self, base: &Path) {
-        let resolve = |p: &mut PathBuf| {
+    /// The effective configuration as TOML (`check-config --print`): every key with the value the
+    /// daemon uses, defaults and computed values (device id, client id, topic prefix) filled in.
+    /// Holds no secret: a password is never part of the config, only the file or variable
+    /// that holds it.
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        let mut effective = self.clone();
+        effective.device.id = Some(self.device_id());
+        effective.mqtt.prefix = Some(self.topic_prefix());
+        effective.mqtt.client_id = Some(self.client_id());
+        toml::to_string(&effective)
+            .map_err(|e| ConfigError::Parse { origin: self.origin.clone(), message: format!("cannot print: {e}") })
+    }
+
+    /// Resolves each relative path against the directory of the file that set it.
+    fn resolve_paths(&mut self, user: &Table, user_base: &Path, default_base: &Path) {
+        let resolve = |p: &mut PathBuf, key: &[&str]| {
             if p.is_relative() {
+                let base = if is_set(user, key) { user_base } else { default_base };
                 *p = base.join(&*p);
             }
         };
         if let Some(p) = self.model.onnx.as_mut() {
-            resolve(p);
+            resolve(p, &["model", "onnx"]);
         }
         if let Some(p) = self.model.engine.as_mut() {
-            resolve(p);
+            resolve(p, &["model", "engine"]);
         }
-        resolve(&mut self.model.labels);
+        resolve(&mut self.model.labels, &["model", "labels"]);
         for camera in &mut self.cameras {
             if let SourceConfig::Images { path, .. } = &mut camera.source {
-                resolve(path);
+                resolve(path, &["camera"]);
             }
         }
         if let Some(p) = self.mqtt.password_file.as_mut() {
-            resolve(p);
+            resolve(p, &["mqtt", "password_file"]);
         }
         if let Some(tls) = self.mqtt.tls.as_mut() {
-            resolve(&mut tls.ca_file);
+            resolve(&mut tls.ca_file, &["mqtt", "tls"]);
             if let Some(p) = tls.client_cert.as_mut() {
-                resolve(p);
+                resolve(p, &["mqtt", "tls"]);
             }
             if let Some(p) = tls.client_key.as_mut() {
-                resolve(p);
+                resolve(p, &["mqtt", "tls"]);
             }
+        }
+    }
+
+    /// The `[model]` defaults describe the bundled model; with another model they would be silently
+    /// wrong (a YOLO export fed 300×300 u8 NHWC input, decoded as SSD, labelled as COCO), so a
+    /// config that names its own model file must describe it too.
+    fn check_model_is_described(&self, user: &Table) -> Result<(), ConfigError> {
+        if !names_a_model(user) {
+            return Ok(());
+        }
+        match MODEL_DESCRIPTION.iter().find(|key| !is_set(user, key)) {
+            None => Ok(()),
+            Some(missing) => Err(self.invalid(
+                &missing.join("."),
+                "must be set when `model.onnx` or `model.engine` is: the defaults of `model.labels`, \
+                 `model.decoder` and `model.input` (width, height, layout, dtype) describe the bundled model, \
+                 not yours",
+            )),
         }
     }
 
@@ -1014,6 +861,48 @@ impl Config {
     pub fn topic_prefix(&self) -> String {
         self.mqtt.prefix.clone().unwrap_or_else(|| format!("jetson-detectd/{}", self.device_id()))
     }
+
+    /// `mqtt.client_id`, else `jetson-detectd-<device id>`.
+    pub fn client_id(&self) -> String {
+        self.mqtt.client_id.clone().unwrap_or_else(|| format!("jetson-detectd-{}", self.device_id()))
+    }
+}
+
+/// The keys that describe a model; see [`Config::check_model_is_described`].
+const MODEL_DESCRIPTION: [&[&str]; 6] = [
+    &["model", "labels"],
+    &["model", "decoder"],
+    &["model", "input", "width"],
+    &["model", "input", "height"],
+    &["model", "input", "layout"],
+    &["model", "input", "dtype"],
+];
+
+/// Whether `table` sets the key at `path` (nested tables, e.g. `["mqtt", "tls"]`).
+fn is_set(table: &Table, path: &[&str]) -> bool {
+    let Some((first, rest)) = path.split_first() else { return true };
+    match (table.get(*first), rest.is_empty()) {
+        (Some(_), true) => true,
+        (Some(Value::Table(inner)), false) => is_set(inner, rest),
+        _ => false,
+    }
+}
+
+/// Whether a user's config names its own model file.
+fn names_a_model(user: &Table) -> bool {
+    is_set(user, &["model", "onnx"]) || is_set(user, &["model", "engine"])
+}
+
+/// Merges `over` into `base`: tables key by key, every other value (arrays too) replaced.
+fn merge(base: &mut Table, over: &Table) {
+    for (key, value) in over {
+        match (base.get_mut(key), value) {
+            (Some(Value::Table(base_table)), Value::Table(over_table)) => merge(base_table, over_table),
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
 }
 
 fn is_topic_segment(s: &str) -> bool {
@@ -1114,7 +1003,7 @@ mod tests {
             (MINIMAL.replace("name = \"front\"", "name = \"front/door\""), "camera[0].name"),
             (MINIMAL.replace("decoder = \"ssd\"", "decoder = \"ssd\"\nscore_threshold = 1.5"), "model.score_threshold"),
             (MINIMAL.replace("dtype = \"u8\"", "dtype = \"u8\", std = [255.0, 255.0, 255.0]"), "model.input.mean"),
-            (MINIMAL.replace("onnx = \"m.onnx\"", ""), "model"),
+            (format!("{MINIMAL}\n[mqtt]\nport = \"x\""), "mqtt.port"),
         ];
         for (text, key) in cases {
             match parse(&text) {
@@ -1135,7 +1024,7 @@ mod tests {
         assert_eq!(camera.zones[0].name, "drive");
         assert_eq!(camera.zones[0].labels, ["car"]);
         assert_eq!(camera.lines[0].points, [[0.5, 1.0], [0.5, 0.0]]);
-        assert_eq!(config.tracking, TrackingConfig::default());
+        assert_eq!(config.tracking, Config::embedded_default().expect("default").tracking);
         assert!(config.tracking.enabled && config.tracking.min_hits == 3 && config.tracking.max_lost_s == 1.0);
         assert!(!config.snapshot.events);
         let none = parse(&MINIMAL.replace("[[camera]]", "[mqtt]\npublish = \"none\"\n[[camera]]")).expect("valid");
@@ -1218,6 +1107,107 @@ mod tests {
         }
         assert_eq!(dla("fp16").expect("valid").engine.dla_core, Some(0));
         assert!(dla("int8").is_ok());
+    }
+
+    #[test]
+    fn partial_configs_get_every_other_key_from_the_default() {
+        let default = Config::embedded_default().expect("default");
+        let threshold_only = parse("[model]\nscore_threshold = 0.7").expect("only a threshold");
+        assert_eq!(threshold_only.model.score_threshold, 0.7);
+        assert_eq!(threshold_only.model.onnx, default.model.onnx, "the bundled model, resolved in the data dir");
+        assert_eq!(threshold_only.model.labels, default.model.labels);
+        assert_eq!(threshold_only.model.input, default.model.input);
+        assert_eq!(threshold_only.cameras.len(), 1, "the default's demo camera");
+        assert_eq!(threshold_only.cameras[0].source, default.cameras[0].source);
+
+        let camera_only =
+            parse("[[camera]]\nname = \"door\"\nsource = { kind = \"images\", path = \"pics\" }").expect("one camera");
+        assert_eq!(camera_only.cameras.len(), 1, "the user's cameras replace the default's");
+        assert_eq!(camera_only.cameras[0].name, "door");
+        assert_eq!(camera_only.cameras[0].fps, 0.0);
+        assert_eq!(
+            camera_only.cameras[0].source,
+            SourceConfig::Images { path: "/base/pics".into(), mode: ImageMode::Loop, replay_fps: None },
+            "a path the user sets resolves against the user's directory"
+        );
+        assert_eq!(camera_only.model.onnx, default.model.onnx);
+
+        let broker_only = parse("[mqtt]\nhost = \"broker.lan\"").expect("only a broker");
+        assert_eq!((broker_only.mqtt.host.as_str(), broker_only.mqtt.port), ("broker.lan", 1883));
+        assert_eq!(broker_only.mqtt.queue_capacity, default.mqtt.queue_capacity);
+
+        let empty = parse("").expect("an empty file is the default");
+        assert_eq!(empty.model.onnx, default.model.onnx);
+        assert!(default.model.onnx.as_ref().is_some_and(|p| p.starts_with(data_dir())), "{:?}", default.model.onnx);
+    }
+
+    #[test]
+    fn nested_tables_merge_key_by_key() {
+        let config = parse("[model.input]\nfilter = \"bilinear\"\n[mqtt]\nqos = 0").expect("valid");
+        let default = Config::embedded_default().expect("default");
+        assert_eq!(config.model.input.filter, ResizeFilter::Bilinear);
+        assert_eq!((config.model.input.width, config.model.input.dtype), (300, TensorDtype::U8));
+        assert_eq!(config.mqtt.qos, 0);
+        assert_eq!(config.mqtt.host, default.mqtt.host);
+    }
+
+    #[test]
+    fn a_user_model_must_be_described() {
+        let err = parse("[model]\nonnx = \"yolov8n.onnx\"").unwrap_err();
+        match &err {
+            ConfigError::Invalid { key, message, .. } => {
+                assert_eq!(key, "model.labels");
+                assert!(message.contains("model.input") && message.contains("model.decoder"), "{message}");
+            }
+            other => panic!("expected an invalid key, got {other:?}"),
+        }
+        let partly = "[model]\nonnx = \"y.onnx\"\nlabels = \"l.txt\"\ndecoder = \"yolov8\"\n\
+                      input = { width = 640, height = 640, layout = \"nchw\" }";
+        assert!(matches!(parse(partly), Err(ConfigError::Invalid { key, .. }) if key == "model.input.dtype"));
+        let described = parse(&partly.replace("layout = \"nchw\"", "layout = \"nchw\", dtype = \"f32\""))
+            .expect("a described model");
+        assert_eq!(described.model.onnx.as_deref(), Some(Path::new("/base/y.onnx")));
+        assert_eq!(described.model.labels, Path::new("/base/l.txt"));
+        assert_eq!(described.model.input.pad, 114, "undescribed input keys keep their defaults");
+    }
+
+    #[test]
+    fn a_prebuilt_engine_replaces_the_default_onnx() {
+        let text = MINIMAL.replace("onnx = \"m.onnx\"", "engine = \"/engines/m.engine\"");
+        let config = parse(&text).expect("valid");
+        assert_eq!(config.model.onnx, None);
+        assert_eq!(config.model.engine.as_deref(), Some(Path::new("/engines/m.engine")));
+    }
+
+    #[test]
+    fn unknown_keys_in_partial_files_name_file_and_key() {
+        let err = parse("[mqtt]\nhots = \"broker\"").unwrap_err().to_string();
+        assert!(err.contains("test.toml") && err.contains("`mqtt.hots`") && err.contains("`host`"), "{err}");
+        let err = parse("verbose = true").unwrap_err().to_string();
+        assert!(err.contains("test.toml") && err.contains("verbose"), "{err}");
+        let err = parse("[[camera]]\nname = \"a\"\nsource = { kind = \"v4l2\", device = \"/dev/video0\" }")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("camera[0].source") && err.contains("width"), "{err}");
+    }
+
+    #[test]
+    fn printed_config_reads_back_the_same_and_holds_no_password() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let password = dir.path().join("password");
+        std::fs::write(&password, "hunter2-secret\n").expect("write password");
+        let text = format!(
+            "{MINIMAL}\n[mqtt]\nusername = \"u\"\npassword_file = {:?}\n[snapshot]\ninterval_s = 2.5",
+            password.display().to_string()
+        );
+        let config = parse(&text).expect("valid");
+        let printed = config.to_toml().expect("printable");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("score_threshold = 0.4\n"), "floats print as written: {printed}");
+        let reread = parse(&printed).unwrap_or_else(|e| panic!("{e}\n{printed}"));
+        assert_eq!(reread.to_toml().expect("printable"), printed);
+        assert_eq!(reread.mqtt.password_file.as_deref(), Some(password.as_path()));
+        assert_eq!(reread.mqtt.client_id, Some(config.client_id()));
     }
 
     #[test]

@@ -42,7 +42,14 @@ enum Command {
     /// Run the daemon until SIGTERM/SIGINT (SIGHUP reloads thresholds and publish settings).
     Run(ConfigArg),
     /// Validate a config file (or the built-in default) without starting anything.
-    CheckConfig(ConfigArg),
+    CheckConfig {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Print the effective config as TOML: every key, defaults and computed values filled in
+        /// (passwords are never part of a config, only the file or variable that holds them).
+        #[arg(long)]
+        print: bool,
+    },
     /// Detect objects in image files and print one JSON line per file (no MQTT).
     Detect {
         #[command(flatten)]
@@ -159,7 +166,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Run(arg) => run(&arg),
-        Command::CheckConfig(arg) => check_config(&arg),
+        Command::CheckConfig { config, print } => check_config(&config, print),
         Command::Detect { config, threshold, files } => detect(&config, threshold, &files),
         Command::Probe(arg) => probe_command(&arg),
         Command::Bench { config, image, warmup, iterations, gpu } => {
@@ -210,8 +217,12 @@ fn run(arg: &ConfigArg) -> Result<(), Stop> {
     })
 }
 
-fn check_config(arg: &ConfigArg) -> Result<(), Stop> {
+fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
+    if print {
+        let text = config.to_toml().map_err(Failure::config)?;
+        return write_stdout(&mut std::io::stdout().lock(), text.as_bytes());
+    }
     print_line(&format!("{}: ok ({} camera(s))", config.origin, config.cameras.len()))
 }
 

@@ -144,7 +144,7 @@ impl MqttSettings {
         Ok(MqttSettings {
             host: mqtt.host.clone(),
             port: mqtt.port,
-            client_id: mqtt.client_id.clone().unwrap_or_else(|| format!("jetson-detectd-{}", config.device_id())),
+            client_id: config.client_id(),
             prefix: config.topic_prefix(),
             qos: match mqtt.qos {
                 0 => QoS::AtMostOnce,

@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn every_format_renders_a_jpeg_of_the_source_size() {
-        let config = SnapshotConfig { enabled: true, interval_s: 1.0, jpeg_quality: 80, ..SnapshotConfig::default() };
+        let config = SnapshotConfig { enabled: true, interval_s: 1.0, jpeg_quality: 80, events: false };
         for format in [PixelFormat::Rgb8, PixelFormat::Bgr8, PixelFormat::Rgba8, PixelFormat::Yuyv, PixelFormat::Nv12] {
             let mut snapshotter = Snapshotter::new(&config);
             // Boxes partly or wholly outside the frame must be clipped, not panic.
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn snapshots_are_rate_limited() {
-        let config = SnapshotConfig { enabled: true, interval_s: 5.0, jpeg_quality: 50, ..SnapshotConfig::default() };
+        let config = SnapshotConfig { enabled: true, interval_s: 5.0, jpeg_quality: 50, events: false };
         let mut snapshotter = Snapshotter::new(&config);
         let frame = slot(32, 16, PixelFormat::Rgb8);
         let start = Instant::now();

@@ -400,6 +400,43 @@ fn malformed_config_exits_78_naming_file_and_key() {
     assert!(stderr.contains("bad.toml") && stderr.contains("nms_threshold"), "{stderr}");
 }
 
+/// A file with only what differs from the defaults: a broker and one camera whose images path is
+/// relative to the config file. `--print` shows every key with the values the daemon would use.
+#[test]
+fn a_partial_config_is_complete_and_prints_with_defaults_filled_in() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    image_dir(dir.path(), "pics", &[("chelsea.png", "a.png")]);
+    let path = dir.path().join("partial.toml");
+    let text = "[mqtt]\nhost = \"broker.lan\"\n\n[[camera]]\nname = \"door\"\nsource = { kind = \"images\", path = \"pics\" }\n";
+    std::fs::write(&path, text).expect("write config");
+    let output = daemon().args(["check-config", "--print", "--config"]).arg(&path).output().expect("run");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let effective: toml::Table = toml::from_str(&printed).unwrap_or_else(|e| panic!("{e}\n{printed}"));
+    assert_eq!(effective["mqtt"]["host"].as_str(), Some("broker.lan"));
+    assert_eq!(effective["mqtt"]["port"].as_integer(), Some(1883), "a default");
+    assert_eq!(effective["model"]["decoder"].as_str(), Some("ssd"));
+    assert!(effective["mqtt"].get("prefix").is_some(), "computed values are printed: {printed}");
+    let cameras = effective["camera"].as_array().expect("cameras");
+    assert_eq!(cameras.len(), 1, "the file's cameras replace the default's");
+    let images = dir.path().join("pics").display().to_string();
+    assert_eq!(cameras[0]["source"]["path"].as_str(), Some(images.as_str()));
+    let onnx = effective["model"]["onnx"].as_str().expect("the bundled model");
+    assert!(Path::new(onnx).is_file(), "the default's model path resolves against the data dir: {onnx}");
+}
+
+#[test]
+fn a_config_naming_its_own_model_must_describe_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("yolo.toml");
+    std::fs::write(&path, "[model]\nonnx = \"yolov8n.onnx\"\nlabels = \"coco.txt\"\ndecoder = \"yolov8\"\n")
+        .expect("write config");
+    let output = daemon().args(["check-config", "--config"]).arg(&path).output().expect("run");
+    assert_eq!(output.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("yolo.toml") && stderr.contains("model.input.width"), "{stderr}");
+}
+
 #[test]
 fn unparsable_and_missing_config_exit_78() {
     let dir = tempfile::tempdir().expect("tempdir");

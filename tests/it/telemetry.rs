@@ -186,12 +186,8 @@ fn snapshot_of_a_sample_image_decodes_with_the_source_size() {
         score: 0.87,
         bbox: BoundingBox { x1: 100.0, y1: 120.0, x2: 300.0, y2: 400.0 },
     };
-    let mut snapshotter = Snapshotter::new(&SnapshotConfig {
-        enabled: true,
-        interval_s: 5.0,
-        jpeg_quality: 80,
-        ..SnapshotConfig::default()
-    });
+    let mut snapshotter =
+        Snapshotter::new(&SnapshotConfig { enabled: true, interval_s: 5.0, jpeg_quality: 80, events: false });
     let jpeg =
         snapshotter.maybe_render(&slot, &[dog], &labels, Instant::now()).expect("render").expect("first snapshot");
     let decoded = image::load_from_memory_with_format(&jpeg, image::ImageFormat::Jpeg).expect("JPEG decodes");
