@@ -12,12 +12,13 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use crate::backend::Backend;
+use crate::config::LimitsConfig;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{BoundingBox, Detection, Labels};
 use crate::frame::FrameSlot;
 use crate::payload::{detections_message, Latency};
 use crate::pipeline;
-use crate::source::images;
+use crate::source::image_decode;
 use crate::telemetry::FrameTimings;
 use crate::track::events::{Line, Scene, WatchParams, Zone};
 use crate::track::lines::Segment;
@@ -99,12 +100,14 @@ pub struct TrackerBench {
     pub min_us: f64,
 }
 
-/// Runs `image` through `backend` `warmup + iterations` times and summarises the last `iterations`.
+/// Runs `image` (decoded within `limits`) through `backend` `warmup + iterations` times and
+/// summarises the last `iterations`.
 pub fn bench_backend(
     backend: &dyn Backend,
     params: DecodeParams,
     labels: &Labels,
     image: &Path,
+    limits: &LimitsConfig,
     warmup: usize,
     iterations: usize,
 ) -> Result<BenchReport, BenchError> {
@@ -119,7 +122,8 @@ pub fn bench_backend(
     for iteration in 0..warmup + iterations {
         // Source → slot: decoding the file stands in for a camera's capture and conversion.
         let source_started = Instant::now();
-        images::decode_into(image, &mut slot).map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
+        image_decode::decode_file(image, limits, &mut slot)
+            .map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
         let source = source_started.elapsed();
         let mut timings = pipeline::process(&mut *session, &mut decoder, &spec, &slot, &mut detections)
             .map_err(|e| BenchError::Frame { iteration, message: e.to_string() })?;

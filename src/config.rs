@@ -55,6 +55,7 @@ pub struct Config {
     pub device: DeviceConfig,
     pub model: ModelConfig,
     pub engine: EngineConfig,
+    pub limits: LimitsConfig,
     #[serde(rename = "camera")]
     pub cameras: Vec<CameraConfig>,
     pub mqtt: MqttConfig,
@@ -274,6 +275,25 @@ fn default_cache_dir() -> PathBuf {
         PathBuf::from(home).join(".cache/jetson-detectd")
     } else {
         PathBuf::from("/var/cache/jetson-detectd")
+    }
+}
+
+/// Bounds on every decode of untrusted image bytes (image files, MJPEG frames, GStreamer samples),
+/// checked before anything frame-sized is allocated. A frame over them is skipped and counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Widest image or frame accepted, in pixels.
+    pub max_width: u32,
+    /// Tallest image or frame accepted, in pixels.
+    pub max_height: u32,
+    /// Most memory one decode may allocate for the decoded frame (and a colour conversion copy).
+    pub max_alloc_mib: u32,
+}
+
+impl LimitsConfig {
+    pub fn max_alloc_bytes(&self) -> u64 {
+        u64::from(self.max_alloc_mib) << 20
     }
 }
 
@@ -673,6 +693,15 @@ impl Config {
                  dla_core",
             ));
         }
+        let limits = &self.limits;
+        for (key, value) in [("limits.max_width", limits.max_width), ("limits.max_height", limits.max_height)] {
+            if value == 0 {
+                return Err(self.invalid(key, "must be at least 1 (pixels)"));
+            }
+        }
+        if limits.max_alloc_mib == 0 {
+            return Err(self.invalid("limits.max_alloc_mib", "must be at least 1 (MiB)"));
+        }
         if self.cameras.is_empty() {
             return Err(self.invalid("camera", "configure at least one [[camera]]"));
         }
@@ -699,6 +728,17 @@ impl Config {
                     return Err(
                         self.invalid(&format!("camera[{i}].source"), "v4l2 width, height and fps must be non-zero")
                     );
+                }
+                SourceConfig::V4l2 { width, height, .. } | SourceConfig::Synthetic { width, height }
+                    if *width > limits.max_width || *height > limits.max_height =>
+                {
+                    return Err(self.invalid(
+                        &format!("camera[{i}].source"),
+                        format!(
+                            "{width}x{height} is larger than `limits.max_width` x `limits.max_height` ({}x{})",
+                            limits.max_width, limits.max_height
+                        ),
+                    ));
                 }
                 SourceConfig::Gstreamer { pipeline } if !pipeline.contains("appsink") => {
                     return Err(
@@ -1003,7 +1043,13 @@ mod tests {
             (MINIMAL.replace("name = \"front\"", "name = \"front/door\""), "camera[0].name"),
             (MINIMAL.replace("decoder = \"ssd\"", "decoder = \"ssd\"\nscore_threshold = 1.5"), "model.score_threshold"),
             (MINIMAL.replace("dtype = \"u8\"", "dtype = \"u8\", std = [255.0, 255.0, 255.0]"), "model.input.mean"),
+            (format!("{MINIMAL}\n[limits]\nmax_width = 0"), "limits.max_width"),
+            (format!("{MINIMAL}\n[limits]\nmax_alloc_mib = 0"), "limits.max_alloc_mib"),
             (format!("{MINIMAL}\n[mqtt]\nport = \"x\""), "mqtt.port"),
+            (
+                MINIMAL.replace("{ kind = \"synthetic\" }", "{ kind = \"synthetic\", width = 20000 }"),
+                "camera[0].source",
+            ),
         ];
         for (text, key) in cases {
             match parse(&text) {

@@ -414,6 +414,7 @@ async fn serve(
         let started = CameraPipeline::start(
             camera,
             config.engine.frame_slots,
+            config.limits,
             backend.clone(),
             params.clone(),
             sink.clone(),
@@ -475,8 +476,10 @@ async fn serve(
                     .zip(&dropped_seen)
                     .filter_map(|(pipeline, seen)| {
                         let entry = sink.cameras.get(pipeline.name())?;
-                        let dropped = pipeline.ring().stats().dropped.load(Ordering::Relaxed);
+                        let ring = pipeline.ring().stats();
+                        let dropped = ring.dropped.load(Ordering::Relaxed);
                         entry.stats.record_drop(dropped.saturating_sub(seen.swap(dropped, Ordering::Relaxed)));
+                        entry.stats.set_over_limit(ring.over_limit.load(Ordering::Relaxed));
                         Some(entry.stats.snapshot())
                     })
                     .collect();

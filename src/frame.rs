@@ -183,6 +183,8 @@ pub struct RingStats {
     pub produced: AtomicU64,
     /// Ready frames replaced by a newer one before the pipeline took them.
     pub dropped: AtomicU64,
+    /// Frames the source skipped because they were larger than `[limits]` allows.
+    pub over_limit: AtomicU64,
 }
 
 struct RingState {

@@ -264,7 +264,7 @@ fn detect(arg: &ConfigArg, threshold: Option<f32>, files: &[PathBuf]) -> Result<
     init_cli_logging(&config);
     let (labels, params) = decode_setup(&config, threshold)?;
     let backend = load_backend(&config)?;
-    let mut detector = oneshot::OneShotDetector::new(backend.as_ref(), params, labels)
+    let mut detector = oneshot::OneShotDetector::new(backend.as_ref(), params, labels, config.limits)
         .map_err(|e| Failure::from(DaemonError::from(e)))?;
     let mut failed = 0usize;
     let mut stdout = std::io::stdout().lock();
@@ -311,7 +311,7 @@ fn bench_command(
         })?,
     };
     let backend = load_backend(&config)?;
-    let pipeline = bench::bench_backend(backend.as_ref(), params, &labels, &image, warmup, iterations)
+    let pipeline = bench::bench_backend(backend.as_ref(), params, &labels, &image, &config.limits, warmup, iterations)
         .context("benchmark")
         .map_err(Failure::other)?;
     let gpu_preprocess = if gpu { Some(gpu_preprocess_bench(&config)?) } else { None };

@@ -10,13 +10,14 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::backend::{Backend, BackendError, InferenceSession};
+use crate::config::LimitsConfig;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, HeapMemory};
 use crate::payload::{DetectionsView, Latency, LatencyMs};
 use crate::pipeline;
 use crate::preprocess::PreprocessSpec;
-use crate::source::images;
+use crate::source::image_decode;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OneShotError {
@@ -32,6 +33,7 @@ pub struct OneShotDetector {
     decoder: Decoder,
     spec: PreprocessSpec,
     labels: Arc<Labels>,
+    limits: LimitsConfig,
     slot: FrameSlot,
     detections: Vec<Detection>,
 }
@@ -47,12 +49,19 @@ struct FileResult<'a> {
 }
 
 impl OneShotDetector {
-    pub fn new(backend: &dyn Backend, params: DecodeParams, labels: Arc<Labels>) -> Result<Self, BackendError> {
+    /// Every file is decoded within `limits`: one over them is that file's error.
+    pub fn new(
+        backend: &dyn Backend,
+        params: DecodeParams,
+        labels: Arc<Labels>,
+        limits: LimitsConfig,
+    ) -> Result<Self, BackendError> {
         Ok(OneShotDetector {
             session: backend.new_session()?,
             decoder: Decoder::new(params),
             spec: backend.spec().clone(),
             labels,
+            limits,
             slot: FrameSlot::new(Box::new(HeapMemory::default())),
             detections: Vec::new(),
         })
@@ -61,8 +70,8 @@ impl OneShotDetector {
     /// Detects objects in the image at `path`; returns its result as one JSON line (no newline):
     /// `{"file", "width", "height", "latency_ms", "detections"}`, detections as in the MQTT schema.
     pub fn detect(&mut self, path: &Path) -> Result<Vec<u8>, OneShotError> {
-        images::decode_into(path, &mut self.slot)
-            .map_err(|message| OneShotError::Image { path: path.to_path_buf(), message })?;
+        image_decode::decode_file(path, &self.limits, &mut self.slot)
+            .map_err(|e| OneShotError::Image { path: path.to_path_buf(), message: e.to_string() })?;
         let timings =
             pipeline::process(&mut *self.session, &mut self.decoder, &self.spec, &self.slot, &mut self.detections)
                 .map_err(|e| OneShotError::Detect { path: path.to_path_buf(), message: e.to_string() })?;

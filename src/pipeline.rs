@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, BackendError};
-use crate::config::CameraConfig;
+use crate::config::{CameraConfig, LimitsConfig};
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
 use crate::frame::{FrameRing, FrameSlot};
@@ -72,16 +72,18 @@ pub struct CameraPipeline {
 
 impl CameraPipeline {
     /// Opens the camera's source (errors here mean the camera never started) and starts its threads.
+    /// Every frame the source decodes is bounded by `limits`.
     pub fn start(
         camera: &CameraConfig,
         slots: usize,
+        limits: LimitsConfig,
         backend: Arc<dyn Backend>,
         params: DecodeParams,
         sink: Arc<dyn FrameSink>,
         stop: Arc<AtomicBool>,
     ) -> Result<CameraPipeline, PipelineError> {
         let name = camera.name.clone();
-        let source = source::open(&camera.source, stop.clone())
+        let source = source::open(&camera.source, limits, stop.clone())
             .map_err(|source| PipelineError::Source { camera: name.clone(), source })?;
         let slot_bytes = camera.max_frame_bytes();
         let memories = (0..slots)
@@ -210,6 +212,11 @@ fn run_source(
                 ring.publish(slot);
             }
             Ok(Capture::Retry) => {
+                ring.release(slot);
+                std::thread::sleep(RETRY_PAUSE);
+            }
+            Ok(Capture::OverLimit) => {
+                ring.stats().over_limit.fetch_add(1, Ordering::Relaxed);
                 ring.release(slot);
                 std::thread::sleep(RETRY_PAUSE);
             }
@@ -407,8 +414,9 @@ mod tests {
             lines: Vec::new(),
         };
         let stop = Arc::new(AtomicBool::new(false));
-        let pipeline = CameraPipeline::start(&camera, SLOTS, backend, params, Arc::new(NullSink), stop.clone())
-            .expect("start pipeline");
+        let pipeline =
+            CameraPipeline::start(&camera, SLOTS, config.limits, backend, params, Arc::new(NullSink), stop.clone())
+                .expect("start pipeline");
         // An uncapped synthetic source fills every free slot while the first frame is in inference.
         let deadline = Instant::now() + Duration::from_secs(30);
         while runs.load(Ordering::SeqCst) == 0 || pipeline.ring().stats().produced.load(Ordering::SeqCst) < SLOTS as u64

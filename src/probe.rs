@@ -56,7 +56,7 @@ pub fn probe(config: &Config) -> ProbeReport {
         gpu: gpu_section(config.device.gpu as usize),
         tensorrt: tensorrt_section(config),
         video_devices: video_devices(),
-        cameras: config.cameras.iter().map(camera_probe).collect(),
+        cameras: config.cameras.iter().map(|camera| camera_probe(camera, config.limits)).collect(),
         broker: broker_probe(&config.mqtt.host, config.mqtt.port),
     }
 }
@@ -111,14 +111,14 @@ fn video_devices() -> Vec<String> {
     devices
 }
 
-fn camera_probe(camera: &crate::config::CameraConfig) -> CameraProbe {
+fn camera_probe(camera: &crate::config::CameraConfig, limits: crate::config::LimitsConfig) -> CameraProbe {
     // A set stop flag keeps reconnecting sources from waiting for a device.
     let stop = Arc::new(AtomicBool::new(true));
     let (ok, detail) = match &camera.source {
         // A V4L2 camera that is missing or busy (another process streams from it) opens in the
         // reconnecting state: say why instead of calling it ok.
         SourceConfig::V4l2 { device, width, height, fps, format } => {
-            match V4l2Source::open(device, *width, *height, *fps, *format, stop) {
+            match V4l2Source::open(device, *width, *height, *fps, *format, limits, stop) {
                 Ok(source) => match source.state() {
                     SourceState::Reconnecting { last_error, .. } => {
                         (false, format!("{}: {last_error} (the daemon keeps retrying)", source.describe()))
@@ -128,7 +128,7 @@ fn camera_probe(camera: &crate::config::CameraConfig) -> CameraProbe {
                 Err(e) => (false, e.to_string()),
             }
         }
-        other => match source::open(other, stop) {
+        other => match source::open(other, limits, stop) {
             Ok(source) => (true, source.describe()),
             Err(e) => (false, e.to_string()),
         },
@@ -180,7 +180,7 @@ mod tests {
             fps: 30,
             format: crate::config::V4l2Format::Yuyv,
         };
-        let camera = camera_probe(&config.cameras[0]);
+        let camera = camera_probe(&config.cameras[0], config.limits);
         assert!(!camera.ok);
         assert!(camera.detail.contains("No such file"), "{}", camera.detail);
     }

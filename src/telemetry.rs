@@ -134,6 +134,7 @@ pub struct CameraStats {
     name: String,
     frames: AtomicU64,
     dropped: AtomicU64,
+    over_limit: AtomicU64,
     latencies: Mutex<[LatencyRing; Stage::ALL.len()]>,
     window: Mutex<FpsWindow>,
 }
@@ -148,6 +149,8 @@ pub struct CameraSnapshot {
     pub frames: u64,
     /// Frames dropped since start (the pipeline was behind, or the source lost them).
     pub dropped: u64,
+    /// Frames skipped since start because they were larger than `[limits]` allows.
+    pub over_limit: u64,
     /// Stages with at least one sample, in [`Stage::ALL`] order.
     pub latency_ms: Vec<(Stage, Percentiles)>,
 }
@@ -158,6 +161,7 @@ impl CameraStats {
             name: name.into(),
             frames: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            over_limit: AtomicU64::new(0),
             latencies: Mutex::new(std::array::from_fn(|_| LatencyRing::new())),
             window: Mutex::new(FpsWindow { since: Instant::now(), frames_then: 0 }),
         }
@@ -181,6 +185,11 @@ impl CameraStats {
     /// `count` frames that were dropped before processing.
     pub fn record_drop(&self, count: u64) {
         self.dropped.fetch_add(count, Ordering::Relaxed);
+    }
+
+    /// The source's running count of frames skipped for being over `[limits]`.
+    pub fn set_over_limit(&self, total: u64) {
+        self.over_limit.store(total, Ordering::Relaxed);
     }
 
     /// Counters, fps since the previous snapshot, and latency percentiles.
@@ -207,6 +216,7 @@ impl CameraStats {
             fps,
             frames,
             dropped: self.dropped.load(Ordering::Relaxed),
+            over_limit: self.over_limit.load(Ordering::Relaxed),
             latency_ms,
         }
     }
@@ -475,6 +485,7 @@ struct CameraJson<'a> {
     fps: f64,
     frames: u64,
     dropped: u64,
+    over_limit: u64,
     latency_ms: BTreeMap<&'static str, &'a Percentiles>,
 }
 
@@ -507,7 +518,13 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
         .iter()
         .map(|camera| {
             let latency_ms = camera.latency_ms.iter().map(|(stage, p)| (stage.name(), p)).collect();
-            let json = CameraJson { fps: camera.fps, frames: camera.frames, dropped: camera.dropped, latency_ms };
+            let json = CameraJson {
+                fps: camera.fps,
+                frames: camera.frames,
+                dropped: camera.dropped,
+                over_limit: camera.over_limit,
+                latency_ms,
+            };
             (camera.name.as_str(), json)
         })
         .collect();
@@ -590,9 +607,10 @@ mod tests {
             stats.record_frame(&timings(10));
         }
         stats.record_drop(3);
+        stats.set_over_limit(2);
         let snapshot = stats.snapshot_at(start + Duration::from_secs(2));
         assert_eq!(snapshot.fps, 5.0);
-        assert_eq!((snapshot.frames, snapshot.dropped), (10, 3));
+        assert_eq!((snapshot.frames, snapshot.dropped, snapshot.over_limit), (10, 3, 2));
         let next = stats.snapshot_at(start + Duration::from_secs(4));
         assert_eq!(next.fps, 0.0, "a new window starts at every snapshot");
     }
@@ -633,8 +651,14 @@ mod tests {
 
     #[test]
     fn status_line_summarises_cameras_and_broker() {
-        let camera =
-            |name: &str, fps| CameraSnapshot { name: name.into(), fps, frames: 0, dropped: 2, latency_ms: Vec::new() };
+        let camera = |name: &str, fps| CameraSnapshot {
+            name: name.into(),
+            fps,
+            frames: 0,
+            dropped: 2,
+            over_limit: 0,
+            latency_ms: Vec::new(),
+        };
         let line = status_line(&[camera("front", 15.0), camera("back", 14.5)], true);
         assert_eq!(line, "2 cameras, 29.5 fps (front 15.0, back 14.5), 4 dropped, broker connected");
     }

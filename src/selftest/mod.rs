@@ -23,13 +23,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::backend::{Backend, BackendInfo, InferenceSession};
-use crate::config::{BackendChoice, Config, Fallback, ImageMode, SourceConfig};
+use crate::config::{BackendChoice, Config, Fallback, ImageMode, LimitsConfig, SourceConfig};
 use crate::daemon::{self, BuildProgress};
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameSlot;
 use crate::pipeline;
-use crate::source::images;
+use crate::source::{image_decode, images};
 
 use agreement::{compare, Agreement, Tolerance};
 use clocks::ClockReport;
@@ -211,7 +211,8 @@ pub fn run(config: &Config, options: &SelftestOptions, progress: &mut dyn FnMut(
         run_images(&backend_config, &images, backend.as_deref(), sessions.first_mut(), uses_gpu, &mut report);
     // Latency with one context: the others would only hold memory meanwhile.
     sessions.truncate(1);
-    time_inferences(options, backend.as_deref(), sessions.first_mut(), timed_image.as_deref(), &mut report);
+    let (timed_backend, timed_session) = (backend.as_deref(), sessions.first_mut());
+    time_inferences(options, &config.limits, timed_backend, timed_session, timed_image.as_deref(), &mut report);
     report.passed = report.checks.iter().all(|check| check.status != Status::Fail);
     report
 }
@@ -622,7 +623,7 @@ fn run_images(
             found: String::new(),
             problem: None,
         };
-        let detected = images::decode_into(file, &mut slot)
+        let detected = image_decode::decode_file(file, &config.limits, &mut slot)
             .map_err(|e| format!("cannot read the image: {e}"))
             .and_then(|()| detector.detect(backend, session.as_mut(), &slot));
         match detected {
@@ -717,9 +718,11 @@ fn summarise_images(backend: &dyn Backend, uses_gpu: bool, compared: bool, repor
     }
 }
 
-/// Times `runs` inferences back to back and `paused_runs` after a pause each, on `image`.
+/// Times `runs` inferences back to back and `paused_runs` after a pause each, on `image` (decoded
+/// within `limits`).
 fn time_inferences(
     options: &SelftestOptions,
+    limits: &LimitsConfig,
     backend: Option<&dyn Backend>,
     session: Option<&mut Box<dyn InferenceSession>>,
     image: Option<&Path>,
@@ -735,7 +738,7 @@ fn time_inferences(
     }
     let timed = (|| -> Result<(Vec<Duration>, Vec<Duration>), String> {
         let mut slot = FrameSlot::new(backend.slot_memory(MAX_IMAGE_BYTES).map_err(|e| e.to_string())?);
-        images::decode_into(image, &mut slot)?;
+        image_decode::decode_file(image, limits, &mut slot).map_err(|e| e.to_string())?;
         let mut time_one = || -> Result<Duration, String> {
             let started = Instant::now();
             session.run(&slot).map_err(|e| e.to_string())?;

@@ -17,7 +17,9 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
+use crate::config::LimitsConfig;
 use crate::frame::{FrameSlot, PixelFormat};
+use crate::source::image_decode::{self, ImageDecodeError};
 use crate::source::v4l2::reconnect::{self, Backoff, SourceState, SourceStatus};
 use crate::source::v4l2::DeviceError;
 use crate::source::{Capture, FrameSource, SourceError};
@@ -72,6 +74,8 @@ enum Link {
 enum SampleError {
     /// This sample was unusable; later ones may be fine.
     Skip(String),
+    /// This sample is larger than `[limits]` allows; it was not copied.
+    OverLimit(String),
     /// No later sample will be usable either (format the slot cannot take, slot too small).
     Fatal(String),
 }
@@ -80,6 +84,7 @@ enum SampleError {
 pub struct GstreamerSource {
     pipeline_description: String,
     options: GstreamerOptions,
+    limits: LimitsConfig,
     stop: Arc<AtomicBool>,
     link: Link,
     backoff: Backoff,
@@ -93,13 +98,15 @@ pub struct GstreamerSource {
 impl GstreamerSource {
     /// Builds and starts the pipeline. A pipeline that does not parse or has no appsink is an
     /// error; one that fails to start (camera busy, RTSP server down) is retried with backoff.
-    pub fn open(pipeline: &str, stop: Arc<AtomicBool>) -> Result<GstreamerSource, SourceError> {
-        GstreamerSource::with_options(pipeline, GstreamerOptions::default(), stop)
+    /// Samples larger than `limits` are skipped (and counted), never copied.
+    pub fn open(pipeline: &str, limits: LimitsConfig, stop: Arc<AtomicBool>) -> Result<GstreamerSource, SourceError> {
+        GstreamerSource::with_options(pipeline, GstreamerOptions::default(), limits, stop)
     }
 
     pub fn with_options(
         pipeline: &str,
         options: GstreamerOptions,
+        limits: LimitsConfig,
         stop: Arc<AtomicBool>,
     ) -> Result<GstreamerSource, SourceError> {
         let description = format!("gstreamer:{pipeline}");
@@ -111,6 +118,7 @@ impl GstreamerSource {
             pipeline_description: pipeline.to_owned(),
             backoff: Backoff::new(options.initial_backoff, options.max_backoff),
             options,
+            limits,
             stop,
             link: Link::Closed { retry_at: Instant::now() },
             status: SourceStatus::new(SourceState::Streaming),
@@ -254,6 +262,7 @@ fn copy_plane(plane: &[u8], stride: i32, row_bytes: usize, rows: usize, target: 
 fn copy_sample(
     sample: &gst::Sample,
     layout: &mut Option<(gst::Caps, gst_video::VideoInfo)>,
+    limits: &LimitsConfig,
     slot: &mut FrameSlot,
 ) -> Result<(), SampleError> {
     let buffer = sample.buffer().ok_or_else(|| SampleError::Skip("sample without a buffer".into()))?;
@@ -276,6 +285,10 @@ fn copy_sample(
         ))
     })?;
     let (width, height) = (frame.width(), frame.height());
+    image_decode::check_frame(width, height, format, limits).map_err(|err| match err {
+        ImageDecodeError::OverLimit(message) => SampleError::OverLimit(message),
+        ImageDecodeError::Invalid(message) | ImageDecodeError::Slot(message) => SampleError::Skip(message),
+    })?;
     let strides = frame.plane_stride();
     let target = slot.prepare(width, height, format).map_err(SampleError::Fatal)?;
     let plane = |index: u32| frame.plane_data(index).map_err(|err| SampleError::Skip(err.to_string()));
@@ -330,7 +343,7 @@ impl FrameSource for GstreamerSource {
         if let Some(reason) = drain_bus(&running.bus) {
             log::debug!("{}: {reason} after a sample; handled once the samples run out", self.description);
         }
-        match copy_sample(&sample, &mut self.layout, slot) {
+        match copy_sample(&sample, &mut self.layout, &self.limits, slot) {
             Ok(()) => {
                 slot.meta_mut().captured_at = SystemTime::now();
                 self.backoff.reset();
@@ -345,6 +358,15 @@ impl FrameSource for GstreamerSource {
                 }
                 Ok(Capture::Retry)
             }
+            Err(SampleError::OverLimit(message)) => {
+                if let Some(suppressed) = self.skip_log.admit(Instant::now()) {
+                    log::warn!(
+                        "{}: skipped a sample over the limits ({message}); {suppressed} more skipped since the last report",
+                        self.description
+                    );
+                }
+                Ok(Capture::OverLimit)
+            }
             Err(SampleError::Fatal(message)) => {
                 Err(SourceError::Read { source_name: self.description.clone(), message })
             }
@@ -355,6 +377,8 @@ impl FrameSource for GstreamerSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
 
     #[test]
     fn plane_copy_drops_stride_padding_and_rejects_short_planes() {
@@ -374,11 +398,12 @@ mod tests {
             return;
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let err =
-            GstreamerSource::open("this-element-does-not-exist ! appsink", stop.clone()).err().expect("bad element");
+        let err = GstreamerSource::open("this-element-does-not-exist ! appsink", LIMITS, stop.clone())
+            .err()
+            .expect("bad element");
         assert!(err.to_string().contains("cannot build the pipeline"), "{err}");
         if gst::ElementFactory::find("fakesink").is_some() && gst::ElementFactory::find("fakesrc").is_some() {
-            let err = GstreamerSource::open("fakesrc ! fakesink", stop).err().expect("no appsink");
+            let err = GstreamerSource::open("fakesrc ! fakesink", LIMITS, stop).err().expect("no appsink");
             assert!(err.to_string().contains("no appsink"), "{err}");
         }
     }

@@ -3,24 +3,26 @@
 //! Owns: listing and decoding image files into slots, and their capture times: the time a file was
 //! read, or with `replay_fps` the time it would have had in a recording made at that rate (file n
 //! at `start + n / replay_fps`), which makes a replay's tracking independent of how fast inference
-//! runs. A file that cannot be read or decoded is logged and skipped, never fatal, unless no file at
-//! all can be used. Must not: sleep (the pipeline applies the fps cap) or cache decoded images
-//! (memory stays bounded by the slots).
+//! runs. Files are decoded through the bounded decoder: one that cannot be read or decoded, or is
+//! over `[limits]`, is skipped with a rate-limited warning, never fatal, unless no file at all can
+//! be used. Must not: sleep (the pipeline applies the fps cap) or cache decoded images (memory stays
+//! bounded by the slots).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use image::{ColorType, ImageDecoder, ImageReader};
-
+use super::image_decode::{self, ImageDecodeError};
+use super::v4l2::reconnect::RateLimitedLog;
 use super::{Capture, FrameSource, SourceError};
-use crate::config::ImageMode;
-use crate::frame::{FrameSlot, PixelFormat};
+use crate::config::{ImageMode, LimitsConfig};
+use crate::frame::FrameSlot;
 
 const EXTENSIONS: [&str; 5] = ["png", "jpg", "jpeg", "bmp", "ppm"];
 
 pub struct ImagesSource {
     root: PathBuf,
     mode: ImageMode,
+    limits: LimitsConfig,
     files: Vec<PathBuf>,
     next: usize,
     /// Frames produced since the list was last (re)started; a full pass with none is an error.
@@ -29,16 +31,34 @@ pub struct ImagesSource {
     replay: Option<(SystemTime, Duration)>,
     /// Frames produced since the source was opened.
     produced: u32,
+    /// A looping directory with a bad file would otherwise warn on every pass.
+    skip_log: RateLimitedLog,
 }
 
 impl ImagesSource {
-    /// `replay_fps`: stamp the files as a recording at that rate (validated > 0 by the config).
-    pub fn open(path: &Path, mode: ImageMode, replay_fps: Option<f32>) -> Result<ImagesSource, SourceError> {
+    /// `replay_fps`: stamp the files as a recording at that rate (validated by the config). Every
+    /// file is decoded within `limits`.
+    pub fn open(
+        path: &Path,
+        mode: ImageMode,
+        replay_fps: Option<f32>,
+        limits: LimitsConfig,
+    ) -> Result<ImagesSource, SourceError> {
         let files = list_images(path)?;
         let replay = replay_fps
             .and_then(|fps| Duration::try_from_secs_f64(1.0 / f64::from(fps)).ok())
             .map(|interval| (SystemTime::now(), interval));
-        Ok(ImagesSource { root: path.to_path_buf(), mode, files, next: 0, produced_this_pass: 0, replay, produced: 0 })
+        Ok(ImagesSource {
+            root: path.to_path_buf(),
+            mode,
+            limits,
+            files,
+            next: 0,
+            produced_this_pass: 0,
+            replay,
+            produced: 0,
+            skip_log: RateLimitedLog::new(Duration::from_secs(10)),
+        })
     }
 
     fn error(&self, message: String) -> SourceError {
@@ -69,30 +89,6 @@ pub fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
     Ok(files)
 }
 
-/// Decodes `path` straight into the slot when the file is 8-bit RGB/RGBA; other colour types
-/// (grey, 16-bit, …) are converted to RGB first.
-pub fn decode_into(path: &Path, slot: &mut FrameSlot) -> Result<(), String> {
-    let decoder = ImageReader::open(path)
-        .map_err(|e| e.to_string())?
-        .with_guessed_format()
-        .map_err(|e| e.to_string())?
-        .into_decoder()
-        .map_err(|e| e.to_string())?;
-    let (width, height) = decoder.dimensions();
-    match decoder.color_type() {
-        ColorType::Rgb8 | ColorType::Rgba8 => {
-            let format = if decoder.color_type() == ColorType::Rgb8 { PixelFormat::Rgb8 } else { PixelFormat::Rgba8 };
-            let buffer = slot.prepare(width, height, format)?;
-            decoder.read_image(buffer).map_err(|e| e.to_string())
-        }
-        _ => {
-            let rgb = image::DynamicImage::from_decoder(decoder).map_err(|e| e.to_string())?.into_rgb8();
-            slot.prepare(width, height, PixelFormat::Rgb8)?.copy_from_slice(rgb.as_raw());
-            Ok(())
-        }
-    }
-}
-
 impl FrameSource for ImagesSource {
     fn describe(&self) -> String {
         format!("images:{}", self.root.display())
@@ -117,7 +113,7 @@ impl FrameSource for ImagesSource {
         }
         let path = self.files[self.next].clone();
         self.next += 1;
-        match decode_into(&path, slot) {
+        match image_decode::decode_file(&path, &self.limits, slot) {
             Ok(()) => {
                 slot.meta_mut().captured_at = match self.replay {
                     Some((start, interval)) => start + interval * self.produced,
@@ -128,8 +124,17 @@ impl FrameSource for ImagesSource {
                 Ok(Capture::Frame)
             }
             Err(reason) => {
-                log::warn!("{}: skipping {}: {reason}", self.describe(), path.display());
-                Ok(Capture::Retry)
+                if let Some(suppressed) = self.skip_log.admit(Instant::now()) {
+                    log::warn!(
+                        "{}: skipping {}: {reason} ({suppressed} more skipped since the last report)",
+                        self.describe(),
+                        path.display()
+                    );
+                }
+                match reason {
+                    ImageDecodeError::OverLimit(_) => Ok(Capture::OverLimit),
+                    ImageDecodeError::Invalid(_) | ImageDecodeError::Slot(_) => Ok(Capture::Retry),
+                }
             }
         }
     }
@@ -139,6 +144,8 @@ impl FrameSource for ImagesSource {
 mod tests {
     use super::*;
     use crate::frame::HeapMemory;
+
+    const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
 
     fn slot() -> FrameSlot {
         FrameSlot::new(Box::new(HeapMemory::default()))
@@ -154,7 +161,7 @@ mod tests {
         write_png(&dir.path().join("b.png"), 4, 2);
         write_png(&dir.path().join("a.png"), 2, 2);
         std::fs::write(dir.path().join("notes.txt"), "ignored").expect("write");
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Once, None).expect("open");
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Once, None, LIMITS).expect("open");
         let mut slot = slot();
         assert_eq!(source.next_frame(&mut slot).expect("a"), Capture::Frame);
         assert_eq!((slot.meta().width, &slot.data()[..3]), (2, &[10u8, 20, 30][..]));
@@ -168,7 +175,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         write_png(&dir.path().join("a.png"), 2, 2);
         write_png(&dir.path().join("b.png"), 2, 2);
-        let mut replay = ImagesSource::open(dir.path(), ImageMode::Loop, Some(4.0)).expect("open");
+        let mut replay = ImagesSource::open(dir.path(), ImageMode::Loop, Some(4.0), LIMITS).expect("open");
         assert!(replay.keeps_every_frame());
         let mut slot = slot();
         let times: Vec<SystemTime> = (0..3)
@@ -179,7 +186,7 @@ mod tests {
             .collect();
         let steps: Vec<Duration> = times.windows(2).map(|w| w[1].duration_since(w[0]).expect("increasing")).collect();
         assert_eq!(steps, [Duration::from_millis(250); 2], "250 ms apart, also across the loop");
-        assert!(!ImagesSource::open(dir.path(), ImageMode::Loop, None).expect("open").keeps_every_frame());
+        assert!(!ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS).expect("open").keeps_every_frame());
     }
 
     #[test]
@@ -187,7 +194,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("a.jpg"), b"not a jpeg").expect("write");
         write_png(&dir.path().join("b.png"), 2, 2);
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None).expect("open");
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS).expect("open");
         let mut slot = slot();
         let captures: Vec<Capture> = (0..4).map(|_| source.next_frame(&mut slot).expect("no error")).collect();
         assert_eq!(captures, [Capture::Retry, Capture::Frame, Capture::Retry, Capture::Frame]);
@@ -197,18 +204,31 @@ mod tests {
     fn all_corrupt_files_is_an_error_not_a_spin() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("a.png"), b"garbage").expect("write");
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None).expect("open");
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS).expect("open");
         let mut slot = slot();
         assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::Retry);
         assert!(matches!(source.next_frame(&mut slot), Err(SourceError::Read { .. })));
     }
 
     #[test]
+    fn an_image_over_the_limits_is_skipped_as_over_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_png(&dir.path().join("a-wide.png"), 40, 2);
+        write_png(&dir.path().join("b.png"), 2, 2);
+        let narrow = LimitsConfig { max_width: 16, ..LIMITS };
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Once, None, narrow).expect("open");
+        let mut slot = slot();
+        assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::OverLimit);
+        assert_eq!(source.next_frame(&mut slot).expect("b"), Capture::Frame);
+        assert_eq!(source.next_frame(&mut slot).expect("end"), Capture::End);
+    }
+
+    #[test]
     fn missing_or_empty_directory_is_an_open_error() {
         let dir = tempfile::tempdir().expect("tempdir");
-        assert!(matches!(ImagesSource::open(dir.path(), ImageMode::Loop, None), Err(SourceError::Open { .. })));
+        assert!(matches!(ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS), Err(SourceError::Open { .. })));
         assert!(matches!(
-            ImagesSource::open(&dir.path().join("nope"), ImageMode::Loop, None),
+            ImagesSource::open(&dir.path().join("nope"), ImageMode::Loop, None, LIMITS),
             Err(SourceError::Open { .. })
         ));
     }

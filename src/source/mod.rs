@@ -1,7 +1,8 @@
 //! Frame sources: where a camera's frames come from.
 //!
-//! Owns: the [`FrameSource`] trait, [`SourceError`], opening the configured source, and the
-//! fps cap. Each implementation writes straight into the frame slot it is given.
+//! Owns: the [`FrameSource`] trait, [`SourceError`], opening the configured source, the fps cap,
+//! and [`image_decode`], the one bounded decoder every source (and `detect`) decodes untrusted
+//! image bytes through. Each implementation writes straight into the frame slot it is given.
 //! Must not: preprocess, run models, or block forever without checking its stop flag.
 
 #[cfg(feature = "gstreamer")]
@@ -27,6 +28,9 @@ pub enum Capture {
     End,
     /// Nothing this time (a corrupt file skipped, a device reconnecting); call again.
     Retry,
+    /// A frame over `[limits]` was skipped (the source logged it, rate-limited); counted in
+    /// telemetry. Call again.
+    OverLimit,
 }
 
 /// A producer of frames for one camera. Runs on its own thread.
@@ -44,27 +48,33 @@ pub trait FrameSource: Send {
     }
 }
 
+pub mod image_decode;
 pub mod images;
 pub mod synthetic;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use crate::config::SourceConfig;
+use crate::config::{LimitsConfig, SourceConfig};
 
-/// Opens the source a camera is configured with. `stop` is the daemon's shutdown flag: sources that
-/// block (cameras, GStreamer) check it so shutdown never waits on a silent device.
-pub fn open(config: &SourceConfig, stop: Arc<AtomicBool>) -> Result<Box<dyn FrameSource>, SourceError> {
+/// Opens the source a camera is configured with; every frame it decodes is bounded by `limits`.
+/// `stop` is the daemon's shutdown flag: sources that block (cameras, GStreamer) check it so
+/// shutdown never waits on a silent device.
+pub fn open(
+    config: &SourceConfig,
+    limits: LimitsConfig,
+    stop: Arc<AtomicBool>,
+) -> Result<Box<dyn FrameSource>, SourceError> {
     match config {
         SourceConfig::Images { path, mode, replay_fps } => {
-            Ok(Box::new(images::ImagesSource::open(path, *mode, *replay_fps)?))
+            Ok(Box::new(images::ImagesSource::open(path, *mode, *replay_fps, limits)?))
         }
         SourceConfig::Synthetic { width, height } => Ok(Box::new(synthetic::SyntheticSource::new(*width, *height))),
         SourceConfig::V4l2 { device, width, height, fps, format } => {
-            Ok(Box::new(v4l2::V4l2Source::open(device, *width, *height, *fps, *format, stop)?))
+            Ok(Box::new(v4l2::V4l2Source::open(device, *width, *height, *fps, *format, limits, stop)?))
         }
         #[cfg(feature = "gstreamer")]
-        SourceConfig::Gstreamer { pipeline } => Ok(Box::new(gstreamer::GstreamerSource::open(pipeline, stop)?)),
+        SourceConfig::Gstreamer { pipeline } => Ok(Box::new(gstreamer::GstreamerSource::open(pipeline, limits, stop)?)),
         #[cfg(not(feature = "gstreamer"))]
         SourceConfig::Gstreamer { .. } => Err(SourceError::Open {
             source_name: "gstreamer".into(),

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime};
 pub use convert::ConvertError;
 pub use reconnect::{Backoff, SourceState, SourceStatus};
 
-use crate::config::V4l2Format;
+use crate::config::{LimitsConfig, V4l2Format};
 use crate::frame::FrameSlot;
 use crate::source::{Capture, FrameSource, SourceError};
 use reconnect::RateLimitedLog;
@@ -173,6 +173,8 @@ pub struct V4l2Request {
     pub height: u32,
     pub fps: u32,
     pub format: V4l2Format,
+    /// Frames larger than these are skipped (and counted), never decoded.
+    pub limits: LimitsConfig,
 }
 
 /// Timing knobs of the source; the defaults are what the daemon uses.
@@ -346,15 +348,17 @@ pub fn monotonic_to_wall(stamp: Duration, now_monotonic: Duration, now_wall: Sys
 fn write_frame(
     raw: RawFrame<'_>,
     format: &Negotiated,
+    limits: &LimitsConfig,
     slot: &mut FrameSlot,
     mjpeg_scratch: &mut Vec<u8>,
 ) -> Result<SystemTime, ConvertError> {
     if raw.flagged_corrupt {
         return Err(ConvertError::Corrupt("the driver flagged the buffer as damaged".into()));
     }
+    let (width, height) = (format.width, format.height);
     match format.encoding {
-        Encoding::Mjpeg => convert::write_mjpeg(raw.data, format.width, format.height, slot, mjpeg_scratch)?,
-        Encoding::Yuyv => convert::write_yuyv(raw.data, format.width, format.height, format.bytes_per_line, slot)?,
+        Encoding::Mjpeg => convert::write_mjpeg(raw.data, width, height, limits, slot, mjpeg_scratch)?,
+        Encoding::Yuyv => convert::write_yuyv(raw.data, width, height, format.bytes_per_line, limits, slot)?,
     }
     Ok(raw.captured_at)
 }
@@ -390,9 +394,10 @@ impl V4l2Source {
         height: u32,
         fps: u32,
         format: V4l2Format,
+        limits: LimitsConfig,
         stop: Arc<AtomicBool>,
     ) -> Result<V4l2Source, SourceError> {
-        let request = V4l2Request { device: device.to_path_buf(), width, height, fps, format };
+        let request = V4l2Request { device: device.to_path_buf(), width, height, fps, format, limits };
         V4l2Source::with_opener(request, V4l2Options::default(), open_system_device, stop)
     }
 
@@ -497,6 +502,7 @@ fn open_system_device(path: &Path) -> Result<Box<dyn CaptureDevice>, DeviceError
 enum Step {
     Frame(SystemTime),
     Corrupt(String),
+    OverLimit(String),
     Nothing,
     SlotTooSmall(String),
     Lost(DeviceError),
@@ -523,8 +529,9 @@ impl FrameSource for V4l2Source {
                 let format = *format;
                 let mut converted = None;
                 let scratch = &mut self.mjpeg_scratch;
+                let limits = &self.request.limits;
                 let waited = device.dequeue(self.options.poll_interval, &mut |raw| {
-                    converted = Some(write_frame(raw, &format, slot, scratch));
+                    converted = Some(write_frame(raw, &format, limits, slot, scratch));
                 });
                 match (waited, converted) {
                     (Err(err), _) => Step::Lost(err),
@@ -533,6 +540,7 @@ impl FrameSource for V4l2Source {
                         Step::Frame(captured_at)
                     }
                     (Ok(_), Some(Err(ConvertError::Corrupt(message)))) => Step::Corrupt(message),
+                    (Ok(_), Some(Err(ConvertError::OverLimit(message)))) => Step::OverLimit(message),
                     (Ok(_), Some(Err(ConvertError::Slot(message)))) => Step::SlotTooSmall(message),
                     (Ok(_), None) if last_good_frame.elapsed() >= self.options.stall_timeout => {
                         Step::Lost(DeviceError::Transient(format!(
@@ -562,6 +570,15 @@ impl FrameSource for V4l2Source {
                 }
                 Ok(Capture::Retry)
             }
+            Step::OverLimit(message) => {
+                if let Some(suppressed) = self.corrupt_log.admit(Instant::now()) {
+                    log::warn!(
+                        "{}: skipped a frame over the limits ({message}); {suppressed} more skipped since the last report",
+                        self.description
+                    );
+                }
+                Ok(Capture::OverLimit)
+            }
             Step::Nothing => Ok(Capture::Retry),
             Step::SlotTooSmall(message) => Err(SourceError::Read { source_name: self.description.clone(), message }),
             Step::Lost(err) => {
@@ -578,6 +595,8 @@ mod tests {
     use crate::frame::{HeapMemory, PixelFormat, SlotMemory};
     use std::collections::VecDeque;
     use std::sync::Mutex;
+
+    const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
 
     /// What the fake device does on one `dequeue` call.
     #[derive(Clone)]
@@ -660,7 +679,7 @@ mod tests {
     }
 
     fn request(format: V4l2Format) -> V4l2Request {
-        V4l2Request { device: "/dev/video9".into(), width: 4, height: 2, fps: 30, format }
+        V4l2Request { device: "/dev/video9".into(), width: 4, height: 2, fps: 30, format, limits: LIMITS }
     }
 
     fn quick_options() -> V4l2Options {
@@ -933,6 +952,18 @@ mod tests {
         }
         assert_eq!(source.state(), SourceState::Streaming);
         assert!(source.negotiated().is_some());
+    }
+
+    #[test]
+    fn frames_over_the_limits_are_skipped_and_reported_as_such() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(1))], &journal);
+        let stop = Arc::new(AtomicBool::new(false));
+        let narrow = V4l2Request { limits: LimitsConfig { max_width: 2, ..LIMITS }, ..request(V4l2Format::Yuyv) };
+        let mut source =
+            V4l2Source::with_opener(narrow, quick_options(), scripted_opener(vec![Ok(device)]), stop).expect("open");
+        assert_eq!(source.next_frame(&mut heap_slot()).expect("skip"), Capture::OverLimit);
+        assert_eq!(source.state(), SourceState::Streaming);
     }
 
     /// Fixed-size memory, like a pinned slot sized for a smaller camera mode.

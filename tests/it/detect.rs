@@ -5,8 +5,10 @@
 //! one process so that the model loads once.
 
 use std::collections::BTreeSet;
+use std::io::{Cursor, Read};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, ExitStatus, Output, Stdio};
 
 use jetson_detectd::payload::{DetectionRecord, LatencyMs};
 use serde::Deserialize;
@@ -220,6 +222,79 @@ fn corrupt_image_fails_alone_and_is_named() {
     let corrupt = dir.path().join("corrupt.jpg");
     write_garbage(&corrupt);
     assert_only_the_bad_file_fails(dir.path(), &corrupt);
+}
+
+/// A PNG of a few hundred bytes whose header claims 60000x60000 RGB pixels (10.8 GB decoded): its
+/// image data is a valid zlib stream of zeros for the first row, then it ends.
+fn write_png_bomb(path: &Path) {
+    const SIDE: u32 = 60_000;
+    let mut png = Vec::new();
+    image::RgbImage::new(SIDE, 1).write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png).expect("encode");
+    // IHDR: length (8..12), "IHDR" (12..16), width (16..20), height (20..24), …, CRC (29..33).
+    png[20..24].copy_from_slice(&SIDE.to_be_bytes());
+    let crc = crc32fast::hash(&png[12..29]);
+    png[29..33].copy_from_slice(&crc.to_be_bytes());
+    std::fs::write(path, &png).expect("write png bomb");
+}
+
+/// Runs `command` to its end; returns its output and its peak resident memory in bytes, from
+/// `wait4` on that child alone (not this process, nor the children of tests running beside it).
+#[allow(clippy::zombie_processes, reason = "the child is reaped by wait4, which also reports its peak memory")]
+fn output_and_peak_rss(mut command: Command) -> (Output, u64) {
+    let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let readers = [
+        child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>),
+        child.stderr.take().map(|r| Box::new(r) as _),
+    ]
+    .map(|pipe| {
+        let mut pipe = pipe.expect("piped");
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            pipe.read_to_end(&mut bytes).expect("read child output");
+            bytes
+        })
+    });
+    let pid = libc::pid_t::try_from(child.id()).expect("pid");
+    let mut status = 0;
+    // SAFETY: rusage is plain old data, for which all-zero bytes are a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet reaped (std reaps only in wait/try_wait, which are not
+    // called); `status` and `usage` are valid, exclusive out-pointers for the duration of the call.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+    let [stdout, stderr] = readers.map(|reader| reader.join().expect("reader thread"));
+    let peak_rss = u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024;
+    (Output { status: ExitStatus::from_raw(status), stdout, stderr }, peak_rss)
+}
+
+/// The reported hostile file: before the decoder was bounded, `detect` grew to 8.2 GB on it. Now
+/// it is that file's error, the files around it are still detected, and the process stays small.
+#[test]
+fn an_image_claiming_a_huge_size_fails_alone_without_allocating_it() {
+    /// Far below the 10.8 GB the bomb claims, far above what `detect` needs (about 70 MB on
+    /// x86_64; under qemu-user the measured process is qemu, whose translation cache comes on top).
+    const MAX_PEAK_RSS: u64 = 1 << 30;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = cpu_config(dir.path());
+    let bomb = dir.path().join("bomb.png");
+    write_png_bomb(&bomb);
+    let good = sample("chelsea.png");
+    let mut command = daemon();
+    command.args(["detect", "--threshold", "0.4", "--config"]).arg(&config).arg(&good).arg(&bomb).arg(&good);
+    let (output, peak_rss) = output_and_peak_rss(command);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "detect panicked:\n{stderr}");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let bomb_line = stderr.lines().find(|line| line.contains(&bomb.display().to_string()));
+    assert!(
+        bomb_line.is_some_and(|line| line.contains("60000x60000") && line.contains("limits.max_width")),
+        "stderr must name the file and the limit:\n{stderr}"
+    );
+    let results = parse_lines(&output);
+    assert_eq!(results.len(), 2, "both good files still print:\n{}", String::from_utf8_lossy(&output.stdout));
+    assert!(results.iter().all(|r| r.detections.iter().any(|d| d.label == "cat")), "{:?}", results[0].detections);
+    assert!(peak_rss < MAX_PEAK_RSS, "detect peaked at {} MiB on a PNG bomb", peak_rss >> 20);
+    println!("detect on a 60000x60000 PNG bomb: peak RSS {} MiB", peak_rss >> 20);
 }
 
 #[test]

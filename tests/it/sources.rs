@@ -10,13 +10,18 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use image::codecs::jpeg::JpegEncoder;
-use jetson_detectd::config::V4l2Format;
+use jetson_detectd::config::{Config, LimitsConfig, V4l2Format};
 use jetson_detectd::frame::{FrameRing, PixelFormat};
 use jetson_detectd::source::v4l2::{
     Capabilities, CaptureDevice, DeviceError, DriverFormat, FourCc, RawFrame, SourceState, V4l2Options, V4l2Request,
     V4l2Source,
 };
 use jetson_detectd::source::{Capture, FrameSource};
+
+/// The default `[limits]`.
+fn limits() -> LimitsConfig {
+    Config::embedded_default().expect("embedded default config").limits
+}
 
 /// A camera that plays back recorded buffers, then raises the stop flag as a daemon shutdown would.
 struct RecordedCamera {
@@ -71,6 +76,7 @@ fn capture_through_ring(format: V4l2Format, driver_format: DriverFormat, buffers
         height: driver_format.height,
         fps: 30,
         format,
+        limits: limits(),
     };
     let mut recorded = Some(RecordedCamera { format: driver_format, buffers: buffers.into(), stop: stop.clone() });
     let opener = move |_: &Path| -> Result<Box<dyn CaptureDevice>, DeviceError> {
@@ -86,7 +92,7 @@ fn capture_through_ring(format: V4l2Format, driver_format: DriverFormat, buffers
             let mut slot = producer_ring.acquire_for_write().expect("a free slot");
             match source.next_frame(&mut slot).expect("no source error") {
                 Capture::Frame => producer_ring.publish(slot),
-                Capture::Retry => producer_ring.release(slot),
+                Capture::Retry | Capture::OverLimit => producer_ring.release(slot),
                 Capture::End => {
                     producer_ring.release(slot);
                     break;
@@ -206,7 +212,7 @@ fn recorded_yuyv_frames_arrive_raw_without_row_padding() {
 #[test]
 fn a_file_that_is_not_a_v4l2_device_fails_at_open_with_the_ioctl_named() {
     let stop = Arc::new(AtomicBool::new(false));
-    let err = V4l2Source::open(Path::new("/dev/null"), 640, 480, 30, V4l2Format::Yuyv, stop)
+    let err = V4l2Source::open(Path::new("/dev/null"), 640, 480, 30, V4l2Format::Yuyv, limits(), stop)
         .err()
         .expect("/dev/null answers VIDIOC_QUERYCAP with ENOTTY");
     assert!(err.to_string().contains("VIDIOC_QUERYCAP"), "{err}");
@@ -216,8 +222,8 @@ fn a_file_that_is_not_a_v4l2_device_fails_at_open_with_the_ioctl_named() {
 fn a_missing_device_starts_reconnecting_and_stops_on_request() {
     let stop = Arc::new(AtomicBool::new(false));
     let device = Path::new("/dev/video-jetson-detectd-test-missing");
-    let mut source =
-        V4l2Source::open(device, 640, 480, 30, V4l2Format::Mjpeg, stop.clone()).expect("a missing camera is retried");
+    let mut source = V4l2Source::open(device, 640, 480, 30, V4l2Format::Mjpeg, limits(), stop.clone())
+        .expect("a missing camera is retried");
     match source.state() {
         SourceState::Reconnecting { attempt: 1, last_error } => {
             assert!(last_error.contains("No such file"), "{last_error}")
@@ -248,7 +254,7 @@ fn real_v4l2_camera_smoke_test() {
         return;
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let mut source = match V4l2Source::open(device, 640, 480, 30, V4l2Format::Mjpeg, stop) {
+    let mut source = match V4l2Source::open(device, 640, 480, 30, V4l2Format::Mjpeg, limits(), stop) {
         Ok(source) => source,
         Err(err) => {
             eprintln!("skipped: {} is not a usable capture device: {err}", device.display());
@@ -305,7 +311,7 @@ mod gstreamer_pipeline {
         let stop = Arc::new(AtomicBool::new(false));
         let pipeline =
             "videotestsrc num-buffers=5 ! video/x-raw,width=320,height=240 ! videoconvert ! appsink name=sink";
-        let mut source = GstreamerSource::open(pipeline, stop.clone()).expect("open");
+        let mut source = GstreamerSource::open(pipeline, limits(), stop.clone()).expect("open");
         let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
 
         let mut frames = 0;
@@ -416,7 +422,7 @@ mod gstreamer_pipeline {
         // 66 pixels wide: GStreamer pads NV12 rows to a multiple of 4, so the copy must drop padding.
         let pipeline = "videotestsrc num-buffers=2 pattern=solid-color foreground-color=0xff808080 \
                         ! video/x-raw,width=66,height=48,format=NV12 ! appsink name=sink";
-        let mut source = GstreamerSource::open(pipeline, stop).expect("open");
+        let mut source = GstreamerSource::open(pipeline, limits(), stop).expect("open");
         let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
         let got = pull_until(&mut source, &mut slot, 500, |outcome, _, _| outcome == Capture::Frame);
         assert!(got, "no NV12 frame: {:?}", source.state());

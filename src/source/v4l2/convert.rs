@@ -1,15 +1,12 @@
 //! Writing one captured V4L2 buffer into a frame slot.
 //!
-//! Owns: MJPEG decoding (to RGB, straight into the slot) and the strided YUYV copy.
-//! Must not: touch the device, allocate a frame-sized buffer of its own, or decide about
-//! reconnecting — it only says whether the buffer was usable.
+//! Owns: MJPEG decoding (to RGB, straight into the slot, through the bounded decoder) and the
+//! strided YUYV copy. Must not: touch the device, allocate a frame-sized buffer of its own, or
+//! decide about reconnecting — it only says whether the buffer was usable.
 
-use std::io::Cursor;
-
-use image::codecs::jpeg::JpegDecoder;
-use image::{ColorType, ImageDecoder};
-
+use crate::config::LimitsConfig;
 use crate::frame::{FrameSlot, PixelFormat};
+use crate::source::image_decode::{self, ImageDecodeError};
 
 /// Why a captured buffer did not become a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,6 +15,9 @@ pub enum ConvertError {
     /// fine. UVC cameras produce these now and then.
     #[error("unusable frame: {0}")]
     Corrupt(String),
+    /// The frame is larger than `[limits]` allows; it was not decoded.
+    #[error("frame over the limits: {0}")]
+    OverLimit(String),
     /// The slot cannot take a frame of this size (fixed pinned memory too small): no later frame
     /// will fit either.
     #[error("frame slot: {0}")]
@@ -45,12 +45,13 @@ fn needs_avi1_marker(jpeg: &[u8]) -> bool {
 }
 
 /// Decodes a JPEG buffer into `slot` as [`PixelFormat::Rgb8`]. The JPEG must be `width`×`height`
-/// (the negotiated size), so that a corrupt header cannot make the slot grow. `scratch` is reused
-/// across frames for the rare camera whose frames need the AVI1 marker added.
+/// (the negotiated size), so that a corrupt header cannot make the slot grow, and within `limits`.
+/// `scratch` is reused across frames for the rare camera whose frames need the AVI1 marker added.
 pub fn write_mjpeg(
     jpeg: &[u8],
     width: u32,
     height: u32,
+    limits: &LimitsConfig,
     slot: &mut FrameSlot,
     scratch: &mut Vec<u8>,
 ) -> Result<(), ConvertError> {
@@ -63,29 +64,30 @@ pub fn write_mjpeg(
     } else {
         jpeg
     };
-    let decoder = JpegDecoder::new(Cursor::new(jpeg)).map_err(|err| ConvertError::Corrupt(err.to_string()))?;
-    let (jpeg_width, jpeg_height) = decoder.dimensions();
-    if (jpeg_width, jpeg_height) != (width, height) {
-        return Err(ConvertError::Corrupt(format!(
-            "JPEG is {jpeg_width}x{jpeg_height}, the device negotiated {width}x{height}"
-        )));
+    image_decode::decode_jpeg(jpeg, width, height, limits, slot).map_err(ConvertError::from)
+}
+
+impl From<ImageDecodeError> for ConvertError {
+    fn from(error: ImageDecodeError) -> Self {
+        match error {
+            ImageDecodeError::OverLimit(message) => ConvertError::OverLimit(message),
+            ImageDecodeError::Invalid(message) => ConvertError::Corrupt(message),
+            ImageDecodeError::Slot(message) => ConvertError::Slot(message),
+        }
     }
-    if decoder.color_type() != ColorType::Rgb8 {
-        return Err(ConvertError::Corrupt(format!("JPEG colour type {:?}, expected RGB", decoder.color_type())));
-    }
-    let target = slot.prepare(width, height, PixelFormat::Rgb8).map_err(ConvertError::Slot)?;
-    decoder.read_image(target).map_err(|err| ConvertError::Corrupt(err.to_string()))
 }
 
 /// Copies a packed YUYV buffer with `bytes_per_line` stride into `slot` as [`PixelFormat::Yuyv`]
-/// (tightly packed rows, which is what the preprocessing kernel reads).
+/// (tightly packed rows, which is what the preprocessing kernel reads), if it is within `limits`.
 pub fn write_yuyv(
     data: &[u8],
     width: u32,
     height: u32,
     bytes_per_line: u32,
+    limits: &LimitsConfig,
     slot: &mut FrameSlot,
 ) -> Result<(), ConvertError> {
+    image_decode::check_frame(width, height, PixelFormat::Yuyv, limits)?;
     let row_bytes = width as usize * 2;
     let stride = bytes_per_line as usize;
     let rows = height as usize;
@@ -116,6 +118,8 @@ mod tests {
     use super::*;
     use crate::frame::HeapMemory;
     use image::codecs::jpeg::JpegEncoder;
+
+    const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
 
     fn slot() -> FrameSlot {
         FrameSlot::new(Box::new(HeapMemory::default()))
@@ -157,7 +161,7 @@ mod tests {
     #[test]
     fn mjpeg_decodes_into_the_slot_as_rgb() {
         let mut slot = slot();
-        write_mjpeg(&encode_jpeg(16, 8, [200, 40, 90]), 16, 8, &mut slot, &mut Vec::new()).expect("decode");
+        write_mjpeg(&encode_jpeg(16, 8, [200, 40, 90]), 16, 8, &LIMITS, &mut slot, &mut Vec::new()).expect("decode");
         assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (16, 8, PixelFormat::Rgb8));
         assert_eq!(slot.data().len(), 16 * 8 * 3);
         assert_close(slot.data(), [200, 40, 90]);
@@ -170,7 +174,7 @@ mod tests {
         assert!(stripped.len() < jpeg.len(), "the test JPEG had DHT segments to strip");
         let mut slot = slot();
         let mut scratch = Vec::new();
-        write_mjpeg(&stripped, 16, 16, &mut slot, &mut scratch).expect("decode with default tables");
+        write_mjpeg(&stripped, 16, 16, &LIMITS, &mut slot, &mut scratch).expect("decode with default tables");
         assert_close(slot.data(), [30, 160, 220]);
         assert!(scratch.windows(4).any(|w| w == b"AVI1"), "the marker was added in the scratch buffer");
 
@@ -178,7 +182,7 @@ mod tests {
         uvc_style.extend_from_slice(&AVI1_APP0);
         uvc_style.extend_from_slice(&stripped[2..]);
         let mut untouched = Vec::new();
-        write_mjpeg(&uvc_style, 16, 16, &mut slot, &mut untouched).expect("decode AVI1 frame");
+        write_mjpeg(&uvc_style, 16, 16, &LIMITS, &mut slot, &mut untouched).expect("decode AVI1 frame");
         assert!(untouched.is_empty(), "frames that carry the marker are decoded in place");
         assert_close(slot.data(), [30, 160, 220]);
     }
@@ -188,13 +192,32 @@ mod tests {
         let mut slot = slot();
         let jpeg = encode_jpeg(16, 8, [1, 2, 3]);
         let mut scratch = Vec::new();
-        assert!(matches!(write_mjpeg(&jpeg[..20], 16, 8, &mut slot, &mut scratch), Err(ConvertError::Corrupt(_))));
-        assert!(matches!(write_mjpeg(b"not a jpeg", 16, 8, &mut slot, &mut scratch), Err(ConvertError::Corrupt(_))));
+        assert!(matches!(
+            write_mjpeg(&jpeg[..20], 16, 8, &LIMITS, &mut slot, &mut scratch),
+            Err(ConvertError::Corrupt(_))
+        ));
+        assert!(matches!(
+            write_mjpeg(b"not a jpeg", 16, 8, &LIMITS, &mut slot, &mut scratch),
+            Err(ConvertError::Corrupt(_))
+        ));
         let mut truncated_body = jpeg.clone();
         truncated_body.truncate(jpeg.len() / 2);
-        assert!(write_mjpeg(&truncated_body, 16, 8, &mut slot, &mut scratch).is_err());
-        let err = write_mjpeg(&jpeg, 32, 8, &mut slot, &mut scratch).expect_err("size mismatch");
+        assert!(write_mjpeg(&truncated_body, 16, 8, &LIMITS, &mut slot, &mut scratch).is_err());
+        let err = write_mjpeg(&jpeg, 32, 8, &LIMITS, &mut slot, &mut scratch).expect_err("size mismatch");
         assert!(err.to_string().contains("16x8"), "{err}");
+    }
+
+    #[test]
+    fn frames_over_the_limits_are_refused() {
+        let narrow = LimitsConfig { max_width: 8, ..LIMITS };
+        let mut slot = slot();
+        let jpeg = encode_jpeg(16, 8, [1, 2, 3]);
+        let err = write_mjpeg(&jpeg, 16, 8, &narrow, &mut slot, &mut Vec::new()).expect_err("too wide");
+        assert!(matches!(err, ConvertError::OverLimit(_)), "{err}");
+        let yuyv = vec![0u8; 16 * 8 * 2];
+        let err = write_yuyv(&yuyv, 16, 8, 32, &narrow, &mut slot).expect_err("too wide");
+        assert!(matches!(err, ConvertError::OverLimit(_)), "{err}");
+        assert_eq!(slot.memory().capacity(), 0, "nothing was allocated");
     }
 
     #[test]
@@ -202,7 +225,7 @@ mod tests {
         let (width, height, stride) = (4u32, 3u32, 12u32);
         let data: Vec<u8> = (0..stride * height).map(|i| if i % stride < width * 2 { i as u8 } else { 0xEE }).collect();
         let mut slot = slot();
-        write_yuyv(&data, width, height, stride, &mut slot).expect("copy");
+        write_yuyv(&data, width, height, stride, &LIMITS, &mut slot).expect("copy");
         assert_eq!(slot.meta().format, PixelFormat::Yuyv);
         assert_eq!(slot.data().len(), 4 * 3 * 2);
         assert!(!slot.data().contains(&0xEE), "padding must not reach the slot");
@@ -213,9 +236,9 @@ mod tests {
     fn yuyv_tight_buffer_copies_whole_and_short_buffer_is_corrupt() {
         let data: Vec<u8> = (0..32).collect();
         let mut slot = slot();
-        write_yuyv(&data, 4, 4, 8, &mut slot).expect("copy");
+        write_yuyv(&data, 4, 4, 8, &LIMITS, &mut slot).expect("copy");
         assert_eq!(slot.data(), &data[..]);
-        assert!(matches!(write_yuyv(&data[..31], 4, 4, 8, &mut slot), Err(ConvertError::Corrupt(_))));
-        assert!(matches!(write_yuyv(&data, 4, 4, 6, &mut slot), Err(ConvertError::Corrupt(_))));
+        assert!(matches!(write_yuyv(&data[..31], 4, 4, 8, &LIMITS, &mut slot), Err(ConvertError::Corrupt(_))));
+        assert!(matches!(write_yuyv(&data, 4, 4, 6, &LIMITS, &mut slot), Err(ConvertError::Corrupt(_))));
     }
 }

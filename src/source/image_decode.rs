@@ -1,0 +1,271 @@
+//! Bounded decoding of untrusted image bytes into frame slots: image files (the `images` source,
+//! `detect`, `bench`) and MJPEG frames (V4L2), plus the same size check for raw frames whose size
+//! a stream announces (GStreamer caps).
+//!
+//! Owns: applying `[limits]` (width, height and the bytes a decode allocates) from the image
+//! header, before anything frame-sized is allocated, and telling an over-limit image from a corrupt
+//! one. Must not: list files, log, retry, or keep pixels anywhere but the caller's frame slot.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Cursor, Seek};
+use std::path::Path;
+
+use image::codecs::jpeg::JpegDecoder;
+use image::error::ImageError;
+use image::{ColorType, DynamicImage, ImageDecoder, ImageReader, Limits};
+
+use crate::config::LimitsConfig;
+use crate::frame::{FrameSlot, PixelFormat};
+
+/// Why an image did not become a frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageDecodeError {
+    /// The image is larger than `[limits]` allows; nothing frame-sized was allocated.
+    #[error("{0}")]
+    OverLimit(String),
+    /// Not a readable image (unknown format, corrupt or truncated data, unreadable file).
+    #[error("{0}")]
+    Invalid(String),
+    /// The frame slot cannot take a frame of this size (fixed pinned memory too small).
+    #[error("frame slot: {0}")]
+    Slot(String),
+}
+
+/// Decodes the image file at `path` into `slot` as RGB or RGBA (other colour types are converted
+/// to RGB), within `limits`.
+pub fn decode_file(path: &Path, limits: &LimitsConfig, slot: &mut FrameSlot) -> Result<(), ImageDecodeError> {
+    let file = File::open(path).map_err(|e| ImageDecodeError::Invalid(e.to_string()))?;
+    let file_bytes = file.metadata().map_err(|e| ImageDecodeError::Invalid(e.to_string()))?.len();
+    // Some decoders (JPEG) read the whole file into memory first.
+    if file_bytes > limits.max_alloc_bytes() {
+        return Err(ImageDecodeError::OverLimit(format!(
+            "the file is {}, more than `limits.max_alloc_mib` ({} MiB)",
+            mib_text(file_bytes),
+            limits.max_alloc_mib
+        )));
+    }
+    decode_reader(BufReader::new(file), limits, slot)
+}
+
+/// Decodes the image `reader` holds (its format recognised from its first bytes) into `slot`.
+fn decode_reader(
+    reader: impl BufRead + Seek,
+    limits: &LimitsConfig,
+    slot: &mut FrameSlot,
+) -> Result<(), ImageDecodeError> {
+    let mut reader =
+        ImageReader::new(reader).with_guessed_format().map_err(|e| ImageDecodeError::Invalid(e.to_string()))?;
+    // The size limits are checked below with a message that names them; the allocation limit also
+    // bounds what the PNG decoder allocates for itself while it reads the header chunks.
+    let mut allocation_only = Limits::no_limits();
+    allocation_only.max_alloc = Some(limits.max_alloc_bytes());
+    reader.limits(allocation_only);
+    let decoder = reader.into_decoder().map_err(from_image_error)?;
+    decode_into(decoder, limits, slot)
+}
+
+/// Decodes one JPEG (an MJPEG frame) into `slot` as [`PixelFormat::Rgb8`]. Its header must say
+/// `width`×`height` (the size the device negotiated), so that a corrupt header cannot make the slot
+/// grow; the frame must also be within `limits`.
+pub fn decode_jpeg(
+    jpeg: &[u8],
+    width: u32,
+    height: u32,
+    limits: &LimitsConfig,
+    slot: &mut FrameSlot,
+) -> Result<(), ImageDecodeError> {
+    let decoder = JpegDecoder::new(Cursor::new(jpeg)).map_err(from_image_error)?;
+    let (jpeg_width, jpeg_height) = decoder.dimensions();
+    if (jpeg_width, jpeg_height) != (width, height) {
+        return Err(ImageDecodeError::Invalid(format!(
+            "JPEG is {jpeg_width}x{jpeg_height}, the device negotiated {width}x{height}"
+        )));
+    }
+    if decoder.color_type() != ColorType::Rgb8 {
+        return Err(ImageDecodeError::Invalid(format!("JPEG colour type {:?}, expected RGB", decoder.color_type())));
+    }
+    decode_into(decoder, limits, slot)
+}
+
+/// Checks a raw frame of `format` and size `width`×`height` (as a stream announces it) against
+/// `limits` before a slot is sized for it.
+pub fn check_frame(
+    width: u32,
+    height: u32,
+    format: PixelFormat,
+    limits: &LimitsConfig,
+) -> Result<(), ImageDecodeError> {
+    // A size the format cannot have is the slot's to report.
+    let bytes = format.frame_bytes(width, height).map_or(0, |bytes| bytes as u64);
+    check_size(width, height, bytes, limits)
+}
+
+/// The size check shared by every path: pixel dimensions, then the bytes the decode will allocate.
+fn check_size(width: u32, height: u32, bytes: u64, limits: &LimitsConfig) -> Result<(), ImageDecodeError> {
+    if width > limits.max_width || height > limits.max_height {
+        return Err(ImageDecodeError::OverLimit(format!(
+            "{width}x{height} pixels is over `limits.max_width` x `limits.max_height` ({}x{})",
+            limits.max_width, limits.max_height
+        )));
+    }
+    if bytes > limits.max_alloc_bytes() {
+        return Err(ImageDecodeError::OverLimit(format!(
+            "{width}x{height} pixels need {} to decode, more than `limits.max_alloc_mib` ({} MiB)",
+            mib_text(bytes),
+            limits.max_alloc_mib
+        )));
+    }
+    Ok(())
+}
+
+fn mib_text(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+/// Reads `decoder`'s image into `slot` once the header passed the limits. 8-bit RGB and RGBA are
+/// decoded straight into the slot; other colour types go through an RGB copy, which is counted.
+fn decode_into(
+    mut decoder: impl ImageDecoder,
+    limits: &LimitsConfig,
+    slot: &mut FrameSlot,
+) -> Result<(), ImageDecodeError> {
+    let (width, height) = decoder.dimensions();
+    let direct = match decoder.color_type() {
+        ColorType::Rgb8 => Some(PixelFormat::Rgb8),
+        ColorType::Rgba8 => Some(PixelFormat::Rgba8),
+        _ => None,
+    };
+    let rgb_bytes = u64::from(width).saturating_mul(u64::from(height)).saturating_mul(3);
+    let decoded_bytes = decoder.total_bytes();
+    let needed = match direct {
+        Some(_) => decoded_bytes,
+        // The decoded image, its RGB conversion, and the slot the conversion is copied into.
+        None => decoded_bytes.saturating_add(rgb_bytes.saturating_mul(2)),
+    };
+    check_size(width, height, needed, limits)?;
+    let mut limits_for_decoder = Limits::no_limits();
+    limits_for_decoder.max_image_width = Some(limits.max_width);
+    limits_for_decoder.max_image_height = Some(limits.max_height);
+    limits_for_decoder.max_alloc = Some(limits.max_alloc_bytes());
+    decoder.set_limits(limits_for_decoder).map_err(from_image_error)?;
+    match direct {
+        Some(format) => {
+            let buffer = slot.prepare(width, height, format).map_err(ImageDecodeError::Slot)?;
+            decoder.read_image(buffer).map_err(from_image_error)
+        }
+        None => {
+            let rgb = DynamicImage::from_decoder(decoder).map_err(from_image_error)?.into_rgb8();
+            let buffer = slot.prepare(width, height, PixelFormat::Rgb8).map_err(ImageDecodeError::Slot)?;
+            if buffer.len() != rgb.as_raw().len() {
+                return Err(ImageDecodeError::Invalid(format!(
+                    "the decoder produced {} bytes for a {width}x{height} RGB image",
+                    rgb.as_raw().len()
+                )));
+            }
+            buffer.copy_from_slice(rgb.as_raw());
+            Ok(())
+        }
+    }
+}
+
+fn from_image_error(error: ImageError) -> ImageDecodeError {
+    match error {
+        ImageError::Limits(limit) => ImageDecodeError::OverLimit(limit.to_string()),
+        other => ImageDecodeError::Invalid(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::HeapMemory;
+
+    const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
+
+    fn slot() -> FrameSlot {
+        FrameSlot::new(Box::new(HeapMemory::default()))
+    }
+
+    fn png_bytes(image: &DynamicImage) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        image.write_to(&mut Cursor::new(&mut bytes), image::ImageFormat::Png).expect("encode png");
+        bytes
+    }
+
+    #[test]
+    fn rgb_png_decodes_into_the_slot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("a.png");
+        image::RgbImage::from_pixel(3, 2, image::Rgb([10, 20, 30])).save(&path).expect("save");
+        let mut slot = slot();
+        decode_file(&path, &LIMITS, &mut slot).expect("decode");
+        assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (3, 2, PixelFormat::Rgb8));
+        assert_eq!(&slot.data()[..3], &[10, 20, 30]);
+    }
+
+    #[test]
+    fn grey_16_bit_png_is_converted_to_rgb() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("grey.png");
+        let grey = image::ImageBuffer::<image::Luma<u16>, Vec<u16>>::from_pixel(4, 4, image::Luma([0xFFFF]));
+        std::fs::write(&path, png_bytes(&DynamicImage::ImageLuma16(grey))).expect("write");
+        let mut slot = slot();
+        decode_file(&path, &LIMITS, &mut slot).expect("decode");
+        assert_eq!(slot.meta().format, PixelFormat::Rgb8);
+        assert!(slot.data().iter().all(|&v| v == 255));
+    }
+
+    #[test]
+    fn images_over_the_pixel_or_memory_limits_are_refused_before_allocating() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("wide.png");
+        image::RgbImage::new(64, 8).save(&path).expect("save");
+        let narrow = LimitsConfig { max_width: 32, ..LIMITS };
+        let mut slot = slot();
+        match decode_file(&path, &narrow, &mut slot) {
+            Err(ImageDecodeError::OverLimit(message)) => {
+                assert!(message.contains("64x8") && message.contains("limits.max_width"), "{message}")
+            }
+            other => panic!("expected over the limit, got {other:?}"),
+        }
+        assert_eq!(slot.memory().capacity(), 0, "nothing was allocated");
+        // 1 MiB holds 349525 RGB pixels: 1024x341 fits, 1024x342 does not, and 1024x341 grey
+        // does not either, because of its RGB conversion copies.
+        let small = LimitsConfig { max_alloc_mib: 1, ..LIMITS };
+        image::RgbImage::new(1024, 341).save(&path).expect("save");
+        decode_file(&path, &small, &mut slot).expect("fits");
+        image::RgbImage::new(1024, 342).save(&path).expect("save");
+        assert!(matches!(decode_file(&path, &small, &mut slot), Err(ImageDecodeError::OverLimit(_))));
+        image::GrayImage::new(1024, 341).save(&path).expect("save");
+        assert!(matches!(decode_file(&path, &small, &mut slot), Err(ImageDecodeError::OverLimit(_))));
+    }
+
+    #[test]
+    fn a_file_larger_than_the_allocation_limit_is_not_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("big.jpg");
+        std::fs::write(&path, vec![0u8; (1 << 20) + 1]).expect("write");
+        let small = LimitsConfig { max_alloc_mib: 1, ..LIMITS };
+        let err = decode_file(&path, &small, &mut slot()).expect_err("too big");
+        assert!(matches!(&err, ImageDecodeError::OverLimit(m) if m.contains("file")), "{err}");
+    }
+
+    #[test]
+    fn garbage_and_missing_files_are_invalid() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("garbage.png");
+        std::fs::write(&path, b"not an image at all").expect("write");
+        assert!(matches!(decode_file(&path, &LIMITS, &mut slot()), Err(ImageDecodeError::Invalid(_))));
+        let missing = dir.path().join("missing.png");
+        assert!(matches!(decode_file(&missing, &LIMITS, &mut slot()), Err(ImageDecodeError::Invalid(_))));
+    }
+
+    #[test]
+    fn raw_frames_are_checked_against_the_limits() {
+        assert!(check_frame(1920, 1080, PixelFormat::Nv12, &LIMITS).is_ok());
+        assert!(matches!(check_frame(20000, 2, PixelFormat::Rgb8, &LIMITS), Err(ImageDecodeError::OverLimit(_))));
+        let small = LimitsConfig { max_alloc_mib: 1, ..LIMITS };
+        assert!(matches!(check_frame(1024, 1024, PixelFormat::Rgba8, &small), Err(ImageDecodeError::OverLimit(_))));
+        assert!(check_frame(3, 2, PixelFormat::Yuyv, &LIMITS).is_ok(), "an impossible size is the slot's to report");
+    }
+}
