@@ -50,7 +50,14 @@ pub enum LabelsError {
     Empty { path: PathBuf },
     #[error("label file {path}, line {line}: id {id} is not above the previous id")]
     Unordered { path: PathBuf, line: usize, id: usize },
+    #[error("label file {path}, line {line}: id {id} is above the largest class id supported, {MAX_CLASS_ID}")]
+    IdTooLarge { path: PathBuf, line: usize, id: usize },
 }
+
+/// The largest class id a label file may use. Gaps below an id are filled with names, so an
+/// unbounded id (`99999999999 person`) would be a memory bomb; real detectors have at most a few
+/// thousand classes.
+pub const MAX_CLASS_ID: usize = 100_000;
 
 /// Class names by class id. The file has one label per line, either `name` (id = line number) or
 /// `id name` (ids ascending; gaps get the name `class<id>`), as the bundled COCO file.
@@ -79,6 +86,9 @@ impl Labels {
             };
             if id < names.len() {
                 return Err(LabelsError::Unordered { path: path.to_path_buf(), line: index + 1, id });
+            }
+            if id > MAX_CLASS_ID {
+                return Err(LabelsError::IdTooLarge { path: path.to_path_buf(), line: index + 1, id });
             }
             while names.len() < id {
                 names.push(format!("class{}", names.len()));
@@ -140,6 +150,14 @@ mod tests {
         assert_eq!(labels.name(1), "dog");
         assert!(matches!(Labels::parse("\n# nothing\n", Path::new("l")), Err(LabelsError::Empty { .. })));
         assert!(matches!(Labels::parse("3 a\n1 b\n", Path::new("l")), Err(LabelsError::Unordered { line: 2, .. })));
+    }
+
+    #[test]
+    fn a_huge_class_id_is_an_error_not_a_memory_bomb() {
+        let err = Labels::parse("0 person\n99999999999 ghost\n", Path::new("l")).expect_err("too large");
+        assert!(matches!(err, LabelsError::IdTooLarge { line: 2, id: 99_999_999_999, .. }), "{err}");
+        let largest = Labels::parse(&format!("{MAX_CLASS_ID} last\n"), Path::new("l")).expect("the largest id");
+        assert_eq!(largest.name(MAX_CLASS_ID), "last");
     }
 
     #[test]
