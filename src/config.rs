@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
@@ -401,6 +402,12 @@ pub struct LineConfig {
 }
 
 impl CameraConfig {
+    /// Time between frames under the fps cap; `None` when uncapped. Validation keeps `fps` at 0
+    /// or at least once a day, so the interval always fits a `Duration`.
+    pub fn frame_interval(&self) -> Option<Duration> {
+        (self.fps > 0.0).then(|| Duration::from_secs_f32(1.0 / self.fps))
+    }
+
     /// The largest frame this camera can deliver, in bytes, for sources that must be sized up
     /// front (page-locked GPU slots). Sources without a fixed size (image files, GStreamer) get
     /// room for a 4K RGB frame.
@@ -714,8 +721,8 @@ impl Config {
             if !names.insert(camera.name.as_str()) {
                 return Err(self.invalid(&key, format!("{:?} is used by two cameras", camera.name)));
             }
-            if !camera.fps.is_finite() || camera.fps < 0.0 {
-                return Err(self.invalid(&format!("camera[{i}].fps"), "must be ≥ 0 (0 = uncapped)"));
+            if !is_rate(camera.fps) {
+                return Err(self.invalid(&format!("camera[{i}].fps"), RATE_ALLOWED));
             }
             match &camera.source {
                 SourceConfig::Synthetic { width, height }
@@ -745,8 +752,11 @@ impl Config {
                         self.invalid(&format!("camera[{i}].source.pipeline"), "the pipeline must end in an `appsink`")
                     );
                 }
-                SourceConfig::Images { replay_fps: Some(fps), .. } if !fps.is_finite() || *fps <= 0.0 => {
-                    return Err(self.invalid(&format!("camera[{i}].source.replay_fps"), "must be > 0"));
+                SourceConfig::Images { replay_fps: Some(fps), .. } if !(is_rate(*fps) && *fps > 0.0) => {
+                    return Err(self.invalid(
+                        &format!("camera[{i}].source.replay_fps"),
+                        "allowed: from 1/86400 (one frame a day) up, per second",
+                    ));
                 }
                 _ => {}
             }
@@ -759,8 +769,8 @@ impl Config {
         if mqtt.queue_capacity == 0 {
             return Err(self.invalid("mqtt.queue_capacity", "must be at least 1"));
         }
-        if !mqtt.max_rate_hz.is_finite() || mqtt.max_rate_hz < 0.0 {
-            return Err(self.invalid("mqtt.max_rate_hz", "must be ≥ 0 (0 = no limit)"));
+        if !is_rate(mqtt.max_rate_hz) {
+            return Err(self.invalid("mqtt.max_rate_hz", RATE_ALLOWED));
         }
         if mqtt.host.is_empty() {
             return Err(self.invalid("mqtt.host", "must not be empty"));
@@ -790,8 +800,10 @@ impl Config {
         if !(1..=100).contains(&self.snapshot.jpeg_quality) {
             return Err(self.invalid("snapshot.jpeg_quality", "allowed: 1..=100"));
         }
-        if !self.snapshot.interval_s.is_finite() || self.snapshot.interval_s <= 0.0 {
-            return Err(self.invalid("snapshot.interval_s", "must be > 0"));
+        if !(self.snapshot.interval_s > 0.0 && self.snapshot.interval_s <= MAX_INTERVAL_S) {
+            return Err(
+                self.invalid("snapshot.interval_s", format!("allowed: above 0 and at most {MAX_INTERVAL_S} (a day)"))
+            );
         }
         if let Some(id) = &self.device.id {
             if !is_topic_segment(id) {
@@ -906,6 +918,17 @@ impl Config {
     pub fn client_id(&self) -> String {
         self.mqtt.client_id.clone().unwrap_or_else(|| format!("jetson-detectd-{}", self.device_id()))
     }
+}
+
+/// Longest interval a rate or period may stand for, in seconds (a day): anything longer is a
+/// typo, and a rate so small that its interval overflows a `Duration` would be a crash.
+const MAX_INTERVAL_S: f32 = 86_400.0;
+
+const RATE_ALLOWED: &str = "allowed: 0 (no limit), or from 1/86400 (once a day) up, per second";
+
+/// A per-second rate: 0 for none, else at least once a day.
+fn is_rate(value: f32) -> bool {
+    value == 0.0 || (value.is_finite() && value >= 1.0 / MAX_INTERVAL_S)
 }
 
 /// The keys that describe a model; see [`Config::check_model_is_described`].
@@ -1254,6 +1277,34 @@ mod tests {
         assert_eq!(reread.to_toml().expect("printable"), printed);
         assert_eq!(reread.mqtt.password_file.as_deref(), Some(password.as_path()));
         assert_eq!(reread.mqtt.client_id, Some(config.client_id()));
+    }
+
+    /// Found by `properties::random_configs_are_valid_and_usable_or_a_clear_error`: `[snapshot]
+    /// interval_s = 1e30` and a camera's `fps = 1e-30` passed validation, then panicked converting
+    /// the interval to a `Duration`. The publish rate limit converts the same way, and a replay rate
+    /// that small overflows the replay clock after a few frames.
+    #[test]
+    fn rates_and_intervals_that_overflow_a_duration_are_refused() {
+        let cases = [
+            (format!("{MINIMAL}\n[snapshot]\ninterval_s = 1e30"), "snapshot.interval_s"),
+            (MINIMAL.replace("name = \"front\"", "name = \"front\"\nfps = 1e-30"), "camera[0].fps"),
+            (format!("{MINIMAL}\n[mqtt]\nmax_rate_hz = 1e-30"), "mqtt.max_rate_hz"),
+            (format!("{MINIMAL}\n[mqtt]\nmax_rate_hz = -1.0"), "mqtt.max_rate_hz"),
+            (
+                MINIMAL.replace("{ kind = \"synthetic\" }", "{ kind = \"images\", path = \"d\", replay_fps = 1e-15 }"),
+                "camera[0].source.replay_fps",
+            ),
+        ];
+        for (text, key) in cases {
+            match parse(&text) {
+                Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
+                other => panic!("expected an invalid `{key}`, got {other:?}"),
+            }
+        }
+        let daily = format!("{MINIMAL}\n[snapshot]\ninterval_s = 86400.0\n[mqtt]\nmax_rate_hz = 1.2e-5");
+        let config = parse(&daily).expect("once a day is allowed");
+        let _ = crate::snapshot::Snapshotter::new(&config.snapshot);
+        let _ = crate::publish_policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{Backend, BackendError};
-use crate::config::{BackendChoice, Config, ConfigError, Fallback};
+use crate::config::{BackendChoice, CameraConfig, Config, ConfigError, Fallback};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Detection, Labels, LabelsError};
 use crate::frame::FrameSlot;
@@ -516,13 +516,7 @@ async fn serve(
 
 /// The longest configured frame interval (cameras capped at a low fps beat rarely).
 fn slowest_frame_interval(config: &Config) -> Duration {
-    config
-        .cameras
-        .iter()
-        .filter(|c| c.fps > 0.0)
-        .map(|c| Duration::from_secs_f32(1.0 / c.fps))
-        .max()
-        .unwrap_or(Duration::ZERO)
+    config.cameras.iter().filter_map(CameraConfig::frame_interval).max().unwrap_or(Duration::ZERO)
 }
 
 async fn join_all(pipelines: Vec<CameraPipeline>) -> Option<PipelineError> {

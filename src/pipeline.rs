@@ -92,7 +92,7 @@ impl CameraPipeline {
             .map_err(|source| PipelineError::Backend { camera: name.clone(), source })?;
         let ring = Arc::new(FrameRing::new(memories));
         let pending = Arc::new(PendingParams::default());
-        let frame_interval = (camera.fps > 0.0).then(|| Duration::from_secs_f32(1.0 / camera.fps));
+        let frame_interval = camera.frame_interval();
         log::info!("camera {name}: {} (fps cap: {})", source.describe(), fps_text(camera.fps));
 
         let source_thread = {
