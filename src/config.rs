@@ -785,10 +785,8 @@ impl Config {
             return Err(self.invalid("mqtt.username", "a password needs a username"));
         }
         if let Some(prefix) = &mqtt.prefix {
-            if prefix.is_empty() || prefix.ends_with('/') || prefix.contains(['+', '#']) {
-                return Err(
-                    self.invalid("mqtt.prefix", "must be non-empty, without a trailing `/` and without `+` or `#`")
-                );
+            if !is_topic_prefix(prefix) {
+                return Err(self.invalid("mqtt.prefix", TOPIC_PREFIX_ALLOWED));
             }
         }
         if let Some(tls) = &mqtt.tls {
@@ -804,6 +802,21 @@ impl Config {
             return Err(
                 self.invalid("snapshot.interval_s", format!("allowed: above 0 and at most {MAX_INTERVAL_S} (a day)"))
             );
+        }
+        if !is_topic_prefix(&self.homeassistant.discovery_prefix) {
+            return Err(self.invalid("homeassistant.discovery_prefix", TOPIC_PREFIX_ALLOWED));
+        }
+        let mut sensor_ids = BTreeSet::new();
+        for label in &self.homeassistant.labels {
+            if !sensor_ids.insert(crate::track::camera::topic_segment(label)) {
+                return Err(self.invalid(
+                    "homeassistant.labels",
+                    format!(
+                        "{label:?} gives the same sensor id as an earlier label (ids are lower case, other \
+                         characters than letters, digits and `-` become `_`): list each label once"
+                    ),
+                ));
+            }
         }
         if let Some(id) = &self.device.id {
             if !is_topic_segment(id) {
@@ -966,6 +979,13 @@ fn merge(base: &mut Table, over: &Table) {
             }
         }
     }
+}
+
+const TOPIC_PREFIX_ALLOWED: &str = "must be non-empty, without a trailing `/` and without `+` or `#`";
+
+/// A topic prefix the daemon appends `/<levels>` to: the result must be a topic to publish to.
+fn is_topic_prefix(prefix: &str) -> bool {
+    !prefix.is_empty() && !prefix.ends_with('/') && !prefix.contains(['+', '#'])
 }
 
 fn is_topic_segment(s: &str) -> bool {
@@ -1305,6 +1325,27 @@ mod tests {
         let config = parse(&daily).expect("once a day is allowed");
         let _ = crate::snapshot::Snapshotter::new(&config.snapshot);
         let _ = crate::publish_policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
+    }
+
+    /// Found by `properties::random_configs_are_valid_and_usable_or_a_clear_error`: an empty
+    /// discovery prefix made topics start with `/`, and a repeated label made two sensors share a
+    /// topic and unique id.
+    #[test]
+    fn home_assistant_discovery_topics_are_valid_and_distinct() {
+        let cases = [
+            ("[homeassistant]\ndiscovery_prefix = \"\"", "homeassistant.discovery_prefix"),
+            ("[homeassistant]\ndiscovery_prefix = \"ha/\"", "homeassistant.discovery_prefix"),
+            ("[homeassistant]\ndiscovery_prefix = \"ha/#\"", "homeassistant.discovery_prefix"),
+            ("[homeassistant]\nlabels = [\"antialias\", \"antialias\"]", "homeassistant.labels"),
+            ("[homeassistant]\nlabels = [\"traffic light\", \"Traffic_light\"]", "homeassistant.labels"),
+        ];
+        for (text, key) in cases {
+            match parse(text) {
+                Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key, "{text}"),
+                other => panic!("expected an invalid `{key}`, got {other:?}"),
+            }
+        }
+        assert!(parse("[homeassistant]\ndiscovery_prefix = \"home/ha\"\nlabels = [\"person\", \"car\"]").is_ok());
     }
 
     #[test]
