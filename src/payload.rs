@@ -219,10 +219,16 @@ fn milliseconds(duration: Duration) -> f64 {
     round_to(duration.as_secs_f64() * 1000.0, 100.0)
 }
 
-/// Rounds to `1/scale`; non-finite values become 0 because JSON has no NaN or infinity.
+/// 2^53: up to here every whole number is an f64, and a decimal with at most this many units and
+/// a small exponent is parsed back exactly by every JSON parser (serde_json's default one too).
+const EXACT_UNITS: f64 = 9_007_199_254_740_992.0;
+
+/// Rounds to `1/scale`; non-finite values become 0 because JSON has no NaN or infinity, and
+/// magnitudes beyond 2^53 units (never a real box, score or latency) are clamped so that the
+/// number reads back exactly.
 pub(crate) fn round_to(value: f64, scale: f64) -> f64 {
     if value.is_finite() {
-        (value * scale).round() / scale
+        (value * scale).round().clamp(-EXACT_UNITS, EXACT_UNITS) / scale
     } else {
         0.0
     }
@@ -345,6 +351,25 @@ mod tests {
         assert_eq!(message.ts, "1970-01-01T00:00:00.000Z");
         let empty = detections_message("c", &meta, &Latency::default(), &[], &labels);
         assert!(String::from_utf8(empty).expect("utf-8").ends_with(r#""detections":[]}"#));
+    }
+
+    /// Found by `properties::detections_messages_are_json_that_round_trips`: f32::MAX printed as
+    /// 3.4028234663852886e38 reads back through serde_json as a neighbouring f64.
+    #[test]
+    fn extreme_values_read_back_exactly() {
+        let labels = Labels::parse("a\n", Path::new("l")).expect("labels");
+        let meta = FrameMeta { width: 0, height: 0, format: PixelFormat::Rgb8, sequence: 0, captured_at: UNIX_EPOCH };
+        let extreme = [Detection {
+            class_id: 0,
+            score: f32::MAX,
+            bbox: BoundingBox { x1: f32::MIN, y1: f32::NAN, x2: f32::MAX, y2: f32::MAX },
+        }];
+        let latency = Latency { total: Duration::MAX, ..Latency::default() };
+        let bytes = detections_message("c", &meta, &latency, &extreme, &labels);
+        let message: DetectionsMessage = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(serde_json::to_vec(&message).expect("serialise"), bytes);
+        assert_eq!(message.detections[0].bbox.x2, EXACT_UNITS / 10.0);
+        assert_eq!(message.detections[0].bbox.x1, -EXACT_UNITS / 10.0);
     }
 
     #[test]
