@@ -1354,3 +1354,328 @@ mod tests {
         assert!(matches!(parse(&text), Err(ConfigError::Invalid { key, .. }) if key == "camera[1].name"));
     }
 }
+
+/// Property tests: random TOML for every key gives a clear error or a config that works.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::strategy::BoxedStrategy;
+
+    /// Cases per run on the host; see `proptest_support`.
+    const CASES: u32 = 256;
+
+    /// Keys the built-in default leaves commented out, with a value of the type they take.
+    fn optional_keys() -> Vec<(Vec<String>, Value)> {
+        let string = || Value::String("x".into());
+        let tls: Table =
+            toml::from_str("ca_file = \"ca.pem\"\nclient_cert = \"c.pem\"\nclient_key = \"k.pem\"").expect("tls table");
+        [
+            (&["device", "id"][..], string()),
+            (&["model", "engine"], string()),
+            (&["model", "input", "name"], string()),
+            (&["engine", "cache_dir"], string()),
+            (&["engine", "dla_core"], Value::Integer(0)),
+            (&["mqtt", "client_id"], string()),
+            (&["mqtt", "prefix"], string()),
+            (&["mqtt", "username"], string()),
+            (&["mqtt", "password_file"], string()),
+            (&["mqtt", "password_env"], string()),
+            (&["mqtt", "tls"], Value::Table(tls)),
+        ]
+        .into_iter()
+        .map(|(path, value)| (path.iter().map(|k| k.to_string()).collect(), value))
+        .collect()
+    }
+
+    /// Strings a config is made of: every enum value, paths, topic-ish text, and odd ones.
+    const WORDS: [&str; 45] = [
+        "",
+        "auto",
+        "cpu",
+        "tensorrt",
+        "none",
+        "error",
+        "trace",
+        "ssd",
+        "yolov5",
+        "yolov8",
+        "end2end",
+        "nchw",
+        "nhwc",
+        "u8",
+        "f16",
+        "f32",
+        "rgb",
+        "bgr",
+        "stretch",
+        "letterbox",
+        "bilinear",
+        "antialias",
+        "fp32",
+        "fp16",
+        "int8",
+        "images",
+        "synthetic",
+        "v4l2",
+        "gstreamer",
+        "mjpeg",
+        "yuyv",
+        "loop",
+        "once",
+        "detections",
+        "every_frame",
+        "on_change",
+        "person",
+        "models/samples",
+        "/dev/video0",
+        "videotestsrc ! appsink",
+        "a+b/#",
+        "front",
+        "../x",
+        "ünï©ødé",
+        "sensor/",
+    ];
+
+    /// Every key of the built-in default (tables included, arrays not entered) and the optional
+    /// ones, each with its default value as an example of the type it takes.
+    fn schema_keys() -> Vec<(Vec<String>, Value)> {
+        fn walk(table: &Table, prefix: &[String], out: &mut Vec<(Vec<String>, Value)>) {
+            for (key, value) in table {
+                let mut path = prefix.to_vec();
+                path.push(key.clone());
+                if let Value::Table(inner) = value {
+                    walk(inner, &path, out);
+                }
+                out.push((path, value.clone()));
+            }
+        }
+        let table: Table = toml::from_str(EMBEDDED_DEFAULT).expect("the default parses");
+        let mut keys = Vec::new();
+        walk(&table, &[], &mut keys);
+        keys.extend(optional_keys());
+        keys
+    }
+
+    fn integer() -> impl Strategy<Value = i64> {
+        prop_oneof![
+            prop::sample::select(vec![0i64, 1, -1, 2, 3, 5, 30, 100, 255, 256, 300, 8192, 8193, 16384, 65535, 65536]),
+            prop::sample::select(vec![i64::MAX, i64::MIN, i64::from(u32::MAX), i64::from(u32::MAX) + 1]),
+            any::<i64>(),
+        ]
+    }
+
+    fn float() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            2 => prop::sample::select(vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MAX, f64::MIN_POSITIVE]),
+            3 => prop::sample::select(vec![0.0, -0.0, 1e-30, 1e-5, 1.0 / 86_400.0, 0.5, 1.0, 1e30, -1.0, 255.0]),
+            1 => 0.0f64..1.0,
+            1 => -10.0f64..1000.0,
+        ]
+    }
+
+    fn word() -> impl Strategy<Value = String> {
+        prop_oneof![prop::sample::select(WORDS.to_vec()).prop_map(String::from), "[a-z_/.+#]{0,12}"]
+    }
+
+    fn scalar() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<bool>().prop_map(Value::Boolean),
+            integer().prop_map(Value::Integer),
+            float().prop_map(Value::Float),
+            word().prop_map(Value::String),
+        ]
+    }
+
+    /// Any TOML value, nested two levels.
+    fn value() -> impl Strategy<Value = Value> {
+        scalar().prop_recursive(2, 8, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z_]{1,10}", inner, 0..4)
+                    .prop_map(|map| Value::Table(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// A value of the same TOML type as `example` (tables: some of its keys, each like its value).
+    fn like(example: &Value) -> BoxedStrategy<Value> {
+        match example {
+            Value::Boolean(_) => any::<bool>().prop_map(Value::Boolean).boxed(),
+            Value::Integer(_) => integer().prop_map(Value::Integer).boxed(),
+            Value::Float(_) => prop_oneof![float().prop_map(Value::Float), integer().prop_map(Value::Integer)].boxed(),
+            Value::String(_) => word().prop_map(Value::String).boxed(),
+            Value::Array(items) => {
+                let item = items.first().map_or_else(|| word().prop_map(Value::String).boxed(), like);
+                prop::collection::vec(item, 0..5).prop_map(Value::Array).boxed()
+            }
+            Value::Table(table) => {
+                let entries: Vec<BoxedStrategy<Option<(String, Value)>>> = table
+                    .iter()
+                    .map(|(key, value)| {
+                        let key = key.clone();
+                        prop::option::of(like(value)).prop_map(move |v| v.map(|v| (key.clone(), v))).boxed()
+                    })
+                    .collect();
+                entries.prop_map(|entries| Value::Table(entries.into_iter().flatten().collect())).boxed()
+            }
+            Value::Datetime(_) => value().boxed(),
+        }
+    }
+
+    /// Mostly a value of the right type (often the example itself: enum keys take few values),
+    /// sometimes anything.
+    fn value_for(example: &Value) -> BoxedStrategy<Value> {
+        prop_oneof![2 => Just(example.clone()), 4 => like(example), 1 => value()].boxed()
+    }
+
+    /// A `[[camera]]` table: a name, a source of some kind with most of that kind's keys (values
+    /// mostly of the right type), maybe a key of another kind, maybe fps.
+    fn camera() -> impl Strategy<Value = Value> {
+        fn text(choices: &[&'static str]) -> BoxedStrategy<Value> {
+            prop_oneof![4 => prop::sample::select(choices.to_vec()).prop_map(|s| Value::String(s.into())), 1 => value()]
+                .boxed()
+        }
+        fn size() -> BoxedStrategy<Value> {
+            let typical = prop::sample::select(vec![0i64, 1, 2, 3, 64, 480, 640, 16384, 16385, 20000]);
+            prop_oneof![4 => typical.prop_map(Value::Integer), 1 => value()].boxed()
+        }
+        let kinds = vec!["images", "images", "synthetic", "synthetic", "v4l2", "v4l2", "gstreamer", "rtsp"];
+        let source = prop::sample::select(kinds).prop_flat_map(|kind| {
+            let keys: Vec<(&str, BoxedStrategy<Value>)> = match kind {
+                "images" => {
+                    vec![("path", text(&["models/samples", "pics", ""])), ("mode", text(&["loop", "once", "x"]))]
+                }
+                "synthetic" => vec![("width", size()), ("height", size())],
+                "v4l2" => vec![
+                    ("device", text(&["/dev/video0", ""])),
+                    ("width", size()),
+                    ("height", size()),
+                    ("fps", size()),
+                    ("format", text(&["mjpeg", "yuyv", "h264"])),
+                ],
+                "gstreamer" => vec![("pipeline", text(&["videotestsrc ! appsink", "fakesrc ! fakesink"]))],
+                _ => vec![],
+            };
+            let entries: Vec<BoxedStrategy<Option<(String, Value)>>> = keys
+                .into_iter()
+                .map(|(key, strategy)| {
+                    prop::option::weighted(0.9, strategy).prop_map(move |v| v.map(|v| (key.to_string(), v))).boxed()
+                })
+                .collect();
+            let stray = prop::option::weighted(
+                0.1,
+                (prop::sample::select(vec!["path", "width", "pipeline", "extra"]), value()),
+            );
+            (Just(kind), entries, stray).prop_map(|(kind, entries, stray)| {
+                let mut source: Table = entries.into_iter().flatten().collect();
+                source.insert("kind".into(), Value::String(kind.into()));
+                if let Some((key, value)) = stray {
+                    source.insert(key.into(), value);
+                }
+                Value::Table(source)
+            })
+        });
+        let name = prop_oneof![
+            prop::sample::select(vec!["front", "back", "", "a/b", "x"]).prop_map(String::from),
+            "[a-z]{1,8}",
+        ];
+        let fps = prop::option::of(value_for(&Value::Float(0.0)));
+        (name, source, fps).prop_map(|(name, source, fps)| {
+            let mut camera = Table::new();
+            camera.insert("name".into(), Value::String(name));
+            camera.insert("source".into(), source);
+            if let Some(fps) = fps {
+                camera.insert("fps".into(), fps);
+            }
+            Value::Table(camera)
+        })
+    }
+
+    /// Sets `path` in `table`, creating tables on the way; a non-table in the way is replaced.
+    fn set(table: &mut Table, path: &[String], value: Value) {
+        let Some((first, rest)) = path.split_first() else { return };
+        if rest.is_empty() {
+            table.insert(first.clone(), value);
+            return;
+        }
+        let entry = table.entry(first.clone()).or_insert_with(|| Value::Table(Table::new()));
+        if !entry.is_table() {
+            *entry = Value::Table(Table::new());
+        }
+        if let Value::Table(inner) = entry {
+            set(inner, rest, value);
+        }
+    }
+
+    /// A user's config: a few keys of the schema with random values, maybe cameras, maybe an
+    /// unknown key.
+    fn user_config() -> impl Strategy<Value = String> {
+        let assignment =
+            prop::sample::select(schema_keys()).prop_flat_map(|(path, example)| (Just(path), value_for(&example)));
+        let assignments = prop::collection::vec(assignment, 0..6);
+        let cameras = prop::option::of(prop::collection::vec(camera(), 0..3));
+        let unknown = prop::option::weighted(0.1, ("[a-z]{1,6}", value()));
+        (assignments, cameras, unknown).prop_map(|(assignments, cameras, unknown)| {
+            let mut table = Table::new();
+            for (path, value) in assignments {
+                set(&mut table, &path, value);
+            }
+            if let Some(cameras) = cameras {
+                table.insert("camera".into(), Value::Array(cameras));
+            }
+            if let Some((key, value)) = unknown {
+                table.insert(key, value);
+            }
+            toml::to_string(&table).unwrap_or_default()
+        })
+    }
+
+    /// What the daemon derives from a valid config at start must not fail on it either.
+    fn assert_usable(config: &Config) {
+        let printed = config.to_toml().expect("a valid config prints");
+        let reread = Config::from_toml(&printed, ConfigOrigin::File("printed.toml".into()), Path::new("/base"))
+            .unwrap_or_else(|e| panic!("the printed config does not read back: {e}\n{printed}"));
+        assert_eq!(reread.to_toml().expect("prints"), printed);
+        for camera in &config.cameras {
+            let _ = camera.frame_interval();
+            let _ = camera.max_frame_bytes();
+        }
+        let _ = crate::publish_policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
+        let _ = crate::snapshot::Snapshotter::new(&config.snapshot);
+        let _ = crate::preprocess::PreprocessSpec::from(&config.model.input);
+        let _ = crate::mqtt::MqttSettings::from_config(config);
+        let cameras: Vec<String> = config.cameras.iter().map(|c| c.name.clone()).collect();
+        let (device_id, prefix) = (config.device_id(), config.topic_prefix());
+        let context = crate::homeassistant::DiscoveryContext {
+            device_id: &device_id,
+            topic_prefix: &prefix,
+            cameras: &cameras,
+            sw_version: "test",
+        };
+        let messages = crate::homeassistant::discovery_messages(&config.homeassistant, &context);
+        let mut topics = BTreeSet::new();
+        for message in &messages {
+            let topic = message.topic.as_str();
+            let prefix = &config.homeassistant.discovery_prefix;
+            assert!(!prefix.is_empty() && topic.starts_with(&format!("{prefix}/")), "{topic}");
+            assert!(!topic.contains(['+', '#']) && !topic.contains("//"), "{topic}");
+            assert!(topics.insert(topic), "two discovery messages share {topic}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_support::config(CASES))]
+
+        #[test]
+        fn random_configs_are_valid_and_usable_or_a_clear_error(text in user_config()) {
+            match Config::from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/base")) {
+                Ok(config) => assert_usable(&config),
+                Err(error) => {
+                    let message = error.to_string();
+                    prop_assert!(message.starts_with("test.toml: "), "{}", message);
+                }
+            }
+        }
+    }
+}

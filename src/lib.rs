@@ -27,6 +27,9 @@ pub mod source;
 pub mod telemetry;
 pub mod track;
 
+#[cfg(test)]
+mod proptest_support;
+
 #[cfg(feature = "cuda")]
 pub mod gpu;
 #[cfg(feature = "tensorrt")]

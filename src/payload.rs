@@ -386,3 +386,85 @@ mod tests {
         assert_eq!(Rfc3339Millis(UNIX_EPOCH - Duration::from_secs(5)).to_string(), "1970-01-01T00:00:00.000Z");
     }
 }
+
+/// Property tests: any frame, latency, detections and track ids give valid JSON that parses as the
+/// documented schema and serialises back to the same bytes.
+#[cfg(test)]
+mod properties {
+    use std::path::Path;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::detection::BoundingBox;
+    use crate::frame::PixelFormat;
+
+    /// Cases per run on the host; see `proptest_support`.
+    const CASES: u32 = 512;
+
+    fn float() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            prop::sample::select(vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, f32::MIN, -0.0, 0.05]),
+            any::<f32>(),
+            -10.0f32..5000.0,
+        ]
+    }
+
+    fn detection() -> impl Strategy<Value = Detection> {
+        (prop_oneof![0usize..5, any::<usize>()], float(), float(), float(), float(), float()).prop_map(
+            |(class_id, score, x1, y1, x2, y2)| Detection { class_id, score, bbox: BoundingBox { x1, y1, x2, y2 } },
+        )
+    }
+
+    fn duration() -> impl Strategy<Value = Duration> {
+        prop_oneof![
+            (0u64..10, 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
+            Just(Duration::MAX),
+            any::<u64>().prop_map(Duration::from_nanos),
+        ]
+    }
+
+    /// Capture times up to the year 33658 and a little before the epoch.
+    fn capture_time() -> impl Strategy<Value = SystemTime> {
+        prop_oneof![
+            (0u64..1_000_000_000_000, 0u32..1_000_000_000).prop_map(|(s, n)| UNIX_EPOCH + Duration::new(s, n)),
+            (1u64..1_000_000).prop_map(|s| UNIX_EPOCH - Duration::from_secs(s)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_support::config(CASES))]
+
+        #[test]
+        fn detections_messages_are_json_that_round_trips(
+            camera in any::<String>(),
+            label in "[^\n\r]{1,12}",
+            sequence in any::<u64>(),
+            (width, height) in (any::<u32>(), any::<u32>()),
+            captured_at in capture_time(),
+            (preprocess, infer, postprocess, total) in (duration(), duration(), duration(), duration()),
+            detections in prop::collection::vec(detection(), 0..8),
+            track_ids in prop::collection::vec(prop::option::of(any::<u64>()), 0..10),
+        ) {
+            let labels = Labels::parse(&format!("0 {label}\n"), Path::new("labels")).expect("one label");
+            let meta = FrameMeta { width, height, format: PixelFormat::Rgb8, sequence, captured_at };
+            let latency = Latency { preprocess, infer, postprocess, total };
+            let bytes = tracked_detections_message(&camera, &meta, &latency, &detections, &track_ids, &labels);
+            let parsed: DetectionsMessage = serde_json::from_slice(&bytes)
+                .map_err(|e| TestCaseError::fail(format!("{e}: {}", String::from_utf8_lossy(&bytes))))?;
+            prop_assert_eq!(serde_json::to_vec(&parsed).expect("serialise"), bytes);
+            prop_assert_eq!(&parsed.camera, &camera);
+            prop_assert_eq!((parsed.frame, parsed.width, parsed.height), (sequence, width, height));
+            prop_assert_eq!(parsed.detections.len(), detections.len());
+            for (index, (record, detection)) in parsed.detections.iter().zip(&detections).enumerate() {
+                prop_assert_eq!(record.class_id, detection.class_id);
+                prop_assert_eq!(record.track_id, track_ids.get(index).copied().flatten());
+                prop_assert_eq!(&record.label, &labels.name(detection.class_id));
+                let b = record.bbox;
+                prop_assert!([record.score, b.x1, b.y1, b.x2, b.y2].iter().all(|v| v.is_finite()));
+            }
+            let ts = &parsed.ts;
+            prop_assert!(ts.ends_with('Z') && ts.len() >= 24, "{}", ts);
+        }
+    }
+}

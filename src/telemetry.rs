@@ -671,3 +671,76 @@ mod tests {
         assert!(sample.process.rss_bytes > 0);
     }
 }
+
+/// Property tests: any camera names, counters, latencies and sysfs readings give valid JSON that
+/// reads back to the same value.
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Cases per run on the host; see `proptest_support`.
+    const CASES: u32 = 256;
+
+    fn camera() -> impl Strategy<Value = CameraSnapshot> {
+        let latency = (prop::sample::select(Stage::ALL.to_vec()), 0.0f32..1e9, 0.0f32..1e9)
+            .prop_map(|(stage, p50, p99)| (stage, Percentiles { p50, p99 }));
+        (any::<String>(), 0.0f64..1e12, any::<u64>(), any::<u64>(), any::<u64>(), prop::collection::vec(latency, 0..6))
+            .prop_map(|(name, fps, frames, dropped, over_limit, latency_ms)| CameraSnapshot {
+                name,
+                fps,
+                frames,
+                dropped,
+                over_limit,
+                latency_ms,
+            })
+    }
+
+    fn jetson() -> impl Strategy<Value = JetsonSysfs> {
+        let thermal = prop::collection::btree_map(any::<String>(), -100.0f64..1e6, 0..4);
+        let rail = (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(mv, ma, mw)| PowerRail { mv, ma, mw });
+        let power = prop::collection::btree_map(any::<String>(), rail, 0..3);
+        let gpu = prop::option::of(
+            (prop::option::of(any::<String>()), prop::option::of(0.0f32..100.0), prop::option::of(any::<u64>()))
+                .prop_map(|(devfreq, load_percent, freq_hz)| GpuState {
+                    devfreq,
+                    load_percent,
+                    freq_hz,
+                    min_freq_hz: freq_hz,
+                    max_freq_hz: freq_hz.map(|hz| hz.saturating_add(1)),
+                    governor: Some("nvhost_podgov".into()),
+                    at_max_clock: Some(false),
+                }),
+        );
+        (gpu, thermal, power).prop_map(|(gpu, thermal, power)| JetsonSysfs { gpu, thermal, power })
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_support::config(CASES))]
+
+        #[test]
+        fn telemetry_messages_are_json_that_round_trips(
+            cameras in prop::collection::vec(camera(), 0..4),
+            jetson in jetson(),
+            seconds in 0u64..1_000_000_000_000,
+        ) {
+            let report = TelemetryReport {
+                cameras: &cameras,
+                load: None,
+                jetson: &jetson,
+                mqtt: Some(serde_json::json!({"connected": true, "queued": 1})),
+                engine: None,
+                ts: SystemTime::UNIX_EPOCH + Duration::from_secs(seconds),
+            };
+            let bytes = telemetry_message(&report);
+            let parsed: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| TestCaseError::fail(format!("{e}: {}", String::from_utf8_lossy(&bytes))))?;
+            let reparsed: serde_json::Value =
+                serde_json::from_slice(&serde_json::to_vec(&parsed).expect("serialise")).expect("parse");
+            prop_assert_eq!(&reparsed, &parsed);
+            let names: BTreeMap<&str, ()> = cameras.iter().map(|c| (c.name.as_str(), ())).collect();
+            prop_assert_eq!(parsed["cameras"].as_object().map(|o| o.len()), Some(names.len()));
+        }
+    }
+}

@@ -227,6 +227,8 @@ fn sorted_class_ids(params: &DecodeParams) -> Option<Vec<usize>> {
 }
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod test_support;
 
 #[cfg(test)]

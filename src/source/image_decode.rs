@@ -269,3 +269,158 @@ mod tests {
         assert!(check_frame(3, 2, PixelFormat::Yuyv, &LIMITS).is_ok(), "an impossible size is the slot's to report");
     }
 }
+
+/// Property tests: mutated real PNG and JPEG files decode within the limits or fail, never panic.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use crate::frame::HeapMemory;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use std::sync::LazyLock;
+
+    /// Cases per run on the host (each decodes a real photo); see `proptest_support`.
+    const CASES: u32 = 64;
+
+    /// Small enough that a mutated header cannot make a test allocate much, large enough for the
+    /// samples (768x576 RGB is 1.3 MiB).
+    const LIMITS: LimitsConfig = LimitsConfig { max_width: 2048, max_height: 2048, max_alloc_mib: 4 };
+
+    fn sample(name: &str) -> Vec<u8> {
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/samples").join(name)).expect("sample image")
+    }
+
+    static PNG: LazyLock<Vec<u8>> = LazyLock::new(|| sample("chelsea.png"));
+    static JPEG: LazyLock<Vec<u8>> = LazyLock::new(|| sample("dog.jpg"));
+
+    /// Recomputes every chunk CRC, so that a mutation reaches the decoder behind the checksum.
+    fn fix_png_crcs(png: &mut [u8]) {
+        let mut at = 8;
+        while let Some(length) = png.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize) {
+            let (start, end) = (at + 4, at + 8 + length);
+            if end + 4 > png.len() {
+                break;
+            }
+            let crc = crc32fast::hash(&png[start..end]).to_be_bytes();
+            png[end..end + 4].copy_from_slice(&crc);
+            at = end + 4;
+        }
+    }
+
+    /// Offset of the height field of a JPEG's frame header (SOF0..SOF2), the width follows it.
+    fn jpeg_size_offset(jpeg: &[u8]) -> Option<usize> {
+        let mut at = 2;
+        while let Some(&[0xFF, marker, hi, lo]) = jpeg.get(at..at + 4) {
+            if matches!(marker, 0xC0..=0xC2) {
+                return Some(at + 5);
+            }
+            at += 2 + usize::from(u16::from_be_bytes([hi, lo]));
+        }
+        None
+    }
+
+    #[derive(Debug, Clone)]
+    enum Mutation {
+        Flip(Index, u8),
+        Truncate(Index),
+        Insert(Index, Vec<u8>),
+        Remove(Index, usize),
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        prop_oneof![
+            4 => (any::<Index>(), any::<u8>()).prop_map(|(at, byte)| Mutation::Flip(at, byte)),
+            1 => any::<Index>().prop_map(Mutation::Truncate),
+            1 => (any::<Index>(), prop::collection::vec(any::<u8>(), 1..16)).prop_map(|(at, b)| Mutation::Insert(at, b)),
+            1 => (any::<Index>(), 1usize..64).prop_map(|(at, len)| Mutation::Remove(at, len)),
+        ]
+    }
+
+    fn apply(bytes: &mut Vec<u8>, mutation: &Mutation) {
+        if bytes.is_empty() {
+            return;
+        }
+        match mutation {
+            Mutation::Flip(at, byte) => {
+                let at = at.index(bytes.len());
+                bytes[at] ^= byte;
+            }
+            Mutation::Truncate(at) => bytes.truncate(at.index(bytes.len())),
+            Mutation::Insert(at, inserted) => {
+                let at = at.index(bytes.len());
+                bytes.splice(at..at, inserted.iter().copied());
+            }
+            Mutation::Remove(at, len) => {
+                let at = at.index(bytes.len());
+                bytes.drain(at..(at + len).min(bytes.len()));
+            }
+        }
+    }
+
+    fn claimed_size() -> impl Strategy<Value = u32> {
+        prop_oneof![
+            prop::sample::select(vec![0, 1, 2, 2047, 2048, 2049, 16384, 60000, 65535, 65536, u32::MAX]),
+            1u32..3000,
+            any::<u32>(),
+        ]
+    }
+
+    /// The outcome must be a frame within the limits or an error, and the slot never larger.
+    fn check(result: &Result<(), ImageDecodeError>, slot: &FrameSlot) -> Result<(), TestCaseError> {
+        if result.is_ok() {
+            let meta = slot.meta();
+            prop_assert!(meta.width <= LIMITS.max_width && meta.height <= LIMITS.max_height, "{:?}", meta);
+            prop_assert_eq!(Some(slot.data().len()), meta.format.frame_bytes(meta.width, meta.height));
+        }
+        prop_assert!(slot.memory().capacity() as u64 <= LIMITS.max_alloc_bytes());
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_support::config(CASES))]
+
+        #[test]
+        fn mutated_png_decodes_within_the_limits_or_fails(mutations in prop::collection::vec(mutation(), 1..6)) {
+            let mut png = PNG.clone();
+            for mutation in &mutations {
+                apply(&mut png, mutation);
+            }
+            fix_png_crcs(&mut png);
+            let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+            let result = decode_reader(Cursor::new(&png), &LIMITS, &mut slot);
+            check(&result, &slot)?;
+        }
+
+        #[test]
+        fn mutated_jpeg_decodes_within_the_limits_or_fails(mutations in prop::collection::vec(mutation(), 1..6)) {
+            let mut jpeg = JPEG.clone();
+            for mutation in &mutations {
+                apply(&mut jpeg, mutation);
+            }
+            let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+            let result = decode_reader(Cursor::new(&jpeg), &LIMITS, &mut slot);
+            check(&result, &slot)?;
+        }
+
+        #[test]
+        fn a_header_claiming_any_size_is_refused_over_the_limits(width in claimed_size(), height in claimed_size()) {
+            let mut png = PNG.clone();
+            png[16..20].copy_from_slice(&width.to_be_bytes());
+            png[20..24].copy_from_slice(&height.to_be_bytes());
+            fix_png_crcs(&mut png);
+            let mut jpeg = JPEG.clone();
+            let at = jpeg_size_offset(&jpeg).expect("the sample has a frame header");
+            let (jpeg_width, jpeg_height) = (width as u16, height as u16);
+            jpeg[at..at + 2].copy_from_slice(&jpeg_height.to_be_bytes());
+            jpeg[at + 2..at + 4].copy_from_slice(&jpeg_width.to_be_bytes());
+            for (bytes, (w, h)) in [(png, (width, height)), (jpeg, (u32::from(jpeg_width), u32::from(jpeg_height)))] {
+                let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+                let result = decode_reader(Cursor::new(&bytes), &LIMITS, &mut slot);
+                check(&result, &slot)?;
+                if w > LIMITS.max_width || h > LIMITS.max_height {
+                    prop_assert!(result.is_err(), "{}x{} was accepted", w, h);
+                }
+            }
+        }
+    }
+}

@@ -136,7 +136,7 @@ mod tests {
 
     /// UVC cameras send "motion JPEG" without Huffman tables (DHT segments); decoders must use the
     /// standard tables then.
-    fn strip_huffman_tables(jpeg: &[u8]) -> Vec<u8> {
+    pub(super) fn strip_huffman_tables(jpeg: &[u8]) -> Vec<u8> {
         let mut out = jpeg[..2].to_vec();
         let mut at = 2;
         while at + 4 <= jpeg.len() && jpeg[at] == 0xFF && jpeg[at + 1] != 0xDA {
@@ -240,5 +240,94 @@ mod tests {
         assert_eq!(slot.data(), &data[..]);
         assert!(matches!(write_yuyv(&data[..31], 4, 4, 8, &LIMITS, &mut slot), Err(ConvertError::Corrupt(_))));
         assert!(matches!(write_yuyv(&data, 4, 4, 6, &LIMITS, &mut slot), Err(ConvertError::Corrupt(_))));
+    }
+}
+
+/// Property tests: any buffer, size and stride a driver could hand over gives a frame or an error.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use crate::frame::HeapMemory;
+    use proptest::prelude::*;
+    use std::path::Path;
+    use std::sync::LazyLock;
+
+    /// Cases per run on the host; see `proptest_support`.
+    const CASES: u32 = 256;
+    /// Each case decodes a real 768x576 photo.
+    const MJPEG_CASES: u32 = 64;
+
+    const LIMITS: LimitsConfig = LimitsConfig { max_width: 2048, max_height: 2048, max_alloc_mib: 4 };
+
+    static JPEG: LazyLock<Vec<u8>> = LazyLock::new(|| {
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/samples/dog.jpg")).expect("sample")
+    });
+
+    fn slot() -> FrameSlot {
+        FrameSlot::new(Box::new(HeapMemory::default()))
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_support::config(CASES))]
+
+        #[test]
+        fn yuyv_of_any_size_and_stride_is_copied_exactly_or_refused(
+            width in 0u32..48,
+            height in 0u32..48,
+            bytes_per_line in prop_oneof![0u32..200, Just(u32::MAX)],
+            len in 0usize..5000,
+        ) {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut slot = slot();
+            if write_yuyv(&data, width, height, bytes_per_line, &LIMITS, &mut slot).is_ok() {
+                let row = width as usize * 2;
+                prop_assert_eq!(slot.data().len(), row * height as usize);
+                for (index, out) in slot.data().chunks_exact(row).enumerate() {
+                    let start = index * bytes_per_line as usize;
+                    prop_assert_eq!(out, &data[start..start + row]);
+                }
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_are_never_taken_for_a_frame(
+            mut bytes in prop::collection::vec(any::<u8>(), 0..2048),
+            soi in any::<bool>(),
+            width in 0u32..64,
+            height in 0u32..64,
+        ) {
+            if soi && bytes.len() >= 2 {
+                bytes[..2].copy_from_slice(&[0xFF, 0xD8]);
+            }
+            let mut slot = slot();
+            let _ = write_mjpeg(&bytes, width, height, &LIMITS, &mut slot, &mut Vec::new());
+            prop_assert!(slot.memory().capacity() <= width as usize * height as usize * 3);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_support::config(MJPEG_CASES))]
+
+        #[test]
+        fn mutated_mjpeg_frames_decode_at_the_negotiated_size_or_fail(
+            flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+            cut in prop::option::of(any::<prop::sample::Index>()),
+            strip_tables in any::<bool>(),
+        ) {
+            let mut jpeg = if strip_tables { tests::strip_huffman_tables(&JPEG) } else { JPEG.clone() };
+            for (at, byte) in flips {
+                let at = at.index(jpeg.len());
+                jpeg[at] ^= byte;
+            }
+            if let Some(cut) = cut {
+                jpeg.truncate(cut.index(jpeg.len()));
+            }
+            let mut slot = slot();
+            if write_mjpeg(&jpeg, 768, 576, &LIMITS, &mut slot, &mut Vec::new()).is_ok() {
+                prop_assert_eq!((slot.meta().width, slot.meta().height), (768, 576));
+                prop_assert_eq!(slot.data().len(), 768 * 576 * 3);
+            }
+            prop_assert!(slot.memory().capacity() <= 768 * 576 * 3);
+        }
     }
 }

@@ -1,0 +1,144 @@
+//! Property tests of every output decoder: random shapes and values (NaN, ±inf, huge, negative)
+//! give an error or sane detections — finite, inside the source frame, sorted, within the
+//! threshold, allow-list and `max_detections` — never a panic.
+
+use proptest::prelude::*;
+
+use super::{DecodeParams, Decoder};
+use crate::backend::{ModelOutputs, OutputTensor};
+use crate::config::{DecoderKind, ResizeKind};
+use crate::preprocess::ResizeGeometry;
+
+/// Cases per decoder and run on the host; see `proptest_support`.
+const CASES: u32 = 512;
+
+/// Values a broken or hostile model could produce, and ordinary ones.
+fn value() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        prop::sample::select(vec![
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            f32::MIN,
+            f32::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            0.5,
+            1.0,
+            1e30,
+            -1e30,
+            3.0,
+            4.0,
+        ]),
+        0.0f32..1.0,
+        -10.0f32..700.0,
+        any::<f32>(),
+    ]
+}
+
+fn tensor(name: &str, shape: Vec<usize>, values: &[f32]) -> OutputTensor {
+    let len = shape.iter().product::<usize>();
+    let data = values.iter().copied().cycle().take(if values.is_empty() { 0 } else { len }).collect();
+    OutputTensor { name: name.into(), shape, data }
+}
+
+/// Outputs shaped as `kind` expects, with `values` (cycled) as their contents; `tweak` reorders
+/// or renames them so that name- and order-based lookups are both exercised.
+fn well_formed(kind: DecoderKind, rows: usize, classes: usize, values: &[f32], tweak: bool) -> ModelOutputs {
+    let tensors = match kind {
+        DecoderKind::Ssd => {
+            let (boxes, scores) = if tweak { ("a", "b") } else { ("boxes", "scores") };
+            let mut tensors =
+                vec![tensor(boxes, vec![1, rows, 4], values), tensor(scores, vec![1, rows, classes + 1], values)];
+            if tweak {
+                tensors.reverse();
+            }
+            tensors
+        }
+        DecoderKind::Yolov5 => vec![tensor("output0", vec![1, rows, 5 + classes], values)],
+        DecoderKind::Yolov8 if tweak => vec![tensor("output0", vec![1, rows, 4 + classes], values)],
+        DecoderKind::Yolov8 => vec![tensor("output0", vec![1, 4 + classes, rows], values)],
+        DecoderKind::End2end => {
+            let names: [&str; 4] =
+                if tweak { ["w", "x", "y", "z"] } else { ["num_dets", "det_boxes", "det_scores", "det_classes"] };
+            vec![
+                tensor(names[0], vec![1, 1], values),
+                tensor(names[1], vec![1, rows, 4], values),
+                tensor(names[2], vec![1, rows], values),
+                tensor(names[3], vec![1, rows], values),
+            ]
+        }
+    };
+    ModelOutputs { tensors }
+}
+
+/// Any number of tensors of any shape, with data lengths that may not match.
+fn malformed() -> impl Strategy<Value = ModelOutputs> {
+    let one = (
+        prop::sample::select(vec!["boxes", "scores", "num_dets", "det_boxes", "det_scores", "det_classes", "x"]),
+        prop::collection::vec(0usize..8, 0..4),
+        prop::collection::vec(value(), 0..64),
+    )
+        .prop_map(|(name, shape, data)| OutputTensor { name: name.into(), shape, data });
+    prop::collection::vec(one, 0..5).prop_map(|tensors| ModelOutputs { tensors })
+}
+
+fn kind() -> impl Strategy<Value = DecoderKind> {
+    prop::sample::select(vec![DecoderKind::Ssd, DecoderKind::Yolov5, DecoderKind::Yolov8, DecoderKind::End2end])
+}
+
+fn outputs(kind: DecoderKind) -> impl Strategy<Value = ModelOutputs> {
+    let shaped = (0usize..40, 1usize..6, prop::collection::vec(value(), 0..64), any::<bool>())
+        .prop_map(move |(rows, classes, values, tweak)| well_formed(kind, rows, classes, &values, tweak));
+    prop_oneof![3 => shaped, 1 => malformed()]
+}
+
+fn params(kind: DecoderKind) -> impl Strategy<Value = DecodeParams> {
+    (0.0f32..=1.0, 0.0f32..=1.0, 1usize..50, prop::option::of(prop::collection::vec(0usize..8, 0..4))).prop_map(
+        move |(score_threshold, nms_iou, max_detections, allowed_classes)| DecodeParams {
+            kind,
+            score_threshold,
+            nms_iou,
+            max_detections,
+            allowed_classes,
+        },
+    )
+}
+
+/// Source frame size, model input size and how one was fitted into the other.
+fn geometry() -> impl Strategy<Value = (u32, u32, ResizeGeometry)> {
+    (1u32..4000, 1u32..4000, 1u32..1024, 1u32..1024, any::<bool>()).prop_map(|(sw, sh, iw, ih, letterbox)| {
+        let resize = if letterbox { ResizeKind::Letterbox } else { ResizeKind::Stretch };
+        (iw, ih, ResizeGeometry::new(resize, sw, sh, iw, ih))
+    })
+}
+
+fn case() -> impl Strategy<Value = (ModelOutputs, DecodeParams)> {
+    kind().prop_flat_map(|kind| (outputs(kind), params(kind)))
+}
+
+proptest! {
+    #![proptest_config(crate::proptest_support::config(CASES))]
+
+    #[test]
+    fn decoders_give_an_error_or_sane_detections((outputs, params) in case(), (iw, ih, geometry) in geometry()) {
+        let mut decoder = Decoder::new(params.clone());
+        let mut detections = Vec::new();
+        if decoder.decode(&outputs, iw, ih, &geometry, &mut detections).is_err() {
+            return Ok(());
+        }
+        prop_assert!(detections.len() <= params.max_detections);
+        let (width, height) = (geometry.src_width as f32, geometry.src_height as f32);
+        for detection in &detections {
+            let b = detection.bbox;
+            prop_assert!(detection.score.is_finite() && detection.score >= params.score_threshold, "{:?}", detection);
+            prop_assert!(0.0 <= b.x1 && b.x1 < b.x2 && b.x2 <= width, "{:?} outside {}x{}", b, width, height);
+            prop_assert!(0.0 <= b.y1 && b.y1 < b.y2 && b.y2 <= height, "{:?} outside {}x{}", b, width, height);
+            if let Some(allowed) = &params.allowed_classes {
+                prop_assert!(allowed.contains(&detection.class_id), "{:?}", detection);
+            }
+        }
+        prop_assert!(detections.windows(2).all(|pair| pair[0].score >= pair[1].score), "{:?}", detections);
+    }
+}
