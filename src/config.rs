@@ -125,7 +125,6 @@ pub struct DeviceConfig {
     pub log_level: LogLevel,
     /// Threads one CPU-backend inference (and its preprocessing) runs on; default: the cores this
     /// process may use. See [`DeviceConfig::cpu_threads`].
-    #[serde(default)]
     pub cpu_threads: Option<NonZeroUsize>,
 }
 
@@ -578,12 +577,14 @@ impl Config {
     }
 
     /// The effective configuration as TOML (`check-config --print`): every key with the value the
-    /// daemon uses, defaults and computed values (device id, client id, topic prefix) filled in.
+    /// daemon uses, defaults and computed values (device id, CPU threads, client id, topic prefix)
+    /// filled in.
     /// Holds no secret: a password is never part of the config, only the file or variable
     /// that holds it.
     pub fn to_toml(&self) -> Result<String, ConfigError> {
         let mut effective = self.clone();
         effective.device.id = Some(self.device_id());
+        effective.device.cpu_threads = NonZeroUsize::new(self.device.cpu_threads());
         effective.mqtt.prefix = Some(self.topic_prefix());
         effective.mqtt.client_id = Some(self.client_id());
         toml::to_string(&effective)
