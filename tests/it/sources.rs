@@ -412,6 +412,29 @@ mod gstreamer_pipeline {
         assert!(status.success(), "jetson-detectd exited with {status}");
     }
 
+    /// A stream whose caps announce a frame over `[limits]` is skipped sample by sample, reported
+    /// as over the limit (telemetry counts it), and never copied into the slot.
+    #[test]
+    fn samples_over_the_limits_are_skipped_without_touching_the_slot() {
+        if let Some(reason) = missing_plugins() {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let pipeline = "videotestsrc num-buffers=3 ! video/x-raw,width=64,height=48,format=RGB ! appsink name=sink";
+        let narrow = LimitsConfig { max_width: 32, ..limits() };
+        let mut source = GstreamerSource::open(pipeline, narrow, stop).expect("open");
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+        let mut outcomes = Vec::new();
+        let got = pull_until(&mut source, &mut slot, 500, |outcome, _, _| {
+            outcomes.push(outcome);
+            outcome == Capture::OverLimit
+        });
+        assert!(got, "no sample was reported over the limits: {:?}", source.state());
+        assert!(!outcomes.contains(&Capture::Frame), "{outcomes:?}");
+        assert_eq!(slot.memory().capacity(), 0, "nothing was copied");
+    }
+
     #[test]
     fn nv12_caps_from_the_pipeline_are_copied_plane_by_plane() {
         if let Some(reason) = missing_plugins() {
