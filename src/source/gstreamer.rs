@@ -215,9 +215,17 @@ fn drain_bus(bus: &gst::Bus) -> Option<String> {
     while let Some(message) = bus.pop() {
         match message.view() {
             gst::MessageView::Error(err) if failure.is_none() => {
-                let origin = err.src().map(|src| src.path_string().to_string()).unwrap_or_default();
-                let detail = err.debug().map(|debug| format!(" ({debug})")).unwrap_or_default();
-                failure = Some(format!("{origin}: {}{detail}", err.error()));
+                // The error first, then the element and the last line of the debug text (the lines
+                // before it name C files and functions): `Could not read from resource. (rtspsrc0:
+                // The server closed the connection.)` still says what happened when STATUS=
+                // shortens it.
+                let element = err.src().map(|src| src.name().to_string()).unwrap_or_default();
+                let debug = err.debug();
+                let detail = debug.as_deref().and_then(|debug| debug.lines().map(str::trim).rfind(|l| !l.is_empty()));
+                failure = Some(match detail {
+                    Some(detail) => format!("{} ({element}: {detail})", err.error()),
+                    None => format!("{} ({element})", err.error()),
+                });
             }
             gst::MessageView::Eos(_) if failure.is_none() => failure = Some("end of stream".into()),
             gst::MessageView::Warning(warning) => log::warn!("gstreamer: {}", warning.error()),
@@ -308,6 +316,10 @@ fn copy_sample(
 impl FrameSource for GstreamerSource {
     fn describe(&self) -> String {
         self.description.clone()
+    }
+
+    fn connection_status(&self) -> Option<SourceStatus> {
+        Some(self.status.clone())
     }
 
     /// Returns [`Capture::End`] once the stop flag is set (and stops the pipeline).

@@ -10,6 +10,7 @@ pub mod gstreamer;
 pub mod v4l2;
 
 use crate::frame::FrameSlot;
+pub use v4l2::reconnect::{SourceReport, SourceState, SourceStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -45,6 +46,12 @@ pub trait FrameSource: Send {
     /// the oldest waiting frame (a replayed recording; a live camera must never wait).
     fn keeps_every_frame(&self) -> bool {
         false
+    }
+    /// The connection state of a source that can lose its device and reconnect (V4L2, GStreamer),
+    /// shared with telemetry. `None` for sources that cannot (files, test patterns): the pipeline
+    /// keeps their state.
+    fn connection_status(&self) -> Option<SourceStatus> {
+        None
     }
 }
 

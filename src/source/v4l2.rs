@@ -513,6 +513,10 @@ impl FrameSource for V4l2Source {
         self.description.clone()
     }
 
+    fn connection_status(&self) -> Option<SourceStatus> {
+        Some(self.status.clone())
+    }
+
     /// Returns [`Capture::End`] once the stop flag is set (and closes the device).
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
         if self.stop.load(Ordering::Relaxed) {

@@ -1,11 +1,11 @@
 //! Reconnect bookkeeping shared by the camera sources (V4L2 and GStreamer).
 //!
-//! Owns: the backoff schedule, the connection state that telemetry shows, and rate limiting of
-//! repetitive per-frame warnings. Must not: talk to devices or sleep — the sources decide when to
+//! Owns: the backoff schedule, the connection state that telemetry and `STATUS=` show (with the time
+//! the camera entered it), and rate limiting of repetitive per-frame warnings. Must not: talk to devices or sleep — the sources decide when to
 //! wait and check their stop flag while they do.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
@@ -63,33 +63,57 @@ pub enum SourceState {
         attempt: u32,
         last_error: String,
     },
+    /// A finite source (an image list played once) delivered its last frame.
+    Ended,
     /// The stop flag was seen; the source delivers no more frames.
     Stopped,
+}
+
+/// A source's state and since when it has been in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceReport {
+    pub state: SourceState,
+    /// When the source entered this kind of state: another reconnect attempt does not move it,
+    /// so a camera that stays offline shows when it went away.
+    pub since: SystemTime,
 }
 
 /// A shared, cheaply cloned view of a source's [`SourceState`]: the source thread writes it on
 /// transitions only, telemetry reads it from any thread.
 #[derive(Debug, Clone)]
-pub struct SourceStatus(Arc<Mutex<SourceState>>);
+pub struct SourceStatus(Arc<Mutex<SourceReport>>);
 
 impl SourceStatus {
     pub fn new(state: SourceState) -> Self {
-        SourceStatus(Arc::new(Mutex::new(state)))
+        SourceStatus(Arc::new(Mutex::new(SourceReport { state, since: SystemTime::now() })))
     }
 
     pub fn get(&self) -> SourceState {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.lock().state.clone()
+    }
+
+    /// The state with the time it was entered.
+    pub fn report(&self) -> SourceReport {
+        self.lock().clone()
     }
 
     pub(crate) fn set(&self, state: SourceState) {
-        let mut current = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if *current != state {
-            *current = state;
+        let mut current = self.lock();
+        if std::mem::discriminant(&current.state) != std::mem::discriminant(&state) {
+            current.since = SystemTime::now();
+        }
+        if current.state != state {
+            current.state = state;
         }
     }
 
     pub(crate) fn is_streaming(&self) -> bool {
-        matches!(*self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), SourceState::Streaming)
+        matches!(self.lock().state, SourceState::Streaming)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SourceReport> {
+        // Every critical section is one read or one assignment: a poisoned value is still whole.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -152,6 +176,23 @@ mod tests {
         status.set(SourceState::Reconnecting { attempt: 2, last_error: "EIO".into() });
         assert_eq!(telemetry_view.get(), SourceState::Reconnecting { attempt: 2, last_error: "EIO".into() });
         assert!(!telemetry_view.is_streaming());
+    }
+
+    #[test]
+    fn since_marks_the_first_of_a_run_of_reconnect_attempts() {
+        let status = SourceStatus::new(SourceState::Streaming);
+        let streaming_since = status.report().since;
+        std::thread::sleep(Duration::from_millis(5));
+        status.set(SourceState::Reconnecting { attempt: 1, last_error: "EIO".into() });
+        let offline_since = status.report().since;
+        assert!(offline_since > streaming_since, "a new kind of state moves `since`");
+        std::thread::sleep(Duration::from_millis(5));
+        status.set(SourceState::Reconnecting { attempt: 2, last_error: "ENODEV".into() });
+        let report = status.report();
+        assert_eq!(report.since, offline_since, "another attempt keeps `since`");
+        assert_eq!(report.state, SourceState::Reconnecting { attempt: 2, last_error: "ENODEV".into() });
+        status.set(SourceState::Streaming);
+        assert!(status.report().since > offline_since);
     }
 
     #[test]
