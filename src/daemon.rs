@@ -17,15 +17,15 @@ use tokio::sync::mpsc;
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{Backend, BackendError};
-use crate::config::{BackendChoice, CameraConfig, Config, ConfigError, Fallback};
+use crate::config::{BackendChoice, Config, ConfigError, Fallback};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Detection, Labels, LabelsError};
 use crate::frame::FrameSlot;
 use crate::homeassistant::{discovery_messages, zone_discovery_messages, DiscoveryContext, ZoneEntities};
 use crate::mqtt::{MqttError, MqttSettings, Publisher};
-use crate::notify::{Liveness, LivenessHandle, Notifier, WatchdogKeeper};
+use crate::notify::{Liveness, Notifier, WatchdogKeeper};
 use crate::payload::{tracked_detections_message, Latency};
-use crate::pipeline::{CameraPipeline, FrameSink, PipelineError};
+use crate::pipeline::{CameraPipeline, FrameSink, PipelineError, PipelineShared};
 use crate::preprocess::PreprocessSpec;
 use crate::publish_policy::PublishPolicy;
 use crate::snapshot::Snapshotter;
@@ -36,8 +36,8 @@ use crate::telemetry::{
 use crate::track::camera::{camera_scene, tracking_params, CameraTracking, Outgoing};
 use crate::track::events::Scene;
 
-/// A camera silent for longer than this (and at least a few of its frame intervals) stops the
-/// systemd watchdog keep-alive when no `WatchdogSec=` is set to derive it from.
+/// The longest a source thread may spend in one call, or the inference worker on one frame, before
+/// the systemd watchdog keep-alives stop, when no `WatchdogSec=` is set to derive it from.
 const DEFAULT_MAX_SILENCE: Duration = Duration::from_secs(30);
 /// Each engine-build progress event (about one a second) extends systemd's start timeout by this
 /// much, so a build of many minutes is never killed while a stuck one still is.
@@ -150,7 +150,6 @@ fn max_frame_bytes(config: &Config) -> usize {
 /// Per-camera state the sink keeps.
 struct CameraEntry {
     stats: Arc<CameraStats>,
-    liveness: Mutex<Option<LivenessHandle>>,
     policy: Mutex<PublishPolicy>,
     snapshotter: Option<Mutex<Snapshotter>>,
     /// With `tracking.enabled`.
@@ -159,7 +158,7 @@ struct CameraEntry {
     snapshot_topic: String,
 }
 
-/// Turns processed frames into MQTT messages, statistics and liveness beats.
+/// Turns processed frames into MQTT messages and statistics.
 struct DaemonSink {
     publisher: Publisher,
     labels: Arc<Labels>,
@@ -240,9 +239,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl FrameSink for DaemonSink {
     fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings) {
         let Some(entry) = self.cameras.get(camera) else { return };
-        if let Some(liveness) = lock(&entry.liveness).as_ref() {
-            liveness.beat();
-        }
         let publish_started = Instant::now();
         let mut tracking_messages = Vec::new();
         let mut tracking = entry.tracking.as_ref().map(lock);
@@ -271,19 +267,11 @@ impl FrameSink for DaemonSink {
     }
 
     fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>) {
-        if let Some(entry) = self.cameras.get(camera) {
-            // Its objects are out of sight for good: their events end now.
-            if let Some(tracking) = &entry.tracking {
-                let mut out = Vec::new();
-                lock(tracking).finish(&self.labels, &mut out);
-                self.publish_all(out);
-            }
-            let handle = lock(&entry.liveness).take();
-            // A camera that ended normally is healthy for the watchdog; one that failed is not
-            // (dropping its handle unfinished marks it abandoned).
-            if let (Some(handle), Ok(())) = (handle, result) {
-                handle.finish();
-            }
+        // Its objects are out of sight for good: their events end now.
+        if let Some(tracking) = self.cameras.get(camera).and_then(|entry| entry.tracking.as_ref()) {
+            let mut out = Vec::new();
+            lock(tracking).finish(&self.labels, &mut out);
+            self.publish_all(out);
         }
         let outcome = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
         if self.ended.try_send((camera.to_string(), outcome)).is_err() {
@@ -396,7 +384,6 @@ async fn serve(
             });
             let entry = CameraEntry {
                 stats: Arc::new(CameraStats::new(&camera.name)),
-                liveness: Mutex::new(Some(liveness.register(format!("camera {}", camera.name)))),
                 policy: Mutex::new(PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz)),
                 snapshotter: config.snapshot.enabled.then(|| Mutex::new(Snapshotter::new(&config.snapshot))),
                 tracking,
@@ -409,18 +396,17 @@ async fn serve(
     let sink = Arc::new(DaemonSink { publisher: publisher.clone(), labels, cameras, ended: ended_tx, zone_discovery });
 
     let stop = Arc::new(AtomicBool::new(false));
+    let shared = PipelineShared {
+        slots: config.engine.frame_slots,
+        limits: config.limits,
+        backend,
+        sink: sink.clone(),
+        stop: stop.clone(),
+        liveness: liveness.clone(),
+    };
     let mut pipelines = Vec::new();
     for camera in &config.cameras {
-        let started = CameraPipeline::start(
-            camera,
-            config.engine.frame_slots,
-            config.limits,
-            backend.clone(),
-            params.clone(),
-            sink.clone(),
-            stop.clone(),
-        );
-        match started {
+        match CameraPipeline::start(camera, params.clone(), &shared) {
             Ok(pipeline) => pipelines.push(pipeline),
             Err(e) => {
                 stop.store(true, Ordering::SeqCst);
@@ -433,8 +419,9 @@ async fn serve(
     let _ = notifier.ready();
     log::info!("running: {} camera(s), publishing under {}", pipelines.len(), publisher.topic(""));
 
-    let max_silence =
-        notifier.watchdog_interval().unwrap_or(DEFAULT_MAX_SILENCE).max(slowest_frame_interval(&config) * 3);
+    // Sources beat while they wait (fps cap, reconnect backoff) and an idle inference worker beats
+    // too, so the allowed silence bounds one call into a source or one frame's processing only.
+    let max_silence = notifier.watchdog_interval().unwrap_or(DEFAULT_MAX_SILENCE);
     let mut keeper = WatchdogKeeper::new(notifier.clone(), liveness.clone(), max_silence);
     let mut watchdog_tick = tokio::time::interval(keeper.period().unwrap_or(Duration::from_secs(3600)));
     let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s.max(1)));
@@ -480,7 +467,7 @@ async fn serve(
                         let dropped = ring.dropped.load(Ordering::Relaxed);
                         entry.stats.record_drop(dropped.saturating_sub(seen.swap(dropped, Ordering::Relaxed)));
                         entry.stats.set_over_limit(ring.over_limit.load(Ordering::Relaxed));
-                        Some(entry.stats.snapshot())
+                        Some(entry.stats.snapshot().with_source(pipeline.source_report()))
                     })
                     .collect();
                 let stats = publisher.stats();
@@ -512,11 +499,6 @@ async fn serve(
         (None, Some(e)) => Err(e.into()),
         (None, None) => Ok(()),
     }
-}
-
-/// The longest configured frame interval (cameras capped at a low fps beat rarely).
-fn slowest_frame_interval(config: &Config) -> Duration {
-    config.cameras.iter().filter_map(CameraConfig::frame_interval).max().unwrap_or(Duration::ZERO)
 }
 
 async fn join_all(pipelines: Vec<CameraPipeline>) -> Option<PipelineError> {

@@ -1,11 +1,20 @@
 //! systemd service notifications (`sd_notify`) and the pipeline liveness behind the watchdog.
 //!
 //! Owns: [`Notifier`] (READY/STATUS/STOPPING/WATCHDOG/EXTEND_TIMEOUT_USEC datagrams to
-//! `$NOTIFY_SOCKET`, a no-op outside systemd), [`Liveness`] (every pipeline or stage registers and
-//! beats once per unit of progress), and [`WatchdogKeeper`], which sends `WATCHDOG=1` only while
-//! every registered party makes progress, so that a stalled camera or a hung inference stage makes
+//! `$NOTIFY_SOCKET`, a no-op outside systemd), [`Liveness`] (every thread that must keep moving
+//! registers a party and beats once per unit of progress), and [`WatchdogKeeper`], which sends
+//! `WATCHDOG=1` only while every registered party makes progress, so that a hung daemon makes
 //! systemd restart the service. Must not: decide *when* the daemon is ready or stopping (the daemon
 //! does), touch frames, or block on anything but the one non-blocking datagram send.
+//!
+//! Two kinds of party, kept apart on purpose (the pipeline registers them):
+//! - an *inference worker* beats after every frame it finishes and after every wait for a frame
+//!   that ended without one: idle because no frames arrive is alive; a frame taken and not finished
+//!   within the allowed silence is hung (the stall names the stage it is in);
+//! - a camera's *source thread* beats on every turn of its loop — a frame, a skipped frame, a step
+//!   of a reconnect backoff, a wait for the fps cap: a camera that is offline is alive and only its
+//!   state says so (`source::SourceStatus`, shown in `STATUS=` and telemetry); a source stuck inside
+//!   one call (a driver or GStreamer call that never returns) is hung.
 
 use std::ffi::OsStr;
 use std::io;

@@ -2,10 +2,13 @@
 //! detections and hands them to a [`FrameSink`].
 //!
 //! Owns: the two threads per camera, the fps cap, the frame ring between them, per-frame stage
-//! timing, and applying reloaded decode parameters. The inference thread is the camera's GPU
-//! thread: its backend session (CUDA context binding, stream, TensorRT context) is created on it and
-//! never leaves it. Must not: publish, format payloads, or block on the network — the sink decides
-//! what to do with a result and must return quickly.
+//! timing, applying reloaded decode parameters, the camera's [`SourceStatus`] (from a source that
+//! reconnects, else kept here), and the threads' [`Liveness`] parties: the source thread beats on
+//! every turn of its loop, the inference thread (the camera's inference worker) after every frame
+//! and every idle wait (see `notify` for why the two are separate). The inference thread is the
+//! camera's GPU thread: its backend session (CUDA context binding, stream, TensorRT context) is
+//! created on it and never leaves it. Must not: publish, format payloads, or block on the network —
+//! the sink decides what to do with a result and must return quickly.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,10 +20,11 @@ use crate::config::{CameraConfig, LimitsConfig};
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
 use crate::frame::{FrameRing, FrameSlot};
-use crate::source::{self, Capture, FrameSource, SourceError};
-use crate::telemetry::FrameTimings;
+use crate::notify::{Liveness, LivenessHandle};
+use crate::source::{self, Capture, FrameSource, SourceError, SourceReport, SourceState, SourceStatus};
+use crate::telemetry::{FrameTimings, Stage};
 
-/// How often blocked threads look at the stop flag.
+/// How often blocked threads look at the stop flag (and an idle inference worker beats).
 const POLL: Duration = Duration::from_millis(100);
 /// A source that asks to be called again gets this pause, so a flapping device cannot spin a core.
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
@@ -47,6 +51,21 @@ pub trait FrameSink: Send + Sync {
     fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>);
 }
 
+/// What every camera pipeline of a daemon shares.
+#[derive(Clone)]
+pub struct PipelineShared {
+    /// Frame slots per camera ring (`engine.frame_slots`).
+    pub slots: usize,
+    /// The bounds on every frame a source decodes (`[limits]`).
+    pub limits: LimitsConfig,
+    pub backend: Arc<dyn Backend>,
+    pub sink: Arc<dyn FrameSink>,
+    /// The daemon's shutdown flag.
+    pub stop: Arc<AtomicBool>,
+    /// Where the source and inference threads register for the watchdog.
+    pub liveness: Arc<Liveness>,
+}
+
 /// Decode parameters waiting to be picked up by the inference thread (SIGHUP reload).
 #[derive(Default)]
 pub struct PendingParams(Mutex<Option<DecodeParams>>);
@@ -66,60 +85,84 @@ pub struct CameraPipeline {
     name: String,
     ring: Arc<FrameRing>,
     pending: Arc<PendingParams>,
+    status: SourceStatus,
     source_thread: Option<JoinHandle<()>>,
     infer_thread: Option<JoinHandle<()>>,
 }
 
 impl CameraPipeline {
     /// Opens the camera's source (errors here mean the camera never started) and starts its threads.
-    /// Every frame the source decodes is bounded by `limits`.
+    /// Every frame the source decodes is bounded by `shared.limits`.
     pub fn start(
         camera: &CameraConfig,
-        slots: usize,
-        limits: LimitsConfig,
-        backend: Arc<dyn Backend>,
         params: DecodeParams,
-        sink: Arc<dyn FrameSink>,
-        stop: Arc<AtomicBool>,
+        shared: &PipelineShared,
+    ) -> Result<CameraPipeline, PipelineError> {
+        let source = source::open(&camera.source, shared.limits, shared.stop.clone())
+            .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
+        CameraPipeline::start_with_source(camera, source, params, shared)
+    }
+
+    /// Starts the threads on a source that is already open (`camera.source` is not used).
+    pub fn start_with_source(
+        camera: &CameraConfig,
+        source: Box<dyn FrameSource>,
+        params: DecodeParams,
+        shared: &PipelineShared,
     ) -> Result<CameraPipeline, PipelineError> {
         let name = camera.name.clone();
-        let source = source::open(&camera.source, limits, stop.clone())
-            .map_err(|source| PipelineError::Source { camera: name.clone(), source })?;
         let slot_bytes = camera.max_frame_bytes();
-        let memories = (0..slots)
-            .map(|_| backend.slot_memory(slot_bytes).map(FrameSlot::new))
+        let memories = (0..shared.slots)
+            .map(|_| shared.backend.slot_memory(slot_bytes).map(FrameSlot::new))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|source| PipelineError::Backend { camera: name.clone(), source })?;
         let ring = Arc::new(FrameRing::new(memories));
         let pending = Arc::new(PendingParams::default());
+        let status = source.connection_status().unwrap_or_else(|| SourceStatus::new(SourceState::Streaming));
         let frame_interval = camera.frame_interval();
         log::info!("camera {name}: {} (fps cap: {})", source.describe(), fps_text(camera.fps));
 
         let source_thread = {
-            let (name, ring, sink, stop) = (name.clone(), ring.clone(), sink.clone(), stop.clone());
+            let liveness = shared.liveness.register(format!("camera {name}: source"));
+            let (name, ring, status) = (name.clone(), ring.clone(), status.clone());
+            let (sink, stop) = (shared.sink.clone(), shared.stop.clone());
             spawn(&format!("{}-source", camera.name), &camera.name, move || {
-                let result = run_source(source, &ring, frame_interval, &stop)
+                let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness)
                     .map_err(|source| PipelineError::Source { camera: name.clone(), source });
                 ring.close();
-                if result.is_err() {
-                    sink.camera_ended(&name, &result);
+                match result {
+                    Ok(()) => liveness.finish(),
+                    // The handle is dropped unfinished: the watchdog counts the thread as dead.
+                    Err(_) => sink.camera_ended(&name, &result),
                 }
             })?
         };
         let infer_thread = {
+            let liveness = shared.liveness.register(format!("camera {name}: inference worker"));
             let (name, ring, pending) = (name.clone(), ring.clone(), pending.clone());
+            let (backend, sink, stop) = (shared.backend.clone(), shared.sink.clone(), shared.stop.clone());
             spawn(&format!("{}-infer", camera.name), &camera.name, move || {
                 let decoder = Decoder::new(params);
-                let result = run_inference(&name, backend.as_ref(), decoder, &ring, &pending, &stop, sink.as_ref());
+                let worker = InferenceWorker { camera: &name, ring: &ring, pending: &pending, stop: &stop };
+                let result = worker.run(backend.as_ref(), decoder, sink.as_ref(), &liveness);
                 if result.is_err() {
                     // Unblock the source so it does not fill slots nobody will read.
                     stop.store(true, Ordering::SeqCst);
                     ring.close();
+                } else {
+                    liveness.finish();
                 }
                 sink.camera_ended(&name, &result);
             })?
         };
-        Ok(CameraPipeline { name, ring, pending, source_thread: Some(source_thread), infer_thread: Some(infer_thread) })
+        Ok(CameraPipeline {
+            name,
+            ring,
+            pending,
+            status,
+            source_thread: Some(source_thread),
+            infer_thread: Some(infer_thread),
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -129,6 +172,11 @@ impl CameraPipeline {
     /// The ring's counters (frames produced, frames dropped because inference was behind).
     pub fn ring(&self) -> &FrameRing {
         &self.ring
+    }
+
+    /// The camera's source state (streaming, reconnecting, ended, stopped) and since when.
+    pub fn source_report(&self) -> SourceReport {
+        self.status.report()
     }
 
     /// New thresholds/filters, applied before the next frame.
@@ -167,8 +215,9 @@ fn spawn(
         .map_err(|source| PipelineError::Thread { camera: camera.to_string(), source })
 }
 
-/// Sleeps until `deadline` in short steps; false when asked to stop meanwhile.
-fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
+/// Sleeps until `deadline` in short steps, beating `liveness` after each; false when asked to stop
+/// meanwhile.
+fn sleep_until(deadline: Instant, stop: &AtomicBool, liveness: &LivenessHandle) -> bool {
     loop {
         if stop.load(Ordering::SeqCst) {
             return false;
@@ -178,6 +227,7 @@ fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
             return true;
         }
         std::thread::sleep((deadline - now).min(POLL));
+        liveness.beat();
     }
 }
 
@@ -186,25 +236,33 @@ fn run_source(
     ring: &FrameRing,
     frame_interval: Option<Duration>,
     stop: &AtomicBool,
+    status: &SourceStatus,
+    liveness: &LivenessHandle,
 ) -> Result<(), SourceError> {
     let mut sequence = 0u64;
     let mut next_due = Instant::now();
     let keeps_every_frame = source.keeps_every_frame();
     while !stop.load(Ordering::SeqCst) {
         if let Some(interval) = frame_interval {
-            if !sleep_until(next_due, stop) {
+            if !sleep_until(next_due, stop, liveness) {
                 break;
             }
             // After a stall, resume the cadence from now rather than bursting to catch up.
             next_due = (next_due + interval).max(Instant::now());
         }
-        let slot = if keeps_every_frame { wait_for_free_slot(ring, stop) } else { ring.acquire_for_write() };
+        let slot = if keeps_every_frame { wait_for_free_slot(ring, stop, liveness) } else { ring.acquire_for_write() };
         let Some(mut slot) = slot else {
             std::thread::sleep(RETRY_PAUSE);
+            liveness.beat();
             continue;
         };
         let started = Instant::now();
-        match source.next_frame(&mut slot) {
+        liveness.enter(Stage::Source);
+        let captured = source.next_frame(&mut slot);
+        // A reconnecting source returns here after each backoff step: it is alive, whatever
+        // its camera's state.
+        liveness.beat();
+        match captured {
             Ok(Capture::Frame) => {
                 slot.set_capture_time(started.elapsed());
                 slot.meta_mut().sequence = sequence;
@@ -222,7 +280,10 @@ fn run_source(
             }
             Ok(Capture::End) => {
                 ring.release(slot);
-                log::info!("{}: no more frames", source.describe());
+                if !stop.load(Ordering::SeqCst) {
+                    log::info!("{}: no more frames", source.describe());
+                    status.set(SourceState::Ended);
+                }
                 break;
             }
             Err(e) => {
@@ -231,74 +292,95 @@ fn run_source(
             }
         }
     }
+    if stop.load(Ordering::SeqCst) {
+        status.set(SourceState::Stopped);
+    }
     Ok(())
 }
 
-/// A free slot for a source that must not drop frames; `None` when asked to stop meanwhile.
-fn wait_for_free_slot(ring: &FrameRing, stop: &AtomicBool) -> Option<FrameSlot> {
+/// A free slot for a source that must not drop frames; `None` when asked to stop meanwhile. Waiting
+/// for inference to free a slot is the source being alive (the inference worker has its own party).
+fn wait_for_free_slot(ring: &FrameRing, stop: &AtomicBool, liveness: &LivenessHandle) -> Option<FrameSlot> {
     while !stop.load(Ordering::SeqCst) {
         if let Some(slot) = ring.acquire_free(POLL) {
             return Some(slot);
         }
+        liveness.beat();
     }
     None
 }
 
-fn run_inference(
-    camera: &str,
-    backend: &dyn Backend,
-    mut decoder: Decoder,
-    ring: &FrameRing,
-    pending: &PendingParams,
-    stop: &AtomicBool,
-    sink: &dyn FrameSink,
-) -> Result<(), PipelineError> {
-    let backend_error = |source| PipelineError::Backend { camera: camera.to_string(), source };
-    let mut session = backend.new_session().map_err(backend_error)?;
-    let spec = backend.spec().clone();
-    let mut detections = Vec::new();
-    loop {
-        // A requested stop skips the frames still waiting: with a slow backend, working through a
-        // full ring would hold up shutdown for several inference times. A source that ended by
-        // itself closes the ring without the stop flag, and its remaining frames are still run.
-        if stop.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        if let Some(params) = pending.take() {
-            decoder.set_params(params);
-            log::info!("camera {camera}: reloaded thresholds and class filter");
-        }
-        let Some(slot) = ring.take_ready(POLL) else {
-            if ring.is_finished() {
+/// The camera's inference thread: takes ready frames from the ring and runs them.
+struct InferenceWorker<'a> {
+    camera: &'a str,
+    ring: &'a FrameRing,
+    pending: &'a PendingParams,
+    stop: &'a AtomicBool,
+}
+
+impl InferenceWorker<'_> {
+    fn run(
+        &self,
+        backend: &dyn Backend,
+        mut decoder: Decoder,
+        sink: &dyn FrameSink,
+        liveness: &LivenessHandle,
+    ) -> Result<(), PipelineError> {
+        let camera = self.camera;
+        let backend_error = |source| PipelineError::Backend { camera: camera.to_string(), source };
+        let mut session = backend.new_session().map_err(backend_error)?;
+        liveness.beat();
+        let spec = backend.spec().clone();
+        let mut detections = Vec::new();
+        loop {
+            // A requested stop skips the frames still waiting: with a slow backend, working through
+            // a full ring would hold up shutdown for several inference times. A source that ended
+            // by itself closes the ring without the stop flag, and its remaining frames are still run.
+            if self.stop.load(Ordering::SeqCst) {
                 return Ok(());
             }
-            continue;
-        };
-        let outcome = process(&mut *session, &mut decoder, &spec, &slot, &mut detections);
-        match outcome {
-            Ok(timings) => {
-                log::debug!(
-                    "camera {camera} frame {}: {timings:?} ({} detections)",
-                    slot.meta().sequence,
-                    detections.len()
-                );
-                sink.frame(camera, &slot, &detections, &timings);
-                ring.release(slot);
+            if let Some(params) = self.pending.take() {
+                decoder.set_params(params);
+                log::info!("camera {camera}: reloaded thresholds and class filter");
             }
-            // A frame the preprocessor cannot take (odd size, truncated data) is one bad frame,
-            // not a broken pipeline.
-            Err(FrameError::Backend(BackendError::Preprocess(message))) => {
-                log::warn!("camera {camera} frame {}: skipped: {message}", slot.meta().sequence);
-                ring.release(slot);
+            let Some(slot) = self.ring.take_ready(POLL) else {
+                if self.ring.is_finished() {
+                    return Ok(());
+                }
+                // Idle because no frame came: alive, not hung.
+                liveness.beat();
+                continue;
+            };
+            // Preprocessing, inference and decoding: the backend does the first two in one call.
+            liveness.enter(Stage::Infer);
+            let outcome = process(&mut *session, &mut decoder, &spec, &slot, &mut detections);
+            match outcome {
+                Ok(timings) => {
+                    log::debug!(
+                        "camera {camera} frame {}: {timings:?} ({} detections)",
+                        slot.meta().sequence,
+                        detections.len()
+                    );
+                    liveness.enter(Stage::Publish);
+                    sink.frame(camera, &slot, &detections, &timings);
+                    self.ring.release(slot);
+                }
+                // A frame the preprocessor cannot take (odd size, truncated data) is one bad frame,
+                // not a broken pipeline.
+                Err(FrameError::Backend(BackendError::Preprocess(message))) => {
+                    log::warn!("camera {camera} frame {}: skipped: {message}", slot.meta().sequence);
+                    self.ring.release(slot);
+                }
+                Err(FrameError::Backend(source)) => {
+                    self.ring.release(slot);
+                    return Err(backend_error(source));
+                }
+                Err(FrameError::Decode(message)) => {
+                    self.ring.release(slot);
+                    return Err(PipelineError::Decode { camera: camera.to_string(), message });
+                }
             }
-            Err(FrameError::Backend(source)) => {
-                ring.release(slot);
-                return Err(backend_error(source));
-            }
-            Err(FrameError::Decode(message)) => {
-                ring.release(slot);
-                return Err(PipelineError::Decode { camera: camera.to_string(), message });
-            }
+            liveness.beat();
         }
     }
 }
@@ -414,9 +496,15 @@ mod tests {
             lines: Vec::new(),
         };
         let stop = Arc::new(AtomicBool::new(false));
-        let pipeline =
-            CameraPipeline::start(&camera, SLOTS, config.limits, backend, params, Arc::new(NullSink), stop.clone())
-                .expect("start pipeline");
+        let shared = PipelineShared {
+            slots: SLOTS,
+            limits: config.limits,
+            backend,
+            sink: Arc::new(NullSink),
+            stop: stop.clone(),
+            liveness: Liveness::new(),
+        };
+        let pipeline = CameraPipeline::start(&camera, params, &shared).expect("start pipeline");
         // An uncapped synthetic source fills every free slot while the first frame is in inference.
         let deadline = Instant::now() + Duration::from_secs(30);
         while runs.load(Ordering::SeqCst) == 0 || pipeline.ring().stats().produced.load(Ordering::SeqCst) < SLOTS as u64

@@ -2,6 +2,7 @@
 //! `<prefix>/telemetry` JSON message.
 //!
 //! Owns: [`CameraStats`] (lock-free counters plus bounded latency rings, fed by the pipeline),
+//! [`CameraSnapshot`] (those numbers with the camera's source state), the `STATUS=` line,
 //! [`SystemSampler`] (sysinfo, kept between samples for CPU deltas), [`JetsonSysfs`] (GPU load,
 //! devfreq clocks and governor, thermal zones, INA3221 power rails — each optional: a file that is
 //! missing or unreadable is skipped, as on any non-Jetson machine), and [`telemetry_message`], whose
@@ -15,6 +16,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
+
+use crate::source::{SourceReport, SourceState};
 
 /// Version of the telemetry message layout; bumped on any incompatible change.
 pub const TELEMETRY_SCHEMA: u32 = 1;
@@ -153,6 +156,16 @@ pub struct CameraSnapshot {
     pub over_limit: u64,
     /// Stages with at least one sample, in [`Stage::ALL`] order.
     pub latency_ms: Vec<(Stage, Percentiles)>,
+    /// The camera's source state and since when, when known (see [`CameraSnapshot::with_source`]).
+    pub source: Option<SourceReport>,
+}
+
+impl CameraSnapshot {
+    /// The snapshot with the state of the camera's source, which the pipeline keeps.
+    pub fn with_source(mut self, report: SourceReport) -> CameraSnapshot {
+        self.source = Some(report);
+        self
+    }
 }
 
 impl CameraStats {
@@ -218,6 +231,7 @@ impl CameraStats {
             dropped: self.dropped.load(Ordering::Relaxed),
             over_limit: self.over_limit.load(Ordering::Relaxed),
             latency_ms,
+            source: None,
         }
     }
 }
@@ -482,6 +496,11 @@ pub struct TelemetryReport<'a> {
 
 #[derive(Serialize)]
 struct CameraJson<'a> {
+    /// `state` and, while reconnecting, `attempt` and `last_error`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    source: Option<&'a SourceState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since: Option<String>,
     fps: f64,
     frames: u64,
     dropped: u64,
@@ -519,6 +538,8 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
         .map(|camera| {
             let latency_ms = camera.latency_ms.iter().map(|(stage, p)| (stage.name(), p)).collect();
             let json = CameraJson {
+                source: camera.source.as_ref().map(|report| &report.state),
+                since: camera.source.as_ref().map(|report| rfc3339_utc_millis(report.since)),
                 fps: camera.fps,
                 frames: camera.frames,
                 dropped: camera.dropped,
@@ -546,20 +567,66 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
     serde_json::to_vec(&message).unwrap_or_default()
 }
 
-/// One-line summary for systemd's `STATUS=`: cameras, fps, drops and broker state.
+/// Longest error text `STATUS=` shows of a reconnecting camera (telemetry has all of it).
+const STATUS_ERROR_CHARS: usize = 80;
+
+/// One-line summary for systemd's `STATUS=`: totals and broker state, then each camera's state:
+/// `2 cameras, 14.8 fps, 3 dropped, broker connected; front: 14.8 fps; gate: reconnecting for 2 min
+/// 5 s, attempt 5: Could not read from resource. (rtspsrc0: …)`.
 pub fn status_line(cameras: &[CameraSnapshot], broker_connected: bool) -> String {
+    status_line_at(cameras, broker_connected, SystemTime::now())
+}
+
+/// [`status_line`] as seen at `now` (for the "for …" of a camera's state).
+pub fn status_line_at(cameras: &[CameraSnapshot], broker_connected: bool, now: SystemTime) -> String {
     let total_fps: f64 = cameras.iter().map(|c| c.fps).sum();
     let dropped: u64 = cameras.iter().map(|c| c.dropped).sum();
-    let per_camera: Vec<String> = cameras.iter().map(|c| format!("{} {:.1}", c.name, c.fps)).collect();
-    format!(
-        "{} camera{}, {:.1} fps ({}), {} dropped, broker {}",
+    let mut line = format!(
+        "{} camera{}, {:.1} fps, {} dropped, broker {}",
         cameras.len(),
         if cameras.len() == 1 { "" } else { "s" },
         total_fps,
-        per_camera.join(", "),
         dropped,
         if broker_connected { "connected" } else { "disconnected" },
-    )
+    );
+    for camera in cameras {
+        line.push_str("; ");
+        line.push_str(&camera.name);
+        line.push_str(": ");
+        let state = camera.source.as_ref().map(|report| (&report.state, report.since));
+        match state {
+            None | Some((SourceState::Streaming, _)) => line.push_str(&format!("{:.1} fps", camera.fps)),
+            Some((SourceState::Reconnecting { attempt, last_error }, since)) => {
+                let offline_for = now.duration_since(since).unwrap_or_default();
+                line.push_str(&format!(
+                    "reconnecting for {}, attempt {attempt}: {}",
+                    human_duration(offline_for),
+                    shortened(last_error, STATUS_ERROR_CHARS)
+                ));
+            }
+            Some((SourceState::Ended, _)) => line.push_str("ended"),
+            Some((SourceState::Stopped, _)) => line.push_str("stopped"),
+        }
+    }
+    line
+}
+
+/// `42 s`, `2 min 5 s`, `3 h 12 min`.
+fn human_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        0..60 => format!("{secs} s"),
+        60..3600 => format!("{} min {} s", secs / 60, secs % 60),
+        _ => format!("{} h {} min", secs / 3600, secs / 60 % 60),
+    }
+}
+
+/// `text` cut to at most `max` characters, with `…` where it was cut.
+fn shortened(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
 }
 
 /// `2026-11-22T10:00:00.123Z`.
@@ -649,18 +716,79 @@ mod tests {
         );
     }
 
-    #[test]
-    fn status_line_summarises_cameras_and_broker() {
-        let camera = |name: &str, fps| CameraSnapshot {
+    fn camera(name: &str, fps: f64) -> CameraSnapshot {
+        CameraSnapshot {
             name: name.into(),
             fps,
             frames: 0,
             dropped: 2,
             over_limit: 0,
             latency_ms: Vec::new(),
-        };
+            source: None,
+        }
+    }
+
+    #[test]
+    fn status_line_summarises_cameras_and_broker() {
         let line = status_line(&[camera("front", 15.0), camera("back", 14.5)], true);
-        assert_eq!(line, "2 cameras, 29.5 fps (front 15.0, back 14.5), 4 dropped, broker connected");
+        assert_eq!(line, "2 cameras, 29.5 fps, 4 dropped, broker connected; front: 15.0 fps; back: 14.5 fps");
+    }
+
+    #[test]
+    fn status_line_names_an_offline_camera_with_its_state() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_341_600);
+        let report = |state| SourceReport { state, since: now - Duration::from_secs(125) };
+        let error_start = "Could not read from resource. (rtspsrc0: ";
+        let long_error = format!("{error_start}{})", "x".repeat(200));
+        let cameras = [
+            camera("front", 14.8).with_source(report(SourceState::Streaming)),
+            camera("gate", 0.0).with_source(report(SourceState::Reconnecting { attempt: 5, last_error: long_error })),
+            camera("door", 0.0).with_source(report(SourceState::Ended)),
+        ];
+        let line = status_line_at(&cameras, false, now);
+        let expected_error = format!("{error_start}{}…", "x".repeat(STATUS_ERROR_CHARS - error_start.len()));
+        assert_eq!(
+            line,
+            format!(
+                "3 cameras, 14.8 fps, 6 dropped, broker disconnected; front: 14.8 fps; \
+                 gate: reconnecting for 2 min 5 s, attempt 5: {expected_error}; door: ended"
+            )
+        );
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(human_duration(Duration::from_secs(42)), "42 s");
+        assert_eq!(human_duration(Duration::from_secs(125)), "2 min 5 s");
+        assert_eq!(human_duration(Duration::from_secs(3 * 3600 + 12 * 60 + 9)), "3 h 12 min");
+    }
+
+    #[test]
+    fn telemetry_shows_each_cameras_source_state() {
+        let since = SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_341_600_123);
+        let offline = SourceState::Reconnecting { attempt: 3, last_error: "gone".into() };
+        let cameras = [
+            camera("gate", 0.0).with_source(SourceReport { state: offline, since }),
+            camera("front", 5.0).with_source(SourceReport { state: SourceState::Streaming, since }),
+            camera("other", 5.0),
+        ];
+        let jetson = JetsonSysfs::default();
+        let report =
+            TelemetryReport { cameras: &cameras, load: None, jetson: &jetson, mqtt: None, engine: None, ts: since };
+        let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("JSON");
+        let gate = &json["cameras"]["gate"];
+        assert_eq!(
+            (&gate["state"], &gate["since"], &gate["attempt"], &gate["last_error"]),
+            (
+                &serde_json::json!("reconnecting"),
+                &serde_json::json!("2026-11-22T10:00:00.123Z"),
+                &serde_json::json!(3),
+                &serde_json::json!("gone")
+            )
+        );
+        assert_eq!(json["cameras"]["front"]["state"], "streaming");
+        assert!(json["cameras"]["front"].get("attempt").is_none());
+        assert!(json["cameras"]["other"].get("state").is_none(), "no state when none is known");
     }
 
     #[test]
@@ -686,15 +814,29 @@ mod properties {
     fn camera() -> impl Strategy<Value = CameraSnapshot> {
         let latency = (prop::sample::select(Stage::ALL.to_vec()), 0.0f32..1e9, 0.0f32..1e9)
             .prop_map(|(stage, p50, p99)| (stage, Percentiles { p50, p99 }));
-        (any::<String>(), 0.0f64..1e12, any::<u64>(), any::<u64>(), any::<u64>(), prop::collection::vec(latency, 0..6))
-            .prop_map(|(name, fps, frames, dropped, over_limit, latency_ms)| CameraSnapshot {
+        let state = prop_oneof![
+            Just(SourceState::Streaming),
+            (any::<u32>(), any::<String>())
+                .prop_map(|(attempt, last_error)| SourceState::Reconnecting { attempt, last_error }),
+            Just(SourceState::Ended),
+            Just(SourceState::Stopped),
+        ];
+        let source = prop::option::of((state, 0u64..1_000_000_000_000).prop_map(|(state, millis)| SourceReport {
+            state,
+            since: SystemTime::UNIX_EPOCH + Duration::from_millis(millis),
+        }));
+        let counters = (any::<u64>(), any::<u64>(), any::<u64>());
+        (any::<String>(), 0.0f64..1e12, counters, prop::collection::vec(latency, 0..6), source).prop_map(
+            |(name, fps, (frames, dropped, over_limit), latency_ms, source)| CameraSnapshot {
                 name,
                 fps,
                 frames,
                 dropped,
                 over_limit,
                 latency_ms,
-            })
+                source,
+            },
+        )
     }
 
     fn jetson() -> impl Strategy<Value = JetsonSysfs> {
