@@ -371,7 +371,19 @@ impl Subscriber {
     /// Waits until `done` holds for the messages received on `topic` and returns them; panics
     /// after [`WAIT`] naming `what` and showing what did arrive.
     pub fn wait_until(&self, topic: &str, what: &str, done: impl Fn(&[Received]) -> bool) -> Vec<Received> {
-        let deadline = Instant::now() + WAIT;
+        self.wait_until_within(WAIT, topic, what, done)
+    }
+
+    /// [`Subscriber::wait_until`] with another bound: messages that need frames processed by a
+    /// daemon wait [`crate::pace::Pace::daemon_wait`].
+    pub fn wait_until_within(
+        &self,
+        wait: Duration,
+        topic: &str,
+        what: &str,
+        done: impl Fn(&[Received]) -> bool,
+    ) -> Vec<Received> {
+        let deadline = Instant::now() + wait;
         let mut inbox = lock(&self.inbox.0);
         loop {
             let messages = inbox.by_topic.get(topic).map(Vec::as_slice).unwrap_or_default();

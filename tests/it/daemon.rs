@@ -2,9 +2,9 @@
 //! the bundled model (CPU backend), the bundled sample images, a real mosquitto broker and a fake
 //! systemd notify socket.
 //!
-//! Waits are failure guards only ([`LONG_WAIT`] is generous because the aarch64 suite runs under
-//! qemu, 10-20x slower); nothing here measures speed. A [`RunningDaemon`] is killed on drop and
-//! prints its log when the test failed.
+//! Waits are failure guards only, derived from this machine's measured pace ([`Pace`]: the aarch64
+//! suite runs under qemu, 10-20x slower); nothing here measures speed. A [`RunningDaemon`] is killed
+//! on drop and prints its log when the test failed.
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
@@ -20,9 +20,7 @@ use jetson_detectd::payload::{DetectionsMessage, SCHEMA_VERSION};
 
 use crate::arch::daemon_command as daemon;
 use crate::broker::{Broker, Received, Subscriber};
-
-/// Upper bound for every wait on the daemon; only reached when something is broken.
-const LONG_WAIT: Duration = Duration::from_secs(120);
+use crate::pace::Pace;
 /// Daemon log kept for assertion messages (the newest part when it grows beyond this).
 const MAX_LOG_BYTES: usize = 256 * 1024;
 
@@ -182,9 +180,9 @@ impl RunningDaemon {
     }
 
     /// Waits until `done` holds; panics with the daemon's log when the daemon exits first or after
-    /// [`LONG_WAIT`].
+    /// [`Pace::daemon_wait`].
     pub fn wait_until(&mut self, what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + LONG_WAIT;
+        let deadline = Instant::now() + Pace::measured().daemon_wait();
         while !done() {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("daemon exited ({status}) while waiting for {what}; its log:\n{}", self.log());
@@ -210,9 +208,9 @@ impl RunningDaemon {
         messages
     }
 
-    /// Waits for the daemon to exit by itself; panics with its log after [`LONG_WAIT`].
+    /// Waits for the daemon to exit by itself; panics with its log after [`Pace::daemon_wait`].
     pub fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + LONG_WAIT;
+        let deadline = Instant::now() + Pace::measured().daemon_wait();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 if let Some(reader) = self.reader.take() {
@@ -248,14 +246,14 @@ impl DaemonLog {
 }
 
 /// A bound Unix datagram socket standing in for systemd's `$NOTIFY_SOCKET`.
-struct FakeSystemd {
+pub struct FakeSystemd {
     socket: UnixDatagram,
-    path: PathBuf,
+    pub path: PathBuf,
     received: Vec<String>,
 }
 
 impl FakeSystemd {
-    fn bind(dir: &Path) -> FakeSystemd {
+    pub fn bind(dir: &Path) -> FakeSystemd {
         let path = dir.join("notify.sock");
         let socket = UnixDatagram::bind(&path).expect("bind notify socket");
         socket.set_nonblocking(true).expect("non-blocking");
@@ -263,7 +261,7 @@ impl FakeSystemd {
     }
 
     /// Every notification so far, one entry per assignment (`READY=1`, `STATUS=…`).
-    fn poll(&mut self) -> &[String] {
+    pub fn poll(&mut self) -> &[String] {
         let mut buf = [0u8; 4096];
         loop {
             match self.socket.recv(&mut buf) {
@@ -278,7 +276,7 @@ impl FakeSystemd {
     }
 }
 
-fn position(notifications: &[String], wanted: &str) -> Option<usize> {
+pub fn position(notifications: &[String], wanted: &str) -> Option<usize> {
     notifications.iter().position(|n| n == wanted)
 }
 
@@ -461,9 +459,10 @@ fn run_publishes_detections_keeps_systemd_informed_and_stops_cleanly_on_sigterm(
         .write(&dir.path().join("config.toml"));
     let subscriber = Subscriber::connect(&broker, "e2e-lifecycle-sub", &[&format!("{prefix}/#")]);
     let mut systemd = FakeSystemd::bind(dir.path());
+    let watchdog_usec = Pace::measured().watchdog().as_micros().to_string();
     let mut daemon = RunningDaemon::start(
         &config,
-        &[("NOTIFY_SOCKET", systemd.path.as_os_str()), ("WATCHDOG_USEC", OsStr::new("2000000"))],
+        &[("NOTIFY_SOCKET", systemd.path.as_os_str()), ("WATCHDOG_USEC", OsStr::new(&watchdog_usec))],
     );
 
     let status = format!("{prefix}/status");

@@ -9,6 +9,7 @@ mod detect;
 mod gpu;
 mod mqtt;
 mod notify;
+mod pace;
 mod selftest;
 mod sources;
 mod telemetry;

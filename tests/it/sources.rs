@@ -400,7 +400,8 @@ mod gstreamer_pipeline {
             .expect("start jetson-detectd");
 
         let topic = format!("{prefix}/testsrc/detections");
-        let messages = subscriber.wait_until(&topic, "two detections messages", |m| m.len() >= 2);
+        let wait = crate::pace::Pace::measured().daemon_wait();
+        let messages = subscriber.wait_until_within(wait, &topic, "two detections messages", |m| m.len() >= 2);
         let _ = std::process::Command::new("kill").args(["-TERM", &daemon.id().to_string()]).status();
         let status = daemon.wait().expect("wait for jetson-detectd");
         for received in &messages {
