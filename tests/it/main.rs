@@ -14,3 +14,4 @@ mod selftest;
 mod sources;
 mod telemetry;
 mod tracking;
+mod watchdog;

@@ -11,13 +11,13 @@ use jetson_detectd::notify::{Liveness, Notifier, WatchdogKeeper, WatchdogTick};
 use jetson_detectd::telemetry::Stage;
 
 /// A bound notify socket and the notifier connected to it.
-struct FakeSystemd {
+pub struct FakeSystemd {
     socket: UnixDatagram,
     _dir: tempfile::TempDir,
 }
 
 impl FakeSystemd {
-    fn start(watchdog: Option<Duration>) -> (FakeSystemd, Notifier) {
+    pub fn start(watchdog: Option<Duration>) -> (FakeSystemd, Notifier) {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("notify.sock");
         let socket = UnixDatagram::bind(&path).expect("bind notify socket");
@@ -27,7 +27,7 @@ impl FakeSystemd {
     }
 
     /// Every datagram received so far, each as its text.
-    fn received(&self) -> Vec<String> {
+    pub fn received(&self) -> Vec<String> {
         let mut messages = Vec::new();
         let mut buf = [0u8; 4096];
         loop {
