@@ -10,6 +10,8 @@ mod gpu;
 mod mqtt;
 mod notify;
 mod pace;
+#[cfg(feature = "gstreamer")]
+mod rtsp;
 mod selftest;
 mod sources;
 mod telemetry;
