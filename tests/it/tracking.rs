@@ -18,6 +18,7 @@ use jetson_detectd::track::message::EventMessage;
 
 use crate::broker::{Broker, Received, Subscriber};
 use crate::daemon::{sample, sample_source, RunningDaemon, TestConfig};
+use crate::pace::Pace;
 
 const WIDTH: u32 = 640;
 const HEIGHT: u32 = 480;
@@ -27,8 +28,6 @@ const REPLAY_FPS: f32 = 5.0;
 const PERSON_HIDDEN: std::ops::Range<usize> = 7..10;
 /// The dog leaves after this frame and stays away for 1.6 s: its track ends while the camera runs.
 const DOG_LAST_FRAME: usize = 11;
-/// A failure guard, restarted whenever the daemon publishes something new.
-const STALL_WAIT: Duration = Duration::from_secs(120);
 
 /// The boxes the bundled model finds in the samples (tests/it/detect.rs), cut out with a margin.
 const DOG_IN_SAMPLE: [u32; 4] = [127, 226, 320, 544];
@@ -97,17 +96,19 @@ fn count_sequence(subscriber: &Subscriber, topic: &str) -> Vec<String> {
     sequence
 }
 
-/// Waits for the daemon to exit by itself; the guard restarts whenever a message arrives on `topic`.
+/// Waits for the daemon to exit by itself; the guard ([`Pace::daemon_wait`]) restarts whenever a
+/// message arrives on `topic`.
 fn wait_exit_while_progressing(daemon: &mut RunningDaemon, subscriber: &Subscriber, topic: &str) {
+    let stall_wait = Pace::measured().daemon_wait();
     let mut seen = 0;
-    let mut deadline = Instant::now() + STALL_WAIT;
+    let mut deadline = Instant::now() + stall_wait;
     while daemon.is_running() {
         let now_seen = subscriber.messages(topic).len();
         if now_seen > seen {
             seen = now_seen;
-            deadline = Instant::now() + STALL_WAIT;
+            deadline = Instant::now() + stall_wait;
         }
-        assert!(Instant::now() < deadline, "no progress on {topic} for {STALL_WAIT:?}; log:\n{}", daemon.log());
+        assert!(Instant::now() < deadline, "no progress on {topic} for {stall_wait:?}; log:\n{}", daemon.log());
         std::thread::sleep(Duration::from_millis(50));
     }
 }
