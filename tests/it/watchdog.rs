@@ -153,6 +153,7 @@ impl Rig {
             Arc::new(GatedBackend { spec: PreprocessSpec::from(&config.model.input), gate: backend_gate.clone() });
         let shared = PipelineShared {
             slots: 2,
+            limits: config.limits,
             backend,
             sink: Arc::new(NullSink),
             stop: Arc::new(AtomicBool::new(false)),
