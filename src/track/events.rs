@@ -15,8 +15,9 @@
 //!   crossing counts when the move from the last position on the old side to the first one on the
 //!   new side passes through the line's segment (not beside its ends).
 //! - Stationary: the box moved less than `stationary_px` (every corner) for `stationary_s`. While
-//!   stationary, zones and lines are not re-evaluated and no update is sent — a parked car is
-//!   announced once — until the box moves again, which is itself an update.
+//!   stationary, the object is where it came to rest: its zones are judged from that box (they
+//!   change only when the zones do, on a reload), lines are not evaluated and its score sends no
+//!   update — a parked car is announced once — until the box moves again, which is itself an update.
 //! - An object is in a zone when its box's bottom-centre point (where it stands) is inside the
 //!   polygon and the zone's label list (if any) has the track's label.
 //!
@@ -284,11 +285,14 @@ fn observe_track(
         watch.stationary = true;
         changes.insert(Changes::STATIONARY);
     }
-    if watch.stationary {
-        return changes;
-    }
 
-    let point = bottom_centre(&bbox, width, height);
+    // An object at rest is judged by the box it came to rest at, which does not jitter: its zones
+    // settle at once. So the observation that finds it at rest still places it (with frames further
+    // apart than `stationary_s`, a slow camera, an object still from its first frame is at rest by
+    // its second), a reload that draws a zone around a parked car counts it, and a car parked on a
+    // zone's edge does not flap.
+    let at_rest = watch.stationary;
+    let point = bottom_centre(if at_rest { watch.anchor.as_ref().unwrap_or(&bbox) } else { &bbox }, width, height);
     let class_id = track.class_id();
     let mut inside = 0u64;
     for (i, zone) in scene.zones.iter().enumerate() {
@@ -297,10 +301,18 @@ fn observe_track(
         }
     }
     let differs = inside ^ watch.zones;
-    let settled = settle(differs, &mut watch.zones_pending);
+    let settled = if at_rest {
+        watch.zones_pending = 0;
+        differs
+    } else {
+        settle(differs, &mut watch.zones_pending)
+    };
     if settled != 0 {
         watch.zones ^= settled;
         changes.insert(Changes::ZONES);
+    }
+    if at_rest {
+        return changes;
     }
 
     for (i, line) in scene.lines.iter().enumerate() {
@@ -497,6 +509,27 @@ mod tests {
         assert_eq!(updates, [vec!["zones"], vec!["zones"]]);
     }
 
+    /// A camera slower than `stationary_s` (or a parked car present from the start): the object is
+    /// stationary by its second observation and must still count in the zone it stands in.
+    #[test]
+    fn an_object_at_rest_from_the_start_is_in_its_zone_even_with_frames_far_apart() {
+        let scene = Scene {
+            zones: vec![zone("all", &[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]], vec![])],
+            lines: vec![],
+        };
+        let params = TrackerParams { max_lost_s: 3600.0, min_hits: 3, high_score: 0.5, match_iou: 0.2, max_tracks: 64 };
+        let mut run = Run { tracker: Tracker::new(params), ..Run::new(scene) };
+        let mut memberships = Vec::new();
+        for _ in 0..5 {
+            run.frame(&[standing_at(PERSON, 0.8, 500.0, 500.0)], 20.0);
+            memberships.push(run.zones_of_only_track());
+        }
+        assert_eq!(memberships, [0, 1, 1, 1, 1], "settled when it came to rest, on the second frame");
+        let updates: Vec<_> = run.events.iter().filter(|e| e.0 == EventKind::Update).map(|e| e.2.clone()).collect();
+        assert!(updates.is_empty(), "the start on the third frame already says where it is: {updates:?}");
+        assert_eq!(run.kinds(), [EventKind::Start]);
+    }
+
     #[test]
     fn jitter_on_a_zone_edge_does_not_flap() {
         let scene =
@@ -669,5 +702,31 @@ mod tests {
             run.frame(&[standing_at(PERSON, 0.8, x, 500.0)], 0.2);
         }
         assert_eq!(run.events.iter().filter(|e| e.3.is_some()).count(), 1);
+    }
+
+    /// A zone drawn around a parked car on a reload counts it, in one update, without the car moving.
+    #[test]
+    fn a_zone_added_around_a_stationary_object_counts_it() {
+        let scene = Scene { zones: vec![], lines: vec![] };
+        let mut run = Run::new(scene.clone());
+        for _ in 0..40 {
+            run.frame(&[standing_at(CAR, 0.8, 300.0, 500.0)], 0.2);
+        }
+        let slot = run.tracker.reports()[0].slot;
+        assert!(run.watcher.is_stationary(slot));
+        let updates_before = run.events.len();
+        let reloaded = Scene {
+            zones: vec![zone("left", &[[0.0, 0.0], [0.5, 0.0], [0.5, 1.0], [0.0, 1.0]], vec![])],
+            lines: vec![],
+        };
+        run.watcher.remap(&scene, &reloaded);
+        run.scene = reloaded;
+        for _ in 0..5 {
+            run.frame(&[standing_at(CAR, 0.8, 300.0, 500.0)], 0.2);
+        }
+        assert_eq!(run.zones_of_only_track(), 1);
+        let updates: Vec<_> = run.events[updates_before..].iter().map(|e| (e.0, e.2.clone())).collect();
+        assert_eq!(updates, [(EventKind::Update, vec!["zones"])]);
+        assert!(run.watcher.is_stationary(slot), "still at rest");
     }
 }
