@@ -7,8 +7,9 @@
 //! Why sharing is sound: contexts on one GPU thread never run at the same time, because every
 //! session's `run` synchronises its stream before returning (its outputs are read on the host),
 //! so the next context that uses the arena starts after the previous one finished.
-//! When a new lease needs more than the arena has, the arena is reallocated and its generation
-//! bumped; each lease re-points its context before the next enqueue ([`ArenaLease::rebind`]).
+//! When a new lease needs more than the arena has, a larger buffer is allocated first, the device
+//! is synchronised, the old buffer freed and the generation bumped; each lease re-points its context
+//! before the next enqueue ([`ArenaLease::rebind`]). A failed growth leaves the arena as it was.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -58,20 +59,39 @@ impl ScratchArena {
     }
 
     /// Grows to the plan's size; never shrinks while leased (contexts may point into it).
+    ///
+    /// The new buffer is allocated before the old one is released, although on a Jetson both come
+    /// out of the same RAM for a moment: when the allocation fails, the old buffer and every lease
+    /// bound to it stay valid and only the new lease fails. Releasing first would leave the bound
+    /// contexts pointing at freed memory.
     fn fit(&mut self) -> Result<(), TrtError> {
         let needed = self.plan().arena_bytes;
         if needed > self.capacity() {
             let bytes = usize::try_from(needed).map_err(|_| TrtError::Cuda(format!("{needed} bytes of scratch")))?;
-            // Release the old buffer first: on a Jetson both would come out of the same RAM.
-            self.buffer = None;
             // SAFETY: TensorRT scratch memory needs no initial contents; the slice is only handed
             // to execution contexts as raw device memory.
-            let buffer = unsafe { self.stream.alloc::<u8>(bytes) }
+            let grown = unsafe { self.stream.alloc::<u8>(bytes) }
                 .map_err(|e| TrtError::Cuda(format!("cannot allocate {bytes} bytes of scratch memory: {e}")))?;
-            self.buffer = Some(buffer);
+            self.release_buffer()?;
+            self.buffer = Some(grown);
             self.generation += 1;
         }
         self.publish();
+        Ok(())
+    }
+
+    /// Frees the buffer once no work that uses it can still be running. The contexts that lease it
+    /// enqueue on their sessions' own streams, not on the arena's, so a free ordered on one stream is
+    /// not enough: the whole device context is synchronised first (growth and the last release are
+    /// rare, never per frame).
+    fn release_buffer(&mut self) -> Result<(), TrtError> {
+        if self.buffer.is_some() {
+            self.stream
+                .context()
+                .synchronize()
+                .map_err(|e| TrtError::Cuda(format!("cannot wait for the GPU before freeing scratch memory: {e}")))?;
+            self.buffer = None;
+        }
         Ok(())
     }
 
@@ -165,7 +185,14 @@ impl Drop for ArenaLease {
         let mut state = self.arena.borrow_mut();
         state.leases.remove(&self.id);
         if state.leases.is_empty() {
-            state.buffer = None;
+            if let Err(error) = state.release_buffer() {
+                // The GPU is in an error state: freeing now could free memory a kernel still uses,
+                // so the buffer is leaked instead (the process is about to report the error anyway).
+                log::error!("{error}; keeping {} bytes of scratch memory allocated", state.capacity());
+                if let Some(buffer) = state.buffer.take() {
+                    std::mem::forget(buffer);
+                }
+            }
         }
         state.publish();
     }
