@@ -13,6 +13,19 @@
 //
 // Compiles against TensorRT 8.5 (JetPack 5.1), 8.6 (JetPack 6.0), 10.x (JetPack 6.1+) and 11.x
 // headers; the differences are guarded by NV_TENSORRT_MAJOR / NV_TENSORRT_MINOR (JD_TRT_AT_LEAST).
+//
+// C++ runtime: the JetPack 5 package links this shim with zig's libc++ (static, unexported) while
+// libnvinfer uses the system's libstdc++. That is sound because of what crosses between the two:
+// only TensorRT's own interface classes (Itanium C++ ABI vtables, the same for both runtimes),
+// plain C types and pointers. No standard-library type crosses (names are char const*, shapes are
+// Dims). Every TensorRT object is created by a factory inside libnvinfer and destroyed through its
+// virtual destructor, whose vtable libnvinfer set, so its operator delete pairs with the library's
+// operator new; objects this file creates (Logger, ProgressMonitor, jd_* handles) are created and
+// destroyed here. TensorRT's API is noexcept and every extern "C" function here catches everything,
+// so no exception unwinds from one runtime into the other. TensorRT does not dynamic_cast the
+// logger or progress monitor this file derives; std::mutex is used only inside this file. The
+// binary exports no C++ runtime symbol (checked by .ci/package), so neither runtime interposes the
+// other's operator new, __cxa_* or typeinfo.
 
 #include <NvInfer.h>
 #include <NvInferVersion.h>
