@@ -2,9 +2,10 @@
 //!
 //! Owns: running an image through the same stages as a camera frame (decode into a slot,
 //! preprocess, infer, decode/NMS, message encoding), many times, and summarising each stage
-//! (median, p90, min); and timing the tracker on a synthetic scene of [`TRACKER_BENCH_OBJECTS`]
-//! moving objects. Must not: assert on time (the caller prints the numbers) or touch MQTT and
-//! cameras.
+//! (median, p90, min); running N copies of it as N cameras through the real scheduler
+//! ([`bench_cameras`]: throughput of all cameras together, per camera, batch sizes); and timing the
+//! tracker on a synthetic scene of [`TRACKER_BENCH_OBJECTS`] moving objects. Must not: assert on
+//! time (the caller prints the numbers) or touch MQTT and real cameras.
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
@@ -36,9 +37,6 @@ pub enum BenchError {
     #[error("iteration {iteration}: {message}")]
     Frame { iteration: usize, message: String },
 }
-
-/// Slot size for the benchmark image on backends with fixed-size slots (room for 4K RGBA).
-const MAX_IMAGE_BYTES: usize = 3840 * 2160 * 4;
 
 /// Milliseconds of one stage over the measured iterations.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
@@ -81,6 +79,13 @@ pub struct BenchReport {
     pub fps: f64,
     /// The tracker's cost per frame (part of `publish` in a camera's telemetry).
     pub tracking: TrackerBench,
+    /// With `--cameras N`: frames per second of the N cameras together through the scheduler
+    /// (`cameras.fps_total`), here for a quick look.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fps_total: Option<f64>,
+    /// With `--cameras N`: the N-camera run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cameras: Option<CamerasBench>,
 }
 
 /// Microseconds per frame of tracking (tracker, event rules, zone counts; no message encoding)
@@ -115,8 +120,7 @@ pub fn bench_backend(
     let mut session = backend.new_session().map_err(|e| BenchError::Setup(e.to_string()))?;
     let mut decoder = Decoder::new(params);
     let spec = backend.spec().clone();
-    let mut slot =
-        backend.slot_memory(MAX_IMAGE_BYTES).map(FrameSlot::new).map_err(|e| BenchError::Setup(e.to_string()))?;
+    let mut slot = backend.slot_memory().map(FrameSlot::new).map_err(|e| BenchError::Setup(e.to_string()))?;
     let mut detections = Vec::new();
     let mut samples: Vec<FrameTimings> = Vec::with_capacity(iterations);
     for iteration in 0..warmup + iterations {
@@ -155,6 +159,232 @@ pub fn bench_backend(
         fps: if total.median_ms > 0.0 { 1000.0 / total.median_ms } else { 0.0 },
         total,
         tracking: bench_tracker(iterations.max(300)),
+        fps_total: None,
+        cameras: None,
+    })
+}
+
+/// N cameras showing the same image, through the scheduler.
+#[derive(Debug, Serialize)]
+pub struct CamerasBench {
+    pub cameras: usize,
+    pub workers: usize,
+    /// Frames one inference may take (`engine.max_batch`, or less where the model allows less).
+    pub max_batch: usize,
+    /// Frames each camera ran before the measurement window, and at least in it.
+    pub warmup: usize,
+    pub iterations: usize,
+    /// Length of the window in which every camera was past its warm-up.
+    pub seconds: f64,
+    /// Frames per second of all cameras together, and of each.
+    pub fps_total: f64,
+    pub fps_per_camera: Vec<f64>,
+    /// Capture to message (source copy + preprocess + inference + decode + encoding), per frame.
+    pub latency: StageSummary,
+    /// Per frame outside inference: source → slot copy, preprocessing (a batch's, for a frame in a
+    /// batch), decoding and message encoding.
+    pub outside_inference: StageSummary,
+    /// Inferences by batch size, over the whole run.
+    pub batch_sizes: std::collections::BTreeMap<usize, u64>,
+    pub memory: crate::scheduler::MemoryReport,
+}
+
+/// A camera that shows one decoded image forever: each frame is a copy of it into the slot, the
+/// cost of a camera handing over a frame (no file decoding, which would swamp the numbers).
+struct StillSource {
+    frame: Vec<u8>,
+    meta: crate::frame::FrameMeta,
+}
+
+impl crate::source::FrameSource for StillSource {
+    fn describe(&self) -> String {
+        format!("still image {}x{}", self.meta.width, self.meta.height)
+    }
+
+    fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<crate::source::Capture, crate::source::SourceError> {
+        let target = slot
+            .prepare(self.meta.width, self.meta.height, self.meta.format)
+            .map_err(|message| crate::source::SourceError::Read { source_name: self.describe(), message })?;
+        target.copy_from_slice(&self.frame);
+        slot.meta_mut().captured_at = SystemTime::now();
+        Ok(crate::source::Capture::Frame)
+    }
+}
+
+/// What the benchmark's sink keeps of every frame.
+struct Delivered {
+    camera: usize,
+    at: Instant,
+    latency: Duration,
+    outside_inference: Duration,
+}
+
+/// Counts frames per camera and encodes the message the daemon would publish.
+struct BenchSink {
+    cameras: Vec<String>,
+    labels: std::sync::Arc<Labels>,
+    delivered: std::sync::Mutex<Vec<Delivered>>,
+}
+
+impl pipeline::FrameSink for BenchSink {
+    fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings) {
+        let publish_started = Instant::now();
+        let message = detections_message(camera, slot.meta(), &Latency::from(timings), detections, &self.labels);
+        std::hint::black_box(message);
+        let publish = publish_started.elapsed();
+        let Some(index) = self.cameras.iter().position(|name| name == camera) else { return };
+        let stage = |d: Option<Duration>| d.unwrap_or_default();
+        let source = stage(timings.source);
+        let delivered = Delivered {
+            camera: index,
+            at: Instant::now(),
+            latency: source + stage(timings.total) + publish,
+            outside_inference: source + stage(timings.pre) + stage(timings.post) + publish,
+        };
+        self.delivered.lock().unwrap_or_else(|p| p.into_inner()).push(delivered);
+    }
+
+    fn camera_ended(&self, _: &str, _: &Result<(), pipeline::PipelineError>) {}
+
+    fn worker_failed(&self, worker: &str, error: &pipeline::PipelineError) {
+        log::error!("{worker}: {error}");
+    }
+}
+
+/// Longest a multi-camera benchmark may run before it gives up.
+const CAMERAS_BENCH_LIMIT: Duration = Duration::from_secs(600);
+
+/// Runs `cameras` cameras, each showing `image`, through the scheduler on `backend` as `plan`
+/// says, until every camera has delivered `warmup + iterations` frames; measures from the moment
+/// every camera is past `warmup` until the first has its `warmup + iterations`. The sources are
+/// uncapped: the numbers are what the backend sustains, and frames a camera cannot get through
+/// are dropped as they would be live.
+#[allow(clippy::too_many_arguments)]
+pub fn bench_cameras(
+    backend: std::sync::Arc<dyn Backend>,
+    plan: crate::scheduler::SchedulePlan,
+    params: DecodeParams,
+    labels: std::sync::Arc<Labels>,
+    image: &Path,
+    limits: &LimitsConfig,
+    cameras: usize,
+    warmup: usize,
+    iterations: usize,
+) -> Result<CamerasBench, BenchError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let (cameras, iterations) = (cameras.max(1), iterations.max(1));
+    let mut decoded = FrameSlot::new(Box::new(crate::frame::HeapMemory::default()));
+    image_decode::decode_file(image, limits, &mut decoded)
+        .map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
+    let names: Vec<String> = (0..cameras).map(|i| format!("bench{i}")).collect();
+    let sink = Arc::new(BenchSink { cameras: names.clone(), labels, delivered: Default::default() });
+    let stop = Arc::new(AtomicBool::new(false));
+    let liveness = crate::notify::Liveness::new();
+    let setup = |e: pipeline::PipelineError| BenchError::Setup(e.to_string());
+    let scheduler = crate::scheduler::Scheduler::start(backend, params, plan, sink.clone(), stop.clone(), &liveness)
+        .map_err(setup)?;
+    let shared = pipeline::PipelineShared {
+        slots: 3,
+        limits: *limits,
+        scheduler: Arc::clone(&scheduler),
+        sink: sink.clone(),
+        stop: Arc::clone(&stop),
+        liveness,
+    };
+    let mut running = Vec::new();
+    let mut started = Ok(());
+    for name in &names {
+        let camera = crate::config::CameraConfig {
+            name: name.clone(),
+            source: crate::config::SourceConfig::Synthetic {
+                width: decoded.meta().width,
+                height: decoded.meta().height,
+            },
+            fps: 0.0,
+            zones: Vec::new(),
+            lines: Vec::new(),
+        };
+        let source = StillSource { frame: decoded.data().to_vec(), meta: decoded.meta().clone() };
+        match pipeline::CameraPipeline::start_with_source(&camera, Box::new(source), &shared) {
+            Ok(camera) => running.push(camera),
+            Err(e) => {
+                started = Err(setup(e));
+                break;
+            }
+        }
+    }
+    let wanted = warmup + iterations;
+    let deadline = Instant::now() + CAMERAS_BENCH_LIMIT;
+    let mut outcome = started;
+    while outcome.is_ok() {
+        let counts = frames_per_camera(&sink, cameras);
+        if counts.iter().all(|n| *n >= wanted) {
+            break;
+        }
+        if stop.load(Ordering::SeqCst) {
+            outcome = Err(BenchError::Setup("the inference worker failed (see the log)".into()));
+        } else if Instant::now() > deadline {
+            outcome = Err(BenchError::Setup(format!(
+                "gave up after {} s with {counts:?} frames per camera",
+                CAMERAS_BENCH_LIMIT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Ordering::SeqCst);
+    for camera in running {
+        camera.join().map_err(setup)?;
+    }
+    scheduler.join().map_err(setup)?;
+    outcome?;
+    let report = scheduler.report();
+    let delivered = std::mem::take(&mut *sink.delivered.lock().unwrap_or_else(|p| p.into_inner()));
+    summarise_cameras(&delivered, cameras, warmup, iterations, report)
+}
+
+fn frames_per_camera(sink: &BenchSink, cameras: usize) -> Vec<usize> {
+    let mut counts = vec![0; cameras];
+    for frame in sink.delivered.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        counts[frame.camera] += 1;
+    }
+    counts
+}
+
+/// The window from the moment every camera is past `warmup` frames to the moment the first has
+/// `warmup + iterations`, and the frames delivered in it.
+fn summarise_cameras(
+    delivered: &[Delivered],
+    cameras: usize,
+    warmup: usize,
+    iterations: usize,
+    report: crate::scheduler::ScheduleReport,
+) -> Result<CamerasBench, BenchError> {
+    let nth_of = |camera: usize, n: usize| delivered.iter().filter(|d| d.camera == camera).nth(n).map(|d| d.at);
+    let start = (0..cameras).filter_map(|c| nth_of(c, warmup.saturating_sub(1))).max();
+    let end = (0..cameras).filter_map(|c| nth_of(c, warmup + iterations - 1)).min();
+    let (Some(start), Some(end)) = (start, end) else {
+        return Err(BenchError::Setup("a camera delivered fewer frames than warm-up and iterations".into()));
+    };
+    let window: Vec<&Delivered> = delivered.iter().filter(|d| d.at > start && d.at <= end).collect();
+    let seconds = end.saturating_duration_since(start).as_secs_f64();
+    let rate = |frames: usize| if seconds > 0.0 { frames as f64 / seconds } else { 0.0 };
+    Ok(CamerasBench {
+        cameras,
+        workers: report.workers,
+        max_batch: report.max_batch,
+        warmup,
+        iterations,
+        seconds: (seconds * 1000.0).round() / 1000.0,
+        fps_total: (rate(window.len()) * 10.0).round() / 10.0,
+        fps_per_camera: (0..cameras)
+            .map(|c| (rate(window.iter().filter(|d| d.camera == c).count()) * 10.0).round() / 10.0)
+            .collect(),
+        latency: summarise(window.iter().map(|d| d.latency).collect()),
+        outside_inference: summarise(window.iter().map(|d| d.outside_inference).collect()),
+        batch_sizes: report.batch_sizes,
+        memory: report.memory,
     })
 }
 

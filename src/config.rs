@@ -126,6 +126,9 @@ pub struct DeviceConfig {
     /// Threads one CPU-backend inference (and its preprocessing) runs on; default: the cores this
     /// process may use. See [`DeviceConfig::cpu_threads`].
     pub cpu_threads: Option<NonZeroUsize>,
+    /// CPU backend: inference workers, i.e. frames in inference at the same time. They share the
+    /// `cpu_threads` pool, so more workers never mean more compute threads.
+    pub cpu_workers: NonZeroUsize,
 }
 
 /// Largest `device.cpu_threads` accepted: more threads than any Jetson or home server has cores.
@@ -263,6 +266,21 @@ pub struct EngineConfig {
     pub optimization_level: u8,
     /// Ring slots per camera (≥ 2).
     pub frame_slots: usize,
+    /// Most frames (one per camera) one inference takes, 1..=[`MAX_BATCH`]; 1 turns batching off.
+    pub max_batch: NonZeroUsize,
+    /// Longest wait for more cameras' frames once one frame is ready, in ms (0: take what is ready).
+    pub batch_timeout_ms: u32,
+}
+
+/// Largest `engine.max_batch` accepted.
+pub const MAX_BATCH: usize = 64;
+/// Largest `engine.batch_timeout_ms` accepted: a second of added latency is already absurd.
+pub const MAX_BATCH_TIMEOUT_MS: u32 = 1000;
+
+impl EngineConfig {
+    pub fn batch_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(u64::from(self.batch_timeout_ms))
+    }
 }
 
 fn default_cache_dir() -> PathBuf {
@@ -687,6 +705,23 @@ impl Config {
         if self.engine.frame_slots < 2 {
             return Err(self.invalid("engine.frame_slots", "must be at least 2"));
         }
+        if self.engine.max_batch.get() > MAX_BATCH {
+            return Err(
+                self.invalid("engine.max_batch", format!("{} is outside 1..={MAX_BATCH}", self.engine.max_batch))
+            );
+        }
+        if self.engine.batch_timeout_ms > MAX_BATCH_TIMEOUT_MS {
+            return Err(self.invalid(
+                "engine.batch_timeout_ms",
+                format!("{} is outside 0..={MAX_BATCH_TIMEOUT_MS}", self.engine.batch_timeout_ms),
+            ));
+        }
+        if self.device.cpu_workers.get() > MAX_CPU_THREADS {
+            return Err(self.invalid(
+                "device.cpu_workers",
+                format!("{} is outside 1..={MAX_CPU_THREADS}", self.device.cpu_workers),
+            ));
+        }
         if self.engine.optimization_level > 5 {
             return Err(self.invalid("engine.optimization_level", "allowed: 0..=5"));
         }
@@ -1046,6 +1081,23 @@ mod tests {
         assert!(error.to_string().contains("cpu_threads"), "{error}");
         let error = parse(&format!("[device]\ncpu_threads = 1000\n{MINIMAL}")).expect_err("1000 threads");
         assert!(error.to_string().contains("device.cpu_threads") && error.to_string().contains("1..=256"), "{error}");
+    }
+
+    #[test]
+    fn scheduling_keys_have_defaults_and_bounds() {
+        let config = parse(MINIMAL).expect("minimal");
+        assert_eq!(config.device.cpu_workers.get(), 1);
+        assert_eq!(config.engine.max_batch.get(), 4);
+        assert_eq!(config.engine.batch_timeout(), std::time::Duration::ZERO);
+        for (section, key, value, wanted) in [
+            ("engine", "max_batch", "0", "max_batch"),
+            ("engine", "max_batch", "65", "1..=64"),
+            ("engine", "batch_timeout_ms", "1001", "0..=1000"),
+            ("device", "cpu_workers", "0", "cpu_workers"),
+        ] {
+            let error = parse(&format!("[{section}]\n{key} = {value}\n{MINIMAL}")).expect_err(key);
+            assert!(error.to_string().contains(wanted), "{key} = {value}: {error}");
+        }
     }
 
     #[test]

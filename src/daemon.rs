@@ -1,10 +1,10 @@
 //! The `run` command: wires config, backend, cameras, MQTT, systemd notify, telemetry and signals.
 //!
-//! Owns: start-up order (model → broker client → cameras → READY), the per-frame sink that turns
-//! results into messages (each camera's tracking included), SIGHUP reload, the watchdog and
-//! telemetry ticks, and orderly shutdown (STOPPING → cameras joined → tracks ended → `offline` +
-//! bounded flush). Must not: do per-frame work itself beyond handing bytes to the publisher, or
-//! call CUDA (that stays on the camera threads).
+//! Owns: start-up order (model → broker client → inference workers → cameras → READY), the
+//! per-frame sink that turns results into messages (each camera's tracking included), SIGHUP
+//! reload, the watchdog and telemetry ticks, and orderly shutdown (STOPPING → cameras and workers
+//! joined → tracks ended → `offline` + bounded flush). Must not: do per-frame work itself beyond
+//! handing bytes to the publisher, or call CUDA (that stays on the inference workers).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -28,6 +28,7 @@ use crate::payload::{tracked_detections_message, Latency};
 use crate::pipeline::{CameraPipeline, FrameSink, PipelineError, PipelineShared};
 use crate::preprocess::PreprocessSpec;
 use crate::publish_policy::PublishPolicy;
+use crate::scheduler::{SchedulePlan, Scheduler};
 use crate::snapshot::Snapshotter;
 use crate::source::SourceError;
 use crate::telemetry::{
@@ -113,7 +114,8 @@ fn load_cpu(config: &Config) -> Result<Arc<dyn Backend>, DaemonError> {
         )
     })?;
     let spec = PreprocessSpec::from(&config.model.input);
-    Ok(Arc::new(CpuBackend::load(onnx, spec, config.model.input.name.as_deref(), config.device.cpu_threads())?))
+    let backend = CpuBackend::load(onnx, spec, config.model.input.name.as_deref(), config.device.cpu_threads())?;
+    Ok(Arc::new(backend.with_workers(config.device.cpu_workers.get())))
 }
 
 /// An engine-build progress event (TensorRT builds only).
@@ -274,8 +276,14 @@ impl FrameSink for DaemonSink {
             self.publish_all(out);
         }
         let outcome = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
-        if self.ended.try_send((camera.to_string(), outcome)).is_err() {
+        if self.ended.try_send((format!("camera {camera}"), outcome)).is_err() {
             log::error!("camera {camera}: end report lost (daemon already shutting down)");
+        }
+    }
+
+    fn worker_failed(&self, worker: &str, error: &PipelineError) {
+        if self.ended.try_send((worker.to_string(), Err(error.to_string()))).is_err() {
+            log::error!("{worker}: failure report lost (daemon already shutting down): {error}");
         }
     }
 }
@@ -396,28 +404,42 @@ async fn serve(
     let sink = Arc::new(DaemonSink { publisher: publisher.clone(), labels, cameras, ended: ended_tx, zone_discovery });
 
     let stop = Arc::new(AtomicBool::new(false));
+    let plan = SchedulePlan::new(&config, backend.as_ref());
+    let scheduler = match Scheduler::start(backend, params, plan, sink.clone(), stop.clone(), &liveness) {
+        Ok(scheduler) => scheduler,
+        Err(e) => {
+            publisher.shutdown().await;
+            return Err(e.into());
+        }
+    };
     let shared = PipelineShared {
         slots: config.engine.frame_slots,
         limits: config.limits,
-        backend,
+        scheduler: scheduler.clone(),
         sink: sink.clone(),
         stop: stop.clone(),
         liveness: liveness.clone(),
     };
     let mut pipelines = Vec::new();
     for camera in &config.cameras {
-        match CameraPipeline::start(camera, params.clone(), &shared) {
+        match CameraPipeline::start(camera, &shared) {
             Ok(pipeline) => pipelines.push(pipeline),
             Err(e) => {
                 stop.store(true, Ordering::SeqCst);
-                join_all(pipelines).await;
+                join_all(pipelines, scheduler).await;
                 publisher.shutdown().await;
                 return Err(e.into());
             }
         }
     }
     let _ = notifier.ready();
-    log::info!("running: {} camera(s), publishing under {}", pipelines.len(), publisher.topic(""));
+    log::info!(
+        "running: {} camera(s) on {} inference worker(s), batches of up to {}, publishing under {}",
+        pipelines.len(),
+        plan.workers,
+        plan.max_batch,
+        publisher.topic("")
+    );
 
     // Sources beat while they wait (fps cap, reconnect backoff) and an idle inference worker beats
     // too, so the allowed silence bounds one call into a source or one frame's processing only.
@@ -439,11 +461,11 @@ async fn serve(
         tokio::select! {
             _ = sigterm.recv() => { log::info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { log::info!("SIGINT: shutting down"); break; }
-            _ = sighup.recv() => reload(config_path.as_deref(), &sink, &pipelines),
-            Some((camera, outcome)) = ended_rx.recv() => {
+            _ = sighup.recv() => reload(config_path.as_deref(), &sink, &scheduler),
+            Some((what, outcome)) = ended_rx.recv() => {
                 match outcome {
                     Err(message) => {
-                        log::error!("camera {camera} stopped the daemon");
+                        log::error!("{what} stopped the daemon");
                         failure = Some(message);
                         break;
                     }
@@ -473,13 +495,15 @@ async fn serve(
                 let stats = publisher.stats();
                 let _ = notifier.status(&status_line(&snapshots, stats.connected));
                 if config.telemetry.interval_s > 0 {
+                    let mut engine = engine_info.clone();
+                    engine["scheduler"] = serde_json::to_value(scheduler.report()).unwrap_or_default();
                     let jetson = JetsonSysfs::read(&config.telemetry.sysfs_root);
                     let report = TelemetryReport {
                         cameras: &snapshots,
                         load: Some(sampler.sample()),
                         jetson: &jetson,
                         mqtt: serde_json::to_value(stats).ok(),
-                        engine: Some(engine_info.clone()),
+                        engine: Some(engine),
                         ts: SystemTime::now(),
                     };
                     publisher.publish(publisher.topic("telemetry"), telemetry_message(&report), false);
@@ -490,7 +514,7 @@ async fn serve(
 
     let _ = notifier.stopping();
     stop.store(true, Ordering::SeqCst);
-    let join_failure = join_all(pipelines).await;
+    let join_failure = join_all(pipelines, scheduler).await;
     // Every camera thread is gone: the last `end` events go out before `offline`.
     sink.finish_tracking();
     publisher.shutdown().await;
@@ -501,11 +525,16 @@ async fn serve(
     }
 }
 
-async fn join_all(pipelines: Vec<CameraPipeline>) -> Option<PipelineError> {
-    tokio::task::spawn_blocking(move || pipelines.into_iter().filter_map(|p| p.join().err()).next())
-        .await
-        .ok()
-        .flatten()
+/// Joins every camera's source thread, then the inference workers (the stop flag is set).
+async fn join_all(pipelines: Vec<CameraPipeline>, scheduler: Arc<Scheduler>) -> Option<PipelineError> {
+    tokio::task::spawn_blocking(move || {
+        let cameras = pipelines.into_iter().filter_map(|p| p.join().err()).next();
+        let workers = scheduler.join().err();
+        cameras.or(workers)
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// The zones and lines of every configured camera, in config order.
@@ -517,7 +546,7 @@ fn camera_scenes(config: &Config, labels: &Labels) -> Result<Vec<Scene>, ConfigE
 /// settings and each camera's zones and lines (live tracks continue). A config that is invalid in
 /// any of these — a bad zone included — is refused as a whole. Other changes (model, cameras,
 /// broker, turning tracking on or off) need a restart, which the log says.
-fn reload(config_path: Option<&Path>, sink: &DaemonSink, pipelines: &[CameraPipeline]) {
+fn reload(config_path: Option<&Path>, sink: &DaemonSink, scheduler: &Scheduler) {
     let Some(path) = config_path else {
         log::info!("SIGHUP: running on the built-in config; nothing to reload");
         return;
@@ -529,9 +558,7 @@ fn reload(config_path: Option<&Path>, sink: &DaemonSink, pipelines: &[CameraPipe
     });
     match reloaded {
         Ok((config, params, scenes)) => {
-            for pipeline in pipelines {
-                pipeline.reload(params.clone());
-            }
+            scheduler.reload(params);
             for entry in sink.cameras.values() {
                 lock(&entry.policy).update(config.mqtt.publish, config.mqtt.max_rate_hz);
             }

@@ -172,8 +172,8 @@ impl ShapeProfile {
 
 /// The optimisation profiles of a model with dynamic input dimensions: `count` copies of `shape`.
 /// TensorRT needs a profile per execution context in concurrent use, so `count` is the number of
-/// contexts that can run at once; both are data, so that a batching worker can ask for one profile
-/// of batch 1..=N and per-camera contexts for one fixed profile per camera. Unused (and the engine
+/// contexts that can run at once (one per inference worker), and `shape` ranges over the batch
+/// sizes a worker runs (1..=`engine.max_batch`). Unused (and the engine
 /// gets TensorRT's single implicit profile) when the model's input dimensions are all fixed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputProfiles {

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// Pixel layout of a frame as a source delivers it.
@@ -203,6 +203,42 @@ pub struct FrameRing {
     /// Signalled when a slot becomes free (for producers that wait instead of dropping).
     free_cv: Condvar,
     stats: RingStats,
+    /// Rung on every publish and on close, for a consumer that watches several rings.
+    doorbell: Option<Arc<Doorbell>>,
+}
+
+/// Wakes a thread that waits for any of several rings: a counter bumped on every ring, so a waiter
+/// that read the count before looking at the rings cannot miss a frame published meanwhile.
+#[derive(Debug, Default)]
+pub struct Doorbell {
+    rung: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Doorbell {
+    pub fn new() -> Arc<Doorbell> {
+        Arc::new(Doorbell::default())
+    }
+
+    pub fn ring(&self) {
+        *self.lock() += 1;
+        self.cv.notify_all();
+    }
+
+    /// How often it has been rung; pass it to [`Doorbell::wait`].
+    pub fn rung(&self) -> u64 {
+        *self.lock()
+    }
+
+    /// Waits until the bell rings after `seen` was read, or `timeout` passes.
+    pub fn wait(&self, seen: u64, timeout: Duration) {
+        let guard = self.lock();
+        let _unused = self.cv.wait_timeout_while(guard, timeout, |rung| *rung == seen);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.rung.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 impl FrameRing {
@@ -214,6 +250,18 @@ impl FrameRing {
             ready_cv: Condvar::new(),
             free_cv: Condvar::new(),
             stats: RingStats::default(),
+            doorbell: None,
+        }
+    }
+
+    /// A ring that also rings `doorbell` whenever a frame is published or the ring closes.
+    pub fn with_doorbell(slots: Vec<FrameSlot>, doorbell: Arc<Doorbell>) -> Self {
+        FrameRing { doorbell: Some(doorbell), ..Self::new(slots) }
+    }
+
+    fn ring_doorbell(&self) {
+        if let Some(doorbell) = &self.doorbell {
+            doorbell.ring();
         }
     }
 
@@ -246,6 +294,7 @@ impl FrameRing {
         self.stats.produced.fetch_add(1, Ordering::Relaxed);
         self.lock().ready.push_back(slot);
         self.ready_cv.notify_one();
+        self.ring_doorbell();
     }
 
     /// A free slot, waiting up to `timeout` for one; never takes a ready frame back. For sources
@@ -279,6 +328,12 @@ impl FrameRing {
     pub fn close(&self) {
         self.lock().closed = true;
         self.ready_cv.notify_all();
+        self.ring_doorbell();
+    }
+
+    /// The oldest ready frame, without waiting.
+    pub fn try_take_ready(&self) -> Option<FrameSlot> {
+        self.lock().ready.pop_front()
     }
 
     /// Closed and drained: the consumer can stop.

@@ -21,6 +21,7 @@ pub mod pipeline;
 pub mod preprocess;
 pub mod probe;
 pub mod publish_policy;
+pub mod scheduler;
 pub mod selftest;
 pub mod snapshot;
 pub mod source;

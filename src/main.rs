@@ -13,6 +13,7 @@ use jetson_detectd::config::{Config, ConfigError};
 use jetson_detectd::daemon::{self, DaemonError};
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Labels;
+use jetson_detectd::scheduler::SchedulePlan;
 use jetson_detectd::selftest::{self, SelftestOptions, Status};
 use jetson_detectd::{bench, logging, oneshot, probe};
 
@@ -77,6 +78,10 @@ enum Command {
         /// Also benchmark the CUDA preprocessing kernel (1080p YUYV to 640x640 f16, each resize filter) on the GPU.
         #[arg(long)]
         gpu: bool,
+        /// Also run N cameras showing the image through the inference scheduler (as the daemon
+        /// would: engine.max_batch, device.cpu_workers); reports fps of all cameras and of each.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+        cameras: Option<u16>,
     },
     /// Build the TensorRT engine for the config into the engine cache (or confirm it is current).
     BuildEngine(ConfigArg),
@@ -169,8 +174,8 @@ fn main() -> ExitCode {
         Command::CheckConfig { config, print } => check_config(&config, print),
         Command::Detect { config, threshold, files } => detect(&config, threshold, &files),
         Command::Probe(arg) => probe_command(&arg),
-        Command::Bench { config, image, warmup, iterations, gpu } => {
-            bench_command(&config, image.as_deref(), warmup, iterations, gpu)
+        Command::Bench { config, image, warmup, iterations, gpu, cameras } => {
+            bench_command(&config, image.as_deref(), warmup, iterations, gpu, cameras.map(usize::from))
         }
         Command::BuildEngine(arg) => build_engine(&arg),
         Command::Selftest { config, json, runs, paused_runs, pause_ms, images, rebuild } => {
@@ -300,6 +305,7 @@ fn bench_command(
     warmup: usize,
     iterations: usize,
     gpu: bool,
+    cameras: Option<usize>,
 ) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     init_cli_logging(&config);
@@ -311,9 +317,19 @@ fn bench_command(
         })?,
     };
     let backend = load_backend(&config)?;
-    let pipeline = bench::bench_backend(backend.as_ref(), params, &labels, &image, &config.limits, warmup, iterations)
-        .context("benchmark")
-        .map_err(Failure::other)?;
+    let mut pipeline =
+        bench::bench_backend(backend.as_ref(), params.clone(), &labels, &image, &config.limits, warmup, iterations)
+            .context("benchmark")
+            .map_err(Failure::other)?;
+    if let Some(cameras) = cameras {
+        let plan = SchedulePlan::new(&config, backend.as_ref());
+        let run =
+            bench::bench_cameras(backend, plan, params, labels, &image, &config.limits, cameras, warmup, iterations)
+                .context("multi-camera benchmark")
+                .map_err(Failure::other)?;
+        pipeline.fps_total = Some(run.fps_total);
+        pipeline.cameras = Some(run);
+    }
     let gpu_preprocess = if gpu { Some(gpu_preprocess_bench(&config)?) } else { None };
     let report = BenchOutput { pipeline, gpu_preprocess };
     let json = serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?;

@@ -1,30 +1,28 @@
-//! One camera's pipeline: a source thread fills frame slots, an inference thread turns them into
-//! detections and hands them to a [`FrameSink`].
+//! One camera's side of the pipeline: a source thread fills the camera's frame slots; the
+//! inference workers (`crate::scheduler`) take them from there, shared by every camera.
 //!
-//! Owns: the two threads per camera, the fps cap, the frame ring between them, per-frame stage
-//! timing, applying reloaded decode parameters, the camera's [`SourceStatus`] (from a source that
-//! reconnects, else kept here), and the threads' [`Liveness`] parties: the source thread beats on
-//! every turn of its loop, the inference thread (the camera's inference worker) after every frame
-//! and every idle wait (see `notify` for why the two are separate). The inference thread is the
-//! camera's GPU thread: its backend session (CUDA context binding, stream, TensorRT context) is
-//! created on it and never leaves it. Must not: publish, format payloads, or block on the network —
-//! the sink decides what to do with a result and must return quickly.
+//! Owns: the camera's source thread, its fps cap, its frame ring (slots sized by what the source
+//! delivers), the camera's [`SourceStatus`] (from a source that reconnects, else kept here), the
+//! source thread's [`Liveness`] party (it beats on every turn of its loop), the [`FrameSink`] trait
+//! and the one-frame sequence shared with the one-shot commands ([`process`]).
+//! Must not: run inference, publish, format payloads, or block on the network.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BackendError};
+use crate::backend::{BackendError, BackendTimings, ModelOutputs};
 use crate::config::{CameraConfig, LimitsConfig};
-use crate::decode::{DecodeParams, Decoder};
+use crate::decode::Decoder;
 use crate::detection::Detection;
 use crate::frame::{FrameRing, FrameSlot};
 use crate::notify::{Liveness, LivenessHandle};
+use crate::scheduler::Scheduler;
 use crate::source::{self, Capture, FrameSource, SourceError, SourceReport, SourceState, SourceStatus};
 use crate::telemetry::{FrameTimings, Stage};
 
-/// How often blocked threads look at the stop flag (and an idle inference worker beats).
+/// How often a blocked source thread looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
 /// A source that asks to be called again gets this pause, so a flapping device cannot spin a core.
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
@@ -35,20 +33,24 @@ pub enum PipelineError {
     Source { camera: String, source: SourceError },
     #[error("camera {camera}: {source}")]
     Backend { camera: String, source: BackendError },
+    #[error("inference: {source}")]
+    Worker { source: BackendError },
     #[error("camera {camera}: cannot decode the model output: {message}")]
     Decode { camera: String, message: String },
-    #[error("camera {camera}: cannot start a thread: {source}")]
+    #[error("{camera}: cannot start a thread: {source}")]
     Thread { camera: String, source: std::io::Error },
-    #[error("camera {camera}: a pipeline thread panicked")]
+    #[error("{camera}: a pipeline thread panicked")]
     Panicked { camera: String },
 }
 
-/// Receives every processed frame. Called on the camera's inference thread with the frame still in
-/// its slot (for snapshots); must not block.
+/// Receives every processed frame. Called on an inference worker with the frame still in its slot
+/// (for snapshots); must not block: it holds up every camera's next frame.
 pub trait FrameSink: Send + Sync {
     fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings);
     /// The camera stopped: `Ok` for a finite source that ended or a requested shutdown.
     fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>);
+    /// An inference worker (named `worker`) failed; the stop flag is already set.
+    fn worker_failed(&self, worker: &str, error: &PipelineError);
 }
 
 /// What every camera pipeline of a daemon shares.
@@ -58,72 +60,52 @@ pub struct PipelineShared {
     pub slots: usize,
     /// The bounds on every frame a source decodes (`[limits]`).
     pub limits: LimitsConfig,
-    pub backend: Arc<dyn Backend>,
+    /// The inference workers every camera's frames go to.
+    pub scheduler: Arc<Scheduler>,
     pub sink: Arc<dyn FrameSink>,
     /// The daemon's shutdown flag.
     pub stop: Arc<AtomicBool>,
-    /// Where the source and inference threads register for the watchdog.
+    /// Where the source threads register for the watchdog.
     pub liveness: Arc<Liveness>,
-}
-
-/// Decode parameters waiting to be picked up by the inference thread (SIGHUP reload).
-#[derive(Default)]
-pub struct PendingParams(Mutex<Option<DecodeParams>>);
-
-impl PendingParams {
-    pub fn set(&self, params: DecodeParams) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(params);
-    }
-
-    fn take(&self) -> Option<DecodeParams> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
 }
 
 /// A running camera.
 pub struct CameraPipeline {
     name: String,
     ring: Arc<FrameRing>,
-    pending: Arc<PendingParams>,
     status: SourceStatus,
     source_thread: Option<JoinHandle<()>>,
-    infer_thread: Option<JoinHandle<()>>,
 }
 
 impl CameraPipeline {
-    /// Opens the camera's source (errors here mean the camera never started) and starts its threads.
-    /// Every frame the source decodes is bounded by `shared.limits`.
-    pub fn start(
-        camera: &CameraConfig,
-        params: DecodeParams,
-        shared: &PipelineShared,
-    ) -> Result<CameraPipeline, PipelineError> {
+    /// Opens the camera's source (errors here mean the camera never started), starts its source
+    /// thread and hands its ring to the scheduler. Every frame the source decodes is bounded by
+    /// `shared.limits`.
+    pub fn start(camera: &CameraConfig, shared: &PipelineShared) -> Result<CameraPipeline, PipelineError> {
         let source = source::open(&camera.source, shared.limits, shared.stop.clone())
             .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
-        CameraPipeline::start_with_source(camera, source, params, shared)
+        CameraPipeline::start_with_source(camera, source, shared)
     }
 
-    /// Starts the threads on a source that is already open (`camera.source` is not used).
+    /// Starts the source thread on a source that is already open (`camera.source` is not used).
     pub fn start_with_source(
         camera: &CameraConfig,
         source: Box<dyn FrameSource>,
-        params: DecodeParams,
         shared: &PipelineShared,
     ) -> Result<CameraPipeline, PipelineError> {
         let name = camera.name.clone();
-        let slot_bytes = camera.max_frame_bytes();
+        let backend = shared.scheduler.backend();
         let memories = (0..shared.slots)
-            .map(|_| shared.backend.slot_memory(slot_bytes).map(FrameSlot::new))
+            .map(|_| backend.slot_memory().map(FrameSlot::new))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|source| PipelineError::Backend { camera: name.clone(), source })?;
-        let ring = Arc::new(FrameRing::new(memories));
-        let pending = Arc::new(PendingParams::default());
+        let ring = Arc::new(FrameRing::with_doorbell(memories, shared.scheduler.doorbell()));
         let status = source.connection_status().unwrap_or_else(|| SourceStatus::new(SourceState::Streaming));
         let frame_interval = camera.frame_interval();
         log::info!("camera {name}: {} (fps cap: {})", source.describe(), fps_text(camera.fps));
 
+        let liveness = shared.liveness.register(format!("camera {name}: source"));
         let source_thread = {
-            let liveness = shared.liveness.register(format!("camera {name}: source"));
             let (name, ring, status) = (name.clone(), ring.clone(), status.clone());
             let (sink, stop) = (shared.sink.clone(), shared.stop.clone());
             spawn(&format!("{}-source", camera.name), &camera.name, move || {
@@ -137,32 +119,8 @@ impl CameraPipeline {
                 }
             })?
         };
-        let infer_thread = {
-            let liveness = shared.liveness.register(format!("camera {name}: inference worker"));
-            let (name, ring, pending) = (name.clone(), ring.clone(), pending.clone());
-            let (backend, sink, stop) = (shared.backend.clone(), shared.sink.clone(), shared.stop.clone());
-            spawn(&format!("{}-infer", camera.name), &camera.name, move || {
-                let decoder = Decoder::new(params);
-                let worker = InferenceWorker { camera: &name, ring: &ring, pending: &pending, stop: &stop };
-                let result = worker.run(backend.as_ref(), decoder, sink.as_ref(), &liveness);
-                if result.is_err() {
-                    // Unblock the source so it does not fill slots nobody will read.
-                    stop.store(true, Ordering::SeqCst);
-                    ring.close();
-                } else {
-                    liveness.finish();
-                }
-                sink.camera_ended(&name, &result);
-            })?
-        };
-        Ok(CameraPipeline {
-            name,
-            ring,
-            pending,
-            status,
-            source_thread: Some(source_thread),
-            infer_thread: Some(infer_thread),
-        })
+        shared.scheduler.add_camera(&name, ring.clone());
+        Ok(CameraPipeline { name, ring, status, source_thread: Some(source_thread) })
     }
 
     pub fn name(&self) -> &str {
@@ -179,20 +137,12 @@ impl CameraPipeline {
         self.status.report()
     }
 
-    /// New thresholds/filters, applied before the next frame.
-    pub fn reload(&self, params: DecodeParams) {
-        self.pending.set(params);
-    }
-
-    /// Waits for both threads (after the stop flag was set or the source ended).
+    /// Waits for the source thread (after the stop flag was set or the source ended).
     pub fn join(mut self) -> Result<(), PipelineError> {
-        let mut outcome = Ok(());
-        for handle in [self.source_thread.take(), self.infer_thread.take()].into_iter().flatten() {
-            if handle.join().is_err() {
-                outcome = Err(PipelineError::Panicked { camera: self.name.clone() });
-            }
+        match self.source_thread.take().map(JoinHandle::join) {
+            Some(Err(_)) => Err(PipelineError::Panicked { camera: format!("camera {}", self.name) }),
+            _ => Ok(()),
         }
-        outcome
     }
 }
 
@@ -310,81 +260,6 @@ fn wait_for_free_slot(ring: &FrameRing, stop: &AtomicBool, liveness: &LivenessHa
     None
 }
 
-/// The camera's inference thread: takes ready frames from the ring and runs them.
-struct InferenceWorker<'a> {
-    camera: &'a str,
-    ring: &'a FrameRing,
-    pending: &'a PendingParams,
-    stop: &'a AtomicBool,
-}
-
-impl InferenceWorker<'_> {
-    fn run(
-        &self,
-        backend: &dyn Backend,
-        mut decoder: Decoder,
-        sink: &dyn FrameSink,
-        liveness: &LivenessHandle,
-    ) -> Result<(), PipelineError> {
-        let camera = self.camera;
-        let backend_error = |source| PipelineError::Backend { camera: camera.to_string(), source };
-        let mut session = backend.new_session().map_err(backend_error)?;
-        liveness.beat();
-        let spec = backend.spec().clone();
-        let mut detections = Vec::new();
-        loop {
-            // A requested stop skips the frames still waiting: with a slow backend, working through
-            // a full ring would hold up shutdown for several inference times. A source that ended
-            // by itself closes the ring without the stop flag, and its remaining frames are still run.
-            if self.stop.load(Ordering::SeqCst) {
-                return Ok(());
-            }
-            if let Some(params) = self.pending.take() {
-                decoder.set_params(params);
-                log::info!("camera {camera}: reloaded thresholds and class filter");
-            }
-            let Some(slot) = self.ring.take_ready(POLL) else {
-                if self.ring.is_finished() {
-                    return Ok(());
-                }
-                // Idle because no frame came: alive, not hung.
-                liveness.beat();
-                continue;
-            };
-            // Preprocessing, inference and decoding: the backend does the first two in one call.
-            liveness.enter(Stage::Infer);
-            let outcome = process(&mut *session, &mut decoder, &spec, &slot, &mut detections);
-            match outcome {
-                Ok(timings) => {
-                    log::debug!(
-                        "camera {camera} frame {}: {timings:?} ({} detections)",
-                        slot.meta().sequence,
-                        detections.len()
-                    );
-                    liveness.enter(Stage::Publish);
-                    sink.frame(camera, &slot, &detections, &timings);
-                    self.ring.release(slot);
-                }
-                // A frame the preprocessor cannot take (odd size, truncated data) is one bad frame,
-                // not a broken pipeline.
-                Err(FrameError::Backend(BackendError::Preprocess(message))) => {
-                    log::warn!("camera {camera} frame {}: skipped: {message}", slot.meta().sequence);
-                    self.ring.release(slot);
-                }
-                Err(FrameError::Backend(source)) => {
-                    self.ring.release(slot);
-                    return Err(backend_error(source));
-                }
-                Err(FrameError::Decode(message)) => {
-                    self.ring.release(slot);
-                    return Err(PipelineError::Decode { camera: camera.to_string(), message });
-                }
-            }
-            liveness.beat();
-        }
-    }
-}
-
 /// Why one frame produced no detections.
 #[derive(Debug)]
 pub enum FrameError {
@@ -402,7 +277,7 @@ impl std::fmt::Display for FrameError {
 }
 
 /// Runs one frame through the model and the decoder: `detections` holds the result. Shared by the
-/// camera pipeline and the one-shot `detect` command so both see the same numbers.
+/// inference workers and the one-shot `detect` command so both see the same numbers.
 pub fn process(
     session: &mut dyn crate::backend::InferenceSession,
     decoder: &mut Decoder,
@@ -411,6 +286,19 @@ pub fn process(
     detections: &mut Vec<Detection>,
 ) -> Result<FrameTimings, FrameError> {
     let (outputs, backend_timings) = session.run(slot).map_err(FrameError::Backend)?;
+    decode_frame(decoder, spec, slot, outputs, backend_timings, detections)
+}
+
+/// Decodes the model outputs of the frame in `slot` (run alone or as one row of a batch, whose
+/// `backend_timings` it reports) into `detections`.
+pub fn decode_frame(
+    decoder: &mut Decoder,
+    spec: &crate::preprocess::PreprocessSpec,
+    slot: &FrameSlot,
+    outputs: &ModelOutputs,
+    backend_timings: BackendTimings,
+    detections: &mut Vec<Detection>,
+) -> Result<FrameTimings, FrameError> {
     let post_started = Instant::now();
     let geometry = spec.geometry(slot.meta().width, slot.meta().height);
     decoder
@@ -425,100 +313,4 @@ pub fn process(
         publish: None,
         total: Some(backend_timings.preprocess + backend_timings.infer + postprocess),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::AtomicUsize;
-
-    use super::*;
-    use crate::backend::{BackendInfo, BackendTimings, InferenceSession, ModelOutputs};
-    use crate::config::{Config, DecoderKind, SourceConfig};
-    use crate::preprocess::PreprocessSpec;
-
-    /// A backend whose every inference takes a while and then rejects the frame.
-    struct SlowBackend {
-        spec: PreprocessSpec,
-        runs: Arc<AtomicUsize>,
-    }
-
-    struct SlowSession {
-        runs: Arc<AtomicUsize>,
-    }
-
-    const INFERENCE_TIME: Duration = Duration::from_millis(150);
-
-    impl Backend for SlowBackend {
-        fn info(&self) -> BackendInfo {
-            BackendInfo { kind: "cpu", model: "slow".into(), detail: String::new() }
-        }
-        fn spec(&self) -> &PreprocessSpec {
-            &self.spec
-        }
-        fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
-            Ok(Box::new(SlowSession { runs: self.runs.clone() }))
-        }
-    }
-
-    impl InferenceSession for SlowSession {
-        fn run(&mut self, _slot: &FrameSlot) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
-            self.runs.fetch_add(1, Ordering::SeqCst);
-            std::thread::sleep(INFERENCE_TIME);
-            Err(BackendError::Preprocess("test backend rejects every frame".into()))
-        }
-    }
-
-    struct NullSink;
-
-    impl FrameSink for NullSink {
-        fn frame(&self, _: &str, _: &FrameSlot, _: &[Detection], _: &FrameTimings) {}
-        fn camera_ended(&self, _: &str, _: &Result<(), PipelineError>) {}
-    }
-
-    #[test]
-    fn stop_does_not_wait_for_the_frames_still_in_the_ring() {
-        const SLOTS: usize = 4;
-        let config = Config::embedded_default().expect("embedded default config");
-        let runs = Arc::new(AtomicUsize::new(0));
-        let backend = Arc::new(SlowBackend { spec: PreprocessSpec::from(&config.model.input), runs: runs.clone() });
-        let params = DecodeParams {
-            kind: DecoderKind::Ssd,
-            score_threshold: 0.5,
-            nms_iou: 0.5,
-            max_detections: 10,
-            allowed_classes: None,
-        };
-        let camera = CameraConfig {
-            name: "test".into(),
-            source: SourceConfig::Synthetic { width: 64, height: 48 },
-            fps: 0.0,
-            zones: Vec::new(),
-            lines: Vec::new(),
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let shared = PipelineShared {
-            slots: SLOTS,
-            limits: config.limits,
-            backend,
-            sink: Arc::new(NullSink),
-            stop: stop.clone(),
-            liveness: Liveness::new(),
-        };
-        let pipeline = CameraPipeline::start(&camera, params, &shared).expect("start pipeline");
-        // An uncapped synthetic source fills every free slot while the first frame is in inference.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while runs.load(Ordering::SeqCst) == 0 || pipeline.ring().stats().produced.load(Ordering::SeqCst) < SLOTS as u64
-        {
-            assert!(Instant::now() < deadline, "the pipeline never filled its ring");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        stop.store(true, Ordering::SeqCst);
-        let runs_at_stop = runs.load(Ordering::SeqCst);
-        pipeline.join().expect("join");
-        let runs_after_stop = runs.load(Ordering::SeqCst) - runs_at_stop;
-        assert!(
-            runs_after_stop <= 1,
-            "{runs_after_stop} frames were run after the stop request (one may be in flight)"
-        );
-    }
 }

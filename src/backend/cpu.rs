@@ -24,6 +24,8 @@ use crate::preprocess::{FastPreprocessor, PreprocessSpec};
 /// An ONNX model optimised by rten, shared by every camera, and the pool its inferences run on.
 pub struct CpuBackend {
     runner: Arc<Runner>,
+    /// Inference workers the scheduler runs on this backend; they share the pool.
+    workers: usize,
     model_path: PathBuf,
     input_name: String,
     outputs: Vec<(NodeId, String)>,
@@ -159,7 +161,22 @@ impl CpuBackend {
             .collect();
         let threads = threads.max(1);
         let runner = Runner { model, pool: Arc::new(ThreadPool::with_num_threads(threads)), threads, spec, input_id };
-        Ok(CpuBackend { runner: Arc::new(runner), model_path: onnx.to_path_buf(), input_name: model_input, outputs })
+        Ok(CpuBackend {
+            runner: Arc::new(runner),
+            workers: 1,
+            model_path: onnx.to_path_buf(),
+            input_name: model_input,
+            outputs,
+        })
+    }
+}
+
+impl CpuBackend {
+    /// Lets `workers` inference workers (at least 1) run frames at the same time. They share the
+    /// backend's thread pool, so the compute threads stay `threads` however many there are.
+    pub fn with_workers(mut self, workers: usize) -> CpuBackend {
+        self.workers = workers.max(1);
+        self
     }
 }
 
@@ -185,6 +202,10 @@ impl Backend for CpuBackend {
 
     fn threads(&self) -> Option<usize> {
         Some(self.runner.threads)
+    }
+
+    fn inference_workers(&self) -> usize {
+        self.workers
     }
 
     fn spec(&self) -> &PreprocessSpec {

@@ -1,8 +1,9 @@
 //! Inference backends: the seam between "a frame in a slot" and "raw model output tensors".
 //!
-//! Owns: the [`Backend`] / [`InferenceSession`] traits, [`ModelOutputs`], [`BackendError`], and the
+//! Owns: the [`Backend`] / [`InferenceSession`] traits (a session belongs to one inference worker,
+//! which serves every camera: see `crate::scheduler`), [`ModelOutputs`], [`BackendError`], and the
 //! choice of backend from the config. A backend does preprocessing *and* inference, because on the
-//! GPU path both run on the camera's stream without the tensor leaving the device.
+//! GPU path both run on the worker's stream without the tensor leaving the device.
 //! Must not: decode detections, publish, or call CUDA outside the session's own thread.
 
 pub mod cpu;
@@ -44,6 +45,30 @@ impl ModelOutputs {
     pub fn by_name(&self, name: &str) -> Option<&OutputTensor> {
         self.tensors.iter().find(|t| t.name == name)
     }
+
+    /// Copies row `row` of outputs batched over `rows` frames into `out`, as the outputs of that
+    /// frame alone (leading dimension 1), reusing `out`'s buffers. Every tensor must have the batch
+    /// as its leading dimension.
+    pub fn row_into(&self, row: usize, rows: usize, out: &mut ModelOutputs) -> Result<(), String> {
+        out.tensors.resize_with(self.tensors.len(), OutputTensor::default);
+        for (tensor, target) in self.tensors.iter().zip(&mut out.tensors) {
+            if tensor.shape.first() != Some(&rows) || tensor.data.len() % rows != 0 || row >= rows {
+                return Err(format!(
+                    "output `{}` has shape {:?} and {} values, not a batch of {rows} (row {row})",
+                    tensor.name,
+                    tensor.shape,
+                    tensor.data.len()
+                ));
+            }
+            let per_row = tensor.data.len() / rows;
+            target.name.clone_from(&tensor.name);
+            target.shape.clone_from(&tensor.shape);
+            target.shape[0] = 1;
+            target.data.clear();
+            target.data.extend_from_slice(&tensor.data[row * per_row..(row + 1) * per_row]);
+        }
+        Ok(())
+    }
 }
 
 /// Time spent in the stages a backend owns.
@@ -64,6 +89,14 @@ pub struct BackendInfo {
     pub detail: String,
 }
 
+/// Device memory one session (execution context) holds while it lives, as far as the backend
+/// knows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SessionMemory {
+    /// Activation (scratch) memory of one context.
+    pub scratch_bytes: u64,
+}
+
 /// A loaded model, shared by every camera. Sessions are created on the thread that will use them.
 pub trait Backend: Send + Sync {
     fn info(&self) -> BackendInfo;
@@ -72,19 +105,48 @@ pub trait Backend: Send + Sync {
     fn threads(&self) -> Option<usize> {
         None
     }
-    /// Per-camera state (execution context, scratch buffers). Call it on the camera's own thread.
+    /// Inference workers this backend wants, each with its own session: one for a GPU (it
+    /// serialises the work of one device anyway), `device.cpu_workers` for the CPU backend.
+    fn inference_workers(&self) -> usize {
+        1
+    }
+    /// Device memory each session holds (zero for backends that do not know or use any).
+    fn session_memory(&self) -> SessionMemory {
+        SessionMemory::default()
+    }
+    /// One inference worker's state (execution context, scratch buffers). Call it on the worker's
+    /// own thread.
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError>;
-    /// Memory for one frame slot of a camera that delivers frames of up to `max_frame_bytes`.
-    /// Default: growable heap memory. GPU backends hand out page-locked memory, mapped into the
+    /// Memory for one frame slot, sized by the first frame written into it and grown when a larger
+    /// one comes. Default: heap memory. GPU backends hand out page-locked memory, mapped into the
     /// GPU on integrated devices so that preprocessing reads the frame where the camera wrote it.
-    fn slot_memory(&self, max_frame_bytes: usize) -> Result<Box<dyn SlotMemory>, BackendError> {
-        let _ = max_frame_bytes;
+    fn slot_memory(&self) -> Result<Box<dyn SlotMemory>, BackendError> {
         Ok(Box::new(HeapMemory::default()))
     }
 }
 
-/// Per-camera inference state; lives and dies on one thread.
+/// One inference worker's state; lives and dies on one thread.
 pub trait InferenceSession {
     /// Preprocesses the frame in `slot` and runs the model; the outputs stay valid until the next call.
     fn run(&mut self, slot: &FrameSlot) -> Result<(&ModelOutputs, BackendTimings), BackendError>;
+
+    /// Frames one [`InferenceSession::run_batch`] can take: more than 1 only for a model with a
+    /// dynamic batch dimension on a backend that batches.
+    fn max_batch(&self) -> usize {
+        1
+    }
+
+    /// Preprocesses every frame into its row of one batched input and runs the model once; each
+    /// output's leading dimension is `slots.len()` ([`ModelOutputs::row_into`] splits them). The
+    /// timings are the whole batch's. `slots.len()` is 1..=[`InferenceSession::max_batch`].
+    fn run_batch(&mut self, slots: &[&FrameSlot]) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        match slots {
+            [slot] => self.run(slot),
+            _ => Err(BackendError::Inference(format!(
+                "a batch of {} frames given to a session that takes {}",
+                slots.len(),
+                self.max_batch()
+            ))),
+        }
+    }
 }

@@ -5,9 +5,15 @@
 //! loaded at run time; [`driver_present`] is checked before any cudarc call, because cudarc panics
 //! when the library is missing, so a machine without the NVIDIA driver gets [`GpuError::NoDriver`].
 //!
-//! Thread model: CUDA work for a camera runs on one dedicated OS thread, the camera's inference
-//! thread (`crate::pipeline`), which binds the device's primary context once and owns the camera's
-//! stream. Nothing here may be called from tokio worker threads.
+//! Thread model: all CUDA work of a GPU runs on one dedicated OS thread, the device's inference
+//! worker (`crate::scheduler`), which binds the device's primary context once and owns one stream;
+//! it serves every camera, preprocessing each frame of a batch into its row of the input tensor
+//! on that stream. One thread per GPU, not per camera: a GPU serialises the work of its contexts
+//! anyway, so per-camera threads only multiplied execution contexts, their device memory and the
+//! preprocessing staging buffers. The one exception is page-locked frame-slot memory
+//! ([`HostSlotMemory`]), which a camera's source thread allocates (binding the same primary
+//! context) when the first frame, or a larger one, arrives. Nothing here may be called from tokio
+//! worker threads.
 //!
 //! Must not: decide fallbacks (the caller chooses the CPU backend when the config allows it), run
 //! models, or allocate per frame.

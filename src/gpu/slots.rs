@@ -1,4 +1,4 @@
-//! Page-locked frame-slot memory: pinned (discrete GPUs: async copy on the camera's stream) or
+//! Page-locked frame-slot memory: pinned (discrete GPUs: async copy on the inference worker's stream) or
 //! pinned + mapped into the device address space (integrated GPUs: the kernel reads the frame in
 //! place, zero copies).
 //!
@@ -22,12 +22,16 @@ pub enum HostMemoryKind {
     Mapped,
 }
 
-/// Fixed-size page-locked host memory of one frame slot.
+/// Page-locked host memory of one frame slot, sized by the frames the source delivers: it starts
+/// empty and is reallocated when a frame needs more than it has (the first frame, and a source
+/// that renegotiates a larger format). Sizing by a worst case instead would pin memory the OS
+/// cannot page: 3 slots of 4K RGB per camera are 75 MB, on boards with 4 GB.
 pub struct HostSlotMemory {
+    /// Null while nothing is allocated.
     host: *mut u8,
     capacity: usize,
     kind: HostMemoryKind,
-    /// Device address of the same bytes; `Some` for [`HostMemoryKind::Mapped`].
+    /// Device address of the same bytes; `Some` for [`HostMemoryKind::Mapped`] once allocated.
     device: Option<CUdeviceptr>,
     /// Keeps the context (and thus the allocation's owner) alive until Drop.
     device_handle: GpuDevice,
@@ -38,38 +42,70 @@ pub struct HostSlotMemory {
 unsafe impl Send for HostSlotMemory {}
 
 impl HostSlotMemory {
-    /// Allocates `capacity` bytes (at least 1) of page-locked memory of `kind`. Call from the
-    /// thread the device's context is bound to.
+    /// Slot memory of `kind` holding `capacity` bytes (none allocated for 0). Binds the device's
+    /// context to the calling thread, as every later growth does.
     pub fn new(device: &GpuDevice, capacity: usize, kind: HostMemoryKind) -> Result<Self, GpuError> {
-        device.bind_to_thread()?;
-        let flags = match kind {
-            HostMemoryKind::Pinned => sys::CU_MEMHOSTALLOC_PORTABLE,
-            HostMemoryKind::Mapped => sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,
-        };
-        let bytes = capacity.max(1);
-        // SAFETY: cuMemHostAlloc with a non-zero size; the returned pointer is owned by `slot`
-        // below, whose Drop frees it exactly once.
-        let host = unsafe { cudarc::driver::result::malloc_host(bytes, flags) }.during("cuMemHostAlloc")?;
-        // SAFETY: `host` points to `bytes` writable bytes; zeroing them makes every later slice
-        // view initialised memory and never exposes stale data.
-        unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes) };
         let mut slot = HostSlotMemory {
-            host: host.cast::<u8>(),
-            capacity: bytes,
+            host: std::ptr::null_mut(),
+            capacity: 0,
             kind,
             device: None,
             device_handle: device.clone(),
         };
-        if kind == HostMemoryKind::Mapped {
+        if capacity > 0 {
+            slot.grow(capacity)?;
+        }
+        Ok(slot)
+    }
+
+    /// Replaces the allocation with one of `bytes` bytes (zeroed). The frame in it is gone: only
+    /// called while a source is about to write a new one, when no GPU work can be reading it (a
+    /// slot returns to its source only after the worker synchronised the stream that read it).
+    fn grow(&mut self, bytes: usize) -> Result<(), GpuError> {
+        self.device_handle.bind_to_thread()?;
+        let flags = match self.kind {
+            HostMemoryKind::Pinned => sys::CU_MEMHOSTALLOC_PORTABLE,
+            HostMemoryKind::Mapped => sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,
+        };
+        // SAFETY: cuMemHostAlloc with a non-zero size; the pointer is stored in `self` below (after
+        // the old one is freed), whose Drop or next growth frees it exactly once.
+        let host = unsafe { cudarc::driver::result::malloc_host(bytes, flags) }.during("cuMemHostAlloc")?;
+        // SAFETY: `host` points to `bytes` writable bytes; zeroing them makes every later slice
+        // view initialised memory and never exposes stale data.
+        unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes) };
+        let mut device = None;
+        if self.kind == HostMemoryKind::Mapped {
             let mut device_ptr: CUdeviceptr = 0;
             // SAFETY: `host` was allocated with CU_MEMHOSTALLOC_DEVICEMAP in the current context;
             // the call writes one device pointer through a valid pointer.
-            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, host, 0) }
-                .result()
-                .during("cuMemHostGetDevicePointer")?;
-            slot.device = Some(device_ptr);
+            let mapped = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, host, 0) }.result();
+            if let Err(error) = mapped {
+                // SAFETY: `host` came from cuMemHostAlloc above and is not stored anywhere.
+                let _ = unsafe { cudarc::driver::result::free_host(host) };
+                return Err(GpuError::Driver { operation: "cuMemHostGetDevicePointer", source: error });
+            }
+            device = Some(device_ptr);
         }
-        Ok(slot)
+        self.free();
+        self.host = host.cast::<u8>();
+        self.capacity = bytes;
+        self.device = device;
+        Ok(())
+    }
+
+    /// Frees the allocation, if any (the context is bound by the caller).
+    fn free(&mut self) {
+        if self.host.is_null() {
+            return;
+        }
+        // SAFETY: `host` came from cuMemHostAlloc and is freed exactly once: the pointer is
+        // cleared right after. No GPU work reads it (see `grow` and Drop).
+        if let Err(error) = unsafe { cudarc::driver::result::free_host(self.host.cast::<c_void>()) } {
+            log::warn!("cuMemFreeHost failed: {error}");
+        }
+        self.host = std::ptr::null_mut();
+        self.capacity = 0;
+        self.device = None;
     }
 
     pub fn kind(&self) -> HostMemoryKind {
@@ -94,21 +130,24 @@ impl SlotMemory for HostSlotMemory {
 
     fn reserve(&mut self, len: usize) -> Result<(), String> {
         if len > self.capacity {
-            return Err(format!(
-                "frame of {len} bytes exceeds the {}-byte page-locked slot (raise the frame size the slots are sized for)",
-                self.capacity
-            ));
+            self.grow(len).map_err(|e| format!("cannot allocate {len} bytes of page-locked frame memory: {e}"))?;
         }
         Ok(())
     }
 
     fn as_slice(&self) -> &[u8] {
-        // SAFETY: `host` points to `capacity` initialised (zeroed in `new`) bytes owned by self; the
-        // borrow is tied to `&self`.
+        if self.host.is_null() {
+            return &[];
+        }
+        // SAFETY: `host` points to `capacity` initialised (zeroed in `grow`) bytes owned by self;
+        // the borrow is tied to `&self`.
         unsafe { std::slice::from_raw_parts(self.host, self.capacity) }
     }
 
     fn as_mut_slice(&mut self) -> &mut [u8] {
+        if self.host.is_null() {
+            return &mut [];
+        }
         // SAFETY: as in `as_slice`, with exclusive access through `&mut self`.
         unsafe { std::slice::from_raw_parts_mut(self.host, self.capacity) }
     }
@@ -120,21 +159,22 @@ impl SlotMemory for HostSlotMemory {
 
 impl Drop for HostSlotMemory {
     fn drop(&mut self) {
+        if self.host.is_null() {
+            return;
+        }
         if self.device_handle.bind_to_thread().is_err() {
             log::warn!("cannot bind the CUDA context to free a frame slot; leaking {} bytes", self.capacity);
             return;
         }
-        // SAFETY: `host` came from cuMemHostAlloc and is freed exactly once, here. The GPU stage
-        // synchronises its stream before releasing a slot, so no copy or kernel still reads it.
-        if let Err(error) = unsafe { cudarc::driver::result::free_host(self.host.cast::<c_void>()) } {
-            log::warn!("cuMemFreeHost failed: {error}");
-        }
+        // The GPU stage synchronises its stream before releasing a slot, so no copy or kernel
+        // still reads it.
+        self.free();
     }
 }
 
-/// One frame slot's memory for `device`: mapped (zero-copy) on integrated GPUs that can map host
-/// memory, pinned elsewhere.
-pub fn slot_memory(device: &GpuDevice, bytes: usize) -> Result<Box<dyn SlotMemory>, GpuError> {
+/// Memory for one frame slot of `device`, allocated by the first frame written into it: mapped
+/// (zero-copy) on integrated GPUs that can map host memory, pinned elsewhere.
+pub fn slot_memory(device: &GpuDevice) -> Result<Box<dyn SlotMemory>, GpuError> {
     let kind = if device.zero_copy() { HostMemoryKind::Mapped } else { HostMemoryKind::Pinned };
-    Ok(Box::new(HostSlotMemory::new(device, bytes, kind)?))
+    Ok(Box::new(HostSlotMemory::new(device, 0, kind)?))
 }

@@ -3,14 +3,14 @@
 //!
 //! Owns: adapting [`GpuPreprocessor`] to [`InputStage`] (a frame too large for the staging buffer
 //! is one bad frame; anything else ends the session) and [`GpuFramesBackend`], which hands out
-//! [`slot_memory`]. Must not: synchronise the stream (the session does, once per frame).
+//! [`slot_memory`]. Must not: synchronise the stream (the session does, once per batch).
 
 use std::path::PathBuf;
 
 use cudarc::driver::CudaSlice;
 
 use super::{slot_memory, GpuDevice, GpuError, GpuPreprocessor};
-use crate::backend::{Backend, BackendError, BackendInfo, InferenceSession};
+use crate::backend::{Backend, BackendError, BackendInfo, InferenceSession, SessionMemory};
 use crate::frame::{FrameSlot, SlotMemory};
 use crate::preprocess::PreprocessSpec;
 use crate::trt::{InputStage, InputStageFactory, TrtBackend};
@@ -18,8 +18,8 @@ use crate::trt::{InputStage, InputStageFactory, TrtBackend};
 struct KernelInputStage(GpuPreprocessor);
 
 impl InputStage for KernelInputStage {
-    fn enqueue_input(&mut self, slot: &FrameSlot, input: &mut CudaSlice<u8>) -> Result<(), BackendError> {
-        self.0.run(slot, input).map_err(|error| match error {
+    fn enqueue_row(&mut self, slot: &FrameSlot, input: &mut CudaSlice<u8>, row: usize) -> Result<(), BackendError> {
+        self.0.enqueue_row(slot, input, row).map_err(|error| match error {
             GpuError::FrameTooLarge { .. } => BackendError::Preprocess(error.to_string()),
             other => BackendError::Inference(other.to_string()),
         })
@@ -62,12 +62,16 @@ impl Backend for GpuFramesBackend {
         self.trt.spec()
     }
 
+    fn session_memory(&self) -> SessionMemory {
+        self.trt.session_memory()
+    }
+
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
         self.trt.new_session()
     }
 
-    fn slot_memory(&self, max_frame_bytes: usize) -> Result<Box<dyn SlotMemory>, BackendError> {
-        slot_memory(&self.device, max_frame_bytes)
+    fn slot_memory(&self) -> Result<Box<dyn SlotMemory>, BackendError> {
+        slot_memory(&self.device)
             .map_err(|e| BackendError::Inference(format!("allocating page-locked frame slots: {e}")))
     }
 }

@@ -35,9 +35,6 @@ use agreement::{compare, Agreement, Tolerance};
 use clocks::ClockReport;
 use latency::{jitter_verdict, summarise, LatencySummary};
 
-/// Frame slots for the sample images: room for a 4K RGBA picture.
-const MAX_IMAGE_BYTES: usize = 3840 * 2160 * 4;
-
 /// What to time, and where the images come from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SelftestOptions {
@@ -603,7 +600,7 @@ fn run_images(
         }
         None => None,
     };
-    let mut slot = match backend.slot_memory(MAX_IMAGE_BYTES) {
+    let mut slot = match backend.slot_memory() {
         Ok(memory) => FrameSlot::new(memory),
         Err(error) => {
             report.check("inference", Status::Fail, format!("frame memory: {error}"));
@@ -737,7 +734,7 @@ fn time_inferences(
         return;
     }
     let timed = (|| -> Result<(Vec<Duration>, Vec<Duration>), String> {
-        let mut slot = FrameSlot::new(backend.slot_memory(MAX_IMAGE_BYTES).map_err(|e| e.to_string())?);
+        let mut slot = FrameSlot::new(backend.slot_memory().map_err(|e| e.to_string())?);
         image_decode::decode_file(image, limits, &mut slot).map_err(|e| e.to_string())?;
         let mut time_one = || -> Result<Duration, String> {
             let started = Instant::now();

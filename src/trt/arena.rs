@@ -10,6 +10,10 @@
 //! When a new lease needs more than the arena has, a larger buffer is allocated first, the device
 //! is synchronised, the old buffer freed and the generation bumped; each lease re-points its context
 //! before the next enqueue ([`ArenaLease::rebind`]). A failed growth leaves the arena as it was.
+//!
+//! In the daemon a GPU has one inference worker (`crate::scheduler`), so its contexts all live on
+//! that worker's thread and lease one arena; the one-shot commands (`selftest`, `detect`) may hold
+//! a few contexts on one thread and share it the same way.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -1,9 +1,11 @@
-//! The TensorRT [`Backend`]: one engine shared by every camera, one [`TrtSession`] (execution
-//! context, CUDA stream, IO buffers) per camera on that camera's GPU thread.
+//! The TensorRT [`Backend`]: one engine, one [`TrtSession`] (execution context, CUDA stream, IO
+//! buffers for a whole batch) per inference worker, on the worker's thread; one worker per GPU
+//! serves every camera (`crate::scheduler`).
 //!
-//! Owns: checking the engine's input against the configured [`PreprocessSpec`], IO tensor binding
-//! by name, the per-frame sequence (input stage → `enqueueV3` → output copies → one stream
-//! synchronisation) and its timings (CUDA events). Must not: preprocess frames itself — an
+//! Owns: checking the engine's input against the configured [`PreprocessSpec`], the batch size the
+//! engine allows (its profile's largest batch when the batch dimension is dynamic, else 1), IO
+//! tensor binding by name, the per-batch sequence (input stage for each row → one `enqueueV3` →
+//! output copies of the rows used → one stream synchronisation) and its timings (CUDA events). Must not: preprocess frames itself — an
 //! [`InputStage`] (the CUDA preprocessing kernel, wired by the pipeline) writes the input tensor on
 //! the session's stream — nor decode outputs.
 
@@ -19,7 +21,7 @@ use super::progress::Progress;
 use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInfo, TrtRuntime};
 use super::TrtError;
 use crate::backend::{
-    Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, ModelOutputs, OutputTensor,
+    Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, ModelOutputs, OutputTensor, SessionMemory,
 };
 use crate::config::{Config, TensorDtype};
 use crate::frame::FrameSlot;
@@ -27,13 +29,13 @@ use crate::preprocess::PreprocessSpec;
 
 /// Writes the model input for a frame into device memory, on the session's stream.
 pub trait InputStage {
-    /// Enqueues the conversion of the frame in `slot` into `input` (exactly
-    /// [`PreprocessSpec::bytes`] bytes of device memory). Must not synchronise: the session
-    /// synchronises once per frame, after inference; the slot stays untouched until then.
-    fn enqueue_input(&mut self, slot: &FrameSlot, input: &mut CudaSlice<u8>) -> Result<(), BackendError>;
+    /// Enqueues the conversion of the frame in `slot` into row `row` of `input`, a batch of input
+    /// tensors of [`PreprocessSpec::bytes`] bytes each. Must not synchronise: the session
+    /// synchronises once per batch, after inference; the slot stays untouched until then.
+    fn enqueue_row(&mut self, slot: &FrameSlot, input: &mut CudaSlice<u8>, row: usize) -> Result<(), BackendError>;
 }
 
-/// Creates a session's [`InputStage`] on the camera's GPU thread, for the session's stream. The
+/// Creates a session's [`InputStage`] on the inference worker's thread, for the session's stream. The
 /// pipeline passes one that builds the CUDA preprocessing kernel (`crate::gpu`).
 pub type InputStageFactory =
     Box<dyn Fn(&Arc<CudaStream>, &PreprocessSpec) -> Result<Box<dyn InputStage>, BackendError> + Send + Sync>;
@@ -65,7 +67,7 @@ impl ProfilePool {
             return Err(TrtError::Config(format!(
                 "all {} optimisation profile(s) of the engine are in use: its input is dynamic, so every context \
                  that runs at the same time needs its own; it was built for fewer contexts than are running now \
-                 (a prebuilt engine? let jetson-detectd build it from model.onnx, which adds one per camera)",
+                 (a prebuilt engine? let jetson-detectd build it from model.onnx, which adds one per inference worker)",
                 in_use.len()
             )));
         };
@@ -97,7 +99,10 @@ pub struct TrtBackend {
     ordinal: usize,
     spec: PreprocessSpec,
     input: TensorInfo,
+    /// The input shape of one frame (batch 1).
     input_shape: Vec<i64>,
+    /// Frames one enqueue takes: 1..=`engine.max_batch`, and 1 unless the batch dimension is dynamic.
+    max_batch: usize,
     input_stage: InputStageFactory,
     info: BackendInfo,
 }
@@ -124,11 +129,13 @@ impl TrtBackend {
             }
         };
         let cached = matches!(loaded.source, EngineSource::Cached(_));
+        let max_batch = engine_max_batch(&input, loaded.engine.profile_max_shape(&input.name, 0).as_deref())
+            .min(config.engine.max_batch.get());
         let info = BackendInfo {
             kind: "tensorrt",
             model,
             detail: format!(
-                "TensorRT {version}, {}{}, {} bytes scratch per context",
+                "TensorRT {version}, {}{}, {} bytes scratch per context, batches of up to {max_batch}",
                 loaded.source,
                 if cached { " (cache hit)" } else { "" },
                 loaded.engine.device_memory_bytes()
@@ -143,10 +150,29 @@ impl TrtBackend {
             spec,
             input,
             input_shape,
+            max_batch,
             input_stage,
             info,
         })
     }
+}
+
+/// Frames one enqueue can take: the largest batch of the profile when the input's leading
+/// (batch) dimension is dynamic, else 1.
+fn engine_max_batch(input: &TensorInfo, profile_max: Option<&[i64]>) -> usize {
+    if input.shape.first() != Some(&-1) {
+        return 1;
+    }
+    profile_max.and_then(|shape| shape.first()).and_then(|b| usize::try_from(*b).ok()).unwrap_or(1).max(1)
+}
+
+/// `shape` (batch 1) with a batch of `rows`.
+fn batched(shape: &[i64], rows: usize) -> Vec<i64> {
+    let mut shape = shape.to_vec();
+    if let Some(batch) = shape.first_mut() {
+        *batch = i64::try_from(rows).unwrap_or(i64::MAX);
+    }
+    shape
 }
 
 /// Refuses an engine with an IO tensor that is not in TensorRT's linear (row-major) format: buffers
@@ -229,27 +255,41 @@ impl Backend for TrtBackend {
         &self.spec
     }
 
+    fn session_memory(&self) -> SessionMemory {
+        SessionMemory { scratch_bytes: self.engine.device_memory_bytes() }
+    }
+
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
         Ok(Box::new(TrtSession::new(self)?))
     }
 }
 
-/// One output: device buffer, pinned host copy, and its f32 view in [`ModelOutputs`].
+/// One output: device buffer, pinned host copy (both sized for the largest batch), and its f32
+/// view in [`ModelOutputs`].
 struct OutputBinding {
+    name: String,
     dtype: DataType,
+    element_bytes: usize,
     device: CudaSlice<u8>,
     host: PinnedHostSlice<u8>,
 }
 
-/// Per-camera TensorRT state. Field order is drop order: the context goes before its arena lease,
-/// profile and buffers.
+/// An inference worker's TensorRT state. Field order is drop order: the context goes before its
+/// arena lease, profile and buffers.
 pub struct TrtSession {
     context: ExecutionContext,
     lease: ArenaLease,
     /// The optimisation profile this context uses (dynamic inputs only).
     _profile: Option<ProfileLease>,
     stream: Arc<CudaStream>,
+    /// `max_batch` rows of the input tensor.
     input: CudaSlice<u8>,
+    input_name: String,
+    /// The input shape of one frame; `None` for a fixed input shape.
+    dynamic_shape: Option<Vec<i64>>,
+    max_batch: usize,
+    /// The batch the input shape is set to now.
+    rows: usize,
     outputs: Vec<OutputBinding>,
     model_outputs: ModelOutputs,
     input_stage: Box<dyn InputStage>,
@@ -269,19 +309,22 @@ impl TrtSession {
         let stream = ctx.new_stream().map_err(cuda("creating a stream"))?;
         let mut context = backend.engine.create_context()?;
         let lease = ArenaLease::acquire(backend.ordinal, &stream, backend.engine.device_memory_bytes(), &mut context)?;
+        let max_batch = backend.max_batch;
         let profile = if backend.input.is_dynamic() {
             let profile = backend.profiles.acquire()?;
             // SAFETY: `stream` is this session's stream on the bound context, the one it enqueues on.
             unsafe { context.set_optimization_profile(profile.index(), stream.cu_stream())? };
-            context.set_input_shape(&backend.input.name, &backend.input_shape)?;
+            // The largest batch first, so that the output buffers are sized for it.
+            context.set_input_shape(&backend.input.name, &batched(&backend.input_shape, max_batch))?;
             Some(profile)
         } else {
             None
         };
-        let input = stream.alloc_zeros::<u8>(backend.spec.bytes()).map_err(cuda("allocating the input tensor"))?;
+        let input_bytes = backend.spec.bytes() * max_batch;
+        let input = stream.alloc_zeros::<u8>(input_bytes).map_err(cuda("allocating the input tensor"))?;
         let (input_ptr, record) = input.device_ptr(&stream);
-        // SAFETY: `input` holds exactly the input tensor's bytes (shape and dtype checked by
-        // `check_input`) and lives as long as the context (same struct, dropped after it).
+        // SAFETY: `input` holds the input tensor's bytes for the largest batch (shape and dtype
+        // checked by `check_input`) and lives as long as the context (same struct, dropped after it).
         unsafe { context.set_tensor_address(&backend.input.name, input_ptr)? };
         drop(record);
 
@@ -315,7 +358,7 @@ impl TrtSession {
             // as the context.
             unsafe { context.set_tensor_address(&tensor.name, ptr)? };
             drop(record);
-            outputs.push(OutputBinding { dtype: tensor.dtype, device, host });
+            outputs.push(OutputBinding { name: tensor.name.clone(), dtype: tensor.dtype, element_bytes, device, host });
             model_outputs.tensors.push(OutputTensor {
                 name: tensor.name.clone(),
                 shape: dims,
@@ -333,6 +376,10 @@ impl TrtSession {
             _profile: profile,
             stream,
             input,
+            input_name: backend.input.name.clone(),
+            dynamic_shape: backend.input.is_dynamic().then(|| backend.input_shape.clone()),
+            max_batch,
+            rows: max_batch,
             outputs,
             model_outputs,
             input_stage,
@@ -340,26 +387,67 @@ impl TrtSession {
     }
 }
 
+impl TrtSession {
+    /// Sets the input shape to a batch of `rows` (dynamic inputs) and the outputs' shapes to
+    /// what TensorRT then reports. Cheap when the batch did not change.
+    fn set_rows(&mut self, rows: usize) -> Result<(), TrtError> {
+        if rows == self.rows {
+            return Ok(());
+        }
+        if let Some(shape) = &self.dynamic_shape {
+            self.context.set_input_shape(&self.input_name, &batched(shape, rows))?;
+        }
+        for (output, tensor) in self.outputs.iter().zip(&mut self.model_outputs.tensors) {
+            let shape = self.context.tensor_shape(&output.name)?;
+            tensor.shape = shape.iter().map(|d| usize::try_from(*d).unwrap_or(0)).collect();
+            tensor.data.resize(tensor.shape.iter().product(), 0.0);
+        }
+        self.rows = rows;
+        Ok(())
+    }
+}
+
 impl InferenceSession for TrtSession {
     fn run(&mut self, slot: &FrameSlot) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        self.run_batch(&[slot])
+    }
+
+    fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    fn run_batch(&mut self, slots: &[&FrameSlot]) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        if slots.is_empty() || slots.len() > self.max_batch {
+            return Err(BackendError::Inference(format!(
+                "a batch of {} frames given to a context that takes 1..={}",
+                slots.len(),
+                self.max_batch
+            )));
+        }
         let stream = Arc::clone(&self.stream);
+        self.set_rows(slots.len())?;
         self.lease.rebind(&mut self.context)?;
         self.started.record(&stream).map_err(cuda("recording an event"))?;
-        self.input_stage.enqueue_input(slot, &mut self.input)?;
+        for (row, slot) in slots.iter().enumerate() {
+            self.input_stage.enqueue_row(slot, &mut self.input, row)?;
+        }
         self.preprocessed.record(&stream).map_err(cuda("recording an event"))?;
         // SAFETY: device memory and every tensor address were set at creation (and rebound above)
-        // to buffers owned by this session; the stream belongs to the bound context; other sessions
-        // of this thread that share the arena have synchronised their streams.
+        // to buffers owned by this session and sized for the largest batch; the stream belongs to
+        // the bound context; no other context uses the arena while this one runs (arena module doc).
         unsafe { self.context.enqueue(stream.cu_stream())? };
-        for output in &mut self.outputs {
-            stream.memcpy_dtoh(&output.device, &mut output.host).map_err(cuda("copying an output"))?;
+        for (output, tensor) in self.outputs.iter_mut().zip(&self.model_outputs.tensors) {
+            // Only the rows of this batch: the buffers are sized for the largest one.
+            let bytes = tensor.data.len() * output.element_bytes;
+            let host = output.host.as_mut_slice().map_err(cuda("reaching pinned output memory"))?;
+            stream.memcpy_dtoh(&output.device.slice(..bytes), &mut host[..bytes]).map_err(cuda("copying an output"))?;
         }
         self.finished.record(&stream).map_err(cuda("recording an event"))?;
         stream.synchronize().map_err(|e| BackendError::Inference(format!("inference failed on the GPU: {e}")))?;
 
         for (output, tensor) in self.outputs.iter().zip(&mut self.model_outputs.tensors) {
             let bytes = output.host.as_slice().map_err(cuda("reading an output"))?;
-            convert_to_f32(output.dtype, bytes, &mut tensor.data);
+            convert_to_f32(output.dtype, &bytes[..tensor.data.len() * output.element_bytes], &mut tensor.data);
         }
         let millis = |from: &CudaEvent, to: &CudaEvent| {
             from.elapsed_ms(to).map(|ms| Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3)).unwrap_or_default()
@@ -469,6 +557,16 @@ mod tests {
         drop(first);
         assert_eq!(pool.acquire().expect("profile 0 is free again").index(), 0);
         assert_eq!(ProfilePool::new(0).acquire().expect("at least one").index(), 0);
+    }
+
+    #[test]
+    fn the_batch_comes_from_the_profile_only_for_a_dynamic_batch_dimension() {
+        let dynamic = tensor("images", true, DataType::F32, &[-1, 3, 640, 640]);
+        assert_eq!(engine_max_batch(&dynamic, Some(&[8, 3, 640, 640])), 8);
+        assert_eq!(engine_max_batch(&dynamic, None), 1, "no profile shape: single frames");
+        let fixed = tensor("images", true, DataType::F32, &[1, 3, -1, -1]);
+        assert_eq!(engine_max_batch(&fixed, Some(&[1, 3, 640, 640])), 1, "a fixed batch of 1 stays 1");
+        assert_eq!(batched(&[1, 3, 640, 640], 4), vec![4, 3, 640, 640]);
     }
 
     #[test]

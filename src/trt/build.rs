@@ -99,29 +99,38 @@ pub fn builder_fingerprint() -> String {
     format!("shim {}, TensorRT headers {}", &shim[..12], header_version())
 }
 
-/// Execution contexts of one engine that can run at the same time: today one per camera (each
-/// camera has its own context on its own thread); the one-shot commands use one.
-pub fn concurrent_contexts(config: &Config) -> u32 {
-    u32::try_from(config.cameras.len()).unwrap_or(u32::MAX).max(1)
+/// Execution contexts of one engine that can run at the same time: one, because one inference
+/// worker per GPU serves every camera (`crate::scheduler`); the one-shot commands use one too.
+pub fn concurrent_contexts(_config: &Config) -> u32 {
+    1
 }
 
-/// The builder options the config asks for. The input profile pins the configured input shape
-/// (batch 1), once per context that can run at the same time ([`concurrent_contexts`]); it only
-/// matters for models with dynamic input dimensions.
-pub fn build_options(config: &Config) -> BuildOptions {
+/// The input shapes the engine is built for: the configured input, with a batch of
+/// 1..=`engine.max_batch`, tuned (opt) for one frame per camera. The builder applies a range only
+/// to the dimensions the model leaves open; a model with a fixed batch of 1 keeps it.
+pub fn input_profile(config: &Config) -> ShapeProfile {
     let spec = PreprocessSpec::from(&config.model.input);
     let shape: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
     let input = config.model.input.name.clone().unwrap_or_default();
+    let max_batch = i64::try_from(config.engine.max_batch.get()).unwrap_or(1);
+    let cameras = i64::try_from(config.cameras.len()).unwrap_or(i64::MAX);
+    let mut profile = ShapeProfile::fixed(input, &shape);
+    profile.opt[0] = cameras.clamp(1, max_batch);
+    profile.max[0] = max_batch;
+    profile
+}
+
+/// The builder options the config asks for. The input profile ([`input_profile`]) is added once
+/// per context that can run at the same time ([`concurrent_contexts`]); it only matters for models
+/// with dynamic input dimensions.
+pub fn build_options(config: &Config) -> BuildOptions {
     BuildOptions {
         builder: builder_fingerprint(),
         precision: config.engine.precision,
         workspace_bytes: u64::from(config.engine.workspace_mib) << 20,
         dla_core: config.engine.dla_core,
         optimization_level: config.engine.optimization_level,
-        input_profiles: Some(InputProfiles {
-            shape: ShapeProfile::fixed(input, &shape),
-            count: concurrent_contexts(config),
-        }),
+        input_profiles: Some(InputProfiles { shape: input_profile(config), count: concurrent_contexts(config) }),
     }
 }
 
@@ -548,12 +557,21 @@ mod tests {
         assert_eq!(options.precision, Precision::Fp16);
         assert_eq!(options.workspace_bytes, 512 << 20);
         assert_eq!(options.dla_core, Some(1));
-        assert_eq!(
-            options.input_profiles,
-            Some(InputProfiles { shape: ShapeProfile::fixed("", &[1, 300, 300, 3]), count: 1 })
-        );
+        let batch_of_1_to_4 = ShapeProfile {
+            input: String::new(),
+            min: vec![1, 300, 300, 3],
+            opt: vec![1, 300, 300, 3],
+            max: vec![4, 300, 300, 3],
+        };
+        assert_eq!(options.input_profiles, Some(InputProfiles { shape: batch_of_1_to_4, count: 1 }));
         let two_cameras = config("[[camera]]\nname = \"back\"\nsource = { kind = \"synthetic\" }");
-        assert_eq!(build_options(&two_cameras).input_profiles.map(|p| p.count), Some(2), "one profile per camera");
+        let profiles = build_options(&two_cameras).input_profiles.expect("profiles");
+        assert_eq!(profiles.count, 1, "one worker, one context, however many cameras");
+        assert_eq!((profiles.shape.opt[0], profiles.shape.max[0]), (2, 4), "tuned for one frame per camera");
+        let unbatched =
+            config("[engine]\nmax_batch = 1\n[[camera]]\nname = \"back\"\nsource = { kind = \"synthetic\" }");
+        let shape = build_options(&unbatched).input_profiles.expect("profiles").shape;
+        assert_eq!((shape.opt[0], shape.max[0]), (1, 1), "max_batch = 1 builds for single frames");
     }
 
     #[test]

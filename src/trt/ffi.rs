@@ -136,6 +136,13 @@ extern "C" {
     pub fn jd_engine_io(engine: *const JdEngine, index: i32, out: *mut JdTensorInfo) -> i32;
     pub fn jd_engine_nb_profiles(engine: *const JdEngine) -> i32;
     pub fn jd_engine_device_memory(engine: *const JdEngine) -> i64;
+    pub fn jd_engine_profile_max_shape(
+        engine: *const JdEngine,
+        name: *const c_char,
+        profile: i32,
+        nb_dims: *mut i32,
+        dims: *mut i64,
+    ) -> i32;
     pub fn jd_context_create(engine: *mut JdEngine, out: *mut *mut JdContext, err: *mut c_char, err_len: usize) -> i32;
     pub fn jd_context_free(context: *mut JdContext);
     pub fn jd_context_set_device_memory(context: *mut JdContext, memory: *mut c_void, size: i64);

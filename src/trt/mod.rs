@@ -3,8 +3,8 @@
 //! [`Backend`](crate::backend::Backend).
 //!
 //! Owns: everything that talks to TensorRT. Must not: link TensorRT (the shim dlopens it, so the
-//! binary starts and reports clearly on machines without it), run CUDA outside the camera's GPU
-//! thread, or preprocess frames itself (an [`InputStage`] does, on the session's stream).
+//! binary starts and reports clearly on machines without it), run CUDA outside an inference
+//! worker's thread, or preprocess frames itself (an [`InputStage`] does, on the session's stream).
 //!
 //! Modules: [`ffi`] (raw shim surface), [`runtime`] (RAII wrappers), [`arena`] (shared scratch
 //! memory per GPU thread), [`build`] (cache lookup, build, save), [`progress`] (build progress

@@ -12,7 +12,7 @@
 //!   The shared `IRuntime` is never mutated: a DLA engine is deserialised by a runtime of its own
 //!   (`setDLACore` on the shared one would retarget every other deserialisation).
 //! - An `IExecutionContext` must not be used concurrently. [`ExecutionContext`] is neither `Send`
-//!   nor `Sync`: it lives on the camera's GPU thread, whose CUDA context and scratch arena its
+//!   nor `Sync`: it lives on its inference worker's thread, whose CUDA context and scratch arena its
 //!   device pointers belong to. (TensorRT would allow moving it between threads; nothing here needs
 //!   that, and forbidding it keeps the arena's "same thread, never concurrent" invariant
 //!   compiler-checked.)
@@ -555,6 +555,25 @@ impl Engine {
     /// Optimisation profiles (at least 1): how many contexts with a dynamic input can run at once.
     pub fn profiles(&self) -> u32 {
         self.profiles
+    }
+
+    /// The largest shape optimisation profile `profile` allows for input `name`; `None` for an
+    /// input without a profile (fixed dimensions) or an unknown name.
+    pub fn profile_max_shape(&self, name: &str, profile: u32) -> Option<Vec<i64>> {
+        let tensor = self.tensor(name).ok()?;
+        let mut nb_dims = 0;
+        let mut dims = [0i64; ffi::JD_MAX_DIMS];
+        // SAFETY: live engine handle, NUL-terminated name, out-pointers sized JD_MAX_DIMS.
+        let status = unsafe {
+            ffi::jd_engine_profile_max_shape(
+                self.raw.as_ptr(),
+                tensor.c_name.as_ptr(),
+                i32::try_from(profile).ok()?,
+                &mut nb_dims,
+                dims.as_mut_ptr(),
+            )
+        };
+        (status == 0).then(|| dims_vec(nb_dims, &dims))
     }
 
     /// A context that owns no device memory: set it with [`ExecutionContext::set_device_memory`].

@@ -682,6 +682,18 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
             }
             nvinfer1::Dims const declared = input->getDimensions();
             bool dynamic = false;
+            // A profile may range only over the dimensions the model leaves open: where the model
+            // fixes one (a batch of 1, say), that value holds for min, opt and max alike.
+            int64_t min[JD_MAX_DIMS];
+            int64_t opt[JD_MAX_DIMS];
+            int64_t max[JD_MAX_DIMS];
+            for (int32_t d = 0; d < options->profile_nb_dims && d < JD_MAX_DIMS; ++d)
+            {
+                bool const open = d >= declared.nbDims || declared.d[d] < 0;
+                min[d] = open ? options->profile_min[d] : declared.d[d];
+                opt[d] = open ? options->profile_opt[d] : declared.d[d];
+                max[d] = open ? options->profile_max[d] : declared.d[d];
+            }
             for (int32_t d = 0; d < declared.nbDims; ++d)
             {
                 dynamic = dynamic || declared.d[d] < 0;
@@ -692,11 +704,11 @@ int32_t jd_build(jd_trt* trt, jd_build_options const* options, void const* onnx,
                 nvinfer1::IOptimizationProfile* profile = builder->createOptimizationProfile();
                 bool const ok = profile != nullptr
                     && profile->setDimensions(input->getName(), nvinfer1::OptProfileSelector::kMIN,
-                        make_dims(options->profile_nb_dims, options->profile_min))
+                        make_dims(options->profile_nb_dims, min))
                     && profile->setDimensions(input->getName(), nvinfer1::OptProfileSelector::kOPT,
-                        make_dims(options->profile_nb_dims, options->profile_opt))
+                        make_dims(options->profile_nb_dims, opt))
                     && profile->setDimensions(input->getName(), nvinfer1::OptProfileSelector::kMAX,
-                        make_dims(options->profile_nb_dims, options->profile_max))
+                        make_dims(options->profile_nb_dims, max))
                     && config->addOptimizationProfile(profile) >= 0;
                 if (!ok)
                 {
@@ -855,6 +867,24 @@ int32_t jd_engine_io(jd_engine const* engine, int32_t index, jd_tensor_info* out
 int32_t jd_engine_nb_profiles(jd_engine const* engine)
 {
     return engine->engine->getNbOptimizationProfiles();
+}
+
+// The largest shape optimisation profile `profile` allows for input `name` (how large a batch the
+// engine takes). Returns non-zero when the tensor or profile does not exist or has no profile shape.
+int32_t jd_engine_profile_max_shape(
+    jd_engine const* engine, char const* name, int32_t profile, int32_t* nb_dims, int64_t* dims)
+{
+    if (profile < 0 || profile >= engine->engine->getNbOptimizationProfiles())
+    {
+        return 1;
+    }
+    nvinfer1::Dims const max = engine->engine->getProfileShape(name, profile, nvinfer1::OptProfileSelector::kMAX);
+    if (max.nbDims < 0)
+    {
+        return 1;
+    }
+    copy_dims(max, nb_dims, dims);
+    return 0;
 }
 
 // Device memory an execution context of this engine needs (upper bound over its profiles).

@@ -630,10 +630,10 @@ fn sighup_applies_a_new_score_threshold() {
     let config = TestConfig::new(broker.port(), prefix).camera("front", 4.0, &sample_source("dog.jpg", "loop"));
     config.write(&config_path);
     let subscriber = Subscriber::connect(&broker, "e2e-reload-sub", &[&format!("{prefix}/#")]);
-    // The pipeline logs each processed frame at debug level: that tells which frame came first
-    // after the reload.
+    // The inference worker logs each processed frame at debug level: that tells which frame came
+    // first after the reload.
     let mut daemon =
-        RunningDaemon::start(&config_path, &[("RUST_LOG", OsStr::new("info,jetson_detectd::pipeline=debug"))]);
+        RunningDaemon::start(&config_path, &[("RUST_LOG", OsStr::new("info,jetson_detectd::scheduler=debug"))]);
 
     let topic = format!("{prefix}/front/detections");
     let before = daemon.wait_for_messages(&subscriber, &topic, "a message", |m| !m.is_empty());
@@ -651,7 +651,8 @@ fn sighup_applies_a_new_score_threshold() {
     daemon.signal(libc::SIGHUP);
     let mut first_reloaded = None;
     daemon.wait_until("a frame processed after the reload", || {
-        first_reloaded = first_frame_after(&log.text(), "camera front: reloaded thresholds", "camera front frame ");
+        first_reloaded =
+            first_frame_after(&log.text(), "inference worker 0: reloaded thresholds", "camera front frame ");
         first_reloaded.is_some()
     });
     let first_reloaded = first_reloaded.unwrap_or_default();

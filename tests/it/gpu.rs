@@ -226,7 +226,7 @@ fn kernel_matches_cpu_for_every_format_layout_dtype_resize_and_filter() {
                         let mut preprocessor =
                             GpuPreprocessor::new(&device, stream.clone(), &spec, Some(cache.path()), frame.len())
                                 .expect("preprocessor");
-                        let slot = filled_slot(gpu::slot_memory(&device, frame.len()).expect("slot"), &frame, &meta);
+                        let slot = filled_slot(gpu::slot_memory(&device).expect("slot"), &frame, &meta);
                         let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
                         let tensor = run_poisoned(&mut preprocessor, &stream, &slot, &mut dst);
                         let case = format!("{} {width}x{height} → {spec:?}", format.name());
@@ -271,7 +271,7 @@ fn kernel_matches_cpu_on_full_size_frames() {
         preprocess_cpu(&frame, &meta, &spec, &mut cpu).expect("cpu preprocessing");
         let mut preprocessor =
             GpuPreprocessor::new(&device, stream.clone(), &spec, None, frame.len()).expect("preprocessor");
-        let slot = filled_slot(gpu::slot_memory(&device, frame.len()).expect("slot"), &frame, &meta);
+        let slot = filled_slot(gpu::slot_memory(&device).expect("slot"), &frame, &meta);
         let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
         let tensor = run_poisoned(&mut preprocessor, &stream, &slot, &mut dst);
         assert_bit_identical(dtype, &tensor, &cpu, &format!("{} {width}x{height} → {spec:?}", format.name()));
@@ -328,7 +328,7 @@ fn one_preprocessor_follows_frame_size_changes() {
         let frame = random.bytes(PixelFormat::Yuyv.frame_bytes(width, height).expect("frame size"));
         let mut cpu = vec![0u8; spec.bytes()];
         preprocess_cpu(&frame, &meta, &spec, &mut cpu).expect("cpu preprocessing");
-        let slot = filled_slot(gpu::slot_memory(&device, frame.len()).expect("slot"), &frame, &meta);
+        let slot = filled_slot(gpu::slot_memory(&device).expect("slot"), &frame, &meta);
         let tensor = run_poisoned(&mut preprocessor, &stream, &slot, &mut dst);
         assert_bit_identical(TensorDtype::U8, &tensor, &cpu, &format!("{width}x{height} after a size change"));
     }
@@ -456,11 +456,16 @@ fn rows_outside_the_batch_are_refused() {
 }
 
 #[test]
-fn pinned_slots_refuse_frames_larger_than_allocated() {
-    let Some(device) = gpu_or_skip("pinned_slots_refuse_frames_larger_than_allocated") else { return };
-    let memory = gpu::slot_memory(&device, 64).expect("slot");
-    assert_eq!(memory.capacity(), 64);
+fn page_locked_slots_are_sized_by_the_frames_written_into_them() {
+    let Some(device) = gpu_or_skip("page_locked_slots_are_sized_by_the_frames_written_into_them") else { return };
+    let memory = gpu::slot_memory(&device).expect("slot");
+    assert_eq!(memory.capacity(), 0, "nothing is pinned before the first frame");
     let mut slot = FrameSlot::new(memory);
-    assert!(slot.prepare(4, 4, PixelFormat::Rgba8).is_ok());
-    assert!(slot.prepare(8, 8, PixelFormat::Rgba8).is_err(), "fixed page-locked memory cannot grow");
+    slot.prepare(4, 4, PixelFormat::Rgba8).expect("first frame").fill(7);
+    assert_eq!(slot.memory().capacity(), 64);
+    slot.prepare(2, 2, PixelFormat::Rgba8).expect("a smaller frame fits");
+    assert_eq!(slot.memory().capacity(), 64, "a smaller frame does not reallocate");
+    slot.prepare(8, 8, PixelFormat::Rgba8).expect("a larger frame grows the slot");
+    assert_eq!(slot.memory().capacity(), 256);
+    assert!(slot.data().iter().all(|b| *b == 0), "a grown slot holds no stale bytes");
 }

@@ -1,5 +1,5 @@
-//! The systemd watchdog against real camera pipelines: [`CameraPipeline`] threads with real or test
-//! sources and a test backend, the daemon's [`Liveness`] and [`WatchdogKeeper`], and a real Unix
+//! The systemd watchdog against real camera pipelines: [`CameraPipeline`] source threads with real
+//! or test sources and an inference worker on a test backend, the daemon's [`Liveness`] and [`WatchdogKeeper`], and a real Unix
 //! datagram socket standing in for systemd.
 //!
 //! A camera that is offline (a V4L2 device that does not exist, reopened with backoff) keeps
@@ -19,6 +19,7 @@ use jetson_detectd::frame::{FrameSlot, PixelFormat};
 use jetson_detectd::notify::{Liveness, WatchdogKeeper, WatchdogTick};
 use jetson_detectd::pipeline::{CameraPipeline, FrameSink, PipelineError, PipelineShared};
 use jetson_detectd::preprocess::PreprocessSpec;
+use jetson_detectd::scheduler::{SchedulePlan, Scheduler};
 use jetson_detectd::source::{Capture, FrameSource, SourceError, SourceState};
 use jetson_detectd::telemetry::{status_line, CameraStats, FrameTimings, Stage};
 
@@ -131,6 +132,7 @@ struct NullSink;
 impl FrameSink for NullSink {
     fn frame(&self, _: &str, _: &FrameSlot, _: &[Detection], _: &FrameTimings) {}
     fn camera_ended(&self, _: &str, _: &Result<(), PipelineError>) {}
+    fn worker_failed(&self, _: &str, _: &PipelineError) {}
 }
 
 /// One camera and the parts a daemon would give it, with a keeper on a fake systemd.
@@ -151,14 +153,11 @@ impl Rig {
         let backend_gate = Gate::new();
         let backend =
             Arc::new(GatedBackend { spec: PreprocessSpec::from(&config.model.input), gate: backend_gate.clone() });
-        let shared = PipelineShared {
-            slots: 2,
-            limits: config.limits,
-            backend,
-            sink: Arc::new(NullSink),
-            stop: Arc::new(AtomicBool::new(false)),
-            liveness,
-        };
+        let (sink, stop) = (Arc::new(NullSink), Arc::new(AtomicBool::new(false)));
+        let plan = SchedulePlan { workers: 1, max_batch: 1, batch_timeout: Duration::ZERO };
+        let scheduler = Scheduler::start(backend, params(), plan, sink.clone(), stop.clone(), &liveness)
+            .expect("start the inference worker");
+        let shared = PipelineShared { slots: 2, limits: config.limits, scheduler, sink, stop, liveness };
         Rig { systemd, keeper, shared, backend_gate }
     }
 
@@ -178,7 +177,8 @@ impl Rig {
 
     fn stop(self, pipeline: CameraPipeline) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        pipeline.join().expect("the pipeline threads end cleanly");
+        pipeline.join().expect("the source thread ends cleanly");
+        self.shared.scheduler.join().expect("the inference worker ends cleanly");
     }
 }
 
@@ -208,7 +208,7 @@ fn an_offline_camera_keeps_the_keep_alives_flowing_and_shows_its_state() {
         &format!("{{ kind = \"v4l2\", device = {device:?}, width = 640, height = 480, format = \"mjpeg\" }}"),
     );
     let started = SystemTime::now();
-    let pipeline = CameraPipeline::start(&gate, params(), &rig.shared).expect("a missing camera is retried");
+    let pipeline = CameraPipeline::start(&gate, &rig.shared).expect("a missing camera is retried");
 
     // Offline for more than twice the allowed silence: every check keeps systemd happy.
     let until = Instant::now() + silence * 2 + silence / 2;
@@ -238,7 +238,7 @@ fn an_offline_camera_keeps_the_keep_alives_flowing_and_shows_its_state() {
 fn an_inference_worker_stuck_on_a_frame_stops_the_keep_alives_until_it_finishes() {
     let mut rig = Rig::new();
     let front = camera("front", 20.0, "{ kind = \"synthetic\", width = 64, height = 48 }");
-    let pipeline = CameraPipeline::start(&front, params(), &rig.shared).expect("start");
+    let pipeline = CameraPipeline::start(&front, &rig.shared).expect("start");
     let backend = rig.backend_gate.clone();
     backend.wait_for("two frames through inference", |s| s.passed >= 2);
     assert_eq!(rig.keeper.tick(), WatchdogTick::KeptAlive);
@@ -249,7 +249,7 @@ fn an_inference_worker_stuck_on_a_frame_stops_the_keep_alives_until_it_finishes(
     let tick = rig.tick_until("the keep-alives to stop", |tick| matches!(tick, WatchdogTick::Withheld(_)));
     let WatchdogTick::Withheld(stalls) = tick else { unreachable!() };
     assert_eq!(stalls.len(), 1, "only the inference worker is stuck; the source keeps looping: {stalls:?}");
-    assert_eq!(stalls[0].name, "camera front: inference worker");
+    assert_eq!(stalls[0].name, "inference worker 0");
     assert_eq!(stalls[0].stage, Some(Stage::Infer));
     assert!(!stalls[0].abandoned && stalls[0].silent_for > Pace::measured().thread_silence(), "{stalls:?}");
     // Keep-alives went out while the frame was merely slow; none while it counts as hung.
@@ -269,7 +269,7 @@ fn a_source_stuck_inside_a_call_stops_the_keep_alives_while_idle_inference_does_
     let source_gate = Gate::new();
     let source = GatedSource { gate: source_gate.clone(), stop: rig.shared.stop.clone() };
     let door = camera("door", 20.0, "{ kind = \"synthetic\" }");
-    let pipeline = CameraPipeline::start_with_source(&door, Box::new(source), params(), &rig.shared).expect("start");
+    let pipeline = CameraPipeline::start_with_source(&door, Box::new(source), &rig.shared).expect("start");
     rig.backend_gate.wait_for("two frames through inference", |s| s.passed >= 2);
     assert_eq!(rig.keeper.tick(), WatchdogTick::KeptAlive);
 

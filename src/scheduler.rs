@@ -1,0 +1,837 @@
+//! Inference scheduling: the workers that run the frames of every camera.
+//!
+//! Owns: the inference workers (one per GPU; `device.cpu_workers` on the CPU backend), each an OS
+//! thread with its own backend session, created on it and never leaving it (on the GPU: the
+//! device's primary context bound once, one stream, one execution context); the choice of ready
+//! frames across cameras, round robin; batching (`engine.max_batch`, `engine.batch_timeout_ms`);
+//! decoding each frame and handing the result to the sink; the current decode parameters (SIGHUP);
+//! the batch-size and memory statistics that telemetry and `bench` report; the workers' [`Liveness`]
+//! parties (a worker beats after every batch and every idle wait).
+//!
+//! Fairness and order: a worker takes at most one frame per camera into a batch, starting after the
+//! camera it served last, and a camera with a frame in flight is skipped until that frame is done.
+//! So no camera starves another, and each camera's frames reach the sink in capture order (its
+//! tracker depends on that) even with several workers. A camera that is behind loses its *oldest*
+//! waiting frame in its own ring (counted there), never another camera's.
+//!
+//! Must not: read sources, publish, or block on the network — the sink decides what to do with a
+//! result and must return quickly.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, BackendError, InferenceSession, ModelOutputs};
+use crate::config::Config;
+use crate::decode::{DecodeParams, Decoder};
+use crate::detection::Detection;
+use crate::frame::{Doorbell, FrameRing, FrameSlot};
+use crate::notify::{Liveness, LivenessHandle};
+use crate::pipeline::{decode_frame, process, FrameError, FrameSink, PipelineError};
+use crate::telemetry::Stage;
+
+/// How often an idle worker looks at the stop flag and beats.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How the frames of all cameras are run: workers, batch size, batch wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedulePlan {
+    /// Inference workers, each with its own session (at least 1).
+    pub workers: usize,
+    /// Most frames one inference takes (at least 1); the session may allow fewer.
+    pub max_batch: usize,
+    /// Longest wait for more cameras' frames once one is ready.
+    pub batch_timeout: Duration,
+}
+
+impl SchedulePlan {
+    /// The plan the config asks for, on `backend` (which says how many workers it wants).
+    pub fn new(config: &Config, backend: &dyn Backend) -> SchedulePlan {
+        SchedulePlan {
+            workers: backend.inference_workers().max(1),
+            max_batch: config.engine.max_batch.get(),
+            batch_timeout: config.engine.batch_timeout(),
+        }
+    }
+}
+
+/// What the scheduler reports (telemetry `engine.scheduler`, `bench`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ScheduleReport {
+    pub workers: usize,
+    pub cameras: usize,
+    /// Frames one inference may take: `engine.max_batch`, or less where the model or backend
+    /// allows less (1 for a model with a fixed batch of 1).
+    pub max_batch: usize,
+    /// Inferences run, and the frames in them.
+    pub batches: u64,
+    pub frames: u64,
+    /// Inferences by batch size (only sizes that occurred).
+    pub batch_sizes: BTreeMap<usize, u64>,
+    pub memory: MemoryReport,
+}
+
+/// Device memory of the execution contexts, against one context per camera (the design before
+/// the shared workers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MemoryReport {
+    /// Live contexts: one per worker.
+    pub contexts: usize,
+    /// Scratch memory of one context.
+    pub scratch_bytes_per_context: u64,
+    /// What the contexts hold together.
+    pub scratch_bytes: u64,
+    /// Saved against one context per camera: `(cameras − contexts) × per context`, when positive.
+    pub saved_bytes: u64,
+}
+
+impl MemoryReport {
+    pub fn new(contexts: usize, cameras: usize, scratch_bytes_per_context: u64) -> MemoryReport {
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        MemoryReport {
+            contexts,
+            scratch_bytes_per_context,
+            scratch_bytes: count(contexts).saturating_mul(scratch_bytes_per_context),
+            saved_bytes: count(cameras.saturating_sub(contexts)).saturating_mul(scratch_bytes_per_context),
+        }
+    }
+}
+
+/// The inference workers and the cameras they serve.
+pub struct Scheduler {
+    shared: Arc<Shared>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// What the workers share.
+struct Shared {
+    backend: Arc<dyn Backend>,
+    sink: Arc<dyn FrameSink>,
+    stop: Arc<AtomicBool>,
+    plan: SchedulePlan,
+    feeds: Mutex<Feeds>,
+    doorbell: Arc<Doorbell>,
+    /// Decode parameters and their generation: a worker adopts them when the generation changes.
+    params: Mutex<(u64, DecodeParams)>,
+    stats: BatchStats,
+}
+
+#[derive(Default)]
+struct Feeds {
+    cameras: Vec<Feed>,
+    /// Where the next round starts: after the camera served last.
+    next: usize,
+}
+
+/// One camera as the workers see it.
+struct Feed {
+    name: Arc<str>,
+    ring: Arc<FrameRing>,
+    /// A frame of this camera is in a worker's hands.
+    in_flight: bool,
+    /// Its ring closed and drained, and the sink was told.
+    ended: bool,
+}
+
+struct BatchStats {
+    /// Inferences by batch size − 1.
+    by_size: Vec<AtomicU64>,
+    /// The smallest batch limit a worker's session allows (starts at the plan's).
+    max_batch: AtomicUsize,
+}
+
+/// A frame a worker took, with where it goes back.
+struct Taken {
+    feed: usize,
+    name: Arc<str>,
+    ring: Arc<FrameRing>,
+    slot: FrameSlot,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Scheduler {
+    /// Starts `plan.workers` workers; each creates its session on its own thread. Cameras join
+    /// with [`Scheduler::add_camera`]. A worker whose session cannot be created, or whose backend
+    /// fails, sets `stop` and tells the sink ([`FrameSink::worker_failed`]).
+    pub fn start(
+        backend: Arc<dyn Backend>,
+        params: DecodeParams,
+        plan: SchedulePlan,
+        sink: Arc<dyn FrameSink>,
+        stop: Arc<AtomicBool>,
+        liveness: &Arc<Liveness>,
+    ) -> Result<Arc<Scheduler>, PipelineError> {
+        let plan = SchedulePlan { workers: plan.workers.max(1), max_batch: plan.max_batch.max(1), ..plan };
+        let shared = Arc::new(Shared {
+            backend,
+            sink,
+            stop,
+            plan,
+            feeds: Mutex::new(Feeds::default()),
+            doorbell: Doorbell::new(),
+            params: Mutex::new((0, params)),
+            stats: BatchStats {
+                by_size: (0..plan.max_batch).map(|_| AtomicU64::new(0)).collect(),
+                max_batch: AtomicUsize::new(plan.max_batch),
+            },
+        });
+        let scheduler = Arc::new(Scheduler { shared: Arc::clone(&shared), workers: Mutex::new(Vec::new()) });
+        for index in 0..plan.workers {
+            let name = worker_name(index);
+            let liveness = liveness.register(name.clone());
+            let worker_shared = Arc::clone(&shared);
+            let handle = std::thread::Builder::new()
+                .name(format!("infer-{index}"))
+                .spawn(move || {
+                    let shared = worker_shared;
+                    let result = shared.run_worker(&name, &liveness);
+                    match result {
+                        Ok(()) => liveness.finish(),
+                        Err(error) => {
+                            // Unblock the sources: nobody reads their frames any more.
+                            shared.stop.store(true, Ordering::SeqCst);
+                            for feed in &lock(&shared.feeds).cameras {
+                                feed.ring.close();
+                            }
+                            shared.sink.worker_failed(&name, &error);
+                        }
+                    }
+                })
+                .map_err(|source| PipelineError::Thread { camera: worker_name(index), source });
+            match handle {
+                Ok(handle) => lock(&scheduler.workers).push(handle),
+                Err(error) => {
+                    shared.stop.store(true, Ordering::SeqCst);
+                    scheduler.join().ok();
+                    return Err(error);
+                }
+            }
+        }
+        Ok(scheduler)
+    }
+
+    /// The backend the workers run (slot memory comes from it).
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.shared.backend
+    }
+
+    /// The bell every camera's ring must ring ([`FrameRing::with_doorbell`]).
+    pub fn doorbell(&self) -> Arc<Doorbell> {
+        Arc::clone(&self.shared.doorbell)
+    }
+
+    /// Starts serving a camera whose source publishes into `ring` (made with [`Scheduler::doorbell`]).
+    /// When the ring is closed and drained, the sink hears [`FrameSink::camera_ended`] with `Ok`.
+    pub fn add_camera(&self, name: &str, ring: Arc<FrameRing>) {
+        lock(&self.shared.feeds).cameras.push(Feed { name: name.into(), ring, in_flight: false, ended: false });
+        self.shared.doorbell.ring();
+    }
+
+    /// New thresholds and class filter, applied by every worker before its next batch.
+    pub fn reload(&self, params: DecodeParams) {
+        let mut current = lock(&self.shared.params);
+        *current = (current.0 + 1, params);
+    }
+
+    pub fn report(&self) -> ScheduleReport {
+        let shared = &self.shared;
+        let cameras = lock(&shared.feeds).cameras.len();
+        let batch_sizes: BTreeMap<usize, u64> = shared
+            .stats
+            .by_size
+            .iter()
+            .enumerate()
+            .map(|(index, count)| (index + 1, count.load(Ordering::Relaxed)))
+            .filter(|(_, count)| *count > 0)
+            .collect();
+        let batches = batch_sizes.values().sum();
+        let frames = batch_sizes.iter().map(|(size, count)| *size as u64 * count).sum();
+        ScheduleReport {
+            workers: shared.plan.workers,
+            cameras,
+            max_batch: shared.stats.max_batch.load(Ordering::Relaxed),
+            batches,
+            frames,
+            batch_sizes,
+            memory: MemoryReport::new(shared.plan.workers, cameras, shared.backend.session_memory().scratch_bytes),
+        }
+    }
+
+    /// Waits for the workers (after the stop flag was set).
+    pub fn join(&self) -> Result<(), PipelineError> {
+        let handles = std::mem::take(&mut *lock(&self.workers));
+        let mut outcome = Ok(());
+        for (index, handle) in handles.into_iter().enumerate() {
+            if handle.join().is_err() {
+                outcome = Err(PipelineError::Panicked { camera: worker_name(index) });
+            }
+        }
+        outcome
+    }
+}
+
+fn worker_name(index: usize) -> String {
+    format!("inference worker {index}")
+}
+
+impl Shared {
+    fn run_worker(&self, name: &str, liveness: &LivenessHandle) -> Result<(), PipelineError> {
+        let worker_error = |source| PipelineError::Worker { source };
+        let mut session = self.backend.new_session().map_err(worker_error)?;
+        liveness.beat();
+        let limit = self.plan.max_batch.min(session.max_batch()).max(1);
+        self.stats.max_batch.fetch_min(limit, Ordering::Relaxed);
+        let (mut params_seen, params) = lock(&self.params).clone();
+        let mut work =
+            WorkerState { decoder: Decoder::new(params), detections: Vec::new(), row_outputs: ModelOutputs::default() };
+        let mut batch: Vec<Taken> = Vec::with_capacity(limit);
+        while !self.stop.load(Ordering::SeqCst) {
+            {
+                let params = lock(&self.params);
+                if params.0 != params_seen {
+                    params_seen = params.0;
+                    work.decoder.set_params(params.1.clone());
+                    log::info!("{name}: reloaded thresholds and class filter");
+                }
+            }
+            let rung = self.doorbell.rung();
+            self.gather(&mut batch, limit);
+            if batch.is_empty() {
+                // Idle because no frame came: alive, not hung.
+                self.doorbell.wait(rung, POLL);
+                liveness.beat();
+                continue;
+            }
+            self.fill_within_timeout(&mut batch, limit);
+            liveness.enter(Stage::Infer);
+            let outcome = work.run(&mut *session, &batch, self.backend.spec(), self.sink.as_ref());
+            self.stats.by_size[batch.len() - 1].fetch_add(1, Ordering::Relaxed);
+            self.give_back(&mut batch);
+            liveness.beat();
+            outcome?;
+        }
+        Ok(())
+    }
+
+    /// Takes up to `limit` frames in all, at most one per camera, round robin from where the last
+    /// round stopped. Tells the sink about cameras whose ring has closed and drained.
+    fn gather(&self, batch: &mut Vec<Taken>, limit: usize) {
+        let mut ended = Vec::new();
+        {
+            let mut feeds = lock(&self.feeds);
+            let count = feeds.cameras.len();
+            let start = feeds.next;
+            for offset in 0..count {
+                if batch.len() >= limit {
+                    break;
+                }
+                let index = (start + offset) % count;
+                let feed = &mut feeds.cameras[index];
+                if feed.in_flight || feed.ended {
+                    continue;
+                }
+                if let Some(slot) = feed.ring.try_take_ready() {
+                    feed.in_flight = true;
+                    batch.push(Taken { feed: index, name: Arc::clone(&feed.name), ring: Arc::clone(&feed.ring), slot });
+                    feeds.next = (index + 1) % count;
+                } else if feed.ring.is_finished() {
+                    feed.ended = true;
+                    ended.push(Arc::clone(&feed.name));
+                }
+            }
+        }
+        for name in ended {
+            self.sink.camera_ended(&name, &Ok(()));
+        }
+    }
+
+    /// With `engine.batch_timeout_ms`, waits up to that long for other cameras' frames to fill a
+    /// batch that has room left.
+    fn fill_within_timeout(&self, batch: &mut Vec<Taken>, limit: usize) {
+        if self.plan.batch_timeout.is_zero() || batch.len() >= limit {
+            return;
+        }
+        let deadline = Instant::now() + self.plan.batch_timeout;
+        loop {
+            let rung = self.doorbell.rung();
+            self.gather(batch, limit);
+            let now = Instant::now();
+            if batch.len() >= limit || now >= deadline || self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            self.doorbell.wait(rung, deadline - now);
+        }
+    }
+
+    /// Returns the slots to their rings and lets the cameras be served again.
+    fn give_back(&self, batch: &mut Vec<Taken>) {
+        let mut feeds = lock(&self.feeds);
+        for taken in batch.drain(..) {
+            taken.ring.release(taken.slot);
+            if let Some(feed) = feeds.cameras.get_mut(taken.feed) {
+                feed.in_flight = false;
+            }
+        }
+        drop(feeds);
+        self.doorbell.ring();
+    }
+}
+
+/// A worker's reusable state.
+struct WorkerState {
+    decoder: Decoder,
+    detections: Vec<Detection>,
+    /// One frame's share of batched outputs.
+    row_outputs: ModelOutputs,
+}
+
+impl WorkerState {
+    /// Runs the frames of `batch` (one inference when the session batches, else one after another),
+    /// decodes each and hands it to the sink. A frame the preprocessor rejects is skipped with a
+    /// warning; any other backend or decode failure ends the worker.
+    fn run(
+        &mut self,
+        session: &mut dyn InferenceSession,
+        batch: &[Taken],
+        spec: &crate::preprocess::PreprocessSpec,
+        sink: &dyn FrameSink,
+    ) -> Result<(), PipelineError> {
+        if batch.len() > 1 {
+            let slots: Vec<&FrameSlot> = batch.iter().map(|taken| &taken.slot).collect();
+            match session.run_batch(&slots) {
+                Ok((outputs, backend_timings)) => {
+                    for (row, taken) in batch.iter().enumerate() {
+                        let decoded = outputs
+                            .row_into(row, batch.len(), &mut self.row_outputs)
+                            .map_err(FrameError::Decode)
+                            .and_then(|()| {
+                                decode_frame(
+                                    &mut self.decoder,
+                                    spec,
+                                    &taken.slot,
+                                    &self.row_outputs,
+                                    backend_timings,
+                                    &mut self.detections,
+                                )
+                            });
+                        self.deliver(taken, decoded, sink)?;
+                    }
+                    return Ok(());
+                }
+                // One bad frame must not cost the others theirs: run them one by one below, so
+                // that only it is skipped.
+                Err(BackendError::Preprocess(_)) => {}
+                Err(source) => return Err(PipelineError::Worker { source }),
+            }
+        }
+        for taken in batch {
+            let outcome = process(session, &mut self.decoder, spec, &taken.slot, &mut self.detections);
+            self.deliver(taken, outcome, sink)?;
+        }
+        Ok(())
+    }
+
+    fn deliver(
+        &self,
+        taken: &Taken,
+        outcome: Result<crate::telemetry::FrameTimings, FrameError>,
+        sink: &dyn FrameSink,
+    ) -> Result<(), PipelineError> {
+        let camera = &*taken.name;
+        match outcome {
+            Ok(timings) => {
+                log::debug!(
+                    "camera {camera} frame {}: {timings:?} ({} detections)",
+                    taken.slot.meta().sequence,
+                    self.detections.len()
+                );
+                sink.frame(camera, &taken.slot, &self.detections, &timings);
+                Ok(())
+            }
+            // A frame the preprocessor cannot take (odd size, truncated data) is one bad frame,
+            // not a broken pipeline.
+            Err(FrameError::Backend(BackendError::Preprocess(message))) => {
+                log::warn!("camera {camera} frame {}: skipped: {message}", taken.slot.meta().sequence);
+                Ok(())
+            }
+            Err(FrameError::Backend(source)) => Err(PipelineError::Worker { source }),
+            Err(FrameError::Decode(message)) => Err(PipelineError::Decode { camera: camera.to_string(), message }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::backend::{BackendInfo, BackendTimings, OutputTensor, SessionMemory};
+    use crate::config::{CameraConfig, DecoderKind, SourceConfig};
+    use crate::pipeline::{CameraPipeline, PipelineShared};
+    use crate::preprocess::PreprocessSpec;
+
+    /// A backend that sleeps instead of inferring, yields SSD outputs without detections, and
+    /// records what it ran. Cameras are told apart by frame width (see [`camera`]).
+    struct FakeBackend {
+        spec: PreprocessSpec,
+        session_batch: usize,
+        workers: usize,
+        inference_time: Duration,
+        record: Arc<Record>,
+    }
+
+    #[derive(Default)]
+    struct Record {
+        sessions: AtomicUsize,
+        runs: AtomicUsize,
+        /// Frame widths of every run, in order.
+        batches: Mutex<Vec<Vec<u32>>>,
+        /// Frame widths in inference right now, to catch a camera in two workers at once.
+        in_flight: Mutex<Vec<u32>>,
+        overlaps: AtomicUsize,
+    }
+
+    struct FakeSession {
+        batch: usize,
+        inference_time: Duration,
+        record: Arc<Record>,
+        outputs: ModelOutputs,
+    }
+
+    const SCRATCH_BYTES: u64 = 100 << 20;
+
+    impl Backend for FakeBackend {
+        fn info(&self) -> BackendInfo {
+            BackendInfo { kind: "cpu", model: "fake".into(), detail: String::new() }
+        }
+        fn spec(&self) -> &PreprocessSpec {
+            &self.spec
+        }
+        fn inference_workers(&self) -> usize {
+            self.workers
+        }
+        fn session_memory(&self) -> SessionMemory {
+            SessionMemory { scratch_bytes: SCRATCH_BYTES }
+        }
+        fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
+            self.record.sessions.fetch_add(1, Ordering::SeqCst);
+            Ok(Box::new(FakeSession {
+                batch: self.session_batch,
+                inference_time: self.inference_time,
+                record: Arc::clone(&self.record),
+                outputs: ModelOutputs::default(),
+            }))
+        }
+    }
+
+    impl InferenceSession for FakeSession {
+        fn run(&mut self, slot: &FrameSlot) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+            self.run_batch(&[slot])
+        }
+        fn max_batch(&self) -> usize {
+            self.batch
+        }
+        fn run_batch(&mut self, slots: &[&FrameSlot]) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+            let widths: Vec<u32> = slots.iter().map(|slot| slot.meta().width).collect();
+            {
+                let mut in_flight = lock(&self.record.in_flight);
+                if widths.iter().any(|w| in_flight.contains(w)) {
+                    self.record.overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                in_flight.extend(&widths);
+            }
+            std::thread::sleep(self.inference_time);
+            lock(&self.record.in_flight).retain(|w| !widths.contains(w));
+            lock(&self.record.batches).push(widths);
+            self.record.runs.fetch_add(1, Ordering::SeqCst);
+            let rows = slots.len();
+            self.outputs.tensors = vec![
+                OutputTensor { name: "boxes".into(), shape: vec![rows, 1, 4], data: vec![0.0; rows * 4] },
+                OutputTensor { name: "scores".into(), shape: vec![rows, 1, 2], data: vec![0.0; rows * 2] },
+            ];
+            Ok((&self.outputs, BackendTimings::default()))
+        }
+    }
+
+    /// Records every frame the sink gets, per camera.
+    #[derive(Default)]
+    struct RecordingSink {
+        frames: Mutex<HashMap<String, Vec<u64>>>,
+        ended: Mutex<Vec<String>>,
+    }
+
+    impl FrameSink for RecordingSink {
+        fn frame(&self, camera: &str, slot: &FrameSlot, _: &[Detection], _: &crate::telemetry::FrameTimings) {
+            lock(&self.frames).entry(camera.to_string()).or_default().push(slot.meta().sequence);
+        }
+        fn camera_ended(&self, camera: &str, _: &Result<(), PipelineError>) {
+            lock(&self.ended).push(camera.to_string());
+        }
+        fn worker_failed(&self, worker: &str, error: &PipelineError) {
+            panic!("{worker} failed: {error}");
+        }
+    }
+
+    impl RecordingSink {
+        fn counts(&self) -> Vec<usize> {
+            lock(&self.frames).values().map(Vec::len).collect()
+        }
+    }
+
+    fn params() -> DecodeParams {
+        DecodeParams {
+            kind: DecoderKind::Ssd,
+            score_threshold: 0.5,
+            nms_iou: 0.5,
+            max_detections: 10,
+            allowed_classes: None,
+        }
+    }
+
+    /// Camera `index`: an uncapped synthetic source whose frames are `64 + 2 × index` wide.
+    fn camera(index: usize) -> CameraConfig {
+        CameraConfig {
+            name: format!("cam{index}"),
+            source: SourceConfig::Synthetic { width: 64 + 2 * index as u32, height: 48 },
+            fps: 0.0,
+            zones: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+
+    struct Rig {
+        scheduler: Arc<Scheduler>,
+        pipelines: Vec<CameraPipeline>,
+        sink: Arc<RecordingSink>,
+        record: Arc<Record>,
+        stop: Arc<AtomicBool>,
+    }
+
+    impl Rig {
+        fn start(cameras: usize, plan: SchedulePlan, session_batch: usize, inference_time: Duration) -> Rig {
+            let config = Config::embedded_default().expect("embedded default config");
+            let record = Arc::new(Record::default());
+            let backend = Arc::new(FakeBackend {
+                spec: PreprocessSpec::from(&config.model.input),
+                session_batch,
+                workers: plan.workers,
+                inference_time,
+                record: Arc::clone(&record),
+            });
+            let sink = Arc::new(RecordingSink::default());
+            let stop = Arc::new(AtomicBool::new(false));
+            let liveness = Liveness::new();
+            let scheduler = Scheduler::start(backend, params(), plan, sink.clone(), stop.clone(), &liveness)
+                .expect("start the scheduler");
+            let shared = PipelineShared {
+                slots: 3,
+                limits: config.limits,
+                scheduler: Arc::clone(&scheduler),
+                sink: sink.clone(),
+                stop: stop.clone(),
+                liveness,
+            };
+            let pipelines =
+                (0..cameras).map(|i| CameraPipeline::start(&camera(i), &shared).expect("start a camera")).collect();
+            Rig { scheduler, pipelines, sink, record, stop }
+        }
+
+        /// Waits (bounded generously: this is about progress, not speed) until `done` holds.
+        fn wait_for(&self, what: &str, done: impl Fn(&Rig) -> bool) {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !done(self) {
+                assert!(Instant::now() < deadline, "timed out waiting for {what}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+
+        fn stop(self) -> Stopped {
+            self.stop.store(true, Ordering::SeqCst);
+            let rings = self
+                .pipelines
+                .iter()
+                .map(|p| {
+                    let stats = p.ring().stats();
+                    (stats.produced.load(Ordering::SeqCst), stats.dropped.load(Ordering::SeqCst))
+                })
+                .collect();
+            for pipeline in self.pipelines {
+                pipeline.join().expect("source thread");
+            }
+            self.scheduler.join().expect("workers");
+            let report = self.scheduler.report();
+            Stopped { sink: self.sink, record: self.record, rings, report }
+        }
+    }
+
+    /// What a stopped rig leaves: the sink's and backend's records, each ring's (produced, dropped)
+    /// and the scheduler's report.
+    struct Stopped {
+        sink: Arc<RecordingSink>,
+        record: Arc<Record>,
+        rings: Vec<(u64, u64)>,
+        report: ScheduleReport,
+    }
+
+    fn plan(workers: usize, max_batch: usize, batch_timeout: Duration) -> SchedulePlan {
+        SchedulePlan { workers, max_batch, batch_timeout }
+    }
+
+    #[test]
+    fn one_worker_serves_every_camera_in_turn_and_counts_what_it_drops() {
+        let rig = Rig::start(3, plan(1, 1, Duration::ZERO), 1, Duration::from_millis(2));
+        rig.wait_for("30 frames of every camera", |rig| {
+            let counts = rig.sink.counts();
+            counts.len() == 3 && counts.iter().all(|n| *n >= 30)
+        });
+        let Stopped { sink, record, rings, report } = rig.stop();
+        assert_eq!(record.sessions.load(Ordering::SeqCst), 1, "one session for three cameras");
+        let batches = lock(&record.batches).clone();
+        // Round robin: however the sources' timing goes, no camera gets far more turns than another
+        // (serving the first camera that has a frame would starve the others completely).
+        let counts = sink.counts();
+        let (fewest, most) = (counts.iter().min().copied().unwrap_or(0), counts.iter().max().copied().unwrap_or(0));
+        assert!(fewest * 2 + 2 >= most, "unfair turns: {counts:?} in {batches:?}");
+        assert_eq!(batches.len(), counts.iter().sum::<usize>());
+        let frames = lock(&sink.frames);
+        for (camera, sequences) in frames.iter() {
+            assert!(sequences.windows(2).all(|w| w[0] < w[1]), "{camera} out of order: {sequences:?}");
+        }
+        // Uncapped sources outrun inference: their oldest frames are dropped, and counted.
+        for (index, (produced, dropped)) in rings.iter().enumerate() {
+            let processed = frames[&format!("cam{index}")].len() as u64;
+            assert!(*dropped > 0, "cam{index} never dropped a frame");
+            assert!(processed + dropped <= *produced, "cam{index}: {processed} + {dropped} > {produced}");
+            assert!(produced - processed - dropped <= 3 + 1, "cam{index}: frames unaccounted for");
+        }
+        assert_eq!((report.workers, report.cameras, report.max_batch), (1, 3, 1));
+        assert_eq!(report.batch_sizes.keys().copied().collect::<Vec<_>>(), [1]);
+    }
+
+    #[test]
+    fn frames_of_several_cameras_share_one_batch_but_never_two_of_one_camera() {
+        let rig = Rig::start(4, plan(1, 4, Duration::from_millis(500)), 4, Duration::from_millis(2));
+        rig.wait_for("20 batches", |rig| rig.record.runs.load(Ordering::SeqCst) >= 20);
+        let Stopped { sink, record, report, .. } = rig.stop();
+        let batches = lock(&record.batches).clone();
+        assert!(batches.iter().all(|b| (1..=4).contains(&b.len())), "{batches:?}");
+        for batch in &batches {
+            let mut widths = batch.clone();
+            widths.sort_unstable();
+            widths.dedup();
+            assert_eq!(widths.len(), batch.len(), "two frames of one camera in one batch: {batch:?}");
+        }
+        assert!(batches.iter().any(|b| b.len() == 4), "with a wait, batches fill: {batches:?}");
+        assert_eq!(sink.counts().len(), 4, "every camera was served");
+        assert_eq!(report.max_batch, 4);
+        assert_eq!(report.frames, batches.iter().map(|b| b.len() as u64).sum::<u64>());
+        assert!(report.batch_sizes.get(&4).is_some_and(|n| *n > 0), "{report:?}");
+    }
+
+    #[test]
+    fn a_model_with_a_fixed_batch_runs_the_frames_of_a_round_one_by_one() {
+        let rig = Rig::start(2, plan(1, 4, Duration::ZERO), 1, Duration::from_millis(1));
+        rig.wait_for("10 runs", |rig| rig.record.runs.load(Ordering::SeqCst) >= 10);
+        let Stopped { record, report, .. } = rig.stop();
+        assert!(lock(&record.batches).iter().all(|b| b.len() == 1));
+        assert_eq!(report.max_batch, 1, "the session allows single frames only");
+        assert_eq!(report.batch_sizes.keys().copied().collect::<Vec<_>>(), [1]);
+    }
+
+    #[test]
+    fn every_camera_leases_the_one_context_of_its_worker_and_the_saving_is_reported() {
+        let rig = Rig::start(4, plan(1, 1, Duration::ZERO), 1, Duration::from_millis(1));
+        rig.wait_for("a frame of every camera", |rig| rig.sink.counts().len() == 4);
+        let Stopped { record, report, .. } = rig.stop();
+        assert_eq!(record.sessions.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            report.memory,
+            MemoryReport {
+                contexts: 1,
+                scratch_bytes_per_context: SCRATCH_BYTES,
+                scratch_bytes: SCRATCH_BYTES,
+                saved_bytes: 3 * SCRATCH_BYTES
+            }
+        );
+    }
+
+    #[test]
+    fn several_workers_never_run_two_frames_of_one_camera_at_once() {
+        let rig = Rig::start(3, plan(2, 1, Duration::ZERO), 1, Duration::from_millis(3));
+        rig.wait_for("20 frames of every camera", |rig| {
+            let counts = rig.sink.counts();
+            counts.len() == 3 && counts.iter().all(|n| *n >= 20)
+        });
+        let Stopped { sink, record, report, .. } = rig.stop();
+        assert_eq!(record.sessions.load(Ordering::SeqCst), 2, "one session per worker");
+        assert_eq!(record.overlaps.load(Ordering::SeqCst), 0, "a camera was in two workers at once");
+        for (camera, sequences) in lock(&sink.frames).iter() {
+            assert!(sequences.windows(2).all(|w| w[0] < w[1]), "{camera} out of order: {sequences:?}");
+        }
+        assert_eq!(report.memory.contexts, 2);
+        assert_eq!(report.memory.saved_bytes, SCRATCH_BYTES, "3 cameras on 2 contexts save one");
+    }
+
+    #[test]
+    fn stop_does_not_wait_for_the_frames_still_in_the_rings() {
+        let rig = Rig::start(2, plan(1, 1, Duration::ZERO), 1, Duration::from_millis(150));
+        rig.wait_for("the rings to fill during the first inference", |rig| {
+            rig.record.runs.load(Ordering::SeqCst) >= 1
+                && rig.pipelines.iter().all(|p| p.ring().stats().produced.load(Ordering::SeqCst) >= 3)
+        });
+        let runs_at_stop = rig.record.runs.load(Ordering::SeqCst);
+        let Stopped { record, .. } = rig.stop();
+        let runs_after_stop = record.runs.load(Ordering::SeqCst) - runs_at_stop;
+        assert!(
+            runs_after_stop <= 1,
+            "{runs_after_stop} frames were run after the stop request (one may be in flight)"
+        );
+    }
+
+    #[test]
+    fn a_finite_camera_ends_once_its_last_frame_is_through() {
+        let config = Config::embedded_default().expect("embedded default config");
+        let record = Arc::new(Record::default());
+        let backend = Arc::new(FakeBackend {
+            spec: PreprocessSpec::from(&config.model.input),
+            session_batch: 1,
+            workers: 1,
+            inference_time: Duration::from_millis(1),
+            record,
+        });
+        let sink = Arc::new(RecordingSink::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let scheduler = Scheduler::start(
+            backend,
+            params(),
+            plan(1, 1, Duration::ZERO),
+            sink.clone(),
+            stop.clone(),
+            &Liveness::new(),
+        )
+        .expect("start");
+        let ring = Arc::new(FrameRing::with_doorbell(
+            (0..2).map(|_| FrameSlot::new(Box::new(crate::frame::HeapMemory::default()))).collect(),
+            scheduler.doorbell(),
+        ));
+        scheduler.add_camera("once", Arc::clone(&ring));
+        let mut slot = ring.acquire_for_write().expect("slot");
+        slot.prepare(64, 48, crate::frame::PixelFormat::Rgb8).expect("prepare");
+        ring.publish(slot);
+        ring.close();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while lock(&sink.ended).is_empty() {
+            assert!(Instant::now() < deadline, "the camera never ended");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(sink.counts(), [1], "its last frame was run before it ended");
+        assert_eq!(*lock(&sink.ended), ["once"]);
+        stop.store(true, Ordering::SeqCst);
+        scheduler.join().expect("join");
+    }
+}
