@@ -78,7 +78,8 @@ pub fn gpu_section(_ordinal: usize) -> Value {
 }
 
 /// With TensorRT and a GPU present, also the engine file the config would use and whether it is
-/// already in the cache (if not, the first `run` builds it: minutes on a Jetson).
+/// already in the cache (if not, the first `run` builds it: minutes on a Jetson); for a cached
+/// engine, the context memory the daemon would hold (`context_memory`).
 #[cfg(feature = "tensorrt")]
 fn tensorrt_section(config: &Config) -> Value {
     use crate::trt::build::{device_identity, expected_engine_path};
@@ -89,7 +90,16 @@ fn tensorrt_section(config: &Config) -> Value {
         expected_engine_path(config, version, &device)
     });
     if let Some(path) = engine {
-        section["engine"] = json!({ "cached": path.is_file(), "path": path });
+        let cached = path.is_file();
+        section["engine"] = json!({ "cached": cached, "path": path });
+        // What the cameras' one inference worker would hold: scratch, persistent context memory,
+        // and the saving against one context per camera.
+        if cached {
+            section["context_memory"] = match crate::trt::backend::planned_context_memory(config, &path) {
+                Ok(memory) => serde_json::to_value(memory).unwrap_or(Value::Null),
+                Err(error) => json!({ "error": error.to_string() }),
+            };
+        }
     }
     section
 }

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BackendError, InferenceSession, ModelOutputs};
+use crate::backend::{Backend, BackendError, InferenceSession, ModelOutputs, SessionMemory};
 use crate::config::Config;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
@@ -79,22 +79,30 @@ pub struct ScheduleReport {
 pub struct MemoryReport {
     /// Live contexts: one per worker.
     pub contexts: usize,
-    /// Scratch memory of one context.
+    /// Scratch (activation) memory of one context; the contexts of one worker lease one arena.
     pub scratch_bytes_per_context: u64,
-    /// What the contexts hold together.
+    /// Memory one context keeps for itself beyond its scratch, as far as the driver shows it.
+    pub persistent_bytes_per_context: u64,
+    /// What the contexts hold together: scratch, and persistent memory.
     pub scratch_bytes: u64,
-    /// Saved against one context per camera: `(cameras − contexts) × per context`, when positive.
+    pub persistent_bytes: u64,
+    /// Saved against one context per camera: `(cameras − contexts) × (scratch + persistent)` of
+    /// one context, when positive.
     pub saved_bytes: u64,
 }
 
 impl MemoryReport {
-    pub fn new(contexts: usize, cameras: usize, scratch_bytes_per_context: u64) -> MemoryReport {
+    pub fn new(contexts: usize, cameras: usize, per_context: SessionMemory) -> MemoryReport {
         let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let SessionMemory { scratch_bytes, persistent_bytes } = per_context;
         MemoryReport {
             contexts,
-            scratch_bytes_per_context,
-            scratch_bytes: count(contexts).saturating_mul(scratch_bytes_per_context),
-            saved_bytes: count(cameras.saturating_sub(contexts)).saturating_mul(scratch_bytes_per_context),
+            scratch_bytes_per_context: scratch_bytes,
+            persistent_bytes_per_context: persistent_bytes,
+            scratch_bytes: count(contexts).saturating_mul(scratch_bytes),
+            persistent_bytes: count(contexts).saturating_mul(persistent_bytes),
+            saved_bytes: count(cameras.saturating_sub(contexts))
+                .saturating_mul(scratch_bytes.saturating_add(persistent_bytes)),
         }
     }
 }
@@ -258,7 +266,7 @@ impl Scheduler {
             batches,
             frames,
             batch_sizes,
-            memory: MemoryReport::new(shared.plan.workers, cameras, shared.backend.session_memory().scratch_bytes),
+            memory: MemoryReport::new(shared.plan.workers, cameras, shared.backend.session_memory()),
         }
     }
 
@@ -470,7 +478,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::backend::{BackendInfo, BackendTimings, OutputTensor, SessionMemory};
+    use crate::backend::{BackendInfo, BackendTimings, OutputTensor};
     use crate::config::{CameraConfig, DecoderKind, SourceConfig};
     use crate::pipeline::{CameraPipeline, PipelineShared};
     use crate::preprocess::PreprocessSpec;
@@ -504,6 +512,7 @@ mod tests {
     }
 
     const SCRATCH_BYTES: u64 = 100 << 20;
+    const PERSISTENT_BYTES: u64 = 3 << 20;
 
     impl Backend for FakeBackend {
         fn info(&self) -> BackendInfo {
@@ -516,7 +525,7 @@ mod tests {
             self.workers
         }
         fn session_memory(&self) -> SessionMemory {
-            SessionMemory { scratch_bytes: SCRATCH_BYTES }
+            SessionMemory { scratch_bytes: SCRATCH_BYTES, persistent_bytes: PERSISTENT_BYTES }
         }
         fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
             self.record.sessions.fetch_add(1, Ordering::SeqCst);
@@ -754,8 +763,10 @@ mod tests {
             MemoryReport {
                 contexts: 1,
                 scratch_bytes_per_context: SCRATCH_BYTES,
+                persistent_bytes_per_context: PERSISTENT_BYTES,
                 scratch_bytes: SCRATCH_BYTES,
-                saved_bytes: 3 * SCRATCH_BYTES
+                persistent_bytes: PERSISTENT_BYTES,
+                saved_bytes: 3 * (SCRATCH_BYTES + PERSISTENT_BYTES)
             }
         );
     }
@@ -774,7 +785,7 @@ mod tests {
             assert!(sequences.windows(2).all(|w| w[0] < w[1]), "{camera} out of order: {sequences:?}");
         }
         assert_eq!(report.memory.contexts, 2);
-        assert_eq!(report.memory.saved_bytes, SCRATCH_BYTES, "3 cameras on 2 contexts save one");
+        assert_eq!(report.memory.saved_bytes, SCRATCH_BYTES + PERSISTENT_BYTES, "3 cameras on 2 contexts save one");
     }
 
     #[test]

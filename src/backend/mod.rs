@@ -95,6 +95,9 @@ pub struct BackendInfo {
 pub struct SessionMemory {
     /// Activation (scratch) memory of one context.
     pub scratch_bytes: u64,
+    /// What a context allocates for itself beyond its scratch (TensorRT does not report it: the
+    /// TensorRT backend measures the device's free memory before and after creating one).
+    pub persistent_bytes: u64,
 }
 
 /// A loaded model, shared by every camera. Sessions are created on the thread that will use them.

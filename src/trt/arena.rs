@@ -128,13 +128,8 @@ pub struct ArenaLease {
 
 impl ArenaLease {
     /// Leases `bytes` of scratch from this thread's arena for device `ordinal`, creating or growing
-    /// it as needed, and points `context` at it.
-    pub fn acquire(
-        ordinal: usize,
-        stream: &Arc<CudaStream>,
-        bytes: u64,
-        context: &mut ExecutionContext,
-    ) -> Result<ArenaLease, TrtError> {
+    /// it as needed. Point a context at it with [`ArenaLease::rebind`] before its first enqueue.
+    pub fn acquire(ordinal: usize, stream: &Arc<CudaStream>, bytes: u64) -> Result<ArenaLease, TrtError> {
         let arena = ARENAS.with(|arenas| {
             let mut arenas = arenas.borrow_mut();
             arenas.retain(|(_, weak)| weak.strong_count() > 0);
@@ -164,9 +159,14 @@ impl ArenaLease {
             }
             id
         };
-        let mut lease = ArenaLease { arena, id, bound_generation: u64::MAX };
-        lease.rebind(context)?;
-        Ok(lease)
+        Ok(ArenaLease { arena, id, bound_generation: u64::MAX })
+    }
+
+    /// The arena's buffer as it is now: device address and size (at least this lease's
+    /// requirement). Both change when another lease grows the arena.
+    pub fn memory(&self) -> (u64, u64) {
+        let state = self.arena.borrow();
+        (state.device_ptr(), state.capacity())
     }
 
     /// Re-points `context` at the arena if it was reallocated since the last call. Cheap; call

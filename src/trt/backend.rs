@@ -9,6 +9,7 @@
 //! [`InputStage`] (the CUDA preprocessing kernel, wired by the pipeline) writes the input tensor on
 //! the session's stream — nor decode outputs.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ use crate::backend::{
 use crate::config::{Config, TensorDtype};
 use crate::frame::FrameSlot;
 use crate::preprocess::PreprocessSpec;
+use crate::scheduler::MemoryReport;
 
 /// Writes the model input for a frame into device memory, on the session's stream.
 pub trait InputStage {
@@ -105,6 +107,8 @@ pub struct TrtBackend {
     max_batch: usize,
     input_stage: InputStageFactory,
     info: BackendInfo,
+    /// The largest persistent memory a session's context took (measured when it was created).
+    persistent_bytes: AtomicU64,
 }
 
 impl TrtBackend {
@@ -153,8 +157,44 @@ impl TrtBackend {
             max_batch,
             input_stage,
             info,
+            persistent_bytes: AtomicU64::new(0),
         })
     }
+}
+
+/// The device's free memory, as the driver reports it for the context bound to this thread.
+fn free_device_memory() -> Option<u64> {
+    cudarc::driver::result::mem_get_info().ok().map(|(free, _total)| free as u64)
+}
+
+/// Creates a context on `engine` and measures what it allocated for itself (TensorRT has no call
+/// that reports a context's persistent memory): the fall in the device's free memory across the
+/// creation. Scratch memory is not part of it (user-managed, leased from the arena afterwards).
+/// On a Jetson the free memory is the system's, so another process allocating at the same moment
+/// skews the figure; it is a report, never a decision.
+pub fn create_measured_context(engine: &Arc<Engine>) -> Result<(ExecutionContext, u64), TrtError> {
+    let before = free_device_memory();
+    let context = engine.create_context()?;
+    let persistent = before.zip(free_device_memory()).map_or(0, |(before, after)| before.saturating_sub(after));
+    Ok((context, persistent))
+}
+
+/// For `probe`: the context memory the daemon would hold with `config`'s cameras on one inference
+/// worker, from the engine file at `path` (deserialised and one context created, then dropped;
+/// nothing is built).
+pub fn planned_context_memory(config: &Config, path: &std::path::Path) -> Result<MemoryReport, TrtError> {
+    let (context, _device) = device_identity(config.device.gpu)?;
+    context.bind_to_thread().map_err(cuda("binding the CUDA context"))?;
+    let runtime = TrtRuntime::open()?;
+    let bytes = std::fs::read(path).map_err(|e| TrtError::Deserialize(format!("{}: {e}", path.display())))?;
+    let engine = Arc::new(
+        runtime
+            .deserialize(&bytes, config.engine.dla_core)
+            .map_err(|e| TrtError::Deserialize(format!("{}: {e}", path.display())))?,
+    );
+    let (_context, persistent_bytes) = create_measured_context(&engine)?;
+    let per_context = SessionMemory { scratch_bytes: engine.device_memory_bytes(), persistent_bytes };
+    Ok(MemoryReport::new(1, config.cameras.len(), per_context))
 }
 
 /// Frames one enqueue can take: the largest batch of the profile when the input's leading
@@ -256,7 +296,10 @@ impl Backend for TrtBackend {
     }
 
     fn session_memory(&self) -> SessionMemory {
-        SessionMemory { scratch_bytes: self.engine.device_memory_bytes() }
+        SessionMemory {
+            scratch_bytes: self.engine.device_memory_bytes(),
+            persistent_bytes: self.persistent_bytes.load(Ordering::Relaxed),
+        }
     }
 
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
@@ -307,8 +350,10 @@ impl TrtSession {
         let ctx = &backend.context;
         ctx.bind_to_thread().map_err(cuda("binding the CUDA context"))?;
         let stream = ctx.new_stream().map_err(cuda("creating a stream"))?;
-        let mut context = backend.engine.create_context()?;
-        let lease = ArenaLease::acquire(backend.ordinal, &stream, backend.engine.device_memory_bytes(), &mut context)?;
+        let (mut context, persistent_bytes) = create_measured_context(&backend.engine)?;
+        backend.persistent_bytes.fetch_max(persistent_bytes, Ordering::Relaxed);
+        let mut lease = ArenaLease::acquire(backend.ordinal, &stream, backend.engine.device_memory_bytes())?;
+        lease.rebind(&mut context)?;
         let max_batch = backend.max_batch;
         let profile = if backend.input.is_dynamic() {
             let profile = backend.profiles.acquire()?;

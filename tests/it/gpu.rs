@@ -22,7 +22,7 @@ const FILTERS: [ResizeFilter; 2] = [ResizeFilter::Bilinear, ResizeFilter::Antial
 
 /// The device, or `None` (with the reason on stderr, past the test harness's capture) when GPU
 /// tests are not enabled.
-fn gpu_or_skip(test: &str) -> Option<GpuDevice> {
+pub(crate) fn gpu_or_skip(test: &str) -> Option<GpuDevice> {
     if std::env::var("JETSON_DETECTD_GPU_TESTS").as_deref() != Ok("1") {
         let _ = writeln!(std::io::stderr(), "skipped {test}: set JETSON_DETECTD_GPU_TESTS=1 to run GPU tests");
         return None;

@@ -7,6 +7,8 @@ mod daemon;
 mod detect;
 #[cfg(feature = "cuda")]
 mod gpu;
+#[cfg(feature = "tensorrt")]
+mod gpu_arena;
 mod mqtt;
 mod notify;
 mod pace;
