@@ -128,6 +128,13 @@ impl CandidateSink<'_> {
         score.is_finite() && score >= self.score_threshold
     }
 
+    /// Whether any of `scores` can pass the threshold: a scan without early exit, which the
+    /// compiler vectorises, so that decoders skip the rows where nothing passes (almost all of
+    /// them: an SSD frame has ~172 000 anchor-class scores and a handful above it).
+    fn any_may_pass(&self, scores: &[f32]) -> bool {
+        scores.iter().fold(false, |any, &score| any | (score >= self.score_threshold))
+    }
+
     fn class_allowed(&self, class_id: usize) -> bool {
         self.allowed.is_none_or(|allowed| allowed.binary_search(&class_id).is_ok())
     }

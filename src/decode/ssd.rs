@@ -43,6 +43,10 @@ pub(super) fn collect(
         return Err(unexpected(DECODER, EXPECTED, outputs));
     }
     for (anchor_box, anchor_scores) in boxes.data.chunks_exact(4).zip(scores.data.chunks_exact(scores.cols)) {
+        let class_scores = &anchor_scores[1..];
+        if !sink.any_may_pass(class_scores) {
+            continue;
+        }
         let &[ymin, xmin, ymax, xmax] = anchor_box else { continue };
         let tensor_box = BoundingBox {
             x1: xmin * input_width,
@@ -50,7 +54,7 @@ pub(super) fn collect(
             x2: xmax * input_width,
             y2: ymax * input_height,
         };
-        for (class_id, &score) in anchor_scores.iter().skip(1).enumerate() {
+        for (class_id, &score) in class_scores.iter().enumerate() {
             sink.offer(class_id, score, tensor_box);
         }
     }
