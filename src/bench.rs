@@ -190,7 +190,10 @@ pub struct CamerasBench {
 }
 
 /// A camera that shows one decoded image forever: each frame is a copy of it into the slot, the
-/// cost of a camera handing over a frame (no file decoding, which would swamp the numbers).
+/// cost of a camera handing over a frame (no file decoding, which would swamp the numbers). It
+/// waits for a free slot instead of replacing a waiting frame: an uncapped source that spins on
+/// copies would take CPU time from inference that a live camera, delivering at its frame rate,
+/// does not.
 struct StillSource {
     frame: Vec<u8>,
     meta: crate::frame::FrameMeta,
@@ -199,6 +202,10 @@ struct StillSource {
 impl crate::source::FrameSource for StillSource {
     fn describe(&self) -> String {
         format!("still image {}x{}", self.meta.width, self.meta.height)
+    }
+
+    fn keeps_every_frame(&self) -> bool {
+        true
     }
 
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<crate::source::Capture, crate::source::SourceError> {
@@ -256,9 +263,9 @@ const CAMERAS_BENCH_LIMIT: Duration = Duration::from_secs(600);
 
 /// Runs `cameras` cameras, each showing `image`, through the scheduler on `backend` as `plan`
 /// says, until every camera has delivered `warmup + iterations` frames; measures from the moment
-/// every camera is past `warmup` until the first has its `warmup + iterations`. The sources are
-/// uncapped: the numbers are what the backend sustains, and frames a camera cannot get through
-/// are dropped as they would be live.
+/// every camera is past `warmup` until the first has its `warmup + iterations`. Each source
+/// delivers a frame whenever its ring has a free slot: the numbers are what the scheduler and the
+/// backend sustain, with every camera kept busy but none spinning.
 #[allow(clippy::too_many_arguments)]
 pub fn bench_cameras(
     backend: std::sync::Arc<dyn Backend>,
@@ -478,6 +485,115 @@ fn bench_scene() -> Scene {
             })
             .collect();
     Scene { zones, lines }
+}
+
+/// The per-frame work outside inference on the GPU path, for a 1920×1080 YUYV camera (a common
+/// V4L2 mode) and the configured model input: what the daemon spends on a frame besides the
+/// model itself.
+#[cfg(feature = "cuda")]
+#[derive(Debug, Serialize)]
+pub struct GpuPathBench {
+    /// The camera frame and the model input it is preprocessed into.
+    pub frame: String,
+    pub input: String,
+    /// Slot memory of this GPU: `mapped` (integrated: the kernel reads the slot in place) or
+    /// `pinned` (discrete: the slot is copied to the device first).
+    pub slot: &'static str,
+    pub iterations: usize,
+    /// The source writing the frame into its slot (the one copy a V4L2 YUYV capture makes).
+    pub source: StageSummary,
+    /// Slot → the input tensor's row on the GPU, until the stream is synchronised.
+    pub preprocess: StageSummary,
+    /// Decoding the model's outputs for the image (run once on the configured backend), NMS and
+    /// class filter, with boxes scaled to the 1080p frame.
+    pub postprocess: StageSummary,
+    /// Encoding the detections message.
+    pub publish: StageSummary,
+    /// All of the above for one frame.
+    pub total: StageSummary,
+}
+
+/// Times [`GpuPathBench`]: the model outputs come from one run of `backend` on `image`; the frame
+/// is a fixed pseudo-random YUYV pattern (timings on constant data can flatter).
+#[cfg(feature = "cuda")]
+#[allow(clippy::too_many_arguments)]
+pub fn bench_gpu_path(
+    device: &crate::gpu::GpuDevice,
+    backend: &dyn Backend,
+    params: DecodeParams,
+    labels: &Labels,
+    image: &Path,
+    limits: &LimitsConfig,
+    cache_dir: Option<&Path>,
+    warmup: usize,
+    iterations: usize,
+) -> Result<GpuPathBench, BenchError> {
+    use crate::frame::{HeapMemory, PixelFormat};
+    use crate::gpu::{slot_memory, GpuPreprocessor};
+
+    const WIDTH: u32 = 1920;
+    const HEIGHT: u32 = 1080;
+    let setup = |what: &str, e: &dyn std::fmt::Display| BenchError::Setup(format!("{what}: {e}"));
+    let iterations = iterations.max(1);
+    let spec = backend.spec().clone();
+
+    let mut decoded = FrameSlot::new(Box::new(HeapMemory::default()));
+    image_decode::decode_file(image, limits, &mut decoded).map_err(|e| setup("decoding the image", &e))?;
+    let mut session = backend.new_session().map_err(|e| setup("creating a session", &e))?;
+    let outputs = session.run(&decoded).map_err(|e| setup("running the model", &e))?.0.clone();
+    drop(session);
+
+    let frame_bytes = PixelFormat::Yuyv.frame_bytes(WIDTH, HEIGHT).unwrap_or(0);
+    let frame: Vec<u8> = (0..frame_bytes).map(|i| ((i as u32).wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    device.bind_to_thread().map_err(|e| setup("binding the GPU", &e))?;
+    let memory = slot_memory(device).map_err(|e| setup("allocating a frame slot", &e))?;
+    let mut slot = FrameSlot::new(memory);
+    let stream = device.new_stream().map_err(|e| setup("creating a stream", &e))?;
+    let mut preprocessor = GpuPreprocessor::new(device, stream.clone(), &spec, cache_dir, frame_bytes)
+        .map_err(|e| setup("preparing the preprocessing kernel", &e))?;
+    let mut input = stream.alloc_zeros::<u8>(spec.bytes()).map_err(|e| setup("allocating the input tensor", &e))?;
+    let mut decoder = Decoder::new(params);
+    let mut detections = Vec::new();
+    let mut samples: Vec<FrameTimings> = Vec::with_capacity(iterations);
+    for iteration in 0..warmup + iterations {
+        let frame_error = |e: &dyn std::fmt::Display| BenchError::Frame { iteration, message: e.to_string() };
+        let source_started = Instant::now();
+        slot.prepare(WIDTH, HEIGHT, PixelFormat::Yuyv).map_err(|e| frame_error(&e))?.copy_from_slice(&frame);
+        let source = source_started.elapsed();
+        let pre_started = Instant::now();
+        preprocessor.enqueue_row(&slot, &mut input, 0).map_err(|e| frame_error(&e))?;
+        stream.synchronize().map_err(|e| frame_error(&e))?;
+        let pre = pre_started.elapsed();
+        let mut timings = pipeline::decode_frame(
+            &mut decoder,
+            &spec,
+            &slot,
+            &outputs,
+            crate::backend::BackendTimings { preprocess: pre, infer: Duration::ZERO },
+            &mut detections,
+        )
+        .map_err(|e| frame_error(&e))?;
+        let publish_started = Instant::now();
+        let message = detections_message("bench", slot.meta(), &Latency::from(&timings), &detections, labels);
+        std::hint::black_box(message);
+        timings.source = Some(source);
+        timings.publish = Some(publish_started.elapsed());
+        if iteration >= warmup {
+            samples.push(timings);
+        }
+    }
+    let stage = |pick: fn(&FrameTimings) -> Option<Duration>| summarise(samples.iter().filter_map(pick).collect());
+    Ok(GpuPathBench {
+        frame: format!("{WIDTH}x{HEIGHT} YUYV"),
+        input: format!("{}x{} {:?} {:?} {:?}", spec.width, spec.height, spec.layout, spec.dtype, spec.filter),
+        slot: if device.zero_copy() { "mapped" } else { "pinned" },
+        iterations,
+        source: stage(|t| t.source),
+        preprocess: stage(|t| t.pre),
+        postprocess: stage(|t| t.post),
+        publish: stage(|t| t.publish),
+        total: stage(|t| Some(t.source? + t.pre? + t.post? + t.publish?)),
+    })
 }
 
 fn summarise(mut durations: Vec<Duration>) -> StageSummary {

@@ -323,15 +323,29 @@ fn bench_command(
             .map_err(Failure::other)?;
     if let Some(cameras) = cameras {
         let plan = SchedulePlan::new(&config, backend.as_ref());
-        let run =
-            bench::bench_cameras(backend, plan, params, labels, &image, &config.limits, cameras, warmup, iterations)
-                .context("multi-camera benchmark")
-                .map_err(Failure::other)?;
+        let run = bench::bench_cameras(
+            Arc::clone(&backend),
+            plan,
+            params.clone(),
+            Arc::clone(&labels),
+            &image,
+            &config.limits,
+            cameras,
+            warmup,
+            iterations,
+        )
+        .context("multi-camera benchmark")
+        .map_err(Failure::other)?;
         pipeline.fps_total = Some(run.fps_total);
         pipeline.cameras = Some(run);
     }
-    let gpu_preprocess = if gpu { Some(gpu_preprocess_bench(&config)?) } else { None };
-    let report = BenchOutput { pipeline, gpu_preprocess };
+    let (gpu_preprocess, gpu_path) = if gpu {
+        let path = gpu_path_bench(&config, backend.as_ref(), params, &labels, &image, warmup, iterations)?;
+        (Some(gpu_preprocess_bench(&config)?), Some(path))
+    } else {
+        (None, None)
+    };
+    let report = BenchOutput { pipeline, gpu_path, gpu_preprocess };
     let json = serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?;
     print_line(&json)
 }
@@ -341,7 +355,43 @@ fn bench_command(
 struct BenchOutput {
     pipeline: bench::BenchReport,
     #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_path: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     gpu_preprocess: Option<serde_json::Value>,
+}
+
+#[cfg(feature = "cuda")]
+fn gpu_path_bench(
+    config: &Config,
+    backend: &dyn Backend,
+    params: DecodeParams,
+    labels: &Labels,
+    image: &Path,
+    warmup: usize,
+    iterations: usize,
+) -> Result<serde_json::Value, Failure> {
+    let device = jetson_detectd::gpu::GpuDevice::open(config.device.gpu as usize)
+        .context("opening the GPU")
+        .map_err(Failure::other)?;
+    let cache_dir = Some(config.engine.cache_dir.as_path());
+    let report =
+        bench::bench_gpu_path(&device, backend, params, labels, image, &config.limits, cache_dir, warmup, iterations)
+            .context("GPU path benchmark")
+            .map_err(Failure::other)?;
+    serde_json::to_value(report).context("encoding the report").map_err(Failure::other)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_path_bench(
+    _config: &Config,
+    _backend: &dyn Backend,
+    _params: DecodeParams,
+    _labels: &Labels,
+    _image: &Path,
+    _warmup: usize,
+    _iterations: usize,
+) -> Result<serde_json::Value, Failure> {
+    Err(Failure::other(anyhow::anyhow!("--gpu: this binary was built without the `cuda` feature")))
 }
 
 #[cfg(feature = "cuda")]
