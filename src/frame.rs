@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Pixel layout of a frame as a source delivers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,6 +117,8 @@ pub struct FrameSlot {
     meta: FrameMeta,
     len: usize,
     capture_time: Duration,
+    /// When the source handed the frame to the ring ([`FrameRing::publish`]).
+    ready_at: Option<Instant>,
 }
 
 impl FrameSlot {
@@ -132,7 +134,14 @@ impl FrameSlot {
             },
             len: 0,
             capture_time: Duration::ZERO,
+            ready_at: None,
         }
+    }
+
+    /// When the frame in this slot was handed to its ring; the wait from then until inference
+    /// starts is telemetry's `wait` stage (frames of other cameras ahead of it on the worker).
+    pub fn ready_at(&self) -> Option<Instant> {
+        self.ready_at
     }
 
     /// How long the source took to produce the frame in this slot (telemetry's `source` stage).
@@ -290,7 +299,8 @@ impl FrameRing {
     }
 
     /// Hands a filled slot to the consumer.
-    pub fn publish(&self, slot: FrameSlot) {
+    pub fn publish(&self, mut slot: FrameSlot) {
+        slot.ready_at = Some(Instant::now());
         self.stats.produced.fetch_add(1, Ordering::Relaxed);
         self.lock().ready.push_back(slot);
         self.ready_cv.notify_one();

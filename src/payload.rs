@@ -23,6 +23,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// Time spent per pipeline stage on one frame.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Latency {
+    /// In the camera's ring until the inference worker took the frame; `None` for a frame that
+    /// went through no ring (`detect`).
+    pub wait: Option<Duration>,
     pub preprocess: Duration,
     pub infer: Duration,
     pub postprocess: Duration,
@@ -34,6 +37,7 @@ impl From<&FrameTimings> for Latency {
     /// Stages a frame skipped count as zero.
     fn from(timings: &FrameTimings) -> Self {
         Latency {
+            wait: timings.wait,
             preprocess: timings.pre.unwrap_or_default(),
             infer: timings.infer.unwrap_or_default(),
             postprocess: timings.post.unwrap_or_default(),
@@ -63,6 +67,10 @@ pub struct DetectionsMessage {
 /// Stage latencies in milliseconds, rounded to 0.01 ms.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencyMs {
+    /// Absent where the frame went through no ring (`detect`), and in messages of versions
+    /// before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<f64>,
     pub pre: f64,
     pub infer: f64,
     pub post: f64,
@@ -72,6 +80,7 @@ pub struct LatencyMs {
 impl From<&Latency> for LatencyMs {
     fn from(latency: &Latency) -> Self {
         LatencyMs {
+            wait: latency.wait.map(milliseconds),
             pre: milliseconds(latency.preprocess),
             infer: milliseconds(latency.infer),
             post: milliseconds(latency.postprocess),
@@ -293,10 +302,11 @@ mod tests {
             captured_at: at(1_795_341_600, 123),
         };
         let latency = Latency {
+            wait: Some(Duration::from_micros(1_250)),
             preprocess: Duration::from_micros(412),
             infer: Duration::from_micros(7_894),
             postprocess: Duration::from_micros(306),
-            total: Duration::from_micros(9_111),
+            total: Duration::from_micros(10_361),
         };
         let detections = [
             Detection { class_id: 0, score: 0.91234, bbox: BoundingBox { x1: 10.04, y1: 20.0, x2: 200.06, y2: 400.0 } },
@@ -309,7 +319,8 @@ mod tests {
     fn message_has_the_documented_layout() {
         let expected = concat!(
             r#"{"schema":1,"camera":"front","frame":1234,"ts":"2026-11-22T10:00:00.123Z","width":1920,"#,
-            r#""height":1080,"latency_ms":{"pre":0.41,"infer":7.89,"post":0.31,"total":9.11},"detections":["#,
+            r#""height":1080,"latency_ms":{"wait":1.25,"pre":0.41,"infer":7.89,"post":0.31,"total":10.36},"#,
+            r#""detections":["#,
             r#"{"label":"person","class_id":0,"score":0.912,"box":{"x1":10.0,"y1":20.0,"x2":200.1,"y2":400.0}},"#,
             r#"{"label":"class7","class_id":7,"score":0.5,"box":{"x1":0.0,"y1":1.3,"x2":3.0,"y2":4.0}}]}"#
         );
@@ -442,13 +453,14 @@ mod properties {
             sequence in any::<u64>(),
             (width, height) in (any::<u32>(), any::<u32>()),
             captured_at in capture_time(),
-            (preprocess, infer, postprocess, total) in (duration(), duration(), duration(), duration()),
+            (wait, preprocess, infer, postprocess, total) in
+                (prop::option::of(duration()), duration(), duration(), duration(), duration()),
             detections in prop::collection::vec(detection(), 0..8),
             track_ids in prop::collection::vec(prop::option::of(any::<u64>()), 0..10),
         ) {
             let labels = Labels::parse(&format!("0 {label}\n"), Path::new("labels")).expect("one label");
             let meta = FrameMeta { width, height, format: PixelFormat::Rgb8, sequence, captured_at };
-            let latency = Latency { preprocess, infer, postprocess, total };
+            let latency = Latency { wait, preprocess, infer, postprocess, total };
             let bytes = tracked_detections_message(&camera, &meta, &latency, &detections, &track_ids, &labels);
             let parsed: DetectionsMessage = serde_json::from_slice(&bytes)
                 .map_err(|e| TestCaseError::fail(format!("{e}: {}", String::from_utf8_lossy(&bytes))))?;

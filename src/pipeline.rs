@@ -307,6 +307,7 @@ pub fn decode_frame(
     let postprocess = post_started.elapsed();
     Ok(FrameTimings {
         source: Some(slot.capture_time()),
+        wait: None,
         pre: Some(backend_timings.preprocess),
         infer: Some(backend_timings.infer),
         post: Some(postprocess),

@@ -411,6 +411,7 @@ impl WorkerState {
     ) -> Result<(), PipelineError> {
         if batch.len() > 1 {
             let slots: Vec<&FrameSlot> = batch.iter().map(|taken| &taken.slot).collect();
+            let started = Instant::now();
             match session.run_batch(&slots) {
                 Ok((outputs, backend_timings)) => {
                     for (row, taken) in batch.iter().enumerate() {
@@ -427,7 +428,7 @@ impl WorkerState {
                                     &mut self.detections,
                                 )
                             });
-                        self.deliver(taken, decoded, sink)?;
+                        self.deliver(taken, started, decoded, sink)?;
                     }
                     return Ok(());
                 }
@@ -438,21 +439,31 @@ impl WorkerState {
             }
         }
         for taken in batch {
+            let started = Instant::now();
             let outcome = process(session, &mut self.decoder, spec, &taken.slot, &mut self.detections);
-            self.deliver(taken, outcome, sink)?;
+            self.deliver(taken, started, outcome, sink)?;
         }
         Ok(())
     }
 
+    /// Hands a frame's outcome to the sink; `started` is when its inference began, so the time it
+    /// waited in its ring since the source published it becomes the `wait` stage (and part of
+    /// `total`, which runs from the hand-over to the message).
     fn deliver(
         &self,
         taken: &Taken,
+        started: Instant,
         outcome: Result<crate::telemetry::FrameTimings, FrameError>,
         sink: &dyn FrameSink,
     ) -> Result<(), PipelineError> {
         let camera = &*taken.name;
         match outcome {
-            Ok(timings) => {
+            Ok(mut timings) => {
+                if let Some(ready) = taken.slot.ready_at() {
+                    let wait = started.saturating_duration_since(ready);
+                    timings.wait = Some(wait);
+                    timings.total = timings.total.map(|total| total + wait);
+                }
                 log::debug!(
                     "camera {camera} frame {}: {timings:?} ({} detections)",
                     taken.slot.meta().sequence,
@@ -571,12 +582,14 @@ mod tests {
     #[derive(Default)]
     struct RecordingSink {
         frames: Mutex<HashMap<String, Vec<u64>>>,
+        timings: Mutex<Vec<crate::telemetry::FrameTimings>>,
         ended: Mutex<Vec<String>>,
     }
 
     impl FrameSink for RecordingSink {
-        fn frame(&self, camera: &str, slot: &FrameSlot, _: &[Detection], _: &crate::telemetry::FrameTimings) {
+        fn frame(&self, camera: &str, slot: &FrameSlot, _: &[Detection], timings: &crate::telemetry::FrameTimings) {
             lock(&self.frames).entry(camera.to_string()).or_default().push(slot.meta().sequence);
+            lock(&self.timings).push(*timings);
         }
         fn camera_ended(&self, camera: &str, _: &Result<(), PipelineError>) {
             lock(&self.ended).push(camera.to_string());
@@ -769,6 +782,21 @@ mod tests {
                 saved_bytes: 3 * (SCRATCH_BYTES + PERSISTENT_BYTES)
             }
         );
+    }
+
+    #[test]
+    fn the_wait_in_the_ring_is_measured_and_part_of_the_total() {
+        let rig = Rig::start(3, plan(1, 1, Duration::ZERO), 1, Duration::from_millis(5));
+        rig.wait_for("5 frames of every camera", |rig| {
+            let counts = rig.sink.counts();
+            counts.len() == 3 && counts.iter().all(|n| *n >= 5)
+        });
+        let Stopped { sink, .. } = rig.stop();
+        for frame in lock(&sink.timings).iter() {
+            let (wait, infer, total) =
+                (frame.wait.expect("wait"), frame.infer.expect("infer"), frame.total.expect("total"));
+            assert!(total >= wait + infer, "{frame:?}");
+        }
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub const LATENCY_SAMPLES: usize = 512;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     Source,
+    /// In the ring until the inference worker took it: other cameras' frames ahead of it.
+    Wait,
     Pre,
     Infer,
     Post,
@@ -37,12 +39,14 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 6] = [Stage::Source, Stage::Pre, Stage::Infer, Stage::Post, Stage::Publish, Stage::Total];
+    pub const ALL: [Stage; 7] =
+        [Stage::Source, Stage::Wait, Stage::Pre, Stage::Infer, Stage::Post, Stage::Publish, Stage::Total];
 
     /// The JSON key of the stage.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Source => "source",
+            Stage::Wait => "wait",
             Stage::Pre => "pre",
             Stage::Infer => "infer",
             Stage::Post => "post",
@@ -60,6 +64,7 @@ impl Stage {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FrameTimings {
     pub source: Option<Duration>,
+    pub wait: Option<Duration>,
     pub pre: Option<Duration>,
     pub infer: Option<Duration>,
     pub post: Option<Duration>,
@@ -71,6 +76,7 @@ impl FrameTimings {
     pub fn get(&self, stage: Stage) -> Option<Duration> {
         match stage {
             Stage::Source => self.source,
+            Stage::Wait => self.wait,
             Stage::Pre => self.pre,
             Stage::Infer => self.infer,
             Stage::Post => self.post,

@@ -144,10 +144,11 @@ fn detections_payload_round_trips_through_the_broker_with_qos2() {
         captured_at: UNIX_EPOCH + Duration::from_millis(1_795_341_600_250),
     };
     let latency = Latency {
+        wait: Some(Duration::from_micros(1_500)),
         preprocess: Duration::from_micros(500),
         infer: Duration::from_millis(8),
         postprocess: Duration::from_micros(250),
-        total: Duration::from_micros(8_750),
+        total: Duration::from_micros(10_250),
     };
     let detections =
         [Detection { class_id: 2, score: 0.875, bbox: BoundingBox { x1: 12.5, y1: 30.0, x2: 300.25, y2: 479.0 } }];
@@ -161,7 +162,7 @@ fn detections_payload_round_trips_through_the_broker_with_qos2() {
     assert_eq!((message.camera.as_str(), message.frame), ("front", 42));
     assert_eq!(message.ts, "2026-11-22T10:00:00.250Z");
     assert_eq!((message.width, message.height), (640, 480));
-    assert_eq!(message.latency_ms.total, 8.75);
+    assert_eq!(message.latency_ms.total, 10.25);
     assert_eq!(message.detections.len(), 1);
     assert_eq!(message.detections[0].label, "car");
     assert_eq!(message.detections[0].score, 0.875);

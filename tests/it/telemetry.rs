@@ -112,11 +112,12 @@ fn telemetry_message_has_every_documented_field() {
     for _ in 0..20 {
         stats.record_frame(&FrameTimings {
             source: Some(ms(2)),
+            wait: Some(ms(3)),
             pre: Some(ms(1)),
             infer: Some(ms(8)),
             post: Some(ms(1)),
             publish: Some(ms(1)),
-            total: Some(ms(13)),
+            total: Some(ms(16)),
         });
     }
     stats.record_drop(4);
@@ -139,7 +140,7 @@ fn telemetry_message_has_every_documented_field() {
         (front["fps"].as_f64(), front["frames"].as_u64(), front["dropped"].as_u64()),
         (Some(2.0), Some(20), Some(4))
     );
-    for stage in ["source", "pre", "infer", "post", "publish", "total"] {
+    for stage in ["source", "wait", "pre", "infer", "post", "publish", "total"] {
         let latency = &front["latency_ms"][stage];
         assert!(latency["p50"].is_number() && latency["p99"].is_number(), "{stage}: {latency}");
     }
