@@ -6,7 +6,8 @@
 #   mkdir -p .devbin && cp target/release/jetson-detectd .devbin/ && cp <test binary> .devbin/it
 # It runs: the GPU tests (preprocessing against the CPU reference, batched rows, slot paths, the
 # scratch arena), the same under compute-sanitizer memcheck, `bench --gpu` (kernels, the GPU path
-# outside inference at 1080p), and `bench --cameras N` for N = 1, 2, 4, 8 on the CPU backend.
+# outside inference at 1080p), and `bench --cameras N` for N = 1, 2, 4, 8 on the CPU backend (and
+# N = 8 once more with device.cpu_workers = 4).
 # Everything goes to OUT (default ./gpu-machine-out): log.txt, memcheck.log and bench.json (every
 # benchmark's JSON by run name); a summary table is printed last. Not a test: nothing here asserts
 # on time. memcheck leaves out the test that asks for a petabyte on purpose (the sanitizer counts
@@ -38,6 +39,12 @@ for cameras in 1 2 4 8; do
         >"$runs/cameras-$cameras" 2>>"$log"
     echo "bench --cameras $cameras: exit $?" >>"$log"
 done
+# The same 8 cameras on 4 CPU inference workers sharing the cores (device.cpu_workers).
+printf '[device]\ncpu_workers = 4\n' >"$runs/workers4.toml"
+"$bin/jetson-detectd" bench --config "$runs/workers4.toml" --image "$image" --iterations "$iterations" --cameras 8 \
+    >"$runs/cameras-8-workers-4" 2>>"$log"
+echo "bench --cameras 8 with cpu_workers = 4: exit $?" >>"$log"
+rm "$runs/workers4.toml"
 cat "$runs/tests" >>"$log"
 
 python3 - "$out" "$runs" <<'EOF'
@@ -73,7 +80,7 @@ try:
 except KeyError as error:
     print("bench --gpu: no report:", error)
 print("cameras | fps_total | fps per camera | latency ms median (p90) | outside inference ms | batches")
-for cameras in (1, 2, 4, 8):
+for cameras in ("1", "2", "4", "8", "8-workers-4"):
     try:
         run = bench[f"cameras-{cameras}"]["pipeline"]["cameras"]
     except KeyError as error:
