@@ -105,6 +105,9 @@ pub struct EngineReport {
 pub struct ContextReport {
     pub contexts: usize,
     pub scratch_bytes_per_context: u64,
+    /// What a context allocated for itself beyond its scratch (the fall of the device's free
+    /// memory while it was created; TensorRT does not report it).
+    pub persistent_bytes_per_context: u64,
     /// The one arena they share.
     pub arena_bytes: u64,
     /// What one scratch allocation per context would have taken beyond the shared arena.
@@ -441,8 +444,10 @@ fn prepare_engine(
 ) {
 }
 
-/// One session per camera (the contexts the daemon would create), reporting their shared scratch
-/// memory on the GPU. The first one serves the images and the timing.
+/// One session per camera, reporting their shared scratch memory on the GPU. The daemon creates
+/// one per GPU (its one inference worker serves every camera); one per camera here proves on the
+/// device that contexts of one thread lease one arena. The first one serves the images and the
+/// timing.
 fn open_sessions(
     config: &Config,
     backend: &dyn Backend,
@@ -464,14 +469,18 @@ fn open_sessions(
         report.check("contexts", Status::Skip, "the CPU backend has no GPU execution contexts");
         return sessions;
     }
-    let contexts = context_report(sessions.len());
+    let contexts = context_report(sessions.len(), backend.session_memory().persistent_bytes);
     report.check(
         "contexts",
         Status::Pass,
         format!(
-            "{} context(s) with user-managed memory, {} bytes of scratch each, one shared arena of {} bytes (saves {} \
-             bytes against one allocation per context)",
-            contexts.contexts, contexts.scratch_bytes_per_context, contexts.arena_bytes, contexts.saved_bytes
+            "{} context(s) with user-managed memory, {} bytes of scratch and {} bytes of persistent memory each, one \
+             shared arena of {} bytes (saves {} bytes against one allocation per context)",
+            contexts.contexts,
+            contexts.scratch_bytes_per_context,
+            contexts.persistent_bytes_per_context,
+            contexts.arena_bytes,
+            contexts.saved_bytes
         ),
     );
     report.contexts = Some(contexts);
@@ -479,19 +488,20 @@ fn open_sessions(
 }
 
 #[cfg(feature = "tensorrt")]
-fn context_report(contexts: usize) -> ContextReport {
+fn context_report(contexts: usize, persistent_bytes_per_context: u64) -> ContextReport {
     let plan = crate::trt::arena::arena_report();
     ContextReport {
         contexts,
         scratch_bytes_per_context: plan.separate_bytes / contexts.max(1) as u64,
+        persistent_bytes_per_context,
         arena_bytes: plan.arena_bytes,
         saved_bytes: plan.saved_bytes,
     }
 }
 
 #[cfg(not(feature = "tensorrt"))]
-fn context_report(contexts: usize) -> ContextReport {
-    ContextReport { contexts, ..ContextReport::default() }
+fn context_report(contexts: usize, persistent_bytes_per_context: u64) -> ContextReport {
+    ContextReport { contexts, persistent_bytes_per_context, ..ContextReport::default() }
 }
 
 /// The images to run: `--images`, else the first `images` camera's path, else the bundled samples.
