@@ -45,10 +45,14 @@
 #define BLOCK_THREADS (TILE_W * BLOCK_ROWS)
 // Source rows each thread of the horizontal pass mixes per weight load (mix_rows<1..4>).
 #define H_ROWS 4
+// The tap count whose sums phases B and C unroll at compile time: every window of a 3x shrink
+// (scale 3, support 3, the zero tap trimmed), such as 1080p -> 640x360; other counts loop.
+#define FIXED_TAPS 5
 // Resample blocks resident per multiprocessor that the register budget must allow (48 registers).
 #define RESAMPLE_BLOCKS_PER_SM 5
-// Source chunks each thread of the staging phase loads before converting any.
-#define STAGE_LOADS 3
+// Source rows each warp of the staging phase loads before converting any: with 8 warps, 4 cover
+// the 26 rows of the reference case's tiles in one round.
+#define STAGE_LOADS 4
 
 // Mirrors `KernelParams` in src/gpu/preprocessor.rs field for field.
 struct Params {
@@ -391,10 +395,13 @@ __device__ __forceinline__ int row_bytes(const Params& p, int format) {
 
 // Phase B for one content column and G staged rows r0, r0 + BLOCK_ROWS, ...: the definition's
 // horizontal sum over the column's taps (in increasing k; the first term is the sum `0 + w0 * q0`
-// itself, exact since every term is >= +0), stored as the row's mixed value.
-template <int G>
+// itself, exact since every term is >= +0), stored as the row's mixed value. TAPS > 0 is the tap
+// count known at compile time (the loop unrolls, every address is a constant offset); 0 reads it
+// from `nx`.
+template <int G, int TAPS>
 __device__ __forceinline__ void mix_rows(const float* column, float* out, int r0, int stage_row, const float* wx,
                                          int nx) {
+    const int taps = TAPS > 0 ? TAPS : nx;
     const float* src[G];
     float acc[G][3];
     const float w0 = wx[0];
@@ -405,7 +412,7 @@ __device__ __forceinline__ void mix_rows(const float* column, float* out, int r0
         acc[g][1] = w0 * src[g][1];
         acc[g][2] = w0 * src[g][2];
     }
-    for (int k = 1; k < nx; ++k) {
+    for (int k = 1; k < taps; ++k) {
         const float weight = wx[k];
 #pragma unroll
         for (int g = 0; g < G; ++g) {
@@ -422,6 +429,41 @@ __device__ __forceinline__ void mix_rows(const float* column, float* out, int r0
         h[1] = acc[g][1];
         h[2] = acc[g][2];
     }
+}
+
+// Phase B for one content column: warp `ty` takes staged rows ty, ty + BLOCK_ROWS, ..., up to
+// H_ROWS of them per weight load.
+template <int TAPS>
+__device__ __forceinline__ void mix_column(const float* column, float* out, int ty, int rows, int stage_row,
+                                           const float* wx, int nx) {
+    for (int r0 = ty; r0 < rows; r0 += BLOCK_ROWS * H_ROWS) {
+        // Warp-uniform: rows past the window are not computed.
+        switch (min(H_ROWS, (rows - r0 + BLOCK_ROWS - 1) / BLOCK_ROWS)) {
+        case 4: mix_rows<4, TAPS>(column, out, r0, stage_row, wx, nx); break;
+        case 3: mix_rows<3, TAPS>(column, out, r0, stage_row, wx, nx); break;
+        case 2: mix_rows<2, TAPS>(column, out, r0, stage_row, wx, nx); break;
+        default: mix_rows<1, TAPS>(column, out, r0, stage_row, wx, nx); break;
+        }
+    }
+}
+
+// Phase C's vertical sum for one output pixel over `ny` mixed rows from `h` (first term as in
+// phase B); TAPS as in mix_rows.
+template <int TAPS>
+__device__ __forceinline__ Rgb mix_column_down(const float* h, const float* wy, int ny) {
+    const int taps = TAPS > 0 ? TAPS : ny;
+    Rgb sum;
+    sum.r = wy[0] * h[0];
+    sum.g = wy[0] * h[1];
+    sum.b = wy[0] * h[2];
+    for (int k = 1; k < taps; ++k) {
+        h += TILE_W * 3;
+        const float w = wy[k];
+        sum.r = sum.r + w * h[0];
+        sum.g = sum.g + w * h[1];
+        sum.b = sum.b + w * h[2];
+    }
+    return sum;
 }
 
 // Shared memory of one resample block, in 4-byte words (the host's `TilePlan::shared_bytes` / 4):
@@ -464,6 +506,19 @@ __device__ __forceinline__ void resample(const Params& p) {
     unsigned int* y_taps = x_taps + TILE_W * x_record;
     const int stage_row = p.stage_pitch * 3;
 
+    // The source window: taps are monotonic (the host checks), so it runs from the first tap of
+    // the first content pixel to the last tap of the last. Read before the records are copied, so
+    // that the two reads overlap and phase A's loads wait for one of them, not both.
+    const unsigned int* x_last = p.x_taps + (cx_lo + columns - 1) * x_record;
+    const unsigned int* y_last = p.y_taps + (cy_lo + content_rows - 1) * y_record;
+    const int sx_lo = __ldg(p.x_taps + cx_lo * x_record);
+    const int sx_hi = __ldg(x_last) + __ldg(x_last + 1);
+    const int sy_lo = __ldg(p.y_taps + cy_lo * y_record);
+    const int sy_hi = __ldg(y_last) + __ldg(y_last + 1);
+    const int base_x = sx_lo & ~3;
+    const int chunks = (sx_hi - base_x + 3) >> 2;
+    const int rows = sy_hi - sy_lo;
+
     // The tile's tap records, into shared memory in one pass (phases B and C read them there, so
     // their latency hides behind phase A).
     {
@@ -480,80 +535,47 @@ __device__ __forceinline__ void resample(const Params& p) {
         }
     }
 
-    // The source window: taps are monotonic (the host checks), so it runs from the first tap of
-    // the first content pixel to the last tap of the last.
-    const unsigned int* x_last = p.x_taps + (cx_lo + columns - 1) * x_record;
-    const unsigned int* y_last = p.y_taps + (cy_lo + content_rows - 1) * y_record;
-    const int sx_lo = __ldg(p.x_taps + cx_lo * x_record);
-    const int sx_hi = __ldg(x_last) + __ldg(x_last + 1);
-    const int sy_lo = __ldg(p.y_taps + cy_lo * y_record);
-    const int sy_hi = __ldg(y_last) + __ldg(y_last + 1);
-    const int base_x = sx_lo & ~3;
-    const int chunks = (sx_hi - base_x + 3) >> 2;
-    const int rows = sy_hi - sy_lo;
-
-    // Phase A: every source pixel under the tile's windows, converted once. The rows x chunks grid
-    // is dealt out in order: thread tid takes chunks tid, tid + 256, ..., STAGE_LOADS at a time
-    // (all loads, then all conversions). Row and chunk of the first come from a reciprocal
-    // (exact: the quotient is at least 0.5 / chunks away from an integer); the source and staging
-    // addresses then step by constants.
+    // Phase A: every source pixel under the tile's windows, converted once. Warp `ty` takes source
+    // rows ty, ty + BLOCK_ROWS, ..., STAGE_LOADS of them at a time (all loads, then all
+    // conversions); lane `tx` takes chunks tx, tx + TILE_W, ... of each row. Row and chunk are
+    // fixed per warp and lane, so no index is divided or wrapped, and the only predicates are the
+    // chunk count (per lane, once) and the row count (the same for the whole warp).
     {
-        const int total = rows * chunks;
         const int pitch = row_bytes(p, FMT);
-        const int r = (int)__fdividef((float)tid + 0.5f, (float)chunks);
-        int q = tid - r * chunks;
-        const int step_r = BLOCK_THREADS / chunks;
-        const int step_q = BLOCK_THREADS - step_r * chunks;
-        int y = sy_lo + r;
-        int at = r * stage_row + 12 * q;
-        const int step_at = step_r * stage_row + 12 * step_q;
-        const int wrap_at = stage_row - 12 * chunks;
-        for (int t0 = tid; t0 < total; t0 += BLOCK_THREADS * STAGE_LOADS) {
-            uint4 raw[STAGE_LOADS];
-            int ats[STAGE_LOADS], xs[STAGE_LOADS];
+        for (int c = tx; c < chunks; c += TILE_W) {
+            const int x = base_x + 4 * c;
+            float* column = stage + 12 * c;
+            for (int r0 = ty; r0 < rows; r0 += BLOCK_ROWS * STAGE_LOADS) {
+                uint4 raw[STAGE_LOADS];
 #pragma unroll
-            for (int u = 0; u < STAGE_LOADS; ++u) {
-                ats[u] = -1;
-                if (t0 + u * BLOCK_THREADS < total) {
-                    xs[u] = base_x + 4 * q;
-                    raw[u] = load_chunk<FMT>(p, p.src + (unsigned int)(y * pitch), xs[u], y);
-                    ats[u] = at;
+                for (int u = 0; u < STAGE_LOADS; ++u) {
+                    const int y = sy_lo + r0 + u * BLOCK_ROWS;
+                    if (r0 + u * BLOCK_ROWS < rows) {
+                        raw[u] = load_chunk<FMT>(p, p.src + (unsigned int)(y * pitch), x, y);
+                    }
                 }
-                y += step_r;
-                q += step_q;
-                at += step_at;
-                if (q >= chunks) {
-                    q -= chunks;
-                    y += 1;
-                    at += wrap_at;
-                }
-            }
 #pragma unroll
-            for (int u = 0; u < STAGE_LOADS; ++u) {
-                if (ats[u] >= 0) {
-                    stage_chunk<FMT>(p, raw[u], xs[u], stage + ats[u]);
+                for (int u = 0; u < STAGE_LOADS; ++u) {
+                    if (r0 + u * BLOCK_ROWS < rows) {
+                        stage_chunk<FMT>(p, raw[u], x, column + (r0 + u * BLOCK_ROWS) * stage_row);
+                    }
                 }
             }
         }
     }
     __syncthreads();
 
-    // Phase B: horizontal sums for every staged row and content column. Warp `ty` takes rows ty,
-    // ty + BLOCK_ROWS, ...: up to H_ROWS of them per weight load.
+    // Phase B: horizontal sums for every staged row and content column.
     if (tx < columns) {
         const unsigned int* record = x_taps + tx * x_record;
         const float* column = stage + 3 * ((int)record[0] - base_x);
         const int nx = record[1];
         const float* wx = reinterpret_cast<const float*>(record + 2);
         float* out = mixed + 3 * tx;
-        for (int r0 = ty; r0 < rows; r0 += BLOCK_ROWS * H_ROWS) {
-            // Warp-uniform: rows past the window are not computed.
-            switch (min(H_ROWS, (rows - r0 + BLOCK_ROWS - 1) / BLOCK_ROWS)) {
-            case 4: mix_rows<4>(column, out, r0, stage_row, wx, nx); break;
-            case 3: mix_rows<3>(column, out, r0, stage_row, wx, nx); break;
-            case 2: mix_rows<2>(column, out, r0, stage_row, wx, nx); break;
-            default: mix_rows<1>(column, out, r0, stage_row, wx, nx); break;
-            }
+        if (nx == FIXED_TAPS) {
+            mix_column<FIXED_TAPS>(column, out, ty, rows, stage_row, wx, nx);
+        } else {
+            mix_column<0>(column, out, ty, rows, stage_row, wx, nx);
         }
     }
     __syncthreads();
@@ -572,17 +594,7 @@ __device__ __forceinline__ void resample(const Params& p) {
             const int ny = record[1];
             const float* wy = reinterpret_cast<const float*>(record + 2);
             const float* h = mixed + (((int)record[0] - sy_lo) * TILE_W + hx) * 3;
-            Rgb sum;
-            sum.r = wy[0] * h[0];
-            sum.g = wy[0] * h[1];
-            sum.b = wy[0] * h[2];
-            for (int k = 1; k < ny; ++k) {
-                h += TILE_W * 3;
-                const float w = wy[k];
-                sum.r = sum.r + w * h[0];
-                sum.g = sum.g + w * h[1];
-                sum.b = sum.b + w * h[2];
-            }
+            const Rgb sum = ny == FIXED_TAPS ? mix_column_down<FIXED_TAPS>(h, wy, ny) : mix_column_down<0>(h, wy, ny);
             finish<DTYPE>(p, sum, v);
         } else {
             pad_pixel(p, v);
