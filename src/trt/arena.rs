@@ -21,7 +21,8 @@ use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::{result, CudaContext, DriverError};
 
 use super::runtime::ExecutionContext;
 use super::TrtError;
@@ -42,10 +43,39 @@ pub fn arena_report() -> ArenaPlan {
     ledger.values().fold(ArenaPlan::default(), |total, plan| total + *plan)
 }
 
+/// Scratch memory from `cuMemAlloc`, not from the stream-ordered pool that cudarc's allocations
+/// use where the device has one: memory freed to that pool stays reserved by the process until a
+/// later synchronisation trims it, while a freed arena (a growth, the last lease gone) should go
+/// straight back to the device — on a Jetson, to the RAM the OS shares with the GPU. Needs the
+/// device's context current on the thread, as every arena call has (its worker's thread).
+struct ScratchBuffer {
+    ptr: CUdeviceptr,
+    bytes: usize,
+}
+
+impl ScratchBuffer {
+    fn new(bytes: usize) -> Result<ScratchBuffer, DriverError> {
+        // SAFETY: plain device memory whose contents TensorRT does not expect to be set; the
+        // pointer is owned by the returned value and freed once, in Drop.
+        let ptr = unsafe { result::malloc_sync(bytes)? };
+        Ok(ScratchBuffer { ptr, bytes })
+    }
+}
+
+impl Drop for ScratchBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from malloc_sync and is freed only here; the arena synchronises the
+        // device before it drops a buffer (`release_buffer`), so no kernel still uses it.
+        if let Err(error) = unsafe { result::free_sync(self.ptr) } {
+            log::error!("cannot free {} bytes of scratch memory: {error}", self.bytes);
+        }
+    }
+}
+
 struct ScratchArena {
     id: u64,
-    stream: Arc<CudaStream>,
-    buffer: Option<CudaSlice<u8>>,
+    context: Arc<CudaContext>,
+    buffer: Option<ScratchBuffer>,
     /// Requirement of each live lease, by lease id.
     leases: BTreeMap<u64, u64>,
     next_lease: u64,
@@ -59,7 +89,7 @@ impl ScratchArena {
     }
 
     fn capacity(&self) -> u64 {
-        self.buffer.as_ref().map_or(0, |b| b.len() as u64)
+        self.buffer.as_ref().map_or(0, |b| b.bytes as u64)
     }
 
     /// Grows to the plan's size; never shrinks while leased (contexts may point into it).
@@ -72,9 +102,7 @@ impl ScratchArena {
         let needed = self.plan().arena_bytes;
         if needed > self.capacity() {
             let bytes = usize::try_from(needed).map_err(|_| TrtError::Cuda(format!("{needed} bytes of scratch")))?;
-            // SAFETY: TensorRT scratch memory needs no initial contents; the slice is only handed
-            // to execution contexts as raw device memory.
-            let grown = unsafe { self.stream.alloc::<u8>(bytes) }
+            let grown = ScratchBuffer::new(bytes)
                 .map_err(|e| TrtError::Cuda(format!("cannot allocate {bytes} bytes of scratch memory: {e}")))?;
             self.release_buffer()?;
             self.buffer = Some(grown);
@@ -84,14 +112,12 @@ impl ScratchArena {
         Ok(())
     }
 
-    /// Frees the buffer once no work that uses it can still be running. The contexts that lease it
-    /// enqueue on their sessions' own streams, not on the arena's, so a free ordered on one stream is
-    /// not enough: the whole device context is synchronised first (growth and the last release are
-    /// rare, never per frame).
+    /// Frees the buffer once no work that uses it can still be running: the contexts that lease it
+    /// enqueue on their sessions' own streams, so the whole device context is synchronised first
+    /// (growth and the last release are rare, never per frame).
     fn release_buffer(&mut self) -> Result<(), TrtError> {
         if self.buffer.is_some() {
-            self.stream
-                .context()
+            self.context
                 .synchronize()
                 .map_err(|e| TrtError::Cuda(format!("cannot wait for the GPU before freeing scratch memory: {e}")))?;
             self.buffer = None;
@@ -109,13 +135,7 @@ impl ScratchArena {
     }
 
     fn device_ptr(&self) -> u64 {
-        match &self.buffer {
-            Some(buffer) => {
-                let (ptr, _record) = buffer.device_ptr(&self.stream);
-                ptr
-            }
-            None => 0,
-        }
+        self.buffer.as_ref().map_or(0, |buffer| buffer.ptr)
     }
 }
 
@@ -129,7 +149,7 @@ pub struct ArenaLease {
 impl ArenaLease {
     /// Leases `bytes` of scratch from this thread's arena for device `ordinal`, creating or growing
     /// it as needed. Point a context at it with [`ArenaLease::rebind`] before its first enqueue.
-    pub fn acquire(ordinal: usize, stream: &Arc<CudaStream>, bytes: u64) -> Result<ArenaLease, TrtError> {
+    pub fn acquire(ordinal: usize, context: &Arc<CudaContext>, bytes: u64) -> Result<ArenaLease, TrtError> {
         let arena = ARENAS.with(|arenas| {
             let mut arenas = arenas.borrow_mut();
             arenas.retain(|(_, weak)| weak.strong_count() > 0);
@@ -138,7 +158,7 @@ impl ArenaLease {
             }
             let arena = Rc::new(RefCell::new(ScratchArena {
                 id: NEXT_ARENA_ID.fetch_add(1, Ordering::Relaxed),
-                stream: Arc::clone(stream),
+                context: Arc::clone(context),
                 buffer: None,
                 leases: BTreeMap::new(),
                 next_lease: 0,

@@ -352,7 +352,7 @@ impl TrtSession {
         let stream = ctx.new_stream().map_err(cuda("creating a stream"))?;
         let (mut context, persistent_bytes) = create_measured_context(&backend.engine)?;
         backend.persistent_bytes.fetch_max(persistent_bytes, Ordering::Relaxed);
-        let mut lease = ArenaLease::acquire(backend.ordinal, &stream, backend.engine.device_memory_bytes())?;
+        let mut lease = ArenaLease::acquire(backend.ordinal, ctx, backend.engine.device_memory_bytes())?;
         lease.rebind(&mut context)?;
         let max_batch = backend.max_batch;
         let profile = if backend.input.is_dynamic() {

@@ -31,21 +31,17 @@ fn the_contexts_of_one_worker_lease_one_buffer_and_separate_workers_one_each() {
     let total: u64 = REQUIREMENTS.iter().sum();
 
     device.bind_to_thread().expect("bind the context");
-    let stream = device.new_stream().expect("stream");
     let before = free_bytes();
-    let leases: Vec<ArenaLease> =
-        REQUIREMENTS.iter().map(|bytes| ArenaLease::acquire(0, &stream, *bytes).expect("lease scratch")).collect();
-    // Memory freed by a growth goes back to the driver's stream-ordered pool, which returns it to
-    // the device at the next synchronisation (the daemon's worker synchronises after every batch).
-    device.context().synchronize().expect("synchronise");
+    let leases: Vec<ArenaLease> = REQUIREMENTS
+        .iter()
+        .map(|bytes| ArenaLease::acquire(0, device.context(), *bytes).expect("lease scratch"))
+        .collect();
     let shared_used = before.saturating_sub(free_bytes());
     let first = leases[0].memory();
     assert!(leases.iter().all(|lease| lease.memory() == first), "every lease points into one buffer");
     assert_eq!(first.1, largest, "the buffer is as large as the largest requirement");
     assert_eq!(arena_report(), ArenaPlan { arena_bytes: largest, separate_bytes: total, saved_bytes: total - largest });
     drop(leases);
-    // Without a synchronisation the separate workers below would reuse the pooled memory.
-    device.context().synchronize().expect("synchronise");
     assert!(
         (largest..largest + SLACK).contains(&shared_used),
         "one worker's 4 contexts took {shared_used} bytes, expected about {largest}"
@@ -63,8 +59,7 @@ fn the_contexts_of_one_worker_lease_one_buffer_and_separate_workers_one_each() {
             let (leased, measured) = (Arc::clone(&leased), Arc::clone(&measured));
             std::thread::spawn(move || {
                 device.bind_to_thread().expect("bind the context");
-                let stream = device.new_stream().expect("stream");
-                let lease = ArenaLease::acquire(0, &stream, bytes).expect("lease scratch");
+                let lease = ArenaLease::acquire(0, device.context(), bytes).expect("lease scratch");
                 leased.wait();
                 measured.wait();
                 drop(lease);
@@ -97,17 +92,17 @@ fn the_contexts_of_one_worker_lease_one_buffer_and_separate_workers_one_each() {
 fn a_growth_that_cannot_be_allocated_leaves_every_lease_as_it_was() {
     let Some(device) = gpu_or_skip("a_growth_that_cannot_be_allocated_leaves_every_lease_as_it_was") else { return };
     device.bind_to_thread().expect("bind the context");
-    let stream = device.new_stream().expect("stream");
-    let first = ArenaLease::acquire(0, &stream, 64 * MIB).expect("lease scratch");
+    let first = ArenaLease::acquire(0, device.context(), 64 * MIB).expect("lease scratch");
     let (memory, report, free) = (first.memory(), arena_report(), free_bytes());
 
-    let error = ArenaLease::acquire(0, &stream, 1 << 50).err().expect("a petabyte of scratch cannot be allocated");
+    let error =
+        ArenaLease::acquire(0, device.context(), 1 << 50).err().expect("a petabyte of scratch cannot be allocated");
     assert!(error.to_string().contains("cannot allocate"), "{error}");
     assert_eq!(first.memory(), memory, "the existing lease still points at its buffer");
     assert_eq!(arena_report(), report, "the failed lease is not counted");
     assert!(free_bytes().abs_diff(free) < SLACK, "the old buffer was neither freed nor duplicated");
 
-    let second = ArenaLease::acquire(0, &stream, 128 * MIB).expect("a growth that fits");
+    let second = ArenaLease::acquire(0, device.context(), 128 * MIB).expect("a growth that fits");
     assert_eq!(first.memory(), second.memory(), "after a growth both leases see the new buffer");
     assert_eq!(second.memory().1, 128 * MIB);
 }
