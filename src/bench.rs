@@ -191,12 +191,68 @@ pub struct CamerasBench {
 
 /// A camera that shows one decoded image forever: each frame is a copy of it into the slot, the
 /// cost of a camera handing over a frame (no file decoding, which would swamp the numbers). It
-/// waits for a free slot instead of replacing a waiting frame: an uncapped source that spins on
-/// copies would take CPU time from inference that a live camera, delivering at its frame rate,
-/// does not.
+/// hands over its next frame as soon as its previous one has been delivered: so every camera
+/// always has a frame ready for the worker, as a camera faster than the worker has, but neither
+/// spins on copies (an uncapped source would take CPU time from the CPU backend's inference that a
+/// live camera, delivering at its frame rate, does not) nor queues stale frames.
 struct StillSource {
     frame: Vec<u8>,
     meta: crate::frame::FrameMeta,
+    camera: usize,
+    handed_over: u64,
+    turns: std::sync::Arc<Turns>,
+}
+
+/// Per camera: frames delivered, for the sources that wait for their turn, and how long the
+/// source took to copy its last frame. The pipeline's `source` stage cannot tell that copy from the
+/// wait for the turn, which also happens inside the source; one frame per camera is in the works
+/// at a time, so the last copy is the delivered frame's.
+struct Turns {
+    cameras: std::sync::Mutex<Vec<Turn>>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Turn {
+    delivered: u64,
+    copy: Duration,
+}
+
+impl Turns {
+    fn new(cameras: usize) -> Turns {
+        Turns { cameras: std::sync::Mutex::new(vec![Turn::default(); cameras]), changed: std::sync::Condvar::new() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Turn>> {
+        self.cameras.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a delivered frame of `camera` and returns its copy time.
+    fn delivered(&self, camera: usize) -> Duration {
+        let copy = self.lock().get_mut(camera).map_or(Duration::ZERO, |turn| {
+            turn.delivered += 1;
+            turn.copy
+        });
+        self.changed.notify_all();
+        copy
+    }
+
+    fn copied(&self, camera: usize, took: Duration) {
+        if let Some(turn) = self.lock().get_mut(camera) {
+            turn.copy = took;
+        }
+    }
+
+    /// Waits until `camera` has `count` frames delivered, or `timeout` passes; true if it has.
+    fn wait_for(&self, camera: usize, count: u64, timeout: Duration) -> bool {
+        let (cameras, _) = self
+            .changed
+            .wait_timeout_while(self.lock(), timeout, |cameras| {
+                cameras.get(camera).is_some_and(|t| t.delivered < count)
+            })
+            .unwrap_or_else(|p| p.into_inner());
+        cameras.get(camera).is_none_or(|t| t.delivered >= count)
+    }
 }
 
 impl crate::source::FrameSource for StillSource {
@@ -209,11 +265,18 @@ impl crate::source::FrameSource for StillSource {
     }
 
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<crate::source::Capture, crate::source::SourceError> {
+        // Bounded, so that the pipeline sees its stop flag when the worker has gone.
+        if !self.turns.wait_for(self.camera, self.handed_over, Duration::from_millis(200)) {
+            return Ok(crate::source::Capture::Retry);
+        }
+        let copy_started = Instant::now();
         let target = slot
             .prepare(self.meta.width, self.meta.height, self.meta.format)
             .map_err(|message| crate::source::SourceError::Read { source_name: self.describe(), message })?;
         target.copy_from_slice(&self.frame);
+        self.turns.copied(self.camera, copy_started.elapsed());
         slot.meta_mut().captured_at = SystemTime::now();
+        self.handed_over += 1;
         Ok(crate::source::Capture::Frame)
     }
 }
@@ -231,6 +294,7 @@ struct BenchSink {
     cameras: Vec<String>,
     labels: std::sync::Arc<Labels>,
     delivered: std::sync::Mutex<Vec<Delivered>>,
+    turns: std::sync::Arc<Turns>,
 }
 
 impl pipeline::FrameSink for BenchSink {
@@ -241,7 +305,7 @@ impl pipeline::FrameSink for BenchSink {
         let publish = publish_started.elapsed();
         let Some(index) = self.cameras.iter().position(|name| name == camera) else { return };
         let stage = |d: Option<Duration>| d.unwrap_or_default();
-        let source = stage(timings.source);
+        let source = self.turns.delivered(index);
         let delivered = Delivered {
             camera: index,
             at: Instant::now(),
@@ -263,9 +327,10 @@ const CAMERAS_BENCH_LIMIT: Duration = Duration::from_secs(600);
 
 /// Runs `cameras` cameras, each showing `image`, through the scheduler on `backend` as `plan`
 /// says, until every camera has delivered `warmup + iterations` frames; measures from the moment
-/// every camera is past `warmup` until the first has its `warmup + iterations`. Each source
-/// delivers a frame whenever its ring has a free slot: the numbers are what the scheduler and the
-/// backend sustain, with every camera kept busy but none spinning.
+/// every camera is past `warmup` until the first has its `warmup + iterations`. Each source hands
+/// over its next frame as soon as its previous one is delivered ([`StillSource`]): the numbers are
+/// what the scheduler and the backend sustain with every camera always ready, and the latency is
+/// that of a camera whose frame waits one turn of the round robin.
 #[allow(clippy::too_many_arguments)]
 pub fn bench_cameras(
     backend: std::sync::Arc<dyn Backend>,
@@ -286,7 +351,13 @@ pub fn bench_cameras(
     image_decode::decode_file(image, limits, &mut decoded)
         .map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
     let names: Vec<String> = (0..cameras).map(|i| format!("bench{i}")).collect();
-    let sink = Arc::new(BenchSink { cameras: names.clone(), labels, delivered: Default::default() });
+    let turns = Arc::new(Turns::new(cameras));
+    let sink = Arc::new(BenchSink {
+        cameras: names.clone(),
+        labels,
+        delivered: Default::default(),
+        turns: Arc::clone(&turns),
+    });
     let stop = Arc::new(AtomicBool::new(false));
     let liveness = crate::notify::Liveness::new();
     let setup = |e: pipeline::PipelineError| BenchError::Setup(e.to_string());
@@ -302,7 +373,7 @@ pub fn bench_cameras(
     };
     let mut running = Vec::new();
     let mut started = Ok(());
-    for name in &names {
+    for (index, name) in names.iter().enumerate() {
         let camera = crate::config::CameraConfig {
             name: name.clone(),
             source: crate::config::SourceConfig::Synthetic {
@@ -313,7 +384,13 @@ pub fn bench_cameras(
             zones: Vec::new(),
             lines: Vec::new(),
         };
-        let source = StillSource { frame: decoded.data().to_vec(), meta: decoded.meta().clone() };
+        let source = StillSource {
+            frame: decoded.data().to_vec(),
+            meta: decoded.meta().clone(),
+            camera: index,
+            handed_over: 0,
+            turns: Arc::clone(&turns),
+        };
         match pipeline::CameraPipeline::start_with_source(&camera, Box::new(source), &shared) {
             Ok(camera) => running.push(camera),
             Err(e) => {
