@@ -115,7 +115,7 @@ fn load_cpu(config: &Config) -> Result<Arc<dyn Backend>, DaemonError> {
     })?;
     let spec = PreprocessSpec::from(&config.model.input);
     let backend = CpuBackend::load(onnx, spec, config.model.input.name.as_deref(), config.device.cpu_threads())?;
-    Ok(Arc::new(backend.with_workers(config.device.cpu_workers.get())))
+    Ok(Arc::new(backend.with_workers(config.device.cpu_workers)))
 }
 
 /// An engine-build progress event (TensorRT builds only).
@@ -404,7 +404,7 @@ async fn serve(
     let sink = Arc::new(DaemonSink { publisher: publisher.clone(), labels, cameras, ended: ended_tx, zone_discovery });
 
     let stop = Arc::new(AtomicBool::new(false));
-    let plan = SchedulePlan::new(&config, backend.as_ref());
+    let plan = SchedulePlan::new(&config, backend.as_ref(), config.cameras.len());
     let scheduler = match Scheduler::start(backend, params, plan, sink.clone(), stop.clone(), &liveness) {
         Ok(scheduler) => scheduler,
         Err(e) => {

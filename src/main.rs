@@ -322,7 +322,7 @@ fn bench_command(
             .context("benchmark")
             .map_err(Failure::other)?;
     if let Some(cameras) = cameras {
-        let plan = SchedulePlan::new(&config, backend.as_ref());
+        let plan = SchedulePlan::new(&config, backend.as_ref(), cameras);
         let run = bench::bench_cameras(
             Arc::clone(&backend),
             plan,

@@ -47,10 +47,11 @@ pub struct SchedulePlan {
 }
 
 impl SchedulePlan {
-    /// The plan the config asks for, on `backend` (which says how many workers it wants).
-    pub fn new(config: &Config, backend: &dyn Backend) -> SchedulePlan {
+    /// The plan the config asks for, on `backend` (which says how many workers it wants for
+    /// `cameras` cameras).
+    pub fn new(config: &Config, backend: &dyn Backend, cameras: usize) -> SchedulePlan {
         SchedulePlan {
-            workers: backend.inference_workers().max(1),
+            workers: backend.inference_workers(cameras).max(1),
             max_batch: config.engine.max_batch.get(),
             batch_timeout: config.engine.batch_timeout(),
         }
@@ -532,7 +533,7 @@ mod tests {
         fn spec(&self) -> &PreprocessSpec {
             &self.spec
         }
-        fn inference_workers(&self) -> usize {
+        fn inference_workers(&self, _cameras: usize) -> usize {
             self.workers
         }
         fn session_memory(&self) -> SessionMemory {

@@ -10,6 +10,7 @@
 //! rten computes in f32: a model whose input is f16 gets the preprocessed f16 values widened to
 //! f32, so it sees exactly what the f16 tensor holds.
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,8 +25,9 @@ use crate::preprocess::{FastPreprocessor, PreprocessSpec};
 /// An ONNX model optimised by rten, shared by every camera, and the pool its inferences run on.
 pub struct CpuBackend {
     runner: Arc<Runner>,
-    /// Inference workers the scheduler runs on this backend; they share the pool.
-    workers: usize,
+    /// Inference workers the scheduler runs on this backend (they share the pool); `None`: the
+    /// default for the number of cameras.
+    workers: Option<NonZeroUsize>,
     model_path: PathBuf,
     input_name: String,
     outputs: Vec<(NodeId, String)>,
@@ -163,7 +165,7 @@ impl CpuBackend {
         let runner = Runner { model, pool: Arc::new(ThreadPool::with_num_threads(threads)), threads, spec, input_id };
         Ok(CpuBackend {
             runner: Arc::new(runner),
-            workers: 1,
+            workers: None,
             model_path: onnx.to_path_buf(),
             input_name: model_input,
             outputs,
@@ -172,10 +174,11 @@ impl CpuBackend {
 }
 
 impl CpuBackend {
-    /// Lets `workers` inference workers (at least 1) run frames at the same time. They share the
-    /// backend's thread pool, so the compute threads stay `threads` however many there are.
-    pub fn with_workers(mut self, workers: usize) -> CpuBackend {
-        self.workers = workers.max(1);
+    /// Lets `workers` inference workers run frames at the same time (`None`: the default for the
+    /// cameras served, [`crate::config::cpu_workers`]). They share the backend's thread pool, so
+    /// the compute threads stay `threads` however many there are.
+    pub fn with_workers(mut self, workers: Option<NonZeroUsize>) -> CpuBackend {
+        self.workers = workers;
         self
     }
 }
@@ -204,8 +207,8 @@ impl Backend for CpuBackend {
         Some(self.runner.threads)
     }
 
-    fn inference_workers(&self) -> usize {
-        self.workers
+    fn inference_workers(&self, cameras: usize) -> usize {
+        crate::config::cpu_workers(self.workers, self.runner.threads, cameras)
     }
 
     fn spec(&self) -> &PreprocessSpec {

@@ -108,9 +108,10 @@ pub trait Backend: Send + Sync {
     fn threads(&self) -> Option<usize> {
         None
     }
-    /// Inference workers this backend wants, each with its own session: one for a GPU (it
-    /// serialises the work of one device anyway), `device.cpu_workers` for the CPU backend.
-    fn inference_workers(&self) -> usize {
+    /// Inference workers this backend wants for `cameras` cameras, each with its own session: one
+    /// for a GPU (it serialises the work of one device anyway), `device.cpu_workers` or its
+    /// default for the CPU backend.
+    fn inference_workers(&self, _cameras: usize) -> usize {
         1
     }
     /// Device memory each session holds (zero for backends that do not know or use any).
