@@ -131,12 +131,7 @@ pub fn bench_backend(
         let source = source_started.elapsed();
         let mut timings = pipeline::process(&mut *session, &mut decoder, &spec, &slot, &mut detections)
             .map_err(|e| BenchError::Frame { iteration, message: e.to_string() })?;
-        // Publish: encoding the message the daemon would hand to the MQTT queue.
-        let publish_started = Instant::now();
-        let message = detections_message("bench", slot.meta(), &Latency::from(&timings), &detections, labels);
-        std::hint::black_box(message);
-        timings.source = Some(source);
-        timings.publish = Some(publish_started.elapsed());
+        encode_message(&mut timings, source, &slot, &detections, labels);
         if iteration >= warmup {
             samples.push(timings);
         }
@@ -162,6 +157,22 @@ pub fn bench_backend(
         fps_total: None,
         cameras: None,
     })
+}
+
+/// The publish stage: encodes the message the daemon would hand to the MQTT queue, and records
+/// that and the frame's `source` time in `timings`.
+fn encode_message(
+    timings: &mut FrameTimings,
+    source: Duration,
+    slot: &FrameSlot,
+    detections: &[Detection],
+    labels: &Labels,
+) {
+    let publish_started = Instant::now();
+    let message = detections_message("bench", slot.meta(), &Latency::from(&*timings), detections, labels);
+    std::hint::black_box(message);
+    timings.source = Some(source);
+    timings.publish = Some(publish_started.elapsed());
 }
 
 /// N cameras showing the same image, through the scheduler.
@@ -650,11 +661,7 @@ pub fn bench_gpu_path(
             &mut detections,
         )
         .map_err(|e| frame_error(&e))?;
-        let publish_started = Instant::now();
-        let message = detections_message("bench", slot.meta(), &Latency::from(&timings), &detections, labels);
-        std::hint::black_box(message);
-        timings.source = Some(source);
-        timings.publish = Some(publish_started.elapsed());
+        encode_message(&mut timings, source, &slot, &detections, labels);
         if iteration >= warmup {
             samples.push(timings);
         }

@@ -664,6 +664,13 @@ mod tests {
             Rig { scheduler, pipelines, sink, record, stop }
         }
 
+        fn wait_for_frames_of_every_camera(&self, frames: usize) {
+            self.wait_for(&format!("{frames} frames of every camera"), |rig| {
+                let counts = rig.sink.counts();
+                counts.len() == rig.pipelines.len() && counts.iter().all(|n| *n >= frames)
+            });
+        }
+
         /// Waits (bounded generously: this is about progress, not speed) until `done` holds.
         fn wait_for(&self, what: &str, done: impl Fn(&Rig) -> bool) {
             let deadline = Instant::now() + Duration::from_secs(60);
@@ -708,10 +715,7 @@ mod tests {
     #[test]
     fn one_worker_serves_every_camera_in_turn_and_counts_what_it_drops() {
         let rig = Rig::start(3, plan(1, 1, Duration::ZERO), 1, Duration::from_millis(2));
-        rig.wait_for("30 frames of every camera", |rig| {
-            let counts = rig.sink.counts();
-            counts.len() == 3 && counts.iter().all(|n| *n >= 30)
-        });
+        rig.wait_for_frames_of_every_camera(30);
         let Stopped { sink, record, rings, report } = rig.stop();
         assert_eq!(record.sessions.load(Ordering::SeqCst), 1, "one session for three cameras");
         let batches = lock(&record.batches).clone();
@@ -788,10 +792,7 @@ mod tests {
     #[test]
     fn the_wait_in_the_ring_is_measured_and_part_of_the_total() {
         let rig = Rig::start(3, plan(1, 1, Duration::ZERO), 1, Duration::from_millis(5));
-        rig.wait_for("5 frames of every camera", |rig| {
-            let counts = rig.sink.counts();
-            counts.len() == 3 && counts.iter().all(|n| *n >= 5)
-        });
+        rig.wait_for_frames_of_every_camera(5);
         let Stopped { sink, .. } = rig.stop();
         for frame in lock(&sink.timings).iter() {
             let (wait, infer, total) =
@@ -803,10 +804,7 @@ mod tests {
     #[test]
     fn several_workers_never_run_two_frames_of_one_camera_at_once() {
         let rig = Rig::start(3, plan(2, 1, Duration::ZERO), 1, Duration::from_millis(3));
-        rig.wait_for("20 frames of every camera", |rig| {
-            let counts = rig.sink.counts();
-            counts.len() == 3 && counts.iter().all(|n| *n >= 20)
-        });
+        rig.wait_for_frames_of_every_camera(20);
         let Stopped { sink, record, report, .. } = rig.stop();
         assert_eq!(record.sessions.load(Ordering::SeqCst), 2, "one session per worker");
         assert_eq!(record.overlaps.load(Ordering::SeqCst), 0, "a camera was in two workers at once");
