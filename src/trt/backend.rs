@@ -172,7 +172,7 @@ fn free_device_memory() -> Option<u64> {
 /// creation. Scratch memory is not part of it (user-managed, leased from the arena afterwards).
 /// On a Jetson the free memory is the system's, so another process allocating at the same moment
 /// skews the figure; it is a report, never a decision.
-pub fn create_measured_context(engine: &Arc<Engine>) -> Result<(ExecutionContext, u64), TrtError> {
+fn create_measured_context(engine: &Arc<Engine>) -> Result<(ExecutionContext, u64), TrtError> {
     let before = free_device_memory();
     let context = engine.create_context()?;
     let persistent = before.zip(free_device_memory()).map_or(0, |(before, after)| before.saturating_sub(after));
