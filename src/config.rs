@@ -133,10 +133,10 @@ pub struct DeviceConfig {
 }
 
 /// Threads per CPU inference worker when `device.cpu_workers` is not set: one inference of a
-/// small detector stops getting faster at about 4 threads (SSD MobileNet v2 on a 16-core Xeon:
-/// 89 ms on 1 thread, 39 ms on 4, 24 ms on 16), so the cores serve more cameras as several
-/// inferences at once (8 cameras on 16 cores: 39 frames/s in all with 1 worker, 82 with 4).
-pub const THREADS_PER_DEFAULT_CPU_WORKER: usize = 4;
+/// small detector uses extra threads poorly (SSD MobileNet v2 on a 16-core Xeon: 103 ms on 1
+/// thread, 65 on 2, 39 on 4, 29 on 16), so the cores serve more cameras as several inferences at
+/// once (8 cameras on 16 cores: 28 frames/s in all with 1 worker, 48 with 2, 72 with 4, 91 with 8).
+pub const THREADS_PER_DEFAULT_CPU_WORKER: usize = 2;
 
 /// The CPU backend's inference workers: `configured`, else one per
 /// [`THREADS_PER_DEFAULT_CPU_WORKER`] threads of the pool, at least 1 and at most one per camera
@@ -1120,11 +1120,12 @@ mod tests {
     }
 
     #[test]
-    fn cpu_workers_default_to_one_per_4_threads_and_at_most_one_per_camera() {
+    fn cpu_workers_default_to_one_per_2_threads_and_at_most_one_per_camera() {
         let four = NonZeroUsize::new(4);
-        assert_eq!(cpu_workers(None, 16, 8), 4);
+        assert_eq!(cpu_workers(None, 16, 8), 8);
+        assert_eq!(cpu_workers(None, 16, 12), 8, "one per 2 threads");
         assert_eq!(cpu_workers(None, 16, 2), 2, "never more workers than cameras");
-        assert_eq!(cpu_workers(None, 2, 8), 1, "at least one");
+        assert_eq!(cpu_workers(None, 1, 8), 1, "at least one");
         assert_eq!(cpu_workers(None, 16, 0), 1);
         assert_eq!(cpu_workers(four, 2, 1), 4, "a configured count is taken as it is");
     }
