@@ -7,17 +7,17 @@ fn main() {
     }
 }
 
-/// Compiles `src/trt/shim.cpp` against TensorRT *headers* only: the shim dlopens libnvinfer at run
+/// Compiles `src/backend/trt/shim.cpp` against TensorRT *headers* only: the shim dlopens libnvinfer at run
 /// time, so nothing here links TensorRT.
 #[cfg(feature = "tensorrt")]
 mod tensorrt {
     use std::env;
     use std::path::{Path, PathBuf};
 
-    const SHIM: &str = "src/trt/shim.cpp";
+    const SHIM: &str = "src/backend/trt/shim.cpp";
     /// Declares only `cudaStream_t` / `cudaEvent_t`; searched after every real include directory,
     /// so a CUDA toolkit, when installed, always wins.
-    const CUDA_STUB_DIR: &str = "src/trt/cuda_stub";
+    const CUDA_STUB_DIR: &str = "src/backend/trt/cuda_stub";
 
     pub fn build_shim() {
         for var in ["TENSORRT_INCLUDE_DIR", "CUDA_INCLUDE_DIR", "CUDA_PATH"] {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TensorRT headers for compiling the C++ shim (src/trt/shim.cpp) without TensorRT installed.
+# TensorRT headers for compiling the C++ shim (src/backend/trt/shim.cpp) without TensorRT installed.
 #
 #   .ci/trt-headers.sh [11]       print the include directory of TensorRT 11.4 (fetched from crates.io):
 #                                 what TENSORRT_INCLUDE_DIR takes
@@ -8,7 +8,7 @@
 #   .ci/trt-headers.sh --check    the compile matrix: compile the shim object alone against every
 #                                 TensorRT a JetPack ships and fail on the first problem (below)
 #
-# Headers: cross/tensorrt-headers/{8.5.3,8.6.1,10.3.0,10.16.0,11.1.0} are committed (Apache-2.0,
+# Headers: vendor/tensorrt-headers/{8.5.3,8.6.1,10.3.0,10.16.0,11.1.0} are committed (Apache-2.0,
 # NOTICE.md there: JetPack 5.1 ships 8.5, 6.0 ships 8.6, 6.1/6.2 ship 10.3, 7 ships 10.13+); 11.4
 # ships inside the crates.io package `trtx-sys` 0.9.1 (TensorRT-Headers/TRT-Enterprise-11.4), which is
 # only *fetched* into a throwaway cargo project under $CARGO_TARGET_DIR (its build script needs
@@ -18,10 +18,10 @@
 #   1. g++ -std=c++17 -Wall -Wextra -Werror on the shim (warnings inside TensorRT's headers excepted);
 #   2. nm -uC: no undefined TensorRT symbol (nvinfer1::, nvonnxparser::, the factories): TensorRT is
 #      dlopened, so only dlsym may provide them;
-#   3. the object defines every `jd_*` function that src/trt/ffi.rs declares (the Rust side is the
+#   3. the object defines every `jd_*` function that src/backend/trt/ffi.rs declares (the Rust side is the
 #      same for every version, so this is its link check), and links into a shared object with
 #      --no-undefined against libstdc++ and libdl only.
-# Why the shim object alone is enough: the Rust side (src/trt/ffi.rs and everything above it) never
+# Why the shim object alone is enough: the Rust side (src/backend/trt/ffi.rs and everything above it) never
 # sees a TensorRT header: it talks to the shim through its own extern "C" structs, whose layout is
 # defined in shim.cpp, not by TensorRT. What changes with the header version is only the shim's
 # object code, which this checks; `cargo clippy --features tensorrt` (CI's clippy-all-features phase)
@@ -33,7 +33,7 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "$0")/.." && pwd)"
 target_dir="${CARGO_TARGET_DIR:-$repo_root/target}"
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
-committed="$repo_root/cross/tensorrt-headers"
+committed="$repo_root/vendor/tensorrt-headers"
 
 # headers_dir <trtx-sys version> <folder>: fetches the crate if needed, prints the folder's path.
 headers_dir() {
@@ -67,7 +67,7 @@ TOML
 
 # The jd_* functions the Rust side declares, one per line, sorted.
 declared_functions() {
-    grep -oE 'pub fn jd_[a-z0-9_]+' "$repo_root/src/trt/ffi.rs" | sed 's/^pub fn //' | sort -u
+    grep -oE 'pub fn jd_[a-z0-9_]+' "$repo_root/src/backend/trt/ffi.rs" | sed 's/^pub fn //' | sort -u
 }
 
 # check_shim <label> <include dir>
@@ -77,8 +77,8 @@ check_shim() {
     local object="$scratch/shim.o"
     # -isystem: warnings inside TensorRT's headers are not ours; the shim itself must be clean.
     if ! g++ -std=c++17 -O2 -fPIC -Wall -Wextra -Werror -c \
-        -isystem "$include" -idirafter "$repo_root/src/trt/cuda_stub" \
-        "$repo_root/src/trt/shim.cpp" -o "$object"; then
+        -isystem "$include" -idirafter "$repo_root/src/backend/trt/cuda_stub" \
+        "$repo_root/src/backend/trt/shim.cpp" -o "$object"; then
         echo "trt-headers: TensorRT $label: the shim does not compile" >&2
         rm -rf "$scratch"
         return 1
@@ -94,7 +94,7 @@ check_shim() {
     local missing
     missing="$(comm -23 <(declared_functions) <(nm --defined-only "$object" | awk '{print $3}' | grep '^jd_' | sort -u))"
     if [[ -n "$missing" ]]; then
-        echo "trt-headers: TensorRT $label: src/trt/ffi.rs declares functions the shim does not define:" >&2
+        echo "trt-headers: TensorRT $label: src/backend/trt/ffi.rs declares functions the shim does not define:" >&2
         echo "$missing" >&2
         rm -rf "$scratch"
         return 1

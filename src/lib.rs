@@ -1,31 +1,25 @@
 //! jetson-detectd: camera frames → object detections → MQTT, on Jetson (CUDA + TensorRT) or any
 //! Linux box (CPU backend). `main.rs` is only the CLI; everything else lives here so that the
 //! integration tests and benches can drive the same code.
+//!
+//! The folders follow a frame: `source` (frames in) → `infer` (camera rings, the scheduler, the
+//! per-frame step) → `preprocess` / `gpu` → `backend` (CPU, TensorRT) → `decode` → `track` →
+//! `publish` (MQTT, Home Assistant, snapshots). `service` is the daemon's life under systemd
+//! (notify, telemetry, logging) and `cmd` holds the subcommands that wire the stages together.
+//! Each stage imports only what lies below it.
 
 pub mod backend;
-pub mod bench;
+pub mod cmd;
 pub mod config;
-pub mod daemon;
 pub mod decode;
 pub mod detection;
-pub mod engine_cache;
 pub mod frame;
-pub mod homeassistant;
-pub mod logging;
-pub mod mqtt;
-pub mod notify;
-pub mod oneshot;
-pub mod onnx_external_data;
-pub mod payload;
-pub mod pipeline;
+pub mod infer;
 pub mod preprocess;
-pub mod probe;
-pub mod publish_policy;
-pub mod scheduler;
-pub mod selftest;
-pub mod snapshot;
+pub mod publish;
+pub mod service;
 pub mod source;
-pub mod telemetry;
+pub mod sync;
 pub mod track;
 
 #[cfg(test)]
@@ -33,5 +27,3 @@ mod proptest_support;
 
 #[cfg(feature = "cuda")]
 pub mod gpu;
-#[cfg(feature = "tensorrt")]
-pub mod trt;

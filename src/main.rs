@@ -8,14 +8,15 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use jetson_detectd::backend::Backend;
+use jetson_detectd::backend::{load, Backend};
+use jetson_detectd::cmd::run::{self, DaemonError};
+use jetson_detectd::cmd::selftest::{self, SelftestOptions, Status};
+use jetson_detectd::cmd::{bench, detect, probe};
 use jetson_detectd::config::{Config, ConfigError};
-use jetson_detectd::daemon::{self, DaemonError};
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Labels;
-use jetson_detectd::scheduler::SchedulePlan;
-use jetson_detectd::selftest::{self, SelftestOptions, Status};
-use jetson_detectd::{bench, logging, oneshot, probe};
+use jetson_detectd::infer::scheduler::SchedulePlan;
+use jetson_detectd::service::logging;
 
 /// EX_CONFIG from sysexits.h: the systemd unit's RestartPreventExitStatus, so a bad config does
 /// not restart-loop.
@@ -216,7 +217,7 @@ fn run(arg: &ConfigArg) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     logging::init(config.device.log_level.filter());
     log::info!("jetson-detectd {} starting with {}", env!("CARGO_PKG_VERSION"), config.origin);
-    daemon::run(config, arg.config.clone()).map_err(|e| {
+    run::run(config, arg.config.clone()).map_err(|e| {
         log::error!("{e}");
         Stop::from(e)
     })
@@ -249,14 +250,14 @@ fn decode_setup(config: &Config, threshold: Option<f32>) -> Result<(Arc<Labels>,
 fn load_backend(config: &Config) -> Result<Arc<dyn Backend>, Failure> {
     #[cfg(feature = "tensorrt")]
     let backend = {
-        let mut display = jetson_detectd::trt::ProgressReporter::default();
-        daemon::load_backend(config, |event| {
+        let mut display = jetson_detectd::backend::trt::ProgressReporter::default();
+        load::load_backend(config, |event| {
             display.report(&event);
         })
     };
     #[cfg(not(feature = "tensorrt"))]
-    let backend = daemon::load_backend(config, |never| match never {});
-    backend.map_err(Failure::from)
+    let backend = load::load_backend(config, |never| match never {});
+    backend.map_err(|e| Failure::from(DaemonError::from(e)))
 }
 
 /// Quiet logging for one-shot commands: warnings and errors on stderr, stdout stays JSON.
@@ -269,7 +270,7 @@ fn detect(arg: &ConfigArg, threshold: Option<f32>, files: &[PathBuf]) -> Result<
     init_cli_logging(&config);
     let (labels, params) = decode_setup(&config, threshold)?;
     let backend = load_backend(&config)?;
-    let mut detector = oneshot::OneShotDetector::new(backend.as_ref(), params, labels, config.limits)
+    let mut detector = detect::OneShotDetector::new(backend.as_ref(), params, labels, config.limits)
         .map_err(|e| Failure::from(DaemonError::from(e)))?;
     let mut failed = 0usize;
     let mut stdout = std::io::stdout().lock();
@@ -442,7 +443,7 @@ fn selftest_command(arg: &ConfigArg, json: bool, options: &SelftestOptions) -> R
     init_cli_logging(&config);
     #[cfg(feature = "tensorrt")]
     let report = {
-        let mut display = jetson_detectd::trt::ProgressReporter::default();
+        let mut display = jetson_detectd::backend::trt::ProgressReporter::default();
         let report = selftest::run(&config, options, &mut |event| {
             display.report(&event);
         });
@@ -467,8 +468,8 @@ fn selftest_command(arg: &ConfigArg, json: bool, options: &SelftestOptions) -> R
 
 #[cfg(feature = "tensorrt")]
 fn build_engine(arg: &ConfigArg) -> Result<(), Stop> {
-    use jetson_detectd::notify::Notifier;
-    use jetson_detectd::trt::{self, ProgressReporter};
+    use jetson_detectd::backend::trt::{self, ProgressReporter};
+    use jetson_detectd::service::notify::Notifier;
     let config = load_config(arg).map_err(Failure::config)?;
     logging::init(config.device.log_level.filter());
     // Under systemd (an ExecStartPre=, say) keep extending the start timeout while building.

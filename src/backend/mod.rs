@@ -1,12 +1,14 @@
 //! Inference backends: the seam between "a frame in a slot" and "raw model output tensors".
 //!
 //! Owns: the [`Backend`] / [`InferenceSession`] traits (a session belongs to one inference worker,
-//! which serves every camera: see `crate::scheduler`), [`ModelOutputs`], [`BackendError`], and the
+//! which serves every camera: see `crate::infer::scheduler`), [`ModelOutputs`], [`BackendError`], and the
 //! choice of backend from the config. A backend does preprocessing *and* inference, because on the
 //! GPU path both run on the worker's stream without the tensor leaving the device.
 //! Must not: decode detections, publish, or call CUDA outside the session's own thread.
 
 pub mod cpu;
+pub mod load;
+pub mod trt;
 
 use std::time::Duration;
 

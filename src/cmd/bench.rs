@@ -17,10 +17,10 @@ use crate::config::LimitsConfig;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{BoundingBox, Detection, Labels};
 use crate::frame::FrameSlot;
-use crate::payload::{detections_message, Latency};
-use crate::pipeline;
+use crate::frame::FrameTimings;
+use crate::infer::{camera, step};
+use crate::publish::payload::{detections_message, Latency};
 use crate::source::image_decode;
-use crate::telemetry::FrameTimings;
 use crate::track::events::{Line, Scene, WatchParams, Zone};
 use crate::track::lines::Segment;
 use crate::track::scene_tracker::{SceneTracker, TrackingParams};
@@ -129,7 +129,7 @@ pub fn bench_backend(
         image_decode::decode_file(image, limits, &mut slot)
             .map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
         let source = source_started.elapsed();
-        let mut timings = pipeline::process(&mut *session, &mut decoder, &spec, &slot, &mut detections)
+        let mut timings = step::process(&mut *session, &mut decoder, &spec, &slot, &mut detections)
             .map_err(|e| BenchError::Frame { iteration, message: e.to_string() })?;
         encode_message(&mut timings, source, &slot, &detections, labels);
         if iteration >= warmup {
@@ -197,7 +197,7 @@ pub struct CamerasBench {
     pub outside_inference: StageSummary,
     /// Inferences by batch size, over the whole run.
     pub batch_sizes: std::collections::BTreeMap<usize, u64>,
-    pub memory: crate::scheduler::MemoryReport,
+    pub memory: crate::infer::scheduler::MemoryReport,
 }
 
 /// A camera that shows one decoded image forever: each frame is a copy of it into the slot, the
@@ -308,7 +308,7 @@ struct BenchSink {
     turns: std::sync::Arc<Turns>,
 }
 
-impl pipeline::FrameSink for BenchSink {
+impl step::FrameSink for BenchSink {
     fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings) {
         let publish_started = Instant::now();
         let message = detections_message(camera, slot.meta(), &Latency::from(timings), detections, &self.labels);
@@ -326,9 +326,9 @@ impl pipeline::FrameSink for BenchSink {
         self.delivered.lock().unwrap_or_else(|p| p.into_inner()).push(delivered);
     }
 
-    fn camera_ended(&self, _: &str, _: &Result<(), pipeline::PipelineError>) {}
+    fn camera_ended(&self, _: &str, _: &Result<(), step::PipelineError>) {}
 
-    fn worker_failed(&self, worker: &str, error: &pipeline::PipelineError) {
+    fn worker_failed(&self, worker: &str, error: &step::PipelineError) {
         log::error!("{worker}: {error}");
     }
 }
@@ -345,7 +345,7 @@ const CAMERAS_BENCH_LIMIT: Duration = Duration::from_secs(600);
 #[allow(clippy::too_many_arguments)]
 pub fn bench_cameras(
     backend: std::sync::Arc<dyn Backend>,
-    plan: crate::scheduler::SchedulePlan,
+    plan: crate::infer::scheduler::SchedulePlan,
     params: DecodeParams,
     labels: std::sync::Arc<Labels>,
     image: &Path,
@@ -370,11 +370,12 @@ pub fn bench_cameras(
         turns: Arc::clone(&turns),
     });
     let stop = Arc::new(AtomicBool::new(false));
-    let liveness = crate::notify::Liveness::new();
-    let setup = |e: pipeline::PipelineError| BenchError::Setup(e.to_string());
-    let scheduler = crate::scheduler::Scheduler::start(backend, params, plan, sink.clone(), stop.clone(), &liveness)
-        .map_err(setup)?;
-    let shared = pipeline::PipelineShared {
+    let liveness = crate::service::notify::Liveness::new();
+    let setup = |e: step::PipelineError| BenchError::Setup(e.to_string());
+    let scheduler =
+        crate::infer::scheduler::Scheduler::start(backend, params, plan, sink.clone(), stop.clone(), &liveness)
+            .map_err(setup)?;
+    let shared = camera::PipelineShared {
         slots: 3,
         limits: *limits,
         scheduler: Arc::clone(&scheduler),
@@ -402,7 +403,7 @@ pub fn bench_cameras(
             handed_over: 0,
             turns: Arc::clone(&turns),
         };
-        match pipeline::CameraPipeline::start_with_source(&camera, Box::new(source), &shared) {
+        match camera::CameraPipeline::start_with_source(&camera, Box::new(source), &shared) {
             Ok(camera) => running.push(camera),
             Err(e) => {
                 started = Err(setup(e));
@@ -454,7 +455,7 @@ fn summarise_cameras(
     cameras: usize,
     warmup: usize,
     iterations: usize,
-    report: crate::scheduler::ScheduleReport,
+    report: crate::infer::scheduler::ScheduleReport,
 ) -> Result<CamerasBench, BenchError> {
     let nth_of = |camera: usize, n: usize| delivered.iter().filter(|d| d.camera == camera).nth(n).map(|d| d.at);
     let start = (0..cameras).filter_map(|c| nth_of(c, warmup.saturating_sub(1))).max();
@@ -652,7 +653,7 @@ pub fn bench_gpu_path(
         preprocessor.enqueue_row(&slot, &mut input, 0).map_err(|e| frame_error(&e))?;
         stream.synchronize().map_err(|e| frame_error(&e))?;
         let pre = pre_started.elapsed();
-        let mut timings = pipeline::decode_frame(
+        let mut timings = step::decode_frame(
             &mut decoder,
             &spec,
             &slot,

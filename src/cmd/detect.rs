@@ -1,7 +1,7 @@
 //! One-shot detection on image files: the `detect` command.
 //!
 //! Owns: reading each file into a frame slot, running it through the same session and decoder
-//! sequence a camera uses ([`pipeline::process`]), and the JSON line printed per file.
+//! sequence a camera uses ([`step::process`]), and the JSON line printed per file.
 //! Must not: publish over MQTT, open cameras, or stop at the first bad file (the caller decides).
 
 use std::path::{Path, PathBuf};
@@ -14,9 +14,9 @@ use crate::config::LimitsConfig;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, HeapMemory};
-use crate::payload::{DetectionsView, Latency, LatencyMs};
-use crate::pipeline;
+use crate::infer::step;
 use crate::preprocess::PreprocessSpec;
+use crate::publish::payload::{DetectionsView, Latency, LatencyMs};
 use crate::source::image_decode;
 
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +73,7 @@ impl OneShotDetector {
         image_decode::decode_file(path, &self.limits, &mut self.slot)
             .map_err(|e| OneShotError::Image { path: path.to_path_buf(), message: e.to_string() })?;
         let timings =
-            pipeline::process(&mut *self.session, &mut self.decoder, &self.spec, &self.slot, &mut self.detections)
+            step::process(&mut *self.session, &mut self.decoder, &self.spec, &self.slot, &mut self.detections)
                 .map_err(|e| OneShotError::Detect { path: path.to_path_buf(), message: e.to_string() })?;
         let latency = Latency::from(&timings);
         let meta = self.slot.meta();

@@ -53,7 +53,7 @@ pub fn probe(config: &Config) -> ProbeReport {
         version: env!("CARGO_PKG_VERSION"),
         arch: std::env::consts::ARCH,
         config: config.origin.to_string(),
-        gpu: gpu_section(config.device.gpu as usize),
+        gpu: crate::backend::load::gpu_section(config.device.gpu as usize),
         tensorrt: tensorrt_section(config),
         video_devices: video_devices(),
         cameras: config.cameras.iter().map(|camera| camera_probe(camera, config.limits)).collect(),
@@ -61,29 +61,13 @@ pub fn probe(config: &Config) -> ProbeReport {
     }
 }
 
-#[cfg(feature = "cuda")]
-pub fn gpu_section(ordinal: usize) -> Value {
-    if !crate::gpu::driver_present() {
-        return json!({ "available": false, "summary": "libcuda not found: no NVIDIA driver" });
-    }
-    match crate::gpu::probe(ordinal) {
-        Ok(device) => json!({ "available": true, "device": device }),
-        Err(e) => json!({ "available": false, "summary": e.to_string() }),
-    }
-}
-
-#[cfg(not(feature = "cuda"))]
-pub fn gpu_section(_ordinal: usize) -> Value {
-    json!({ "available": false, "summary": "this binary was built without the `cuda` feature" })
-}
-
 /// With TensorRT and a GPU present, also the engine file the config would use and whether it is
 /// already in the cache (if not, the first `run` builds it: minutes on a Jetson); for a cached
 /// engine, the context memory the daemon would hold (`context_memory`).
 #[cfg(feature = "tensorrt")]
 fn tensorrt_section(config: &Config) -> Value {
-    use crate::trt::build::{device_identity, expected_engine_path};
-    let probe = crate::trt::probe();
+    use crate::backend::trt::build::{device_identity, expected_engine_path};
+    let probe = crate::backend::trt::probe();
     let mut section = serde_json::to_value(&probe).unwrap_or(Value::Null);
     let engine = probe.usable_version.and_then(|version| {
         let (_context, device) = device_identity(config.device.gpu).ok()?;
@@ -95,7 +79,7 @@ fn tensorrt_section(config: &Config) -> Value {
         // What the cameras' one inference worker would hold: scratch, persistent context memory,
         // and the saving against one context per camera.
         if cached {
-            section["context_memory"] = match crate::trt::backend::planned_context_memory(config, &path) {
+            section["context_memory"] = match crate::backend::trt::backend::planned_context_memory(config, &path) {
                 Ok(memory) => serde_json::to_value(memory).unwrap_or(Value::Null),
                 Err(error) => json!({ "error": error.to_string() }),
             };

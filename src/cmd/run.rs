@@ -1,40 +1,33 @@
 //! The `run` command: wires config, backend, cameras, MQTT, systemd notify, telemetry and signals.
 //!
-//! Owns: start-up order (model → broker client → inference workers → cameras → READY), the
-//! per-frame sink that turns results into messages (each camera's tracking included), SIGHUP
-//! reload, the watchdog and telemetry ticks, and orderly shutdown (STOPPING → cameras and workers
-//! joined → tracks ended → `offline` + bounded flush). Must not: do per-frame work itself beyond
-//! handing bytes to the publisher, or call CUDA (that stays on the inference workers).
+//! Owns: start-up order (model → broker client → inference workers → cameras → READY), signals
+//! and SIGHUP reload, the watchdog and telemetry ticks, and orderly shutdown (STOPPING → cameras
+//! and workers joined → tracks ended → `offline` + bounded flush). Must not: do per-frame work
+//! (`crate::publish::sink` does), load backends itself (`crate::backend::load` does; it is the
+//! one place that opens the GPU), or call CUDA.
 
-use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::backend::cpu::CpuBackend;
+use crate::backend::load::load_backend;
 use crate::backend::{Backend, BackendError};
-use crate::config::{BackendChoice, Config, ConfigError, Fallback};
+use crate::config::{Config, ConfigError};
 use crate::decode::{DecodeError, DecodeParams};
-use crate::detection::{Detection, Labels, LabelsError};
-use crate::frame::FrameSlot;
-use crate::homeassistant::{discovery_messages, zone_discovery_messages, DiscoveryContext, ZoneEntities};
-use crate::mqtt::{MqttError, MqttSettings, Publisher};
-use crate::notify::{Liveness, Notifier, WatchdogKeeper};
-use crate::payload::{tracked_detections_message, Latency};
-use crate::pipeline::{CameraPipeline, FrameSink, PipelineError, PipelineShared};
-use crate::preprocess::PreprocessSpec;
-use crate::publish_policy::PublishPolicy;
-use crate::scheduler::{SchedulePlan, Scheduler};
-use crate::snapshot::Snapshotter;
+use crate::detection::{Labels, LabelsError};
+use crate::infer::camera::{CameraPipeline, PipelineShared};
+use crate::infer::scheduler::{SchedulePlan, Scheduler};
+use crate::infer::step::PipelineError;
+use crate::publish::mqtt::{MqttError, MqttSettings, Publisher};
+use crate::publish::sink::PublishSink;
+use crate::publish::tracking::camera_scene;
+use crate::service::notify::{Liveness, Notifier, WatchdogKeeper};
+use crate::service::telemetry::{status_line, telemetry_message, JetsonSysfs, SystemSampler, TelemetryReport};
 use crate::source::SourceError;
-use crate::telemetry::{
-    status_line, telemetry_message, CameraStats, FrameTimings, JetsonSysfs, SystemSampler, TelemetryReport,
-};
-use crate::track::camera::{camera_scene, tracking_params, CameraTracking, Outgoing};
 use crate::track::events::Scene;
 
 /// The longest a source thread may spend in one call, or the inference worker on one frame, before
@@ -86,208 +79,6 @@ impl DaemonError {
     }
 }
 
-/// Loads the model on the configured backend: `auto` tries TensorRT (when built in) and runs on
-/// the CPU when TensorRT or the GPU is missing; `tensorrt` falls back only when the config says so.
-/// `progress` sees an engine build, which can take minutes on first start.
-pub fn load_backend(config: &Config, progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, DaemonError> {
-    let may_fall_back = match config.device.backend {
-        BackendChoice::Cpu => return load_cpu(config),
-        BackendChoice::Auto => true,
-        BackendChoice::Tensorrt => config.device.fallback == Fallback::Cpu,
-    };
-    match load_tensorrt(config, progress) {
-        Ok(backend) => Ok(backend),
-        Err(BackendError::Unavailable(_, reason)) if may_fall_back => {
-            let level = if config.device.backend == BackendChoice::Auto { log::Level::Info } else { log::Level::Warn };
-            log::log!(level, "TensorRT backend unavailable ({reason}); running on the CPU backend");
-            load_cpu(config)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn load_cpu(config: &Config) -> Result<Arc<dyn Backend>, DaemonError> {
-    let onnx = config.model.onnx.as_deref().ok_or_else(|| {
-        BackendError::Unavailable(
-            "cpu",
-            "the CPU backend needs `model.onnx` (a TensorRT engine cannot run on it)".into(),
-        )
-    })?;
-    let spec = PreprocessSpec::from(&config.model.input);
-    let backend = CpuBackend::load(onnx, spec, config.model.input.name.as_deref(), config.device.cpu_threads())?;
-    Ok(Arc::new(backend.with_workers(config.device.cpu_workers)))
-}
-
-/// An engine-build progress event (TensorRT builds only).
-#[cfg(feature = "tensorrt")]
-pub type BuildProgress = crate::trt::Progress;
-/// An engine-build progress event; this binary has no TensorRT, so none ever happens.
-#[cfg(not(feature = "tensorrt"))]
-pub type BuildProgress = std::convert::Infallible;
-
-#[cfg(feature = "tensorrt")]
-fn load_tensorrt(config: &Config, progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
-    use crate::gpu::{preprocessing_input_stage, GpuDevice, GpuError, GpuFramesBackend};
-    let device = GpuDevice::open(config.device.gpu as usize).map_err(|e| match e {
-        GpuError::NoDriver | GpuError::NoDevice { .. } => BackendError::Unavailable("tensorrt", e.to_string()),
-        other => BackendError::Inference(other.to_string()),
-    })?;
-    let input_stage =
-        preprocessing_input_stage(device.clone(), config.engine.cache_dir.clone(), max_frame_bytes(config));
-    let backend = crate::trt::TrtBackend::open(config, input_stage, progress)?;
-    Ok(Arc::new(GpuFramesBackend::new(backend, device)))
-}
-
-#[cfg(not(feature = "tensorrt"))]
-fn load_tensorrt(_config: &Config, _progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
-    Err(BackendError::Unavailable("tensorrt", "this binary was built without the `tensorrt` feature".into()))
-}
-
-/// The largest frame any configured camera can deliver, for the GPU staging buffer.
-#[cfg(feature = "tensorrt")]
-fn max_frame_bytes(config: &Config) -> usize {
-    config.cameras.iter().map(|camera| camera.max_frame_bytes()).max().unwrap_or(0)
-}
-
-/// Per-camera state the sink keeps.
-struct CameraEntry {
-    stats: Arc<CameraStats>,
-    policy: Mutex<PublishPolicy>,
-    snapshotter: Option<Mutex<Snapshotter>>,
-    /// With `tracking.enabled`.
-    tracking: Option<Mutex<CameraTracking>>,
-    detections_topic: String,
-    snapshot_topic: String,
-}
-
-/// Turns processed frames into MQTT messages and statistics.
-struct DaemonSink {
-    publisher: Publisher,
-    labels: Arc<Labels>,
-    cameras: HashMap<String, CameraEntry>,
-    ended: mpsc::Sender<(String, Result<(), String>)>,
-    /// With Home Assistant discovery: the zone entities published, so a reload can remove the
-    /// ones whose zone is gone.
-    zone_discovery: Option<Mutex<ZoneDiscovery>>,
-}
-
-/// What the zone discovery messages are made from, and the topics published so far.
-struct ZoneDiscovery {
-    config: crate::config::HomeAssistantConfig,
-    device_id: String,
-    topic_prefix: String,
-    cameras: Vec<String>,
-    published: BTreeSet<String>,
-}
-
-impl ZoneDiscovery {
-    /// Discovery messages for `config`'s zones, plus an empty retained message (which deletes the
-    /// entity) for every zone entity published before that `config` no longer has.
-    fn messages(&mut self, config: &Config) -> Vec<Outgoing> {
-        let context = DiscoveryContext {
-            device_id: &self.device_id,
-            topic_prefix: &self.topic_prefix,
-            cameras: &self.cameras,
-            sw_version: env!("CARGO_PKG_VERSION"),
-        };
-        let zones: Vec<ZoneEntities<'_>> = config
-            .cameras
-            .iter()
-            .flat_map(|camera| {
-                camera.zones.iter().map(move |zone| ZoneEntities {
-                    camera: &camera.name,
-                    zone: &zone.name,
-                    labels: &zone.labels,
-                })
-            })
-            .collect();
-        let messages = zone_discovery_messages(&self.config, &context, &zones);
-        let current: BTreeSet<String> = messages.iter().map(|m| m.topic.clone()).collect();
-        let removed = self.published.difference(&current).map(|topic| Outgoing {
-            topic: topic.clone(),
-            payload: Vec::new(),
-            retain: true,
-        });
-        let mut out: Vec<Outgoing> = removed.collect();
-        out.extend(messages.into_iter().map(|m| Outgoing { topic: m.topic, payload: m.payload, retain: true }));
-        self.published = current;
-        out
-    }
-}
-
-impl DaemonSink {
-    fn publish_all(&self, messages: Vec<Outgoing>) {
-        for message in messages {
-            self.publisher.publish(message.topic, message.payload, message.retain);
-        }
-    }
-
-    /// Ends every camera's tracks: `end` events, event snapshots, counts back to 0 (shutdown).
-    fn finish_tracking(&self) {
-        for entry in self.cameras.values() {
-            if let Some(tracking) = &entry.tracking {
-                let mut out = Vec::new();
-                lock(tracking).finish(&self.labels, &mut out);
-                self.publish_all(out);
-            }
-        }
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl FrameSink for DaemonSink {
-    fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings) {
-        let Some(entry) = self.cameras.get(camera) else { return };
-        let publish_started = Instant::now();
-        let mut tracking_messages = Vec::new();
-        let mut tracking = entry.tracking.as_ref().map(lock);
-        let track_ids = match tracking.as_mut() {
-            Some(tracking) => tracking.frame(slot, detections, &self.labels, &mut tracking_messages),
-            None => &[],
-        };
-        if lock(&entry.policy).should_publish(detections, publish_started) {
-            let latency = Latency::from(timings);
-            let payload =
-                tracked_detections_message(camera, slot.meta(), &latency, detections, track_ids, &self.labels);
-            self.publisher.publish(entry.detections_topic.clone(), payload, false);
-        }
-        drop(tracking);
-        self.publish_all(tracking_messages);
-        if let Some(snapshotter) = &entry.snapshotter {
-            match lock(snapshotter).maybe_render(slot, detections, &self.labels, publish_started) {
-                Ok(Some(jpeg)) => self.publisher.publish(entry.snapshot_topic.clone(), jpeg, true),
-                Ok(None) => {}
-                Err(e) => log::warn!("camera {camera}: snapshot failed: {e}"),
-            }
-        }
-        let mut timings = *timings;
-        timings.publish = Some(publish_started.elapsed());
-        entry.stats.record_frame(&timings);
-    }
-
-    fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>) {
-        // Its objects are out of sight for good: their events end now.
-        if let Some(tracking) = self.cameras.get(camera).and_then(|entry| entry.tracking.as_ref()) {
-            let mut out = Vec::new();
-            lock(tracking).finish(&self.labels, &mut out);
-            self.publish_all(out);
-        }
-        let outcome = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
-        if self.ended.try_send((format!("camera {camera}"), outcome)).is_err() {
-            log::error!("camera {camera}: end report lost (daemon already shutting down)");
-        }
-    }
-
-    fn worker_failed(&self, worker: &str, error: &PipelineError) {
-        if self.ended.try_send((worker.to_string(), Err(error.to_string()))).is_err() {
-            log::error!("{worker}: failure report lost (daemon already shutting down): {error}");
-        }
-    }
-}
-
 /// Runs until SIGTERM/SIGINT, until every camera has ended, or until a camera fails.
 /// `config_path` is re-read on SIGHUP (`None`: the embedded default, nothing to reload).
 pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonError> {
@@ -300,7 +91,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let _ = notifier.status("loading model");
     #[cfg(feature = "tensorrt")]
     let backend = {
-        let mut display = crate::trt::ProgressReporter::default();
+        let mut display = crate::backend::trt::ProgressReporter::default();
         load_backend(&config, |event| {
             display.report(&event);
             let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
@@ -318,7 +109,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         .map_err(DaemonError::Runtime)?;
     // Probed here, before any tokio thread exists: CUDA calls stay off the async runtime.
     let mut engine_info = serde_json::to_value(backend.info()).unwrap_or_default();
-    engine_info["gpu"] = crate::probe::gpu_section(config.device.gpu as usize);
+    engine_info["gpu"] = crate::backend::load::gpu_section(config.device.gpu as usize);
     runtime.block_on(serve(config, config_path, backend, labels, params, notifier, engine_info))
 }
 
@@ -338,70 +129,9 @@ async fn serve(
     // Zones name labels of the label file: checked before anything is published.
     let scenes = camera_scenes(&config, &labels)?;
     let publisher = Publisher::start(MqttSettings::from_config(&config)?)?;
-    let camera_names: Vec<String> = config.cameras.iter().map(|c| c.name.clone()).collect();
-    let mut zone_discovery = None;
-    if config.homeassistant.discovery {
-        let prefix = config.topic_prefix();
-        let device_id = config.device_id();
-        let context = DiscoveryContext {
-            device_id: &device_id,
-            topic_prefix: &prefix,
-            cameras: &camera_names,
-            sw_version: env!("CARGO_PKG_VERSION"),
-        };
-        for message in discovery_messages(&config.homeassistant, &context) {
-            publisher.publish(message.topic, message.payload, true);
-        }
-        if config.tracking.enabled {
-            let mut discovery = ZoneDiscovery {
-                config: config.homeassistant.clone(),
-                device_id,
-                topic_prefix: prefix,
-                cameras: camera_names.clone(),
-                published: BTreeSet::new(),
-            };
-            for message in discovery.messages(&config) {
-                publisher.publish(message.topic, message.payload, message.retain);
-            }
-            zone_discovery = Some(Mutex::new(discovery));
-        }
-    }
-
     let liveness = Liveness::new();
     let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
-    let event_snapshots = config.snapshot.events.then_some(config.snapshot.jpeg_quality);
-    let cameras: HashMap<String, CameraEntry> = config
-        .cameras
-        .iter()
-        .zip(scenes)
-        .map(|(camera, scene)| {
-            let tracking = config.tracking.enabled.then(|| {
-                let mut tracking = CameraTracking::new(
-                    &camera.name,
-                    publisher.topic(&camera.name),
-                    tracking_params(&config.tracking),
-                    scene,
-                    event_snapshots,
-                );
-                let mut out = Vec::new();
-                tracking.startup(&labels, &mut out);
-                for message in out {
-                    publisher.publish(message.topic, message.payload, message.retain);
-                }
-                Mutex::new(tracking)
-            });
-            let entry = CameraEntry {
-                stats: Arc::new(CameraStats::new(&camera.name)),
-                policy: Mutex::new(PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz)),
-                snapshotter: config.snapshot.enabled.then(|| Mutex::new(Snapshotter::new(&config.snapshot))),
-                tracking,
-                detections_topic: publisher.topic(&format!("{}/detections", camera.name)),
-                snapshot_topic: publisher.topic(&format!("{}/snapshot", camera.name)),
-            };
-            (camera.name.clone(), entry)
-        })
-        .collect();
-    let sink = Arc::new(DaemonSink { publisher: publisher.clone(), labels, cameras, ended: ended_tx, zone_discovery });
+    let sink = Arc::new(PublishSink::start(&config, publisher.clone(), labels, scenes, ended_tx));
 
     let stop = Arc::new(AtomicBool::new(false));
     let plan = SchedulePlan::new(&config, backend.as_ref(), config.cameras.len());
@@ -484,12 +214,12 @@ async fn serve(
                     .iter()
                     .zip(&dropped_seen)
                     .filter_map(|(pipeline, seen)| {
-                        let entry = sink.cameras.get(pipeline.name())?;
+                        let stats = sink.camera_stats(pipeline.name())?;
                         let ring = pipeline.ring().stats();
                         let dropped = ring.dropped.load(Ordering::Relaxed);
-                        entry.stats.record_drop(dropped.saturating_sub(seen.swap(dropped, Ordering::Relaxed)));
-                        entry.stats.set_over_limit(ring.over_limit.load(Ordering::Relaxed));
-                        Some(entry.stats.snapshot().with_source(pipeline.source_report()))
+                        stats.record_drop(dropped.saturating_sub(seen.swap(dropped, Ordering::Relaxed)));
+                        stats.set_over_limit(ring.over_limit.load(Ordering::Relaxed));
+                        Some(stats.snapshot().with_source(pipeline.source_report()))
                     })
                     .collect();
                 let stats = publisher.stats();
@@ -546,39 +276,20 @@ fn camera_scenes(config: &Config, labels: &Labels) -> Result<Vec<Scene>, ConfigE
 /// settings and each camera's zones and lines (live tracks continue). A config that is invalid in
 /// any of these — a bad zone included — is refused as a whole. Other changes (model, cameras,
 /// broker, turning tracking on or off) need a restart, which the log says.
-fn reload(config_path: Option<&Path>, sink: &DaemonSink, scheduler: &Scheduler) {
+fn reload(config_path: Option<&Path>, sink: &PublishSink, scheduler: &Scheduler) {
     let Some(path) = config_path else {
         log::info!("SIGHUP: running on the built-in config; nothing to reload");
         return;
     };
     let reloaded = Config::load(path).map_err(|e| e.to_string()).and_then(|config| {
-        let params = DecodeParams::from_config(&config.model, &sink.labels).map_err(|e| e.to_string())?;
-        let scenes = camera_scenes(&config, &sink.labels).map_err(|e| e.to_string())?;
+        let params = DecodeParams::from_config(&config.model, sink.labels()).map_err(|e| e.to_string())?;
+        let scenes = camera_scenes(&config, sink.labels()).map_err(|e| e.to_string())?;
         Ok((config, params, scenes))
     });
     match reloaded {
         Ok((config, params, scenes)) => {
             scheduler.reload(params);
-            for entry in sink.cameras.values() {
-                lock(&entry.policy).update(config.mqtt.publish, config.mqtt.max_rate_hz);
-            }
-            let tracking = tracking_params(&config.tracking);
-            for (camera, scene) in config.cameras.iter().zip(scenes) {
-                let Some(tracker) = sink.cameras.get(&camera.name).and_then(|entry| entry.tracking.as_ref()) else {
-                    continue;
-                };
-                let mut out = Vec::new();
-                lock(tracker).reload(tracking, scene, &sink.labels, &mut out);
-                sink.publish_all(out);
-            }
-            if let Some(discovery) = &sink.zone_discovery {
-                let messages = lock(discovery).messages(&config);
-                sink.publish_all(messages);
-            }
-            let running_tracking = sink.cameras.values().any(|entry| entry.tracking.is_some());
-            if running_tracking != config.tracking.enabled {
-                log::warn!("SIGHUP: tracking.enabled = {} needs a restart", config.tracking.enabled);
-            }
+            sink.reload(&config, scenes);
             log::info!(
                 "SIGHUP: reloaded thresholds, class filter, publish and tracking settings, zones and lines \
                  from {} (model, camera and broker changes need a restart)",

@@ -6,7 +6,6 @@
 //! names the file, the key and what is allowed. Must not: open models, cameras or sockets —
 //! `check-config` relies on validation having no side effects beyond reading the config.
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -15,8 +14,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+mod merge;
+mod validate;
+
+pub use merge::data_dir;
+use merge::{merge, names_a_model};
+
 /// The documented example, also used when no `--config` is given.
-pub const EMBEDDED_DEFAULT: &str = include_str!("../config/jetson-detectd.toml");
+pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/jetson-detectd.toml");
 
 /// Where a config came from, for error messages and relative paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -629,337 +634,6 @@ impl Config {
             .map_err(|e| ConfigError::Parse { origin: self.origin.clone(), message: format!("cannot print: {e}") })
     }
 
-    /// Resolves each relative path against the directory of the file that set it.
-    fn resolve_paths(&mut self, user: &Table, user_base: &Path, default_base: &Path) {
-        let resolve = |p: &mut PathBuf, key: &[&str]| {
-            if p.is_relative() {
-                let base = if is_set(user, key) { user_base } else { default_base };
-                *p = base.join(&*p);
-            }
-        };
-        if let Some(p) = self.model.onnx.as_mut() {
-            resolve(p, &["model", "onnx"]);
-        }
-        if let Some(p) = self.model.engine.as_mut() {
-            resolve(p, &["model", "engine"]);
-        }
-        resolve(&mut self.model.labels, &["model", "labels"]);
-        for camera in &mut self.cameras {
-            if let SourceConfig::Images { path, .. } = &mut camera.source {
-                resolve(path, &["camera"]);
-            }
-        }
-        if let Some(p) = self.mqtt.password_file.as_mut() {
-            resolve(p, &["mqtt", "password_file"]);
-        }
-        if let Some(tls) = self.mqtt.tls.as_mut() {
-            resolve(&mut tls.ca_file, &["mqtt", "tls"]);
-            if let Some(p) = tls.client_cert.as_mut() {
-                resolve(p, &["mqtt", "tls"]);
-            }
-            if let Some(p) = tls.client_key.as_mut() {
-                resolve(p, &["mqtt", "tls"]);
-            }
-        }
-    }
-
-    /// The `[model]` defaults describe the bundled model; with another model they would be silently
-    /// wrong (a YOLO export fed 300×300 u8 NHWC input, decoded as SSD, labelled as COCO), so a
-    /// config that names its own model file must describe it too.
-    fn check_model_is_described(&self, user: &Table) -> Result<(), ConfigError> {
-        if !names_a_model(user) {
-            return Ok(());
-        }
-        match MODEL_DESCRIPTION.iter().find(|key| !is_set(user, key)) {
-            None => Ok(()),
-            Some(missing) => Err(self.invalid(
-                &missing.join("."),
-                "must be set when `model.onnx` or `model.engine` is: the defaults of `model.labels`, \
-                 `model.decoder` and `model.input` (width, height, layout, dtype) describe the bundled model, \
-                 not yours",
-            )),
-        }
-    }
-
-    fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
-        ConfigError::Invalid { origin: self.origin.clone(), key: key.into(), message: message.into() }
-    }
-
-    fn validate(&self) -> Result<(), ConfigError> {
-        let m = &self.model;
-        match (&m.onnx, &m.engine) {
-            (None, None) => {
-                return Err(self.invalid("model", "set `onnx` (a model file) or `engine` (a prebuilt TensorRT engine)"))
-            }
-            (None, Some(_)) if self.device.backend == BackendChoice::Cpu => {
-                return Err(
-                    self.invalid("model.engine", "a TensorRT engine cannot run on the CPU backend; set `model.onnx`")
-                )
-            }
-            _ => {}
-        }
-        if !(0.0..=1.0).contains(&m.score_threshold) {
-            return Err(self.invalid("model.score_threshold", format!("{} is outside 0.0..=1.0", m.score_threshold)));
-        }
-        if !(0.0..=1.0).contains(&m.nms_iou) {
-            return Err(self.invalid("model.nms_iou", format!("{} is outside 0.0..=1.0", m.nms_iou)));
-        }
-        if m.max_detections == 0 {
-            return Err(self.invalid("model.max_detections", "must be at least 1"));
-        }
-        let input = &m.input;
-        for (key, value) in [("model.input.width", input.width), ("model.input.height", input.height)] {
-            if !(1..=8192).contains(&value) {
-                return Err(self.invalid(key, format!("{value} is outside 1..=8192")));
-            }
-        }
-        if input.std.iter().any(|s| !s.is_finite() || *s == 0.0) || input.mean.iter().any(|v| !v.is_finite()) {
-            return Err(self.invalid("model.input.std", "mean must be finite and std finite and non-zero"));
-        }
-        if input.dtype == TensorDtype::U8 && (input.mean != [0.0; 3] || input.std != [1.0; 3]) {
-            return Err(self.invalid("model.input.mean", "u8 inputs take raw pixels: leave mean/std at their defaults"));
-        }
-        if let Some(threads) = self.device.cpu_threads.filter(|threads| threads.get() > MAX_CPU_THREADS) {
-            return Err(self.invalid("device.cpu_threads", format!("{threads} is outside 1..={MAX_CPU_THREADS}")));
-        }
-        if self.engine.frame_slots < 2 {
-            return Err(self.invalid("engine.frame_slots", "must be at least 2"));
-        }
-        if self.engine.max_batch.get() > MAX_BATCH {
-            return Err(
-                self.invalid("engine.max_batch", format!("{} is outside 1..={MAX_BATCH}", self.engine.max_batch))
-            );
-        }
-        if self.engine.batch_timeout_ms > MAX_BATCH_TIMEOUT_MS {
-            return Err(self.invalid(
-                "engine.batch_timeout_ms",
-                format!("{} is outside 0..={MAX_BATCH_TIMEOUT_MS}", self.engine.batch_timeout_ms),
-            ));
-        }
-        if let Some(workers) = self.device.cpu_workers.filter(|workers| workers.get() > MAX_CPU_THREADS) {
-            return Err(self.invalid("device.cpu_workers", format!("{workers} is outside 1..={MAX_CPU_THREADS}")));
-        }
-        if self.engine.optimization_level > 5 {
-            return Err(self.invalid("engine.optimization_level", "allowed: 0..=5"));
-        }
-        if self.engine.workspace_mib == 0 {
-            return Err(self.invalid("engine.workspace_mib", "must be at least 1"));
-        }
-        if self.engine.dla_core.is_some() && self.engine.precision == Precision::Fp32 {
-            return Err(self.invalid(
-                "engine.dla_core",
-                "DLA cores run FP16 and INT8 layers only (with precision = \"fp32\" every layer would fall back to \
-                 the GPU): set engine.precision = \"fp16\" (or \"int8\" for a model with Q/DQ nodes), or remove \
-                 dla_core",
-            ));
-        }
-        let limits = &self.limits;
-        for (key, value) in [("limits.max_width", limits.max_width), ("limits.max_height", limits.max_height)] {
-            if value == 0 {
-                return Err(self.invalid(key, "must be at least 1 (pixels)"));
-            }
-        }
-        if limits.max_alloc_mib == 0 {
-            return Err(self.invalid("limits.max_alloc_mib", "must be at least 1 (MiB)"));
-        }
-        if self.cameras.is_empty() {
-            return Err(self.invalid("camera", "configure at least one [[camera]]"));
-        }
-        let mut names = BTreeSet::new();
-        for (i, camera) in self.cameras.iter().enumerate() {
-            let key = format!("camera[{i}].name");
-            if !is_topic_segment(&camera.name) {
-                return Err(self.invalid(&key, format!("{:?}: use 1..=64 letters, digits, `_` or `-`", camera.name)));
-            }
-            if !names.insert(camera.name.as_str()) {
-                return Err(self.invalid(&key, format!("{:?} is used by two cameras", camera.name)));
-            }
-            if !is_rate(camera.fps) {
-                return Err(self.invalid(&format!("camera[{i}].fps"), RATE_ALLOWED));
-            }
-            match &camera.source {
-                SourceConfig::Synthetic { width, height }
-                    if *width == 0 || *height == 0 || width % 2 == 1 || height % 2 == 1 =>
-                {
-                    return Err(self
-                        .invalid(&format!("camera[{i}].source"), "synthetic width/height must be even and non-zero"));
-                }
-                SourceConfig::V4l2 { width, height, fps, .. } if *width == 0 || *height == 0 || *fps == 0 => {
-                    return Err(
-                        self.invalid(&format!("camera[{i}].source"), "v4l2 width, height and fps must be non-zero")
-                    );
-                }
-                SourceConfig::V4l2 { width, height, .. } | SourceConfig::Synthetic { width, height }
-                    if *width > limits.max_width || *height > limits.max_height =>
-                {
-                    return Err(self.invalid(
-                        &format!("camera[{i}].source"),
-                        format!(
-                            "{width}x{height} is larger than `limits.max_width` x `limits.max_height` ({}x{})",
-                            limits.max_width, limits.max_height
-                        ),
-                    ));
-                }
-                SourceConfig::Gstreamer { pipeline } if !pipeline.contains("appsink") => {
-                    return Err(
-                        self.invalid(&format!("camera[{i}].source.pipeline"), "the pipeline must end in an `appsink`")
-                    );
-                }
-                SourceConfig::Images { replay_fps: Some(fps), .. } if !(is_rate(*fps) && *fps > 0.0) => {
-                    return Err(self.invalid(
-                        &format!("camera[{i}].source.replay_fps"),
-                        "allowed: from 1/86400 (one frame a day) up, per second",
-                    ));
-                }
-                _ => {}
-            }
-            self.validate_scene(i, camera)?;
-        }
-        let mqtt = &self.mqtt;
-        if mqtt.qos > 2 {
-            return Err(self.invalid("mqtt.qos", format!("{} is not 0, 1 or 2", mqtt.qos)));
-        }
-        if mqtt.queue_capacity == 0 {
-            return Err(self.invalid("mqtt.queue_capacity", "must be at least 1"));
-        }
-        if !is_rate(mqtt.max_rate_hz) {
-            return Err(self.invalid("mqtt.max_rate_hz", RATE_ALLOWED));
-        }
-        if mqtt.host.is_empty() {
-            return Err(self.invalid("mqtt.host", "must not be empty"));
-        }
-        if mqtt.reconnect_min_ms == 0 || mqtt.reconnect_min_ms > mqtt.reconnect_max_ms {
-            return Err(self.invalid("mqtt.reconnect_min_ms", "must be ≥ 1 and ≤ reconnect_max_ms"));
-        }
-        if mqtt.password_file.is_some() && mqtt.password_env.is_some() {
-            return Err(self.invalid("mqtt.password_file", "set either password_file or password_env, not both"));
-        }
-        if (mqtt.password_file.is_some() || mqtt.password_env.is_some()) && mqtt.username.is_none() {
-            return Err(self.invalid("mqtt.username", "a password needs a username"));
-        }
-        if let Some(prefix) = &mqtt.prefix {
-            if !is_topic_prefix(prefix) {
-                return Err(self.invalid("mqtt.prefix", TOPIC_PREFIX_ALLOWED));
-            }
-        }
-        if let Some(tls) = &mqtt.tls {
-            if tls.client_cert.is_some() != tls.client_key.is_some() {
-                return Err(self.invalid("mqtt.tls.client_cert", "set client_cert and client_key together"));
-            }
-        }
-        self.validate_tracking()?;
-        if !(1..=100).contains(&self.snapshot.jpeg_quality) {
-            return Err(self.invalid("snapshot.jpeg_quality", "allowed: 1..=100"));
-        }
-        if !(self.snapshot.interval_s > 0.0 && self.snapshot.interval_s <= MAX_INTERVAL_S) {
-            return Err(
-                self.invalid("snapshot.interval_s", format!("allowed: above 0 and at most {MAX_INTERVAL_S} (a day)"))
-            );
-        }
-        if !is_topic_prefix(&self.homeassistant.discovery_prefix) {
-            return Err(self.invalid("homeassistant.discovery_prefix", TOPIC_PREFIX_ALLOWED));
-        }
-        let mut sensor_ids = BTreeSet::new();
-        for label in &self.homeassistant.labels {
-            if !sensor_ids.insert(crate::track::camera::topic_segment(label)) {
-                return Err(self.invalid(
-                    "homeassistant.labels",
-                    format!(
-                        "{label:?} gives the same sensor id as an earlier label (ids are lower case, other \
-                         characters than letters, digits and `-` become `_`): list each label once"
-                    ),
-                ));
-            }
-        }
-        if let Some(id) = &self.device.id {
-            if !is_topic_segment(id) {
-                return Err(self.invalid("device.id", format!("{id:?}: use 1..=64 letters, digits, `_` or `-`")));
-            }
-        }
-        Ok(())
-    }
-
-    /// `[[camera.zone]]` and `[[camera.line]]` of camera `i`: errors name the camera and the zone or line.
-    fn validate_scene(&self, i: usize, camera: &CameraConfig) -> Result<(), ConfigError> {
-        use crate::track::{lines, zones};
-        if camera.zones.len() > zones::MAX_ZONES {
-            return Err(
-                self.invalid(&format!("camera[{i}].zone"), format!("at most {} zones per camera", zones::MAX_ZONES))
-            );
-        }
-        if camera.lines.len() > lines::MAX_LINES {
-            return Err(
-                self.invalid(&format!("camera[{i}].line"), format!("at most {} lines per camera", lines::MAX_LINES))
-            );
-        }
-        let mut names = BTreeSet::new();
-        for (j, zone) in camera.zones.iter().enumerate() {
-            let what = format!("camera {:?}, zone {:?}", camera.name, zone.name);
-            if !is_topic_segment(&zone.name) {
-                return Err(self.invalid(
-                    &format!("camera[{i}].zone[{j}].name"),
-                    format!("{what}: use 1..=64 letters, digits, `_` or `-` (it is a topic level)"),
-                ));
-            }
-            if !names.insert(zone.name.as_str()) {
-                return Err(
-                    self.invalid(&format!("camera[{i}].zone[{j}].name"), format!("{what}: two zones have this name"))
-                );
-            }
-            if let Err(reason) = zones::Polygon::new(&zone.polygon) {
-                return Err(self.invalid(&format!("camera[{i}].zone[{j}].polygon"), format!("{what}: {reason}")));
-            }
-            if zone.labels.iter().any(|label| label.trim().is_empty()) {
-                return Err(self.invalid(&format!("camera[{i}].zone[{j}].labels"), format!("{what}: empty label name")));
-            }
-        }
-        let mut names = BTreeSet::new();
-        for (j, line) in camera.lines.iter().enumerate() {
-            let what = format!("camera {:?}, line {:?}", camera.name, line.name);
-            if !is_topic_segment(&line.name) {
-                return Err(self.invalid(
-                    &format!("camera[{i}].line[{j}].name"),
-                    format!("{what}: use 1..=64 letters, digits, `_` or `-`"),
-                ));
-            }
-            if !names.insert(line.name.as_str()) {
-                return Err(
-                    self.invalid(&format!("camera[{i}].line[{j}].name"), format!("{what}: two lines have this name"))
-                );
-            }
-            if let Err(reason) = lines::Segment::new(line.points) {
-                return Err(self.invalid(&format!("camera[{i}].line[{j}].points"), format!("{what}: {reason}")));
-            }
-        }
-        Ok(())
-    }
-
-    fn validate_tracking(&self) -> Result<(), ConfigError> {
-        let t = &self.tracking;
-        if !t.max_lost_s.is_finite() || t.max_lost_s <= 0.0 || t.max_lost_s > 3600.0 {
-            return Err(self.invalid("tracking.max_lost_s", format!("{} is outside 0 < s <= 3600", t.max_lost_s)));
-        }
-        if !(1..=100).contains(&t.min_hits) {
-            return Err(self.invalid("tracking.min_hits", format!("{} is outside 1..=100", t.min_hits)));
-        }
-        if !(0.0..=1.0).contains(&t.high_score) {
-            return Err(self.invalid("tracking.high_score", format!("{} is outside 0.0..=1.0", t.high_score)));
-        }
-        if !(t.match_iou > 0.0 && t.match_iou <= 1.0) {
-            return Err(self.invalid("tracking.match_iou", format!("{} is outside 0 < iou <= 1", t.match_iou)));
-        }
-        if !(1..=1000).contains(&t.max_tracks) {
-            return Err(self.invalid("tracking.max_tracks", format!("{} is outside 1..=1000", t.max_tracks)));
-        }
-        if !t.stationary_px.is_finite() || t.stationary_px < 0.0 {
-            return Err(self.invalid("tracking.stationary_px", "must be ≥ 0"));
-        }
-        if !t.stationary_s.is_finite() || t.stationary_s <= 0.0 {
-            return Err(self.invalid("tracking.stationary_s", "must be > 0"));
-        }
-        Ok(())
-    }
-
     /// The device id: configured, else the host name reduced to topic-safe characters.
     pub fn device_id(&self) -> String {
         if let Some(id) = &self.device.id {
@@ -986,80 +660,10 @@ impl Config {
     }
 }
 
-/// Longest interval a rate or period may stand for, in seconds (a day): anything longer is a
-/// typo, and a rate so small that its interval overflows a `Duration` would be a crash.
-const MAX_INTERVAL_S: f32 = 86_400.0;
-
-const RATE_ALLOWED: &str = "allowed: 0 (no limit), or from 1/86400 (once a day) up, per second";
-
-/// A per-second rate: 0 for none, else at least once a day.
-fn is_rate(value: f32) -> bool {
-    value == 0.0 || (value.is_finite() && value >= 1.0 / MAX_INTERVAL_S)
-}
-
-/// The keys that describe a model; see [`Config::check_model_is_described`].
-const MODEL_DESCRIPTION: [&[&str]; 6] = [
-    &["model", "labels"],
-    &["model", "decoder"],
-    &["model", "input", "width"],
-    &["model", "input", "height"],
-    &["model", "input", "layout"],
-    &["model", "input", "dtype"],
-];
-
-/// Whether `table` sets the key at `path` (nested tables, e.g. `["mqtt", "tls"]`).
-fn is_set(table: &Table, path: &[&str]) -> bool {
-    let Some((first, rest)) = path.split_first() else { return true };
-    match (table.get(*first), rest.is_empty()) {
-        (Some(_), true) => true,
-        (Some(Value::Table(inner)), false) => is_set(inner, rest),
-        _ => false,
-    }
-}
-
-/// Whether a user's config names its own model file.
-fn names_a_model(user: &Table) -> bool {
-    is_set(user, &["model", "onnx"]) || is_set(user, &["model", "engine"])
-}
-
-/// Merges `over` into `base`: tables key by key, every other value (arrays too) replaced.
-fn merge(base: &mut Table, over: &Table) {
-    for (key, value) in over {
-        match (base.get_mut(key), value) {
-            (Some(Value::Table(base_table)), Value::Table(over_table)) => merge(base_table, over_table),
-            _ => {
-                base.insert(key.clone(), value.clone());
-            }
-        }
-    }
-}
-
-const TOPIC_PREFIX_ALLOWED: &str = "must be non-empty, without a trailing `/` and without `+` or `#`";
-
-/// A topic prefix the daemon appends `/<levels>` to: the result must be a topic to publish to.
-fn is_topic_prefix(prefix: &str) -> bool {
-    !prefix.is_empty() && !prefix.ends_with('/') && !prefix.contains(['+', '#'])
-}
-
-fn is_topic_segment(s: &str) -> bool {
-    (1..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
-/// Directory the embedded default's relative paths (`models/…`) resolve against:
-/// `$JETSON_DETECTD_DATA_DIR`, else `<exe>/../share/jetson-detectd` when that holds `models/`
-/// (the Debian package layout), else the source tree this binary was built from.
-pub fn data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("JETSON_DETECTD_DATA_DIR") {
-        return PathBuf::from(dir);
-    }
-    if let Some(share) =
-        std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.parent()?.join("share/jetson-detectd")))
-    {
-        if share.join("models").is_dir() {
-            return share;
-        }
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+/// A label as one topic level: letters, digits, `-` and `_` kept (lower-cased), anything else `_`
+/// (`traffic light` → `traffic_light`), so no label can add a level or a wildcard.
+pub fn topic_segment(label: &str) -> String {
+    label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '_' }).collect()
 }
 
 #[cfg(test)]
@@ -1406,8 +1010,8 @@ mod tests {
         }
         let daily = format!("{MINIMAL}\n[snapshot]\ninterval_s = 86400.0\n[mqtt]\nmax_rate_hz = 1.2e-5");
         let config = parse(&daily).expect("once a day is allowed");
-        let _ = crate::snapshot::Snapshotter::new(&config.snapshot);
-        let _ = crate::publish_policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
+        let _ = crate::publish::snapshot::Snapshotter::new(&config.snapshot);
+        let _ = crate::publish::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
     }
 
     /// Found by `properties::random_configs_are_valid_and_usable_or_a_clear_error`: an empty
@@ -1724,20 +1328,20 @@ mod properties {
             let _ = camera.frame_interval();
             let _ = camera.max_frame_bytes();
         }
-        let _ = crate::publish_policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
-        let _ = crate::snapshot::Snapshotter::new(&config.snapshot);
+        let _ = crate::publish::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
+        let _ = crate::publish::snapshot::Snapshotter::new(&config.snapshot);
         let _ = crate::preprocess::PreprocessSpec::from(&config.model.input);
-        let _ = crate::mqtt::MqttSettings::from_config(config);
+        let _ = crate::publish::mqtt::MqttSettings::from_config(config);
         let cameras: Vec<String> = config.cameras.iter().map(|c| c.name.clone()).collect();
         let (device_id, prefix) = (config.device_id(), config.topic_prefix());
-        let context = crate::homeassistant::DiscoveryContext {
+        let context = crate::publish::homeassistant::DiscoveryContext {
             device_id: &device_id,
             topic_prefix: &prefix,
             cameras: &cameras,
             sw_version: "test",
         };
-        let messages = crate::homeassistant::discovery_messages(&config.homeassistant, &context);
-        let mut topics = BTreeSet::new();
+        let messages = crate::publish::homeassistant::discovery_messages(&config.homeassistant, &context);
+        let mut topics = std::collections::BTreeSet::new();
         for message in &messages {
             let topic = message.topic.as_str();
             let prefix = &config.homeassistant.discovery_prefix;

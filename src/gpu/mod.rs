@@ -1,12 +1,12 @@
 //! CUDA layer (cargo feature `cuda`): device probe, pinned/mapped frame slots, the NVRTC-compiled
 //! preprocessing kernel, and the TensorRT backend's GPU side.
 //!
-//! Owns: every CUDA driver and NVRTC call of the crate except TensorRT's (`src/trt`). libcuda is
+//! Owns: every CUDA driver and NVRTC call of the crate except TensorRT's (`src/backend/trt`). libcuda is
 //! loaded at run time; [`driver_present`] is checked before any cudarc call, because cudarc panics
 //! when the library is missing, so a machine without the NVIDIA driver gets [`GpuError::NoDriver`].
 //!
 //! Thread model: all CUDA work of a GPU runs on one dedicated OS thread, the device's inference
-//! worker (`crate::scheduler`), which binds the device's primary context once and owns one stream;
+//! worker (`crate::infer::scheduler`), which binds the device's primary context once and owns one stream;
 //! it serves every camera, preprocessing each frame of a batch into its row of the input tensor
 //! on that stream. One thread per GPU, not per camera: a GPU serialises the work of its contexts
 //! anyway, so per-camera threads only multiplied execution contexts, their device memory and the
@@ -23,15 +23,11 @@ mod preprocessor;
 mod probe;
 mod slots;
 mod taps;
-#[cfg(feature = "tensorrt")]
-mod tensorrt;
 
 pub use bench::{bench_preprocess, PreprocessBenchReport, PreprocessBenchRequest};
 pub use preprocessor::{GpuPreprocessor, TAP_CACHE_SIZES};
 pub use probe::{device_count, driver_present, probe, GpuDevice, GpuProbe};
 pub use slots::{slot_memory, HostMemoryKind, HostSlotMemory};
-#[cfg(feature = "tensorrt")]
-pub use tensorrt::{preprocessing_input_stage, GpuFramesBackend};
 
 pub use cudarc::driver::{CudaSlice, CudaStream};
 

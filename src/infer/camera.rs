@@ -1,57 +1,28 @@
 //! One camera's side of the pipeline: a source thread fills the camera's frame slots; the
-//! inference workers (`crate::scheduler`) take them from there, shared by every camera.
+//! inference workers (`crate::infer::scheduler`) take them from there, shared by every camera.
 //!
 //! Owns: the camera's source thread, its fps cap, its frame ring (slots sized by what the source
 //! delivers), the camera's [`SourceStatus`] (from a source that reconnects, else kept here), the
-//! source thread's [`Liveness`] party (it beats on every turn of its loop), the [`FrameSink`] trait
-//! and the one-frame sequence shared with the one-shot commands ([`process`]).
-//! Must not: run inference, publish, format payloads, or block on the network.
+//! source thread's [`Liveness`] party (it beats on every turn of its loop).
+//! Must not: run inference (the scheduler's workers do, through `super::step`), publish, format
+//! payloads, or block on the network.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::backend::{BackendError, BackendTimings, ModelOutputs};
+use super::scheduler::Scheduler;
+use super::step::{FrameSink, PipelineError};
 use crate::config::{CameraConfig, LimitsConfig};
-use crate::decode::Decoder;
-use crate::detection::Detection;
-use crate::frame::{FrameRing, FrameSlot};
-use crate::notify::{Liveness, LivenessHandle};
-use crate::scheduler::Scheduler;
+use crate::frame::{FrameRing, FrameSlot, Stage};
+use crate::service::notify::{Liveness, LivenessHandle};
 use crate::source::{self, Capture, FrameSource, SourceError, SourceReport, SourceState, SourceStatus};
-use crate::telemetry::{FrameTimings, Stage};
 
 /// How often a blocked source thread looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
 /// A source that asks to be called again gets this pause, so a flapping device cannot spin a core.
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
-
-#[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
-    #[error("camera {camera}: {source}")]
-    Source { camera: String, source: SourceError },
-    #[error("camera {camera}: {source}")]
-    Backend { camera: String, source: BackendError },
-    #[error("inference: {source}")]
-    Worker { source: BackendError },
-    #[error("camera {camera}: cannot decode the model output: {message}")]
-    Decode { camera: String, message: String },
-    #[error("{camera}: cannot start a thread: {source}")]
-    Thread { camera: String, source: std::io::Error },
-    #[error("{camera}: a pipeline thread panicked")]
-    Panicked { camera: String },
-}
-
-/// Receives every processed frame. Called on an inference worker with the frame still in its slot
-/// (for snapshots); must not block: it holds up every camera's next frame.
-pub trait FrameSink: Send + Sync {
-    fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings);
-    /// The camera stopped: `Ok` for a finite source that ended or a requested shutdown.
-    fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>);
-    /// An inference worker (named `worker`) failed; the stop flag is already set.
-    fn worker_failed(&self, worker: &str, error: &PipelineError);
-}
 
 /// What every camera pipeline of a daemon shares.
 #[derive(Clone)]
@@ -258,60 +229,4 @@ fn wait_for_free_slot(ring: &FrameRing, stop: &AtomicBool, liveness: &LivenessHa
         liveness.beat();
     }
     None
-}
-
-/// Why one frame produced no detections.
-#[derive(Debug)]
-pub enum FrameError {
-    Backend(BackendError),
-    Decode(String),
-}
-
-impl std::fmt::Display for FrameError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FrameError::Backend(e) => e.fmt(f),
-            FrameError::Decode(message) => write!(f, "cannot decode the model output: {message}"),
-        }
-    }
-}
-
-/// Runs one frame through the model and the decoder: `detections` holds the result. Shared by the
-/// inference workers and the one-shot `detect` command so both see the same numbers.
-pub fn process(
-    session: &mut dyn crate::backend::InferenceSession,
-    decoder: &mut Decoder,
-    spec: &crate::preprocess::PreprocessSpec,
-    slot: &FrameSlot,
-    detections: &mut Vec<Detection>,
-) -> Result<FrameTimings, FrameError> {
-    let (outputs, backend_timings) = session.run(slot).map_err(FrameError::Backend)?;
-    decode_frame(decoder, spec, slot, outputs, backend_timings, detections)
-}
-
-/// Decodes the model outputs of the frame in `slot` (run alone or as one row of a batch, whose
-/// `backend_timings` it reports) into `detections`.
-pub fn decode_frame(
-    decoder: &mut Decoder,
-    spec: &crate::preprocess::PreprocessSpec,
-    slot: &FrameSlot,
-    outputs: &ModelOutputs,
-    backend_timings: BackendTimings,
-    detections: &mut Vec<Detection>,
-) -> Result<FrameTimings, FrameError> {
-    let post_started = Instant::now();
-    let geometry = spec.geometry(slot.meta().width, slot.meta().height);
-    decoder
-        .decode(outputs, spec.width, spec.height, &geometry, detections)
-        .map_err(|e| FrameError::Decode(e.to_string()))?;
-    let postprocess = post_started.elapsed();
-    Ok(FrameTimings {
-        source: Some(slot.capture_time()),
-        wait: None,
-        pre: Some(backend_timings.preprocess),
-        infer: Some(backend_timings.infer),
-        post: Some(postprocess),
-        publish: None,
-        total: Some(backend_timings.preprocess + backend_timings.infer + postprocess),
-    })
 }

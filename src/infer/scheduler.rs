@@ -23,14 +23,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::step::{decode_frame, process, FrameError, FrameSink, PipelineError};
 use crate::backend::{Backend, BackendError, InferenceSession, ModelOutputs, SessionMemory};
 use crate::config::Config;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
+use crate::frame::Stage;
 use crate::frame::{Doorbell, FrameRing, FrameSlot};
-use crate::notify::{Liveness, LivenessHandle};
-use crate::pipeline::{decode_frame, process, FrameError, FrameSink, PipelineError};
-use crate::telemetry::Stage;
+use crate::service::notify::{Liveness, LivenessHandle};
 
 /// How often an idle worker looks at the stop flag and beats.
 const POLL: Duration = Duration::from_millis(100);
@@ -454,7 +454,7 @@ impl WorkerState {
         &self,
         taken: &Taken,
         started: Instant,
-        outcome: Result<crate::telemetry::FrameTimings, FrameError>,
+        outcome: Result<crate::frame::FrameTimings, FrameError>,
         sink: &dyn FrameSink,
     ) -> Result<(), PipelineError> {
         let camera = &*taken.name;
@@ -492,7 +492,7 @@ mod tests {
     use super::*;
     use crate::backend::{BackendInfo, BackendTimings, OutputTensor};
     use crate::config::{CameraConfig, DecoderKind, SourceConfig};
-    use crate::pipeline::{CameraPipeline, PipelineShared};
+    use crate::infer::camera::{CameraPipeline, PipelineShared};
     use crate::preprocess::PreprocessSpec;
 
     /// A backend that sleeps instead of inferring, yields SSD outputs without detections, and
@@ -583,12 +583,12 @@ mod tests {
     #[derive(Default)]
     struct RecordingSink {
         frames: Mutex<HashMap<String, Vec<u64>>>,
-        timings: Mutex<Vec<crate::telemetry::FrameTimings>>,
+        timings: Mutex<Vec<crate::frame::FrameTimings>>,
         ended: Mutex<Vec<String>>,
     }
 
     impl FrameSink for RecordingSink {
-        fn frame(&self, camera: &str, slot: &FrameSlot, _: &[Detection], timings: &crate::telemetry::FrameTimings) {
+        fn frame(&self, camera: &str, slot: &FrameSlot, _: &[Detection], timings: &crate::frame::FrameTimings) {
             lock(&self.frames).entry(camera.to_string()).or_default().push(slot.meta().sequence);
             lock(&self.timings).push(*timings);
         }

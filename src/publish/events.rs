@@ -6,10 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::events::{EventKind, TrackEvent};
-use super::scene_tracker::{system_time, SceneTracker};
+use super::payload::{round_to, BoxPixels, Rfc3339Millis, SCHEMA_VERSION};
 use crate::detection::Labels;
-use crate::payload::{round_to, BoxPixels, Rfc3339Millis, SCHEMA_VERSION};
+use crate::track::events::{EventKind, TrackEvent};
+use crate::track::scene_tracker::{system_time, SceneTracker};
 
 /// One event, as consumers parse it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -2,17 +2,21 @@
 //! detection-count sensor per camera and label, an availability binary sensor, and per zone an
 //! occupancy-count sensor per label and an "occupied" binary sensor.
 //!
-//! Owns: discovery topics, unique ids, and the JSON of each config message. Must not: publish (the
-//! daemon hands the messages to the MQTT publisher, retained, after connecting) or know the
+//! Owns: discovery topics, unique ids, the JSON of each config message, and [`ZoneDiscovery`] (the
+//! zone entities published so far, so that a reload removes those whose zone is gone). Must not:
+//! publish (the sink hands the messages to the MQTT publisher, retained, after connecting) or know the
 //! detection payload beyond the documented `detections[].label` field its templates read.
 //!
 //! A count sensor's state comes from `<prefix>/<camera>/detections`. With `mqtt.publish =
 //! "detections"` a frame without detections sends nothing, so the count never falls back to 0;
 //! `every_frame` (or `on_change`, which also reports the change to "nothing") keeps it current.
 
+use std::collections::BTreeSet;
+
 use serde_json::json;
 
-use crate::config::HomeAssistantConfig;
+use super::tracking::Outgoing;
+use crate::config::{Config, HomeAssistantConfig};
 
 /// One message to publish retained.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,7 +164,62 @@ fn count_template(label: &str) -> String {
 /// Discovery object ids allow `[a-zA-Z0-9_-]`; labels such as `traffic light` do not. The same
 /// form names a label's zone count topic.
 fn sanitize(label: &str) -> String {
-    crate::track::camera::topic_segment(label)
+    crate::config::topic_segment(label)
+}
+
+/// What the zone discovery messages are made from, and the topics published so far.
+pub struct ZoneDiscovery {
+    config: HomeAssistantConfig,
+    device_id: String,
+    topic_prefix: String,
+    cameras: Vec<String>,
+    published: BTreeSet<String>,
+}
+
+impl ZoneDiscovery {
+    /// Nothing published yet; `config` gives the Home Assistant settings.
+    pub fn new(config: &Config, device_id: String, topic_prefix: String, cameras: Vec<String>) -> ZoneDiscovery {
+        ZoneDiscovery {
+            config: config.homeassistant.clone(),
+            device_id,
+            topic_prefix,
+            cameras,
+            published: BTreeSet::new(),
+        }
+    }
+
+    /// Discovery messages for `config`'s zones, plus an empty retained message (which deletes the
+    /// entity) for every zone entity published before that `config` no longer has.
+    pub fn messages(&mut self, config: &Config) -> Vec<Outgoing> {
+        let context = DiscoveryContext {
+            device_id: &self.device_id,
+            topic_prefix: &self.topic_prefix,
+            cameras: &self.cameras,
+            sw_version: env!("CARGO_PKG_VERSION"),
+        };
+        let zones: Vec<ZoneEntities<'_>> = config
+            .cameras
+            .iter()
+            .flat_map(|camera| {
+                camera.zones.iter().map(move |zone| ZoneEntities {
+                    camera: &camera.name,
+                    zone: &zone.name,
+                    labels: &zone.labels,
+                })
+            })
+            .collect();
+        let messages = zone_discovery_messages(&self.config, &context, &zones);
+        let current: BTreeSet<String> = messages.iter().map(|m| m.topic.clone()).collect();
+        let removed = self.published.difference(&current).map(|topic| Outgoing {
+            topic: topic.clone(),
+            payload: Vec::new(),
+            retain: true,
+        });
+        let mut out: Vec<Outgoing> = removed.collect();
+        out.extend(messages.into_iter().map(|m| Outgoing { topic: m.topic, payload: m.payload, retain: true }));
+        self.published = current;
+        out
+    }
 }
 
 #[cfg(test)]

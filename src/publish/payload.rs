@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameMeta;
-use crate::telemetry::FrameTimings;
+use crate::frame::FrameTimings;
 
 /// Value of the `schema` field. Bumped only for changes that break existing consumers.
 pub const SCHEMA_VERSION: u32 = 1;

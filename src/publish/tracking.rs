@@ -13,16 +13,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::events::{EventKind, Line, Scene, WatchParams, Zone};
-use super::lines::Segment;
-use super::message::EventMessage;
-use super::scene_tracker::{SceneTracker, TrackingParams};
-use super::tracker::{Lifecycle, TrackId, TrackerParams};
-use super::zones::Polygon;
-use crate::config::{Config, ConfigError, TrackingConfig};
+use super::events::EventMessage;
+use crate::config::{topic_segment, Config, ConfigError, TrackingConfig};
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameSlot;
-use crate::snapshot::render_jpeg;
+use crate::publish::snapshot::render_jpeg;
+use crate::track::events::{EventKind, Line, Scene, WatchParams, Zone};
+use crate::track::lines::Segment;
+use crate::track::scene_tracker::{SceneTracker, TrackingParams};
+use crate::track::tracker::{Lifecycle, TrackId, TrackerParams};
+use crate::track::zones::Polygon;
 
 /// A track's kept picture is replaced when a detection beats its score by this much.
 pub const RESHOOT_STEP: f32 = 0.05;
@@ -247,12 +247,6 @@ pub fn camera_scene(config: &Config, index: usize, labels: &Labels) -> Result<Sc
         scene.lines.push(Line { name: line.name.clone(), segment });
     }
     Ok(scene)
-}
-
-/// A label as one topic level: letters, digits, `-` and `_` kept (lower-cased), anything else `_`
-/// (`traffic light` → `traffic_light`), so no label can add a level or a wildcard.
-pub fn topic_segment(label: &str) -> String {
-    label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '_' }).collect()
 }
 
 #[cfg(test)]

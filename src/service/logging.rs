@@ -6,7 +6,7 @@
 use log::LevelFilter;
 
 /// Installs the logger. `RUST_LOG` (env_logger syntax, e.g. `debug` or
-/// `jetson_detectd::pipeline=debug`) wins over the configured level.
+/// `jetson_detectd::infer::camera=debug`) wins over the configured level.
 pub fn init(configured: LevelFilter) {
     let rust_log = std::env::var("RUST_LOG").ok().filter(|v| !v.trim().is_empty());
     if systemd_journal_logger::connected_to_journal() {

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use sd_notify::NotifyState;
 
-use crate::telemetry::Stage;
+use crate::frame::Stage;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NotifyError {

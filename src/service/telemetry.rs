@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
+use crate::frame::{FrameTimings, Stage};
 use crate::source::{SourceReport, SourceState};
 
 /// Version of the telemetry message layout; bumped on any incompatible change.
@@ -24,67 +25,6 @@ pub const TELEMETRY_SCHEMA: u32 = 1;
 
 /// Latency samples kept per stage and camera; percentiles cover the most recent ones.
 pub const LATENCY_SAMPLES: usize = 512;
-
-/// Timed stages of a pipeline. `Total` is source-capture to publish-ready of one frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Stage {
-    Source,
-    /// In the ring until the inference worker took it: other cameras' frames ahead of it.
-    Wait,
-    Pre,
-    Infer,
-    Post,
-    Publish,
-    Total,
-}
-
-impl Stage {
-    pub const ALL: [Stage; 7] =
-        [Stage::Source, Stage::Wait, Stage::Pre, Stage::Infer, Stage::Post, Stage::Publish, Stage::Total];
-
-    /// The JSON key of the stage.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Source => "source",
-            Stage::Wait => "wait",
-            Stage::Pre => "pre",
-            Stage::Infer => "infer",
-            Stage::Post => "post",
-            Stage::Publish => "publish",
-            Stage::Total => "total",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// Stage durations of one processed frame; a stage the pipeline did not time stays `None`.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct FrameTimings {
-    pub source: Option<Duration>,
-    pub wait: Option<Duration>,
-    pub pre: Option<Duration>,
-    pub infer: Option<Duration>,
-    pub post: Option<Duration>,
-    pub publish: Option<Duration>,
-    pub total: Option<Duration>,
-}
-
-impl FrameTimings {
-    pub fn get(&self, stage: Stage) -> Option<Duration> {
-        match stage {
-            Stage::Source => self.source,
-            Stage::Wait => self.wait,
-            Stage::Pre => self.pre,
-            Stage::Infer => self.infer,
-            Stage::Post => self.post,
-            Stage::Publish => self.publish,
-            Stage::Total => self.total,
-        }
-    }
-}
 
 /// Fixed-size ring of the latest latencies of one stage, in milliseconds.
 #[derive(Debug)]

@@ -20,7 +20,7 @@ use gstreamer_video::prelude::*;
 use crate::config::LimitsConfig;
 use crate::frame::{FrameSlot, PixelFormat};
 use crate::source::image_decode::{self, ImageDecodeError};
-use crate::source::v4l2::reconnect::{self, Backoff, SourceState, SourceStatus};
+use crate::source::reconnect::{self, Backoff, SourceState, SourceStatus};
 use crate::source::v4l2::DeviceError;
 use crate::source::{Capture, FrameSource, SourceError};
 

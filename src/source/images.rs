@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::image_decode::{self, ImageDecodeError};
-use super::v4l2::reconnect::RateLimitedLog;
+use super::reconnect::RateLimitedLog;
 use super::{Capture, FrameSource, SourceError};
 use crate::config::{ImageMode, LimitsConfig};
 use crate::frame::FrameSlot;

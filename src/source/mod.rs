@@ -10,7 +10,7 @@ pub mod gstreamer;
 pub mod v4l2;
 
 use crate::frame::FrameSlot;
-pub use v4l2::reconnect::{SourceReport, SourceState, SourceStatus};
+pub use reconnect::{SourceReport, SourceState, SourceStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -57,6 +57,7 @@ pub trait FrameSource: Send {
 
 pub mod image_decode;
 pub mod images;
+pub mod reconnect;
 pub mod synthetic;
 
 use std::sync::atomic::AtomicBool;

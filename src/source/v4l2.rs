@@ -18,7 +18,6 @@
 mod convert;
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod linux;
-pub mod reconnect;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -26,13 +25,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+pub use crate::source::reconnect::{Backoff, SourceState, SourceStatus};
 pub use convert::ConvertError;
-pub use reconnect::{Backoff, SourceState, SourceStatus};
 
 use crate::config::{LimitsConfig, V4l2Format};
 use crate::frame::FrameSlot;
+use crate::source::reconnect::RateLimitedLog;
 use crate::source::{Capture, FrameSource, SourceError};
-use reconnect::RateLimitedLog;
 
 /// A V4L2 pixel format code (`v4l2_fourcc`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -195,8 +194,8 @@ impl Default for V4l2Options {
         V4l2Options {
             poll_interval: Duration::from_millis(200),
             stall_timeout: Duration::from_secs(5),
-            initial_backoff: reconnect::INITIAL_BACKOFF,
-            max_backoff: reconnect::MAX_BACKOFF,
+            initial_backoff: crate::source::reconnect::INITIAL_BACKOFF,
+            max_backoff: crate::source::reconnect::MAX_BACKOFF,
             buffer_count: 4,
         }
     }

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use jetson_detectd::payload::{DetectionsMessage, SCHEMA_VERSION};
+use jetson_detectd::publish::payload::{DetectionsMessage, SCHEMA_VERSION};
 
 use crate::arch::daemon_command as daemon;
 use crate::broker::{Broker, Received, Subscriber};
@@ -633,7 +633,7 @@ fn sighup_applies_a_new_score_threshold() {
     // The inference worker logs each processed frame at debug level: that tells which frame came
     // first after the reload.
     let mut daemon =
-        RunningDaemon::start(&config_path, &[("RUST_LOG", OsStr::new("info,jetson_detectd::scheduler=debug"))]);
+        RunningDaemon::start(&config_path, &[("RUST_LOG", OsStr::new("info,jetson_detectd::infer::scheduler=debug"))]);
 
     let topic = format!("{prefix}/front/detections");
     let before = daemon.wait_for_messages(&subscriber, &topic, "a message", |m| !m.is_empty());

@@ -10,7 +10,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
 
-use jetson_detectd::payload::{DetectionRecord, LatencyMs};
+use jetson_detectd::publish::payload::{DetectionRecord, LatencyMs};
 use serde::Deserialize;
 
 use crate::arch::daemon_command as daemon;

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use jetson_detectd::config::{Config, ConfigOrigin};
 use jetson_detectd::detection::{BoundingBox, Detection, Labels};
 use jetson_detectd::frame::{FrameMeta, PixelFormat};
-use jetson_detectd::mqtt::{MqttSettings, MqttStats, Publisher};
-use jetson_detectd::payload::{detections_message, DetectionsMessage, Latency};
+use jetson_detectd::publish::mqtt::{MqttSettings, MqttStats, Publisher};
+use jetson_detectd::publish::payload::{detections_message, DetectionsMessage, Latency};
 use rumqttc::QoS;
 use tokio::runtime::Runtime;
 

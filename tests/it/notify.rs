@@ -7,8 +7,8 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jetson_detectd::notify::{Liveness, Notifier, WatchdogKeeper, WatchdogTick};
-use jetson_detectd::telemetry::Stage;
+use jetson_detectd::frame::Stage;
+use jetson_detectd::service::notify::{Liveness, Notifier, WatchdogKeeper, WatchdogTick};
 
 /// A bound notify socket and the notifier connected to it.
 pub struct FakeSystemd {

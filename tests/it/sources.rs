@@ -350,7 +350,7 @@ mod gstreamer_pipeline {
     #[test]
     fn a_videotestsrc_camera_publishes_detections_messages_through_the_daemon() {
         use crate::broker::{Broker, Subscriber};
-        use jetson_detectd::payload::DetectionsMessage;
+        use jetson_detectd::publish::payload::DetectionsMessage;
 
         if let Some(reason) = missing_plugins() {
             eprintln!("skipped: {reason}");

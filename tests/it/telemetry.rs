@@ -7,11 +7,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use jetson_detectd::config::SnapshotConfig;
 use jetson_detectd::detection::{BoundingBox, Detection, Labels};
+use jetson_detectd::frame::FrameTimings;
 use jetson_detectd::frame::{FrameSlot, HeapMemory, PixelFormat};
-use jetson_detectd::snapshot::Snapshotter;
-use jetson_detectd::telemetry::{
-    telemetry_message, CameraStats, FrameTimings, JetsonSysfs, SystemSampler, TelemetryReport,
-};
+use jetson_detectd::publish::snapshot::Snapshotter;
+use jetson_detectd::service::telemetry::{telemetry_message, CameraStats, JetsonSysfs, SystemSampler, TelemetryReport};
 
 fn write(root: &Path, relative: &str, content: &str) {
     let path = root.join(relative);

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use image::{imageops, Rgb, RgbImage};
-use jetson_detectd::payload::DetectionsMessage;
-use jetson_detectd::track::message::EventMessage;
+use jetson_detectd::publish::events::EventMessage;
+use jetson_detectd::publish::payload::DetectionsMessage;
 
 use crate::broker::{Broker, Received, Subscriber};
 use crate::daemon::{sample, sample_source, RunningDaemon, TestConfig};

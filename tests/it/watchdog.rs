@@ -16,12 +16,14 @@ use jetson_detectd::config::{CameraConfig, Config, DecoderKind};
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Detection;
 use jetson_detectd::frame::{FrameSlot, PixelFormat};
-use jetson_detectd::notify::{Liveness, WatchdogKeeper, WatchdogTick};
-use jetson_detectd::pipeline::{CameraPipeline, FrameSink, PipelineError, PipelineShared};
+use jetson_detectd::frame::{FrameTimings, Stage};
+use jetson_detectd::infer::camera::{CameraPipeline, PipelineShared};
+use jetson_detectd::infer::scheduler::{SchedulePlan, Scheduler};
+use jetson_detectd::infer::step::{FrameSink, PipelineError};
 use jetson_detectd::preprocess::PreprocessSpec;
-use jetson_detectd::scheduler::{SchedulePlan, Scheduler};
+use jetson_detectd::service::notify::{Liveness, WatchdogKeeper, WatchdogTick};
+use jetson_detectd::service::telemetry::{status_line, CameraStats};
 use jetson_detectd::source::{Capture, FrameSource, SourceError, SourceState};
-use jetson_detectd::telemetry::{status_line, CameraStats, FrameTimings, Stage};
 
 use crate::notify::FakeSystemd;
 use crate::pace::Pace;

@@ -11,7 +11,7 @@
 //! is synchronised, the old buffer freed and the generation bumped; each lease re-points its context
 //! before the next enqueue ([`ArenaLease::rebind`]). A failed growth leaves the arena as it was.
 //!
-//! In the daemon a GPU has one inference worker (`crate::scheduler`), so its contexts all live on
+//! In the daemon a GPU has one inference worker (`crate::infer::scheduler`), so its contexts all live on
 //! that worker's thread and lease one arena; the one-shot commands (`selftest`, `detect`) may hold
 //! a few contexts on one thread and share it the same way.
 
@@ -26,7 +26,7 @@ use cudarc::driver::{result, CudaContext, DriverError};
 
 use super::runtime::ExecutionContext;
 use super::TrtError;
-use crate::engine_cache::{shared_arena_bytes, ArenaPlan};
+use crate::backend::trt::engine_cache::{shared_arena_bytes, ArenaPlan};
 
 /// Plans of every live arena in the process, by arena id.
 static LEDGER: Mutex<BTreeMap<u64, ArenaPlan>> = Mutex::new(BTreeMap::new());

@@ -1,6 +1,6 @@
 //! The TensorRT [`Backend`]: one engine, one [`TrtSession`] (execution context, CUDA stream, IO
 //! buffers for a whole batch) per inference worker, on the worker's thread; one worker per GPU
-//! serves every camera (`crate::scheduler`).
+//! serves every camera (`crate::infer::scheduler`).
 //!
 //! Owns: checking the engine's input against the configured [`PreprocessSpec`], the batch size the
 //! engine allows (its profile's largest batch when the batch dimension is dynamic, else 1), IO
@@ -26,8 +26,8 @@ use crate::backend::{
 };
 use crate::config::{Config, TensorDtype};
 use crate::frame::FrameSlot;
+use crate::infer::scheduler::MemoryReport;
 use crate::preprocess::PreprocessSpec;
-use crate::scheduler::MemoryReport;
 
 /// Writes the model input for a frame into device memory, on the session's stream.
 pub trait InputStage {

@@ -21,11 +21,11 @@ use super::ffi;
 use super::progress::Progress;
 use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engine, TrtRuntime, TrtVersion};
 use super::TrtError;
-use crate::config::{Config, Precision};
-use crate::engine_cache::{
+use crate::backend::trt::engine_cache::{
     board_identity, load_prebuilt_engine, precision_name, read_device_tree_model, sha256_hex, BuildLock, BuildOptions,
     DeviceIdentity, EngineCache, EngineIdentity, EngineLookup, InputProfiles, MissReason, ModelInput, ShapeProfile,
 };
+use crate::config::{Config, Precision};
 use crate::preprocess::PreprocessSpec;
 
 /// How often a running build reports elapsed time.
@@ -100,7 +100,7 @@ pub fn builder_fingerprint() -> String {
 }
 
 /// Execution contexts of one engine that can run at the same time: one, because one inference
-/// worker per GPU serves every camera (`crate::scheduler`); the one-shot commands use one too.
+/// worker per GPU serves every camera (`crate::infer::scheduler`); the one-shot commands use one too.
 pub fn concurrent_contexts(_config: &Config) -> u32 {
     1
 }

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::backend::trt::onnx_external_data::external_data_locations;
 use crate::config::Precision;
-use crate::onnx_external_data::external_data_locations;
 
 /// Version of the sidecar format and of the key derivation; bumping it invalidates every cache.
 /// 2: the device is identified by SM count, memory and board too; external-data files are hashed.
@@ -1043,7 +1043,7 @@ mod tests {
 
     #[test]
     fn external_data_files_are_part_of_the_key() {
-        use crate::onnx_external_data::encode;
+        use crate::backend::trt::onnx_external_data::encode;
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("big.onnx");
         fs::write(&path, encode::model(&[("w", Some("big.onnx.data")), ("b", None)])).expect("write model");
@@ -1070,7 +1070,7 @@ mod tests {
 
     #[test]
     fn external_data_outside_the_model_directory_is_refused() {
-        use crate::onnx_external_data::encode;
+        use crate::backend::trt::onnx_external_data::encode;
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("evil.onnx");
         for location in ["../secret", "/etc/shadow", "weights/../../secret", ""] {

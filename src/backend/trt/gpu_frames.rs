@@ -9,11 +9,11 @@ use std::path::PathBuf;
 
 use cudarc::driver::CudaSlice;
 
-use super::{slot_memory, GpuDevice, GpuError, GpuPreprocessor};
+use crate::backend::trt::{InputStage, InputStageFactory, TrtBackend};
 use crate::backend::{Backend, BackendError, BackendInfo, InferenceSession, SessionMemory};
 use crate::frame::{FrameSlot, SlotMemory};
+use crate::gpu::{slot_memory, GpuDevice, GpuError, GpuPreprocessor};
 use crate::preprocess::PreprocessSpec;
-use crate::trt::{InputStage, InputStageFactory, TrtBackend};
 
 struct KernelInputStage(GpuPreprocessor);
 

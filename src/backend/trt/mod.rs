@@ -1,4 +1,4 @@
-//! TensorRT layer (cargo feature `tensorrt`): the C++ shim and its safe wrappers, engine build and
+//! TensorRT layer: the C++ shim (cargo feature `tensorrt`) and its safe wrappers, engine build and
 //! load through the engine cache, execution contexts on shared scratch arenas, and the TensorRT
 //! [`Backend`](crate::backend::Backend).
 //!
@@ -8,169 +8,40 @@
 //!
 //! Modules: [`ffi`] (raw shim surface), [`runtime`] (RAII wrappers), [`arena`] (shared scratch
 //! memory per GPU thread), [`build`] (cache lookup, build, save), [`progress`] (build progress
-//! display), [`backend`] (the `Backend`/`InferenceSession` implementation).
+//! display), [`backend`] (the `Backend`/`InferenceSession` implementation), [`gpu_frames`] (the CUDA
+//! layer's preprocessing kernel as the input stage, page-locked frame slots), [`probe`] (what
+//! TensorRT the machine has). Always compiled, without the feature: [`engine_cache`] (cache keys,
+//! files, atomic writes) and [`onnx_external_data`] (which files an ONNX model reads), so that the
+//! cache logic is tested on every machine.
 
+#[cfg(feature = "tensorrt")]
 pub mod arena;
+#[cfg(feature = "tensorrt")]
 pub mod backend;
+#[cfg(feature = "tensorrt")]
 pub mod build;
+pub mod engine_cache;
+#[cfg(feature = "tensorrt")]
 mod ffi;
+#[cfg(feature = "tensorrt")]
+pub mod gpu_frames;
+pub mod onnx_external_data;
+#[cfg(feature = "tensorrt")]
+mod probe;
+#[cfg(feature = "tensorrt")]
 pub mod progress;
+#[cfg(feature = "tensorrt")]
 pub mod runtime;
 
-use serde::Serialize;
-
-use crate::backend::BackendError;
-use crate::engine_cache::CacheError;
-
+#[cfg(feature = "tensorrt")]
 pub use backend::{InputStage, InputStageFactory, TrtBackend};
+#[cfg(feature = "tensorrt")]
 pub use build::{build_engine, BuiltEngine};
+#[cfg(feature = "tensorrt")]
+pub use gpu_frames::{preprocessing_input_stage, GpuFramesBackend};
+#[cfg(feature = "tensorrt")]
+pub use probe::{probe, PluginProbe, TrtError, TrtProbe};
+#[cfg(feature = "tensorrt")]
 pub use progress::{Progress, ProgressReporter};
+#[cfg(feature = "tensorrt")]
 pub use runtime::{header_version, TrtVersion};
-
-#[derive(Debug, thiserror::Error)]
-pub enum TrtError {
-    /// libnvinfer (or the ONNX parser) cannot be loaded.
-    #[error("TensorRT is not installed or cannot be loaded: {0}")]
-    NotInstalled(String),
-    /// The installed library is older (major.minor) than the headers this binary was built with.
-    #[error(
-        "TensorRT {library} is installed, but this binary was built against the TensorRT {headers} headers and \
-         would call functions that {library} lacks; install TensorRT {}.{} or newer (a newer JetPack), or build \
-         jetson-detectd against the installed TensorRT's headers",
-        headers.major,
-        headers.minor
-    )]
-    TooOld { library: TrtVersion, headers: TrtVersion },
-    #[error("no usable CUDA device: {0}")]
-    NoGpu(String),
-    #[error("{0}")]
-    Config(String),
-    #[error("TensorRT: {0}")]
-    Trt(String),
-    #[error("TensorRT cannot deserialise the engine: {0}")]
-    Deserialize(String),
-    #[error("CUDA: {0}")]
-    Cuda(String),
-    #[error(transparent)]
-    Cache(#[from] CacheError),
-}
-
-impl TrtError {
-    /// True when the machine lacks TensorRT or a GPU, i.e. when `fallback = "cpu"` applies.
-    pub fn is_unavailable(&self) -> bool {
-        matches!(self, TrtError::NotInstalled(_) | TrtError::TooOld { .. } | TrtError::NoGpu(_))
-    }
-}
-
-impl From<TrtError> for BackendError {
-    fn from(error: TrtError) -> Self {
-        if error.is_unavailable() {
-            BackendError::Unavailable("tensorrt", error.to_string())
-        } else {
-            BackendError::Inference(error.to_string())
-        }
-    }
-}
-
-/// What `jetson-detectd probe` says about TensorRT.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TrtProbe {
-    /// Whether libnvinfer loaded and a runtime could be created.
-    pub available: bool,
-    /// The library file looked for, e.g. `libnvinfer.so.10`.
-    pub library: String,
-    /// Headers the shim was compiled against.
-    pub compiled_against: String,
-    /// Version of the library found, when it loaded (also when it is too old to use).
-    pub library_version: Option<String>,
-    /// The same, when the library is usable (for the engine lookup that follows a probe).
-    #[serde(skip)]
-    pub usable_version: Option<TrtVersion>,
-    /// `{"loaded": bool, "library": "libnvinfer_plugin.so.<major>", "detail": ...}`: TensorRT's
-    /// plugins (EfficientNMS for `end2end` models), absent when TensorRT itself did not load.
-    pub plugins: Option<PluginProbe>,
-    /// One plain sentence for the operator.
-    pub summary: String,
-}
-
-/// Whether TensorRT's plugin library loaded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PluginProbe {
-    pub loaded: bool,
-    pub library: String,
-    /// Why it did not load.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-/// Tries to load TensorRT and says plainly what it found. Never fails.
-pub fn probe() -> TrtProbe {
-    let library = runtime::library_name().to_owned();
-    let compiled_against = header_version().to_string();
-    match runtime::TrtRuntime::open() {
-        Ok(runtime) => TrtProbe {
-            available: true,
-            summary: format!("TensorRT {} loaded from {library}", runtime.version()),
-            library_version: Some(runtime.version().to_string()),
-            usable_version: Some(runtime.version()),
-            plugins: Some(PluginProbe {
-                loaded: runtime.plugins().is_ok(),
-                library: runtime::plugin_library_name().to_owned(),
-                detail: runtime.plugins().err().map(str::to_owned),
-            }),
-            library,
-            compiled_against,
-        },
-        Err(error @ TrtError::TooOld { library: found, .. }) => TrtProbe {
-            available: false,
-            summary: error.to_string(),
-            library_version: Some(found.to_string()),
-            usable_version: None,
-            plugins: None,
-            library,
-            compiled_against,
-        },
-        Err(error) => {
-            let detail = match &error {
-                TrtError::NotInstalled(message) => message.clone(),
-                other => other.to_string(),
-            };
-            TrtProbe {
-                available: false,
-                summary: format!(
-                    "TensorRT is not available ({detail}). This binary was built for TensorRT {compiled_against} \
-                     and looks for {library}; install TensorRT {} (JetPack) or set device.backend = \"cpu\".",
-                    header_version().major
-                ),
-                library_version: None,
-                usable_version: None,
-                plugins: None,
-                library,
-                compiled_against,
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn probe_reports_plainly() {
-        let probe = probe();
-        eprintln!("{}", probe.summary);
-        assert!(probe.library.starts_with("libnvinfer.so."));
-        if !probe.available {
-            assert!(probe.summary.contains("TensorRT is not available"), "{}", probe.summary);
-            assert!(probe.summary.contains(&probe.library), "{}", probe.summary);
-        }
-    }
-
-    #[test]
-    fn missing_tensorrt_maps_to_an_unavailable_backend() {
-        let error = TrtError::NotInstalled("libnvinfer.so.10: cannot open shared object file".into());
-        assert!(matches!(BackendError::from(error), BackendError::Unavailable("tensorrt", _)));
-        assert!(!TrtError::Config("x".into()).is_unavailable());
-    }
-}

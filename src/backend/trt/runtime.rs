@@ -293,7 +293,7 @@ pub struct BuildRequest<'a> {
     pub workspace_bytes: u64,
     pub dla_core: Option<u32>,
     pub optimization_level: u8,
-    pub profiles: Option<&'a crate::engine_cache::InputProfiles>,
+    pub profiles: Option<&'a crate::backend::trt::engine_cache::InputProfiles>,
 }
 
 /// A builder progress callback from TensorRT's IProgressMonitor.

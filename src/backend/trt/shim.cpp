@@ -377,7 +377,7 @@ struct jd_context
 extern "C" {
 
 // sizeof of the structs shared with Rust (jd_build_options, jd_blob, jd_build_result,
-// jd_tensor_info), so that a test catches a layout that drifted from src/trt/ffi.rs.
+// jd_tensor_info), so that a test catches a layout that drifted from src/backend/trt/ffi.rs.
 void jd_struct_sizes(uint64_t* out)
 {
     out[0] = sizeof(jd_build_options);

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::telemetry::JetsonSysfs;
+use crate::service::telemetry::JetsonSysfs;
 
 /// Longest nvpmodel file read (real ones are a few KiB).
 const MAX_NVPMODEL_FILE_BYTES: u64 = 256 << 10;

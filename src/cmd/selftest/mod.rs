@@ -22,13 +22,13 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::backend::load::{self, BuildProgress};
 use crate::backend::{Backend, BackendInfo, InferenceSession};
 use crate::config::{BackendChoice, Config, Fallback, ImageMode, LimitsConfig, SourceConfig};
-use crate::daemon::{self, BuildProgress};
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameSlot;
-use crate::pipeline;
+use crate::infer::step;
 use crate::source::{image_decode, images};
 
 use agreement::{compare, Agreement, Tolerance};
@@ -183,7 +183,7 @@ pub fn run(config: &Config, options: &SelftestOptions, progress: &mut dyn FnMut(
         passed: false,
         checks: Vec::new(),
         backend: None,
-        gpu: crate::probe::gpu_section(config.device.gpu as usize),
+        gpu: crate::backend::load::gpu_section(config.device.gpu as usize),
         tensorrt: None,
         clocks: ClockReport::read(&config.telemetry.sysfs_root),
         engine: None,
@@ -246,7 +246,7 @@ fn check_tensorrt(config: &Config, gpu_available: bool, report: &mut SelftestRep
         return false;
     }
     let unavailable = if tensorrt_required(config) { Status::Fail } else { Status::Skip };
-    let probe = crate::trt::probe();
+    let probe = crate::backend::trt::probe();
     report.tensorrt = serde_json::to_value(&probe).ok();
     if probe.available {
         let version = probe.library_version.as_deref().unwrap_or("?");
@@ -298,7 +298,7 @@ fn check_cache_dir(config: &Config, tensorrt_usable: bool, report: &mut Selftest
     let probe = dir.join(format!(".selftest-{}", std::process::id()));
     let outcome = std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create it: {e}"))
-        .and_then(|()| crate::engine_cache::atomic_write(&probe, b"selftest").map_err(|e| e.to_string()))
+        .and_then(|()| crate::backend::trt::engine_cache::atomic_write(&probe, b"selftest").map_err(|e| e.to_string()))
         .and_then(|()| std::fs::remove_file(&probe).map_err(|e| format!("cannot remove {}: {e}", probe.display())));
     match outcome {
         Ok(()) => report.check("cache_dir", Status::Pass, format!("{} is writable", dir.display())),
@@ -341,14 +341,14 @@ fn load_configured_backend(
     let backend = if tensorrt_usable && config.device.backend == BackendChoice::Auto {
         let mut strict = config.clone();
         (strict.device.backend, strict.device.fallback) = (BackendChoice::Tensorrt, Fallback::None);
-        daemon::load_backend(&strict, &mut *progress).or_else(|error| {
+        load::load_backend(&strict, &mut *progress).or_else(|error| {
             fell_back = Some(error.to_string());
             let mut cpu = config.clone();
             cpu.device.backend = BackendChoice::Cpu;
-            daemon::load_backend(&cpu, &mut *progress)
+            load::load_backend(&cpu, &mut *progress)
         })
     } else {
-        daemon::load_backend(config, &mut *progress)
+        load::load_backend(config, &mut *progress)
     };
     let seconds = started.elapsed().as_secs_f64();
     match backend {
@@ -410,10 +410,10 @@ fn prepare_engine(
     progress: &mut dyn FnMut(BuildProgress),
     report: &mut SelftestReport,
 ) {
-    use crate::trt::build::{device_identity, expected_engine_path, time_builds};
-    let prepared = crate::trt::runtime::TrtRuntime::open().and_then(|runtime| {
+    use crate::backend::trt::build::{device_identity, expected_engine_path, time_builds};
+    let prepared = crate::backend::trt::runtime::TrtRuntime::open().and_then(|runtime| {
         let (_context, device) = device_identity(config.device.gpu)?;
-        let path = |device: &crate::engine_cache::DeviceIdentity| {
+        let path = |device: &crate::backend::trt::engine_cache::DeviceIdentity| {
             expected_engine_path(config, runtime.version(), device).map(|p| p.display().to_string())
         };
         engine.path = path(&device);
@@ -489,7 +489,7 @@ fn open_sessions(
 
 #[cfg(feature = "tensorrt")]
 fn context_report(contexts: usize, persistent_bytes_per_context: u64) -> ContextReport {
-    let plan = crate::trt::arena::arena_report();
+    let plan = crate::backend::trt::arena::arena_report();
     ContextReport {
         contexts,
         scratch_bytes_per_context: plan.separate_bytes / contexts.max(1) as u64,
@@ -544,8 +544,7 @@ impl Detector {
         slot: &FrameSlot,
     ) -> Result<Vec<Detection>, String> {
         let mut detections = Vec::new();
-        pipeline::process(session, &mut self.decoder, backend.spec(), slot, &mut detections)
-            .map_err(|e| e.to_string())?;
+        step::process(session, &mut self.decoder, backend.spec(), slot, &mut detections).map_err(|e| e.to_string())?;
         Ok(detections)
     }
 
@@ -564,7 +563,7 @@ impl Detector {
 fn load_cpu_reference(config: &Config) -> Result<Arc<dyn Backend>, String> {
     let mut cpu = config.clone();
     cpu.device.backend = BackendChoice::Cpu;
-    daemon::load_backend(&cpu, |_| {}).map_err(|e| e.to_string())
+    load::load_backend(&cpu, |_| {}).map_err(|e| e.to_string())
 }
 
 /// Runs every image through the configured backend (and the CPU backend, to compare). Returns

@@ -1,0 +1,97 @@
+//! The per-frame step: one frame through the model and the decoder, and where its result goes.
+//!
+//! Owns: [`process`] and [`decode_frame`] (the one sequence the inference workers and the
+//! one-shot commands share, so both report the same numbers), the [`FrameSink`] trait that
+//! receives every processed frame, and the pipeline's error types. Must not: own threads or rings,
+//! or publish (a sink does).
+
+use std::time::Instant;
+
+use crate::backend::{BackendError, BackendTimings, InferenceSession, ModelOutputs};
+use crate::decode::Decoder;
+use crate::detection::Detection;
+use crate::frame::{FrameSlot, FrameTimings};
+use crate::preprocess::PreprocessSpec;
+use crate::source::SourceError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("camera {camera}: {source}")]
+    Source { camera: String, source: SourceError },
+    #[error("camera {camera}: {source}")]
+    Backend { camera: String, source: BackendError },
+    #[error("inference: {source}")]
+    Worker { source: BackendError },
+    #[error("camera {camera}: cannot decode the model output: {message}")]
+    Decode { camera: String, message: String },
+    #[error("{camera}: cannot start a thread: {source}")]
+    Thread { camera: String, source: std::io::Error },
+    #[error("{camera}: a pipeline thread panicked")]
+    Panicked { camera: String },
+}
+
+/// Receives every processed frame. Called on an inference worker with the frame still in its slot
+/// (for snapshots); must not block: it holds up every camera's next frame.
+pub trait FrameSink: Send + Sync {
+    fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings);
+    /// The camera stopped: `Ok` for a finite source that ended or a requested shutdown.
+    fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>);
+    /// An inference worker (named `worker`) failed; the stop flag is already set.
+    fn worker_failed(&self, worker: &str, error: &PipelineError);
+}
+
+/// Why one frame produced no detections.
+#[derive(Debug)]
+pub enum FrameError {
+    Backend(BackendError),
+    Decode(String),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Backend(e) => e.fmt(f),
+            FrameError::Decode(message) => write!(f, "cannot decode the model output: {message}"),
+        }
+    }
+}
+
+/// Runs one frame through the model and the decoder: `detections` holds the result. Shared by the
+/// inference workers and the one-shot `detect` command so both see the same numbers.
+pub fn process(
+    session: &mut dyn InferenceSession,
+    decoder: &mut Decoder,
+    spec: &PreprocessSpec,
+    slot: &FrameSlot,
+    detections: &mut Vec<Detection>,
+) -> Result<FrameTimings, FrameError> {
+    let (outputs, backend_timings) = session.run(slot).map_err(FrameError::Backend)?;
+    decode_frame(decoder, spec, slot, outputs, backend_timings, detections)
+}
+
+/// Decodes the model outputs of the frame in `slot` (run alone or as one row of a batch, whose
+/// `backend_timings` it reports) into `detections`.
+pub fn decode_frame(
+    decoder: &mut Decoder,
+    spec: &PreprocessSpec,
+    slot: &FrameSlot,
+    outputs: &ModelOutputs,
+    backend_timings: BackendTimings,
+    detections: &mut Vec<Detection>,
+) -> Result<FrameTimings, FrameError> {
+    let post_started = Instant::now();
+    let geometry = spec.geometry(slot.meta().width, slot.meta().height);
+    decoder
+        .decode(outputs, spec.width, spec.height, &geometry, detections)
+        .map_err(|e| FrameError::Decode(e.to_string()))?;
+    let postprocess = post_started.elapsed();
+    Ok(FrameTimings {
+        source: Some(slot.capture_time()),
+        wait: None,
+        pre: Some(backend_timings.preprocess),
+        infer: Some(backend_timings.infer),
+        post: Some(postprocess),
+        publish: None,
+        total: Some(backend_timings.preprocess + backend_timings.infer + postprocess),
+    })
+}

@@ -1,0 +1,8 @@
+//! The daemon's life as a service: systemd notify and the watchdog, telemetry, logging.
+//!
+//! Owns: what the operator and systemd see of the running daemon. Must not: process frames or
+//! decide what is published per frame.
+
+pub mod logging;
+pub mod notify;
+pub mod telemetry;
