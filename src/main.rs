@@ -2,7 +2,7 @@
 //! here; the work is in the library.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -15,7 +15,6 @@ use jetson_detectd::cmd::{bench, detect, probe};
 use jetson_detectd::config::{Config, ConfigError};
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Labels;
-use jetson_detectd::infer::scheduler::SchedulePlan;
 use jetson_detectd::service::logging;
 
 /// EX_CONFIG from sysexits.h: the systemd unit's RestartPreventExitStatus, so a bad config does
@@ -176,7 +175,14 @@ fn main() -> ExitCode {
         Command::Detect { config, threshold, files } => detect(&config, threshold, &files),
         Command::Probe(arg) => probe_command(&arg),
         Command::Bench { config, image, warmup, iterations, gpu, cameras } => {
-            bench_command(&config, image.as_deref(), warmup, iterations, gpu, cameras.map(usize::from))
+            let request = bench::BenchRequest {
+                image: image.as_deref(),
+                warmup,
+                iterations,
+                gpu,
+                cameras: cameras.map(usize::from),
+            };
+            bench_command(&config, &request)
         }
         Command::BuildEngine(arg) => build_engine(&arg),
         Command::Selftest { config, json, runs, paused_runs, pause_ms, images, rebuild } => {
@@ -300,142 +306,14 @@ fn probe_command(arg: &ConfigArg) -> Result<(), Stop> {
     print_line(&json)
 }
 
-fn bench_command(
-    arg: &ConfigArg,
-    image: Option<&Path>,
-    warmup: usize,
-    iterations: usize,
-    gpu: bool,
-    cameras: Option<usize>,
-) -> Result<(), Stop> {
+fn bench_command(arg: &ConfigArg, request: &bench::BenchRequest<'_>) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     init_cli_logging(&config);
     let (labels, params) = decode_setup(&config, None)?;
-    let image = match image {
-        Some(path) => path.to_path_buf(),
-        None => first_configured_image(&config).ok_or_else(|| {
-            Failure::other(anyhow::anyhow!("no `images` camera in the config: name an image with --image"))
-        })?,
-    };
     let backend = load_backend(&config)?;
-    let mut pipeline =
-        bench::bench_backend(backend.as_ref(), params.clone(), &labels, &image, &config.limits, warmup, iterations)
-            .context("benchmark")
-            .map_err(Failure::other)?;
-    if let Some(cameras) = cameras {
-        let plan = SchedulePlan::new(&config, backend.as_ref(), cameras);
-        let run = bench::bench_cameras(
-            Arc::clone(&backend),
-            plan,
-            params.clone(),
-            Arc::clone(&labels),
-            &image,
-            &config.limits,
-            cameras,
-            warmup,
-            iterations,
-        )
-        .context("multi-camera benchmark")
-        .map_err(Failure::other)?;
-        pipeline.fps_total = Some(run.fps_total);
-        pipeline.cameras = Some(run);
-    }
-    let (gpu_preprocess, gpu_path) = if gpu {
-        let path = gpu_path_bench(&config, backend.as_ref(), params, &labels, &image, warmup, iterations)?;
-        (Some(gpu_preprocess_bench(&config)?), Some(path))
-    } else {
-        (None, None)
-    };
-    let report = BenchOutput { pipeline, gpu_path, gpu_preprocess };
+    let report = bench::run(&config, backend, params, labels, request).context("benchmark").map_err(Failure::other)?;
     let json = serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?;
     print_line(&json)
-}
-
-/// What `bench` prints: stage order as in the pipeline, not alphabetical.
-#[derive(serde::Serialize)]
-struct BenchOutput {
-    pipeline: bench::BenchReport,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gpu_path: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gpu_preprocess: Option<serde_json::Value>,
-}
-
-#[cfg(feature = "cuda")]
-fn gpu_path_bench(
-    config: &Config,
-    backend: &dyn Backend,
-    params: DecodeParams,
-    labels: &Labels,
-    image: &Path,
-    warmup: usize,
-    iterations: usize,
-) -> Result<serde_json::Value, Failure> {
-    let device = jetson_detectd::gpu::GpuDevice::open(config.device.gpu as usize)
-        .context("opening the GPU")
-        .map_err(Failure::other)?;
-    let cache_dir = Some(config.engine.cache_dir.as_path());
-    let report =
-        bench::bench_gpu_path(&device, backend, params, labels, image, &config.limits, cache_dir, warmup, iterations)
-            .context("GPU path benchmark")
-            .map_err(Failure::other)?;
-    serde_json::to_value(report).context("encoding the report").map_err(Failure::other)
-}
-
-#[cfg(not(feature = "cuda"))]
-fn gpu_path_bench(
-    _config: &Config,
-    _backend: &dyn Backend,
-    _params: DecodeParams,
-    _labels: &Labels,
-    _image: &Path,
-    _warmup: usize,
-    _iterations: usize,
-) -> Result<serde_json::Value, Failure> {
-    Err(Failure::other(anyhow::anyhow!("--gpu: this binary was built without the `cuda` feature")))
-}
-
-#[cfg(feature = "cuda")]
-fn gpu_preprocess_bench(config: &Config) -> Result<serde_json::Value, Failure> {
-    use jetson_detectd::config::ResizeFilter;
-    use jetson_detectd::gpu::{self, GpuDevice, PreprocessBenchRequest};
-    let mut request = PreprocessBenchRequest::yuyv_1080p_to_640_nchw_f16_letterbox();
-    request.cache_dir = Some(config.engine.cache_dir.clone());
-    let device = GpuDevice::open(config.device.gpu as usize).context("opening the GPU").map_err(Failure::other)?;
-    let mut reports = serde_json::Map::new();
-    for (name, filter) in [("antialias", ResizeFilter::Antialias), ("bilinear", ResizeFilter::Bilinear)] {
-        request.spec.filter = filter;
-        let report =
-            gpu::bench_preprocess(&device, &request).context("GPU preprocessing benchmark").map_err(Failure::other)?;
-        reports.insert(
-            name.to_owned(),
-            serde_json::to_value(report).context("encoding the report").map_err(Failure::other)?,
-        );
-    }
-    Ok(serde_json::Value::Object(reports))
-}
-
-#[cfg(not(feature = "cuda"))]
-fn gpu_preprocess_bench(_config: &Config) -> Result<serde_json::Value, Failure> {
-    Err(Failure::other(anyhow::anyhow!("--gpu: this binary was built without the `cuda` feature")))
-}
-
-/// The first image file of the first `images` camera (a file, or the first image of a directory).
-fn first_configured_image(config: &Config) -> Option<PathBuf> {
-    use jetson_detectd::config::SourceConfig;
-    config.cameras.iter().find_map(|camera| match &camera.source {
-        SourceConfig::Images { path, .. } if path.is_file() => Some(path.clone()),
-        SourceConfig::Images { path, .. } => {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-                .ok()?
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e != "md"))
-                .collect();
-            files.sort();
-            files.into_iter().next()
-        }
-        _ => None,
-    })
 }
 
 fn selftest_command(arg: &ConfigArg, json: bool, options: &SelftestOptions) -> Result<(), Stop> {

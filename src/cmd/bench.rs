@@ -4,20 +4,22 @@
 //! preprocess, infer, decode/NMS, message encoding), many times, and summarising each stage
 //! (median, p90, min); running N copies of it as N cameras through the real scheduler
 //! ([`bench_cameras`]: throughput of all cameras together, per camera, batch sizes); and timing the
-//! tracker on a synthetic scene of [`TRACKER_BENCH_OBJECTS`] moving objects. Must not: assert on
-//! time (the caller prints the numbers) or touch MQTT and real cameras.
+//! tracker on a synthetic scene of [`TRACKER_BENCH_OBJECTS`] moving objects; with `--gpu`, the GPU
+//! path outside inference and the preprocessing kernel ([`run`] puts these together). Must not:
+//! assert on time (the caller prints the numbers) or touch MQTT and real cameras.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
 use crate::backend::Backend;
-use crate::config::LimitsConfig;
+use crate::config::{Config, LimitsConfig};
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{BoundingBox, Detection, Labels};
-use crate::frame::FrameSlot;
-use crate::frame::FrameTimings;
+use crate::frame::{FrameSlot, FrameTimings};
+use crate::infer::scheduler::SchedulePlan;
 use crate::infer::{camera, step};
 use crate::publish::payload::{detections_message, Latency};
 use crate::source::image_decode;
@@ -197,7 +199,7 @@ pub struct CamerasBench {
     pub outside_inference: StageSummary,
     /// Inferences by batch size, over the whole run.
     pub batch_sizes: std::collections::BTreeMap<usize, u64>,
-    pub memory: crate::infer::scheduler::MemoryReport,
+    pub memory: crate::backend::MemoryReport,
 }
 
 /// A camera that shows one decoded image forever: each frame is a copy of it into the slot, the
@@ -689,6 +691,143 @@ fn summarise(mut durations: Vec<Duration>) -> StageSummary {
     let ms = |d: Duration| (d.as_secs_f64() * 1e5).round() / 100.0;
     let at = |fraction: f64| durations[((durations.len() - 1) as f64 * fraction).round() as usize];
     StageSummary { median_ms: ms(at(0.5)), p90_ms: ms(at(0.9)), min_ms: ms(durations[0]) }
+}
+
+/// What `bench` is asked to measure.
+#[derive(Debug, Clone)]
+pub struct BenchRequest<'a> {
+    /// Image to run; `None`: the first image of the first `images` camera.
+    pub image: Option<&'a Path>,
+    pub warmup: usize,
+    pub iterations: usize,
+    /// Also the GPU path outside inference and the preprocessing kernel.
+    pub gpu: bool,
+    /// Also this many cameras through the inference scheduler.
+    pub cameras: Option<usize>,
+}
+
+/// The `bench` command: the one-frame pipeline, then what `request` adds (N cameras through the
+/// scheduler, the GPU path), on `backend` loaded from `config`.
+pub fn run(
+    config: &Config,
+    backend: Arc<dyn Backend>,
+    params: DecodeParams,
+    labels: Arc<Labels>,
+    request: &BenchRequest<'_>,
+) -> Result<BenchOutput, BenchError> {
+    let BenchRequest { warmup, iterations, .. } = *request;
+    let image = match request.image {
+        Some(path) => path.to_path_buf(),
+        None => first_configured_image(config)
+            .ok_or_else(|| BenchError::Setup("no `images` camera in the config: name an image with --image".into()))?,
+    };
+    let mut pipeline =
+        bench_backend(backend.as_ref(), params.clone(), &labels, &image, &config.limits, warmup, iterations)?;
+    if let Some(cameras) = request.cameras {
+        let plan = SchedulePlan::new(config, backend.as_ref(), cameras);
+        let run = bench_cameras(
+            Arc::clone(&backend),
+            plan,
+            params.clone(),
+            Arc::clone(&labels),
+            &image,
+            &config.limits,
+            cameras,
+            warmup,
+            iterations,
+        )?;
+        pipeline.fps_total = Some(run.fps_total);
+        pipeline.cameras = Some(run);
+    }
+    let (gpu_preprocess, gpu_path) = if request.gpu {
+        let path = gpu_path_bench(config, backend.as_ref(), params, &labels, &image, warmup, iterations)?;
+        (Some(gpu_preprocess_bench(config)?), Some(path))
+    } else {
+        (None, None)
+    };
+    Ok(BenchOutput { pipeline, gpu_path, gpu_preprocess })
+}
+
+/// What `bench` prints: stage order as in the pipeline, not alphabetical.
+#[derive(Serialize)]
+pub struct BenchOutput {
+    pipeline: BenchReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_path: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_preprocess: Option<serde_json::Value>,
+}
+
+#[cfg(feature = "cuda")]
+fn gpu_path_bench(
+    config: &Config,
+    backend: &dyn Backend,
+    params: DecodeParams,
+    labels: &Labels,
+    image: &Path,
+    warmup: usize,
+    iterations: usize,
+) -> Result<serde_json::Value, BenchError> {
+    let device = crate::gpu::GpuDevice::open(config.device.gpu as usize)
+        .map_err(|e| BenchError::Setup(format!("opening the GPU: {e}")))?;
+    let cache_dir = Some(config.engine.cache_dir.as_path());
+    let report =
+        bench_gpu_path(&device, backend, params, labels, image, &config.limits, cache_dir, warmup, iterations)?;
+    Ok(serde_json::to_value(report).unwrap_or_default())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_path_bench(
+    _config: &Config,
+    _backend: &dyn Backend,
+    _params: DecodeParams,
+    _labels: &Labels,
+    _image: &Path,
+    _warmup: usize,
+    _iterations: usize,
+) -> Result<serde_json::Value, BenchError> {
+    Err(BenchError::Setup("--gpu: this binary was built without the `cuda` feature".into()))
+}
+
+#[cfg(feature = "cuda")]
+fn gpu_preprocess_bench(config: &Config) -> Result<serde_json::Value, BenchError> {
+    use crate::config::ResizeFilter;
+    use crate::gpu::{self, GpuDevice, PreprocessBenchRequest};
+    let mut request = PreprocessBenchRequest::yuyv_1080p_to_640_nchw_f16_letterbox();
+    request.cache_dir = Some(config.engine.cache_dir.clone());
+    let device =
+        GpuDevice::open(config.device.gpu as usize).map_err(|e| BenchError::Setup(format!("opening the GPU: {e}")))?;
+    let mut reports = serde_json::Map::new();
+    for (name, filter) in [("antialias", ResizeFilter::Antialias), ("bilinear", ResizeFilter::Bilinear)] {
+        request.spec.filter = filter;
+        let report = gpu::bench_preprocess(&device, &request)
+            .map_err(|e| BenchError::Setup(format!("GPU preprocessing benchmark: {e}")))?;
+        reports.insert(name.to_owned(), serde_json::to_value(report).unwrap_or_default());
+    }
+    Ok(serde_json::Value::Object(reports))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_preprocess_bench(_config: &Config) -> Result<serde_json::Value, BenchError> {
+    Err(BenchError::Setup("--gpu: this binary was built without the `cuda` feature".into()))
+}
+
+/// The first image file of the first `images` camera (a file, or the first image of a directory).
+fn first_configured_image(config: &Config) -> Option<PathBuf> {
+    use crate::config::SourceConfig;
+    config.cameras.iter().find_map(|camera| match &camera.source {
+        SourceConfig::Images { path, .. } if path.is_file() => Some(path.clone()),
+        SourceConfig::Images { path, .. } => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .ok()?
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e != "md"))
+                .collect();
+            files.sort();
+            files.into_iter().next()
+        }
+        _ => None,
+    })
 }
 
 #[cfg(test)]

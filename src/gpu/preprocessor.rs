@@ -251,7 +251,10 @@ impl GpuPreprocessor {
             .filter(|memory| memory.kind() == HostMemoryKind::Mapped)
             .and_then(HostSlotMemory::device_ptr);
         match mapped {
-            Some(src) => self.launch(src, slot.meta(), dst),
+            // SAFETY: `src` is the mapped slot's device address, valid for the frame's bytes while
+            // the slot is held (until the stream is synchronised); `dst` is a row inside `batch`,
+            // which the caller keeps allocated until then.
+            Some(src) => unsafe { self.launch(src, slot.meta(), dst) },
             None => {
                 let capacity = self.max_frame_bytes;
                 if frame.len() > capacity {
@@ -269,9 +272,11 @@ impl GpuPreprocessor {
                 // Pinned slots make this copy truly asynchronous; pageable memory is staged by the
                 // driver. The next row's copy into the same buffer is ordered after this row's
                 // kernel on the stream.
-                let result = cudarc::driver::result::memcpy_htod_async(src, frame, stream.cu_stream())
+                let result = unsafe { cudarc::driver::result::memcpy_htod_async(src, frame, stream.cu_stream()) }
                     .during("cuMemcpyHtoDAsync")
-                    .and_then(|()| self.launch(src, slot.meta(), dst));
+                    // SAFETY: `src` now holds the frame on this stream; `dst` is a row inside
+                    // `batch`, which the caller keeps allocated until the stream has run the kernel.
+                    .and_then(|()| unsafe { self.launch(src, slot.meta(), dst) });
                 drop(staging_written);
                 self.staging = Some(staging);
                 result

@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::step::{decode_frame, process, FrameError, FrameSink, PipelineError};
-use crate::backend::{Backend, BackendError, InferenceSession, ModelOutputs, SessionMemory};
+use crate::backend::{Backend, BackendError, InferenceSession, MemoryReport, ModelOutputs};
 use crate::config::Config;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
@@ -72,40 +72,6 @@ pub struct ScheduleReport {
     /// Inferences by batch size (only sizes that occurred).
     pub batch_sizes: BTreeMap<usize, u64>,
     pub memory: MemoryReport,
-}
-
-/// Device memory of the execution contexts, against one context per camera (the design before
-/// the shared workers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct MemoryReport {
-    /// Live contexts: one per worker.
-    pub contexts: usize,
-    /// Scratch (activation) memory of one context; the contexts of one worker lease one arena.
-    pub scratch_bytes_per_context: u64,
-    /// Memory one context keeps for itself beyond its scratch, as far as the driver shows it.
-    pub persistent_bytes_per_context: u64,
-    /// What the contexts hold together: scratch, and persistent memory.
-    pub scratch_bytes: u64,
-    pub persistent_bytes: u64,
-    /// Saved against one context per camera: `(cameras − contexts) × (scratch + persistent)` of
-    /// one context, when positive.
-    pub saved_bytes: u64,
-}
-
-impl MemoryReport {
-    pub fn new(contexts: usize, cameras: usize, per_context: SessionMemory) -> MemoryReport {
-        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
-        let SessionMemory { scratch_bytes, persistent_bytes } = per_context;
-        MemoryReport {
-            contexts,
-            scratch_bytes_per_context: scratch_bytes,
-            persistent_bytes_per_context: persistent_bytes,
-            scratch_bytes: count(contexts).saturating_mul(scratch_bytes),
-            persistent_bytes: count(contexts).saturating_mul(persistent_bytes),
-            saved_bytes: count(cameras.saturating_sub(contexts))
-                .saturating_mul(scratch_bytes.saturating_add(persistent_bytes)),
-        }
-    }
 }
 
 /// The inference workers and the cameras they serve.
@@ -490,7 +456,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::backend::{BackendInfo, BackendTimings, OutputTensor};
+    use crate::backend::{BackendInfo, BackendTimings, OutputTensor, SessionMemory};
     use crate::config::{CameraConfig, DecoderKind, SourceConfig};
     use crate::infer::camera::{CameraPipeline, PipelineShared};
     use crate::preprocess::PreprocessSpec;

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::{Arc, Barrier};
 
 use jetson_detectd::backend::trt::arena::{arena_report, ArenaLease};
-use jetson_detectd::backend::trt::engine_cache::ArenaPlan;
+use jetson_detectd::backend::trt::arena_plan::ArenaPlan;
 
 use super::gpu::gpu_or_skip;
 

@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{result, CudaContext, DriverError};
 
+use super::arena_plan::{shared_arena_bytes, ArenaPlan};
 use super::runtime::ExecutionContext;
 use super::TrtError;
-use crate::backend::trt::engine_cache::{shared_arena_bytes, ArenaPlan};
 
 /// Plans of every live arena in the process, by arena id.
 static LEDGER: Mutex<BTreeMap<u64, ArenaPlan>> = Mutex::new(BTreeMap::new());

@@ -21,12 +21,12 @@ use super::build::{device_identity, load_or_build, EngineSource};
 use super::progress::Progress;
 use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInfo, TrtRuntime};
 use super::TrtError;
+use crate::backend::MemoryReport;
 use crate::backend::{
     Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, ModelOutputs, OutputTensor, SessionMemory,
 };
 use crate::config::{Config, TensorDtype};
 use crate::frame::FrameSlot;
-use crate::infer::scheduler::MemoryReport;
 use crate::preprocess::PreprocessSpec;
 
 /// Writes the model input for a frame into device memory, on the session's stream.

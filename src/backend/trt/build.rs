@@ -17,13 +17,14 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
 
+use super::device_key::{board_identity, read_device_tree_model, DeviceIdentity};
 use super::ffi;
 use super::progress::Progress;
 use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engine, TrtRuntime, TrtVersion};
 use super::TrtError;
 use crate::backend::trt::engine_cache::{
-    board_identity, load_prebuilt_engine, precision_name, read_device_tree_model, sha256_hex, BuildLock, BuildOptions,
-    DeviceIdentity, EngineCache, EngineIdentity, EngineLookup, InputProfiles, MissReason, ModelInput, ShapeProfile,
+    load_prebuilt_engine, precision_name, sha256_hex, BuildLock, BuildOptions, EngineCache, EngineIdentity,
+    EngineLookup, InputProfiles, MissReason, ModelInput, ShapeProfile,
 };
 use crate::config::{Config, Precision};
 use crate::preprocess::PreprocessSpec;

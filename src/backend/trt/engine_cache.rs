@@ -1,11 +1,12 @@
-//! On-disk cache of built TensorRT engines and their timing cache, plus scratch-arena sizing.
+//! On-disk cache of built TensorRT engines and their timing cache.
 //!
 //! Owns: the cache key (what an engine depends on: the model as read once by [`ModelInput`] with
 //! its external-data files, the TensorRT version, the builder fingerprint, the device, the build
 //! options), file names in the cache directory, the sidecar JSON next to every engine, validation
 //! of engine bytes *before* TensorRT sees them, atomic writes (temp file, fsync, rename, fsync of
-//! the directory), the cross-process build lock ([`BuildLock`]) and [`shared_arena_bytes`]. Pure
-//! Rust and always compiled, so everything here is tested without TensorRT.
+//! the directory) and the cross-process build lock ([`BuildLock`]). The device part of the key is
+//! `super::device_key`'s. Pure Rust and always compiled, so everything here is tested without
+//! TensorRT.
 //! Must not: call TensorRT or CUDA, or decide whether to rebuild beyond reporting *why* a cached
 //! engine cannot be used ([`MissReason`]); the TensorRT layer does the building.
 //!
@@ -30,7 +31,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::backend::trt::onnx_external_data::external_data_locations;
+use super::device_key::DeviceIdentity;
+use super::onnx_external_data::external_data_locations;
 use crate::config::Precision;
 
 /// Version of the sidecar format and of the key derivation; bumping it invalidates every cache.
@@ -202,59 +204,6 @@ pub fn precision_name(precision: Precision) -> &'static str {
         Precision::Fp16 => "fp16",
         Precision::Int8 => "int8",
     }
-}
-
-/// The GPU an engine was built for: TensorRT engines are specific to it. The name alone is not
-/// enough: every Orin module (AGX, NX, Nano) reports the name "Orin" and compute capability 8.7, but
-/// they differ in SMs, memory and DLA cores, so a cloned SD card or a copied cache directory must
-/// not reuse an engine tuned for another module.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceIdentity {
-    pub name: String,
-    pub compute_capability: (u32, u32),
-    pub multiprocessors: u32,
-    pub total_memory_bytes: u64,
-    /// The board: `/proc/device-tree/model` on a Jetson (e.g. "NVIDIA Jetson AGX Orin Developer
-    /// Kit"), else the GPU's UUID ([`board_identity`]).
-    pub board: String,
-}
-
-impl DeviceIdentity {
-    /// `Orin (8.7, 16 SMs, 62.8 GiB, NVIDIA Jetson AGX Orin Developer Kit)`, for messages.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} ({}.{}, {} SMs, {:.1} GiB, {})",
-            self.name,
-            self.compute_capability.0,
-            self.compute_capability.1,
-            self.multiprocessors,
-            self.total_memory_bytes as f64 / f64::from(1u32 << 30),
-            self.board
-        )
-    }
-}
-
-/// Longest `/proc/device-tree/model` read (real ones are about 60 bytes).
-const MAX_BOARD_MODEL_BYTES: u64 = 256;
-
-/// `<root>/proc/device-tree/model`: the board's name on a Jetson (absent on most PCs).
-pub fn read_device_tree_model(root: &Path) -> Option<Vec<u8>> {
-    let file = File::open(root.join("proc/device-tree/model")).ok()?;
-    let mut bytes = Vec::new();
-    file.take(MAX_BOARD_MODEL_BYTES).read_to_end(&mut bytes).ok()?;
-    Some(bytes)
-}
-
-/// The board part of a [`DeviceIdentity`]: the device-tree model when there is one (it names the
-/// module, so identical modules share prebuilt engines), else `GPU-<uuid>` (the card itself).
-pub fn board_identity(device_tree_model: Option<&[u8]>, uuid: &[u8; 16]) -> String {
-    let model = device_tree_model
-        .map(|bytes| String::from_utf8_lossy(bytes).trim_matches(|c: char| c == '\0' || c.is_whitespace()).to_owned())
-        .filter(|model| !model.is_empty());
-    model.unwrap_or_else(|| {
-        let hex = to_hex(uuid);
-        format!("GPU-{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
-    })
 }
 
 /// Everything a built engine depends on; hashed into the key and recorded in the sidecar.
@@ -860,7 +809,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     to_hex(&Sha256::digest(bytes))
 }
 
-fn to_hex(bytes: &[u8]) -> String {
+pub(super) fn to_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
@@ -868,36 +817,6 @@ fn to_hex(bytes: &[u8]) -> String {
         hex.push(DIGITS[usize::from(byte & 0xf)] as char);
     }
     hex
-}
-
-/// Device memory for execution contexts that never run at the same time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct ArenaPlan {
-    /// One arena big enough for the largest requirement.
-    pub arena_bytes: u64,
-    /// What one allocation per context would take.
-    pub separate_bytes: u64,
-    /// `separate_bytes − arena_bytes`.
-    pub saved_bytes: u64,
-}
-
-impl std::ops::Add for ArenaPlan {
-    type Output = ArenaPlan;
-    fn add(self, other: ArenaPlan) -> ArenaPlan {
-        ArenaPlan {
-            arena_bytes: self.arena_bytes.saturating_add(other.arena_bytes),
-            separate_bytes: self.separate_bytes.saturating_add(other.separate_bytes),
-            saved_bytes: self.saved_bytes.saturating_add(other.saved_bytes),
-        }
-    }
-}
-
-/// Sizes one scratch arena shared by contexts with these device-memory requirements: the
-/// maximum, so no context ever gets less than it asked for.
-pub fn shared_arena_bytes(requirements: &[u64]) -> ArenaPlan {
-    let arena_bytes = requirements.iter().copied().max().unwrap_or(0);
-    let separate_bytes = requirements.iter().fold(0u64, |sum, r| sum.saturating_add(*r));
-    ArenaPlan { arena_bytes, separate_bytes, saved_bytes: separate_bytes - arena_bytes }
 }
 
 #[cfg(test)]
@@ -988,26 +907,6 @@ mod tests {
             keys.push(key);
         }
         assert_eq!(identity().key(), base.key(), "the key is deterministic");
-    }
-
-    #[test]
-    fn the_board_is_the_device_tree_model_else_the_gpu_uuid() {
-        let uuid = [0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0, 1, 2, 3, 4, 5, 6, 7];
-        assert_eq!(
-            board_identity(Some(b"NVIDIA Jetson Orin Nano Developer Kit\0"), &uuid),
-            "NVIDIA Jetson Orin Nano Developer Kit"
-        );
-        assert_eq!(board_identity(None, &uuid), "GPU-12345678-9abc-def0-0001-020304050607");
-        assert_eq!(board_identity(Some(b"\0"), &uuid), "GPU-12345678-9abc-def0-0001-020304050607");
-
-        let root = tempfile::tempdir().expect("tempdir");
-        assert_eq!(read_device_tree_model(root.path()), None);
-        fs::create_dir_all(root.path().join("proc/device-tree")).expect("mkdir");
-        fs::write(root.path().join("proc/device-tree/model"), b"NVIDIA Jetson AGX Orin Developer Kit\0")
-            .expect("write");
-        let model = read_device_tree_model(root.path()).expect("model");
-        assert_eq!(board_identity(Some(&model), &uuid), "NVIDIA Jetson AGX Orin Developer Kit");
-        assert!(device().describe().contains("16 SMs"), "{}", device().describe());
     }
 
     #[test]
@@ -1339,38 +1238,5 @@ mod tests {
         fs::write(&bare, engine_bytes()).expect("write");
         assert_eq!(load_prebuilt_engine(&bare).expect("accepted as is"), engine_bytes());
         assert!(matches!(load_prebuilt_engine(&dir.path().join("none.engine")), Err(CacheError::Io { .. })));
-    }
-
-    #[test]
-    fn arena_takes_the_largest_requirement() {
-        assert_eq!(shared_arena_bytes(&[]), ArenaPlan::default());
-        let plan = shared_arena_bytes(&[96 << 20, 128 << 20, 32 << 20]);
-        assert_eq!(plan, ArenaPlan { arena_bytes: 128 << 20, separate_bytes: 256 << 20, saved_bytes: 128 << 20 });
-        assert_eq!(shared_arena_bytes(&[7]), ArenaPlan { arena_bytes: 7, separate_bytes: 7, saved_bytes: 0 });
-    }
-
-    #[test]
-    fn arena_never_under_allocates() {
-        // Deterministic pseudo-random requirement sets, including zeros and huge values.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        for round in 0..500 {
-            let len = round % 9;
-            let requirements: Vec<u64> = (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    if state.is_multiple_of(5) {
-                        0
-                    } else {
-                        state >> (state % 40)
-                    }
-                })
-                .collect();
-            let plan = shared_arena_bytes(&requirements);
-            assert!(requirements.iter().all(|r| *r <= plan.arena_bytes), "{requirements:?} → {plan:?}");
-            assert!(requirements.is_empty() || requirements.contains(&plan.arena_bytes));
-            assert_eq!(plan.separate_bytes - plan.saved_bytes, plan.arena_bytes);
-        }
     }
 }

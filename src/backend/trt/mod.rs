@@ -11,15 +11,18 @@
 //! display), [`backend`] (the `Backend`/`InferenceSession` implementation), [`gpu_frames`] (the CUDA
 //! layer's preprocessing kernel as the input stage, page-locked frame slots), [`probe`] (what
 //! TensorRT the machine has). Always compiled, without the feature: [`engine_cache`] (cache keys,
-//! files, atomic writes) and [`onnx_external_data`] (which files an ONNX model reads), so that the
-//! cache logic is tested on every machine.
+//! files, atomic writes), [`device_key`] (which GPU an engine belongs to), [`arena_plan`] (scratch
+//! arena sizing) and [`onnx_external_data`] (which files an ONNX model reads), so that this logic
+//! is tested on every machine.
 
 #[cfg(feature = "tensorrt")]
 pub mod arena;
+pub mod arena_plan;
 #[cfg(feature = "tensorrt")]
 pub mod backend;
 #[cfg(feature = "tensorrt")]
 pub mod build;
+pub mod device_key;
 pub mod engine_cache;
 #[cfg(feature = "tensorrt")]
 mod ffi;

@@ -413,7 +413,7 @@ fn prepare_engine(
     use crate::backend::trt::build::{device_identity, expected_engine_path, time_builds};
     let prepared = crate::backend::trt::runtime::TrtRuntime::open().and_then(|runtime| {
         let (_context, device) = device_identity(config.device.gpu)?;
-        let path = |device: &crate::backend::trt::engine_cache::DeviceIdentity| {
+        let path = |device: &crate::backend::trt::device_key::DeviceIdentity| {
             expected_engine_path(config, runtime.version(), device).map(|p| p.display().to_string())
         };
         engine.path = path(&device);
