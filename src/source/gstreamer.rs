@@ -20,8 +20,7 @@ use gstreamer_video::prelude::*;
 use crate::config::LimitsConfig;
 use crate::frame::{FrameSlot, PixelFormat};
 use crate::source::image_decode::{self, ImageDecodeError};
-use crate::source::reconnect::{self, Backoff, SourceState, SourceStatus};
-use crate::source::v4l2::DeviceError;
+use crate::source::reconnect::{self, Backoff, Connection, DeviceError, SourceState, SourceStatus};
 use crate::source::{Capture, FrameSource, SourceError};
 
 /// Formats the appsink is told to accept unless the pipeline sets its own `caps` on it.
@@ -65,11 +64,6 @@ impl Drop for Running {
     }
 }
 
-enum Link {
-    Running(Running),
-    Closed { retry_at: Instant },
-}
-
 /// Why a sample did not become a frame.
 enum SampleError {
     /// This sample was unusable; later ones may be fine.
@@ -86,9 +80,7 @@ pub struct GstreamerSource {
     options: GstreamerOptions,
     limits: LimitsConfig,
     stop: Arc<AtomicBool>,
-    link: Link,
-    backoff: Backoff,
-    status: SourceStatus,
+    connection: Connection<Running>,
     /// Video layout of the current caps, parsed once per caps object rather than per sample.
     layout: Option<(gst::Caps, gst_video::VideoInfo)>,
     skip_log: reconnect::RateLimitedLog,
@@ -114,59 +106,36 @@ impl GstreamerSource {
             source_name: description.clone(),
             message: format!("cannot initialise GStreamer: {err}"),
         })?;
+        let connection = Connection::new(
+            description.clone(),
+            Backoff::new(options.initial_backoff, options.max_backoff),
+            options.poll_interval,
+            "restarting",
+        );
         let mut source = GstreamerSource {
             pipeline_description: pipeline.to_owned(),
-            backoff: Backoff::new(options.initial_backoff, options.max_backoff),
             options,
             limits,
             stop,
-            link: Link::Closed { retry_at: Instant::now() },
-            status: SourceStatus::new(SourceState::Streaming),
+            connection,
             layout: None,
             skip_log: reconnect::RateLimitedLog::new(Duration::from_secs(10)),
             description,
         };
-        match start_pipeline(&source.pipeline_description) {
-            Ok(running) => source.link = Link::Running(running),
-            Err(DeviceError::Permanent(message)) => {
-                return Err(SourceError::Open { source_name: source.description, message })
-            }
-            Err(err) => source.disconnect(&err),
+        let pipeline = &source.pipeline_description;
+        if let Err(message) = source.connection.open(|| start_pipeline(pipeline)) {
+            return Err(SourceError::Open { source_name: source.description, message });
         }
         Ok(source)
     }
 
     /// A handle telemetry can keep and read from any thread.
     pub fn status(&self) -> SourceStatus {
-        self.status.clone()
+        self.connection.status().clone()
     }
 
     pub fn state(&self) -> SourceState {
-        self.status.get()
-    }
-
-    fn disconnect(&mut self, error: &DeviceError) {
-        let delay = self.backoff.next_delay();
-        self.link = Link::Closed { retry_at: Instant::now() + delay };
-        let attempt = self.backoff.failures();
-        log::warn!("{}: {error}; restarting in {:.1} s (attempt {attempt})", self.description, delay.as_secs_f64());
-        self.status.set(SourceState::Reconnecting { attempt, last_error: error.to_string() });
-    }
-
-    fn retry_when_due(&mut self, retry_at: Instant) -> Capture {
-        let now = Instant::now();
-        if now < retry_at {
-            std::thread::sleep((retry_at - now).min(self.options.poll_interval));
-            return Capture::Retry;
-        }
-        match start_pipeline(&self.pipeline_description) {
-            Ok(running) => {
-                self.link = Link::Running(running);
-                self.status.set(SourceState::Streaming);
-            }
-            Err(err) => self.disconnect(&err),
-        }
-        Capture::Retry
+        self.connection.status().get()
     }
 }
 
@@ -319,22 +288,19 @@ impl FrameSource for GstreamerSource {
     }
 
     fn connection_status(&self) -> Option<SourceStatus> {
-        Some(self.status.clone())
+        Some(self.connection.status().clone())
     }
 
     /// Returns [`Capture::End`] once the stop flag is set (and stops the pipeline).
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
         if self.stop.load(Ordering::Relaxed) {
-            self.link = Link::Closed { retry_at: Instant::now() };
-            self.status.set(SourceState::Stopped);
+            self.connection.stop();
             return Ok(Capture::End);
         }
-        let running = match &mut self.link {
-            Link::Closed { retry_at } => {
-                let retry_at = *retry_at;
-                return Ok(self.retry_when_due(retry_at));
-            }
-            Link::Running(running) => running,
+        let pipeline = &self.pipeline_description;
+        let running = match self.connection.link_or_retry(|| start_pipeline(pipeline)) {
+            Ok(running) => running,
+            Err(capture) => return Ok(capture),
         };
         let timeout =
             gst::ClockTime::from_nseconds(self.options.poll_interval.as_nanos().try_into().unwrap_or(u64::MAX));
@@ -347,7 +313,7 @@ impl FrameSource for GstreamerSource {
                         .then(|| format!("no frame for {:.1} s", silent.as_secs_f64()))
                 });
             if let Some(reason) = failure {
-                self.disconnect(&DeviceError::Transient(reason));
+                self.connection.down(&DeviceError::Transient(reason));
             }
             return Ok(Capture::Retry);
         };
@@ -358,7 +324,7 @@ impl FrameSource for GstreamerSource {
         match copy_sample(&sample, &mut self.layout, &self.limits, slot) {
             Ok(()) => {
                 slot.meta_mut().captured_at = SystemTime::now();
-                self.backoff.reset();
+                self.connection.frame_arrived();
                 Ok(Capture::Frame)
             }
             Err(SampleError::Skip(message)) => {

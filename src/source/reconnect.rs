@@ -1,13 +1,152 @@
 //! Reconnect bookkeeping shared by the camera sources (V4L2 and GStreamer).
 //!
-//! Owns: the backoff schedule, the connection state that telemetry and `STATUS=` show (with the time
-//! the camera entered it), and rate limiting of repetitive per-frame warnings. Must not: talk to devices or sleep — the sources decide when to
-//! wait and check their stop flag while they do.
+//! Owns: [`Connection`] (a link that is up, or down until its next attempt: the skeleton both
+//! sources run their `next_frame` on), [`DeviceError`] (what a failure means for reconnecting),
+//! the backoff schedule, the connection state that telemetry and `STATUS=` show (with the time the
+//! camera entered it), and rate limiting of repetitive per-frame warnings. Must not: talk to
+//! devices (the caller's `connect` does) or sleep longer than one poll interval, so that the
+//! sources check their stop flag in between.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
+
+use super::Capture;
+use crate::sync::lock;
+
+/// Why a device operation failed, sorted by what the source does about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    /// The device went away or hiccupped (ENOENT, ENODEV, EIO, EBUSY, timeout): close and reopen
+    /// with backoff.
+    #[error("{0}")]
+    Transient(String),
+    /// Reopening cannot help (not a V4L2 capture device, no supported format, permission denied).
+    /// Ends the camera when it happens on the first open; later it is retried like a transient
+    /// error, since a different device may have appeared under the same path.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+/// A camera's link: up (`L`, an open device or a running pipeline) or down until `retry_at`, with
+/// the backoff, the state telemetry shows and the log lines of every change.
+pub struct Connection<L> {
+    link: Link<L>,
+    backoff: Backoff,
+    status: SourceStatus,
+    poll_interval: Duration,
+    /// The camera as logs name it.
+    description: String,
+    /// What a retry does, for the log: "reopening", "restarting".
+    retry_verb: &'static str,
+}
+
+enum Link<L> {
+    Up(L),
+    Down { retry_at: Instant },
+}
+
+impl<L> Connection<L> {
+    /// Down, with the first attempt due now.
+    pub fn new(description: String, backoff: Backoff, poll_interval: Duration, retry_verb: &'static str) -> Self {
+        Connection {
+            link: Link::Down { retry_at: Instant::now() },
+            backoff,
+            status: SourceStatus::new(SourceState::Streaming),
+            poll_interval,
+            description,
+            retry_verb,
+        }
+    }
+
+    /// The first connection attempt: only a [`DeviceError::Permanent`] failure is returned (the
+    /// camera cannot work); any other leaves the connection down and retrying.
+    pub fn open(&mut self, connect: impl FnOnce() -> Result<L, DeviceError>) -> Result<(), String> {
+        match connect() {
+            Ok(link) => self.up(link),
+            Err(DeviceError::Permanent(message)) => return Err(message),
+            Err(error) => self.down(&error),
+        }
+        Ok(())
+    }
+
+    /// The live link; when down, waits up to one poll interval, or makes the attempt that is due,
+    /// and returns [`Capture::Retry`] either way (the caller checks its stop flag before the next).
+    pub fn link_or_retry(&mut self, connect: impl FnOnce() -> Result<L, DeviceError>) -> Result<&mut L, Capture> {
+        if let Link::Down { retry_at } = self.link {
+            let now = Instant::now();
+            if now < retry_at {
+                std::thread::sleep((retry_at - now).min(self.poll_interval));
+            } else {
+                match connect() {
+                    Ok(link) => self.up(link),
+                    Err(error) => self.down(&error),
+                }
+            }
+            return Err(Capture::Retry);
+        }
+        match &mut self.link {
+            Link::Up(link) => Ok(link),
+            Link::Down { .. } => Err(Capture::Retry),
+        }
+    }
+
+    /// The live link, if up.
+    pub fn link(&self) -> Option<&L> {
+        match &self.link {
+            Link::Up(link) => Some(link),
+            Link::Down { .. } => None,
+        }
+    }
+
+    /// Drops the link (closing the device) and schedules the next attempt with backoff.
+    pub fn down(&mut self, error: &DeviceError) {
+        let delay = self.backoff.next_delay();
+        self.link = Link::Down { retry_at: Instant::now() + delay };
+        let attempt = self.backoff.failures();
+        log::warn!(
+            "{}: {error}; {} in {:.1} s (attempt {attempt})",
+            self.description,
+            self.retry_verb,
+            delay.as_secs_f64()
+        );
+        self.status.set(SourceState::Reconnecting { attempt, last_error: error.to_string() });
+    }
+
+    /// Drops the link for good: the camera was asked to stop.
+    pub fn stop(&mut self) {
+        self.link = Link::Down { retry_at: Instant::now() };
+        self.status.set(SourceState::Stopped);
+    }
+
+    /// A good frame arrived: the camera is streaming, and the next failure starts the backoff
+    /// from its first step.
+    pub fn frame_arrived(&mut self) {
+        self.backoff.reset();
+        if !self.status.is_streaming() {
+            self.status.set(SourceState::Streaming);
+        }
+    }
+
+    /// A handle telemetry can keep and read from any thread.
+    pub fn status(&self) -> &SourceStatus {
+        &self.status
+    }
+
+    /// Failures since the last good frame.
+    pub fn failures(&self) -> u32 {
+        self.backoff.failures()
+    }
+
+    fn up(&mut self, link: L) {
+        if self.backoff.failures() > 0 {
+            log::info!("{}: connected again after {} failed attempts", self.description, self.backoff.failures());
+        }
+        self.link = Link::Up(link);
+        self.status.set(SourceState::Streaming);
+    }
+}
 
 /// First delay after a camera goes away.
 pub const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
@@ -113,7 +252,7 @@ impl SourceStatus {
 
     fn lock(&self) -> MutexGuard<'_, SourceReport> {
         // Every critical section is one read or one assignment: a poisoned value is still whole.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.0)
     }
 }
 

@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-pub use crate::source::reconnect::{Backoff, SourceState, SourceStatus};
+use crate::source::reconnect::Connection;
+pub use crate::source::reconnect::{Backoff, DeviceError, SourceState, SourceStatus};
 pub use convert::ConvertError;
 
 use crate::config::{LimitsConfig, V4l2Format};
@@ -117,20 +118,6 @@ pub struct RawFrame<'a> {
     pub captured_at: SystemTime,
     /// The driver marked the buffer as damaged (`V4L2_BUF_FLAG_ERROR`).
     pub flagged_corrupt: bool,
-}
-
-/// Why a device operation failed, sorted by what the source does about it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DeviceError {
-    /// The device went away or hiccupped (ENOENT, ENODEV, EIO, EBUSY, timeout): close and reopen
-    /// with backoff.
-    #[error("{0}")]
-    Transient(String),
-    /// Reopening cannot help (not a V4L2 capture device, no supported format, permission denied).
-    /// Ends the camera when it happens on the first open; later it is retried like a transient
-    /// error, since a different device may have appeared under the same path.
-    #[error("{0}")]
-    Permanent(String),
 }
 
 /// The device operations the source needs. Dropping the device stops streaming and releases
@@ -362,10 +349,11 @@ fn write_frame(
     Ok(raw.captured_at)
 }
 
-/// Whether the source currently holds an open, streaming device.
-enum Link {
-    Open { device: Box<dyn CaptureDevice>, format: Negotiated, last_good_frame: Instant },
-    Closed { retry_at: Instant },
+/// An open, streaming device.
+struct OpenDevice {
+    device: Box<dyn CaptureDevice>,
+    format: Negotiated,
+    last_good_frame: Instant,
 }
 
 /// A V4L2 camera as a [`FrameSource`]. Reopens the device with backoff whenever it fails; its
@@ -375,9 +363,7 @@ pub struct V4l2Source {
     options: V4l2Options,
     opener: Box<dyn DeviceOpener>,
     stop: Arc<AtomicBool>,
-    link: Link,
-    backoff: Backoff,
-    status: SourceStatus,
+    connection: Connection<OpenDevice>,
     corrupt_log: RateLimitedLog,
     mjpeg_scratch: Vec<u8>,
     description: String,
@@ -415,76 +401,53 @@ impl V4l2Source {
             format_name(request.format),
             request.fps
         );
+        let connection = Connection::new(
+            description.clone(),
+            Backoff::new(options.initial_backoff, options.max_backoff),
+            options.poll_interval,
+            "reopening",
+        );
         let mut source = V4l2Source {
-            backoff: Backoff::new(options.initial_backoff, options.max_backoff),
             request,
             options,
             opener: Box::new(opener),
             stop,
-            link: Link::Closed { retry_at: Instant::now() },
-            status: SourceStatus::new(SourceState::Streaming),
+            connection,
             corrupt_log: RateLimitedLog::new(Duration::from_secs(10)),
             mjpeg_scratch: Vec::new(),
             description,
         };
-        match source.connect() {
-            Ok(()) => {}
-            Err(DeviceError::Permanent(message)) => {
-                return Err(SourceError::Open { source_name: source.description, message })
-            }
-            Err(err) => source.disconnect(&err),
+        let (opener, request, options) = (&mut source.opener, &source.request, &source.options);
+        if let Err(message) = source.connection.open(|| connect(opener.as_mut(), request, options)) {
+            return Err(SourceError::Open { source_name: source.description, message });
         }
         Ok(source)
     }
 
     /// A handle telemetry can keep and read from any thread.
     pub fn status(&self) -> SourceStatus {
-        self.status.clone()
+        self.connection.status().clone()
     }
 
     pub fn state(&self) -> SourceState {
-        self.status.get()
+        self.connection.status().get()
     }
 
     /// The layout agreed with the driver while the device is open.
     pub fn negotiated(&self) -> Option<Negotiated> {
-        match &self.link {
-            Link::Open { format, .. } => Some(*format),
-            Link::Closed { .. } => None,
-        }
+        self.connection.link().map(|open| open.format)
     }
+}
 
-    fn connect(&mut self) -> Result<(), DeviceError> {
-        let mut device = self.opener.open(&self.request.device)?;
-        let format = negotiate(device.as_mut(), &self.request, self.options.buffer_count)?;
-        if self.backoff.failures() > 0 {
-            log::info!("{}: reopened after {} failed attempts", self.description, self.backoff.failures());
-        }
-        self.link = Link::Open { device, format, last_good_frame: Instant::now() };
-        self.status.set(SourceState::Streaming);
-        Ok(())
-    }
-
-    /// Closes the device (if open) and schedules the next attempt.
-    fn disconnect(&mut self, error: &DeviceError) {
-        let delay = self.backoff.next_delay();
-        self.link = Link::Closed { retry_at: Instant::now() + delay };
-        let attempt = self.backoff.failures();
-        log::warn!("{}: {error}; reopening in {:.1} s (attempt {attempt})", self.description, delay.as_secs_f64());
-        self.status.set(SourceState::Reconnecting { attempt, last_error: error.to_string() });
-    }
-
-    fn retry_when_due(&mut self, retry_at: Instant) -> Capture {
-        let now = Instant::now();
-        if now < retry_at {
-            std::thread::sleep((retry_at - now).min(self.options.poll_interval));
-            return Capture::Retry;
-        }
-        if let Err(err) = self.connect() {
-            self.disconnect(&err);
-        }
-        Capture::Retry
-    }
+/// Opens the device and agrees on a format with its driver.
+fn connect(
+    opener: &mut dyn DeviceOpener,
+    request: &V4l2Request,
+    options: &V4l2Options,
+) -> Result<OpenDevice, DeviceError> {
+    let mut device = opener.open(&request.device)?;
+    let format = negotiate(device.as_mut(), request, options.buffer_count)?;
+    Ok(OpenDevice { device, format, last_good_frame: Instant::now() })
 }
 
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
@@ -513,22 +476,19 @@ impl FrameSource for V4l2Source {
     }
 
     fn connection_status(&self) -> Option<SourceStatus> {
-        Some(self.status.clone())
+        Some(self.connection.status().clone())
     }
 
     /// Returns [`Capture::End`] once the stop flag is set (and closes the device).
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
         if self.stop.load(Ordering::Relaxed) {
-            self.link = Link::Closed { retry_at: Instant::now() };
-            self.status.set(SourceState::Stopped);
+            self.connection.stop();
             return Ok(Capture::End);
         }
-        let step = match &mut self.link {
-            Link::Closed { retry_at } => {
-                let retry_at = *retry_at;
-                return Ok(self.retry_when_due(retry_at));
-            }
-            Link::Open { device, format, last_good_frame } => {
+        let (opener, request, options) = (&mut self.opener, &self.request, &self.options);
+        let step = match self.connection.link_or_retry(|| connect(opener.as_mut(), request, options)) {
+            Err(capture) => return Ok(capture),
+            Ok(OpenDevice { device, format, last_good_frame }) => {
                 let format = *format;
                 let mut converted = None;
                 let scratch = &mut self.mjpeg_scratch;
@@ -558,10 +518,7 @@ impl FrameSource for V4l2Source {
         match step {
             Step::Frame(captured_at) => {
                 slot.meta_mut().captured_at = captured_at;
-                self.backoff.reset();
-                if !self.status.is_streaming() {
-                    self.status.set(SourceState::Streaming);
-                }
+                self.connection.frame_arrived();
                 Ok(Capture::Frame)
             }
             Step::Corrupt(message) => {
@@ -585,7 +542,7 @@ impl FrameSource for V4l2Source {
             Step::Nothing => Ok(Capture::Retry),
             Step::SlotTooSmall(message) => Err(SourceError::Read { source_name: self.description.clone(), message }),
             Step::Lost(err) => {
-                self.disconnect(&err);
+                self.connection.down(&err);
                 Ok(Capture::Retry)
             }
         }
