@@ -3,13 +3,17 @@
 //! Owns: pixel formats, frame metadata, slot memory (heap here; pinned/mapped memory comes from the
 //! CUDA layer through [`SlotMemory`]), [`FrameRing`], the bounded hand-over from a source thread
 //! to a pipeline thread that drops the *oldest* ready frame when the pipeline is behind, and the
-//! per-frame stage timings ([`Stage`], [`FrameTimings`]) that every later stage reports.
+//! per-frame stage timings ([`Stage`], [`FrameTimings`]) that every later stage reports, and the
+//! wire form of a capture time ([`Rfc3339Millis`], also used for telemetry's own timestamps).
 //! Must not: decode images, talk to devices, or allocate per frame once the ring is warm.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::sync::{lock, wait_timeout_while};
 
 /// Pixel layout of a frame as a source delivers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -247,7 +251,7 @@ impl Doorbell {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
-        self.rung.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.rung)
     }
 }
 
@@ -283,7 +287,7 @@ impl FrameRing {
     fn lock(&self) -> std::sync::MutexGuard<'_, RingState> {
         // A panic while holding this lock cannot leave the queues inconsistent (every critical
         // section is a single push/pop), so a poisoned lock is still safe to use.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.state)
     }
 
     /// A slot for the producer to fill: a free one, else the oldest ready frame (counted as dropped).
@@ -311,11 +315,7 @@ impl FrameRing {
     /// A free slot, waiting up to `timeout` for one; never takes a ready frame back. For sources
     /// whose every frame must be processed (a replayed recording), at the cost of waiting.
     pub fn acquire_free(&self, timeout: Duration) -> Option<FrameSlot> {
-        let state = self.lock();
-        let (mut state, _) = self
-            .free_cv
-            .wait_timeout_while(state, timeout, |s| s.free.is_empty())
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = wait_timeout_while(&self.free_cv, self.lock(), timeout, |s| s.free.is_empty());
         state.free.pop()
     }
 
@@ -327,11 +327,7 @@ impl FrameRing {
 
     /// The oldest ready frame, waiting up to `timeout`. `None` on timeout or once closed and empty.
     pub fn take_ready(&self, timeout: Duration) -> Option<FrameSlot> {
-        let state = self.lock();
-        let (mut state, _) = self
-            .ready_cv
-            .wait_timeout_while(state, timeout, |s| s.ready.is_empty() && !s.closed)
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = wait_timeout_while(&self.ready_cv, self.lock(), timeout, |s| s.ready.is_empty() && !s.closed);
         state.ready.pop_front()
     }
 
@@ -418,6 +414,43 @@ impl FrameTimings {
             Stage::Total => self.total,
         }
     }
+}
+
+/// Formats a wall-clock time as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC). Times before 1970 print as the
+/// epoch: a capture timestamp that old is a clock fault, not a date worth encoding.
+#[derive(Debug, Clone, Copy)]
+pub struct Rfc3339Millis(pub SystemTime);
+
+impl fmt::Display for Rfc3339Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let since_epoch = self.0.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = since_epoch.as_secs();
+        let (year, month, day) = civil_from_days(secs / 86_400);
+        let second_of_day = secs % 86_400;
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+            second_of_day / 3600,
+            second_of_day / 60 % 60,
+            second_of_day % 60,
+            since_epoch.subsec_millis()
+        )
+    }
+}
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`,
+/// restricted to non-negative days).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    (year, month, day)
 }
 
 #[cfg(test)]

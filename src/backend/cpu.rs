@@ -347,7 +347,7 @@ fn copy_output(value: Value, output: &mut OutputTensor) -> Result<(), BackendErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ColorOrder, ResizeFilter, ResizeKind, TensorLayout};
+    use crate::config::{ResizeFilter, TensorLayout};
     use crate::frame::{HeapMemory, PixelFormat};
 
     fn model_path() -> PathBuf {
@@ -355,18 +355,7 @@ mod tests {
     }
 
     fn ssd_spec() -> PreprocessSpec {
-        PreprocessSpec {
-            width: 300,
-            height: 300,
-            layout: TensorLayout::Nhwc,
-            dtype: TensorDtype::U8,
-            color: ColorOrder::Rgb,
-            resize: ResizeKind::Stretch,
-            filter: ResizeFilter::Antialias,
-            pad: 114,
-            mean: [0.0; 3],
-            std: [1.0; 3],
-        }
+        PreprocessSpec::plain(300, 300, TensorLayout::Nhwc, TensorDtype::U8, ResizeFilter::Antialias)
     }
 
     fn dog_slot() -> FrameSlot {

@@ -23,6 +23,7 @@ use crate::infer::scheduler::SchedulePlan;
 use crate::infer::{camera, step};
 use crate::publish::payload::{detections_message, Latency};
 use crate::source::image_decode;
+use crate::sync::{lock, wait_timeout_while};
 use crate::track::events::{Line, Scene, WatchParams, Zone};
 use crate::track::lines::Segment;
 use crate::track::scene_tracker::{SceneTracker, TrackingParams};
@@ -237,7 +238,7 @@ impl Turns {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Turn>> {
-        self.cameras.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.cameras)
     }
 
     /// Counts a delivered frame of `camera` and returns its copy time.
@@ -258,12 +259,9 @@ impl Turns {
 
     /// Waits until `camera` has `count` frames delivered, or `timeout` passes; true if it has.
     fn wait_for(&self, camera: usize, count: u64, timeout: Duration) -> bool {
-        let (cameras, _) = self
-            .changed
-            .wait_timeout_while(self.lock(), timeout, |cameras| {
-                cameras.get(camera).is_some_and(|t| t.delivered < count)
-            })
-            .unwrap_or_else(|p| p.into_inner());
+        let cameras = wait_timeout_while(&self.changed, self.lock(), timeout, |cameras| {
+            cameras.get(camera).is_some_and(|t| t.delivered < count)
+        });
         cameras.get(camera).is_none_or(|t| t.delivered >= count)
     }
 }
@@ -325,7 +323,7 @@ impl step::FrameSink for BenchSink {
             latency: source + stage(timings.total) + publish,
             outside_inference: source + stage(timings.pre) + stage(timings.post) + publish,
         };
-        self.delivered.lock().unwrap_or_else(|p| p.into_inner()).push(delivered);
+        lock(&self.delivered).push(delivered);
     }
 
     fn camera_ended(&self, _: &str, _: &Result<(), step::PipelineError>) {}
@@ -438,13 +436,13 @@ pub fn bench_cameras(
     scheduler.join().map_err(setup)?;
     outcome?;
     let report = scheduler.report();
-    let delivered = std::mem::take(&mut *sink.delivered.lock().unwrap_or_else(|p| p.into_inner()));
+    let delivered = std::mem::take(&mut *lock(&sink.delivered));
     summarise_cameras(&delivered, cameras, warmup, iterations, report)
 }
 
 fn frames_per_camera(sink: &BenchSink, cameras: usize) -> Vec<usize> {
     let mut counts = vec![0; cameras];
-    for frame in sink.delivered.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+    for frame in lock(&sink.delivered).iter() {
         counts[frame.camera] += 1;
     }
     counts

@@ -1,5 +1,6 @@
-//! CUDA layer (cargo feature `cuda`): device probe, pinned/mapped frame slots, the NVRTC-compiled
-//! preprocessing kernel, and the TensorRT backend's GPU side.
+//! CUDA layer (cargo feature `cuda`): device probe, pinned/mapped frame slots and the
+//! NVRTC-compiled preprocessing kernel. The TensorRT backend adapts these to its input stage
+//! (`crate::backend::trt::gpu_frames`); nothing here knows TensorRT.
 //!
 //! Owns: every CUDA driver and NVRTC call of the crate except TensorRT's (`src/backend/trt`). libcuda is
 //! loaded at run time; [`driver_present`] is checked before any cudarc call, because cudarc panics

@@ -10,6 +10,7 @@ use cudarc::driver::{CudaContext, CudaModule, CudaStream};
 use serde::Serialize;
 
 use super::{DriverContext, GpuError};
+use crate::sync::lock;
 
 /// What `jetson-detectd probe` prints and telemetry reports about the GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -107,7 +108,7 @@ impl GpuDevice {
         load: impl FnOnce() -> Result<Arc<CudaModule>, GpuError>,
     ) -> Result<Arc<CudaModule>, GpuError> {
         // A panic while loading leaves the slot empty, which is still a valid state.
-        let mut slot = self.preprocess_module.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut slot = lock(&self.preprocess_module);
         if let Some(module) = slot.as_ref() {
             return Ok(module.clone());
         }

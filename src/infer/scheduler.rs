@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,9 +28,9 @@ use crate::backend::{Backend, BackendError, InferenceSession, MemoryReport, Mode
 use crate::config::Config;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
-use crate::frame::Stage;
-use crate::frame::{Doorbell, FrameRing, FrameSlot};
+use crate::frame::{Doorbell, FrameRing, FrameSlot, Stage};
 use crate::service::notify::{Liveness, LivenessHandle};
+use crate::sync::lock;
 
 /// How often an idle worker looks at the stop flag and beats.
 const POLL: Duration = Duration::from_millis(100);
@@ -123,10 +123,6 @@ struct Taken {
     name: Arc<str>,
     ring: Arc<FrameRing>,
     slot: FrameSlot,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Scheduler {

@@ -558,6 +558,32 @@ fn check_sizes(frame: &[u8], meta: &FrameMeta, spec: &PreprocessSpec, out: &[u8]
 }
 
 #[cfg(test)]
+impl PreprocessSpec {
+    /// The test fixture every backend's tests share: RGB, stretched, no normalisation (pixel values
+    /// as they are), pad 114 (used only by letterbox variants made from it).
+    pub(crate) fn plain(
+        width: u32,
+        height: u32,
+        layout: TensorLayout,
+        dtype: TensorDtype,
+        filter: ResizeFilter,
+    ) -> PreprocessSpec {
+        PreprocessSpec {
+            width,
+            height,
+            layout,
+            dtype,
+            color: ColorOrder::Rgb,
+            resize: ResizeKind::Stretch,
+            filter,
+            pad: 114,
+            mean: [0.0; 3],
+            std: [1.0; 3],
+        }
+    }
+}
+
+#[cfg(test)]
 mod geometry_tests {
     use super::*;
 
@@ -588,18 +614,7 @@ mod cpu_tests {
     }
 
     fn spec(width: u32, height: u32, layout: TensorLayout, dtype: TensorDtype) -> PreprocessSpec {
-        PreprocessSpec {
-            width,
-            height,
-            layout,
-            dtype,
-            color: ColorOrder::Rgb,
-            resize: ResizeKind::Stretch,
-            filter: ResizeFilter::Bilinear,
-            pad: 114,
-            mean: [0.0; 3],
-            std: [1.0; 3],
-        }
+        PreprocessSpec::plain(width, height, layout, dtype, ResizeFilter::Bilinear)
     }
 
     fn run_u8(frame: &[u8], meta: &FrameMeta, spec: &PreprocessSpec) -> Vec<u8> {

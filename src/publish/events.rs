@@ -6,8 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::payload::{round_to, BoxPixels, Rfc3339Millis, SCHEMA_VERSION};
+use super::payload::{round_to, BoxPixels, SCHEMA_VERSION};
 use crate::detection::Labels;
+use crate::frame::Rfc3339Millis;
 use crate::track::events::{EventKind, TrackEvent};
 use crate::track::scene_tracker::{system_time, SceneTracker};
 

@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rumqttc::{AsyncClient, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS, Transport};
@@ -31,6 +31,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::config::Config;
+use crate::sync::lock;
 
 /// Payload of the retained status topic while connected.
 pub const STATUS_ONLINE: &str = "online";
@@ -318,11 +319,6 @@ impl Publisher {
             }
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while holding these locks; a poisoned one still holds consistent data.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 struct Shared {

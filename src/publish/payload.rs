@@ -7,15 +7,13 @@
 //! a message is sent, or know about topics and MQTT.
 
 use std::borrow::Cow;
-use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::detection::{Detection, Labels};
-use crate::frame::FrameMeta;
-use crate::frame::FrameTimings;
+use crate::frame::{FrameMeta, FrameTimings, Rfc3339Millis};
 
 /// Value of the `schema` field. Bumped only for changes that break existing consumers.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -243,46 +241,10 @@ pub(crate) fn round_to(value: f64, scale: f64) -> f64 {
     }
 }
 
-/// Formats a wall-clock time as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC). Times before 1970 print as the
-/// epoch: a capture timestamp that old is a clock fault, not a date worth encoding.
-#[derive(Debug, Clone, Copy)]
-pub struct Rfc3339Millis(pub SystemTime);
-
-impl fmt::Display for Rfc3339Millis {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let since_epoch = self.0.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let secs = since_epoch.as_secs();
-        let (year, month, day) = civil_from_days(secs / 86_400);
-        let second_of_day = secs % 86_400;
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-            second_of_day / 3600,
-            second_of_day / 60 % 60,
-            second_of_day % 60,
-            since_epoch.subsec_millis()
-        )
-    }
-}
-
-/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`,
-/// restricted to non-negative days).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let day_of_era = z % 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+    use std::time::{SystemTime, UNIX_EPOCH};
 
     use super::*;
     use crate::detection::BoundingBox;
@@ -403,6 +365,7 @@ mod tests {
 #[cfg(test)]
 mod properties {
     use std::path::Path;
+    use std::time::{SystemTime, UNIX_EPOCH};
 
     use proptest::prelude::*;
 

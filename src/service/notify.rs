@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use sd_notify::NotifyState;
 
 use crate::frame::Stage;
+use crate::sync::lock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NotifyError {
@@ -248,7 +249,7 @@ impl Liveness {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Party>>> {
         // Every critical section is a single push, scan or retain: a poisoned list is still whole.
-        self.parties.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.parties)
     }
 }
 

@@ -17,8 +17,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
-use crate::frame::{FrameTimings, Stage};
+use crate::frame::{FrameTimings, Rfc3339Millis, Stage};
 use crate::source::{SourceReport, SourceState};
+use crate::sync::lock;
 
 /// Version of the telemetry message layout; bumped on any incompatible change.
 pub const TELEMETRY_SCHEMA: u32 = 1;
@@ -133,7 +134,7 @@ impl CameraStats {
     /// One processed frame and its stage timings.
     pub fn record_frame(&self, timings: &FrameTimings) {
         self.frames.fetch_add(1, Ordering::Relaxed);
-        let mut rings = self.latencies.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut rings = lock(&self.latencies);
         for stage in Stage::ALL {
             if let Some(duration) = timings.get(stage) {
                 rings[stage.index()].push(duration.as_secs_f32() * 1000.0);
@@ -160,14 +161,14 @@ impl CameraStats {
     pub fn snapshot_at(&self, now: Instant) -> CameraSnapshot {
         let frames = self.frames.load(Ordering::Relaxed);
         let fps = {
-            let mut window = self.window.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut window = lock(&self.window);
             let elapsed = now.saturating_duration_since(window.since).as_secs_f64();
             let fps = if elapsed > 0.0 { (frames - window.frames_then) as f64 / elapsed } else { 0.0 };
             *window = FpsWindow { since: now, frames_then: frames };
             (fps * 100.0).round() / 100.0
         };
         let latency_ms = {
-            let rings = self.latencies.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let rings = lock(&self.latencies);
             Stage::ALL.iter().filter_map(|stage| Some((*stage, rings[stage.index()].percentiles()?))).collect()
         };
         CameraSnapshot {
@@ -485,7 +486,7 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
             let latency_ms = camera.latency_ms.iter().map(|(stage, p)| (stage.name(), p)).collect();
             let json = CameraJson {
                 source: camera.source.as_ref().map(|report| &report.state),
-                since: camera.source.as_ref().map(|report| rfc3339_utc_millis(report.since)),
+                since: camera.source.as_ref().map(|report| Rfc3339Millis(report.since).to_string()),
                 fps: camera.fps,
                 frames: camera.frames,
                 dropped: camera.dropped,
@@ -497,7 +498,7 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
         .collect();
     let message = TelemetryJson {
         schema: TELEMETRY_SCHEMA,
-        ts: rfc3339_utc_millis(report.ts),
+        ts: Rfc3339Millis(report.ts).to_string(),
         cameras,
         process: report.load.as_ref().map(|load| &load.process),
         system: report.load.as_ref().map(|load| &load.system),
@@ -575,30 +576,6 @@ fn shortened(text: &str, max: usize) -> String {
     }
 }
 
-/// `2026-11-22T10:00:00.123Z`.
-fn rfc3339_utc_millis(at: SystemTime) -> String {
-    let since_epoch = at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = since_epoch.as_secs();
-    let (days, day_secs) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil-from-days (H. Hinnant's algorithm), valid for every date after 1970.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        day_secs / 3600,
-        day_secs / 60 % 60,
-        day_secs % 60,
-        since_epoch.subsec_millis()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -654,10 +631,10 @@ mod tests {
     #[test]
     fn timestamps_are_rfc3339_utc_with_millis() {
         let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_341_600_123);
-        assert_eq!(rfc3339_utc_millis(at), "2026-11-22T10:00:00.123Z");
-        assert_eq!(rfc3339_utc_millis(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(Rfc3339Millis(at).to_string(), "2026-11-22T10:00:00.123Z");
+        assert_eq!(Rfc3339Millis(SystemTime::UNIX_EPOCH).to_string(), "1970-01-01T00:00:00.000Z");
         assert_eq!(
-            rfc3339_utc_millis(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            Rfc3339Millis(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)).to_string(),
             "2000-02-29T00:00:00.000Z"
         );
     }

@@ -27,6 +27,7 @@ use cudarc::driver::{result, CudaContext, DriverError};
 use super::arena_plan::{shared_arena_bytes, ArenaPlan};
 use super::runtime::ExecutionContext;
 use super::TrtError;
+use crate::sync::lock;
 
 /// Plans of every live arena in the process, by arena id.
 static LEDGER: Mutex<BTreeMap<u64, ArenaPlan>> = Mutex::new(BTreeMap::new());
@@ -39,7 +40,7 @@ thread_local! {
 
 /// Scratch memory of all live arenas, and what one allocation per context would have taken.
 pub fn arena_report() -> ArenaPlan {
-    let ledger = LEDGER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let ledger = lock(&LEDGER);
     ledger.values().fold(ArenaPlan::default(), |total, plan| total + *plan)
 }
 
@@ -126,7 +127,7 @@ impl ScratchArena {
     }
 
     fn publish(&self) {
-        let mut ledger = LEDGER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut ledger = lock(&LEDGER);
         if self.leases.is_empty() {
             ledger.remove(&self.id);
         } else {

@@ -21,13 +21,14 @@ use super::build::{device_identity, load_or_build, EngineSource};
 use super::progress::Progress;
 use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInfo, TrtRuntime};
 use super::TrtError;
-use crate::backend::MemoryReport;
 use crate::backend::{
-    Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, ModelOutputs, OutputTensor, SessionMemory,
+    Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, MemoryReport, ModelOutputs, OutputTensor,
+    SessionMemory,
 };
 use crate::config::{Config, TensorDtype};
 use crate::frame::FrameSlot;
 use crate::preprocess::PreprocessSpec;
+use crate::sync::lock;
 
 /// Writes the model input for a frame into device memory, on the session's stream.
 pub trait InputStage {
@@ -64,7 +65,7 @@ impl ProfilePool {
 
     /// The lowest free profile, or an error that says how many the engine has.
     pub fn acquire(self: &Arc<Self>) -> Result<ProfileLease, TrtError> {
-        let mut in_use = self.in_use.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut in_use = lock(&self.in_use);
         let Some(index) = in_use.iter().position(|used| !used) else {
             return Err(TrtError::Config(format!(
                 "all {} optimisation profile(s) of the engine are in use: its input is dynamic, so every context \
@@ -86,7 +87,7 @@ impl ProfileLease {
 
 impl Drop for ProfileLease {
     fn drop(&mut self) {
-        let mut in_use = self.pool.in_use.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut in_use = lock(&self.pool.in_use);
         if let Some(used) = in_use.get_mut(self.index as usize) {
             *used = false;
         }
@@ -529,25 +530,14 @@ fn convert_to_f32(dtype: DataType, bytes: &[u8], out: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ColorOrder, ResizeFilter, ResizeKind, TensorLayout};
+    use crate::config::{ResizeFilter, TensorLayout};
 
     fn tensor(name: &str, is_input: bool, dtype: DataType, shape: &[i64]) -> TensorInfo {
         TensorInfo::for_tests(name, is_input, dtype, shape)
     }
 
     fn spec() -> PreprocessSpec {
-        PreprocessSpec {
-            width: 300,
-            height: 300,
-            layout: TensorLayout::Nhwc,
-            dtype: TensorDtype::U8,
-            color: ColorOrder::Rgb,
-            resize: ResizeKind::Stretch,
-            filter: ResizeFilter::Antialias,
-            pad: 0,
-            mean: [0.0; 3],
-            std: [1.0; 3],
-        }
+        PreprocessSpec::plain(300, 300, TensorLayout::Nhwc, TensorDtype::U8, ResizeFilter::Antialias)
     }
 
     #[test]
