@@ -8,8 +8,6 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use super::engine_cache::to_hex;
-
 /// The GPU an engine was built for: TensorRT engines are specific to it. The name alone is not
 /// enough: every Orin module (AGX, NX, Nano) reports the name "Orin" and compute capability 8.7, but
 /// they differ in SMs, memory and DLA cores, so a cloned SD card or a copied cache directory must
@@ -58,7 +56,7 @@ pub fn board_identity(device_tree_model: Option<&[u8]>, uuid: &[u8; 16]) -> Stri
         .map(|bytes| String::from_utf8_lossy(bytes).trim_matches(|c: char| c == '\0' || c.is_whitespace()).to_owned())
         .filter(|model| !model.is_empty());
     model.unwrap_or_else(|| {
-        let hex = to_hex(uuid);
+        let hex: String = uuid.iter().map(|byte| format!("{byte:02x}")).collect();
         format!("GPU-{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
     })
 }
