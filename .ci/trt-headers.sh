@@ -3,13 +3,14 @@
 #
 #   .ci/trt-headers.sh [11]       print the include directory of TensorRT 11.4 (fetched from crates.io):
 #                                 what TENSORRT_INCLUDE_DIR takes
-#   .ci/trt-headers.sh VERSION    the same for a committed version: 8.5.3, 8.6.1, 10.3.0, 10.16.0
-#                                 (also `10`), 11.1.0
+#   .ci/trt-headers.sh VERSION    the same for a committed version: 8.5.3, 8.6.1, 10.3.0, 10.13.0,
+#                                 10.16.0 (also `10`), 11.1.0
 #   .ci/trt-headers.sh --check    the compile matrix: compile the shim object alone against every
 #                                 TensorRT a JetPack ships and fail on the first problem (below)
 #
-# Headers: vendor/tensorrt-headers/{8.5.3,8.6.1,10.3.0,10.16.0,11.1.0} are committed (Apache-2.0,
-# NOTICE.md there: JetPack 5.1 ships 8.5, 6.0 ships 8.6, 6.1/6.2 ship 10.3, 7 ships 10.13+); 11.4
+# Headers: vendor/tensorrt-headers/{8.5.3,8.6.1,10.3.0,10.13.0,10.16.0,11.1.0} are committed (Apache-2.0,
+# NOTICE.md there: JetPack 5.1 ships 8.5, 6.0 ships 8.6, 6.1/6.2 ship 10.3, 7.0 ships 10.13, later
+# JetPack 7 releases newer 10.x); 11.4
 # ships inside the crates.io package `trtx-sys` 0.9.1 (TensorRT-Headers/TRT-Enterprise-11.4), which is
 # only *fetched* into a throwaway cargo project under $CARGO_TARGET_DIR (its build script needs
 # TensorRT and is never run).
@@ -110,7 +111,7 @@ check_shim() {
 
 check_matrix() {
     local version failed=0
-    for version in 8.5.3 8.6.1 10.3.0 10.16.0 11.1.0; do
+    for version in 8.5.3 8.6.1 10.3.0 10.13.0 10.16.0 11.1.0; do
         check_shim "$version" "$committed/$version" || failed=1
     done
     check_shim 11.4 "$(headers_dir 0.9.1 TRT-Enterprise-11.4)" || failed=1
@@ -125,7 +126,7 @@ case "${1:-11}" in
         if [[ "$1" =~ ^[0-9.]+$ && -f "$committed/$1/NvInfer.h" ]]; then
             echo "$committed/$1"
         else
-            echo "usage: $0 [11|10|8.5.3|8.6.1|10.3.0|10.16.0|11.1.0|--check]" >&2
+            echo "usage: $0 [11|10|8.5.3|8.6.1|10.3.0|10.13.0|10.16.0|11.1.0|--check]" >&2
             exit 2
         fi
         ;;
