@@ -308,16 +308,7 @@ impl EngineConfig {
 }
 
 fn default_cache_dir() -> PathBuf {
-    // systemd's CacheDirectory= sets CACHE_DIRECTORY; outside systemd use the per-user cache.
-    if let Some(dir) = std::env::var_os("CACHE_DIRECTORY") {
-        PathBuf::from(dir)
-    } else if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME") {
-        PathBuf::from(xdg).join("jetson-detectd")
-    } else if let Some(home) = std::env::var_os("HOME") {
-        PathBuf::from(home).join(".cache/jetson-detectd")
-    } else {
-        PathBuf::from("/var/cache/jetson-detectd")
-    }
+    crate::cache_dir::default_dir_from(&crate::cache_dir::CacheEnv::current())
 }
 
 /// Bounds on every decode of untrusted image bytes (image files, MJPEG frames, GStreamer samples),

@@ -602,6 +602,7 @@ impl EngineCache {
             .truncate(false)
             .open(&path)
             .map_err(io_error(&path))?;
+        crate::cache_dir::adopt_dir_owner(&file, &self.dir).map_err(io_error(&path))?;
         let started = Instant::now();
         while !try_lock_exclusive(&file).map_err(io_error(&path))? {
             let mut text = String::new();
@@ -777,6 +778,7 @@ fn atomic_write_with(
     let temp = dir.join(format!(".{name}{TEMP_INFIX}{}", std::process::id()));
     let write = || -> io::Result<()> {
         let mut file = File::create(&temp)?;
+        crate::cache_dir::adopt_dir_owner(&file, dir)?;
         file.write_all(bytes)?;
         file.sync_all()
     };
@@ -1180,6 +1182,28 @@ mod tests {
             cache.store_timing_cache_after_engine("10.3.0", &device(), b"timing"),
             Some(cache.timing_cache_path())
         );
+    }
+
+    /// `sudo jetson-detectd build-engine` after the service has run: the directory belongs to the
+    /// service's dynamic user, which must be able to lock and replace what root leaves there.
+    #[test]
+    fn files_root_writes_into_the_services_cache_directory_belong_to_the_service() {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: only root can give a file away");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).expect("chown");
+        let cache = cache(dir.path());
+        let lock = cache.lock_builds("root's build-engine", |_, _| panic!("nobody holds the lock")).expect("lock");
+        let engine = cache.store(&identity(), &engine_bytes()).expect("store");
+        drop(lock);
+        for path in [dir.path().join(BUILD_LOCK_FILE), engine.clone(), sidecar_path(&engine)] {
+            let meta = fs::metadata(&path).expect("stat");
+            assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "{}", path.display());
+        }
     }
 
     #[test]
