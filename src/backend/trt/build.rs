@@ -107,18 +107,34 @@ pub fn concurrent_contexts(_config: &Config) -> u32 {
 }
 
 /// The input shapes the engine is built for: the configured input, with a batch of
-/// 1..=`engine.max_batch`, tuned (opt) for one frame per camera. The builder applies a range only
-/// to the dimensions the model leaves open; a model with a fixed batch of 1 keeps it.
+/// 1..=`engine.max_batch`, tuned (opt) for a full batch. Nothing here depends on the number of
+/// cameras: the profile is in the engine's cache key, and adding a camera must not rebuild an
+/// engine (minutes on a Jetson). The builder applies a range only to the dimensions the model
+/// leaves open; a model with a fixed batch of 1 keeps it. On a DLA core (`engine.dla_core`) the
+/// batch is pinned to 1 (min = opt = max): DLA takes static shapes only, and TensorRT would
+/// otherwise quietly build the whole network for the GPU.
 pub fn input_profile(config: &Config) -> ShapeProfile {
     let spec = PreprocessSpec::from(&config.model.input);
     let shape: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
     let input = config.model.input.name.clone().unwrap_or_default();
-    let max_batch = i64::try_from(config.engine.max_batch.get()).unwrap_or(1);
-    let cameras = i64::try_from(config.cameras.len()).unwrap_or(i64::MAX);
     let mut profile = ShapeProfile::fixed(input, &shape);
-    profile.opt[0] = cameras.clamp(1, max_batch);
-    profile.max[0] = max_batch;
+    if config.engine.dla_core.is_none() {
+        let max_batch = i64::try_from(config.engine.max_batch.get()).unwrap_or(1);
+        profile.opt[0] = max_batch;
+        profile.max[0] = max_batch;
+    }
     profile
+}
+
+/// Says so when a DLA core is asked for with batches: the DLA engine takes one frame at a time.
+pub fn dla_batch_warning(config: &Config) -> Option<String> {
+    let max_batch = config.engine.max_batch.get();
+    (config.engine.dla_core.is_some() && max_batch > 1).then(|| {
+        format!(
+            "engine.dla_core is set: DLA runs static shapes only, so the engine takes one frame per inference \
+             (engine.max_batch = {max_batch} applies to GPU engines)"
+        )
+    })
 }
 
 /// The builder options the config asks for. The input profile ([`input_profile`]) is added once
@@ -222,6 +238,9 @@ impl BuildPlan {
         if let Some(warning) = optimization_level_warning(options.optimization_level, header_version()) {
             log::warn!("{warning}");
         }
+        if let Some(warning) = dla_batch_warning(config) {
+            log::warn!("{warning}");
+        }
         let model = ModelInput::read(onnx_path)?;
         let version = tensorrt.to_string();
         let identity = EngineIdentity::new(&model.digest, &version, &device, &options);
@@ -266,15 +285,11 @@ impl BuildPlan {
         )
     }
 
-    /// Takes the build lock, relaying the wait as [`Progress::Waiting`]. Returns whether it had to
-    /// wait (then another process probably just saved the engine: look again).
-    fn lock(&self, progress: &mut dyn FnMut(Progress)) -> Result<(BuildLock, bool), TrtError> {
-        let mut waited = false;
-        let lock = self.cache.lock_builds(&self.lock_holder(), |holder, elapsed| {
-            waited = true;
+    /// Takes the build lock, relaying the wait as [`Progress::Waiting`].
+    fn lock(&self, progress: &mut dyn FnMut(Progress)) -> Result<BuildLock, TrtError> {
+        Ok(self.cache.lock_builds(&self.lock_holder(), |holder, elapsed| {
             progress(Progress::Waiting { holder: holder.to_owned(), elapsed });
-        })?;
-        Ok((lock, waited))
+        })?)
     }
 
     /// Builds (the caller holds the build lock), then saves engine and timing cache.
@@ -342,9 +357,35 @@ enum Acquired {
     Built { built: Built, reason: MissReason },
 }
 
+/// What the cache-then-lock protocol ([`cached_or_locked`]) ends with.
+#[derive(Debug)]
+enum CacheOrLock<T, L> {
+    /// The cached engine; `after_lock` when only the look under the lock found it.
+    Cached { found: T, after_lock: bool },
+    /// Nothing usable even under the lock: build while holding it.
+    Build { lock: L, reason: MissReason },
+}
+
+/// Looks in the cache; on a miss takes the build lock and looks again, always — not only when it
+/// had to wait: a build that ended between the first look and the `flock` released the lock
+/// without this process ever waiting, and its engine is already saved.
+fn cached_or_locked<P, T, L, E>(
+    plan: &mut P,
+    mut look: impl FnMut(&mut P) -> Result<T, MissReason>,
+    lock: impl FnOnce(&P) -> Result<L, E>,
+) -> Result<CacheOrLock<T, L>, E> {
+    if let Ok(found) = look(plan) {
+        return Ok(CacheOrLock::Cached { found, after_lock: false });
+    }
+    let lock = lock(plan)?;
+    Ok(match look(plan) {
+        Ok(found) => CacheOrLock::Cached { found, after_lock: true },
+        Err(reason) => CacheOrLock::Build { lock, reason },
+    })
+}
+
 /// The plan's engine: the cached one if TensorRT deserialises it, else a build under the cache
-/// directory's build lock. A process that has to wait for another one's build looks again once it
-/// has the lock: the other process has usually just saved the very engine it needs.
+/// directory's build lock ([`cached_or_locked`]).
 fn acquire(
     plan: &mut BuildPlan,
     runtime: &Arc<TrtRuntime>,
@@ -363,20 +404,15 @@ fn acquire(
             }
         }
     };
-    let mut reason = match try_cached(plan) {
-        Ok(cached) => return Ok(cached),
-        Err(reason) => reason,
-    };
-    let (_lock, waited) = plan.lock(progress)?;
-    if waited {
-        reason = match try_cached(plan) {
-            Ok(cached) => {
+    let (_lock, reason) = match cached_or_locked(plan, try_cached, |plan| plan.lock(progress))? {
+        CacheOrLock::Cached { found, after_lock } => {
+            if after_lock {
                 progress(Progress::Stage("another process built the engine meanwhile; using it".into()));
-                return Ok(cached);
             }
-            Err(reason) => reason,
-        };
-    }
+            return Ok(found);
+        }
+        CacheOrLock::Build { lock, reason } => (lock, reason),
+    };
     log::warn!("building TensorRT engine {}: {reason} (this can take minutes)", plan.engine_path().display());
     let built = plan.build(runtime, TimingCacheUse::Saved, progress)?;
     Ok(Acquired::Built { built, reason })
@@ -554,25 +590,78 @@ mod tests {
 
     #[test]
     fn options_follow_the_config() {
-        let options = build_options(&config("[engine]\nprecision = \"fp16\"\nworkspace_mib = 512\ndla_core = 1"));
+        let options = build_options(&config("[engine]\nprecision = \"fp16\"\nworkspace_mib = 512"));
         assert_eq!(options.precision, Precision::Fp16);
         assert_eq!(options.workspace_bytes, 512 << 20);
-        assert_eq!(options.dla_core, Some(1));
+        assert_eq!(options.dla_core, None);
         let batch_of_1_to_4 = ShapeProfile {
             input: String::new(),
             min: vec![1, 300, 300, 3],
-            opt: vec![1, 300, 300, 3],
+            opt: vec![4, 300, 300, 3],
             max: vec![4, 300, 300, 3],
         };
         assert_eq!(options.input_profiles, Some(InputProfiles { shape: batch_of_1_to_4, count: 1 }));
-        let two_cameras = config("[[camera]]\nname = \"back\"\nsource = { kind = \"synthetic\" }");
-        let profiles = build_options(&two_cameras).input_profiles.expect("profiles");
-        assert_eq!(profiles.count, 1, "one worker, one context, however many cameras");
-        assert_eq!((profiles.shape.opt[0], profiles.shape.max[0]), (2, 4), "tuned for one frame per camera");
         let unbatched =
             config("[engine]\nmax_batch = 1\n[[camera]]\nname = \"back\"\nsource = { kind = \"synthetic\" }");
         let shape = build_options(&unbatched).input_profiles.expect("profiles").shape;
         assert_eq!((shape.opt[0], shape.max[0]), (1, 1), "max_batch = 1 builds for single frames");
+    }
+
+    #[test]
+    fn the_cache_is_looked_at_again_under_the_lock_even_without_a_wait() {
+        // Another process saved the engine between the first look and the lock, which it released
+        // before this one asked: no wait happened, and the engine must still not be built again.
+        let mut looks = 0;
+        let outcome = cached_or_locked(
+            &mut looks,
+            |looks: &mut i32| {
+                *looks += 1;
+                if *looks == 1 {
+                    Err(MissReason::Missing { stale: Vec::new() })
+                } else {
+                    Ok("engine")
+                }
+            },
+            |_: &i32| Ok::<_, TrtError>("lock"),
+        )
+        .expect("no lock error");
+        assert!(matches!(outcome, CacheOrLock::Cached { found: "engine", after_lock: true }), "{outcome:?}");
+        let mut never = 0;
+        let outcome = cached_or_locked(
+            &mut never,
+            |_: &mut i32| Err::<(), _>(MissReason::Missing { stale: Vec::new() }),
+            |_: &i32| Ok::<_, TrtError>("lock"),
+        )
+        .expect("no lock error");
+        assert!(matches!(outcome, CacheOrLock::Build { lock: "lock", .. }), "{outcome:?}");
+    }
+
+    #[test]
+    fn adding_a_camera_keeps_the_engine_key() {
+        let one = config("");
+        let two = config("[[camera]]\nname = \"back\"\nsource = { kind = \"synthetic\" }");
+        assert_eq!(two.cameras.len(), one.cameras.len() + 1);
+        let device = DeviceIdentity {
+            name: "Orin".into(),
+            compute_capability: (8, 7),
+            multiprocessors: 16,
+            total_memory_bytes: 16 << 30,
+            board: "NVIDIA Jetson AGX Orin".into(),
+        };
+        let digest = crate::backend::trt::engine_cache::ModelDigest { sha256: "ab".repeat(32), external_data: Default::default() };
+        let key = |config: &Config| EngineIdentity::new(&digest, "10.3.0", &device, &build_options(config)).key();
+        assert_eq!(key(&one), key(&two));
+    }
+
+    #[test]
+    fn a_dla_engine_is_pinned_to_single_frames_and_says_so() {
+        let dla = config("[engine]\ndla_core = 1\nprecision = \"fp16\"\nmax_batch = 4");
+        assert_eq!(build_options(&dla).dla_core, Some(1));
+        let shape = build_options(&dla).input_profiles.expect("profiles").shape;
+        assert_eq!((shape.min[0], shape.opt[0], shape.max[0]), (1, 1, 1));
+        assert!(dla_batch_warning(&dla).is_some_and(|w| w.contains("engine.dla_core")));
+        assert_eq!(dla_batch_warning(&config("[engine]\nmax_batch = 4")), None);
+        assert_eq!(dla_batch_warning(&config("[engine]\ndla_core = 0\nprecision = \"fp16\"\nmax_batch = 1")), None);
     }
 
     #[test]
