@@ -1005,6 +1005,40 @@ mod tests {
         let _ = crate::publish::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
     }
 
+    #[test]
+    fn the_password_file_is_read_from_the_services_credential_of_the_same_name() {
+        let credentials = tempfile::tempdir().expect("tempdir");
+        let configured = Path::new("/etc/jetson-detectd/mqtt-password");
+        assert_eq!(merge::systemd_credential(configured, Some(credentials.path())), None, "no such credential");
+        assert_eq!(merge::systemd_credential(configured, None), None, "outside systemd");
+        std::fs::write(credentials.path().join("mqtt-password"), "secret\n").expect("write");
+        assert_eq!(
+            merge::systemd_credential(configured, Some(credentials.path())),
+            Some(credentials.path().join("mqtt-password"))
+        );
+    }
+
+    #[test]
+    fn a_topic_prefix_the_broker_would_drop_or_refuse_is_refused() {
+        let long = "a".repeat(70_000);
+        let bad = ["$SYS/x", "", "a//b", "/a", "a/", "a/+/b", "a/#", "a\u{0}b", long.as_str()];
+        for key in ["mqtt.prefix", "homeassistant.discovery_prefix"] {
+            for prefix in bad {
+                let quoted = format!("\"{}\"", prefix.replace('\0', "\\u0000"));
+                let text = match key {
+                    "mqtt.prefix" => format!("[mqtt]\nprefix = {quoted}"),
+                    _ => format!("[homeassistant]\ndiscovery_prefix = {quoted}"),
+                };
+                match parse(&text) {
+                    Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key, "{prefix:.20}"),
+                    other => panic!("{key} = {prefix:.20}: expected refused, got {other:?}"),
+                }
+            }
+        }
+        assert!(parse("[mqtt]\nprefix = \"site/cam-box_1\"").is_ok());
+        assert!(parse(&format!("[mqtt]\nprefix = {:?}", "a".repeat(validate::MAX_TOPIC_PREFIX_BYTES))).is_ok());
+    }
+
     /// Found by `properties::random_configs_are_valid_and_usable_or_a_clear_error`: an empty
     /// discovery prefix made topics start with `/`, and a repeated label made two sensors share a
     /// topic and unique id.

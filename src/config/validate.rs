@@ -188,10 +188,8 @@ impl Config {
         if (mqtt.password_file.is_some() || mqtt.password_env.is_some()) && mqtt.username.is_none() {
             return Err(self.invalid("mqtt.username", "a password needs a username"));
         }
-        if let Some(prefix) = &mqtt.prefix {
-            if !is_topic_prefix(prefix) {
-                return Err(self.invalid("mqtt.prefix", TOPIC_PREFIX_ALLOWED));
-            }
+        if let Some(problem) = mqtt.prefix.as_deref().and_then(topic_prefix_problem) {
+            return Err(self.invalid("mqtt.prefix", problem));
         }
         if let Some(tls) = &mqtt.tls {
             if tls.client_cert.is_some() != tls.client_key.is_some() {
@@ -207,8 +205,8 @@ impl Config {
                 self.invalid("snapshot.interval_s", format!("allowed: above 0 and at most {MAX_INTERVAL_S} (a day)"))
             );
         }
-        if !is_topic_prefix(&self.homeassistant.discovery_prefix) {
-            return Err(self.invalid("homeassistant.discovery_prefix", TOPIC_PREFIX_ALLOWED));
+        if let Some(problem) = topic_prefix_problem(&self.homeassistant.discovery_prefix) {
+            return Err(self.invalid("homeassistant.discovery_prefix", problem));
         }
         let mut sensor_ids = BTreeSet::new();
         for label in &self.homeassistant.labels {
@@ -333,11 +331,36 @@ const MODEL_DESCRIPTION: [&[&str]; 6] = [
     &["model", "input", "dtype"],
 ];
 
-const TOPIC_PREFIX_ALLOWED: &str = "must be non-empty, without a trailing `/` and without `+` or `#`";
+/// Longest topic prefix accepted, in bytes: MQTT topics hold at most 65535 bytes, and the daemon
+/// appends levels to the prefix (camera names, Home Assistant ids), for which 1 KiB is kept.
+pub const MAX_TOPIC_PREFIX_BYTES: usize = 65535 - 1024;
 
-/// A topic prefix the daemon appends `/<levels>` to: the result must be a topic to publish to.
-fn is_topic_prefix(prefix: &str) -> bool {
-    !prefix.is_empty() && !prefix.ends_with('/') && !prefix.contains(['+', '#'])
+/// Why `prefix` cannot start the topics the daemon publishes to (it appends `/<levels>`), if it
+/// cannot. A broker acknowledges but drops a publish to a `$` topic (`$SYS/...`), so those would
+/// be lost silently; wildcards, NUL and over-long topics make every publish fail.
+fn topic_prefix_problem(prefix: &str) -> Option<String> {
+    let problem = if prefix.is_empty() {
+        "must not be empty".to_owned()
+    } else if prefix.starts_with('$') {
+        "must not start with `$`: topics starting with `$` belong to the broker ($SYS), which acknowledges \
+         publishes to them and drops them"
+            .to_owned()
+    } else if prefix.split('/').any(str::is_empty) {
+        "must not hold an empty level (a leading or trailing `/`, or `//`)".to_owned()
+    } else if prefix.contains(['+', '#']) {
+        "must not hold the wildcards `+` or `#`".to_owned()
+    } else if prefix.contains('\0') {
+        "must not hold a NUL character".to_owned()
+    } else if prefix.len() > MAX_TOPIC_PREFIX_BYTES {
+        format!(
+            "is {} bytes; at most {MAX_TOPIC_PREFIX_BYTES} (an MQTT topic holds 65535 bytes, with room for the levels \
+             appended to the prefix)",
+            prefix.len()
+        )
+    } else {
+        return None;
+    };
+    Some(problem)
 }
 
 fn is_topic_segment(s: &str) -> bool {

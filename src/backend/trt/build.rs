@@ -648,7 +648,10 @@ mod tests {
             total_memory_bytes: 16 << 30,
             board: "NVIDIA Jetson AGX Orin".into(),
         };
-        let digest = crate::backend::trt::engine_cache::ModelDigest { sha256: "ab".repeat(32), external_data: Default::default() };
+        let digest = crate::backend::trt::engine_cache::ModelDigest {
+            sha256: "ab".repeat(32),
+            external_data: Default::default(),
+        };
         let key = |config: &Config| EngineIdentity::new(&digest, "10.3.0", &device, &build_options(config)).key();
         assert_eq!(key(&one), key(&two));
     }
