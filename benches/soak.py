@@ -5,11 +5,14 @@ Runs `jetson-detectd run` for N minutes at full speed (no fps cap) with two came
 bundled sample images, every frame published (`mqtt.publish = "every_frame"`, QoS 1), against a real
 mosquitto that is restarted every minute, and prints:
 
-- the daemon's RSS at start (after its first frame), at the end and the maximum (/proc, every second);
+- the daemon's RSS at start (after its first frame), at the end and the maximum (/proc, every second),
+  and the peak of every minute, so that a long soak shows whether memory reaches a plateau;
 - frames processed and dropped per camera (drops: gaps in the frame numbers, i.e. frames the ring
   replaced because inference was behind);
-- messages published (one per processed frame, from the daemon's per-frame debug log) against
-  messages received by a subscriber, and the messages lost: published and never received.
+- messages published (one per processed frame, from the daemon's per-frame debug log of the inference
+  worker) against messages received by a subscriber, and the messages lost: published and never
+  received; the frame counts are checked against the daemon's last telemetry (`cameras.<name>.frames`),
+  so a log line that moved or changed stops the soak instead of reporting 0 frames.
 
 How "lost" is kept honest: the subscriber (mosquitto_sub) has a persistent session (`-c`, fixed
 client id) and QoS 1 subscriptions, and the broker persists to disk (`autosave_on_changes`), so
@@ -45,6 +48,7 @@ REPO = Path(__file__).resolve().parent.parent
 PREFIX = "soak"
 CAMERAS = ("front", "back")
 FRAME_LINE = re.compile(r"camera (\S+) frame (\d+): ")
+FRAME_LOG_MODULES = ("jetson_detectd::scheduler", "jetson_detectd::infer::scheduler")
 
 
 def parse_args():
@@ -156,6 +160,11 @@ class Broker:
         self.restarts += 1
 
 
+def peaks_per_minute(samples, per_minute=60):
+    """The highest of each minute's samples (one sample a second)."""
+    return [max(samples[i:i + per_minute]) for i in range(0, len(samples), per_minute)]
+
+
 def rss_kib(pid):
     try:
         with open(f"/proc/{pid}/status") as status:
@@ -186,7 +195,9 @@ def main():
     config_path = workdir / "config.toml"
     config_path.write_text(daemon_config(port))
     log_path = workdir / "daemon.log"
-    env = dict(os.environ, RUST_LOG="info,jetson_detectd::pipeline=debug")
+    # The per-frame line comes from the inference worker (the scheduler module, before and after
+    # the layout that moved it under infer/).
+    env = dict(os.environ, RUST_LOG=f"info,{','.join(m + '=debug' for m in FRAME_LOG_MODULES)}")
     env.pop("NOTIFY_SOCKET", None)
     daemon = subprocess.Popen([str(args.binary), "run", "--config", str(config_path)], env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log_path, "w"))
@@ -259,6 +270,7 @@ def main():
         mib = lambda kib: kib / 1024
         print(f"rss: start {mib(samples[0]):.1f} MiB, end {mib(samples[-1]):.1f} MiB, "
               f"max {mib(max(samples)):.1f} MiB ({len(samples)} samples, 1 s apart)")
+        print("rss peak per minute (MiB): " + " ".join(f"{mib(peak):.1f}" for peak in peaks_per_minute(samples)))
     total_published = total_received = total_lost = 0
     for name in CAMERAS:
         frames = processed.get(name, set())
@@ -274,6 +286,11 @@ def main():
               f"messages: {len(frames)} published, {len(unique)} received "
               f"(+{len(got) - len(unique)} duplicates), {len(lost)} lost"
               + (f" (frames {sorted(lost)[:10]}…)" if lost else ""))
+    counted = {name: camera.get("frames", 0) for name, camera in (telemetry or {}).get("cameras", {}).items()}
+    if sum(counted.values()) > 0 and total_published == 0:
+        sys.exit(f"soak: telemetry counts frames ({counted}) but the log has no per-frame line matching "
+                 f"{FRAME_LINE.pattern!r} from {FRAME_LOG_MODULES}: the log line moved; fix FRAME_LINE/FRAME_LOG_MODULES")
+    print(f"daemon's last telemetry (5 s apart, so a few frames behind): frames per camera {json.dumps(counted)}")
     mqtt = (telemetry or {}).get("mqtt", {})
     print(f"total: {total_published} published, {total_received} received, {total_lost} lost; "
           f"daemon's last telemetry: mqtt {json.dumps(mqtt)}")
