@@ -15,19 +15,41 @@ use crate::preprocess::PreprocessSpec;
 /// the CPU when TensorRT or the GPU is missing; `tensorrt` falls back only when the config says so.
 /// `progress` sees an engine build, which can take minutes on first start.
 pub fn load_backend(config: &Config, progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
+    load_backend_noting_fallback(config, progress).map(|(backend, _)| backend)
+}
+
+/// [`load_backend`], and why it runs on the CPU when TensorRT was asked for first (`auto`, or
+/// `tensorrt` with `fallback = "cpu"`).
+pub fn load_backend_noting_fallback(
+    config: &Config,
+    progress: impl FnMut(BuildProgress),
+) -> Result<(Arc<dyn Backend>, Option<String>), BackendError> {
     let may_fall_back = match config.device.backend {
-        BackendChoice::Cpu => return load_cpu(config),
+        BackendChoice::Cpu => return Ok((load_cpu(config)?, None)),
         BackendChoice::Auto => true,
         BackendChoice::Tensorrt => config.device.fallback == Fallback::Cpu,
     };
     match load_tensorrt(config, progress) {
-        Ok(backend) => Ok(backend),
+        Ok(backend) => Ok((backend, None)),
         Err(BackendError::Unavailable(_, reason)) if may_fall_back => {
-            let level = if config.device.backend == BackendChoice::Auto { log::Level::Info } else { log::Level::Warn };
-            log::log!(level, "TensorRT backend unavailable ({reason}); running on the CPU backend");
-            load_cpu(config)
+            log::log!(
+                fallback_level(config.device.backend, cfg!(feature = "tensorrt")),
+                "TensorRT backend unavailable ({reason}); running on the CPU backend, several times slower. \
+                 `jetson-detectd probe` says why; telemetry's engine.kind says which backend runs"
+            );
+            Ok((load_cpu(config)?, Some(reason)))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// How loudly a fallback to the CPU is logged: a warning, except for `auto` in a binary built
+/// without TensorRT, where the CPU is the only backend there is.
+fn fallback_level(choice: BackendChoice, tensorrt_built: bool) -> log::Level {
+    if choice == BackendChoice::Auto && !tensorrt_built {
+        log::Level::Info
+    } else {
+        log::Level::Warn
     }
 }
 
@@ -94,4 +116,16 @@ pub fn gpu_section(ordinal: usize) -> serde_json::Value {
 pub fn gpu_section(_ordinal: usize) -> serde_json::Value {
     use serde_json::json;
     json!({ "available": false, "summary": "this binary was built without the `cuda` feature" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_fallback_is_a_warning_where_tensorrt_was_built_in() {
+        assert_eq!(fallback_level(BackendChoice::Auto, true), log::Level::Warn);
+        assert_eq!(fallback_level(BackendChoice::Tensorrt, true), log::Level::Warn);
+        assert_eq!(fallback_level(BackendChoice::Auto, false), log::Level::Info);
+    }
 }

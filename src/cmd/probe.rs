@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::config::{Config, SourceConfig};
+use crate::config::{BackendChoice, Config, Fallback, SourceConfig};
 use crate::source::v4l2::{SourceState, V4l2Source};
 use crate::source::{self, FrameSource};
 
@@ -27,6 +27,8 @@ pub struct ProbeReport {
     pub gpu: Value,
     /// `{"available": bool, "summary": ...}`: whether libnvinfer loads, and the engine it would use.
     pub tensorrt: Value,
+    /// Which backend `run` would use with this config, and why ([`BackendVerdict`]).
+    pub backend: BackendVerdict,
     /// V4L2 capture nodes present (`/dev/video*`).
     pub video_devices: Vec<String>,
     pub cameras: Vec<CameraProbe>,
@@ -48,13 +50,51 @@ pub struct BrokerProbe {
     pub detail: String,
 }
 
+/// Which backend `run` would use, as `probe` says it: `backend = "auto"` on a machine where
+/// TensorRT does not load runs on the CPU, several times slower, and that must not go unnoticed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackendVerdict {
+    /// `device.backend`.
+    pub configured: BackendChoice,
+    /// `tensorrt` or `cpu`; `none` when `device.backend = "tensorrt"` without fallback cannot start.
+    pub run_uses: &'static str,
+    /// Why, when it is not what the configuration asks for first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+/// [`BackendVerdict`] from the config and the probed sections (`available` and `summary` of each).
+pub fn backend_verdict(configured: BackendChoice, fallback: Fallback, gpu: &Value, tensorrt: &Value) -> BackendVerdict {
+    let available = |section: &Value| section.get("available").and_then(Value::as_bool).unwrap_or(false);
+    let summary = |section: &Value| section.get("summary").and_then(Value::as_str).unwrap_or("unknown").to_owned();
+    let missing = if !available(gpu) {
+        Some(format!("no GPU: {}", summary(gpu)))
+    } else if !available(tensorrt) {
+        Some(format!("no TensorRT: {}", summary(tensorrt)))
+    } else {
+        None
+    };
+    let (run_uses, warning) = match (configured, missing) {
+        (BackendChoice::Cpu, _) => ("cpu", None),
+        (_, None) => ("tensorrt", None),
+        (BackendChoice::Tensorrt, Some(why)) if fallback == Fallback::None => {
+            ("none", Some(format!("device.backend = \"tensorrt\" cannot start: {why}")))
+        }
+        (_, Some(why)) => ("cpu", Some(format!("runs on the CPU backend (much slower): {why}"))),
+    };
+    BackendVerdict { configured, run_uses, warning }
+}
+
 pub fn probe(config: &Config) -> ProbeReport {
+    let gpu = crate::backend::load::gpu_section(config.device.gpu as usize);
+    let tensorrt = tensorrt_section(config);
     ProbeReport {
         version: env!("CARGO_PKG_VERSION"),
         arch: std::env::consts::ARCH,
         config: config.origin.to_string(),
-        gpu: crate::backend::load::gpu_section(config.device.gpu as usize),
-        tensorrt: tensorrt_section(config),
+        backend: backend_verdict(config.device.backend, config.device.fallback, &gpu, &tensorrt),
+        gpu,
+        tensorrt,
         video_devices: video_devices(),
         cameras: config.cameras.iter().map(|camera| camera_probe(camera, config.limits)).collect(),
         broker: broker_probe(&config.mqtt.host, config.mqtt.port),
@@ -186,5 +226,21 @@ mod tests {
         assert_eq!(report.cameras.len(), config.cameras.len());
         let text = serde_json::to_string(&report).expect("serialise");
         assert!(text.contains("\"tensorrt\""), "{text}");
+    }
+
+    #[test]
+    fn auto_without_tensorrt_is_reported_as_a_cpu_fallback_with_the_reason() {
+        let gpu = json!({ "available": true, "device": {} });
+        let no_trt = json!({ "available": false, "summary": "libnvinfer.so.10: cannot open shared object file" });
+        let trt = json!({ "available": true, "summary": "TensorRT 10.3.0 loaded" });
+        let auto = backend_verdict(BackendChoice::Auto, Fallback::None, &gpu, &no_trt);
+        assert_eq!(auto.run_uses, "cpu");
+        assert!(auto.warning.as_deref().is_some_and(|w| w.contains("libnvinfer.so.10")), "{auto:?}");
+        let ok = backend_verdict(BackendChoice::Auto, Fallback::None, &gpu, &trt);
+        assert_eq!((ok.run_uses, ok.warning), ("tensorrt", None));
+        let strict = backend_verdict(BackendChoice::Tensorrt, Fallback::None, &json!({ "available": false }), &trt);
+        assert_eq!(strict.run_uses, "none");
+        let cpu = backend_verdict(BackendChoice::Cpu, Fallback::None, &gpu, &no_trt);
+        assert_eq!((cpu.run_uses, cpu.warning), ("cpu", None));
     }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::backend::load::load_backend;
+use crate::backend::load::load_backend_noting_fallback;
 use crate::backend::{Backend, BackendError};
 use crate::config::{Config, ConfigError};
 use crate::decode::{DecodeError, DecodeParams};
@@ -92,13 +92,14 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     #[cfg(feature = "tensorrt")]
     let backend = {
         let mut display = crate::backend::trt::ProgressReporter::default();
-        load_backend(&config, |event| {
+        load_backend_noting_fallback(&config, |event| {
             display.report(&event);
             let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
         })?
     };
     #[cfg(not(feature = "tensorrt"))]
-    let backend = load_backend(&config, |never| match never {})?;
+    let backend = load_backend_noting_fallback(&config, |never| match never {})?;
+    let (backend, fallback) = backend;
     log::info!("backend: {:?}", backend.info());
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -110,6 +111,9 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     // Probed here, before any tokio thread exists: CUDA calls stay off the async runtime.
     let mut engine_info = serde_json::to_value(backend.info()).unwrap_or_default();
     engine_info["gpu"] = crate::backend::load::gpu_section(config.device.gpu as usize);
+    if let Some(reason) = fallback {
+        engine_info["fallback"] = serde_json::Value::String(format!("TensorRT unavailable: {reason}"));
+    }
     runtime.block_on(serve(config, config_path, backend, labels, params, notifier, engine_info))
 }
 
@@ -223,7 +227,11 @@ async fn serve(
                     })
                     .collect();
                 let stats = publisher.stats();
-                let _ = notifier.status(&status_line(&snapshots, stats.connected));
+                let line = status_line(&snapshots, stats.connected);
+                let _ = match engine_info.get("fallback") {
+                    Some(_) => notifier.status(&format!("CPU backend (TensorRT unavailable); {line}")),
+                    None => notifier.status(&line),
+                };
                 if config.telemetry.interval_s > 0 {
                     let mut engine = engine_info.clone();
                     engine["scheduler"] = serde_json::to_value(scheduler.report()).unwrap_or_default();
