@@ -23,6 +23,7 @@ use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::scheduler::{SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
 use crate::publish::mqtt::{MqttError, MqttSettings, Publisher};
+use crate::publish::payload::{new_run_id, Stamp};
 use crate::publish::sink::PublishSink;
 use crate::publish::tracking::camera_scene;
 use crate::service::notify::{Liveness, Notifier, WatchdogKeeper};
@@ -135,7 +136,9 @@ async fn serve(
     let publisher = Publisher::start(MqttSettings::from_config(&config)?)?;
     let liveness = Liveness::new();
     let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
-    let sink = Arc::new(PublishSink::start(&config, publisher.clone(), labels, scenes, ended_tx));
+    let run: Arc<str> = new_run_id().into();
+    log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
+    let sink = Arc::new(PublishSink::start(&config, publisher.clone(), run.clone(), labels, scenes, ended_tx));
 
     let stop = Arc::new(AtomicBool::new(false));
     let plan = SchedulePlan::new(&config, backend.as_ref(), config.cameras.len());
@@ -183,6 +186,7 @@ async fn serve(
     let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s.max(1)));
     // The first report after one period, when there is something to report.
     let mut telemetry_tick = tokio::time::interval_at(tokio::time::Instant::now() + telemetry_period, telemetry_period);
+    let mut telemetry_seq = 0u64;
     let mut sampler = SystemSampler::new();
     let dropped_seen: Vec<AtomicU64> = pipelines.iter().map(|_| AtomicU64::new(0)).collect();
     if let Some(warning) = JetsonSysfs::read(&config.telemetry.sysfs_root).clock_warning() {
@@ -237,6 +241,7 @@ async fn serve(
                     engine["scheduler"] = serde_json::to_value(scheduler.report()).unwrap_or_default();
                     let jetson = JetsonSysfs::read(&config.telemetry.sysfs_root);
                     let report = TelemetryReport {
+                        stamp: Some(Stamp { run: &run, seq: telemetry_seq }),
                         cameras: &snapshots,
                         load: Some(sampler.sample()),
                         jetson: &jetson,
@@ -245,6 +250,7 @@ async fn serve(
                         ts: SystemTime::now(),
                     };
                     publisher.publish(publisher.topic("telemetry"), telemetry_message(&report), false);
+                    telemetry_seq += 1;
                 }
             }
         }

@@ -17,6 +17,11 @@ use crate::track::scene_tracker::{system_time, SceneTracker};
 pub struct EventMessage {
     /// [`SCHEMA_VERSION`].
     pub schema: u32,
+    /// The daemon's run and this camera's event messages in it, from 0 (`crate::payload::Stamp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
     /// `start`, `update` or `end`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -68,6 +73,8 @@ impl EventMessage {
         let b = track.bbox();
         Some(EventMessage {
             schema: SCHEMA_VERSION,
+            run: None,
+            seq: None,
             kind: event.kind.name().into(),
             camera: camera.into(),
             track_id: track.id()?,

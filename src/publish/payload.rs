@@ -18,6 +18,30 @@ use crate::frame::{FrameMeta, FrameTimings, Rfc3339Millis};
 /// Value of the `schema` field. Bumped only for changes that break existing consumers.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// Where a message stands among the daemon's messages, so consumers can drop duplicates across
+/// reconnects and restarts (QoS 1 and 2 re-send after a reconnect, and `frame` restarts at 0): `run`
+/// is one random id per start of the daemon, `seq` counts the messages of one kind (a camera's
+/// detections, a camera's events, telemetry) in that run from 0 without gaps. (`run`, camera,
+/// topic, `seq`) names a message once; a gap in `seq` is a message lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp<'a> {
+    pub run: &'a str,
+    pub seq: u64,
+}
+
+/// A new run id: 16 hex digits from the kernel's random source (else from the clock and the pid).
+pub fn new_run_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut file| file.read_exact(&mut bytes));
+    if random.is_err() {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
+        bytes = (nanos ^ (u64::from(std::process::id()) << 40)).to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Time spent per pipeline stage on one frame.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Latency {
@@ -49,6 +73,12 @@ impl From<&FrameTimings> for Latency {
 pub struct DetectionsMessage {
     /// [`SCHEMA_VERSION`].
     pub schema: u32,
+    /// The daemon's run ([`Stamp`]); absent in `detect`'s output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// This camera's detections messages in the run, from 0 ([`Stamp`]); absent with `run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
     /// The camera's configured name.
     pub camera: String,
     /// Per-camera frame sequence number; gaps mean frames dropped before inference.
@@ -119,11 +149,12 @@ pub fn detections_message(
     detections: &[Detection],
     labels: &Labels,
 ) -> Vec<u8> {
-    tracked_detections_message(camera, meta, latency, detections, &[], labels)
+    tracked_detections_message(camera, meta, latency, detections, &[], labels, None)
 }
 
 /// Encodes the detections message of one frame whose detections were tracked: `track_ids[i]` is the
-/// confirmed track of `detections[i]` (a shorter slice leaves the rest without a track).
+/// confirmed track of `detections[i]` (a shorter slice leaves the rest without a track). The
+/// daemon's messages carry a [`Stamp`].
 pub fn tracked_detections_message(
     camera: &str,
     meta: &FrameMeta,
@@ -131,9 +162,12 @@ pub fn tracked_detections_message(
     detections: &[Detection],
     track_ids: &[Option<u64>],
     labels: &Labels,
+    stamp: Option<Stamp<'_>>,
 ) -> Vec<u8> {
     let view = MessageView {
         schema: SCHEMA_VERSION,
+        run: stamp.map(|stamp| stamp.run),
+        seq: stamp.map(|stamp| stamp.seq),
         camera,
         frame: meta.sequence,
         ts: Rfc3339Millis(meta.captured_at),
@@ -155,6 +189,10 @@ pub fn tracked_detections_message(
 #[derive(Serialize)]
 struct MessageView<'a> {
     schema: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
     camera: &'a str,
     frame: u64,
     #[serde(serialize_with = "serialize_display")]
@@ -290,6 +328,23 @@ mod tests {
     }
 
     #[test]
+    fn the_daemons_messages_carry_the_run_and_the_sequence_number() {
+        let labels = Labels::parse("0 person\n", Path::new("labels")).expect("labels");
+        let meta = FrameMeta { width: 2, height: 2, format: PixelFormat::Rgb8, sequence: 0, captured_at: UNIX_EPOCH };
+        let stamp = Stamp { run: "0123456789abcdef", seq: 41 };
+        let bytes = tracked_detections_message("c", &meta, &Latency::default(), &[], &[], &labels, Some(stamp));
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        assert!(text.starts_with(r#"{"schema":1,"run":"0123456789abcdef","seq":41,"camera":"c","#), "{text}");
+        let parsed: DetectionsMessage = serde_json::from_slice(&bytes).expect("parse");
+        assert_eq!((parsed.run.as_deref(), parsed.seq), (Some("0123456789abcdef"), Some(41)));
+        assert_eq!(serde_json::to_vec(&parsed).expect("serialise"), bytes);
+        let (a, b) = (new_run_id(), new_run_id());
+        assert_eq!(a.len(), 16);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
+        assert_ne!(a, b, "two starts get two runs");
+    }
+
+    #[test]
     fn encoder_and_schema_structs_agree() {
         let bytes = sample();
         let parsed: DetectionsMessage = serde_json::from_slice(&bytes).expect("parse");
@@ -304,7 +359,8 @@ mod tests {
         let box_ = BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 };
         let detections =
             [Detection { class_id: 0, score: 0.9, bbox: box_ }, Detection { class_id: 0, score: 0.8, bbox: box_ }];
-        let bytes = tracked_detections_message("c", &meta, &Latency::default(), &detections, &[None, Some(7)], &labels);
+        let bytes =
+            tracked_detections_message("c", &meta, &Latency::default(), &detections, &[None, Some(7)], &labels, None);
         let text = String::from_utf8(bytes.clone()).expect("utf-8");
         assert!(text.ends_with(r#""y2":1.0}},{"label":"person","class_id":0,"score":0.8,"box":{"x1":0.0,"y1":0.0,"x2":1.0,"y2":1.0},"track_id":7}]}"#), "{text}");
         let parsed: DetectionsMessage = serde_json::from_slice(&bytes).expect("parse");
@@ -424,7 +480,7 @@ mod properties {
             let labels = Labels::parse(&format!("0 {label}\n"), Path::new("labels")).expect("one label");
             let meta = FrameMeta { width, height, format: PixelFormat::Rgb8, sequence, captured_at };
             let latency = Latency { wait, preprocess, infer, postprocess, total };
-            let bytes = tracked_detections_message(&camera, &meta, &latency, &detections, &track_ids, &labels);
+            let bytes = tracked_detections_message(&camera, &meta, &latency, &detections, &track_ids, &labels, None);
             let parsed: DetectionsMessage = serde_json::from_slice(&bytes)
                 .map_err(|e| TestCaseError::fail(format!("{e}: {}", String::from_utf8_lossy(&bytes))))?;
             prop_assert_eq!(serde_json::to_vec(&parsed).expect("serialise"), bytes);

@@ -7,6 +7,7 @@
 //! not: run inference, touch frame rings, or read files.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -14,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::homeassistant::{discovery_messages, DiscoveryContext, ZoneDiscovery};
 use super::mqtt::Publisher;
-use super::payload::{tracked_detections_message, Latency};
+use super::payload::{tracked_detections_message, Latency, Stamp};
 use super::policy::PublishPolicy;
 use super::snapshot::Snapshotter;
 use super::tracking::{tracking_params, CameraTracking, Outgoing};
@@ -35,11 +36,15 @@ struct CameraEntry {
     tracking: Option<Mutex<CameraTracking>>,
     detections_topic: String,
     snapshot_topic: String,
+    /// Detections messages of this camera so far in the run (their `seq`).
+    detections_seq: AtomicU64,
 }
 
 /// Turns processed frames into MQTT messages and statistics.
 pub struct PublishSink {
     publisher: Publisher,
+    /// This start's run id (`super::payload::Stamp`).
+    run: Arc<str>,
     labels: Arc<Labels>,
     cameras: HashMap<String, CameraEntry>,
     ended: mpsc::Sender<Ended>,
@@ -55,10 +60,12 @@ impl PublishSink {
     /// Sets up every camera's publishing and tracking, and publishes what subscribers need before
     /// the first frame: Home Assistant discovery and each camera's tracking start-up (zone counts
     /// at 0). `scenes` are the cameras' zones and lines in config order; the end of every camera
-    /// and inference worker is reported on `ended`.
+    /// and inference worker is reported on `ended`. `run` (this start's id) and a per-camera
+    /// sequence number stamp every detections and event message.
     pub fn start(
         config: &Config,
         publisher: Publisher,
+        run: Arc<str>,
         labels: Arc<Labels>,
         scenes: Vec<Scene>,
         ended: mpsc::Sender<Ended>,
@@ -98,6 +105,7 @@ impl PublishSink {
                         tracking_params(&config.tracking),
                         scene,
                         event_snapshots,
+                        Some(run.clone()),
                     );
                     let mut out = Vec::new();
                     tracking.startup(&labels, &mut out);
@@ -113,11 +121,12 @@ impl PublishSink {
                     tracking,
                     detections_topic: publisher.topic(&format!("{}/detections", camera.name)),
                     snapshot_topic: publisher.topic(&format!("{}/snapshot", camera.name)),
+                    detections_seq: AtomicU64::new(0),
                 };
                 (camera.name.clone(), entry)
             })
             .collect();
-        PublishSink { publisher, labels, cameras, ended, zone_discovery }
+        PublishSink { publisher, run, labels, cameras, ended, zone_discovery }
     }
 
     /// The statistics of `camera`, which telemetry reports.
@@ -186,8 +195,16 @@ impl FrameSink for PublishSink {
         };
         if lock(&entry.policy).should_publish(detections, publish_started) {
             let latency = Latency::from(timings);
-            let payload =
-                tracked_detections_message(camera, slot.meta(), &latency, detections, track_ids, &self.labels);
+            let stamp = Stamp { run: &self.run, seq: entry.detections_seq.fetch_add(1, Ordering::Relaxed) };
+            let payload = tracked_detections_message(
+                camera,
+                slot.meta(),
+                &latency,
+                detections,
+                track_ids,
+                &self.labels,
+                Some(stamp),
+            );
             self.publisher.publish(entry.detections_topic.clone(), payload, false);
         }
         drop(tracking);

@@ -59,21 +59,29 @@ pub struct CameraTracking {
     /// `<prefix>/<camera>`.
     camera_topic: String,
     shots: Option<BestShots>,
+    /// The daemon's run id, stamped with `event_seq` on every event message.
+    run: Option<Arc<str>>,
+    /// Event messages of this camera so far in the run.
+    event_seq: u64,
 }
 
 impl CameraTracking {
-    /// `camera_topic` is `<prefix>/<camera>`; `snapshot_quality` enables event snapshots.
+    /// `camera_topic` is `<prefix>/<camera>`; `snapshot_quality` enables event snapshots; `run`
+    /// (the daemon's run id) stamps every event message with it and a sequence number.
     pub fn new(
         camera: &str,
         camera_topic: String,
         params: TrackingParams,
         scene: Scene,
         snapshot_quality: Option<u8>,
+        run: Option<Arc<str>>,
     ) -> CameraTracking {
         CameraTracking {
             camera: camera.into(),
             tracking: SceneTracker::new(params, scene),
             camera_topic,
+            run,
+            event_seq: 0,
             shots: snapshot_quality.map(|quality| BestShots {
                 quality,
                 rgb: Vec::new(),
@@ -131,7 +139,14 @@ impl CameraTracking {
         }
         let events_topic = format!("{}/events", self.camera_topic);
         for event in self.tracking.events() {
-            let Some(message) = EventMessage::describe(&self.camera, event, &self.tracking, labels) else { continue };
+            let Some(mut message) = EventMessage::describe(&self.camera, event, &self.tracking, labels) else {
+                continue;
+            };
+            if let Some(run) = &self.run {
+                message.run = Some(run.to_string());
+                message.seq = Some(self.event_seq);
+                self.event_seq += 1;
+            }
             out.push(Outgoing { topic: events_topic.clone(), payload: message.to_json(), retain: false });
             if event.kind != EventKind::End {
                 continue;
@@ -301,7 +316,8 @@ mod tests {
     #[test]
     fn messages_for_counts_events_and_the_best_snapshot() {
         let labels = labels();
-        let mut tracking = CameraTracking::new("front", "p/front".into(), params(), scene(), Some(80));
+        let mut tracking =
+            CameraTracking::new("front", "p/front".into(), params(), scene(), Some(80), Some("feedc0de".into()));
         let mut out = Vec::new();
         tracking.startup(&labels, &mut out);
         assert_eq!(topics(&out), ["p/front/zones/yard", "p/front/zones/yard/person"]);
@@ -316,6 +332,9 @@ mod tests {
         assert_eq!(topics(&out), ["p/front/events", "p/front/events"], "start, then the better score");
         let start: EventMessage = serde_json::from_slice(&out[0].payload).expect("event");
         assert_eq!((start.kind.as_str(), start.label.as_str()), ("start", "traffic light"));
+        let better: EventMessage = serde_json::from_slice(&out[1].payload).expect("event");
+        let stamps = [(start.run.as_deref(), start.seq), (better.run.as_deref(), better.seq)];
+        assert_eq!(stamps, [(Some("feedc0de"), Some(0)), (Some("feedc0de"), Some(1))], "run and sequence");
         assert!(start.zones.is_empty(), "the yard counts people only");
         let shots = tracking.shots.as_ref().expect("snapshots on");
         assert_eq!(shots.shots[&1].score, 0.9, "the 0.9 frame is the best picture");
@@ -323,6 +342,8 @@ mod tests {
         out.clear();
         tracking.finish(&labels, &mut out);
         assert_eq!(topics(&out), ["p/front/events", "p/front/events/snapshot/traffic_light/1"]);
+        let end: EventMessage = serde_json::from_slice(&out[0].payload).expect("event");
+        assert_eq!((end.kind.as_str(), end.seq), ("end", Some(2)));
         assert!(!out[1].retain);
         let picture = image::load_from_memory(&out[1].payload).expect("a JPEG");
         assert_eq!((picture.width(), picture.height()), (64, 48));
@@ -332,7 +353,7 @@ mod tests {
     #[test]
     fn a_reload_clears_removed_zones_and_starts_new_ones_at_zero() {
         let labels = labels();
-        let mut tracking = CameraTracking::new("front", "p/front".into(), params(), scene(), None);
+        let mut tracking = CameraTracking::new("front", "p/front".into(), params(), scene(), None, None);
         let mut out = Vec::new();
         tracking.startup(&labels, &mut out);
         out.clear();

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use crate::frame::{FrameTimings, Rfc3339Millis, Stage};
+use crate::publish::payload::Stamp;
 use crate::source::{SourceReport, SourceState};
 use crate::sync::lock;
 
@@ -433,6 +434,8 @@ fn read_power(root: &Path) -> BTreeMap<String, PowerRail> {
 /// (publisher statistics, backend/engine info) and embedded as they are.
 #[derive(Debug, Clone)]
 pub struct TelemetryReport<'a> {
+    /// The daemon's run and this message's sequence number (`crate::payload::Stamp`).
+    pub stamp: Option<Stamp<'a>>,
     pub cameras: &'a [CameraSnapshot],
     pub load: Option<SystemSample>,
     pub jetson: &'a JetsonSysfs,
@@ -458,6 +461,10 @@ struct CameraJson<'a> {
 #[derive(Serialize)]
 struct TelemetryJson<'a> {
     schema: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
     ts: String,
     cameras: BTreeMap<&'a str, CameraJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -498,6 +505,8 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
         .collect();
     let message = TelemetryJson {
         schema: TELEMETRY_SCHEMA,
+        run: report.stamp.map(|stamp| stamp.run),
+        seq: report.stamp.map(|stamp| stamp.seq),
         ts: Rfc3339Millis(report.ts).to_string(),
         cameras,
         process: report.load.as_ref().map(|load| &load.process),
@@ -696,8 +705,15 @@ mod tests {
             camera("other", 5.0),
         ];
         let jetson = JetsonSysfs::default();
-        let report =
-            TelemetryReport { cameras: &cameras, load: None, jetson: &jetson, mqtt: None, engine: None, ts: since };
+        let report = TelemetryReport {
+            stamp: Some(Stamp { run: "0123456789abcdef", seq: 3 }),
+            cameras: &cameras,
+            load: None,
+            jetson: &jetson,
+            mqtt: None,
+            engine: None,
+            ts: since,
+        };
         let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("JSON");
         let gate = &json["cameras"]["gate"];
         assert_eq!(
@@ -712,6 +728,7 @@ mod tests {
         assert_eq!(json["cameras"]["front"]["state"], "streaming");
         assert!(json["cameras"]["front"].get("attempt").is_none());
         assert!(json["cameras"]["other"].get("state").is_none(), "no state when none is known");
+        assert_eq!((&json["run"], &json["seq"]), (&serde_json::json!("0123456789abcdef"), &serde_json::json!(3)));
     }
 
     #[test]
@@ -791,6 +808,7 @@ mod properties {
             seconds in 0u64..1_000_000_000_000,
         ) {
             let report = TelemetryReport {
+                stamp: None,
                 cameras: &cameras,
                 load: None,
                 jetson: &jetson,

@@ -296,10 +296,13 @@ fn check_detections_message(
     let set = |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| n.to_string()).collect() };
     assert_eq!(
         keys(&value),
-        set(&["schema", "camera", "frame", "ts", "width", "height", "latency_ms", "detections"]),
+        set(&["schema", "run", "seq", "camera", "frame", "ts", "width", "height", "latency_ms", "detections"]),
         "{text}"
     );
     assert_eq!(value["schema"], 1, "{text}");
+    let run = value["run"].as_str().unwrap_or_else(|| panic!("run is not a string: {text}"));
+    assert!(run.len() == 16 && run.chars().all(|c| c.is_ascii_hexdigit()), "{text}");
+    assert!(value["seq"].is_u64(), "{text}");
     assert!(value["frame"].is_u64() && value["width"].is_u64() && value["height"].is_u64(), "{text}");
     assert_eq!(keys(&value["latency_ms"]), set(&["wait", "pre", "infer", "post", "total"]), "{text}");
     assert!(value["latency_ms"]
@@ -586,12 +589,18 @@ fn run_publishes_per_camera_detections_snapshots_and_telemetry() {
     let subscriber = Subscriber::connect(&broker, "e2e-cameras-sub", &[&format!("{prefix}/#")]);
     let mut daemon = RunningDaemon::start(&config, &[]);
 
+    let mut run_ids = BTreeSet::new();
     for (camera, image) in [("front", CHELSEA), ("back", DOG)] {
         let topic = format!("{prefix}/{camera}/detections");
-        let messages = daemon.wait_for_messages(&subscriber, &topic, "a detections message", |m| !m.is_empty());
-        for message in &messages {
-            check_detections_message(message, camera, &[image]);
-        }
+        let messages = daemon.wait_for_messages(&subscriber, &topic, "two detections messages", |m| m.len() >= 2);
+        let parsed: Vec<_> =
+            messages.iter().map(|message| check_detections_message(message, camera, &[image])).collect();
+        // One run; the camera's detections counted from 0 without a gap (the subscriber was there first).
+        let runs: BTreeSet<_> = parsed.iter().map(|m| m.run.clone()).collect();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        let seqs: Vec<_> = parsed.iter().map(|m| m.seq).collect();
+        assert_eq!(seqs, (0..parsed.len() as u64).map(Some).collect::<Vec<_>>());
+        run_ids.extend(runs.into_iter().flatten());
         let topic = format!("{prefix}/{camera}/snapshot");
         daemon.wait_for_messages(&subscriber, &topic, "a snapshot", |m| !m.is_empty());
         let snapshot = retained(&broker, &format!("e2e-cameras-{camera}-late"), &topic);
@@ -612,7 +621,9 @@ fn run_publishes_per_camera_detections_snapshots_and_telemetry() {
         let value: serde_json::Value = serde_json::from_slice(&report.payload).expect("telemetry is JSON");
         assert!(value["ts"].is_string() && value["cameras"].is_object(), "{}", report.text());
         assert!(value["mqtt"].is_object(), "telemetry carries the MQTT queue state: {}", report.text());
+        run_ids.insert(value["run"].as_str().unwrap_or_default().to_owned());
     }
+    assert_eq!(run_ids.len(), 1, "detections and telemetry of one start share one run: {run_ids:?}");
 
     daemon.signal(libc::SIGTERM);
     assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());

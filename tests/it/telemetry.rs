@@ -123,6 +123,7 @@ fn telemetry_message_has_every_documented_field() {
     let cameras = [stats.snapshot_at(start + Duration::from_secs(10))];
     let mut sampler = SystemSampler::new();
     let report = TelemetryReport {
+        stamp: None,
         cameras: &cameras,
         load: Some(sampler.sample()),
         jetson: &jetson,
@@ -166,8 +167,15 @@ fn telemetry_message_has_every_documented_field() {
 fn telemetry_without_jetson_files_omits_their_sections() {
     let root = tempfile::tempdir().expect("temp dir");
     let jetson = JetsonSysfs::read(root.path());
-    let report =
-        TelemetryReport { cameras: &[], load: None, jetson: &jetson, mqtt: None, engine: None, ts: SystemTime::now() };
+    let report = TelemetryReport {
+        stamp: None,
+        cameras: &[],
+        load: None,
+        jetson: &jetson,
+        mqtt: None,
+        engine: None,
+        ts: SystemTime::now(),
+    };
     let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("valid JSON");
     let keys: Vec<&str> = json.as_object().expect("object").keys().map(String::as_str).collect();
     assert_eq!(keys, ["cameras", "schema", "ts", "warnings"]);
