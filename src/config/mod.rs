@@ -492,6 +492,8 @@ pub struct MqttConfig {
     pub keep_alive_s: u16,
     /// Messages held while the broker is slow or away; the oldest is dropped (and counted) beyond.
     pub queue_capacity: usize,
+    /// The same bound in MiB of payload and topic (a snapshot can be 8 MiB).
+    pub queue_max_mib: u32,
     pub publish: PublishMode,
     /// At most this many detection messages per camera per second; 0 = no limit.
     pub max_rate_hz: f32,

@@ -173,6 +173,12 @@ impl Config {
         if mqtt.queue_capacity == 0 {
             return Err(self.invalid("mqtt.queue_capacity", "must be at least 1"));
         }
+        if !(MIN_QUEUE_MIB..=MAX_QUEUE_MIB).contains(&mqtt.queue_max_mib) {
+            return Err(self.invalid(
+                "mqtt.queue_max_mib",
+                format!("allowed: {MIN_QUEUE_MIB}..={MAX_QUEUE_MIB} (the largest message is 8 MiB)"),
+            ));
+        }
         if !is_rate(mqtt.max_rate_hz) {
             return Err(self.invalid("mqtt.max_rate_hz", RATE_ALLOWED));
         }
@@ -330,6 +336,10 @@ const MODEL_DESCRIPTION: [&[&str]; 6] = [
     &["model", "input", "layout"],
     &["model", "input", "dtype"],
 ];
+
+/// Bounds of `mqtt.queue_max_mib`: room for two of the largest messages (8 MiB), at most 4 GiB.
+const MIN_QUEUE_MIB: u32 = 17;
+const MAX_QUEUE_MIB: u32 = 4096;
 
 /// Longest topic prefix accepted, in bytes: MQTT topics hold at most 65535 bytes, and the daemon
 /// appends levels to the prefix (camera names, Home Assistant ids), for which 1 KiB is kept.

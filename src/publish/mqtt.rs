@@ -89,8 +89,11 @@ pub struct MqttSettings {
     pub qos: QoS,
     /// Zero disables keep-alive; otherwise at least one second (rumqttc's resolution).
     pub keep_alive: Duration,
-    /// Data messages held while the broker is away or slow; the oldest is dropped beyond.
+    /// Data messages held while the broker is away or slow; beyond, per-frame messages are dropped
+    /// first (oldest first), then the oldest of the others.
     pub queue_capacity: usize,
+    /// The same bound in bytes (payload and topic of every queued data message).
+    pub queue_max_bytes: usize,
     pub username: Option<String>,
     pub password: Option<String>,
     pub tls: Option<TlsMaterial>,
@@ -110,6 +113,7 @@ impl fmt::Debug for MqttSettings {
             .field("qos", &self.qos)
             .field("keep_alive", &self.keep_alive)
             .field("queue_capacity", &self.queue_capacity)
+            .field("queue_max_bytes", &self.queue_max_bytes)
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("tls", &self.tls)
@@ -154,6 +158,7 @@ impl MqttSettings {
             },
             keep_alive: Duration::from_secs(u64::from(mqtt.keep_alive_s)),
             queue_capacity: mqtt.queue_capacity,
+            queue_max_bytes: usize::try_from(u64::from(mqtt.queue_max_mib) << 20).unwrap_or(usize::MAX),
             username: mqtt.username.clone(),
             password,
             tls,
@@ -217,8 +222,10 @@ pub struct MqttStats {
     pub connected: bool,
     /// Messages accepted and not yet acknowledged (QoS ≥ 1) or written (QoS 0), status messages included.
     pub queued: usize,
-    /// Messages dropped: by the queue bound (oldest first), for being too large or having an invalid
-    /// topic, or for arriving after `shutdown()`.
+    /// Bytes (payload and topic) of the queued data messages, what `mqtt.queue_max_mib` bounds.
+    pub queued_bytes: usize,
+    /// Messages dropped: by the queue bounds (per-frame messages first, then the oldest), for being
+    /// too large or having an invalid topic, or for arriving after `shutdown()`.
     pub dropped: u64,
     /// Messages acknowledged by the broker (QoS ≥ 1) or written to it (QoS 0), status messages included.
     pub published: u64,
@@ -259,7 +266,7 @@ impl Publisher {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| MqttError::NoRuntime)?;
         let (client, eventloop) = AsyncClient::new(settings.mqtt_options(), usize::from(MAX_IN_FLIGHT) + 2);
         let shared = Arc::new(Shared {
-            outbox: Mutex::new(Outbox::new(settings.queue_capacity, settings.status_topic())),
+            outbox: Mutex::new(Outbox::new(settings.queue_capacity, settings.queue_max_bytes, settings.status_topic())),
             wake: Notify::new(),
         });
         let prefix: Arc<str> = settings.prefix.clone().into();
@@ -275,8 +282,19 @@ impl Publisher {
     }
 
     /// Queues a message with the configured QoS. Never blocks and never fails: when the queue is
-    /// full the oldest data message is dropped and counted.
+    /// full (messages or bytes) the oldest per-frame message is dropped and counted, else the
+    /// oldest data message. For what subscribers act on: events, zone counts, telemetry.
     pub fn publish(&self, topic: String, payload: Vec<u8>, retain: bool) {
+        self.enqueue(topic, payload, retain, false);
+    }
+
+    /// [`publish`](Self::publish) for a per-frame message (detections, snapshots): the first to go
+    /// when the queue is full; when only other messages are queued, this one is dropped instead.
+    pub fn publish_per_frame(&self, topic: String, payload: Vec<u8>, retain: bool) {
+        self.enqueue(topic, payload, retain, true);
+    }
+
+    fn enqueue(&self, topic: String, payload: Vec<u8>, retain: bool, per_frame: bool) {
         let rejection = if payload.len() > MAX_PAYLOAD_BYTES {
             Some("payload too large")
         } else if topic.is_empty() || topic.len() > MAX_TOPIC_BYTES || topic.contains(['+', '#', '\0']) {
@@ -289,7 +307,7 @@ impl Publisher {
             lock(&self.shared.outbox).dropped += 1;
             return;
         }
-        let message = Message { topic, payload, qos: self.qos, retain, is_status: false };
+        let message = Message { topic, payload, qos: self.qos, retain, is_status: false, per_frame };
         lock(&self.shared.outbox).push(message);
         self.shared.wake.notify_one();
     }
@@ -335,6 +353,15 @@ struct Message {
     retain: bool,
     /// Status messages are exempt from the queue bound; only the latest waiting one is kept.
     is_status: bool,
+    /// Detections and snapshots: dropped before anything else when the queue is full.
+    per_frame: bool,
+}
+
+impl Message {
+    /// What the byte bound counts.
+    fn bytes(&self) -> usize {
+        self.payload.len() + self.topic.len()
+    }
 }
 
 /// A message handed to rumqttc. `message` is `None` once the queue bound dropped it: the entry
@@ -361,8 +388,10 @@ struct Outbox {
     waiting: VecDeque<Message>,
     in_flight: VecDeque<InFlight>,
     capacity: usize,
-    /// Live data (non-status) messages in `waiting` and `in_flight`.
+    max_bytes: usize,
+    /// Live data (non-status) messages in `waiting` and `in_flight`, and their bytes.
     data_len: usize,
+    data_bytes: usize,
     status_topic: String,
     connected: bool,
     closing: bool,
@@ -372,12 +401,14 @@ struct Outbox {
 }
 
 impl Outbox {
-    fn new(capacity: usize, status_topic: String) -> Outbox {
+    fn new(capacity: usize, max_bytes: usize, status_topic: String) -> Outbox {
         Outbox {
             waiting: VecDeque::with_capacity(capacity.min(1024)),
             in_flight: VecDeque::with_capacity(usize::from(MAX_IN_FLIGHT)),
             capacity: capacity.max(1),
+            max_bytes,
             data_len: 0,
+            data_bytes: 0,
             status_topic,
             connected: false,
             closing: false,
@@ -394,6 +425,7 @@ impl Outbox {
             qos: QoS::AtLeastOnce,
             retain: true,
             is_status: true,
+            per_frame: false,
         }
     }
 
@@ -402,24 +434,34 @@ impl Outbox {
             self.dropped += 1;
             return;
         }
-        if self.data_len >= self.capacity {
-            self.drop_oldest_data();
+        let bytes = message.bytes();
+        while self.data_len >= self.capacity || (self.data_len > 0 && self.data_bytes + bytes > self.max_bytes) {
+            // Events and counts are what subscribers act on: per-frame messages go first, and a
+            // per-frame message never pushes one of them out.
+            if !self.drop_oldest(|m| m.per_frame) && (message.per_frame || !self.drop_oldest(|_| true)) {
+                self.dropped += 1;
+                return;
+            }
         }
         self.data_len += 1;
+        self.data_bytes += bytes;
         self.waiting.push_back(message);
     }
 
-    fn drop_oldest_data(&mut self) {
-        let in_flight = self.in_flight.iter_mut().find(|e| e.message.as_ref().is_some_and(|m| !m.is_status));
-        if let Some(entry) = in_flight {
-            entry.message = None;
-        } else if let Some(index) = self.waiting.iter().position(|m| !m.is_status) {
-            self.waiting.remove(index);
+    /// Drops the oldest live data message that `wanted` picks; whether there was one.
+    fn drop_oldest(&mut self, wanted: impl Fn(&Message) -> bool) -> bool {
+        let pick = |m: &Message| !m.is_status && wanted(m);
+        let bytes = if let Some(entry) = self.in_flight.iter_mut().find(|e| e.message.as_ref().is_some_and(pick)) {
+            entry.message.take().map_or(0, |m| m.bytes())
+        } else if let Some(index) = self.waiting.iter().position(pick) {
+            self.waiting.remove(index).map_or(0, |m| m.bytes())
         } else {
-            return;
-        }
+            return false;
+        };
         self.data_len -= 1;
+        self.data_bytes -= bytes;
         self.dropped += 1;
+        true
     }
 
     /// Replaces any waiting status message: only the latest state matters for a retained topic.
@@ -474,6 +516,7 @@ impl Outbox {
             self.published += 1;
             if !message.is_status {
                 self.data_len -= 1;
+                self.data_bytes -= message.bytes();
             }
         }
     }
@@ -497,6 +540,7 @@ impl Outbox {
         MqttStats {
             connected: self.connected,
             queued: self.waiting.len() + self.in_flight.iter().filter(|e| e.message.is_some()).count(),
+            queued_bytes: self.data_bytes,
             dropped: self.dropped,
             published: self.published,
             reconnects: self.reconnects,
@@ -711,6 +755,7 @@ mod tests {
             qos: QoS::AtLeastOnce,
             retain: false,
             is_status: false,
+            per_frame: false,
         }
     }
 
@@ -721,7 +766,7 @@ mod tests {
 
     #[test]
     fn full_queue_drops_the_oldest_data_but_keeps_status() {
-        let mut outbox = Outbox::new(3, "p/status".into());
+        let mut outbox = Outbox::new(3, usize::MAX, "p/status".into());
         let online = outbox.status_message(STATUS_ONLINE);
         outbox.set_status(online, StatusPosition::First);
         for n in 0..5 {
@@ -733,8 +778,45 @@ mod tests {
     }
 
     #[test]
+    fn a_full_queue_drops_per_frame_messages_before_events_and_counts() {
+        let event = |n: u32| Message { topic: "p/cam/events".into(), ..data(n) };
+        let frame = |n: u32| Message { per_frame: true, ..data(n) };
+        let mut outbox = Outbox::new(3, usize::MAX, "p/status".into());
+        outbox.push(frame(0));
+        outbox.push(event(1));
+        outbox.push(frame(2));
+        outbox.push(event(3));
+        outbox.push(event(4));
+        assert_eq!(payloads(&outbox), ["1", "3", "4"], "both detections went before any event");
+        outbox.push(frame(5));
+        assert_eq!(payloads(&outbox), ["1", "3", "4"], "a detection never pushes an event out");
+        outbox.push(event(6));
+        assert_eq!(payloads(&outbox), ["3", "4", "6"], "with no detection left, the oldest event goes");
+        assert_eq!(outbox.stats().dropped, 4);
+    }
+
+    #[test]
+    fn the_queue_is_bounded_by_bytes_too() {
+        // A snapshot may be 8 MiB: 1000 of them must not be held.
+        let snapshot = |n: u32| Message { topic: "p/cam/snapshot".into(), payload: vec![n as u8; 1000], ..data(n) };
+        let mut outbox = Outbox::new(1000, 2500, "p/status".into());
+        for n in 0..5 {
+            outbox.push(Message { per_frame: true, ..snapshot(n) });
+        }
+        let stats = outbox.stats();
+        assert_eq!((stats.queued, stats.dropped), (2, 3));
+        assert_eq!(stats.queued_bytes, 2 * (1000 + "p/cam/snapshot".len()));
+        assert!(stats.queued_bytes <= 2500);
+        outbox.connected = true;
+        while outbox.hand_over_next().is_some() {}
+        outbox.on_written(1);
+        outbox.on_acknowledged(1);
+        assert_eq!(outbox.stats().queued_bytes, 1000 + "p/cam/snapshot".len(), "acknowledged bytes leave the count");
+    }
+
+    #[test]
     fn acknowledgements_follow_hand_over_order_and_loss_requeues() {
-        let mut outbox = Outbox::new(10, "p/status".into());
+        let mut outbox = Outbox::new(10, usize::MAX, "p/status".into());
         outbox.connected = true;
         for n in 0..3 {
             outbox.push(data(n));
@@ -754,7 +836,7 @@ mod tests {
 
     #[test]
     fn dropping_an_in_flight_message_keeps_the_matching_in_step() {
-        let mut outbox = Outbox::new(2, "p/status".into());
+        let mut outbox = Outbox::new(2, usize::MAX, "p/status".into());
         outbox.connected = true;
         outbox.push(data(0));
         outbox.push(data(1));
@@ -766,12 +848,13 @@ mod tests {
         outbox.on_acknowledged(1);
         outbox.on_acknowledged(2);
         assert_eq!(payloads(&outbox), ["2"]);
-        assert_eq!(outbox.stats(), MqttStats { connected: true, queued: 1, dropped: 1, published: 1, reconnects: 0 });
+        let stats = MqttStats { connected: true, queued: 1, queued_bytes: 17, dropped: 1, published: 1, reconnects: 0 };
+        assert_eq!(outbox.stats(), stats);
     }
 
     #[test]
     fn qos0_completes_when_written_and_closing_refuses_new_messages() {
-        let mut outbox = Outbox::new(4, "p/status".into());
+        let mut outbox = Outbox::new(4, usize::MAX, "p/status".into());
         outbox.connected = true;
         outbox.push(Message { qos: QoS::AtMostOnce, ..data(0) });
         while outbox.hand_over_next().is_some() {}
@@ -785,7 +868,7 @@ mod tests {
 
     #[test]
     fn hand_over_respects_the_in_flight_window() {
-        let mut outbox = Outbox::new(1000, "p/status".into());
+        let mut outbox = Outbox::new(1000, usize::MAX, "p/status".into());
         outbox.connected = true;
         for n in 0..200 {
             outbox.push(data(n));

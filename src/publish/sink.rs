@@ -205,13 +205,13 @@ impl FrameSink for PublishSink {
                 &self.labels,
                 Some(stamp),
             );
-            self.publisher.publish(entry.detections_topic.clone(), payload, false);
+            self.publisher.publish_per_frame(entry.detections_topic.clone(), payload, false);
         }
         drop(tracking);
         self.publish_all(tracking_messages);
         if let Some(snapshotter) = &entry.snapshotter {
             match lock(snapshotter).maybe_render(slot, detections, &self.labels, publish_started) {
-                Ok(Some(jpeg)) => self.publisher.publish(entry.snapshot_topic.clone(), jpeg, true),
+                Ok(Some(jpeg)) => self.publisher.publish_per_frame(entry.snapshot_topic.clone(), jpeg, true),
                 Ok(None) => {}
                 Err(e) => log::warn!("camera {camera}: snapshot failed: {e}"),
             }

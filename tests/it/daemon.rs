@@ -621,6 +621,7 @@ fn run_publishes_per_camera_detections_snapshots_and_telemetry() {
         let value: serde_json::Value = serde_json::from_slice(&report.payload).expect("telemetry is JSON");
         assert!(value["ts"].is_string() && value["cameras"].is_object(), "{}", report.text());
         assert!(value["mqtt"].is_object(), "telemetry carries the MQTT queue state: {}", report.text());
+        assert!(value["mqtt"]["queued_bytes"].is_u64(), "and the queue's bytes: {}", report.text());
         run_ids.insert(value["run"].as_str().unwrap_or_default().to_owned());
     }
     assert_eq!(run_ids.len(), 1, "detections and telemetry of one start share one run: {run_ids:?}");
