@@ -5,11 +5,12 @@
 //! Owns: discovery topics, unique ids, the JSON of each config message, and [`ZoneDiscovery`] (the
 //! zone entities published so far, so that a reload removes those whose zone is gone). Must not:
 //! publish (the sink hands the messages to the MQTT publisher, retained, after connecting) or know the
-//! detection payload beyond the documented `detections[].label` field its templates read.
+//! payloads: every state topic it names holds a plain value.
 //!
-//! A count sensor's state comes from `<prefix>/<camera>/detections`. With `mqtt.publish =
-//! "detections"` a frame without detections sends nothing, so the count never falls back to 0;
-//! `every_frame` (or `on_change`, which also reports the change to "nothing") keeps it current.
+//! A camera's count sensor reads the retained `<prefix>/<camera>/counts/<label>`
+//! (`super::counts`), published on every change, 0 included. (Read from the detections messages,
+//! as before, it stuck at its last non-zero value: with `mqtt.publish = "detections"` a frame
+//! without detections sends nothing.)
 
 use std::collections::BTreeSet;
 
@@ -50,8 +51,7 @@ pub fn discovery_messages(config: &HomeAssistantConfig, context: &DiscoveryConte
             let payload = json!({
                 "name": format!("{camera} {label} count"),
                 "unique_id": format!("{node_id}_{object_id}"),
-                "state_topic": format!("{}/{camera}/detections", context.topic_prefix),
-                "value_template": count_template(label),
+                "state_topic": format!("{}/{camera}/counts/{}", context.topic_prefix, sanitize(label)),
                 "state_class": "measurement",
                 "icon": "mdi:eye",
                 "availability_topic": status_topic,
@@ -155,14 +155,8 @@ pub fn zone_discovery_messages(
     messages
 }
 
-/// Jinja template counting the detections of one label in a detection message.
-fn count_template(label: &str) -> String {
-    let quoted = label.replace('\\', "\\\\").replace('\'', "\\'");
-    format!("{{{{ value_json.detections | selectattr('label', 'equalto', '{quoted}') | list | count }}}}")
-}
-
 /// Discovery object ids allow `[a-zA-Z0-9_-]`; labels such as `traffic light` do not. The same
-/// form names a label's zone count topic.
+/// form names a label's count topics.
 fn sanitize(label: &str) -> String {
     crate::config::topic_segment(label)
 }
@@ -261,13 +255,10 @@ mod tests {
             ]
         );
         let sensor = json(&messages[1]);
-        assert_eq!(sensor["state_topic"], "jetson-detectd/orin1/front/detections");
+        assert_eq!(sensor["state_topic"], "jetson-detectd/orin1/front/counts/traffic_light");
         assert_eq!(sensor["availability_topic"], "jetson-detectd/orin1/status");
         assert_eq!(sensor["unique_id"], "jetson-detectd_orin1_front_traffic_light_count");
-        assert_eq!(
-            sensor["value_template"],
-            "{{ value_json.detections | selectattr('label', 'equalto', 'traffic light') | list | count }}"
-        );
+        assert!(sensor.get("value_template").is_none(), "the count topic holds the number itself");
         let online = json(&messages[4]);
         assert_eq!(
             (online["state_topic"].as_str(), online["payload_on"].as_str()),
@@ -310,13 +301,5 @@ mod tests {
         assert_eq!(occupied["state_topic"], "jd/orin1/front/zones/yard");
         assert_eq!(occupied["device_class"], "occupancy");
         assert_eq!(occupied["device"], json(&messages[0])["device"]);
-    }
-
-    #[test]
-    fn quotes_in_labels_cannot_break_the_template() {
-        assert_eq!(
-            count_template("it's"),
-            "{{ value_json.detections | selectattr('label', 'equalto', 'it\\'s') | list | count }}"
-        );
     }
 }

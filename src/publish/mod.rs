@@ -5,6 +5,7 @@
 //! run inference, touch frame rings, or block an inference worker (publishing is a hand-over to
 //! the MQTT connection task's bounded outbox).
 
+pub mod counts;
 pub mod events;
 pub mod homeassistant;
 pub mod mqtt;

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
+use super::counts::LabelCounts;
 use super::homeassistant::{discovery_messages, DiscoveryContext, ZoneDiscovery};
 use super::mqtt::Publisher;
 use super::payload::{tracked_detections_message, Latency, Stamp};
@@ -34,6 +35,8 @@ struct CameraEntry {
     snapshotter: Option<Mutex<Snapshotter>>,
     /// With `tracking.enabled`.
     tracking: Option<Mutex<CameraTracking>>,
+    /// With Home Assistant discovery: the counts of `homeassistant.labels` its sensors read.
+    counts: Option<Mutex<LabelCounts>>,
     detections_topic: String,
     snapshot_topic: String,
     /// Detections messages of this camera so far in the run (their `seq`).
@@ -114,11 +117,19 @@ impl PublishSink {
                     }
                     Mutex::new(tracking)
                 });
+                let counts = config.homeassistant.discovery.then(|| {
+                    let mut counts = LabelCounts::new(&publisher.topic(&camera.name), &config.homeassistant.labels);
+                    for message in counts.startup() {
+                        publisher.publish(message.topic, message.payload, message.retain);
+                    }
+                    Mutex::new(counts)
+                });
                 let entry = CameraEntry {
                     stats: Arc::new(CameraStats::new(&camera.name)),
                     policy: Mutex::new(PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz)),
                     snapshotter: config.snapshot.enabled.then(|| Mutex::new(Snapshotter::new(&config.snapshot))),
                     tracking,
+                    counts,
                     detections_topic: publisher.topic(&format!("{}/detections", camera.name)),
                     snapshot_topic: publisher.topic(&format!("{}/snapshot", camera.name)),
                     detections_seq: AtomicU64::new(0),
@@ -209,6 +220,10 @@ impl FrameSink for PublishSink {
         }
         drop(tracking);
         self.publish_all(tracking_messages);
+        if let Some(counts) = &entry.counts {
+            let changed = lock(counts).frame(detections, &self.labels);
+            self.publish_all(changed);
+        }
         if let Some(snapshotter) = &entry.snapshotter {
             match lock(snapshotter).maybe_render(slot, detections, &self.labels, publish_started) {
                 Ok(Some(jpeg)) => self.publisher.publish_per_frame(entry.snapshot_topic.clone(), jpeg, true),

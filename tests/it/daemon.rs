@@ -713,3 +713,34 @@ fn run_with_an_unopenable_image_source_exits_78_naming_it() {
     assert!(log.contains(&unopenable.display().to_string()), "the error names {}:\n{log}", unopenable.display());
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// Home Assistant's per-camera count returns to 0 when the object leaves, with the default
+/// `mqtt.publish = "detections"` (the empty frame sends no detections message): the sensor reads
+/// the retained `<prefix>/<camera>/counts/<label>`, published on every change.
+#[test]
+fn home_assistant_counts_return_to_zero_when_the_object_leaves() {
+    let prefix = "e2e-ha-counts";
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let images = image_dir(dir.path(), "frames", &[("chelsea.png", "a-cat.png")]);
+    image::RgbImage::from_pixel(300, 300, image::Rgb([128, 128, 128]))
+        .save(images.join("b-empty.png"))
+        .expect("write an empty frame");
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("homeassistant", "discovery", "true")
+        .set("homeassistant", "labels", "[\"cat\"]")
+        .camera("front", 5.0, &images_source(&images, "once"))
+        .write(&dir.path().join("config.toml"));
+    let counts = format!("{prefix}/front/counts/cat");
+    let subscriber =
+        Subscriber::connect(&broker, "e2e-ha-counts-sub", &[&counts, &format!("{prefix}/front/detections")]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let received = daemon.wait_for_messages(&subscriber, &counts, "the count up and back to 0", |m| m.len() >= 3);
+    let values: Vec<String> = received.iter().map(Received::text).collect();
+    assert_eq!(values, ["0", "1", "0"], "start, the cat, the empty frame");
+    let detections = subscriber.messages(&format!("{prefix}/front/detections"));
+    assert_eq!(detections.len(), 1, "the empty frame sent no detections message, yet the count went to 0");
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+    let late = retained(&broker, "e2e-ha-counts-late", &counts);
+    assert_eq!(late.text(), "0", "the retained count is 0 for a subscriber that comes later");
+}

@@ -1,0 +1,85 @@
+//! Per-camera label counts: `<prefix>/<camera>/counts/<label>`, retained, the number of objects of
+//! that label in the camera's latest processed frame, published when it changes — 0 included.
+//!
+//! Home Assistant's per-camera count sensors read these (`super::homeassistant`): a count built
+//! from the detections messages stuck at its last non-zero value, because with the default
+//! `mqtt.publish = "detections"` a frame without detections sends nothing. These counts see every
+//! processed frame, whatever the publish policy.
+//!
+//! Owns: the counts of the configured labels and when they are sent. Must not: publish (the sink
+//! hands the messages over), or know Home Assistant.
+
+use crate::config::topic_segment;
+use crate::detection::{Detection, Labels};
+
+use super::tracking::Outgoing;
+
+/// The counts of one camera.
+#[derive(Debug)]
+pub struct LabelCounts {
+    /// Label name, its topic, and the count last published (`None`: not yet).
+    counts: Vec<(String, String, Option<usize>)>,
+}
+
+impl LabelCounts {
+    /// Counts of `labels` under `camera_topic` (`<prefix>/<camera>`).
+    pub fn new(camera_topic: &str, labels: &[String]) -> LabelCounts {
+        let counts = labels
+            .iter()
+            .map(|label| (label.clone(), format!("{camera_topic}/counts/{}", topic_segment(label)), None))
+            .collect();
+        LabelCounts { counts }
+    }
+
+    /// 0 for every label at start, replacing what a previous run left retained.
+    pub fn startup(&mut self) -> Vec<Outgoing> {
+        self.update(|_| 0)
+    }
+
+    /// The counts that changed with this frame's `detections`.
+    pub fn frame(&mut self, detections: &[Detection], labels: &Labels) -> Vec<Outgoing> {
+        self.update(|label| detections.iter().filter(|d| labels.name(d.class_id) == label).count())
+    }
+
+    fn update(&mut self, count_of: impl Fn(&str) -> usize) -> Vec<Outgoing> {
+        let mut out = Vec::new();
+        for (label, topic, last) in &mut self.counts {
+            let count = count_of(label);
+            if *last != Some(count) {
+                *last = Some(count);
+                out.push(Outgoing { topic: topic.clone(), payload: count.to_string().into_bytes(), retain: true });
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::detection::BoundingBox;
+
+    fn cat() -> Detection {
+        Detection { class_id: 1, score: 0.9, bbox: BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 } }
+    }
+
+    fn sent(out: &[Outgoing]) -> Vec<(&str, &str)> {
+        out.iter().map(|m| (m.topic.as_str(), std::str::from_utf8(&m.payload).expect("utf-8"))).collect()
+    }
+
+    #[test]
+    fn a_count_goes_back_to_zero_when_the_object_leaves() {
+        let labels = Labels::parse("person\ncat\n", Path::new("labels")).expect("labels");
+        let mut counts = LabelCounts::new("p/front", &["cat".into(), "traffic light".into()]);
+        let start = counts.startup();
+        assert_eq!(sent(&start), [("p/front/counts/cat", "0"), ("p/front/counts/traffic_light", "0")]);
+        assert!(start.iter().all(|m| m.retain));
+        assert_eq!(sent(&counts.frame(&[cat()], &labels)), [("p/front/counts/cat", "1")]);
+        assert_eq!(sent(&counts.frame(&[cat(), cat()], &labels)), [("p/front/counts/cat", "2")]);
+        assert!(counts.frame(&[cat(), cat()], &labels).is_empty(), "nothing changed, nothing sent");
+        assert_eq!(sent(&counts.frame(&[], &labels)), [("p/front/counts/cat", "0")], "the cats left");
+        assert!(counts.frame(&[], &labels).is_empty());
+    }
+}
