@@ -647,10 +647,31 @@ impl Config {
         self.mqtt.prefix.clone().unwrap_or_else(|| format!("jetson-detectd/{}", self.device_id()))
     }
 
-    /// `mqtt.client_id`, else `jetson-detectd-<device id>`.
+    /// `mqtt.client_id`, else `jetson-detectd-<device id>-<machine>` ([`machine_suffix`]): two
+    /// devices that share a host name (a cloned SD card) must not share an MQTT session.
     pub fn client_id(&self) -> String {
-        self.mqtt.client_id.clone().unwrap_or_else(|| format!("jetson-detectd-{}", self.device_id()))
+        self.mqtt.client_id.clone().unwrap_or_else(|| match machine_suffix(Path::new("/")) {
+            Some(machine) => format!("jetson-detectd-{}-{machine}", self.device_id()),
+            None => format!("jetson-detectd-{}", self.device_id()),
+        })
     }
+}
+
+/// 8 hex digits that tell this machine apart: a hash of `/etc/machine-id` and, on a Jetson, the
+/// module's serial number (`/proc/device-tree/serial-number`), which a cloned SD card does not
+/// copy. `None` when neither exists under `root`.
+pub fn machine_suffix(root: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let read = |path: &str| std::fs::read(root.join(path)).ok().filter(|bytes| !bytes.is_empty());
+    let (machine_id, serial) = (read("etc/machine-id"), read("proc/device-tree/serial-number"));
+    if machine_id.is_none() && serial.is_none() {
+        return None;
+    }
+    let mut hash = Sha256::new();
+    hash.update(machine_id.unwrap_or_default());
+    hash.update([0]);
+    hash.update(serial.unwrap_or_default());
+    Some(hash.finalize().iter().take(4).map(|b| format!("{b:02x}")).collect())
 }
 
 /// A label as one topic level: letters, digits, `-` and `_` kept (lower-cased), anything else `_`
@@ -1018,6 +1039,28 @@ mod tests {
             merge::systemd_credential(configured, Some(credentials.path())),
             Some(credentials.path().join("mqtt-password"))
         );
+    }
+
+    #[test]
+    fn the_default_client_id_tells_machines_with_one_host_name_apart() {
+        let machine = |machine_id: &str, serial: Option<&str>| {
+            let root = tempfile::tempdir().expect("tempdir");
+            std::fs::create_dir_all(root.path().join("etc")).expect("mkdir");
+            std::fs::write(root.path().join("etc/machine-id"), machine_id).expect("write");
+            if let Some(serial) = serial {
+                std::fs::create_dir_all(root.path().join("proc/device-tree")).expect("mkdir");
+                std::fs::write(root.path().join("proc/device-tree/serial-number"), serial).expect("write");
+            }
+            machine_suffix(root.path()).expect("a suffix")
+        };
+        let cloned_card = "4c4c4544004d3110804bc4c04f4e5a32\n";
+        assert_ne!(machine(cloned_card, Some("1421021042031")), machine(cloned_card, Some("1421021042077")));
+        assert_ne!(machine("a\n", None), machine("b\n", None));
+        assert_eq!(machine("a\n", Some("1")), machine("a\n", Some("1")), "stable across starts");
+        assert_eq!(machine("a\n", None).len(), 8);
+        assert_eq!(machine_suffix(tempfile::tempdir().expect("tempdir").path()), None);
+        let configured = parse("[mqtt]\nclient_id = \"mine\"").expect("valid");
+        assert_eq!(configured.client_id(), "mine");
     }
 
     #[test]

@@ -231,6 +231,9 @@ pub struct MqttStats {
     pub published: u64,
     /// Successful connections after the first.
     pub reconnects: u64,
+    /// Connections the broker closed right after accepting them, while that looked like another
+    /// client taking the session over (same client id): see [`TakeoverWatch`].
+    pub takeovers: u64,
 }
 
 /// Handle to the publisher; clones share one connection. Dropping the last clone without
@@ -398,6 +401,7 @@ struct Outbox {
     dropped: u64,
     published: u64,
     reconnects: u64,
+    takeovers: u64,
 }
 
 impl Outbox {
@@ -415,6 +419,7 @@ impl Outbox {
             dropped: 0,
             published: 0,
             reconnects: 0,
+            takeovers: 0,
         }
     }
 
@@ -544,6 +549,7 @@ impl Outbox {
             dropped: self.dropped,
             published: self.published,
             reconnects: self.reconnects,
+            takeovers: self.takeovers,
         }
     }
 }
@@ -553,6 +559,38 @@ struct Connection {
     client: AsyncClient,
     shared: Arc<Shared>,
     settings: MqttSettings,
+}
+
+/// A session that lasts less than this after its CONNACK counts as closed right away.
+const SHORT_SESSION: Duration = Duration::from_secs(2);
+/// Short sessions in a row that mean another client takes the session over.
+const TAKEOVER_STREAK: u32 = 3;
+
+/// Tells a session taken over by another client with the same client id (two daemons from one
+/// cloned SD card) from an ordinary outage: the broker accepts the connection and closes it right
+/// away, again and again, each client throwing the other out. Reconnecting at once would make the
+/// two flap the retained status every half second; the connection task backs off instead.
+#[derive(Debug, Default)]
+struct TakeoverWatch {
+    connected_at: Option<Instant>,
+    short_in_a_row: u32,
+}
+
+impl TakeoverWatch {
+    fn connected(&mut self, now: Instant) {
+        self.connected_at = Some(now);
+    }
+
+    /// The connection ended at `now`: whether the streak of sessions closed right after their
+    /// CONNACK says the session is being taken over.
+    fn lost(&mut self, now: Instant) -> bool {
+        match self.connected_at.take() {
+            Some(at) if now.saturating_duration_since(at) < SHORT_SESSION => self.short_in_a_row += 1,
+            Some(_) => self.short_in_a_row = 0,
+            None => {}
+        }
+        self.short_in_a_row >= TAKEOVER_STREAK
+    }
 }
 
 /// What the connection task does after handling something.
@@ -570,6 +608,7 @@ impl Connection {
         // Set once shutdown has been requested: the end of the flush window.
         let mut flush_deadline: Option<Instant> = None;
         let mut disconnect_sent = false;
+        let mut takeover = TakeoverWatch::default();
         loop {
             let polled = {
                 // The poll future stays alive while new messages are handed over: cancelling it
@@ -597,6 +636,9 @@ impl Connection {
             };
             match polled {
                 Ok(event) => {
+                    if matches!(event, Event::Incoming(Packet::ConnAck(_))) {
+                        takeover.connected(Instant::now());
+                    }
                     if self.handle_event(event, &broker, &mut ever_connected) == Next::Stop {
                         return;
                     }
@@ -619,7 +661,18 @@ impl Connection {
                     if disconnect_sent {
                         return;
                     }
-                    if was_connected {
+                    if was_connected && takeover.lost(Instant::now()) {
+                        retry_delay = self.settings.reconnect_max;
+                        let streak = takeover.short_in_a_row;
+                        lock(&self.shared.outbox).takeovers += 1;
+                        log::error!(
+                            "MQTT: {broker} closed the connection right after accepting it, {streak} times in a row: \
+                             another client is probably using the client id {:?} (two devices from one cloned SD \
+                             card?) and each throws the other out; give each daemon its own mqtt.client_id. \
+                             Reconnecting in {retry_delay:?}",
+                            self.settings.client_id
+                        );
+                    } else if was_connected {
                         log::info!("MQTT: connection to {broker} lost: {error}; reconnecting in {retry_delay:?}");
                     } else {
                         log::warn!("MQTT: cannot connect to {broker}: {error}; retrying in {retry_delay:?}");
@@ -778,6 +831,28 @@ mod tests {
     }
 
     #[test]
+    fn sessions_closed_right_after_connack_three_times_in_a_row_are_a_takeover() {
+        let mut at = Instant::now();
+        let mut watch = TakeoverWatch::default();
+        let short_session = |watch: &mut TakeoverWatch, at: &mut Instant| {
+            watch.connected(*at);
+            *at += Duration::from_millis(300);
+            let verdict = watch.lost(*at);
+            *at += Duration::from_millis(500);
+            verdict
+        };
+        assert!(!short_session(&mut watch, &mut at));
+        assert!(!short_session(&mut watch, &mut at));
+        assert!(short_session(&mut watch, &mut at), "the third in a row");
+        assert!(short_session(&mut watch, &mut at), "and every one after it");
+        watch.connected(at);
+        assert!(!watch.lost(at + Duration::from_secs(60)), "a session that lasted ends the streak");
+        assert!(!watch.lost(at + Duration::from_secs(61)), "a failed connect attempt is no session");
+        at += Duration::from_secs(62);
+        assert!(!short_session(&mut watch, &mut at));
+    }
+
+    #[test]
     fn a_full_queue_drops_per_frame_messages_before_events_and_counts() {
         let event = |n: u32| Message { topic: "p/cam/events".into(), ..data(n) };
         let frame = |n: u32| Message { per_frame: true, ..data(n) };
@@ -848,7 +923,15 @@ mod tests {
         outbox.on_acknowledged(1);
         outbox.on_acknowledged(2);
         assert_eq!(payloads(&outbox), ["2"]);
-        let stats = MqttStats { connected: true, queued: 1, queued_bytes: 17, dropped: 1, published: 1, reconnects: 0 };
+        let stats = MqttStats {
+            connected: true,
+            queued: 1,
+            queued_bytes: 17,
+            dropped: 1,
+            published: 1,
+            reconnects: 0,
+            takeovers: 0,
+        };
         assert_eq!(outbox.stats(), stats);
     }
 
@@ -909,7 +992,7 @@ mod tests {
         let toml = format!("username = \"u\"\npassword_file = {:?}\nqos = 2", password_path.display().to_string());
         let settings = MqttSettings::from_config(&config(&toml).expect("config")).expect("settings");
         assert_eq!(settings.password.as_deref(), Some("s3cret word"));
-        assert_eq!(settings.client_id, "jetson-detectd-dev1");
+        assert!(settings.client_id.starts_with("jetson-detectd-dev1"), "{}", settings.client_id);
         assert_eq!(settings.prefix, "jetson-detectd/dev1");
         assert_eq!(settings.qos, QoS::ExactlyOnce);
         let debug = format!("{settings:?}");

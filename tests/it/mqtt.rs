@@ -312,3 +312,31 @@ fn shutdown_during_an_outage_ends_after_the_flush_window_not_the_backoff() {
     let stats = publisher.stats();
     assert_eq!((stats.connected, stats.queued, stats.dropped), (false, 4, 0), "3 messages + offline stay unsent");
 }
+
+/// Two daemons with one client id (two devices from one cloned SD card): the broker closes each
+/// one's session when the other connects. Each notices the streak of sessions closed right after
+/// CONNACK, says so (`takeovers` in its stats, an error in its log) and backs off to
+/// `reconnect_max` instead of reconnecting every `reconnect_min` and flapping the status topic.
+#[test]
+fn two_clients_with_one_client_id_back_off_instead_of_flapping() {
+    let broker = Broker::start();
+    let runtime = runtime();
+    let twin = || {
+        let mut settings = settings(&broker, "it-takeover", 1, 100);
+        settings.reconnect_min = Duration::from_millis(50);
+        settings.reconnect_max = Duration::from_secs(30);
+        settings
+    };
+    let (first, second) = (start(&runtime, twin()), start(&runtime, twin()));
+    let deadline = Instant::now() + WAIT;
+    while first.stats().takeovers + second.stats().takeovers == 0 {
+        assert!(Instant::now() < deadline, "no takeover seen: {:?} {:?}", first.stats(), second.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Forty reconnect_min periods: flapping twins would reconnect about forty times each.
+    let reconnects = || first.stats().reconnects + second.stats().reconnects;
+    let before = reconnects();
+    std::thread::sleep(Duration::from_millis(50) * 40);
+    let during = reconnects() - before;
+    assert!(during <= 2, "{during} reconnects in 40 reconnect_min periods after the takeover was seen");
+}
