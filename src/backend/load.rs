@@ -111,6 +111,49 @@ pub fn gpu_section(ordinal: usize) -> serde_json::Value {
     }
 }
 
+/// Telemetry's `engine.gpu` section, taken again every period: the device's free memory moves as
+/// contexts and other processes come and go. It keeps the device open only when the backend runs on
+/// it (the backend holds the primary context anyway), so sampling never creates and destroys a
+/// context; otherwise it repeats the probe from start, marked `"sampled": false`. CUDA calls: run
+/// [`GpuSampler::section`] off the async runtime (`spawn_blocking`).
+pub struct GpuSampler {
+    #[cfg(feature = "cuda")]
+    device: Option<crate::gpu::GpuDevice>,
+    at_start: serde_json::Value,
+}
+
+impl GpuSampler {
+    pub fn new(ordinal: usize, backend_on_gpu: bool) -> GpuSampler {
+        let mut at_start = gpu_section(ordinal);
+        #[cfg(feature = "cuda")]
+        let device = if backend_on_gpu && crate::gpu::driver_present() {
+            crate::gpu::GpuDevice::open(ordinal).ok()
+        } else {
+            None
+        };
+        #[cfg(not(feature = "cuda"))]
+        let _ = backend_on_gpu;
+        at_start["sampled"] = serde_json::Value::Bool(false);
+        GpuSampler {
+            #[cfg(feature = "cuda")]
+            device,
+            at_start,
+        }
+    }
+
+    /// The section now (or the start's, when the device is not held).
+    pub fn section(&self) -> serde_json::Value {
+        #[cfg(feature = "cuda")]
+        if let Some(device) = &self.device {
+            return match device.sample() {
+                Ok(probe) => serde_json::json!({ "available": true, "device": probe, "sampled": true }),
+                Err(e) => serde_json::json!({ "available": false, "summary": e.to_string(), "sampled": true }),
+            };
+        }
+        self.at_start.clone()
+    }
+}
+
 /// What the device probe found: this binary has no CUDA layer.
 #[cfg(not(feature = "cuda"))]
 pub fn gpu_section(_ordinal: usize) -> serde_json::Value {

@@ -111,11 +111,19 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         .map_err(DaemonError::Runtime)?;
     // Probed here, before any tokio thread exists: CUDA calls stay off the async runtime.
     let mut engine_info = serde_json::to_value(backend.info()).unwrap_or_default();
-    engine_info["gpu"] = crate::backend::load::gpu_section(config.device.gpu as usize);
+    let gpu = crate::backend::load::GpuSampler::new(config.device.gpu as usize, backend.info().kind == "tensorrt");
+    engine_info["gpu"] = gpu.section();
     if let Some(reason) = fallback {
         engine_info["fallback"] = serde_json::Value::String(format!("TensorRT unavailable: {reason}"));
     }
-    runtime.block_on(serve(config, config_path, backend, labels, params, notifier, engine_info))
+    let engine = EngineSection { info: engine_info, gpu: Arc::new(gpu) };
+    runtime.block_on(serve(config, config_path, backend, labels, params, notifier, engine))
+}
+
+/// Telemetry's `engine` section: what the backend said at start, and the GPU sampled each period.
+struct EngineSection {
+    info: serde_json::Value,
+    gpu: Arc<crate::backend::load::GpuSampler>,
 }
 
 async fn serve(
@@ -125,8 +133,9 @@ async fn serve(
     labels: Arc<Labels>,
     params: DecodeParams,
     notifier: Arc<Notifier>,
-    engine_info: serde_json::Value,
+    engine: EngineSection,
 ) -> Result<(), DaemonError> {
+    let EngineSection { info: engine_info, gpu } = engine;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
     let mut sighup = signal(SignalKind::hangup()).map_err(DaemonError::Runtime)?;
@@ -239,6 +248,11 @@ async fn serve(
                 if config.telemetry.interval_s > 0 {
                     let mut engine = engine_info.clone();
                     engine["scheduler"] = serde_json::to_value(scheduler.report()).unwrap_or_default();
+                    // Sampled each period, off the async threads (CUDA calls stay off them).
+                    let gpu_sampler = gpu.clone();
+                    if let Ok(section) = tokio::task::spawn_blocking(move || gpu_sampler.section()).await {
+                        engine["gpu"] = section;
+                    }
                     let jetson = JetsonSysfs::read(&config.telemetry.sysfs_root);
                     let report = TelemetryReport {
                         stamp: Some(Stamp { run: &run, seq: telemetry_seq }),

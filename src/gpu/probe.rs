@@ -102,6 +102,11 @@ impl GpuDevice {
         &self.context
     }
 
+    /// The probe taken again now: free memory moves as contexts and other processes come and go.
+    pub fn sample(&self) -> Result<GpuProbe, GpuError> {
+        describe(&self.context)
+    }
+
     /// The preprocessing module, loaded by `load` on first use and shared afterwards.
     pub(crate) fn preprocess_module(
         &self,

@@ -469,3 +469,22 @@ fn page_locked_slots_are_sized_by_the_frames_written_into_them() {
     assert_eq!(slot.memory().capacity(), 256);
     assert!(slot.data().iter().all(|b| *b == 0), "a grown slot holds no stale bytes");
 }
+
+/// Telemetry's GPU section is sampled every period, not read once at start: memory taken after the
+/// sampler was made shows in its next section.
+#[test]
+fn the_telemetry_gpu_section_sees_memory_taken_after_start() {
+    let Some(device) = gpu_or_skip("the_telemetry_gpu_section_sees_memory_taken_after_start") else {
+        return;
+    };
+    let sampler = jetson_detectd::backend::load::GpuSampler::new(0, true);
+    let free = |section: serde_json::Value| section["device"]["free_memory_bytes"].as_u64().expect("free memory");
+    let before = free(sampler.section());
+    const TAKEN: usize = 512 << 20;
+    let stream = device.new_stream().expect("stream");
+    let buffer = stream.alloc_zeros::<u8>(TAKEN).expect("allocate 512 MiB");
+    stream.synchronize().expect("sync");
+    let after = free(sampler.section());
+    drop(buffer);
+    assert!(before.saturating_sub(after) >= (TAKEN as u64) / 2, "free memory {before} -> {after} after taking {TAKEN}");
+}
