@@ -123,6 +123,11 @@ pub trait Backend: Send + Sync {
     /// One inference worker's state (execution context, scratch buffers). Call it on the worker's
     /// own thread.
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError>;
+    /// Most sessions that can exist at once, when the backend limits them (a TensorRT engine with
+    /// a dynamic input before 8.6: one optimisation profile per context); `None`: no limit.
+    fn max_sessions(&self) -> Option<usize> {
+        None
+    }
     /// Memory for one frame slot, sized by the first frame written into it and grown when a larger
     /// one comes. Default: heap memory. GPU backends hand out page-locked memory, mapped into the
     /// GPU on integrated devices so that preprocessing reads the frame where the camera wrote it.

@@ -19,7 +19,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, P
 use super::arena::{arena_report, ArenaLease};
 use super::build::{device_identity, load_or_build, EngineSource};
 use super::progress::Progress;
-use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInfo, TrtRuntime};
+use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInfo, TrtRuntime, TrtVersion};
 use super::TrtError;
 use crate::backend::{
     Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, MemoryReport, ModelOutputs, OutputTensor,
@@ -43,12 +43,17 @@ pub trait InputStage {
 pub type InputStageFactory =
     Box<dyn Fn(&Arc<CudaStream>, &PreprocessSpec) -> Result<Box<dyn InputStage>, BackendError> + Send + Sync>;
 
-/// The optimisation profiles of an engine, handed out to the contexts that run at the same time:
-/// TensorRT requires each context in concurrent use to have its own profile when the input is
-/// dynamic. Bounded: `acquire` fails (it never waits or shares) when all are taken.
+/// The optimisation profiles of an engine, handed out to its execution contexts: TensorRT
+/// requires each context *in concurrent use* to have its own profile when the input is dynamic.
+/// Before 8.6 the pool never shares: `acquire` fails when all are taken, and [`ProfilePool::cap`]
+/// says how many contexts fit. From 8.6 on, contexts that never run at the same time (every context
+/// of one inference worker: one thread, one stream) may share one, so `acquire` hands out the
+/// least used profile once none is free.
 #[derive(Debug)]
 pub struct ProfilePool {
-    in_use: Mutex<Vec<bool>>,
+    /// Contexts holding each profile.
+    holders: Mutex<Vec<u32>>,
+    shareable: bool,
 }
 
 /// One context's profile; given back on drop.
@@ -58,23 +63,39 @@ pub struct ProfileLease {
     index: u32,
 }
 
+/// The first TensorRT whose contexts that never run at once may share an optimisation profile.
+const SHARED_PROFILES_SINCE: TrtVersion = TrtVersion { major: 8, minor: 6, patch: 0 };
+
 impl ProfilePool {
-    pub fn new(profiles: u32) -> Arc<ProfilePool> {
-        Arc::new(ProfilePool { in_use: Mutex::new(vec![false; profiles.max(1) as usize]) })
+    /// The pool of an engine with `profiles` profiles on TensorRT `version`.
+    pub fn new(profiles: u32, version: TrtVersion) -> Arc<ProfilePool> {
+        Arc::new(ProfilePool {
+            holders: Mutex::new(vec![0; profiles.max(1) as usize]),
+            shareable: version >= SHARED_PROFILES_SINCE,
+        })
     }
 
-    /// The lowest free profile, or an error that says how many the engine has.
+    /// How many contexts can hold a profile at once: `None` when they share.
+    pub fn cap(&self) -> Option<usize> {
+        (!self.shareable).then(|| lock(&self.holders).len())
+    }
+
+    /// A free profile (the lowest), else on 8.6+ the least used one; else an error that says how
+    /// many the engine has.
     pub fn acquire(self: &Arc<Self>) -> Result<ProfileLease, TrtError> {
-        let mut in_use = lock(&self.in_use);
-        let Some(index) = in_use.iter().position(|used| !used) else {
+        let mut holders = lock(&self.holders);
+        let free = holders.iter().position(|&n| n == 0);
+        let shared = || holders.iter().enumerate().min_by_key(|(_, &n)| n).map(|(index, _)| index);
+        let Some(index) = free.or_else(|| if self.shareable { shared() } else { None }) else {
             return Err(TrtError::Config(format!(
                 "all {} optimisation profile(s) of the engine are in use: its input is dynamic, so every context \
-                 that runs at the same time needs its own; it was built for fewer contexts than are running now \
-                 (a prebuilt engine? let jetson-detectd build it from model.onnx, which adds one per inference worker)",
-                in_use.len()
+                 that runs at the same time needs its own before TensorRT 8.6; it was built for fewer contexts than \
+                 are running now (a prebuilt engine? let jetson-detectd build it from model.onnx, which adds one per \
+                 inference worker)",
+                holders.len()
             )));
         };
-        in_use[index] = true;
+        holders[index] += 1;
         Ok(ProfileLease { pool: Arc::clone(self), index: index as u32 })
     }
 }
@@ -87,9 +108,9 @@ impl ProfileLease {
 
 impl Drop for ProfileLease {
     fn drop(&mut self) {
-        let mut in_use = lock(&self.pool.in_use);
-        if let Some(used) = in_use.get_mut(self.index as usize) {
-            *used = false;
+        let mut holders = lock(&self.pool.holders);
+        if let Some(held) = holders.get_mut(self.index as usize) {
+            *held = held.saturating_sub(1);
         }
     }
 }
@@ -148,7 +169,7 @@ impl TrtBackend {
         };
         log::info!("TensorRT backend: {}", info.detail);
         Ok(TrtBackend {
-            profiles: ProfilePool::new(loaded.engine.profiles()),
+            profiles: ProfilePool::new(loaded.engine.profiles(), version),
             engine: loaded.engine,
             context,
             ordinal: config.device.gpu as usize,
@@ -305,6 +326,14 @@ impl Backend for TrtBackend {
 
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
         Ok(Box::new(TrtSession::new(self)?))
+    }
+
+    fn max_sessions(&self) -> Option<usize> {
+        if self.input.is_dynamic() {
+            self.profiles.cap()
+        } else {
+            None
+        }
     }
 }
 
@@ -582,8 +611,9 @@ mod tests {
     }
 
     #[test]
-    fn each_concurrent_context_gets_its_own_profile() {
-        let pool = ProfilePool::new(2);
+    fn before_8_6_each_context_gets_its_own_profile_and_the_pool_says_how_many_fit() {
+        let pool = ProfilePool::new(2, TrtVersion { major: 8, minor: 5, patch: 2 });
+        assert_eq!(pool.cap(), Some(2));
         let first = pool.acquire().expect("profile 0");
         let second = pool.acquire().expect("profile 1");
         assert_eq!((first.index(), second.index()), (0, 1));
@@ -591,7 +621,21 @@ mod tests {
         assert!(message.contains("all 2 optimisation profile(s)"), "{message}");
         drop(first);
         assert_eq!(pool.acquire().expect("profile 0 is free again").index(), 0);
-        assert_eq!(ProfilePool::new(0).acquire().expect("at least one").index(), 0);
+        let old = TrtVersion { major: 8, minor: 5, patch: 2 };
+        assert_eq!(ProfilePool::new(0, old).acquire().expect("at least one").index(), 0);
+    }
+
+    /// `selftest` with a dynamic-batch model and two cameras opened two contexts on an engine with
+    /// one profile and failed its contexts check; on 8.6+ contexts of one worker share it.
+    #[test]
+    fn from_8_6_contexts_that_never_run_at_once_share_the_least_used_profile() {
+        let pool = ProfilePool::new(2, TrtVersion { major: 10, minor: 3, patch: 0 });
+        assert_eq!(pool.cap(), None);
+        let leases: Vec<_> = (0..5).map(|_| pool.acquire().expect("shared")).collect();
+        let indices: Vec<u32> = leases.iter().map(ProfileLease::index).collect();
+        assert_eq!(indices, [0, 1, 0, 1, 0], "free ones first, then the least used");
+        drop(leases);
+        assert_eq!(pool.acquire().expect("free again").index(), 0);
     }
 
     #[test]

@@ -70,6 +70,10 @@ impl Backend for GpuFramesBackend {
         self.trt.new_session()
     }
 
+    fn max_sessions(&self) -> Option<usize> {
+        self.trt.max_sessions()
+    }
+
     fn slot_memory(&self) -> Result<Box<dyn SlotMemory>, BackendError> {
         slot_memory(&self.device)
             .map_err(|e| BackendError::Inference(format!("allocating page-locked frame slots: {e}")))

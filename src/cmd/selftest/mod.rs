@@ -454,7 +454,7 @@ fn open_sessions(
     uses_gpu: bool,
     report: &mut SelftestReport,
 ) -> Vec<Box<dyn InferenceSession>> {
-    let wanted = if uses_gpu { config.cameras.len().max(1) } else { 1 };
+    let (wanted, capped) = sessions_wanted(config.cameras.len(), uses_gpu, backend.max_sessions());
     let mut sessions = Vec::with_capacity(wanted);
     for _ in 0..wanted {
         match backend.new_session() {
@@ -474,9 +474,10 @@ fn open_sessions(
         "contexts",
         Status::Pass,
         format!(
-            "{} context(s) with user-managed memory, {} bytes of scratch and {} bytes of persistent memory each, one \
+            "{} context(s) with user-managed memory{}, {} bytes of scratch and {} bytes of persistent memory each, one \
              shared arena of {} bytes (saves {} bytes against one allocation per context)",
             contexts.contexts,
+            if capped { " (one per camera, capped at the engine's optimisation profiles)" } else { "" },
             contexts.scratch_bytes_per_context,
             contexts.persistent_bytes_per_context,
             contexts.arena_bytes,
@@ -485,6 +486,17 @@ fn open_sessions(
     );
     report.contexts = Some(contexts);
     sessions
+}
+
+/// Contexts to open: one per camera on the GPU, at most what the backend allows at once (a
+/// dynamic-input engine before TensorRT 8.6: one per optimisation profile), and whether that cap
+/// applied.
+fn sessions_wanted(cameras: usize, uses_gpu: bool, max_sessions: Option<usize>) -> (usize, bool) {
+    let per_camera = if uses_gpu { cameras.max(1) } else { 1 };
+    match max_sessions {
+        Some(cap) if cap.max(1) < per_camera => (cap.max(1), true),
+        _ => (per_camera, false),
+    }
 }
 
 #[cfg(feature = "tensorrt")]
@@ -931,5 +943,14 @@ mod tests {
         assert!(tensorrt_required(&config));
         config.device.fallback = Fallback::Cpu;
         assert!(!tensorrt_required(&config));
+    }
+
+    #[test]
+    fn contexts_are_one_per_camera_capped_at_what_the_engine_allows() {
+        assert_eq!(sessions_wanted(3, true, None), (3, false));
+        assert_eq!(sessions_wanted(3, true, Some(1)), (1, true), "one profile before 8.6: one context");
+        assert_eq!(sessions_wanted(2, true, Some(4)), (2, false));
+        assert_eq!(sessions_wanted(3, false, Some(1)), (1, false), "the CPU backend opens one");
+        assert_eq!(sessions_wanted(0, true, None), (1, false));
     }
 }
