@@ -20,12 +20,12 @@
 // plain C types and pointers. No standard-library type crosses (names are char const*, shapes are
 // Dims). Every TensorRT object is created by a factory inside libnvinfer and destroyed through its
 // virtual destructor, whose vtable libnvinfer set, so its operator delete pairs with the library's
-// operator new; objects this file creates (Logger, ProgressMonitor, jd_* handles) are created and
-// destroyed here. TensorRT's API is noexcept and every extern "C" function here catches everything,
-// so no exception unwinds from one runtime into the other. TensorRT does not dynamic_cast the
-// logger or progress monitor this file derives; std::mutex is used only inside this file. The
-// binary exports no C++ runtime symbol (checked by .ci/package), so neither runtime interposes the
-// other's operator new, __cxa_* or typeinfo.
+// operator new; objects this file creates (Logger, ProgressMonitor, jd_* handles) are created
+// here and destroyed here, if at all (the process-wide logger never is). TensorRT's API is noexcept
+// and every extern "C" function here catches everything, so no exception unwinds from one runtime
+// into the other. TensorRT does not dynamic_cast the logger or progress monitor this file derives;
+// std::mutex is used only inside this file. The binary exports no C++ runtime symbol (checked by
+// .ci/package), so neither runtime interposes the other's operator new, __cxa_* or typeinfo.
 
 #include <NvInfer.h>
 #include <NvInferVersion.h>
@@ -232,6 +232,19 @@ private:
     size_t mNext = 0;
 };
 
+// The one logger of the process, created on first use and never freed. TensorRT 8.5/8.6's ONNX
+// parser hands the logger it is given to initLibNvInferPlugins, which keeps it as the plugin
+// library's global logger for the rest of the process, and TensorRT expects one logger per process
+// anyway. A logger owned by a runtime handle would be freed by jd_trt_close (selftest builds in one
+// runtime, closes it and opens another), and the plugin library's next log line would use freed
+// memory. Every caller passes the same callback (Rust's forward_log, no user data), so the first
+// caller's is kept. Error strings take the messages logged since their mark from the shared ring.
+Logger& process_logger(jd_log_fn fn, void* user)
+{
+    static Logger* const logger = new Logger(fn, user);
+    return *logger;
+}
+
 template <typename T>
 struct Owned
 {
@@ -351,10 +364,11 @@ bool load_parser(Libraries& libs, char* err, size_t err_len)
 
 struct jd_trt
 {
-    Logger logger;
+    // process_logger(): outlives every handle.
+    Logger& logger;
     nvinfer1::IRuntime* runtime = nullptr;
-    jd_trt(jd_log_fn fn, void* user)
-        : logger(fn, user)
+    explicit jd_trt(Logger& shared)
+        : logger(shared)
     {
     }
 };
@@ -466,14 +480,14 @@ int32_t jd_load_plugins(jd_log_fn log, void* log_user, char* err, size_t err_len
             }
             else
             {
-                // The plugin library keeps this logger for as long as the process lives, so it is
-                // never freed (like the libraries themselves).
-                Logger* plugin_logger = new Logger(log, log_user);
-                size_t const mark = plugin_logger->mark();
-                libs.plugins_loaded = init(static_cast<nvinfer1::ILogger*>(plugin_logger), "");
+                // The plugin library keeps this logger for as long as the process lives: the
+                // process-wide one, never freed (like the libraries themselves).
+                Logger& plugin_logger = process_logger(log, log_user);
+                size_t const mark = plugin_logger.mark();
+                libs.plugins_loaded = init(static_cast<nvinfer1::ILogger*>(&plugin_logger), "");
                 if (!libs.plugins_loaded)
                 {
-                    plugin_logger->fail(libs.plugins_error, sizeof(libs.plugins_error), mark,
+                    plugin_logger.fail(libs.plugins_error, sizeof(libs.plugins_error), mark,
                         "initLibNvInferPlugins failed");
                 }
             }
@@ -510,7 +524,7 @@ int32_t jd_trt_open(jd_log_fn log, void* log_user, jd_trt** out, char* err, size
             write_error(err, err_len, "%s is not loaded (jd_load_library first)", kNvinferName);
             return 1;
         }
-        jd_trt* trt = new jd_trt(log, log_user);
+        jd_trt* trt = new jd_trt(process_logger(log, log_user));
         size_t const mark = trt->logger.mark();
         trt->runtime = static_cast<nvinfer1::IRuntime*>(create_runtime(&trt->logger, NV_TENSORRT_VERSION));
         if (trt->runtime == nullptr)
