@@ -224,6 +224,8 @@ struct BuildPlan {
     /// the same whatever the profile count, and adding a camera must not rebuild it.
     static_identity: EngineIdentity,
     device: DeviceIdentity,
+    /// `device.gpu`: the build thread binds this GPU's context before TensorRT sees the build.
+    gpu: u32,
     tensorrt: TrtVersion,
     cache: EngineCache,
 }
@@ -247,7 +249,7 @@ impl BuildPlan {
         let static_options = BuildOptions { input_profiles: None, ..options.clone() };
         let static_identity = EngineIdentity::new(&model.digest, &version, &device, &static_options);
         let cache = EngineCache::open(&config.engine.cache_dir, onnx_path)?;
-        Ok(BuildPlan { model, options, identity, static_identity, device, tensorrt, cache })
+        Ok(BuildPlan { model, options, identity, static_identity, device, gpu: config.device.gpu, tensorrt, cache })
     }
 
     /// The path the engine has (or will have) in the cache: the static-input one when that exists.
@@ -329,7 +331,7 @@ impl BuildPlan {
             profiles: self.options.input_profiles.as_ref(),
         };
         let BuildOutput { engine, timing_cache: timing, timing_cache_rejected, profiles } =
-            run_with_progress(runtime, &request, progress)?;
+            run_with_progress(runtime, &request, self.gpu, progress)?;
         if let Some(why) = timing_cache_rejected {
             log::warn!(
                 "TensorRT refused the timing cache {} ({why}); built with an empty one, which replaces it",
@@ -423,6 +425,7 @@ fn acquire(
 fn run_with_progress(
     runtime: &TrtRuntime,
     request: &BuildRequest<'_>,
+    gpu: u32,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BuildOutput, TrtError> {
     let started = Instant::now();
@@ -443,6 +446,13 @@ fn run_with_progress(
                     let _ = sender.send(event);
                     true
                 };
+                // A new thread has no current CUDA context, and TensorRT builds on the current one:
+                // without this, a host with `device.gpu` other than 0 built (and timed) on GPU 0.
+                let context = CudaContext::new(gpu as usize)
+                    .map_err(|e| TrtError::NoGpu(format!("GPU {gpu} for the engine build: {e}")))?;
+                context
+                    .bind_to_thread()
+                    .map_err(|e| TrtError::Cuda(format!("binding GPU {gpu} for the build: {e}")))?;
                 runtime.build(request, &relay)
             })
             .map_err(|e| TrtError::Trt(format!("cannot start the build thread: {e}")))?;
