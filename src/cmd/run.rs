@@ -34,10 +34,11 @@ use crate::track::events::Scene;
 /// The longest a source thread may spend in one call, or the inference worker on one frame, before
 /// the systemd watchdog keep-alives stop, when no `WatchdogSec=` is set to derive it from.
 const DEFAULT_MAX_SILENCE: Duration = Duration::from_secs(30);
-/// Each engine-build progress event (about one a second) extends systemd's start timeout by this
-/// much, so a build of many minutes is never killed while a stuck one still is.
+/// Each event of real engine-build progress (`extends_start`: a TensorRT phase or step, or on 8.x a
+/// tick up to `engine.build_timeout_s`) extends systemd's start timeout by this much: long enough
+/// for one slow build step, so a build of many minutes is never killed while a hung one still is.
 #[cfg(feature = "tensorrt")]
-const BUILD_TIMEOUT_EXTENSION: Duration = Duration::from_secs(30);
+const BUILD_TIMEOUT_EXTENSION: Duration = Duration::from_secs(300);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -93,9 +94,15 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     #[cfg(feature = "tensorrt")]
     let backend = {
         let mut display = crate::backend::trt::ProgressReporter::default();
+        let phases_reported = crate::backend::trt::header_version().major >= 10;
+        let limit = Duration::from_secs(u64::from(config.engine.build_timeout_s));
         load_backend_noting_fallback(&config, |event| {
             display.report(&event);
-            let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
+            if crate::backend::trt::progress::extends_start(&event, phases_reported, limit) {
+                let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
+            } else {
+                let _ = notifier.status(&display.line());
+            }
         })?
     };
     #[cfg(not(feature = "tensorrt"))]

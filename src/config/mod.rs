@@ -288,6 +288,8 @@ pub struct EngineConfig {
     pub dla_core: Option<u32>,
     /// TensorRT builder optimisation level 0..=5.
     pub optimization_level: u8,
+    /// Longest an engine build (and the wait for another process's build) may take, in seconds.
+    pub build_timeout_s: u32,
     /// Ring slots per camera (≥ 2).
     pub frame_slots: usize,
     /// Most frames (one per camera) one inference takes, 1..=[`MAX_BATCH`]; 1 turns batching off.

@@ -93,6 +93,9 @@ impl Config {
         if self.engine.optimization_level > 5 {
             return Err(self.invalid("engine.optimization_level", "allowed: 0..=5"));
         }
+        if !(60..=86_400).contains(&self.engine.build_timeout_s) {
+            return Err(self.invalid("engine.build_timeout_s", "allowed: 60..=86400 (a minute to a day)"));
+        }
         if self.engine.workspace_mib == 0 {
             return Err(self.invalid("engine.workspace_mib", "must be at least 1"));
         }

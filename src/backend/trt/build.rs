@@ -226,6 +226,8 @@ struct BuildPlan {
     device: DeviceIdentity,
     /// `device.gpu`: the build thread binds this GPU's context before TensorRT sees the build.
     gpu: u32,
+    /// `engine.build_timeout_s`: the longest build, and the longest wait for another's.
+    build_timeout: Duration,
     tensorrt: TrtVersion,
     cache: EngineCache,
 }
@@ -249,7 +251,17 @@ impl BuildPlan {
         let static_options = BuildOptions { input_profiles: None, ..options.clone() };
         let static_identity = EngineIdentity::new(&model.digest, &version, &device, &static_options);
         let cache = EngineCache::open(&config.engine.cache_dir, onnx_path)?;
-        Ok(BuildPlan { model, options, identity, static_identity, device, gpu: config.device.gpu, tensorrt, cache })
+        Ok(BuildPlan {
+            model,
+            options,
+            identity,
+            static_identity,
+            device,
+            gpu: config.device.gpu,
+            build_timeout: Duration::from_secs(u64::from(config.engine.build_timeout_s)),
+            tensorrt,
+            cache,
+        })
     }
 
     /// The path the engine has (or will have) in the cache: the static-input one when that exists.
@@ -289,7 +301,7 @@ impl BuildPlan {
 
     /// Takes the build lock, relaying the wait as [`Progress::Waiting`].
     fn lock(&self, progress: &mut dyn FnMut(Progress)) -> Result<BuildLock, TrtError> {
-        Ok(self.cache.lock_builds(&self.lock_holder(), |holder, elapsed| {
+        Ok(self.cache.lock_builds(&self.lock_holder(), self.build_timeout, |holder, elapsed| {
             progress(Progress::Waiting { holder: holder.to_owned(), elapsed });
         })?)
     }
@@ -331,7 +343,7 @@ impl BuildPlan {
             profiles: self.options.input_profiles.as_ref(),
         };
         let BuildOutput { engine, timing_cache: timing, timing_cache_rejected, profiles } =
-            run_with_progress(runtime, &request, self.gpu, progress)?;
+            run_with_progress(runtime, &request, self.gpu, self.build_timeout, progress)?;
         if let Some(why) = timing_cache_rejected {
             log::warn!(
                 "TensorRT refused the timing cache {} ({why}); built with an empty one, which replaces it",
@@ -426,6 +438,7 @@ fn run_with_progress(
     runtime: &TrtRuntime,
     request: &BuildRequest<'_>,
     gpu: u32,
+    limit: Duration,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BuildOutput, TrtError> {
     let started = Instant::now();
@@ -444,7 +457,8 @@ fn run_with_progress(
                     };
                     // The receiver outlives the build; a send error would only mean nobody listens.
                     let _ = sender.send(event);
-                    true
+                    // false cancels the build (TensorRT 10+: its progress monitor asks after every step).
+                    started.elapsed() < limit
                 };
                 // A new thread has no current CUDA context, and TensorRT builds on the current one:
                 // without this, a host with `device.gpu` other than 0 built (and timed) on GPU 0.
@@ -464,7 +478,15 @@ fn run_with_progress(
             }
         }
         progress(Progress::Tick { elapsed: started.elapsed() });
-        builder.join().map_err(|_| TrtError::Trt("the build thread panicked".into()))?
+        let built = builder.join().map_err(|_| TrtError::Trt("the build thread panicked".into()))?;
+        match built {
+            Err(error) if started.elapsed() >= limit => Err(TrtError::Config(format!(
+                "the engine build ran past engine.build_timeout_s ({} s) and was cancelled ({error}); raise it if \
+                 this device is slower",
+                limit.as_secs()
+            ))),
+            other => other,
+        }
     })
 }
 

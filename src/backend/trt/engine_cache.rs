@@ -62,6 +62,12 @@ pub enum CacheError {
     Model { path: PathBuf, reason: String },
     #[error("engine {path}: {reason}")]
     InvalidEngine { path: PathBuf, reason: MissReason },
+    #[error(
+        "waited {} s for the engine build lock {path}, held by {holder}; giving up (engine.build_timeout_s): \
+         if that process hangs, stop it",
+        waited.as_secs()
+    )]
+    LockTimeout { path: PathBuf, holder: String, waited: Duration },
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> CacheError + '_ {
@@ -592,8 +598,14 @@ impl EngineCache {
     /// [`BUILD_LOCK_POLL`] with what the holder wrote about itself and how long this one has
     /// waited (log it; keep systemd's start timeout extended). `holder` describes this process to
     /// the next waiter. The caller looks the engine up again after acquiring: the other process
-    /// has probably just saved it.
-    pub fn lock_builds(&self, holder: &str, mut waiting: impl FnMut(&str, Duration)) -> Result<BuildLock, CacheError> {
+    /// has probably just saved it. A holder that keeps it longer than `max_wait` (a hung build)
+    /// makes this fail with [`CacheError::LockTimeout`] naming it, instead of waiting forever.
+    pub fn lock_builds(
+        &self,
+        holder: &str,
+        max_wait: Duration,
+        mut waiting: impl FnMut(&str, Duration),
+    ) -> Result<BuildLock, CacheError> {
         let path = self.dir.join(BUILD_LOCK_FILE);
         let mut file = fs::OpenOptions::new()
             .read(true)
@@ -609,8 +621,11 @@ impl EngineCache {
             // Who holds it is for the log only: an unreadable description is not an error.
             let _ = (&file).take(MAX_HOLDER_BYTES).read_to_string(&mut text);
             let _ = file.rewind();
-            let text = text.trim();
-            waiting(if text.is_empty() { "another process" } else { text }, started.elapsed());
+            let text = if text.trim().is_empty() { "another process" } else { text.trim() };
+            if started.elapsed() >= max_wait {
+                return Err(CacheError::LockTimeout { path, holder: text.to_owned(), waited: started.elapsed() });
+            }
+            waiting(text, started.elapsed());
             std::thread::sleep(BUILD_LOCK_POLL);
         }
         // Best effort: the description only helps the next waiter's log line.
@@ -1197,7 +1212,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).expect("chown");
         let cache = cache(dir.path());
-        let lock = cache.lock_builds("root's build-engine", |_, _| panic!("nobody holds the lock")).expect("lock");
+        let lock = cache
+            .lock_builds("root's build-engine", Duration::MAX, |_, _| panic!("nobody holds the lock"))
+            .expect("lock");
         let engine = cache.store(&identity(), &engine_bytes()).expect("store");
         drop(lock);
         for path in [dir.path().join(BUILD_LOCK_FILE), engine.clone(), sidecar_path(&engine)] {
@@ -1210,7 +1227,7 @@ mod tests {
     fn a_second_builder_waits_for_the_first_and_learns_who_it_is() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cache = cache(dir.path());
-        let first = cache.lock_builds("pid 1 (jetson-detectd run), building ssd.abc.engine", |_, _| {
+        let first = cache.lock_builds("pid 1 (jetson-detectd run), building ssd.abc.engine", Duration::MAX, |_, _| {
             panic!("nobody holds the lock yet")
         });
         let first = first.expect("lock");
@@ -1221,7 +1238,7 @@ mod tests {
             let cache = cache.clone();
             std::thread::spawn(move || {
                 let mut told = Vec::new();
-                let lock = cache.lock_builds("pid 2 (jetson-detectd build-engine)", |holder, _| {
+                let lock = cache.lock_builds("pid 2 (jetson-detectd build-engine)", Duration::MAX, |holder, _| {
                     if told.is_empty() {
                         // Only once it has waited does the first builder finish.
                         let _ = sender.send(());
@@ -1238,7 +1255,23 @@ mod tests {
         assert_eq!(told[0], "pid 1 (jetson-detectd run), building ssd.abc.engine");
 
         // Released on drop, whoever held it last: a third builder gets it at once.
-        cache.lock_builds("pid 3", |_, _| panic!("must not wait")).expect("free again");
+        cache.lock_builds("pid 3", Duration::MAX, |_, _| panic!("must not wait")).expect("free again");
+    }
+
+    #[test]
+    fn a_hung_lock_holder_makes_the_wait_fail_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache(dir.path());
+        let _hung = cache.lock_builds("pid 4 (jetson-detectd run), building ssd.abc.engine", Duration::MAX, |_, _| {
+            panic!("nobody holds the lock yet")
+        });
+        let mut waits = 0;
+        let error =
+            cache.lock_builds("pid 5", BUILD_LOCK_POLL * 2, |_, _| waits += 1).expect_err("the holder never lets go");
+        let message = error.to_string();
+        assert!(message.contains("pid 4 (jetson-detectd run)"), "{message}");
+        assert!(message.contains("engine.build_timeout_s"), "{message}");
+        assert!((1..=3).contains(&waits), "{waits} waits");
     }
 
     #[test]

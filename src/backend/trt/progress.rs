@@ -3,8 +3,9 @@
 //! Owns: [`Progress`] (IProgressMonitor phases on TensorRT 10+, plus a tick about once a second on
 //! every version, so that a build is never silent, and the wait for another process's build) and
 //! [`ProgressReporter`], which draws a bar on a
-//! TTY and writes a log line at most every [`LOG_INTERVAL`] otherwise (systemd/journald).
-//! Must not: talk to TensorRT or systemd (the caller forwards ticks as `EXTEND_TIMEOUT_USEC=`).
+//! TTY and writes a log line at most every [`LOG_INTERVAL`] otherwise (systemd/journald), and
+//! [`extends_start`], which events show real progress.
+//! Must not: talk to TensorRT or systemd (the caller forwards progress as `EXTEND_TIMEOUT_USEC=`).
 
 use std::io::Write;
 use std::time::Duration;
@@ -39,6 +40,20 @@ pub enum Progress {
         holder: String,
         elapsed: Duration,
     },
+}
+
+/// Whether `event` shows the build (or the wait for another process's) moving, so that systemd's
+/// start timeout may be extended once more. TensorRT's phases and steps and our own stages do.
+/// A clock tick does only where TensorRT reports no phases (`phases_reported` false: 8.x has no
+/// progress monitor, a tick is all there is), and neither a tick nor a lock wait does past `limit`
+/// (`engine.build_timeout_s`): a hung build or a hung lock holder then ends in systemd's timeout
+/// instead of keeping the unit "activating" forever.
+pub fn extends_start(event: &Progress, phases_reported: bool, limit: Duration) -> bool {
+    match event {
+        Progress::Stage(_) | Progress::PhaseStart { .. } | Progress::Step { .. } | Progress::PhaseFinish { .. } => true,
+        Progress::Tick { elapsed } => !phases_reported && *elapsed < limit,
+        Progress::Waiting { elapsed, .. } => *elapsed < limit,
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -198,6 +213,22 @@ fn format_elapsed(elapsed: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::extends_start;
+
+    #[test]
+    fn only_real_progress_extends_the_start_and_never_past_the_limit() {
+        let limit = Duration::from_secs(3600);
+        let tick = |s| Progress::Tick { elapsed: Duration::from_secs(s) };
+        let step = Progress::Step { phase: "Building".into(), step: 3 };
+        assert!(extends_start(&step, true, limit));
+        assert!(!extends_start(&tick(10), true, limit), "with phases, a clock tick is no progress");
+        assert!(extends_start(&tick(10), false, limit), "8.x reports no phases: ticks, up to the limit");
+        assert!(!extends_start(&tick(3600), false, limit), "a hung 8.x build stops extending");
+        let waiting = |s| Progress::Waiting { holder: "pid 7".into(), elapsed: Duration::from_secs(s) };
+        assert!(extends_start(&waiting(5), true, limit));
+        assert!(!extends_start(&waiting(3601), true, limit), "a hung lock holder stops extending");
+    }
+
     use super::*;
 
     fn start(phase: &str, parent: Option<&str>, steps: i32) -> Progress {
