@@ -22,7 +22,7 @@ use crate::detection::{Labels, LabelsError};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::scheduler::{SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
-use crate::publish::mqtt::{MqttError, MqttSettings, Publisher};
+use crate::publish::mqtt::{MqttError, MqttSettings, Publisher, STATUS_BUILDING, STATUS_ONLINE};
 use crate::publish::payload::{new_run_id, Stamp};
 use crate::publish::sink::PublishSink;
 use crate::publish::tracking::camera_scene;
@@ -90,47 +90,100 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     }));
     let labels = Arc::new(Labels::load(&config.model.labels)?);
     let params = DecodeParams::from_config(&config.model, &labels).map_err(DaemonError::Classes)?;
-    let _ = notifier.status("loading model");
-    #[cfg(feature = "tensorrt")]
-    let backend = {
-        let mut display = crate::backend::trt::ProgressReporter::default();
-        let phases_reported = crate::backend::trt::header_version().major >= 10;
-        let limit = Duration::from_secs(u64::from(config.engine.build_timeout_s));
-        load_backend_noting_fallback(&config, |event| {
-            display.report(&event);
-            if crate::backend::trt::progress::extends_start(&event, phases_reported, limit) {
-                let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
-            } else {
-                let _ = notifier.status(&display.line());
-            }
-        })?
-    };
-    #[cfg(not(feature = "tensorrt"))]
-    let backend = load_backend_noting_fallback(&config, |never| match never {})?;
-    let (backend, fallback) = backend;
-    log::info!("backend: {:?}", backend.info());
+    // Zones name labels of the label file: checked before anything is published.
+    let scenes = camera_scenes(&config, &labels)?;
 
+    // MQTT first: an engine build takes minutes on a Jetson, and subscribers must not see a stale
+    // status meanwhile. The status is `building` (retained) until the engine is ready, and
+    // telemetry carries the build's progress. CUDA and TensorRT run on this thread, never on the
+    // runtime's.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("jetson-detectd-io")
         .enable_all()
         .build()
         .map_err(DaemonError::Runtime)?;
-    // Probed here, before any tokio thread exists: CUDA calls stay off the async runtime.
+    let publisher = {
+        let _entered = runtime.enter();
+        Publisher::start_with_status(MqttSettings::from_config(&config)?, STATUS_BUILDING)?
+    };
+    let run: Arc<str> = new_run_id().into();
+    log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
+    let _ = notifier.status("loading model");
+    #[cfg(feature = "tensorrt")]
+    let (loaded, telemetry_seq) = {
+        let mut telemetry_seq = 0u64;
+        let mut display = crate::backend::trt::ProgressReporter::default();
+        let phases_reported = crate::backend::trt::header_version().major >= 10;
+        let limit = Duration::from_secs(u64::from(config.engine.build_timeout_s));
+        let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s));
+        let mut last_telemetry: Option<std::time::Instant> = None;
+        let loaded = load_backend_noting_fallback(&config, |event| {
+            display.report(&event);
+            if crate::backend::trt::progress::extends_start(&event, phases_reported, limit) {
+                let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
+            } else {
+                let _ = notifier.status(&display.line());
+            }
+            let due = last_telemetry.is_none_or(|at| at.elapsed() >= telemetry_period);
+            if config.telemetry.interval_s > 0 && due {
+                last_telemetry = Some(std::time::Instant::now());
+                let stamp = Stamp { run: &run, seq: telemetry_seq };
+                publisher.publish(publisher.topic("telemetry"), building_message(stamp, &display.line()), false);
+                telemetry_seq += 1;
+            }
+        });
+        (loaded, telemetry_seq)
+    };
+    #[cfg(not(feature = "tensorrt"))]
+    let (loaded, telemetry_seq) = (load_backend_noting_fallback(&config, |never| match never {}), 0);
+    let (backend, fallback) = match loaded {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            runtime.block_on(publisher.shutdown());
+            return Err(e.into());
+        }
+    };
+    log::info!("backend: {:?}", backend.info());
+    publisher.set_status(STATUS_ONLINE);
+
     let mut engine_info = serde_json::to_value(backend.info()).unwrap_or_default();
     let gpu = crate::backend::load::GpuSampler::new(config.device.gpu as usize, backend.info().kind == "tensorrt");
     engine_info["gpu"] = gpu.section();
     if let Some(reason) = fallback {
         engine_info["fallback"] = serde_json::Value::String(format!("TensorRT unavailable: {reason}"));
     }
-    let engine = EngineSection { info: engine_info, gpu: Arc::new(gpu) };
-    runtime.block_on(serve(config, config_path, backend, labels, params, notifier, engine))
+    let started = Started { engine_info, gpu: Arc::new(gpu), publisher, run, telemetry_seq, scenes };
+    runtime.block_on(serve(config, config_path, backend, labels, params, notifier, started))
 }
 
-/// Telemetry's `engine` section: what the backend said at start, and the GPU sampled each period.
-struct EngineSection {
-    info: serde_json::Value,
+/// A telemetry message while the engine is built at start: `engine.status` is `building`, with the
+/// build's progress line (what systemd's `STATUS=` shows).
+#[cfg(feature = "tensorrt")]
+fn building_message(stamp: Stamp<'_>, progress: &str) -> Vec<u8> {
+    let engine = serde_json::json!({ "status": "building", "progress": progress });
+    let report = TelemetryReport {
+        stamp: Some(stamp),
+        cameras: &[],
+        load: None,
+        jetson: &JetsonSysfs::default(),
+        mqtt: None,
+        engine: Some(engine),
+        ts: SystemTime::now(),
+    };
+    telemetry_message(&report)
+}
+
+/// What `run` prepared before serving: the telemetry's `engine` section (what the backend said,
+/// and the GPU sampled each period), the MQTT publisher (connected since before the engine
+/// build), this start's run id and the telemetry messages sent so far, and the cameras' scenes.
+struct Started {
+    engine_info: serde_json::Value,
     gpu: Arc<crate::backend::load::GpuSampler>,
+    publisher: Publisher,
+    run: Arc<str>,
+    telemetry_seq: u64,
+    scenes: Vec<Scene>,
 }
 
 async fn serve(
@@ -140,20 +193,15 @@ async fn serve(
     labels: Arc<Labels>,
     params: DecodeParams,
     notifier: Arc<Notifier>,
-    engine: EngineSection,
+    started: Started,
 ) -> Result<(), DaemonError> {
-    let EngineSection { info: engine_info, gpu } = engine;
+    let Started { engine_info, gpu, publisher, run, mut telemetry_seq, scenes } = started;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
     let mut sighup = signal(SignalKind::hangup()).map_err(DaemonError::Runtime)?;
 
-    // Zones name labels of the label file: checked before anything is published.
-    let scenes = camera_scenes(&config, &labels)?;
-    let publisher = Publisher::start(MqttSettings::from_config(&config)?)?;
     let liveness = Liveness::new();
     let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
-    let run: Arc<str> = new_run_id().into();
-    log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let sink = Arc::new(PublishSink::start(&config, publisher.clone(), run.clone(), labels, scenes, ended_tx));
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -202,7 +250,6 @@ async fn serve(
     let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s.max(1)));
     // The first report after one period, when there is something to report.
     let mut telemetry_tick = tokio::time::interval_at(tokio::time::Instant::now() + telemetry_period, telemetry_period);
-    let mut telemetry_seq = 0u64;
     let mut sampler = SystemSampler::new();
     let dropped_seen: Vec<AtomicU64> = pipelines.iter().map(|_| AtomicU64::new(0)).collect();
     if let Some(warning) = JetsonSysfs::read(&config.telemetry.sysfs_root).clock_warning() {

@@ -35,6 +35,9 @@ use crate::sync::lock;
 
 /// Payload of the retained status topic while connected.
 pub const STATUS_ONLINE: &str = "online";
+/// Payload of the retained status topic while the engine is being built at start (minutes on a
+/// Jetson): connected, not detecting yet.
+pub const STATUS_BUILDING: &str = "building";
 /// Payload of the status topic after a clean shutdown, and of the Last Will.
 pub const STATUS_OFFLINE: &str = "offline";
 /// Largest payload accepted; bigger ones are dropped (and counted) instead of breaking the connection.
@@ -266,17 +269,38 @@ impl Drop for ConnectionTask {
 impl Publisher {
     /// Must be called inside a tokio runtime; spawns the connection task, which connects in the background.
     pub fn start(settings: MqttSettings) -> Result<Publisher, MqttError> {
+        Self::start_with_status(settings, STATUS_ONLINE)
+    }
+
+    /// [`start`](Self::start) with another retained status while connected ([`STATUS_BUILDING`]
+    /// before the engine is ready), until [`set_status`](Self::set_status) says otherwise.
+    pub fn start_with_status(settings: MqttSettings, status: &'static str) -> Result<Publisher, MqttError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| MqttError::NoRuntime)?;
         let (client, eventloop) = AsyncClient::new(settings.mqtt_options(), usize::from(MAX_IN_FLIGHT) + 2);
         let shared = Arc::new(Shared {
             outbox: Mutex::new(Outbox::new(settings.queue_capacity, settings.queue_max_bytes, settings.status_topic())),
             wake: Notify::new(),
         });
+        lock(&shared.outbox).status = status;
         let prefix: Arc<str> = settings.prefix.clone().into();
         let qos = settings.qos;
         let connection = Connection { client, shared: Arc::clone(&shared), settings };
         let handle = runtime.spawn(connection.run(eventloop));
         Ok(Publisher { shared, prefix, qos, task: Arc::new(ConnectionTask(Mutex::new(Some(handle)))) })
+    }
+
+    /// Publishes `status` (retained, QoS 1) on the status topic now and after every reconnect:
+    /// [`STATUS_ONLINE`] once the engine is ready. The Last Will stays `offline`.
+    pub fn set_status(&self, status: &'static str) {
+        let mut outbox = lock(&self.shared.outbox);
+        if outbox.closing {
+            return;
+        }
+        outbox.status = status;
+        let message = outbox.status_message(status);
+        outbox.set_status(message, StatusPosition::Last);
+        drop(outbox);
+        self.shared.wake.notify_one();
     }
 
     /// `<prefix>/<suffix>`.
@@ -396,6 +420,8 @@ struct Outbox {
     data_len: usize,
     data_bytes: usize,
     status_topic: String,
+    /// What the status topic says while connected: [`STATUS_ONLINE`], or [`STATUS_BUILDING`].
+    status: &'static str,
     connected: bool,
     closing: bool,
     dropped: u64,
@@ -414,6 +440,7 @@ impl Outbox {
             data_len: 0,
             data_bytes: 0,
             status_topic,
+            status: STATUS_ONLINE,
             connected: false,
             closing: false,
             dropped: 0,
@@ -717,8 +744,8 @@ impl Connection {
                 }
                 // During shutdown the queued `offline` must stay the last word.
                 if !outbox.closing {
-                    let online = outbox.status_message(STATUS_ONLINE);
-                    outbox.set_status(online, StatusPosition::First);
+                    let status = outbox.status_message(outbox.status);
+                    outbox.set_status(status, StatusPosition::First);
                 }
                 let queued = outbox.waiting.len();
                 drop(outbox);

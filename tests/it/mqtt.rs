@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use jetson_detectd::config::{Config, ConfigOrigin};
 use jetson_detectd::detection::{BoundingBox, Detection, Labels};
 use jetson_detectd::frame::{FrameMeta, PixelFormat};
-use jetson_detectd::publish::mqtt::{MqttSettings, MqttStats, Publisher};
+use jetson_detectd::publish::mqtt::{MqttSettings, MqttStats, Publisher, STATUS_BUILDING, STATUS_ONLINE};
 use jetson_detectd::publish::payload::{detections_message, DetectionsMessage, Latency};
 use rumqttc::QoS;
 use tokio::runtime::Runtime;
@@ -339,4 +339,27 @@ fn two_clients_with_one_client_id_back_off_instead_of_flapping() {
     std::thread::sleep(Duration::from_millis(50) * 40);
     let during = reconnects() - before;
     assert!(during <= 2, "{during} reconnects in 40 reconnect_min periods after the takeover was seen");
+}
+
+/// While the engine is built at start the daemon is connected and says so: the retained status is
+/// `building` (also for a subscriber that comes later), then `online` once the engine is ready.
+#[test]
+fn the_status_is_building_until_the_engine_is_ready_then_online() {
+    let broker = Broker::start();
+    let subscriber = Subscriber::connect(&broker, "building-sub", &["building-test/status"]);
+    let runtime = runtime();
+    let publisher = {
+        let _entered = runtime.enter();
+        Publisher::start_with_status(settings(&broker, "building-test", 1, 100), STATUS_BUILDING)
+            .expect("publisher starts")
+    };
+    subscriber.wait_for_payload("building-test/status", b"building");
+    let late = Subscriber::connect(&broker, "building-late-sub", &["building-test/status"]);
+    assert!(late.wait_for_payload("building-test/status", b"building")[0].retain, "retained");
+    publisher.set_status(STATUS_ONLINE);
+    subscriber.wait_for_payload("building-test/status", b"online");
+    let payloads: Vec<String> = subscriber.messages("building-test/status").iter().map(|m| m.text()).collect();
+    assert_eq!(payloads, ["building", "online"]);
+    runtime.block_on(publisher.shutdown());
+    subscriber.wait_for_payload("building-test/status", b"offline");
 }
