@@ -122,15 +122,38 @@ fn load_plugins() -> Result<(), String> {
     // SAFETY: `forward_log` is a plain function with no state; the error buffer is `checked`'s.
     let loaded = checked(|err, len| unsafe { ffi::jd_load_plugins(forward_log, std::ptr::null_mut(), err, len) });
     if let Err(why) = &loaded {
-        WARNED.call_once(|| {
-            log::warn!(
-                "TensorRT plugins are not available ({why}): models that use them (e.g. `end2end` exports with \
-                 EfficientNMS) cannot be parsed or loaded; install {} (JetPack's libnvinfer-plugin package)",
-                plugin_library_name()
-            );
-        });
+        WARNED.call_once(|| log::warn!("{}", missing_plugins_warning(header_version().major, why)));
     }
     loaded
+}
+
+/// What a missing `libnvinfer_plugin` means on TensorRT `major`: on 10+ only models that use
+/// plugins fail; on 8.x the ONNX parser itself needs the library (libnvonnxparser.so.8 links
+/// against it and registers the plugins while parsing), so every engine build from ONNX fails.
+pub fn missing_plugins_warning(major: i32, why: &str) -> String {
+    let library = plugin_library_name();
+    if major < 10 {
+        format!(
+            "TensorRT plugins are not available ({why}): on TensorRT {major} the ONNX parser needs {library}, so \
+             every engine build from model.onnx fails, whatever the model; only a prebuilt model.engine without \
+             plugins loads. Install {library} (JetPack's libnvinfer-plugin{major} package)"
+        )
+    } else {
+        format!(
+            "TensorRT plugins are not available ({why}): models that use them (e.g. `end2end` exports with \
+             EfficientNMS) cannot be parsed or loaded; install {library} (JetPack's libnvinfer-plugin package)"
+        )
+    }
+}
+
+/// A build error, with what it means when TensorRT 8.x's ONNX parser failed for want of the
+/// plugin library (the dynamic loader's message names it).
+fn explain_build_error(major: i32, error: String) -> String {
+    if major < 10 && error.contains("libnvinfer_plugin") {
+        format!("{error}; {}", missing_plugins_warning(major, "the parser cannot load it"))
+    } else {
+        error
+    }
 }
 
 /// Loaded TensorRT with its runtime and logger.
@@ -236,7 +259,7 @@ impl TrtRuntime {
         // Wrap before checking the status so that blobs are freed on every path.
         let engine = HostBlob::from_raw(result.engine);
         let timing_cache = HostBlob::from_raw(result.timing_cache);
-        status.map_err(TrtError::Trt)?;
+        status.map_err(|error| TrtError::Trt(explain_build_error(header_version().major, error)))?;
         let engine = engine.ok_or_else(|| TrtError::Trt("the build returned no engine".into()))?;
         let timing_cache_rejected = (result.timing_cache_rejected != 0).then(|| {
             // c_char is i8 or u8 depending on the target; to_ne_bytes reads either as a byte.
@@ -724,6 +747,19 @@ impl Drop for ExecutionContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_plugin_library_on_8_x_is_said_to_break_every_build() {
+        let why = "libnvinfer_plugin.so.8: cannot open shared object file";
+        let old = missing_plugins_warning(8, why);
+        assert!(old.contains("every engine build from model.onnx fails"), "{old}");
+        let new = missing_plugins_warning(10, why);
+        assert!(new.contains("models that use them") && !new.contains("every engine build"), "{new}");
+        let parse = explain_build_error(8, format!("libnvonnxparser.so.8: {why}"));
+        assert!(parse.starts_with("libnvonnxparser.so.8") && parse.contains("every engine build"), "{parse}");
+        assert_eq!(explain_build_error(8, "out of memory".into()), "out of memory");
+        assert_eq!(explain_build_error(10, why.into()), why);
+    }
 
     #[test]
     fn data_type_values_match_nvinfer() {

@@ -265,18 +265,18 @@ fn check_tensorrt(config: &Config, gpu_available: bool, report: &mut SelftestRep
     match &probe.plugins {
         Some(plugins) if plugins.loaded => report.check("plugins", Status::Pass, format!("{} loaded", plugins.library)),
         Some(plugins) => {
-            // end2end exports carry EfficientNMS: without the plugin library they cannot run.
-            let status =
-                if config.model.decoder == crate::config::DecoderKind::End2end { Status::Fail } else { Status::Warn };
+            // end2end exports carry EfficientNMS: without the plugin library they cannot run; on
+            // 8.x no ONNX model can be built without it (the parser needs the library).
+            let major = crate::backend::trt::header_version().major;
+            let builds_from_onnx = config.model.engine.is_none();
+            let breaks_all = major < 10 && builds_from_onnx;
+            let status = if config.model.decoder == crate::config::DecoderKind::End2end || breaks_all {
+                Status::Fail
+            } else {
+                Status::Warn
+            };
             let why = plugins.detail.as_deref().unwrap_or("not loaded");
-            report.check(
-                "plugins",
-                status,
-                format!(
-                    "{}: {why}; models that use TensorRT plugins (end2end/EfficientNMS) cannot run",
-                    plugins.library
-                ),
-            );
+            report.check("plugins", status, crate::backend::trt::runtime::missing_plugins_warning(major, why));
         }
         None => report.check("plugins", Status::Skip, "TensorRT is not available"),
     }
