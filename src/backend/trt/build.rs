@@ -164,6 +164,25 @@ pub fn check_precision(precision: Precision, tensorrt_major: i32) -> Result<(), 
     Ok(())
 }
 
+/// `engine.precision = "int8"` needs an explicitly quantized model: no calibration is run, so
+/// without Q/DQ nodes TensorRT would build FP16/FP32 kernels and the cache would file them as INT8.
+pub fn check_int8_model(precision: Precision, model: &[u8], path: &Path) -> Result<(), TrtError> {
+    if precision != Precision::Int8 {
+        return Ok(());
+    }
+    match super::onnx_external_data::has_quantize_nodes(model) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(TrtError::Config(format!(
+            "engine.precision = \"int8\": {} has no QuantizeLinear/DequantizeLinear (Q/DQ) nodes, and jetson-detectd \
+             runs no INT8 calibration, so TensorRT would build FP16/FP32 kernels; export a quantized model (Q/DQ, \
+             e.g. with NVIDIA's Model Optimizer) or set engine.precision = \"fp16\"",
+            path.display()
+        ))),
+        // The parser reports a malformed model with more detail than this walk.
+        Err(_) => Ok(()),
+    }
+}
+
 /// TensorRT's own default builder optimisation level, what 8.5 (which cannot set one) builds with.
 const TENSORRT_DEFAULT_OPTIMIZATION_LEVEL: u8 = 3;
 
@@ -246,6 +265,7 @@ impl BuildPlan {
             log::warn!("{warning}");
         }
         let model = ModelInput::read(onnx_path)?;
+        check_int8_model(options.precision, &model.bytes, onnx_path)?;
         let version = tensorrt.to_string();
         let identity = EngineIdentity::new(&model.digest, &version, &device, &options);
         let static_options = BuildOptions { input_profiles: None, ..options.clone() };
@@ -666,6 +686,19 @@ mod tests {
         )
         .expect("no lock error");
         assert!(matches!(outcome, CacheOrLock::Build { lock: "lock", .. }), "{outcome:?}");
+    }
+
+    #[test]
+    fn int8_without_quantize_nodes_is_refused_before_building() {
+        let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/ssd_mobilenet_v2_coco_prenms_fp32.onnx");
+        let model = std::fs::read(&bundled).expect("bundled model");
+        let message = check_int8_model(Precision::Int8, &model, &bundled).expect_err("fp32 model").to_string();
+        assert!(message.contains("engine.precision = \"int8\"") && message.contains("Q/DQ"), "{message}");
+        assert!(check_int8_model(Precision::Fp16, &model, &bundled).is_ok());
+        use crate::backend::trt::onnx_external_data::encode::{bytes_field, varint_field};
+        let node = bytes_field(1, &bytes_field(4, b"QuantizeLinear"));
+        let quantized = [varint_field(1, 8), bytes_field(7, &node)].concat();
+        assert!(check_int8_model(Precision::Int8, &quantized, Path::new("q.onnx")).is_ok());
     }
 
     #[test]

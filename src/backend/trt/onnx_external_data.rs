@@ -4,7 +4,9 @@
 //! Owns: walking a `ModelProto`'s bytes down to every `TensorProto` that can hold weights
 //! (initializers, sparse initializers, constant attributes, the subgraphs of `If`/`Loop`/`Scan`,
 //! functions, training info) and collecting the `location` of each one whose `data_location` is
-//! `EXTERNAL`. Must not: decode tensor contents or copy weights (a model can be hundreds of MB;
+//! `EXTERNAL`; and whether any node of the model is a quantize/dequantize op
+//! ([`has_quantize_nodes`]: what `engine.precision = "int8"` needs, since no calibration is run).
+//! Must not: decode tensor contents or copy weights (a model can be hundreds of MB;
 //! only location strings are copied), open the files it finds (the engine cache hashes them), or
 //! trust the input: it is bounded in nesting depth and fails cleanly on malformed bytes.
 //!
@@ -136,6 +138,41 @@ pub fn external_data_locations(model: &[u8]) -> Result<BTreeSet<String>, OnnxErr
     Ok(locations)
 }
 
+/// Whether any node of `model` (its graph, subgraphs of `If`/`Loop`/`Scan`, functions, training
+/// graphs) is a `QuantizeLinear` or `DequantizeLinear`: the Q/DQ nodes of an explicitly quantized
+/// model, from which TensorRT builds INT8 kernels without calibration.
+pub fn has_quantize_nodes(model: &[u8]) -> Result<bool, OnnxError> {
+    find_quantize_node(Message::Model, model, 0)
+}
+
+fn find_quantize_node(message: Message, bytes: &[u8], depth: usize) -> Result<bool, OnnxError> {
+    if depth > MAX_DEPTH {
+        return Err(OnnxError::TooDeep);
+    }
+    let mut fields = Fields { rest: bytes };
+    while let Some(field) = fields.next_field() {
+        match (message, field?) {
+            // NodeProto.op_type
+            (Message::Node, Field::Bytes(4, op)) if op == b"QuantizeLinear" || op == b"DequantizeLinear" => {
+                return Ok(true)
+            }
+            (_, Field::Bytes(number, child)) => {
+                // Tensors hold weights, never nodes: skipped unread.
+                let nodes_inside = message
+                    .child(number)
+                    .filter(|kind| !matches!(kind, Message::Tensor | Message::SparseTensor | Message::StringEntry));
+                if let Some(kind) = nodes_inside {
+                    if find_quantize_node(kind, child, depth + 1)? {
+                        return Ok(true);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(false)
+}
+
 fn walk(message: Message, bytes: &[u8], depth: usize, out: &mut BTreeSet<String>) -> Result<(), OnnxError> {
     if depth > MAX_DEPTH {
         return Err(OnnxError::TooDeep);
@@ -249,6 +286,32 @@ mod tests {
 
     fn set(items: &[&str]) -> BTreeSet<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A `ModelProto` whose graph has one node of each `op_type`; `nested` puts them in the
+    /// `then_branch` of an `If` instead.
+    fn model_with_nodes(ops: &[&str], nested: bool) -> Vec<u8> {
+        let mut graph = bytes_field(2, b"main");
+        for op in ops {
+            graph.extend(bytes_field(1, &bytes_field(4, op.as_bytes())));
+        }
+        let graph = if nested {
+            let attribute = [bytes_field(1, b"then_branch"), bytes_field(6, &graph)].concat();
+            let node = [bytes_field(4, b"If"), bytes_field(5, &attribute)].concat();
+            [bytes_field(2, b"outer"), bytes_field(1, &node)].concat()
+        } else {
+            graph
+        };
+        [varint_field(1, 8), bytes_field(7, &graph)].concat()
+    }
+
+    #[test]
+    fn quantize_nodes_are_found_anywhere_in_the_model() {
+        assert_eq!(has_quantize_nodes(&model_with_nodes(&["Conv", "Relu"], false)), Ok(false));
+        assert_eq!(has_quantize_nodes(&model_with_nodes(&["QuantizeLinear", "Conv"], false)), Ok(true));
+        assert_eq!(has_quantize_nodes(&model_with_nodes(&["Conv", "DequantizeLinear"], true)), Ok(true));
+        assert_eq!(has_quantize_nodes(&model(&[("w", None)])), Ok(false));
+        assert!(has_quantize_nodes(&[0x3a, 0x05, 0x0a]).is_err(), "truncated bytes are an error, not a panic");
     }
 
     #[test]
