@@ -164,6 +164,39 @@ pub fn check_precision(precision: Precision, tensorrt_major: i32) -> Result<(), 
     Ok(())
 }
 
+/// Compares the model's fixed input dimensions with `model.input` before a build: a mismatch was
+/// found only after minutes of building, when the engine's input was checked. The batch
+/// dimension is the profile's; symbolic dimensions fit anything. A model the walk cannot read is
+/// left to TensorRT's parser, which says more.
+pub fn check_model_input(config: &Config, model: &[u8], path: &Path) -> Result<(), TrtError> {
+    let Ok(inputs) = super::onnx_external_data::graph_inputs(model) else { return Ok(()) };
+    let input = match &config.model.input.name {
+        Some(name) => inputs.iter().find(|input| &input.name == name),
+        None if inputs.len() == 1 => inputs.first(),
+        None => None,
+    };
+    let Some(input) = input else { return Ok(()) };
+    let spec = PreprocessSpec::from(&config.model.input);
+    let wanted: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
+    let fits = input.dims.len() == wanted.len()
+        && input.dims.iter().zip(&wanted).skip(1).all(|(dim, want)| dim.is_none_or(|dim| dim == *want));
+    if fits {
+        return Ok(());
+    }
+    let dims: Vec<String> = input.dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
+    Err(TrtError::Config(format!(
+        "model.input: {}'s input {:?} is [{}], but model.input asks for {:?} ({}x{} {:?}); nothing was built: set \
+         model.input.width, height and layout to the model's",
+        path.display(),
+        input.name,
+        dims.join(", "),
+        wanted,
+        config.model.input.width,
+        config.model.input.height,
+        spec.layout
+    )))
+}
+
 /// `engine.precision = "int8"` needs an explicitly quantized model: no calibration is run, so
 /// without Q/DQ nodes TensorRT would build FP16/FP32 kernels and the cache would file them as INT8.
 pub fn check_int8_model(precision: Precision, model: &[u8], path: &Path) -> Result<(), TrtError> {
@@ -266,6 +299,7 @@ impl BuildPlan {
         }
         let model = ModelInput::read(onnx_path)?;
         check_int8_model(options.precision, &model.bytes, onnx_path)?;
+        check_model_input(config, &model.bytes, onnx_path)?;
         let version = tensorrt.to_string();
         let identity = EngineIdentity::new(&model.digest, &version, &device, &options);
         let static_options = BuildOptions { input_profiles: None, ..options.clone() };
@@ -686,6 +720,17 @@ mod tests {
         )
         .expect("no lock error");
         assert!(matches!(outcome, CacheOrLock::Build { lock: "lock", .. }), "{outcome:?}");
+    }
+
+    #[test]
+    fn a_fixed_model_input_that_contradicts_the_config_is_refused_before_building() {
+        let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/ssd_mobilenet_v2_coco_prenms_fp32.onnx");
+        let model = std::fs::read(&bundled).expect("bundled model");
+        assert!(check_model_input(&config(""), &model, &bundled).is_ok(), "the bundled model fits its config");
+        let mut wrong = config("");
+        (wrong.model.input.width, wrong.model.input.height) = (640, 640);
+        let message = check_model_input(&wrong, &model, &bundled).expect_err("640 against 300").to_string();
+        assert!(message.contains("model.input") && message.contains("300"), "{message}");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! (initializers, sparse initializers, constant attributes, the subgraphs of `If`/`Loop`/`Scan`,
 //! functions, training info) and collecting the `location` of each one whose `data_location` is
 //! `EXTERNAL`; and whether any node of the model is a quantize/dequantize op
-//! ([`has_quantize_nodes`]: what `engine.precision = "int8"` needs, since no calibration is run).
+//! ([`has_quantize_nodes`]: what `engine.precision = "int8"` needs, since no calibration is run);
+//! and the main graph's inputs with their dimensions ([`graph_inputs`], checked against
+//! `model.input` before a build).
 //! Must not: decode tensor contents or copy weights (a model can be hundreds of MB;
 //! only location strings are copied), open the files it finds (the engine cache hashes them), or
 //! trust the input: it is bounded in nesting depth and fails cleanly on malformed bytes.
@@ -143,6 +145,82 @@ pub fn external_data_locations(model: &[u8]) -> Result<BTreeSet<String>, OnnxErr
 /// model, from which TensorRT builds INT8 kernels without calibration.
 pub fn has_quantize_nodes(model: &[u8]) -> Result<bool, OnnxError> {
     find_quantize_node(Message::Model, model, 0)
+}
+
+/// One input of the main graph: its name and dimensions (`None`: symbolic or unknown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphInput {
+    pub name: String,
+    pub dims: Vec<Option<i64>>,
+}
+
+/// The main graph's inputs that are not initializers (older exports list weights as inputs too),
+/// in order.
+pub fn graph_inputs(model: &[u8]) -> Result<Vec<GraphInput>, OnnxError> {
+    let mut graph = None;
+    let mut fields = Fields { rest: model };
+    while let Some(field) = fields.next_field() {
+        if let Field::Bytes(7, bytes) = field? {
+            graph = Some(bytes);
+        }
+    }
+    let Some(graph) = graph else { return Ok(Vec::new()) };
+    let (mut inputs, mut initializers) = (Vec::new(), BTreeSet::new());
+    let mut fields = Fields { rest: graph };
+    while let Some(field) = fields.next_field() {
+        match field? {
+            Field::Bytes(11, value_info) => inputs.push(value_info_input(value_info)?),
+            Field::Bytes(5, tensor) => {
+                let mut fields = Fields { rest: tensor };
+                while let Some(field) = fields.next_field() {
+                    if let Field::Bytes(8, name) = field? {
+                        initializers.insert(String::from_utf8_lossy(name).into_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    inputs.retain(|input| !initializers.contains(&input.name));
+    Ok(inputs)
+}
+
+/// A `ValueInfoProto`: name (1), type (2) → `tensor_type` (1) → `shape` (2) → `dim` (1) →
+/// `dim_value` (1) or `dim_param` (2).
+fn value_info_input(bytes: &[u8]) -> Result<GraphInput, OnnxError> {
+    fn sub(bytes: &[u8], number: u64) -> Result<Vec<&[u8]>, OnnxError> {
+        let mut found = Vec::new();
+        let mut fields = Fields { rest: bytes };
+        while let Some(field) = fields.next_field() {
+            if let Field::Bytes(n, child) = field? {
+                if n == number {
+                    found.push(child);
+                }
+            }
+        }
+        Ok(found)
+    }
+    let mut input = GraphInput { name: String::new(), dims: Vec::new() };
+    if let Some(name) = sub(bytes, 1)?.first() {
+        input.name = String::from_utf8_lossy(name).into_owned();
+    }
+    for type_proto in sub(bytes, 2)? {
+        for tensor_type in sub(type_proto, 1)? {
+            for shape in sub(tensor_type, 2)? {
+                for dim in sub(shape, 1)? {
+                    let mut value = None;
+                    let mut fields = Fields { rest: dim };
+                    while let Some(field) = fields.next_field() {
+                        if let Field::Varint(1, v) = field? {
+                            value = i64::try_from(v).ok().filter(|v| *v > 0);
+                        }
+                    }
+                    input.dims.push(value);
+                }
+            }
+        }
+    }
+    Ok(input)
 }
 
 fn find_quantize_node(message: Message, bytes: &[u8], depth: usize) -> Result<bool, OnnxError> {
@@ -303,6 +381,34 @@ mod tests {
             graph
         };
         [varint_field(1, 8), bytes_field(7, &graph)].concat()
+    }
+
+    /// A `ValueInfoProto` for an input `name` with these dims (`None`: a `dim_param`).
+    pub(crate) fn input(name: &str, dims: &[Option<u64>]) -> Vec<u8> {
+        let mut shape = Vec::new();
+        for dim in dims {
+            shape.extend(bytes_field(
+                1,
+                &match dim {
+                    Some(value) => varint_field(1, *value),
+                    None => bytes_field(2, b"batch"),
+                },
+            ));
+        }
+        let tensor_type = [varint_field(1, 1), bytes_field(2, &shape)].concat();
+        [bytes_field(1, name.as_bytes()), bytes_field(2, &bytes_field(1, &tensor_type))].concat()
+    }
+
+    #[test]
+    fn graph_inputs_are_the_inputs_that_are_not_weights() {
+        let mut graph = bytes_field(2, b"main");
+        graph.extend(bytes_field(11, &input("images", &[None, Some(3), Some(640), Some(640)])));
+        graph.extend(bytes_field(11, &input("w", &[Some(16)])));
+        graph.extend(bytes_field(5, &tensor("w", None)));
+        let model = [varint_field(1, 8), bytes_field(7, &graph)].concat();
+        let inputs = graph_inputs(&model).expect("inputs");
+        assert_eq!(inputs, [GraphInput { name: "images".into(), dims: vec![None, Some(3), Some(640), Some(640)] }]);
+        assert_eq!(graph_inputs(b""), Ok(Vec::new()));
     }
 
     #[test]
