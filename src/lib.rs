@@ -9,7 +9,6 @@
 //! Each stage imports only what lies below it.
 
 pub mod backend;
-pub mod cache_dir;
 pub mod cmd;
 pub mod config;
 pub mod decode;

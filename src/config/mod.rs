@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+pub mod cache_dir;
 mod merge;
 mod validate;
 
@@ -310,7 +311,7 @@ impl EngineConfig {
 }
 
 fn default_cache_dir() -> PathBuf {
-    crate::cache_dir::default_dir_from(&crate::cache_dir::CacheEnv::current())
+    crate::config::cache_dir::default_dir_from(&crate::config::cache_dir::CacheEnv::current())
 }
 
 /// Bounds on every decode of untrusted image bytes (image files, MJPEG frames, GStreamer samples),

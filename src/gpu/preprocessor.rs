@@ -556,7 +556,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     ));
     let result = (|| {
         let mut file = std::fs::File::create(&temp)?;
-        crate::cache_dir::adopt_dir_owner(&file, &dir)?;
+        crate::config::cache_dir::adopt_dir_owner(&file, &dir)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&temp, path)?;

@@ -614,7 +614,7 @@ impl EngineCache {
             .truncate(false)
             .open(&path)
             .map_err(io_error(&path))?;
-        crate::cache_dir::adopt_dir_owner(&file, &self.dir).map_err(io_error(&path))?;
+        crate::config::cache_dir::adopt_dir_owner(&file, &self.dir).map_err(io_error(&path))?;
         let started = Instant::now();
         while !try_lock_exclusive(&file).map_err(io_error(&path))? {
             let mut text = String::new();
@@ -793,7 +793,7 @@ fn atomic_write_with(
     let temp = dir.join(format!(".{name}{TEMP_INFIX}{}", std::process::id()));
     let write = || -> io::Result<()> {
         let mut file = File::create(&temp)?;
-        crate::cache_dir::adopt_dir_owner(&file, dir)?;
+        crate::config::cache_dir::adopt_dir_owner(&file, dir)?;
         file.write_all(bytes)?;
         file.sync_all()
     };
