@@ -17,7 +17,7 @@ use crate::track::scene_tracker::{system_time, SceneTracker};
 pub struct EventMessage {
     /// [`SCHEMA_VERSION`].
     pub schema: u32,
-    /// The daemon's run and this camera's event messages in it, from 0 (`crate::payload::Stamp`).
+    /// The daemon's run and this camera's event messages in it, from 0 (`crate::service::run_id::Stamp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

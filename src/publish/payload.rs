@@ -14,33 +14,10 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameMeta, FrameTimings, Rfc3339Millis};
+use crate::service::run_id::Stamp;
 
 /// Value of the `schema` field. Bumped only for changes that break existing consumers.
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// Where a message stands among the daemon's messages, so consumers can drop duplicates across
-/// reconnects and restarts (QoS 1 and 2 re-send after a reconnect, and `frame` restarts at 0): `run`
-/// is one random id per start of the daemon, `seq` counts the messages of one kind (a camera's
-/// detections, a camera's events, telemetry) in that run from 0 without gaps. (`run`, camera,
-/// topic, `seq`) names a message once; a gap in `seq` is a message lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp<'a> {
-    pub run: &'a str,
-    pub seq: u64,
-}
-
-/// A new run id: 16 hex digits from the kernel's random source (else from the clock and the pid).
-pub fn new_run_id() -> String {
-    use std::io::Read;
-    let mut bytes = [0u8; 8];
-    let random = std::fs::File::open("/dev/urandom").and_then(|mut file| file.read_exact(&mut bytes));
-    if random.is_err() {
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
-        bytes = (nanos ^ (u64::from(std::process::id()) << 40)).to_le_bytes();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// Time spent per pipeline stage on one frame.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -338,10 +315,6 @@ mod tests {
         let parsed: DetectionsMessage = serde_json::from_slice(&bytes).expect("parse");
         assert_eq!((parsed.run.as_deref(), parsed.seq), (Some("0123456789abcdef"), Some(41)));
         assert_eq!(serde_json::to_vec(&parsed).expect("serialise"), bytes);
-        let (a, b) = (new_run_id(), new_run_id());
-        assert_eq!(a.len(), 16);
-        assert!(a.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
-        assert_ne!(a, b, "two starts get two runs");
     }
 
     #[test]

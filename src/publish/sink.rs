@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::counts::LabelCounts;
 use super::homeassistant::{discovery_messages, DiscoveryContext, ZoneDiscovery};
 use super::mqtt::Publisher;
-use super::payload::{tracked_detections_message, Latency, Stamp};
+use super::payload::{tracked_detections_message, Latency};
 use super::policy::PublishPolicy;
 use super::snapshot::Snapshotter;
 use super::tracking::{tracking_params, CameraTracking, Outgoing};
@@ -24,6 +24,7 @@ use crate::config::Config;
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
 use crate::infer::step::{FrameSink, PipelineError};
+use crate::service::run_id::Stamp;
 use crate::service::telemetry::CameraStats;
 use crate::sync::lock;
 use crate::track::events::Scene;
@@ -46,7 +47,7 @@ struct CameraEntry {
 /// Turns processed frames into MQTT messages and statistics.
 pub struct PublishSink {
     publisher: Publisher,
-    /// This start's run id (`super::payload::Stamp`).
+    /// This start's run id (`crate::service::run_id::Stamp`).
     run: Arc<str>,
     labels: Arc<Labels>,
     cameras: HashMap<String, CameraEntry>,

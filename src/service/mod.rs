@@ -5,4 +5,5 @@
 
 pub mod logging;
 pub mod notify;
+pub mod run_id;
 pub mod telemetry;

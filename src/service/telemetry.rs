@@ -17,8 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
+use super::run_id::Stamp;
 use crate::frame::{FrameTimings, Rfc3339Millis, Stage};
-use crate::publish::payload::Stamp;
 use crate::source::{SourceReport, SourceState};
 use crate::sync::lock;
 
@@ -434,7 +434,7 @@ fn read_power(root: &Path) -> BTreeMap<String, PowerRail> {
 /// (publisher statistics, backend/engine info) and embedded as they are.
 #[derive(Debug, Clone)]
 pub struct TelemetryReport<'a> {
-    /// The daemon's run and this message's sequence number (`crate::payload::Stamp`).
+    /// The daemon's run and this message's sequence number (`crate::service::run_id::Stamp`).
     pub stamp: Option<Stamp<'a>>,
     pub cameras: &'a [CameraSnapshot],
     pub load: Option<SystemSample>,
