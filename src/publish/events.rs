@@ -55,7 +55,7 @@ pub struct EventMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Crossing {
     pub line: String,
-    /// `in` or `out` (see the README for the line orientation convention).
+    /// `in` or `out` (see docs/src/zones-and-lines/index.md for the line orientation convention).
     pub direction: String,
 }
 

@@ -6,7 +6,7 @@
 //! [`SystemSampler`] (sysinfo, kept between samples for CPU deltas), [`JetsonSysfs`] (GPU load,
 //! devfreq clocks and governor, thermal zones, INA3221 power rails — each optional: a file that is
 //! missing or unreadable is skipped, as on any non-Jetson machine), and [`telemetry_message`], whose
-//! field names are a stable, documented interface (README, section systemd). Must not: publish
+//! field names are a stable, documented interface (the book: docs/src/reference/telemetry.md). Must not: publish
 //! (the daemon hands the bytes to the MQTT publisher), or allocate per frame.
 
 use std::collections::BTreeMap;
@@ -484,7 +484,7 @@ struct TelemetryJson<'a> {
     warnings: Vec<String>,
 }
 
-/// The `<prefix>/telemetry` payload (JSON; field reference in the README, section systemd).
+/// The `<prefix>/telemetry` payload (JSON; field reference in the book, docs/src/reference/telemetry.md).
 pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
     let cameras = report
         .cameras

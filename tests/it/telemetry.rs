@@ -1,5 +1,5 @@
 //! Telemetry against a fake Jetson sysfs tree (Orin layout, JetPack 5 and 6 naming), the JSON
-//! fields the README documents, and a snapshot of a real sample image.
+//! fields the book documents (docs/src/reference/telemetry.md), and a snapshot of a real sample image.
 
 use std::fs;
 use std::path::Path;
