@@ -41,6 +41,10 @@ pub struct CameraProbe {
     pub ok: bool,
     /// The opened source's description, or why it cannot be opened.
     pub detail: String,
+    /// RTSP cameras: per codec the stream may carry, the decoder this machine would use and
+    /// whether it is hardware (`{"H.264": {"decoder": "nvv4l2decoder", "hardware": true}, …}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoders: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -162,12 +166,29 @@ fn camera_probe(camera: &crate::config::CameraConfig, limits: crate::config::Lim
                 Err(e) => (false, e.to_string()),
             }
         }
-        other => match source::open(other, limits, stop) {
+        other => match source::open(&camera.name, other, limits, stop) {
             Ok(source) => (true, source.describe()),
             Err(e) => (false, e.to_string()),
         },
     };
-    CameraProbe { name: camera.name.clone(), ok, detail }
+    CameraProbe { name: camera.name.clone(), ok, detail, decoders: decoders(&camera.source) }
+}
+
+#[cfg(feature = "gstreamer")]
+fn decoders(source: &SourceConfig) -> Option<Value> {
+    use crate::source::gstreamer::{decoder::GstRegistry, rtsp};
+    match source {
+        SourceConfig::Rtsp { .. } => Some(match gstreamer::init() {
+            Ok(()) => rtsp::decoder_report(&GstRegistry),
+            Err(err) => json!({ "error": format!("cannot initialise GStreamer: {err}") }),
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(not(feature = "gstreamer"))]
+fn decoders(_source: &SourceConfig) -> Option<Value> {
+    None
 }
 
 fn broker_probe(host: &str, port: u16) -> BrokerProbe {

@@ -28,8 +28,11 @@ impl Config {
         }
         resolve(&mut self.model.labels, &["model", "labels"]);
         for camera in &mut self.cameras {
-            if let SourceConfig::Images { path, .. } = &mut camera.source {
-                resolve(path, &["camera"]);
+            match &mut camera.source {
+                SourceConfig::Images { path, .. } | SourceConfig::Rtsp { password_file: Some(path), .. } => {
+                    resolve(path, &["camera"]);
+                }
+                _ => {}
             }
         }
         if let Some(p) = self.mqtt.password_file.as_mut() {

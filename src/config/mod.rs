@@ -381,8 +381,64 @@ pub enum SourceConfig {
         fps: u32,
         format: V4l2Format,
     },
-    /// A GStreamer pipeline ending in `appsink` (CSI via nvarguscamerasrc, RTSP).
+    /// An IP camera's RTSP stream (feature `gstreamer`): the codec (H.264, H.265, MJPEG) comes
+    /// from the stream, the decoder is the best this machine has. Credentials go in `user` and
+    /// `password_file`/`password_env`, never in the URL.
+    Rtsp {
+        /// `rtsp://host[:port]/path` (or `rtsps://`), without `user:password@`.
+        url: String,
+        #[serde(default)]
+        user: Option<String>,
+        /// File whose first line is the password (preferred).
+        #[serde(default)]
+        password_file: Option<PathBuf>,
+        /// Environment variable holding the password.
+        #[serde(default)]
+        password_env: Option<String>,
+        #[serde(default)]
+        transport: RtspTransport,
+        /// Jitter buffer: how long packets may wait for late ones, in milliseconds.
+        #[serde(default = "default_rtsp_latency_ms")]
+        latency_ms: u32,
+    },
+    /// A Jetson CSI camera through `nvarguscamerasrc` (feature `gstreamer`), delivered as NV12.
+    Csi {
+        #[serde(default)]
+        sensor_id: u32,
+        #[serde(default = "default_csi_width")]
+        width: u32,
+        #[serde(default = "default_csi_height")]
+        height: u32,
+        #[serde(default = "default_v4l2_fps")]
+        fps: u32,
+    },
+    /// A GStreamer pipeline ending in `appsink`, for anything the kinds above do not cover.
     Gstreamer { pipeline: String },
+}
+
+/// How RTP reaches us from an RTSP camera.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RtspTransport {
+    /// RTP interleaved in the RTSP TCP connection: passes NAT and firewalls, no packet loss.
+    #[default]
+    Tcp,
+    /// RTP over UDP: lower latency on a clean network; lost packets show as broken frames.
+    Udp,
+}
+
+/// Longest `latency_ms` of an RTSP source: a jitter buffer beyond this delays every frame more
+/// than any network needs.
+pub const MAX_RTSP_LATENCY_MS: u32 = 10_000;
+
+fn default_rtsp_latency_ms() -> u32 {
+    200
+}
+fn default_csi_width() -> u32 {
+    1920
+}
+fn default_csi_height() -> u32 {
+    1080
 }
 
 fn default_synthetic_width() -> u32 {
@@ -453,7 +509,9 @@ impl CameraConfig {
             SourceConfig::V4l2 { width, height, .. } | SourceConfig::Synthetic { width, height } => {
                 *width as usize * *height as usize * 3
             }
-            SourceConfig::Images { .. } | SourceConfig::Gstreamer { .. } => UNKNOWN_SIZE,
+            // NV12: 1.5 bytes a pixel.
+            SourceConfig::Csi { width, height, .. } => (*width as usize * *height as usize).div_ceil(2) * 3,
+            SourceConfig::Images { .. } | SourceConfig::Rtsp { .. } | SourceConfig::Gstreamer { .. } => UNKNOWN_SIZE,
         }
     }
 }
@@ -965,6 +1023,64 @@ mod tests {
     }
 
     #[test]
+    fn rtsp_and_csi_sources_take_short_forms_with_defaults() {
+        let rtsp = MINIMAL.replace(
+            "{ kind = \"synthetic\" }",
+            "{ kind = \"rtsp\", url = \"rtsp://cam.lan:554/stream1\", user = \"admin\", password_file = \"cam.pw\" }",
+        );
+        let config = parse(&rtsp).expect("an rtsp camera");
+        assert_eq!(
+            config.cameras[0].source,
+            SourceConfig::Rtsp {
+                url: "rtsp://cam.lan:554/stream1".into(),
+                user: Some("admin".into()),
+                password_file: Some("/base/cam.pw".into()),
+                password_env: None,
+                transport: RtspTransport::Tcp,
+                latency_ms: 200,
+            },
+            "the password file resolves against the user's directory"
+        );
+        let csi = parse(&MINIMAL.replace("{ kind = \"synthetic\" }", "{ kind = \"csi\" }")).expect("a csi camera");
+        assert_eq!(csi.cameras[0].source, SourceConfig::Csi { sensor_id: 0, width: 1920, height: 1080, fps: 30 });
+        assert_eq!(csi.cameras[0].max_frame_bytes(), 1920 * 1080 * 3 / 2);
+    }
+
+    #[test]
+    fn credentials_in_an_rtsp_url_are_refused_without_repeating_them() {
+        let source =
+            |fields: &str| MINIMAL.replace("{ kind = \"synthetic\" }", &format!("{{ kind = \"rtsp\", {fields} }}"));
+        let with_password = parse(&source("url = \"rtsp://admin:hunter2@cam.lan/s1\"")).unwrap_err();
+        match &with_password {
+            ConfigError::Invalid { key, message, .. } => {
+                assert_eq!(key, "camera[0].source.url");
+                assert!(message.contains("password_file"), "{message}");
+            }
+            other => panic!("expected an invalid url, got {other:?}"),
+        }
+        assert!(!with_password.to_string().contains("hunter2"), "{with_password}");
+        for (fields, key) in [
+            ("url = \"http://cam.lan/s1\"", "camera[0].source.url"),
+            ("url = \"rtsp:///s1\"", "camera[0].source.url"),
+            ("url = \"rtsp://cam.lan/s 1\"", "camera[0].source.url"),
+            ("url = \"rtsp://cam.lan/s1\", password_env = \"PW\"", "camera[0].source.user"),
+            (
+                "url = \"rtsp://c/s\", user = \"u\", password_env = \"PW\", password_file = \"f\"",
+                "camera[0].source.password_file",
+            ),
+            ("url = \"rtsp://cam.lan/s1\", latency_ms = 60000", "camera[0].source.latency_ms"),
+        ] {
+            assert!(
+                matches!(parse(&source(fields)), Err(ConfigError::Invalid { key: k, .. }) if k == key),
+                "{fields}: expected an error at {key}"
+            );
+        }
+        assert!(parse(&source("url = \"RTSPS://cam.lan:322/s1?x=@\", transport = \"udp\"")).is_ok());
+        let odd_csi = MINIMAL.replace("{ kind = \"synthetic\" }", "{ kind = \"csi\", width = 1921 }");
+        assert!(matches!(parse(&odd_csi), Err(ConfigError::Invalid { key, .. }) if key == "camera[0].source"));
+    }
+
+    #[test]
     fn a_prebuilt_engine_replaces_the_default_onnx() {
         let text = MINIMAL.replace("onnx = \"m.onnx\"", "engine = \"/engines/m.engine\"");
         let config = parse(&text).expect("valid");
@@ -1300,7 +1416,7 @@ mod properties {
             let typical = prop::sample::select(vec![0i64, 1, 2, 3, 64, 480, 640, 16384, 16385, 20000]);
             prop_oneof![4 => typical.prop_map(Value::Integer), 1 => value()].boxed()
         }
-        let kinds = vec!["images", "images", "synthetic", "synthetic", "v4l2", "v4l2", "gstreamer", "rtsp"];
+        let kinds = vec!["images", "images", "synthetic", "synthetic", "v4l2", "v4l2", "gstreamer", "rtsp", "csi"];
         let source = prop::sample::select(kinds).prop_flat_map(|kind| {
             let keys: Vec<(&str, BoxedStrategy<Value>)> = match kind {
                 "images" => {
@@ -1315,6 +1431,15 @@ mod properties {
                     ("format", text(&["mjpeg", "yuyv", "h264"])),
                 ],
                 "gstreamer" => vec![("pipeline", text(&["videotestsrc ! appsink", "fakesrc ! fakesink"]))],
+                "rtsp" => vec![
+                    ("url", text(&["rtsp://cam:554/s1", "rtsp://u:p@cam/s1", "http://cam", "rtsp://"])),
+                    ("user", text(&["admin", ""])),
+                    ("password_file", text(&["pw", ""])),
+                    ("password_env", text(&["CAM_PASSWORD"])),
+                    ("transport", text(&["tcp", "udp", "http"])),
+                    ("latency_ms", size()),
+                ],
+                "csi" => vec![("sensor_id", size()), ("width", size()), ("height", size()), ("fps", size())],
                 _ => vec![],
             };
             let entries: Vec<BoxedStrategy<Option<(String, Value)>>> = keys

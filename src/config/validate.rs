@@ -154,6 +154,45 @@ impl Config {
                         ),
                     ));
                 }
+                SourceConfig::Rtsp { url, user, password_file, password_env, latency_ms, .. } => {
+                    let key = |name: &str| format!("camera[{i}].source.{name}");
+                    if let Some(problem) = rtsp_url_problem(url) {
+                        return Err(self.invalid(&key("url"), problem));
+                    }
+                    if password_file.is_some() && password_env.is_some() {
+                        return Err(
+                            self.invalid(&key("password_file"), "set either password_file or password_env, not both")
+                        );
+                    }
+                    if (password_file.is_some() || password_env.is_some()) && user.is_none() {
+                        return Err(self.invalid(&key("user"), "a password needs a user"));
+                    }
+                    if user.as_deref().is_some_and(|user| user.is_empty() || user.chars().any(char::is_control)) {
+                        return Err(self.invalid(&key("user"), "must not be empty or hold control characters"));
+                    }
+                    if *latency_ms > MAX_RTSP_LATENCY_MS {
+                        return Err(
+                            self.invalid(&key("latency_ms"), format!("at most {MAX_RTSP_LATENCY_MS} (milliseconds)"))
+                        );
+                    }
+                }
+                SourceConfig::Csi { width, height, fps, .. }
+                    if *width == 0 || *height == 0 || width % 2 == 1 || height % 2 == 1 || *fps == 0 =>
+                {
+                    return Err(self.invalid(
+                        &format!("camera[{i}].source"),
+                        "csi width and height must be even and non-zero, fps non-zero",
+                    ));
+                }
+                SourceConfig::Csi { width, height, .. } if *width > limits.max_width || *height > limits.max_height => {
+                    return Err(self.invalid(
+                        &format!("camera[{i}].source"),
+                        format!(
+                            "{width}x{height} is larger than `limits.max_width` x `limits.max_height` ({}x{})",
+                            limits.max_width, limits.max_height
+                        ),
+                    ));
+                }
                 SourceConfig::Gstreamer { pipeline } if !pipeline.contains("appsink") => {
                     return Err(
                         self.invalid(&format!("camera[{i}].source.pipeline"), "the pipeline must end in an `appsink`")
@@ -378,4 +417,31 @@ fn topic_prefix_problem(prefix: &str) -> Option<String> {
 
 fn is_topic_segment(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// What is wrong with an RTSP camera URL, if anything. The message never repeats the URL: it may
+/// hold a password.
+fn rtsp_url_problem(url: &str) -> Option<&'static str> {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    let rest = if lower.starts_with("rtsp://") {
+        &url[7..]
+    } else if lower.starts_with("rtsps://") {
+        &url[8..]
+    } else {
+        return Some("must start with rtsp:// (or rtsps://)");
+    };
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Some("must not hold spaces or control characters");
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Some(
+            "the URL carries credentials (`user:password@`): remove them from the URL and set `user` and \
+             `password_file` (or `password_env`), which never show in logs or `check-config --print`",
+        );
+    }
+    if authority.is_empty() || authority.starts_with(':') {
+        return Some("names no host (rtsp://host[:port]/path)");
+    }
+    None
 }

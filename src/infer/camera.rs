@@ -53,7 +53,7 @@ impl CameraPipeline {
     /// thread and hands its ring to the scheduler. Every frame the source decodes is bounded by
     /// `shared.limits`.
     pub fn start(camera: &CameraConfig, shared: &PipelineShared) -> Result<CameraPipeline, PipelineError> {
-        let source = source::open(&camera.source, shared.limits, shared.stop.clone())
+        let source = source::open(&camera.name, &camera.source, shared.limits, shared.stop.clone())
             .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
         CameraPipeline::start_with_source(camera, source, shared)
     }

@@ -1,12 +1,19 @@
-//! GStreamer appsink source (cargo feature `gstreamer`): CSI cameras through `nvarguscamerasrc`,
-//! IP cameras through `rtspsrc … nvv4l2decoder`, anything else GStreamer can produce.
+//! GStreamer appsink source (cargo feature `gstreamer`): RTSP cameras ([`rtsp`]: a URL, the
+//! decoder chosen by [`decoder`]), Jetson CSI cameras ([`csi`]: `nvarguscamerasrc`), and a
+//! pipeline the user writes for anything else.
 //!
-//! Owns: building the user's pipeline, configuring its appsink (caps limited to formats the slot
-//! and the preprocessing kernel take, a two-buffer drop-oldest queue, no clock sync), copying each
-//! sample once into the frame slot honouring the plane strides, and restarting the pipeline with
-//! backoff after an error or end of stream. Must not: wait on the appsink longer than
+//! Owns: starting the pipeline a [`PipelineSpec`] describes, configuring its appsink (caps limited
+//! to formats the slot and the preprocessing kernel take, a two-buffer drop-oldest queue, no clock
+//! sync), copying each sample once into the frame slot honouring the plane strides, stamping the
+//! frame with the time its buffer was captured, and restarting the pipeline with backoff after an
+//! error or end of stream. Must not: wait on the appsink longer than
 //! [`GstreamerOptions::poll_interval`] without checking the stop flag, or let bus messages pile up.
 
+pub mod csi;
+pub mod decoder;
+pub mod rtsp;
+
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -25,6 +32,29 @@ use crate::source::{Capture, FrameSource, SourceError};
 
 /// Formats the appsink is told to accept unless the pipeline sets its own `caps` on it.
 pub const ACCEPTED_FORMATS: [&str; 4] = ["RGB", "BGR", "RGBA", "NV12"];
+
+/// A buffer stamped longer ago than this is not believed (a source whose timestamps are not
+/// capture times); the frame is stamped when the appsink hands it over instead.
+const MAX_BUFFER_AGE: Duration = Duration::from_secs(10);
+
+/// What to run: a pipeline built in code for an RTSP or CSI camera, or the user's own.
+#[derive(Debug, Clone)]
+pub enum PipelineSpec {
+    Rtsp(rtsp::RtspSpec),
+    Csi(csi::CsiSpec),
+    /// A `gst-launch-1.0` description ending in an appsink.
+    Launch(String),
+}
+
+impl PipelineSpec {
+    pub fn describe(&self) -> String {
+        match self {
+            PipelineSpec::Rtsp(spec) => spec.describe(),
+            PipelineSpec::Csi(spec) => spec.describe(),
+            PipelineSpec::Launch(pipeline) => format!("gstreamer:{pipeline}"),
+        }
+    }
+}
 
 /// Timing knobs of the source; the defaults are what the daemon uses.
 #[derive(Debug, Clone)]
@@ -76,7 +106,7 @@ enum SampleError {
 
 /// A GStreamer pipeline ending in an appsink, as a [`crate::source::FrameSource`].
 pub struct GstreamerSource {
-    pipeline_description: String,
+    spec: PipelineSpec,
     options: GstreamerOptions,
     limits: LimitsConfig,
     stop: Arc<AtomicBool>,
@@ -88,20 +118,21 @@ pub struct GstreamerSource {
 }
 
 impl GstreamerSource {
-    /// Builds and starts the pipeline. A pipeline that does not parse or has no appsink is an
-    /// error; one that fails to start (camera busy, RTSP server down) is retried with backoff.
-    /// Samples larger than `limits` are skipped (and counted), never copied.
-    pub fn open(pipeline: &str, limits: LimitsConfig, stop: Arc<AtomicBool>) -> Result<GstreamerSource, SourceError> {
-        GstreamerSource::with_options(pipeline, GstreamerOptions::default(), limits, stop)
+    /// Builds and starts the pipeline. A pipeline that does not parse, has no appsink or needs
+    /// elements this machine lacks is an error; one that fails to start (camera busy, RTSP server
+    /// down, wrong password, nvargus-daemon not up yet) is retried with backoff. Samples larger
+    /// than `limits` are skipped (and counted), never copied.
+    pub fn open(spec: PipelineSpec, limits: LimitsConfig, stop: Arc<AtomicBool>) -> Result<GstreamerSource, SourceError> {
+        GstreamerSource::with_options(spec, GstreamerOptions::default(), limits, stop)
     }
 
     pub fn with_options(
-        pipeline: &str,
+        spec: PipelineSpec,
         options: GstreamerOptions,
         limits: LimitsConfig,
         stop: Arc<AtomicBool>,
     ) -> Result<GstreamerSource, SourceError> {
-        let description = format!("gstreamer:{pipeline}");
+        let description = spec.describe();
         gst::init().map_err(|err| SourceError::Open {
             source_name: description.clone(),
             message: format!("cannot initialise GStreamer: {err}"),
@@ -113,7 +144,7 @@ impl GstreamerSource {
             "restarting",
         );
         let mut source = GstreamerSource {
-            pipeline_description: pipeline.to_owned(),
+            spec,
             options,
             limits,
             stop,
@@ -122,8 +153,8 @@ impl GstreamerSource {
             skip_log: reconnect::RateLimitedLog::new(Duration::from_secs(10)),
             description,
         };
-        let pipeline = &source.pipeline_description;
-        if let Err(message) = source.connection.open(|| start_pipeline(pipeline)) {
+        let spec = &source.spec;
+        if let Err(message) = source.connection.open(|| start_pipeline(spec)) {
             return Err(SourceError::Open { source_name: source.description, message });
         }
         Ok(source)
@@ -139,11 +170,32 @@ impl GstreamerSource {
     }
 }
 
-/// Parses the pipeline, configures its appsink and sets it playing.
-fn start_pipeline(description: &str) -> Result<Running, DeviceError> {
-    let pipeline = gst::parse::launch(description)
-        .map_err(|err| DeviceError::Permanent(format!("cannot build the pipeline: {err}")))?;
-    let appsink = find_appsink(&pipeline)?;
+/// Builds the pipeline, configures its appsink and sets it playing.
+fn start_pipeline(spec: &PipelineSpec) -> Result<Running, DeviceError> {
+    let (pipeline, appsink) = match spec {
+        PipelineSpec::Launch(description) => {
+            let pipeline = gst::parse::launch(description)
+                .map_err(|err| DeviceError::Permanent(format!("cannot build the pipeline: {err}")))?;
+            let appsink = find_appsink(&pipeline)?;
+            (pipeline, appsink)
+        }
+        PipelineSpec::Csi(csi) => {
+            let description = csi::launch_description(csi, &decoder::GstRegistry, Path::new(csi::ARGUS_SOCKET))
+                .map_err(|unavailable| match unavailable {
+                    csi::CsiUnavailable::NoElement(message) => DeviceError::Permanent(message),
+                    csi::CsiUnavailable::NoDaemon(message) => DeviceError::Transient(message),
+                })?;
+            let pipeline = gst::parse::launch(&description)
+                .map_err(|err| DeviceError::Permanent(format!("cannot build the CSI pipeline: {err}")))?;
+            let appsink = find_appsink(&pipeline)?;
+            (pipeline, appsink)
+        }
+        PipelineSpec::Rtsp(spec) => {
+            let appsink = gst_app::AppSink::builder().name("sink").caps(&nv12_caps()).build();
+            let pipeline = rtsp::build(spec, appsink.upcast_ref()).map_err(DeviceError::Permanent)?;
+            (pipeline.upcast(), appsink)
+        }
+    };
     if appsink.caps().is_none() {
         let caps = gst::Caps::builder("video/x-raw").field("format", gst::List::new(ACCEPTED_FORMATS)).build();
         appsink.set_caps(Some(&caps));
@@ -158,6 +210,12 @@ fn start_pipeline(description: &str) -> Result<Running, DeviceError> {
         return Err(DeviceError::Transient(reason));
     }
     Ok(running)
+}
+
+/// Raw NV12 in system memory: what the decoders' converters are asked for in the pipelines built
+/// here (the preprocessing kernel reads it directly, and it is the smallest of the accepted formats).
+fn nv12_caps() -> gst::Caps {
+    gst::Caps::builder("video/x-raw").field("format", "NV12").build()
 }
 
 /// The appsink named `sink`, else the pipeline's only appsink sink element.
@@ -183,6 +241,13 @@ fn drain_bus(bus: &gst::Bus) -> Option<String> {
     let mut failure = None;
     while let Some(message) = bus.pop() {
         match message.view() {
+            gst::MessageView::Error(err) if failure.is_none() && err.error().matches(gst::ResourceError::NotAuthorized) => {
+                failure = Some(
+                    "the camera refused the user name or password (not authorized): check `user` and \
+                     `password_file`/`password_env`"
+                        .into(),
+                );
+            }
             gst::MessageView::Error(err) if failure.is_none() => {
                 // The error first, then the element and the last line of the debug text (the lines
                 // before it name C files and functions): `Could not read from resource. (rtspsrc0:
@@ -202,6 +267,25 @@ fn drain_bus(bus: &gst::Bus) -> Option<String> {
         }
     }
     failure
+}
+
+/// How long ago the sample's buffer was captured, by the pipeline clock: the buffer's timestamp
+/// as running time, plus the pipeline's base time, against the clock now. `None` for buffers
+/// without a timestamp or a time segment, and for timestamps that are not plausible capture
+/// times (in the future, or older than [`MAX_BUFFER_AGE`]).
+fn buffer_age(pipeline: &gst::Element, sample: &gst::Sample) -> Option<Duration> {
+    let pts = sample.buffer()?.pts()?;
+    let running_time = sample.segment()?.downcast_ref::<gst::ClockTime>()?.to_running_time(pts)?;
+    let now = pipeline.clock()?.time();
+    age_at(now, pipeline.base_time()?, running_time)
+}
+
+/// The age of a buffer whose running time is `running_time`, at clock time `now`, in a pipeline
+/// that started at `base_time` (GStreamer's clock time = base time + running time).
+fn age_at(now: gst::ClockTime, base_time: gst::ClockTime, running_time: gst::ClockTime) -> Option<Duration> {
+    let captured = base_time.checked_add(running_time)?;
+    let age = Duration::from_nanos(now.checked_sub(captured)?.nseconds());
+    (age <= MAX_BUFFER_AGE).then_some(age)
 }
 
 fn pixel_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
@@ -297,8 +381,8 @@ impl FrameSource for GstreamerSource {
             self.connection.stop();
             return Ok(Capture::End);
         }
-        let pipeline = &self.pipeline_description;
-        let running = match self.connection.link_or_retry(|| start_pipeline(pipeline)) {
+        let spec = &self.spec;
+        let running = match self.connection.link_or_retry(|| start_pipeline(spec)) {
             Ok(running) => running,
             Err(capture) => return Ok(capture),
         };
@@ -321,9 +405,10 @@ impl FrameSource for GstreamerSource {
         if let Some(reason) = drain_bus(&running.bus) {
             log::debug!("{}: {reason} after a sample; handled once the samples run out", self.description);
         }
+        let age = buffer_age(&running.pipeline, &sample);
         match copy_sample(&sample, &mut self.layout, &self.limits, slot) {
             Ok(()) => {
-                slot.meta_mut().captured_at = SystemTime::now();
+                slot.meta_mut().captured_at = SystemTime::now() - age.unwrap_or(Duration::ZERO);
                 self.connection.frame_arrived();
                 Ok(Capture::Frame)
             }
@@ -370,18 +455,38 @@ mod tests {
     }
 
     #[test]
+    fn a_buffer_is_as_old_as_the_clock_says_and_implausible_stamps_are_not_believed() {
+        let ms = gst::ClockTime::from_mseconds;
+        assert_eq!(age_at(ms(10_250), ms(10_000), ms(200)), Some(Duration::from_millis(50)));
+        assert_eq!(age_at(ms(10_000), ms(10_000), ms(200)), None, "a buffer from the future");
+        assert_eq!(age_at(ms(30_000), ms(10_000), ms(0)), None, "20 s old: not a capture time");
+    }
+
+    #[test]
+    fn off_a_jetson_a_csi_camera_fails_to_open_naming_what_is_missing() {
+        if gst::init().is_err() || gst::ElementFactory::find(csi::CSI_SOURCE).is_some() {
+            eprintln!("skipped: GStreamer cannot be initialised here, or this is a Jetson");
+            return;
+        }
+        let spec = PipelineSpec::Csi(csi::CsiSpec { sensor_id: 0, width: 1920, height: 1080, fps: 30 });
+        let err = GstreamerSource::open(spec, LIMITS, Arc::new(AtomicBool::new(false))).err().expect("no CSI here");
+        assert!(err.to_string().contains("nvarguscamerasrc"), "{err}");
+    }
+
+    #[test]
     fn unparsable_pipelines_and_pipelines_without_appsink_fail_to_open() {
         if gst::init().is_err() {
             eprintln!("skipped: GStreamer cannot be initialised here");
             return;
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let err = GstreamerSource::open("this-element-does-not-exist ! appsink", LIMITS, stop.clone())
+        let launch = |pipeline: &str| PipelineSpec::Launch(pipeline.into());
+        let err = GstreamerSource::open(launch("this-element-does-not-exist ! appsink"), LIMITS, stop.clone())
             .err()
             .expect("bad element");
         assert!(err.to_string().contains("cannot build the pipeline"), "{err}");
         if gst::ElementFactory::find("fakesink").is_some() && gst::ElementFactory::find("fakesrc").is_some() {
-            let err = GstreamerSource::open("fakesrc ! fakesink", LIMITS, stop).err().expect("no appsink");
+            let err = GstreamerSource::open(launch("fakesrc ! fakesink"), LIMITS, stop).err().expect("no appsink");
             assert!(err.to_string().contains("no appsink"), "{err}");
         }
     }

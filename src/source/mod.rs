@@ -65,10 +65,11 @@ use std::sync::Arc;
 
 use crate::config::{LimitsConfig, SourceConfig};
 
-/// Opens the source a camera is configured with; every frame it decodes is bounded by `limits`.
-/// `stop` is the daemon's shutdown flag: sources that block (cameras, GStreamer) check it so
-/// shutdown never waits on a silent device.
+/// Opens the source camera `camera` is configured with; every frame it decodes is bounded by
+/// `limits`. `stop` is the daemon's shutdown flag: sources that block (cameras, GStreamer) check
+/// it so shutdown never waits on a silent device.
 pub fn open(
+    camera: &str,
     config: &SourceConfig,
     limits: LimitsConfig,
     stop: Arc<AtomicBool>,
@@ -82,11 +83,48 @@ pub fn open(
             Ok(Box::new(v4l2::V4l2Source::open(device, *width, *height, *fps, *format, limits, stop)?))
         }
         #[cfg(feature = "gstreamer")]
-        SourceConfig::Gstreamer { pipeline } => Ok(Box::new(gstreamer::GstreamerSource::open(pipeline, limits, stop)?)),
+        SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
+            let spec = gstreamer_spec(camera, config)?;
+            Ok(Box::new(gstreamer::GstreamerSource::open(spec, limits, stop)?))
+        }
         #[cfg(not(feature = "gstreamer"))]
-        SourceConfig::Gstreamer { .. } => Err(SourceError::Open {
-            source_name: "gstreamer".into(),
-            message: "this binary was built without the `gstreamer` feature (cargo build --features gstreamer)".into(),
+        SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
+            Err(SourceError::Open {
+                source_name: format!("camera {camera}"),
+                message: "RTSP, CSI and GStreamer sources need a binary built with the `gstreamer` feature \
+                          (cargo build --features gstreamer)"
+                    .into(),
+            })
+        }
+    }
+}
+
+/// The GStreamer pipeline a camera's source config describes, with its password read.
+#[cfg(feature = "gstreamer")]
+pub fn gstreamer_spec(camera: &str, config: &SourceConfig) -> Result<gstreamer::PipelineSpec, SourceError> {
+    use gstreamer::{csi::CsiSpec, rtsp, PipelineSpec};
+    match config {
+        SourceConfig::Rtsp { url, user, password_file, password_env, transport, latency_ms } => {
+            let password =
+                rtsp::read_password(password_file.as_deref(), password_env.as_deref()).map_err(|message| {
+                    SourceError::Open { source_name: format!("camera {camera}"), message: format!("source.{message}") }
+                })?;
+            Ok(PipelineSpec::Rtsp(rtsp::RtspSpec {
+                camera: camera.to_owned(),
+                url: url.clone(),
+                user: user.clone(),
+                password,
+                transport: *transport,
+                latency_ms: *latency_ms,
+            }))
+        }
+        SourceConfig::Csi { sensor_id, width, height, fps } => {
+            Ok(PipelineSpec::Csi(CsiSpec { sensor_id: *sensor_id, width: *width, height: *height, fps: *fps }))
+        }
+        SourceConfig::Gstreamer { pipeline } => Ok(PipelineSpec::Launch(pipeline.clone())),
+        other => Err(SourceError::Open {
+            source_name: format!("camera {camera}"),
+            message: format!("{other:?} is not a GStreamer source"),
         }),
     }
 }

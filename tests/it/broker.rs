@@ -363,6 +363,12 @@ impl Subscriber {
         subscriber
     }
 
+    /// Everything received on every topic so far.
+    #[cfg(feature = "gstreamer")]
+    pub fn all_messages(&self) -> Vec<Received> {
+        lock(&self.inbox.0).by_topic.values().flatten().cloned().collect()
+    }
+
     /// Everything received on `topic` so far, in arrival order.
     pub fn messages(&self, topic: &str) -> Vec<Received> {
         lock(&self.inbox.0).by_topic.get(topic).cloned().unwrap_or_default()

@@ -167,6 +167,12 @@ impl RunningDaemon {
         DaemonLog(Arc::clone(&self.log))
     }
 
+    /// The process id (under qemu-user: qemu's, which carries the daemon's command line).
+    #[cfg(feature = "gstreamer")]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }

@@ -1,8 +1,13 @@
-//! An RTSP camera that goes offline, end to end (feature `gstreamer`): a real RTSP server (Debian's
-//! gst-rtsp-server through python3-gi, `rtsp_server.py`) is killed while the daemon streams from it
-//! and restarted later. Meanwhile systemd's keep-alives must keep coming (an offline camera is not a
-//! hung daemon), `STATUS=` and telemetry must name the camera's state, and the other camera must go
-//! on; when the server is back, the camera's detections resume.
+//! RTSP cameras end to end (feature `gstreamer`), configured as users do (`kind = "rtsp"`, a URL,
+//! a user and a password file), against a real RTSP server (Debian's gst-rtsp-server through
+//! python3-gi, `rtsp_server.py`) serving MJPEG, H.264 (x264enc) or H.265 (x265enc), with basic
+//! authentication where a test needs it:
+//! - H.264 and H.265 detections arrive; the password shows in no log line, MQTT message,
+//!   `check-config --print` or command line; the latency of a live stream does not grow.
+//! - A wrong password is an error that names the camera, retried with backoff.
+//! - The server killed while the daemon streams from it and restarted later: systemd's keep-alives
+//!   keep coming (an offline camera is not a hung daemon), `STATUS=` and telemetry name the
+//!   camera's state, the other camera goes on, and the camera's detections resume.
 //!
 //! Skipped, saying what to install, where the server or the GStreamer plugins are missing (CI installs
 //! them: `.ci/run`).
@@ -14,21 +19,66 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::arch::daemon_command;
 use crate::broker::{Broker, Subscriber};
 use crate::daemon::{position, sample_source, FakeSystemd, RunningDaemon, TestConfig};
 use crate::pace::Pace;
 
-/// Elements the server and the daemon's pipeline need, and the Debian packages they come in.
-const ELEMENTS: [(&str, &str); 8] = [
+/// Elements the server and the daemon's pipeline need for every codec, and the Debian packages
+/// they come in.
+const ELEMENTS: [(&str, &str); 4] = [
     ("videotestsrc", "gstreamer1.0-plugins-base"),
     ("videoconvert", "gstreamer1.0-plugins-base"),
     ("appsink", "gstreamer1.0-plugins-base"),
-    ("jpegenc", "gstreamer1.0-plugins-good"),
-    ("jpegdec", "gstreamer1.0-plugins-good"),
-    ("rtpjpegpay", "gstreamer1.0-plugins-good"),
-    ("rtpjpegdepay", "gstreamer1.0-plugins-good"),
     ("rtspsrc", "gstreamer1.0-plugins-good"),
 ];
+
+/// A codec the test server can send, with the elements each side needs for it.
+#[derive(Debug, Clone, Copy)]
+enum Codec {
+    Mjpeg,
+    H264,
+    H265,
+}
+
+impl Codec {
+    fn server_name(self) -> &'static str {
+        match self {
+            Codec::Mjpeg => "mjpeg",
+            Codec::H264 => "h264",
+            Codec::H265 => "h265",
+        }
+    }
+
+    fn elements(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Codec::Mjpeg => &[
+                ("jpegenc", "gstreamer1.0-plugins-good"),
+                ("rtpjpegpay", "gstreamer1.0-plugins-good"),
+                ("rtpjpegdepay", "gstreamer1.0-plugins-good"),
+                ("jpegdec", "gstreamer1.0-plugins-good"),
+            ],
+            Codec::H264 => &[
+                ("x264enc", "gstreamer1.0-plugins-ugly"),
+                ("rtph264pay", "gstreamer1.0-plugins-good"),
+                ("rtph264depay", "gstreamer1.0-plugins-good"),
+                ("h264parse", "gstreamer1.0-plugins-bad"),
+                ("avdec_h264", "gstreamer1.0-libav"),
+            ],
+            Codec::H265 => &[
+                ("x265enc", "gstreamer1.0-plugins-bad"),
+                ("rtph265pay", "gstreamer1.0-plugins-good"),
+                ("rtph265depay", "gstreamer1.0-plugins-good"),
+                ("h265parse", "gstreamer1.0-plugins-bad"),
+                ("avdec_h265", "gstreamer1.0-libav"),
+            ],
+        }
+    }
+}
+
+/// The test camera's account; the password must show up nowhere on our side.
+const USER: &str = "viewer";
+const PASSWORD: &str = "Sesame-7f3d9c2a";
 
 /// A Python that has GObject introspection for gst-rtsp-server (Debian's own, not a pyenv one).
 fn python_with_rtsp_server() -> Option<&'static str> {
@@ -38,9 +88,9 @@ fn python_with_rtsp_server() -> Option<&'static str> {
         .find(|python| Command::new(python).args(["-c", check]).output().is_ok_and(|output| output.status.success()))
 }
 
-/// `Ok(python)` when the test can run, else why not.
-fn prerequisites() -> Result<&'static str, String> {
-    for (element, package) in ELEMENTS {
+/// `Ok(python)` when a test of `codec` can run, else why not.
+fn prerequisites(codec: Codec) -> Result<&'static str, String> {
+    for &(element, package) in ELEMENTS.iter().chain(codec.elements()) {
         let found = Command::new("gst-inspect-1.0").arg(element).output().is_ok_and(|o| o.status.success());
         if !found {
             return Err(format!("GStreamer element {element} is missing (apt-get install {package})"));
@@ -53,13 +103,16 @@ fn prerequisites() -> Result<&'static str, String> {
 /// The RTSP server process; killed on drop.
 struct RtspServer {
     python: &'static str,
+    codec: Codec,
+    /// Basic authentication with [`USER`] and [`PASSWORD`].
+    auth: bool,
     port: u16,
     child: Option<Child>,
 }
 
 impl RtspServer {
-    fn start(python: &'static str) -> RtspServer {
-        let mut server = RtspServer { python, port: 0, child: None };
+    fn start(python: &'static str, codec: Codec, auth: bool) -> RtspServer {
+        let mut server = RtspServer { python, codec, auth, port: 0, child: None };
         // Another process can take the port between our probe and the server's bind; try a few.
         for _ in 0..5 {
             server.port = free_port();
@@ -94,9 +147,12 @@ impl RtspServer {
 
     /// Starts the server and waits for its "listening"; false if it could not bind.
     fn spawn(&mut self) -> bool {
-        let mut child = Command::new(self.python)
-            .arg(script())
-            .arg(self.port.to_string())
+        let mut command = Command::new(self.python);
+        command.arg(script()).arg(self.port.to_string()).arg(self.codec.server_name());
+        if self.auth {
+            command.env("RTSP_USER", USER).env("RTSP_PASSWORD", PASSWORD);
+        }
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -135,9 +191,221 @@ fn last_status(notifications: &[String]) -> Option<&str> {
     notifications.iter().rev().find_map(|n| n.strip_prefix("STATUS="))
 }
 
+/// `source = { kind = "rtsp", … }` for `server`, with the password in a file when `password` is set.
+fn rtsp_source(server: &RtspServer, password: Option<&Path>) -> String {
+    match password {
+        Some(file) => format!(
+            "{{ kind = \"rtsp\", url = \"{}\", user = \"{USER}\", password_file = {:?} }}",
+            server.url(),
+            file.display().to_string()
+        ),
+        None => format!("{{ kind = \"rtsp\", url = \"{}\" }}", server.url()),
+    }
+}
+
+fn password_file(dir: &Path, password: &str) -> PathBuf {
+    let path = dir.join("camera.password");
+    std::fs::write(&path, format!("{password}\n")).expect("write the password file");
+    path
+}
+
+/// A detections message as the test reads it: when it says the frame was captured, and the
+/// processing time.
+struct Detections {
+    /// Milliseconds since the Unix epoch (`ts`).
+    captured_ms: f64,
+    total_ms: f64,
+}
+
+fn parse_detections(payload: &[u8]) -> Detections {
+    let message: serde_json::Value = serde_json::from_slice(payload).expect("detections are JSON");
+    let ts = message["ts"].as_str().unwrap_or_else(|| panic!("no ts: {message}"));
+    let total_ms = message["latency_ms"]["total"].as_f64().unwrap_or_else(|| panic!("no latency_ms.total: {message}"));
+    Detections { captured_ms: unix_ms(ts), total_ms }
+}
+
+/// `2026-11-25T09:55:12.345Z` as milliseconds since the Unix epoch.
+fn unix_ms(ts: &str) -> f64 {
+    let number = |range: std::ops::Range<usize>| -> i64 {
+        ts.get(range).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("not an RFC 3339 UTC time: {ts}"))
+    };
+    let (year, month, day) = (number(0..4), number(5..7), number(8..10));
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    let seconds = days * 86_400 + number(11..13) * 3600 + number(14..16) * 60 + number(17..19);
+    let millis: f64 = ts.get(19..ts.len() - 1).and_then(|s| s.parse().ok()).unwrap_or(0.0);
+    seconds as f64 * 1000.0 + millis * 1000.0
+}
+
+fn now_unix_ms() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_secs_f64() * 1000.0
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// An RTSP camera with basic authentication streams detections through the daemon; its password
+/// appears in no log line, MQTT message, `check-config --print` output or command line; and over
+/// a live stream the latency does not grow: neither the processing time (`latency_ms.total`) nor
+/// the age of a frame when its message arrives (from `ts`, which is the buffer's capture time),
+/// last third of the window against the first.
+fn streams_with_a_password_that_shows_nowhere(codec: Codec, watch_latency: bool) {
+    let python = match prerequisites(codec) {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let pace = Pace::measured();
+    let server = RtspServer::start(python, codec, true);
+    let broker = Broker::start();
+    let prefix = format!("e2e-rtsp-{}", codec.server_name());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let password = password_file(dir.path(), PASSWORD);
+    let config = TestConfig::new(broker.port(), &prefix)
+        .set("mqtt", "publish", "\"every_frame\"")
+        .set("telemetry", "interval_s", "1")
+        .camera("gate", 0.0, &rtsp_source(&server, Some(&password)))
+        .write(&dir.path().join("config.toml"));
+    let printed = daemon_command().args(["check-config", "--print", "--config"]).arg(&config).output().expect("run");
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    assert!(printed.contains(&server.url()), "the camera is printed: {printed}");
+
+    let subscriber = Subscriber::connect(&broker, &format!("{prefix}-sub"), &[&format!("{prefix}/#")]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", daemon.pid())).expect("the daemon's command line");
+    let gate = format!("{prefix}/gate/detections");
+    daemon.wait_for_messages(&subscriber, &gate, "detections from the RTSP camera", |m| m.len() >= 3);
+
+    if watch_latency {
+        // Frames as they arrive: (age, processing). Sampled long enough for a queue that grows by
+        // one frame every few frames to show: 40 frames, at least 20 s, at most 30 s for CI's time.
+        let window = (pace.frame * 40).clamp(Duration::from_secs(20), Duration::from_secs(30));
+        let mut samples: Vec<(f64, f64)> = Vec::new();
+        let mut seen = subscriber.messages(&gate).len();
+        let started = Instant::now();
+        while started.elapsed() < window {
+            std::thread::sleep(Duration::from_millis(10));
+            let messages = subscriber.messages(&gate);
+            let arrived_ms = now_unix_ms();
+            for message in &messages[seen..] {
+                let detections = parse_detections(&message.payload);
+                samples.push((arrived_ms - detections.captured_ms, detections.total_ms));
+            }
+            seen = messages.len();
+        }
+        assert!(samples.len() >= 9, "{} messages in {window:?}; log:\n{}", samples.len(), daemon.log());
+        let third = samples.len() / 3;
+        let (mut first_age, mut first_total): (Vec<f64>, Vec<f64>) = samples[..third].iter().copied().unzip();
+        let (mut last_age, mut last_total): (Vec<f64>, Vec<f64>) =
+            samples[samples.len() - third..].iter().copied().unzip();
+        let (first_age, last_age) = (median(&mut first_age), median(&mut last_age));
+        let (first_total, last_total) = (median(&mut first_total), median(&mut last_total));
+        eprintln!(
+            "{codec:?} over {window:?}, {} frames: age at arrival {first_age:.0} -> {last_age:.0} ms, \
+             latency_ms.total {first_total:.1} -> {last_total:.1} ms",
+            samples.len()
+        );
+        // Slack for a busier machine: twice the first third plus a few frames. A queue in front of
+        // inference adds a frame time per queued frame, and keeps adding.
+        let frame_ms = pace.frame.as_secs_f64() * 1000.0;
+        assert!(
+            last_age <= 2.0 * first_age.max(0.0) + 4.0 * frame_ms,
+            "the age of frames grows: {first_age:.0} -> {last_age:.0} ms"
+        );
+        assert!(
+            last_total <= 2.0 * first_total + 4.0 * frame_ms,
+            "processing time grows: {first_total:.1} -> {last_total:.1} ms"
+        );
+    }
+
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+    let log = daemon.log();
+    assert!(log.contains("decoder"), "the log says which decoder: {log}");
+    let everything_published: Vec<u8> = subscriber.all_messages().into_iter().flat_map(|m| m.payload).collect();
+    for (what, text) in [
+        ("the daemon's log", log.as_bytes()),
+        ("check-config --print", printed.as_bytes()),
+        ("the daemon's command line", cmdline.as_slice()),
+        ("the MQTT messages", everything_published.as_slice()),
+    ] {
+        assert!(
+            !text.windows(PASSWORD.len()).any(|window| window == PASSWORD.as_bytes()),
+            "the camera's password shows in {what}"
+        );
+    }
+}
+
+#[test]
+fn an_h264_camera_with_a_password_streams_with_flat_latency_and_the_password_shows_nowhere() {
+    streams_with_a_password_that_shows_nowhere(Codec::H264, true);
+}
+
+#[test]
+fn an_h265_camera_with_a_password_streams_and_the_password_shows_nowhere() {
+    streams_with_a_password_that_shows_nowhere(Codec::H265, false);
+}
+
+#[test]
+fn a_wrong_password_is_an_error_naming_the_camera_and_is_retried() {
+    let python = match prerequisites(Codec::Mjpeg) {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let server = RtspServer::start(python, Codec::Mjpeg, true);
+    let broker = Broker::start();
+    let prefix = "e2e-rtsp-wrong-password";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wrong = password_file(dir.path(), "not-the-password");
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("telemetry", "interval_s", "1")
+        .camera("gate", 0.0, &rtsp_source(&server, Some(&wrong)))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = Subscriber::connect(&broker, "e2e-rtsp-wrong-password-sub", &[&format!("{prefix}/#")]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let log = daemon.log_handle();
+    // The first attempt fails, then the second one after the backoff: both are logged.
+    daemon.wait_until("the second refused attempt in the log", || {
+        log.text()
+            .lines()
+            .any(|line| line.contains("camera gate") && line.contains("password") && line.contains("attempt 2"))
+    });
+    let refused = log.text();
+    let line = refused.lines().find(|line| line.contains("attempt 1")).unwrap_or_default();
+    assert!(line.contains("camera gate") && line.contains("refused the user name or password"), "{line}");
+    daemon.wait_for_messages(
+        &subscriber,
+        &format!("{prefix}/telemetry"),
+        "telemetry with the camera reconnecting",
+        |m| {
+            m.iter().any(|message| {
+                let report: serde_json::Value = serde_json::from_slice(&message.payload).unwrap_or_default();
+                let camera = &report["cameras"]["gate"];
+                camera["state"] == "reconnecting"
+                    && camera["last_error"].as_str().is_some_and(|e| e.contains("refused the user name or password"))
+            })
+        },
+    );
+    assert!(daemon.is_running(), "a wrong password must not stop the daemon; log:\n{}", daemon.log());
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+}
+
 #[test]
 fn an_rtsp_camera_offline_longer_than_the_watchdog_keeps_the_daemon_alive_and_comes_back() {
-    let python = match prerequisites() {
+    let python = match prerequisites(Codec::Mjpeg) {
         Ok(python) => python,
         Err(reason) => {
             eprintln!("skipped: {reason}");
@@ -146,15 +414,11 @@ fn an_rtsp_camera_offline_longer_than_the_watchdog_keeps_the_daemon_alive_and_co
     };
     let pace = Pace::measured();
     let watchdog = pace.watchdog();
-    let mut server = RtspServer::start(python);
+    let mut server = RtspServer::start(python, Codec::Mjpeg, false);
     let broker = Broker::start();
     let prefix = "e2e-rtsp-offline";
     let dir = tempfile::tempdir().expect("tempdir");
-    let rtsp = format!(
-        "{{ kind = \"gstreamer\", pipeline = \"rtspsrc location={} protocols=tcp latency=0 ! rtpjpegdepay ! jpegdec \
-         ! videoconvert ! appsink name=sink\" }}",
-        server.url()
-    );
+    let rtsp = rtsp_source(&server, None);
     let config = TestConfig::new(broker.port(), prefix)
         .set("mqtt", "publish", "\"every_frame\"")
         .set("telemetry", "interval_s", "1")

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """A real RTSP server for the integration tests: Debian's gst-rtsp-server (through python3-gi)
-serving a live MJPEG test pattern at rtsp://127.0.0.1:PORT/test.
+serving a live test pattern at rtsp://127.0.0.1:PORT/test, as an IP camera does.
 
-Usage: rtsp_server.py PORT. Prints "listening" once the port is bound; exits with status 2 when it
-cannot bind (the port is taken). Runs until killed.
+Usage: rtsp_server.py PORT [CODEC [WIDTHxHEIGHT [FPS]]]. CODEC is mjpeg (default), h264 (x264enc)
+or h265 (x265enc). With RTSP_USER and RTSP_PASSWORD in the environment (not on the command line,
+where every process can read it) the stream needs basic authentication. Prints "listening" once
+the port is bound; exits with status 2 when it cannot bind (the port is taken). Runs until killed.
 """
 
+import os
 import sys
 
 import gi
@@ -14,25 +17,55 @@ gi.require_version("Gst", "1.0")
 gi.require_version("GstRtspServer", "1.0")
 from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
 
-# rtpjpegpay takes 4:2:0 JPEG only: I420 before jpegenc.
-STREAM = (
-    "( videotestsrc is-live=true pattern=ball"
-    " ! video/x-raw,format=I420,width=320,height=240,framerate=10/1"
-    " ! jpegenc ! rtpjpegpay name=pay0 pt=26 )"
-)
+# rtpjpegpay takes 4:2:0 JPEG only: I420 before every encoder.
+ENCODERS = {
+    "mjpeg": "jpegenc ! rtpjpegpay name=pay0 pt=26",
+    "h264": "x264enc tune=zerolatency speed-preset=ultrafast key-int-max=10"
+    " ! rtph264pay name=pay0 pt=96 config-interval=-1",
+    "h265": "x265enc tune=zerolatency speed-preset=ultrafast key-int-max=10"
+    " ! rtph265pay name=pay0 pt=96 config-interval=-1",
+}
+
+
+def stream(codec: str, size: str, fps: str) -> str:
+    width, height = size.split("x")
+    return (
+        "( videotestsrc is-live=true pattern=ball"
+        f" ! video/x-raw,format=I420,width={width},height={height},framerate={fps}/1"
+        f" ! {ENCODERS[codec]} )"
+    )
+
+
+def require_basic_auth(server, factory, user: str, password: str) -> None:
+    auth = GstRtspServer.RTSPAuth()
+    token = GstRtspServer.RTSPToken()
+    token.set_string("media.factory.role", user)
+    auth.add_basic(GstRtspServer.RTSPAuth.make_basic(user, password), token)
+    server.set_auth(auth)
+    permissions = GstRtspServer.RTSPPermissions()
+    permissions.add_permission_for_role(user, "media.factory.access", True)
+    permissions.add_permission_for_role(user, "media.factory.construct", True)
+    factory.set_permissions(permissions)
 
 
 def main() -> int:
+    port = sys.argv[1]
+    codec = sys.argv[2] if len(sys.argv) > 2 else "mjpeg"
+    size = sys.argv[3] if len(sys.argv) > 3 else "320x240"
+    fps = sys.argv[4] if len(sys.argv) > 4 else "10"
     Gst.init(None)
     server = GstRtspServer.RTSPServer()
     server.set_address("127.0.0.1")
-    server.set_service(sys.argv[1])
+    server.set_service(port)
     factory = GstRtspServer.RTSPMediaFactory()
-    factory.set_launch(STREAM)
+    factory.set_launch(stream(codec, size, fps))
     factory.set_shared(True)
+    user, password = os.environ.get("RTSP_USER"), os.environ.get("RTSP_PASSWORD")
+    if user and password:
+        require_basic_auth(server, factory, user, password)
     server.get_mount_points().add_factory("/test", factory)
     if server.attach(None) == 0:
-        print(f"cannot listen on 127.0.0.1:{sys.argv[1]}", file=sys.stderr, flush=True)
+        print(f"cannot listen on 127.0.0.1:{port}", file=sys.stderr, flush=True)
         return 2
     print("listening", flush=True)
     GLib.MainLoop().run()

@@ -273,7 +273,7 @@ mod gstreamer_pipeline {
     use super::*;
     use jetson_detectd::frame::FrameSlot;
     use jetson_detectd::frame::HeapMemory;
-    use jetson_detectd::source::gstreamer::GstreamerSource;
+    use jetson_detectd::source::gstreamer::{GstreamerSource, PipelineSpec};
 
     /// `None` when the test can run, else why not.
     fn missing_plugins() -> Option<String> {
@@ -311,7 +311,8 @@ mod gstreamer_pipeline {
         let stop = Arc::new(AtomicBool::new(false));
         let pipeline =
             "videotestsrc num-buffers=5 ! video/x-raw,width=320,height=240 ! videoconvert ! appsink name=sink";
-        let mut source = GstreamerSource::open(pipeline, limits(), stop.clone()).expect("open");
+        let mut source =
+            GstreamerSource::open(PipelineSpec::Launch(pipeline.into()), limits(), stop.clone()).expect("open");
         let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
 
         let mut frames = 0;
@@ -424,7 +425,7 @@ mod gstreamer_pipeline {
         let stop = Arc::new(AtomicBool::new(false));
         let pipeline = "videotestsrc num-buffers=3 ! video/x-raw,width=64,height=48,format=RGB ! appsink name=sink";
         let narrow = LimitsConfig { max_width: 32, ..limits() };
-        let mut source = GstreamerSource::open(pipeline, narrow, stop).expect("open");
+        let mut source = GstreamerSource::open(PipelineSpec::Launch(pipeline.into()), narrow, stop).expect("open");
         let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
         let mut outcomes = Vec::new();
         let got = pull_until(&mut source, &mut slot, 500, |outcome, _, _| {
@@ -446,7 +447,7 @@ mod gstreamer_pipeline {
         // 66 pixels wide: GStreamer pads NV12 rows to a multiple of 4, so the copy must drop padding.
         let pipeline = "videotestsrc num-buffers=2 pattern=solid-color foreground-color=0xff808080 \
                         ! video/x-raw,width=66,height=48,format=NV12 ! appsink name=sink";
-        let mut source = GstreamerSource::open(pipeline, limits(), stop).expect("open");
+        let mut source = GstreamerSource::open(PipelineSpec::Launch(pipeline.into()), limits(), stop).expect("open");
         let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
         let got = pull_until(&mut source, &mut slot, 500, |outcome, _, _| outcome == Capture::Frame);
         assert!(got, "no NV12 frame: {:?}", source.state());

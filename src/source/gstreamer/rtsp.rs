@@ -1,0 +1,247 @@
+//! An RTSP camera as a GStreamer pipeline built in code: `rtspsrc` with the credentials set as
+//! properties, then, once the stream says its codec, the depayloader, parser, decoder and
+//! converter [`super::decoder::choose_chain`] picks, into the appsink.
+//!
+//! Owns: [`RtspSpec`] (the camera's URL, user and password), reading the password (bounded, from
+//! a file or the environment), and building the pipeline. Must not: put the password in a URL, a
+//! description, a log line or an error (the URL is refused at config time when it holds
+//! credentials), or link more than one video stream.
+
+use std::fmt;
+use std::io::Read;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+
+use super::decoder::{choose_chain, Chain, Codec, ElementRegistry, GstRegistry};
+use crate::config::RtspTransport;
+
+/// A password file larger than this is not a password file (a key, a log): refused unread.
+pub const MAX_PASSWORD_FILE_BYTES: u64 = 4096;
+
+/// A password that prints as `<redacted>`, so that no `{:?}` of a spec can leak it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(String);
+
+impl Password {
+    pub fn new(password: String) -> Password {
+        Password(password)
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Everything needed to connect to one RTSP camera.
+#[derive(Debug, Clone)]
+pub struct RtspSpec {
+    /// The camera's name in the config, for log lines and errors.
+    pub camera: String,
+    /// Without credentials (config validation refuses a URL with `user:password@`).
+    pub url: String,
+    pub user: Option<String>,
+    pub password: Option<Password>,
+    pub transport: RtspTransport,
+    pub latency_ms: u32,
+}
+
+impl RtspSpec {
+    /// How logs and telemetry name this source.
+    pub fn describe(&self) -> String {
+        format!("rtsp:{} (camera {})", self.url, self.camera)
+    }
+}
+
+/// The password a camera is configured with: the first line of `password_file` (read bounded),
+/// or the variable `password_env`. Errors name the key and the file or variable, never the value.
+pub fn read_password(password_file: Option<&Path>, password_env: Option<&str>) -> Result<Option<Password>, String> {
+    match (password_file, password_env) {
+        (Some(path), _) => read_password_file(path).map(Some),
+        (None, Some(name)) => match std::env::var(name) {
+            Ok(password) => Ok(Some(Password(password))),
+            Err(_) => Err(format!("password_env: environment variable {name} is not set or not valid UTF-8")),
+        },
+        (None, None) => Ok(None),
+    }
+}
+
+fn read_password_file(path: &Path) -> Result<Password, String> {
+    let failed = |why: String| format!("password_file {}: {why}", path.display());
+    let file = std::fs::File::open(path).map_err(|err| failed(err.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PASSWORD_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|err| failed(err.to_string()))?;
+    if bytes.len() as u64 > MAX_PASSWORD_FILE_BYTES {
+        return Err(failed(format!(
+            "larger than {MAX_PASSWORD_FILE_BYTES} bytes; its first line must be the password"
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| failed("not UTF-8 text".into()))?;
+    let first_line = text.lines().next().unwrap_or_default();
+    if first_line.is_empty() {
+        return Err(failed("the first line is empty".into()));
+    }
+    Ok(Password(first_line.to_owned()))
+}
+
+/// Builds the pipeline `rtspsrc` → (chosen on the stream's caps) → `appsink`; the appsink is
+/// named `sink` and is the caller's to configure. Errors are for elements that are not installed.
+pub fn build(spec: &RtspSpec, appsink: &gst::Element) -> Result<gst::Pipeline, String> {
+    let registry = GstRegistry;
+    if !registry.has("rtspsrc") {
+        return Err("no GStreamer element rtspsrc (apt-get install gstreamer1.0-plugins-good)".into());
+    }
+    let protocols = match spec.transport {
+        RtspTransport::Tcp => "tcp",
+        RtspTransport::Udp => "udp",
+    };
+    let mut source = gst::ElementFactory::make("rtspsrc")
+        .property("location", &spec.url)
+        .property("latency", spec.latency_ms)
+        .property_from_str("protocols", protocols);
+    if let Some(user) = &spec.user {
+        source = source.property("user-id", user);
+    }
+    if let Some(Password(password)) = &spec.password {
+        source = source.property("user-pw", password);
+    }
+    let source = source.build().map_err(|err| format!("cannot create rtspsrc: {err}"))?;
+    let pipeline = gst::Pipeline::new();
+    pipeline.add_many([&source, appsink]).map_err(|err| format!("cannot assemble the pipeline: {err}"))?;
+    let video_linked = Arc::new(AtomicBool::new(false));
+    let (weak_pipeline, weak_sink, camera) = (pipeline.downgrade(), appsink.downgrade(), spec.camera.clone());
+    source.connect_pad_added(move |source, pad| {
+        let (Some(pipeline), Some(appsink)) = (weak_pipeline.upgrade(), weak_sink.upgrade()) else { return };
+        if let Err(message) = link_stream(&pipeline, &appsink, pad, &video_linked, &camera) {
+            gst::element_error!(source, gst::StreamError::CodecNotFound, ("{}", message));
+        }
+    });
+    Ok(pipeline)
+}
+
+/// Links a new `rtspsrc` pad: the first video stream through the chosen chain into the appsink,
+/// anything else (audio, a second video stream) into a fakesink so it cannot stall the session.
+fn link_stream(
+    pipeline: &gst::Pipeline,
+    appsink: &gst::Element,
+    pad: &gst::Pad,
+    video_linked: &AtomicBool,
+    camera: &str,
+) -> Result<(), String> {
+    let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
+    let structure = caps.structure(0).ok_or("a stream without caps")?;
+    let is_video = structure.get::<&str>("media").is_ok_and(|media| media == "video");
+    if !is_video || video_linked.swap(true, Ordering::SeqCst) {
+        let sink = gst::ElementFactory::make("fakesink")
+            .property("sync", false)
+            .property("async", false)
+            .build()
+            .map_err(|err| format!("cannot create fakesink: {err}"))?;
+        pipeline.add(&sink).map_err(|err| err.to_string())?;
+        sink.sync_state_with_parent().map_err(|err| err.to_string())?;
+        let sink_pad = sink.static_pad("sink").ok_or("fakesink without a sink pad")?;
+        return pad.link(&sink_pad).map(|_| ()).map_err(|err| format!("cannot link an extra stream: {err:?}"));
+    }
+    let encoding = structure.get::<&str>("encoding-name").unwrap_or("unknown");
+    let codec = Codec::from_encoding_name(encoding)
+        .ok_or_else(|| format!("the camera sends {encoding} video; supported: H.264, H.265 and MJPEG"))?;
+    let chain = choose_chain(codec, &GstRegistry).map_err(|err| err.to_string())?;
+    log::info!(
+        "camera {camera}: {} stream, decoder {} ({})",
+        codec.label(),
+        chain.decoder,
+        if chain.hardware { "hardware" } else { "software" }
+    );
+    let elements = make_chain(&chain)?;
+    pipeline.add_many(&elements).map_err(|err| err.to_string())?;
+    let mut linked: Vec<&gst::Element> = elements.iter().collect();
+    linked.push(appsink);
+    gst::Element::link_many(linked).map_err(|err| format!("cannot link {}: {err}", chain_text(&chain)))?;
+    for element in &elements {
+        element.sync_state_with_parent().map_err(|err| err.to_string())?;
+    }
+    let first = elements[0].static_pad("sink").ok_or("the depayloader has no sink pad")?;
+    pad.link(&first).map(|_| ()).map_err(|err| format!("cannot link the stream to {}: {err:?}", chain.depayloader))
+}
+
+fn make_chain(chain: &Chain) -> Result<Vec<gst::Element>, String> {
+    let names = [Some(chain.depayloader), chain.parser, Some(chain.decoder.as_str()), Some(chain.converter)];
+    names
+        .into_iter()
+        .flatten()
+        .map(|name| gst::ElementFactory::make(name).build().map_err(|err| format!("cannot create {name}: {err}")))
+        .collect()
+}
+
+fn chain_text(chain: &Chain) -> String {
+    let names = [Some(chain.depayloader), chain.parser, Some(chain.decoder.as_str()), Some(chain.converter)];
+    names.into_iter().flatten().collect::<Vec<_>>().join(" ! ")
+}
+
+/// The decoder each codec would get on this machine, for `probe` (the codec itself is known only
+/// once the camera answers).
+pub fn decoder_report(registry: &dyn ElementRegistry) -> serde_json::Value {
+    let entries = Codec::ALL.into_iter().map(|codec| {
+        let value = match choose_chain(codec, registry) {
+            Ok(chain) => serde_json::json!({ "decoder": chain.decoder, "hardware": chain.hardware }),
+            Err(missing) => serde_json::json!({ "error": missing.to_string() }),
+        };
+        (codec.label().to_owned(), value)
+    });
+    serde_json::Value::Object(entries.collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::decoder::tests::FakeRegistry;
+    use super::*;
+
+    #[test]
+    fn the_password_is_the_first_line_of_a_small_file_and_never_printed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("pw");
+        std::fs::write(&path, "s3cret\nsecond line\n").expect("write");
+        let password = read_password(Some(&path), None).expect("read").expect("a password");
+        assert_eq!(password, Password::new("s3cret".into()));
+        assert_eq!(format!("{password:?}"), "<redacted>");
+        let spec = RtspSpec {
+            camera: "gate".into(),
+            url: "rtsp://cam/s".into(),
+            user: Some("admin".into()),
+            password: Some(password),
+            transport: RtspTransport::Tcp,
+            latency_ms: 200,
+        };
+        assert!(!format!("{spec:?}").contains("s3cret"));
+        assert!(!spec.describe().contains("s3cret"));
+    }
+
+    #[test]
+    fn oversized_empty_and_missing_password_sources_are_errors_naming_the_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; MAX_PASSWORD_FILE_BYTES as usize + 1]).expect("write");
+        let err = read_password(Some(&big), None).unwrap_err();
+        assert!(err.starts_with("password_file ") && err.contains("larger than 4096"), "{err}");
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\nx").expect("write");
+        assert!(read_password(Some(&empty), None).unwrap_err().contains("first line is empty"));
+        assert!(read_password(Some(&dir.path().join("none")), None).unwrap_err().contains("password_file"));
+        let err = read_password(None, Some("JETSON_DETECTD_TEST_UNSET_CAMERA_PASSWORD")).unwrap_err();
+        assert!(err.contains("password_env") && err.contains("JETSON_DETECTD_TEST_UNSET_CAMERA_PASSWORD"), "{err}");
+        assert_eq!(read_password(None, None), Ok(None));
+    }
+
+    #[test]
+    fn probe_reports_the_decoder_per_codec_or_what_is_missing() {
+        let report = decoder_report(&FakeRegistry::desktop().without("avdec_h265"));
+        assert_eq!(report["H.264"], serde_json::json!({ "decoder": "avdec_h264", "hardware": false }));
+        assert!(report["H.265"]["error"].as_str().is_some_and(|e| e.contains("gstreamer1.0-libav")), "{report}");
+        assert_eq!(report["MJPEG"]["decoder"], "jpegdec");
+    }
+}
