@@ -122,7 +122,11 @@ impl GstreamerSource {
     /// elements this machine lacks is an error; one that fails to start (camera busy, RTSP server
     /// down, wrong password, nvargus-daemon not up yet) is retried with backoff. Samples larger
     /// than `limits` are skipped (and counted), never copied.
-    pub fn open(spec: PipelineSpec, limits: LimitsConfig, stop: Arc<AtomicBool>) -> Result<GstreamerSource, SourceError> {
+    pub fn open(
+        spec: PipelineSpec,
+        limits: LimitsConfig,
+        stop: Arc<AtomicBool>,
+    ) -> Result<GstreamerSource, SourceError> {
         GstreamerSource::with_options(spec, GstreamerOptions::default(), limits, stop)
     }
 
@@ -241,7 +245,9 @@ fn drain_bus(bus: &gst::Bus) -> Option<String> {
     let mut failure = None;
     while let Some(message) = bus.pop() {
         match message.view() {
-            gst::MessageView::Error(err) if failure.is_none() && err.error().matches(gst::ResourceError::NotAuthorized) => {
+            gst::MessageView::Error(err)
+                if failure.is_none() && err.error().matches(gst::ResourceError::NotAuthorized) =>
+            {
                 failure = Some(
                     "the camera refused the user name or password (not authorized): check `user` and \
                      `password_file`/`password_env`"
