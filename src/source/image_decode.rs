@@ -64,7 +64,7 @@ fn decode_reader(
     decode_into(decoder, limits, slot)
 }
 
-/// Decodes one JPEG (an MJPEG frame) into `slot` as [`PixelFormat::Rgb8`]. Its header must say
+/// Decodes one JPEG (an MJPEG frame; colour or grey) into `slot` as [`PixelFormat::Rgb8`]. Its header must say
 /// `width`×`height` (the size the device negotiated), so that a corrupt header cannot make the slot
 /// grow; the frame must also be within `limits`.
 pub fn decode_jpeg(
@@ -81,10 +81,45 @@ pub fn decode_jpeg(
             "JPEG is {jpeg_width}x{jpeg_height}, the device negotiated {width}x{height}"
         )));
     }
-    if decoder.color_type() != ColorType::Rgb8 {
-        return Err(ImageDecodeError::Invalid(format!("JPEG colour type {:?}, expected RGB", decoder.color_type())));
+    match decoder.color_type() {
+        ColorType::Rgb8 => decode_into(decoder, limits, slot),
+        ColorType::L8 => decode_grey_jpeg(decoder, limits, slot),
+        other => Err(ImageDecodeError::Invalid(format!("JPEG colour type {other:?}, expected RGB or grey"))),
     }
-    decode_into(decoder, limits, slot)
+}
+
+/// A single-component (grey, IR) JPEG: decoded into the first third of the slot's RGB bytes, then
+/// widened to RGB in place, so no frame-sized buffer is allocated per frame.
+fn decode_grey_jpeg(
+    mut decoder: JpegDecoder<Cursor<&[u8]>>,
+    limits: &LimitsConfig,
+    slot: &mut FrameSlot,
+) -> Result<(), ImageDecodeError> {
+    let (width, height) = decoder.dimensions();
+    check_frame(width, height, PixelFormat::Rgb8, limits)?;
+    let mut limits_for_decoder = Limits::no_limits();
+    limits_for_decoder.max_image_width = Some(limits.max_width);
+    limits_for_decoder.max_image_height = Some(limits.max_height);
+    limits_for_decoder.max_alloc = Some(limits.max_alloc_bytes());
+    decoder.set_limits(limits_for_decoder).map_err(from_image_error)?;
+    let pixels =
+        usize::try_from(decoder.total_bytes()).map_err(|_| ImageDecodeError::Invalid("grey JPEG too large".into()))?;
+    let buffer = slot.prepare(width, height, PixelFormat::Rgb8).map_err(ImageDecodeError::Slot)?;
+    let grey = buffer
+        .get_mut(..pixels)
+        .ok_or_else(|| ImageDecodeError::Invalid(format!("a {width}x{height} grey JPEG claims {pixels} bytes")))?;
+    decoder.read_image(grey).map_err(from_image_error)?;
+    widen_grey_in_place(buffer, pixels);
+    Ok(())
+}
+
+/// Turns `pixels` grey bytes at the start of `buffer` into RGB triples filling it, back to front
+/// (pixel i moves to 3i ≥ i, so no byte is overwritten before it is read).
+fn widen_grey_in_place(buffer: &mut [u8], pixels: usize) {
+    for i in (0..pixels).rev() {
+        let value = buffer[i];
+        buffer[3 * i..3 * i + 3].fill(value);
+    }
 }
 
 /// Checks a raw frame of `format` and size `width`×`height` (as a stream announces it) against

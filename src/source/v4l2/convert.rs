@@ -168,6 +168,25 @@ mod tests {
     }
 
     #[test]
+    fn grey_ir_mjpeg_decodes_as_rgb_with_equal_channels() {
+        let (width, height) = (16u32, 8u32);
+        let pixels: Vec<u8> = (0..width * height).map(|i| if i % width < width / 2 { 40 } else { 210 }).collect();
+        let mut jpeg = Vec::new();
+        JpegEncoder::new_with_quality(&mut jpeg, 100)
+            .encode(&pixels, width, height, image::ExtendedColorType::L8)
+            .expect("encode grey");
+        let mut slot = slot();
+        write_mjpeg(&strip_huffman_tables(&jpeg), width, height, &LIMITS, &mut slot, &mut Vec::new())
+            .expect("a grey frame decodes");
+        assert_eq!((slot.meta().width, slot.meta().format), (width, PixelFormat::Rgb8));
+        assert_eq!(slot.data().len(), pixels.len() * 3);
+        for (rgb, grey) in slot.data().chunks_exact(3).zip(&pixels) {
+            assert!(rgb[0] == rgb[1] && rgb[1] == rgb[2], "{rgb:?}");
+            assert!(rgb[0].abs_diff(*grey) <= 8, "{rgb:?} vs {grey}");
+        }
+    }
+
+    #[test]
     fn mjpeg_without_huffman_tables_decodes() {
         let jpeg = encode_jpeg(16, 16, [30, 160, 220]);
         let stripped = strip_huffman_tables(&jpeg);
