@@ -302,6 +302,30 @@ mod gstreamer_pipeline {
         })
     }
 
+    /// A frame is stamped when its buffer was captured, not when the appsink hands it over: a live
+    /// source whose buffers are held 300 ms on the way (`identity sleep-time`) gives frames at
+    /// least that old when they reach the slot.
+    #[test]
+    fn a_frame_is_stamped_with_its_buffer_capture_time_not_the_handover() {
+        if let Some(reason) = missing_plugins() {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        const HELD: Duration = Duration::from_millis(300);
+        let pipeline = format!(
+            "videotestsrc is-live=true ! video/x-raw,format=RGB,width=64,height=48,framerate=30/1 \
+             ! identity sleep-time={} ! appsink name=sink",
+            HELD.as_micros()
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut source = GstreamerSource::open(PipelineSpec::Launch(pipeline), limits(), stop).expect("open");
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+        let got = pull_until(&mut source, &mut slot, 500, |outcome, _, _| outcome == Capture::Frame);
+        assert!(got, "no frame");
+        let age = std::time::SystemTime::now().duration_since(slot.meta().captured_at).expect("not in the future");
+        assert!(age >= HELD, "stamped {age:?} before it reached the slot; the buffer was held {HELD:?}");
+    }
+
     #[test]
     fn videotestsrc_frames_reach_the_slot_and_end_of_stream_restarts_the_pipeline() {
         if let Some(reason) = missing_plugins() {
