@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -56,6 +56,33 @@ impl PixelFormat {
             PixelFormat::Yuyv => "yuyv",
             PixelFormat::Nv12 => "nv12",
         }
+    }
+}
+
+/// How a source gets its frames into the slots, as telemetry reports it (`capture_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureMode {
+    /// The frame arrives in memory of its own (a GStreamer buffer, a V4L2 mmap buffer) and is
+    /// copied once into the slot.
+    Copy,
+    /// Compressed bytes are decoded straight into the slot (V4L2 MJPEG, image files).
+    Decode,
+    /// The source draws the frame in the slot (the synthetic test pattern).
+    Generate,
+}
+
+impl CaptureMode {
+    fn index(self) -> u8 {
+        match self {
+            CaptureMode::Copy => 1,
+            CaptureMode::Decode => 2,
+            CaptureMode::Generate => 3,
+        }
+    }
+
+    fn from_index(index: u8) -> Option<CaptureMode> {
+        [CaptureMode::Copy, CaptureMode::Decode, CaptureMode::Generate].into_iter().find(|mode| mode.index() == index)
     }
 }
 
@@ -124,6 +151,8 @@ pub struct FrameSlot {
     capture_time: Duration,
     /// When the source handed the frame to the ring ([`FrameRing::publish`]).
     ready_at: Option<Instant>,
+    /// Full-frame copies the source made of the frame in this slot (reset by [`FrameSlot::prepare`]).
+    copies: u32,
 }
 
 impl FrameSlot {
@@ -140,6 +169,7 @@ impl FrameSlot {
             len: 0,
             capture_time: Duration::ZERO,
             ready_at: None,
+            copies: 0,
         }
     }
 
@@ -165,11 +195,23 @@ impl FrameSlot {
             .frame_bytes(width, height)
             .ok_or_else(|| format!("impossible {} frame size {width}x{height}", format.name()))?;
         self.memory.reserve(len)?;
+        self.copies = 0;
         self.meta.width = width;
         self.meta.height = height;
         self.meta.format = format;
         self.len = len;
         Ok(&mut self.memory.as_mut_slice()[..len])
+    }
+
+    /// The source copied the whole frame once more (into the slot, or through a buffer of its own
+    /// on the way); telemetry reports these per frame (`frame_copies`).
+    pub fn note_copy(&mut self) {
+        self.copies += 1;
+    }
+
+    /// Full-frame copies made of the frame in this slot since [`FrameSlot::prepare`].
+    pub fn copies(&self) -> u32 {
+        self.copies
     }
 
     pub fn meta(&self) -> &FrameMeta {
@@ -199,6 +241,21 @@ pub struct RingStats {
     pub dropped: AtomicU64,
     /// Frames the source skipped because they were larger than `[limits]` allows.
     pub over_limit: AtomicU64,
+    /// Full-frame copies the source made of the frames it produced.
+    pub copies: AtomicU64,
+    /// The source's [`CaptureMode`] as of its latest frame (0 before the first).
+    capture_mode: AtomicU8,
+}
+
+impl RingStats {
+    /// The source's capture mode as of its latest frame; `None` before the first frame.
+    pub fn capture_mode(&self) -> Option<CaptureMode> {
+        CaptureMode::from_index(self.capture_mode.load(Ordering::Relaxed))
+    }
+
+    pub fn set_capture_mode(&self, mode: CaptureMode) {
+        self.capture_mode.store(mode.index(), Ordering::Relaxed);
+    }
 }
 
 struct RingState {
@@ -307,6 +364,7 @@ impl FrameRing {
     pub fn publish(&self, mut slot: FrameSlot) {
         slot.ready_at = Some(Instant::now());
         self.stats.produced.fetch_add(1, Ordering::Relaxed);
+        self.stats.copies.fetch_add(u64::from(slot.copies), Ordering::Relaxed);
         self.lock().ready.push_back(slot);
         self.ready_cv.notify_one();
         self.ring_doorbell();
@@ -465,6 +523,24 @@ mod tests {
         assert_eq!(PixelFormat::Nv12.frame_bytes(4, 3), None);
         assert_eq!(PixelFormat::Rgba8.frame_bytes(0, 3), None);
         assert_eq!(PixelFormat::Rgb8.frame_bytes(u32::MAX, u32::MAX), None, "overflow is an impossible size");
+    }
+
+    #[test]
+    fn the_ring_counts_the_copies_its_slots_noted_and_prepare_starts_a_frame_at_none() {
+        let ring = FrameRing::with_heap_slots(2, 12);
+        let mut slot = ring.acquire_for_write().expect("slot");
+        slot.prepare(2, 2, PixelFormat::Rgb8).expect("prepare");
+        slot.note_copy();
+        ring.publish(slot);
+        let mut slot = ring.acquire_for_write().expect("slot");
+        slot.note_copy();
+        slot.prepare(2, 2, PixelFormat::Rgb8).expect("prepare");
+        assert_eq!(slot.copies(), 0, "a copy noted before prepare belongs to no frame");
+        ring.publish(slot);
+        assert_eq!(ring.stats().copies.load(Ordering::Relaxed), 1);
+        assert_eq!(ring.stats().capture_mode(), None);
+        ring.stats().set_capture_mode(CaptureMode::Decode);
+        assert_eq!(ring.stats().capture_mode(), Some(CaptureMode::Decode));
     }
 
     #[test]

@@ -267,6 +267,11 @@ impl Turns {
 }
 
 impl crate::source::FrameSource for StillSource {
+    /// The still image is copied into the slot, as a camera's buffer would be.
+    fn capture_mode(&self) -> crate::frame::CaptureMode {
+        crate::frame::CaptureMode::Copy
+    }
+
     fn describe(&self) -> String {
         format!("still image {}x{}", self.meta.width, self.meta.height)
     }
@@ -285,6 +290,7 @@ impl crate::source::FrameSource for StillSource {
             .prepare(self.meta.width, self.meta.height, self.meta.format)
             .map_err(|message| crate::source::SourceError::Read { source_name: self.describe(), message })?;
         target.copy_from_slice(&self.frame);
+        slot.note_copy();
         self.turns.copied(self.camera, copy_started.elapsed());
         slot.meta_mut().captured_at = SystemTime::now();
         self.handed_over += 1;

@@ -290,6 +290,8 @@ async fn serve(
                         let dropped = ring.dropped.load(Ordering::Relaxed);
                         stats.record_drop(dropped.saturating_sub(seen.swap(dropped, Ordering::Relaxed)));
                         stats.set_over_limit(ring.over_limit.load(Ordering::Relaxed));
+                        let produced = ring.produced.load(Ordering::Relaxed);
+                        stats.set_capture(ring.capture_mode(), produced, ring.copies.load(Ordering::Relaxed));
                         Some(stats.snapshot().with_source(pipeline.source_report()))
                     })
                     .collect();

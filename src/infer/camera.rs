@@ -185,6 +185,7 @@ fn run_source(
         liveness.beat();
         match captured {
             Ok(Capture::Frame) => {
+                ring.stats().set_capture_mode(source.capture_mode());
                 slot.set_capture_time(started.elapsed());
                 slot.meta_mut().sequence = sequence;
                 sequence += 1;

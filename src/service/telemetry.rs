@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use super::run_id::Stamp;
-use crate::frame::{FrameTimings, Rfc3339Millis, Stage};
+use crate::frame::{CaptureMode, FrameTimings, Rfc3339Millis, Stage};
 use crate::source::{SourceReport, SourceState};
 use crate::sync::lock;
 
@@ -88,6 +88,18 @@ pub struct CameraStats {
     over_limit: AtomicU64,
     latencies: Mutex<[LatencyRing; Stage::ALL.len()]>,
     window: Mutex<FpsWindow>,
+    capture: Mutex<CaptureWindow>,
+}
+
+/// The source's capture mode and its running counts of frames and full-frame copies: now, and as
+/// of the previous snapshot.
+#[derive(Debug, Default)]
+struct CaptureWindow {
+    mode: Option<CaptureMode>,
+    /// (frames produced, copies made) as last set.
+    now: (u64, u64),
+    /// The same at the previous snapshot.
+    then: (u64, u64),
 }
 
 /// What [`CameraStats::snapshot`] reports.
@@ -106,6 +118,11 @@ pub struct CameraSnapshot {
     pub latency_ms: Vec<(Stage, Percentiles)>,
     /// The camera's source state and since when, when known (see [`CameraSnapshot::with_source`]).
     pub source: Option<SourceReport>,
+    /// How the source gets frames into the slots; `None` before its first frame.
+    pub capture_mode: Option<CaptureMode>,
+    /// Full-frame copies the source made per frame since the previous snapshot; `None` when it
+    /// produced no frame meanwhile.
+    pub frame_copies: Option<f64>,
 }
 
 impl CameraSnapshot {
@@ -125,6 +142,7 @@ impl CameraStats {
             over_limit: AtomicU64::new(0),
             latencies: Mutex::new(std::array::from_fn(|_| LatencyRing::new())),
             window: Mutex::new(FpsWindow { since: Instant::now(), frames_then: 0 }),
+            capture: Mutex::new(CaptureWindow::default()),
         }
     }
 
@@ -153,6 +171,14 @@ impl CameraStats {
         self.over_limit.store(total, Ordering::Relaxed);
     }
 
+    /// The source's capture mode and its running totals of frames produced and full-frame copies
+    /// made (the camera's ring counts both).
+    pub fn set_capture(&self, mode: Option<CaptureMode>, produced: u64, copies: u64) {
+        let mut capture = lock(&self.capture);
+        capture.mode = mode;
+        capture.now = (produced, copies);
+    }
+
     /// Counters, fps since the previous snapshot, and latency percentiles.
     pub fn snapshot(&self) -> CameraSnapshot {
         self.snapshot_at(Instant::now())
@@ -172,6 +198,14 @@ impl CameraStats {
             let rings = lock(&self.latencies);
             Stage::ALL.iter().filter_map(|stage| Some((*stage, rings[stage.index()].percentiles()?))).collect()
         };
+        let (capture_mode, frame_copies) = {
+            let mut capture = lock(&self.capture);
+            let produced = capture.now.0.saturating_sub(capture.then.0);
+            let copies = capture.now.1.saturating_sub(capture.then.1);
+            capture.then = capture.now;
+            let per_frame = (produced > 0).then(|| (copies as f64 / produced as f64 * 100.0).round() / 100.0);
+            (capture.mode, per_frame)
+        };
         CameraSnapshot {
             name: self.name.clone(),
             fps,
@@ -180,6 +214,8 @@ impl CameraStats {
             over_limit: self.over_limit.load(Ordering::Relaxed),
             latency_ms,
             source: None,
+            capture_mode,
+            frame_copies,
         }
     }
 }
@@ -455,6 +491,10 @@ struct CameraJson<'a> {
     frames: u64,
     dropped: u64,
     over_limit: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capture_mode: Option<CaptureMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frame_copies: Option<f64>,
     latency_ms: BTreeMap<&'static str, &'a Percentiles>,
 }
 
@@ -498,6 +538,8 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
                 frames: camera.frames,
                 dropped: camera.dropped,
                 over_limit: camera.over_limit,
+                capture_mode: camera.capture_mode,
+                frame_copies: camera.frame_copies,
                 latency_ms,
             };
             (camera.name.as_str(), json)
@@ -615,6 +657,31 @@ mod tests {
     }
 
     #[test]
+    fn frame_copies_are_per_frame_over_the_window_with_the_capture_mode() {
+        let stats = CameraStats::new("front");
+        assert_eq!((stats.snapshot().capture_mode, stats.snapshot().frame_copies), (None, None));
+        stats.set_capture(Some(CaptureMode::Copy), 10, 10);
+        let first = stats.snapshot();
+        assert_eq!((first.capture_mode, first.frame_copies), (Some(CaptureMode::Copy), Some(1.0)));
+        stats.set_capture(Some(CaptureMode::Decode), 14, 11);
+        assert_eq!(stats.snapshot().frame_copies, Some(0.25), "1 copy in 4 frames since the last snapshot");
+        let idle = stats.snapshot();
+        assert_eq!((idle.capture_mode, idle.frame_copies), (Some(CaptureMode::Decode), None));
+        let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&TelemetryReport {
+            cameras: &[first],
+            load: None,
+            jetson: &JetsonSysfs::default(),
+            mqtt: None,
+            engine: None,
+            ts: SystemTime::UNIX_EPOCH,
+            stamp: None,
+        }))
+        .expect("json");
+        assert_eq!(json["cameras"]["front"]["capture_mode"], "copy");
+        assert_eq!(json["cameras"]["front"]["frame_copies"], 1.0);
+    }
+
+    #[test]
     fn percentiles_cover_only_recent_samples_of_timed_stages() {
         let stats = CameraStats::new("front");
         for _ in 0..LATENCY_SAMPLES {
@@ -657,6 +724,8 @@ mod tests {
             over_limit: 0,
             latency_ms: Vec::new(),
             source: None,
+            capture_mode: None,
+            frame_copies: None,
         }
     }
 
@@ -775,6 +844,8 @@ mod properties {
                 over_limit,
                 latency_ms,
                 source,
+                capture_mode: None,
+                frame_copies: None,
             },
         )
     }

@@ -25,7 +25,7 @@ use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
 use crate::config::LimitsConfig;
-use crate::frame::{FrameSlot, PixelFormat};
+use crate::frame::{CaptureMode, FrameSlot, PixelFormat};
 use crate::source::image_decode::{self, ImageDecodeError};
 use crate::source::reconnect::{self, Backoff, Connection, DeviceError, SourceState, SourceStatus};
 use crate::source::{Capture, FrameSource, SourceError};
@@ -364,17 +364,24 @@ fn copy_sample(
         PixelFormat::Nv12 => {
             let (luma, chroma) = target.split_at_mut(w * h);
             copy_plane(plane(0)?, strides[0], w, h, luma)?;
-            copy_plane(plane(1)?, strides[1], w, h / 2, chroma)
+            copy_plane(plane(1)?, strides[1], w, h / 2, chroma)?;
         }
-        PixelFormat::Rgba8 => copy_plane(plane(0)?, strides[0], w * 4, h, target),
-        PixelFormat::Rgb8 | PixelFormat::Bgr8 => copy_plane(plane(0)?, strides[0], w * 3, h, target),
-        PixelFormat::Yuyv => copy_plane(plane(0)?, strides[0], w * 2, h, target),
+        PixelFormat::Rgba8 => copy_plane(plane(0)?, strides[0], w * 4, h, target)?,
+        PixelFormat::Rgb8 | PixelFormat::Bgr8 => copy_plane(plane(0)?, strides[0], w * 3, h, target)?,
+        PixelFormat::Yuyv => copy_plane(plane(0)?, strides[0], w * 2, h, target)?,
     }
+    slot.note_copy();
+    Ok(())
 }
 
 impl FrameSource for GstreamerSource {
     fn describe(&self) -> String {
         self.description.clone()
+    }
+
+    /// The appsink's sample is mapped and copied into the slot.
+    fn capture_mode(&self) -> CaptureMode {
+        CaptureMode::Copy
     }
 
     fn connection_status(&self) -> Option<SourceStatus> {

@@ -198,6 +198,7 @@ fn decode_into(
                 )));
             }
             buffer.copy_from_slice(rgb.as_raw());
+            slot.note_copy();
             Ok(())
         }
     }

@@ -15,7 +15,7 @@ use super::image_decode::{self, ImageDecodeError};
 use super::reconnect::RateLimitedLog;
 use super::{Capture, FrameSource, SourceError};
 use crate::config::{ImageMode, LimitsConfig};
-use crate::frame::FrameSlot;
+use crate::frame::{CaptureMode, FrameSlot};
 
 const EXTENSIONS: [&str; 5] = ["png", "jpg", "jpeg", "bmp", "ppm"];
 
@@ -90,6 +90,12 @@ pub fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
 }
 
 impl FrameSource for ImagesSource {
+    /// Files are decoded into the slot (colour types other than 8-bit RGB and RGBA through one
+    /// counted copy).
+    fn capture_mode(&self) -> CaptureMode {
+        CaptureMode::Decode
+    }
+
     fn describe(&self) -> String {
         format!("images:{}", self.root.display())
     }

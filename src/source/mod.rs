@@ -9,7 +9,7 @@
 pub mod gstreamer;
 pub mod v4l2;
 
-use crate::frame::FrameSlot;
+use crate::frame::{CaptureMode, FrameSlot};
 pub use reconnect::{SourceReport, SourceState, SourceStatus};
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +42,9 @@ pub trait FrameSource: Send {
     /// `sequence`, which the pipeline assigns. Transient trouble is logged by the source and reported
     /// as [`Capture::Retry`]; an error ends the camera.
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError>;
+    /// How this source's frames get into the slots as of its latest frame (telemetry's
+    /// `capture_mode`); the copies themselves are counted per slot ([`FrameSlot::note_copy`]).
+    fn capture_mode(&self) -> CaptureMode;
     /// Every frame must reach inference: the pipeline waits for a free slot instead of dropping
     /// the oldest waiting frame (a replayed recording; a live camera must never wait).
     fn keeps_every_frame(&self) -> bool {

@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use super::{Capture, FrameSource, SourceError};
-use crate::frame::{FrameSlot, PixelFormat};
+use crate::frame::{CaptureMode, FrameSlot, PixelFormat};
 
 /// Colour bars with a white square that moves one step per frame.
 pub struct SyntheticSource {
@@ -32,6 +32,10 @@ const BARS: [[u8; 3]; 8] = [
 ];
 
 impl FrameSource for SyntheticSource {
+    fn capture_mode(&self) -> CaptureMode {
+        CaptureMode::Generate
+    }
+
     fn describe(&self) -> String {
         format!("synthetic {}x{}", self.width, self.height)
     }

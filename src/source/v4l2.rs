@@ -30,7 +30,7 @@ pub use crate::source::reconnect::{Backoff, DeviceError, SourceState, SourceStat
 pub use convert::ConvertError;
 
 use crate::config::{LimitsConfig, V4l2Format};
-use crate::frame::FrameSlot;
+use crate::frame::{CaptureMode, FrameSlot};
 use crate::source::reconnect::RateLimitedLog;
 use crate::source::{Capture, FrameSource, SourceError};
 
@@ -473,6 +473,20 @@ enum Step {
 impl FrameSource for V4l2Source {
     fn describe(&self) -> String {
         self.description.clone()
+    }
+
+    /// MJPEG is decoded from the mmap buffer into the slot; YUYV is copied (by the negotiated
+    /// format while streaming, else the configured one).
+    fn capture_mode(&self) -> CaptureMode {
+        let mjpeg = match self.connection.link() {
+            Some(open) => open.format.encoding == Encoding::Mjpeg,
+            None => self.request.format == V4l2Format::Mjpeg,
+        };
+        if mjpeg {
+            CaptureMode::Decode
+        } else {
+            CaptureMode::Copy
+        }
     }
 
     fn connection_status(&self) -> Option<SourceStatus> {

@@ -477,6 +477,7 @@ mod gstreamer_pipeline {
         assert!(got, "no NV12 frame: {:?}", source.state());
         assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (66, 48, PixelFormat::Nv12));
         assert_eq!(slot.data().len(), 66 * 48 * 3 / 2);
+        assert_eq!(slot.copies(), 1, "the sample is copied once into the slot");
         let (luma, chroma) = slot.data().split_at(66 * 48);
         let luma_level = luma[0];
         assert!(luma.iter().all(|&y| y == luma_level), "a solid grey frame has one luma level");

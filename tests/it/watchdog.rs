@@ -15,7 +15,7 @@ use jetson_detectd::backend::{Backend, BackendError, BackendInfo, BackendTimings
 use jetson_detectd::config::{CameraConfig, Config, DecoderKind};
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Detection;
-use jetson_detectd::frame::{FrameSlot, PixelFormat};
+use jetson_detectd::frame::{CaptureMode, FrameSlot, PixelFormat};
 use jetson_detectd::frame::{FrameTimings, Stage};
 use jetson_detectd::infer::camera::{CameraPipeline, PipelineShared};
 use jetson_detectd::infer::scheduler::{SchedulePlan, Scheduler};
@@ -115,6 +115,9 @@ struct GatedSource {
 impl FrameSource for GatedSource {
     fn describe(&self) -> String {
         "gated test source".into()
+    }
+    fn capture_mode(&self) -> CaptureMode {
+        CaptureMode::Generate
     }
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
         if self.stop.load(Ordering::SeqCst) {

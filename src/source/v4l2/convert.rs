@@ -110,6 +110,7 @@ pub fn write_yuyv(
             out.copy_from_slice(&data[start..start + row_bytes]);
         }
     }
+    slot.note_copy();
     Ok(())
 }
 
@@ -165,6 +166,7 @@ mod tests {
         assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (16, 8, PixelFormat::Rgb8));
         assert_eq!(slot.data().len(), 16 * 8 * 3);
         assert_close(slot.data(), [200, 40, 90]);
+        assert_eq!(slot.copies(), 0, "decoded straight into the slot");
     }
 
     #[test]
@@ -249,6 +251,7 @@ mod tests {
         assert_eq!(slot.data().len(), 4 * 3 * 2);
         assert!(!slot.data().contains(&0xEE), "padding must not reach the slot");
         assert_eq!(&slot.data()[8..16], &data[12..20]);
+        assert_eq!(slot.copies(), 1, "the mmap buffer is copied once");
     }
 
     #[test]
