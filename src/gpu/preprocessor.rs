@@ -3,7 +3,8 @@
 //!
 //! Owns: `preprocess.cu` (included at build time), the PTX cache files
 //! `<cache_dir>/preprocess-<key>.ptx` (key = hash of kernel source, compile options, device name
-//! and compute capability), the device staging buffer of discrete GPUs, and the device copies of
+//! and compute capability), the device staging buffer of discrete GPUs (sized like the largest
+//! slot it has staged: a driver that negotiates a larger mode than configured grows it once), and the device copies of
 //! the sampling tables ([`KernelTaps`]) and tile plans of the last [`TAP_CACHE_SIZES`] frame sizes.
 //! Must not: synchronise the stream (the caller does, once per batch, after inference), or
 //! allocate per frame (only when a frame size not in the cache arrives).
@@ -256,18 +257,34 @@ impl GpuPreprocessor {
             // which the caller keeps allocated until then.
             Some(src) => unsafe { self.launch(src, slot.meta(), dst) },
             None => {
-                let capacity = self.max_frame_bytes;
-                if frame.len() > capacity {
-                    return Err(GpuError::FrameTooLarge { needed: frame.len(), capacity });
-                }
                 self.device.bind_to_thread()?;
                 let stream = self.stream.clone();
-                let mut staging = match self.staging.take() {
-                    Some(staging) => staging,
-                    None => stream.alloc_zeros::<u8>(capacity.max(1)).during("cuMemAlloc(staging)")?,
+                let current = self.staging.as_ref().map_or(0, CudaSlice::len);
+                let grown = staging_size(current, frame.len(), slot.memory().capacity(), self.max_frame_bytes);
+                let mut staging = match (self.staging.take(), grown) {
+                    (Some(staging), None) => staging,
+                    (old, size) => {
+                        let size = size.unwrap_or(current).max(1);
+                        if old.is_some() {
+                            log::info!(
+                                "GPU staging buffer grows from {current} to {size} bytes for a {}x{} {} frame",
+                                slot.meta().width,
+                                slot.meta().height,
+                                slot.meta().format.name()
+                            );
+                        }
+                        // The old buffer is freed in stream order, after the kernels that read it.
+                        drop(old);
+                        stream.alloc_zeros::<u8>(size).during("cuMemAlloc(staging)")?
+                    }
                 };
+                if staging.len() < frame.len() {
+                    let capacity = staging.len();
+                    self.staging = Some(staging);
+                    return Err(GpuError::FrameTooLarge { needed: frame.len(), capacity });
+                }
                 let (src, staging_written) = staging.device_ptr_mut(&stream);
-                // SAFETY: `src` has `capacity >= frame.len()` bytes; `frame` stays valid until the
+                // SAFETY: `src` has at least `frame.len()` bytes (checked above); `frame` stays valid until the
                 // stream is synchronised (the slot is not released before, see `enqueue_row`).
                 // Pinned slots make this copy truly asynchronous; pageable memory is staged by the
                 // driver. The next row's copy into the same buffer is ordered after this row's
@@ -568,9 +585,30 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// The staging buffer's new size for a frame of `needed` bytes, or `None` while the `current`
+/// one holds it: the slot's capacity (which the slot grew to for this or an earlier frame, within
+/// `[limits]`), at least the frame and the `configured` size, so a larger mode grows it once.
+fn staging_size(current: usize, needed: usize, slot_capacity: usize, configured: usize) -> Option<usize> {
+    (needed > current || current == 0).then(|| needed.max(slot_capacity).max(configured))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn staging_starts_at_the_configured_size_and_follows_a_larger_slot_once() {
+        const MIB: usize = 1 << 20;
+        assert_eq!(staging_size(0, 2 * MIB, 2 * MIB, 6 * MIB), Some(6 * MIB), "first frame: the configured size");
+        assert_eq!(staging_size(6 * MIB, 2 * MIB, 2 * MIB, 6 * MIB), None, "fits");
+        assert_eq!(
+            staging_size(6 * MIB, 8 * MIB, 12 * MIB, 6 * MIB),
+            Some(12 * MIB),
+            "the slot's size, not the frame's"
+        );
+        assert_eq!(staging_size(12 * MIB, 12 * MIB, 12 * MIB, 6 * MIB), None, "grown once");
+        assert_eq!(staging_size(0, 8 * MIB, 0, 6 * MIB), Some(8 * MIB), "never smaller than the frame");
+    }
 
     #[test]
     fn kernel_params_match_the_cuda_struct_size() {

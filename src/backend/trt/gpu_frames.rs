@@ -1,7 +1,7 @@
 //! The CUDA layer's side of the TensorRT backend: the preprocessing kernel as its input stage, and
 //! page-locked (pinned or mapped) frame slots for the cameras that feed it.
 //!
-//! Owns: adapting [`GpuPreprocessor`] to [`InputStage`] (a frame too large for the staging buffer
+//! Owns: adapting [`GpuPreprocessor`] to [`InputStage`] (a frame the GPU cannot take
 //! is one bad frame; anything else ends the session) and [`GpuFramesBackend`], which hands out
 //! [`slot_memory`]. Must not: synchronise the stream (the session does, once per batch).
 
@@ -27,7 +27,8 @@ impl InputStage for KernelInputStage {
 }
 
 /// A factory that gives every TensorRT session its own preprocessor on the session's stream.
-/// The compiled kernel is cached under `cache_dir`; frames of up to `max_frame_bytes` are staged.
+/// The compiled kernel is cached under `cache_dir`; the staging buffer starts at `max_frame_bytes` and
+/// grows to the slot of a larger frame.
 pub fn preprocessing_input_stage(device: GpuDevice, cache_dir: PathBuf, max_frame_bytes: usize) -> InputStageFactory {
     Box::new(move |stream, spec| {
         let preprocessor = GpuPreprocessor::new(&device, stream.clone(), spec, Some(&cache_dir), max_frame_bytes)
