@@ -45,6 +45,10 @@ pub struct CameraProbe {
     /// whether it is hardware (`{"H.264": {"decoder": "nvv4l2decoder", "hardware": true}, …}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decoders: Option<Value>,
+    /// RTSP cameras: the stream the camera announced when asked, and the decoder it gets here
+    /// (`{"codec": "H.264", "decoder": "avdec_h264", "hardware": false}`), or `{"error": …}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -171,7 +175,35 @@ fn camera_probe(camera: &crate::config::CameraConfig, limits: crate::config::Lim
             Err(e) => (false, e.to_string()),
         },
     };
-    CameraProbe { name: camera.name.clone(), ok, detail, decoders: decoders(&camera.source) }
+    let stream = if ok { rtsp_stream(&camera.name, &camera.source) } else { None };
+    let ok = ok && stream.as_ref().is_none_or(|stream| stream.get("error").is_none());
+    CameraProbe { name: camera.name.clone(), ok, detail, decoders: decoders(&camera.source), stream }
+}
+
+/// How long `probe` waits for an RTSP camera to describe its stream.
+#[cfg(feature = "gstreamer")]
+const RTSP_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[cfg(feature = "gstreamer")]
+fn rtsp_stream(camera: &str, source: &SourceConfig) -> Option<Value> {
+    use crate::source::gstreamer::{decoder, rtsp, PipelineSpec};
+    if !matches!(source, SourceConfig::Rtsp { .. }) {
+        return None;
+    }
+    let answer = match source::gstreamer_spec(camera, source) {
+        Ok(PipelineSpec::Rtsp(spec)) => rtsp::stream_codec(&spec, RTSP_PROBE_TIMEOUT).and_then(|codec| {
+            let chain = decoder::choose_chain(codec, &decoder::GstRegistry).map_err(|err| err.to_string())?;
+            Ok(json!({ "codec": codec.label(), "decoder": chain.decoder, "hardware": chain.hardware }))
+        }),
+        Ok(_) => return None,
+        Err(err) => Err(err.to_string()),
+    };
+    Some(answer.unwrap_or_else(|error| json!({ "error": error })))
+}
+
+#[cfg(not(feature = "gstreamer"))]
+fn rtsp_stream(_camera: &str, _source: &SourceConfig) -> Option<Value> {
+    None
 }
 
 #[cfg(feature = "gstreamer")]

@@ -33,6 +33,10 @@ use crate::source::{Capture, FrameSource, SourceError};
 /// Formats the appsink is told to accept unless the pipeline sets its own `caps` on it.
 pub const ACCEPTED_FORMATS: [&str; 4] = ["RGB", "BGR", "RGBA", "NV12"];
 
+/// What a camera that answers 401 is reported as.
+const NOT_AUTHORIZED: &str =
+    "the camera refused the user name or password (not authorized): check `user` and `password_file`/`password_env`";
+
 /// A buffer stamped longer ago than this is not believed (a source whose timestamps are not
 /// capture times); the frame is stamped when the appsink hands it over instead.
 const MAX_BUFFER_AGE: Duration = Duration::from_secs(10);
@@ -248,11 +252,7 @@ fn drain_bus(bus: &gst::Bus) -> Option<String> {
             gst::MessageView::Error(err)
                 if failure.is_none() && err.error().matches(gst::ResourceError::NotAuthorized) =>
             {
-                failure = Some(
-                    "the camera refused the user name or password (not authorized): check `user` and \
-                     `password_file`/`password_env`"
-                        .into(),
-                );
+                failure = Some(NOT_AUTHORIZED.into());
             }
             gst::MessageView::Error(err) if failure.is_none() => {
                 // The error first, then the element and the last line of the debug text (the lines

@@ -364,6 +364,40 @@ fn an_h265_camera_with_a_password_streams_and_the_password_shows_nowhere() {
     streams_with_a_password_that_shows_nowhere(Codec::H265, false);
 }
 
+/// `probe` asks the camera for its stream and says which decoder it gets here; with a wrong
+/// password it says the camera refused it.
+#[test]
+fn probe_names_the_stream_codec_and_decoder_or_the_refused_password() {
+    let python = match prerequisites(Codec::H264) {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let server = RtspServer::start(python, Codec::H264, true);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let probe = |password: &str| -> serde_json::Value {
+        let file = password_file(dir.path(), password);
+        let config = TestConfig::new(1, "probe")
+            .camera("gate", 0.0, &rtsp_source(&server, Some(&file)))
+            .write(&dir.path().join("config.toml"));
+        let output = daemon_command().args(["probe", "--config"]).arg(&config).output().expect("run probe");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("probe prints JSON");
+        report["cameras"][0].clone()
+    };
+    let camera = probe(PASSWORD);
+    assert_eq!(camera["stream"]["codec"], "H.264", "{camera}");
+    assert_eq!((&camera["stream"]["decoder"], &camera["stream"]["hardware"]), (&"avdec_h264".into(), &false.into()));
+    assert_eq!(camera["decoders"]["H.265"]["decoder"], "avdec_h265", "{camera}");
+    assert_eq!(camera["ok"], true, "{camera}");
+    let refused = probe("not-the-password");
+    assert_eq!(refused["ok"], false, "{refused}");
+    let error = refused["stream"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("refused the user name or password"), "{refused}");
+}
+
 #[test]
 fn a_wrong_password_is_an_error_naming_the_camera_and_is_retried() {
     let python = match prerequisites(Codec::Mjpeg) {

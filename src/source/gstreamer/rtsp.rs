@@ -11,13 +11,15 @@ use std::fmt;
 use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
 use super::decoder::{choose_chain, Chain, Codec, ElementRegistry, GstRegistry};
 use crate::config::RtspTransport;
+use crate::sync::lock;
 
 /// A password file larger than this is not a password file (a key, a log): refused unread.
 pub const MAX_PASSWORD_FILE_BYTES: u64 = 4096;
@@ -89,11 +91,9 @@ fn read_password_file(path: &Path) -> Result<Password, String> {
     Ok(Password(first_line.to_owned()))
 }
 
-/// Builds the pipeline `rtspsrc` → (chosen on the stream's caps) → `appsink`; the appsink is
-/// named `sink` and is the caller's to configure. Errors are for elements that are not installed.
-pub fn build(spec: &RtspSpec, appsink: &gst::Element) -> Result<gst::Pipeline, String> {
-    let registry = GstRegistry;
-    if !registry.has("rtspsrc") {
+/// `rtspsrc` for the camera, with the credentials set as properties.
+fn make_source(spec: &RtspSpec) -> Result<gst::Element, String> {
+    if !GstRegistry.has("rtspsrc") {
         return Err("no GStreamer element rtspsrc (apt-get install gstreamer1.0-plugins-good)".into());
     }
     let protocols = match spec.transport {
@@ -110,7 +110,13 @@ pub fn build(spec: &RtspSpec, appsink: &gst::Element) -> Result<gst::Pipeline, S
     if let Some(Password(password)) = &spec.password {
         source = source.property("user-pw", password);
     }
-    let source = source.build().map_err(|err| format!("cannot create rtspsrc: {err}"))?;
+    source.build().map_err(|err| format!("cannot create rtspsrc: {err}"))
+}
+
+/// Builds the pipeline `rtspsrc` → (chosen on the stream's caps) → `appsink`; the appsink is
+/// named `sink` and is the caller's to configure. Errors are for elements that are not installed.
+pub fn build(spec: &RtspSpec, appsink: &gst::Element) -> Result<gst::Pipeline, String> {
+    let source = make_source(spec)?;
     let pipeline = gst::Pipeline::new();
     pipeline.add_many([&source, appsink]).map_err(|err| format!("cannot assemble the pipeline: {err}"))?;
     let video_linked = Arc::new(AtomicBool::new(false));
@@ -181,6 +187,60 @@ fn make_chain(chain: &Chain) -> Result<Vec<gst::Element>, String> {
 fn chain_text(chain: &Chain) -> String {
     let names = [Some(chain.depayloader), chain.parser, Some(chain.decoder.as_str()), Some(chain.converter)];
     names.into_iter().flatten().collect::<Vec<_>>().join(" ! ")
+}
+
+/// Asks the camera for its stream (RTSP DESCRIBE and SETUP, no decoding) and returns the codec of
+/// its video, waiting at most `timeout`: what `probe` reports per camera. Errors say why not (the
+/// camera is unreachable, refuses the password, or sends another codec).
+pub fn stream_codec(spec: &RtspSpec, timeout: Duration) -> Result<Codec, String> {
+    let source = make_source(spec)?;
+    let pipeline = gst::Pipeline::new();
+    pipeline.add(&source).map_err(|err| err.to_string())?;
+    let found: Arc<Mutex<Option<String>>> = Arc::default();
+    let (weak_pipeline, seen) = (pipeline.downgrade(), found.clone());
+    source.connect_pad_added(move |_, pad| {
+        let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
+        let Some(structure) = caps.structure(0) else { return };
+        if structure.get::<&str>("media").is_ok_and(|media| media == "video") {
+            let encoding = structure.get::<&str>("encoding-name").unwrap_or("unknown").to_owned();
+            lock(&seen).get_or_insert(encoding);
+        }
+        // Every stream ends in a fakesink so the session can come up.
+        let Some(pipeline) = weak_pipeline.upgrade() else { return };
+        let Ok(sink) = gst::ElementFactory::make("fakesink").property("async", false).build() else { return };
+        if pipeline.add(&sink).is_ok() && sink.sync_state_with_parent().is_ok() {
+            if let Some(sink_pad) = sink.static_pad("sink") {
+                let _ = pad.link(&sink_pad);
+            }
+        }
+    });
+    let bus = pipeline.bus().ok_or("the pipeline has no bus")?;
+    let result = (|| {
+        pipeline.set_state(gst::State::Playing).map_err(|_| "the RTSP source refused to start".to_owned())?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(encoding) = lock(&found).clone() {
+                return Codec::from_encoding_name(&encoding)
+                    .ok_or_else(|| format!("the camera sends {encoding} video; supported: H.264, H.265 and MJPEG"));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!("no video stream within {:.0} s", timeout.as_secs_f64()));
+            }
+            let step = gst::ClockTime::from_mseconds(((deadline - now).as_millis() as u64).min(100));
+            if let Some(message) = bus.timed_pop_filtered(step, &[gst::MessageType::Error]) {
+                if let gst::MessageView::Error(err) = message.view() {
+                    return Err(if err.error().matches(gst::ResourceError::NotAuthorized) {
+                        super::NOT_AUTHORIZED.to_owned()
+                    } else {
+                        err.error().to_string()
+                    });
+                }
+            }
+        }
+    })();
+    let _ = pipeline.set_state(gst::State::Null);
+    result
 }
 
 /// The decoder each codec would get on this machine, for `probe` (the codec itself is known only
