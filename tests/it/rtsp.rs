@@ -203,6 +203,20 @@ fn rtsp_source(server: &RtspServer, password: Option<&Path>) -> String {
     }
 }
 
+/// Standard base64 with padding, as HTTP basic authentication encodes `user:password`.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            let sextet = (n >> (18 - 6 * i)) & 63;
+            out.push(if i <= chunk.len() { char::from(ALPHABET[sextet as usize]) } else { '=' });
+        }
+    }
+    out
+}
+
 fn password_file(dir: &Path, password: &str) -> PathBuf {
     let path = dir.join("camera.password");
     std::fs::write(&path, format!("{password}\n")).expect("write the password file");
@@ -355,6 +369,13 @@ fn streams_with_a_password_that_shows_nowhere(codec: Codec, watch_latency: bool)
 }
 
 #[test]
+fn base64_encodes_like_http_basic_authentication() {
+    assert_eq!(base64(b"Aladdin:open sesame"), "QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+    assert_eq!(base64(b"ab"), "YWI=");
+    assert_eq!(base64(b"abc"), "YWJj");
+}
+
+#[test]
 fn an_h264_camera_with_a_password_streams_with_flat_latency_and_the_password_shows_nowhere() {
     streams_with_a_password_that_shows_nowhere(Codec::H264, true);
 }
@@ -382,8 +403,24 @@ fn probe_names_the_stream_codec_and_decoder_or_the_refused_password() {
         let config = TestConfig::new(1, "probe")
             .camera("gate", 0.0, &rtsp_source(&server, Some(&file)))
             .write(&dir.path().join("config.toml"));
-        let output = daemon_command().args(["probe", "--config"]).arg(&config).output().expect("run probe");
+        // GStreamer's most verbose debug output (every RTSP message it sends and receives) shows
+        // neither the password nor the basic-auth header made from it.
+        let output = daemon_command()
+            .args(["probe", "--config"])
+            .arg(&config)
+            .env("GST_DEBUG", "*:9")
+            .env("GST_DEBUG_NO_COLOR", "1")
+            .output()
+            .expect("run probe");
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let everything = [output.stdout.as_slice(), output.stderr.as_slice()].concat();
+        let basic = base64(format!("{USER}:{password}").as_bytes());
+        for secret in [password, basic.as_str()] {
+            assert!(
+                !everything.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{secret} shows in probe's output"
+            );
+        }
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("probe prints JSON");
         report["cameras"][0].clone()
     };

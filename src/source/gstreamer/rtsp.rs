@@ -110,7 +110,22 @@ fn make_source(spec: &RtspSpec) -> Result<gst::Element, String> {
     if let Some(Password(password)) = &spec.password {
         source = source.property("user-pw", password);
     }
-    source.build().map_err(|err| format!("cannot create rtspsrc: {err}"))
+    let source = source.build().map_err(|err| format!("cannot create rtspsrc: {err}"))?;
+    cap_rtspsrc_debug();
+    Ok(source)
+}
+
+/// rtspsrc's LOG debug level dumps every RTSP header it sends, `Authorization: Basic …` (the user
+/// and password, merely base64-encoded) included: a `GST_DEBUG` that asks for it is capped at DEBUG
+/// for rtspsrc (its category exists once an rtspsrc has been created), and the log says so once.
+fn cap_rtspsrc_debug() {
+    let Some(category) = gst::DebugCategory::get("rtspsrc") else { return };
+    if category.threshold() > gst::DebugLevel::Debug {
+        category.set_threshold(gst::DebugLevel::Debug);
+        log::warn!(
+            "GST_DEBUG asks for rtspsrc's LOG level, which prints the cameras' credentials; rtspsrc is capped at DEBUG"
+        );
+    }
 }
 
 /// Builds the pipeline `rtspsrc` → (chosen on the stream's caps) → `appsink`; the appsink is
