@@ -297,6 +297,29 @@ mod tests {
     }
 
     #[test]
+    fn credentials_transport_and_latency_are_rtspsrc_properties_and_the_url_stays_bare() {
+        if gst::init().is_err() || !GstRegistry.has("rtspsrc") {
+            eprintln!("skipped: no GStreamer with rtspsrc here");
+            return;
+        }
+        let spec = RtspSpec {
+            camera: "gate".into(),
+            url: "rtsp://cam.lan:554/s1".into(),
+            user: Some("admin".into()),
+            password: Some(Password::new("s3cret".into())),
+            transport: RtspTransport::Udp,
+            latency_ms: 120,
+        };
+        let source = make_source(&spec).expect("rtspsrc");
+        assert_eq!(source.property::<String>("location"), "rtsp://cam.lan:554/s1");
+        assert_eq!(source.property::<String>("user-id"), "admin");
+        assert_eq!(source.property::<String>("user-pw"), "s3cret");
+        assert_eq!(source.property::<u32>("latency"), 120);
+        let protocols = source.property_value("protocols").serialize().expect("serialise the flags");
+        assert_eq!(protocols.as_str(), "GST_RTSP_LOWER_TRANS_UDP", "UDP only");
+    }
+
+    #[test]
     fn oversized_empty_and_missing_password_sources_are_errors_naming_the_key() {
         let dir = tempfile::tempdir().expect("tempdir");
         let big = dir.path().join("big");
