@@ -22,8 +22,7 @@ machine without a GPU, a camera or a broker (commands that need those are not ma
 Every ```toml block is a config (a config holds only what differs from the default, so a snippet is
 a complete config) and must pass `jetson-detectd check-config`, unless the line before it is
 `<!-- fragment -->` (a piece that is not a config on its own, e.g. a `[[camera.zone]]` without its
-camera). A block using a source kind this binary does not know yet (`rtsp`, `csi`: the cameras
-issue) is reported as skipped. A snippet names the user's files (a model, a password file, an image
+camera). A snippet names the user's files (a model, a password file, an image
 folder); where `check-config` reads them (it checks that every file it names exists and parses) and
 one is not on this machine, the failure is accepted when its message names a path that appears in
 the snippet and does not exist here: schema errors (a mistyped key, a value out of range) name the
