@@ -44,8 +44,8 @@ pub struct Detection {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LabelsError {
-    #[error("cannot read label file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    #[error("model.labels: cannot read label file {path}: {source}")]
+    Read { path: PathBuf, source: crate::bounded_read::ReadError },
     #[error("label file {path} has no labels")]
     Empty { path: PathBuf },
     #[error("label file {path}, line {line}: id {id} is not above the previous id")]
@@ -65,9 +65,11 @@ pub const MAX_CLASS_ID: usize = 100_000;
 pub struct Labels(Vec<String>);
 
 impl Labels {
+    /// Reads the label file at `path` (a regular file of at most
+    /// [`MAX_LABELS_BYTES`](crate::bounded_read::MAX_LABELS_BYTES)).
     pub fn load(path: &Path) -> Result<Labels, LabelsError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| LabelsError::Read { path: path.to_path_buf(), source })?;
+        let text = crate::bounded_read::read_to_string(path, crate::bounded_read::MAX_LABELS_BYTES)
+            .map_err(|source| LabelsError::Read { path: path.to_path_buf(), source })?;
         Self::parse(&text, path)
     }
 

@@ -241,6 +241,8 @@ pub struct RingStats {
     pub dropped: AtomicU64,
     /// Frames the source skipped because they were larger than `[limits]` allows.
     pub over_limit: AtomicU64,
+    /// Frames the source decoded from truncated data (processed, and counted here).
+    pub truncated: AtomicU64,
     /// Full-frame copies the source made of the frames it produced.
     pub copies: AtomicU64,
     /// The source's [`CaptureMode`] as of its latest frame (0 before the first).

@@ -9,6 +9,7 @@
 //! Each stage imports only what lies below it.
 
 pub mod backend;
+pub mod bounded_read;
 pub mod cmd;
 pub mod config;
 pub mod decode;

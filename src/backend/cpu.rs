@@ -99,7 +99,8 @@ impl CpuBackend {
         let model = if is_onnx_name {
             options.load_file(onnx)
         } else {
-            let bytes = std::fs::read(onnx).map_err(|error| load_error(error.to_string()))?;
+            let bytes = crate::bounded_read::read(onnx, crate::bounded_read::MAX_MODEL_BYTES)
+                .map_err(|error| load_error(error.to_string()))?;
             options.load(bytes)
         }
         .map_err(|error| load_error(error.to_string()))?;

@@ -70,8 +70,11 @@ impl OneShotDetector {
     /// Detects objects in the image at `path`; returns its result as one JSON line (no newline):
     /// `{"file", "width", "height", "latency_ms", "detections"}`, detections as in the MQTT schema.
     pub fn detect(&mut self, path: &Path) -> Result<Vec<u8>, OneShotError> {
-        image_decode::decode_file(path, &self.limits, &mut self.slot)
+        let decoded = image_decode::decode_file(path, &self.limits, &mut self.slot)
             .map_err(|e| OneShotError::Image { path: path.to_path_buf(), message: e.to_string() })?;
+        if decoded == image_decode::Decoded::Truncated {
+            log::warn!("{}: truncated JPEG: detections are from the part that is there", path.display());
+        }
         let timings =
             step::process(&mut *self.session, &mut self.decoder, &self.spec, &self.slot, &mut self.detections)
                 .map_err(|e| OneShotError::Detect { path: path.to_path_buf(), message: e.to_string() })?;

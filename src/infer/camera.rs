@@ -184,7 +184,10 @@ fn run_source(
         // its camera's state.
         liveness.beat();
         match captured {
-            Ok(Capture::Frame) => {
+            Ok(captured @ (Capture::Frame | Capture::TruncatedFrame)) => {
+                if captured == Capture::TruncatedFrame {
+                    ring.stats().truncated.fetch_add(1, Ordering::Relaxed);
+                }
                 ring.stats().set_capture_mode(source.capture_mode());
                 slot.set_capture_time(started.elapsed());
                 slot.meta_mut().sequence = sequence;

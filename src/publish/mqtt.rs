@@ -30,6 +30,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::bounded_read::{self, ReadError, MAX_PASSWORD_BYTES, MAX_PEM_BYTES};
 use crate::config::Config;
 use crate::sync::lock;
 
@@ -49,17 +50,26 @@ const MAX_TOPIC_BYTES: usize = 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum MqttError {
     #[error("mqtt.password_file {path}: {source}")]
-    PasswordFile { path: PathBuf, source: std::io::Error },
+    PasswordFile { path: PathBuf, source: ReadError },
     #[error("mqtt.password_file {path}: the first line is empty")]
     EmptyPassword { path: PathBuf },
     #[error("mqtt.password_env: environment variable {name} is not set or not valid UTF-8")]
     PasswordEnv { name: String },
     #[error("mqtt.tls.{key} {path}: {source}")]
-    TlsFile { key: &'static str, path: PathBuf, source: std::io::Error },
+    TlsFile { key: &'static str, path: PathBuf, source: ReadError },
     #[error("mqtt.tls.{key} {path}: no PEM `{expected}` block in the file")]
     TlsPem { key: &'static str, path: PathBuf, expected: &'static str },
+    #[error("mqtt.tls.{key} {path}: {reason}")]
+    TlsContent { key: &'static str, path: PathBuf, reason: String },
     #[error("the MQTT publisher must be started inside a tokio runtime")]
     NoRuntime,
+}
+
+impl MqttError {
+    /// A mistake in the config or in a file it names, which a restart cannot fix.
+    pub fn is_configuration_problem(&self) -> bool {
+        !matches!(self, MqttError::NoRuntime)
+    }
 }
 
 /// PEM files for a TLS connection, read at start so that a bad path fails there, not at every reconnect.
@@ -138,12 +148,9 @@ impl MqttSettings {
         };
         let tls = match &mqtt.tls {
             Some(tls) => Some(TlsMaterial {
-                ca: read_pem(&tls.ca_file, "ca_file", "CERTIFICATE")?,
+                ca: read_certificates(&tls.ca_file, "ca_file")?,
                 client_auth: match (&tls.client_cert, &tls.client_key) {
-                    (Some(cert), Some(key)) => Some((
-                        read_pem(cert, "client_cert", "CERTIFICATE")?,
-                        read_pem(key, "client_key", "PRIVATE KEY")?,
-                    )),
+                    (Some(cert), Some(key)) => Some((read_certificates(cert, "client_cert")?, read_private_key(key)?)),
                     _ => None,
                 },
             }),
@@ -195,9 +202,10 @@ impl MqttSettings {
     }
 }
 
+/// The first line of the password file (a regular file of at most [`MAX_PASSWORD_BYTES`]).
 fn read_password_file(path: &Path) -> Result<String, MqttError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| MqttError::PasswordFile { path: path.to_path_buf(), source })?;
+    let text = bounded_read::read_to_string(path, MAX_PASSWORD_BYTES)
+        .map_err(|source| MqttError::PasswordFile { path: path.to_path_buf(), source })?;
     let first_line = text.lines().next().unwrap_or_default();
     if first_line.is_empty() {
         return Err(MqttError::EmptyPassword { path: path.to_path_buf() });
@@ -205,9 +213,14 @@ fn read_password_file(path: &Path) -> Result<String, MqttError> {
     Ok(first_line.to_string())
 }
 
+/// A PEM file (at most [`MAX_PEM_BYTES`]) whose PEM blocks all decode, with at least one block
+/// labelled `expected`.
 fn read_pem(path: &Path, key: &'static str, expected: &'static str) -> Result<Vec<u8>, MqttError> {
-    let bytes = std::fs::read(path).map_err(|source| MqttError::TlsFile { key, path: path.to_path_buf(), source })?;
-    // A light check that catches the usual mistakes (wrong file, DER instead of PEM); rustls parses it fully.
+    let bytes = bounded_read::read(path, MAX_PEM_BYTES).map_err(|source| MqttError::TlsFile {
+        key,
+        path: path.to_path_buf(),
+        source,
+    })?;
     let text = String::from_utf8_lossy(&bytes);
     let has_block = text.match_indices("-----BEGIN ").any(|(at, _)| {
         text[at..].lines().next().is_some_and(|line| line.trim_end().ends_with(&format!("{expected}-----")))
@@ -216,6 +229,43 @@ fn read_pem(path: &Path, key: &'static str, expected: &'static str) -> Result<Ve
         return Err(MqttError::TlsPem { key, path: path.to_path_buf(), expected });
     }
     Ok(bytes)
+}
+
+/// A PEM certificate file checked as the TLS connection will use it (the same PEM parser as
+/// rumqttc, and every certificate parsed as X.509), so bad content is found at start, naming the
+/// key and the file, not at every connection attempt.
+fn read_certificates(path: &Path, key: &'static str) -> Result<Vec<u8>, MqttError> {
+    let bytes = read_pem(path, key, "CERTIFICATE")?;
+    let content = |reason: String| MqttError::TlsContent { key, path: path.to_path_buf(), reason };
+    let certificates = rustls_pemfile::certs(&mut std::io::Cursor::new(&bytes))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| content(format!("a PEM block does not decode ({e})")))?;
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    let (valid, invalid) = roots.add_parsable_certificates(certificates);
+    if valid == 0 || invalid > 0 {
+        return Err(content(format!("{invalid} of {} certificate(s) do not parse as X.509", valid + invalid)));
+    }
+    Ok(bytes)
+}
+
+/// A PEM private key file checked as the TLS connection will use it.
+fn read_private_key(path: &Path) -> Result<Vec<u8>, MqttError> {
+    let key = "client_key";
+    let bytes = read_pem(path, key, "PRIVATE KEY")?;
+    let content = |reason: String| MqttError::TlsContent { key, path: path.to_path_buf(), reason };
+    let mut reader = std::io::Cursor::new(&bytes);
+    loop {
+        match rustls_pemfile::read_one(&mut reader) {
+            Ok(Some(
+                rustls_pemfile::Item::Pkcs1Key(_)
+                | rustls_pemfile::Item::Pkcs8Key(_)
+                | rustls_pemfile::Item::Sec1Key(_),
+            )) => return Ok(bytes),
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(content("no PKCS#1, PKCS#8 or SEC1 private key in the file".into())),
+            Err(e) => return Err(content(format!("a PEM block does not decode ({e})"))),
+        }
+    }
 }
 
 /// Counters for telemetry and tests.
@@ -1045,16 +1095,64 @@ mod tests {
         assert!(error.contains("mqtt.tls.ca_file") && error.contains("CERTIFICATE"), "{error}");
     }
 
+    /// A self-signed test CA (`openssl req -x509 -newkey ec`); its key was thrown away.
+    const TEST_CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBmjCCAT+gAwIBAgIUapslTokTT/SiK1VtztVCAMvdtyowCgYIKoZIzj0EAwIw
+ITEfMB0GA1UEAwwWamV0c29uLWRldGVjdGQgdGVzdCBDQTAgFw0yNjExMjUwOTEy
+MDJaGA8yMTI2MTEwMTA5MTIwMlowITEfMB0GA1UEAwwWamV0c29uLWRldGVjdGQg
+dGVzdCBDQTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABLopJzskjPYo2siuUXg7
+mIh1vKdciQHtwad12pd7kDH2OK2cbqSlBaQsriAZsYryB/EJKU50UvzhDeipvqZj
+3BijUzBRMB0GA1UdDgQWBBSvC1xGszNelvX4S7Ng+ghd9kbjsjAfBgNVHSMEGDAW
+gBSvC1xGszNelvX4S7Ng+ghd9kbjsjAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49
+BAMCA0kAMEYCIQCm4pq+Hb0Akex0V8C+bjcNGnaVB/Csn9CoXoaMyKuQTAIhAKtt
+lwUH9wlJdHngkmFawTQ3Yy/YyAKjjZOX2ZnkWLNb
+-----END CERTIFICATE-----
+";
+
     #[test]
     fn pem_check_accepts_certificates_and_keys() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cert = dir.path().join("c.pem");
         let key = dir.path().join("k.pem");
-        std::fs::write(&cert, "junk\n-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").expect("write");
+        std::fs::write(&cert, format!("junk\n{TEST_CA}")).expect("write");
         std::fs::write(&key, "-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n").expect("write");
-        assert!(read_pem(&cert, "ca_file", "CERTIFICATE").is_ok());
-        assert!(read_pem(&key, "client_key", "PRIVATE KEY").is_ok());
-        assert!(read_pem(&key, "client_cert", "CERTIFICATE").is_err());
+        assert!(read_certificates(&cert, "ca_file").is_ok());
+        assert!(read_private_key(&key).is_ok());
+        assert!(read_certificates(&key, "client_cert").is_err());
+    }
+
+    /// Issue 21: armour around content that is not base64, or not a certificate, was found only
+    /// at connect ("TLS: I/O: InvalidCharacter(33)"), naming neither the key nor the file.
+    #[test]
+    fn a_certificate_with_bad_content_is_refused_at_start_naming_key_and_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cases = [
+            ("not-base64.pem", "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n"),
+            ("not-x509.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
+        ];
+        for (name, text) in cases {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).expect("write");
+            let error = read_certificates(&path, "ca_file").expect_err(name).to_string();
+            assert!(error.starts_with(&format!("mqtt.tls.ca_file {}: ", path.display())), "{error}");
+            assert!(matches!(read_certificates(&path, "ca_file"), Err(MqttError::TlsContent { .. })));
+        }
+    }
+
+    #[test]
+    fn password_and_pem_files_are_bounded_and_must_be_regular_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let huge = dir.path().join("huge");
+        std::fs::File::create(&huge).and_then(|file| file.set_len(1 << 30)).expect("sparse file");
+        for path in [Path::new("/dev/zero"), dir.path(), huge.as_path()] {
+            let error = read_password_file(path).expect_err("refused");
+            assert!(error.is_configuration_problem() && error.to_string().contains("mqtt.password_file"), "{error}");
+            let error = read_certificates(path, "ca_file").expect_err("refused");
+            assert!(error.is_configuration_problem() && error.to_string().contains("mqtt.tls.ca_file"), "{error}");
+        }
+        let not_utf8 = dir.path().join("password");
+        std::fs::write(&not_utf8, [0xff, 0xfe, b'\n']).expect("write");
+        assert!(read_password_file(&not_utf8).expect_err("not UTF-8").to_string().contains("UTF-8"));
     }
 
     #[test]

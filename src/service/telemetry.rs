@@ -86,6 +86,7 @@ pub struct CameraStats {
     frames: AtomicU64,
     dropped: AtomicU64,
     over_limit: AtomicU64,
+    truncated: AtomicU64,
     latencies: Mutex<[LatencyRing; Stage::ALL.len()]>,
     window: Mutex<FpsWindow>,
     capture: Mutex<CaptureWindow>,
@@ -114,6 +115,8 @@ pub struct CameraSnapshot {
     pub dropped: u64,
     /// Frames skipped since start because they were larger than `[limits]` allows.
     pub over_limit: u64,
+    /// Frames decoded from truncated data since start (processed, the missing part grey).
+    pub truncated: u64,
     /// Stages with at least one sample, in [`Stage::ALL`] order.
     pub latency_ms: Vec<(Stage, Percentiles)>,
     /// The camera's source state and since when, when known (see [`CameraSnapshot::with_source`]).
@@ -140,6 +143,7 @@ impl CameraStats {
             frames: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             over_limit: AtomicU64::new(0),
+            truncated: AtomicU64::new(0),
             latencies: Mutex::new(std::array::from_fn(|_| LatencyRing::new())),
             window: Mutex::new(FpsWindow { since: Instant::now(), frames_then: 0 }),
             capture: Mutex::new(CaptureWindow::default()),
@@ -179,6 +183,11 @@ impl CameraStats {
         capture.now = (produced, copies);
     }
 
+    /// The source's running count of frames decoded from truncated data.
+    pub fn set_truncated(&self, total: u64) {
+        self.truncated.store(total, Ordering::Relaxed);
+    }
+
     /// Counters, fps since the previous snapshot, and latency percentiles.
     pub fn snapshot(&self) -> CameraSnapshot {
         self.snapshot_at(Instant::now())
@@ -212,6 +221,7 @@ impl CameraStats {
             frames,
             dropped: self.dropped.load(Ordering::Relaxed),
             over_limit: self.over_limit.load(Ordering::Relaxed),
+            truncated: self.truncated.load(Ordering::Relaxed),
             latency_ms,
             source: None,
             capture_mode,
@@ -495,6 +505,7 @@ struct CameraJson<'a> {
     capture_mode: Option<CaptureMode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     frame_copies: Option<f64>,
+    truncated: u64,
     latency_ms: BTreeMap<&'static str, &'a Percentiles>,
 }
 
@@ -540,6 +551,7 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
                 over_limit: camera.over_limit,
                 capture_mode: camera.capture_mode,
                 frame_copies: camera.frame_copies,
+                truncated: camera.truncated,
                 latency_ms,
             };
             (camera.name.as_str(), json)
@@ -722,6 +734,7 @@ mod tests {
             frames: 0,
             dropped: 2,
             over_limit: 0,
+            truncated: 0,
             latency_ms: Vec::new(),
             source: None,
             capture_mode: None,
@@ -842,6 +855,7 @@ mod properties {
                 frames,
                 dropped,
                 over_limit,
+                truncated: over_limit / 2,
                 latency_ms,
                 source,
                 capture_mode: None,

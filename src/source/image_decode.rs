@@ -12,8 +12,9 @@ use std::path::Path;
 
 use image::codecs::jpeg::JpegDecoder;
 use image::error::ImageError;
-use image::{ColorType, DynamicImage, ImageDecoder, ImageReader, Limits};
+use image::{ColorType, DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
 
+use crate::bounded_read::{self, ReadError};
 use crate::config::LimitsConfig;
 use crate::frame::{FrameSlot, PixelFormat};
 
@@ -31,37 +32,71 @@ pub enum ImageDecodeError {
     Slot(String),
 }
 
-/// Decodes the image file at `path` into `slot` as RGB or RGBA (other colour types are converted
-/// to RGB), within `limits`.
-pub fn decode_file(path: &Path, limits: &LimitsConfig, slot: &mut FrameSlot) -> Result<(), ImageDecodeError> {
-    let file = File::open(path).map_err(|e| ImageDecodeError::Invalid(e.to_string()))?;
-    let file_bytes = file.metadata().map_err(|e| ImageDecodeError::Invalid(e.to_string()))?.len();
-    // Some decoders (JPEG) read the whole file into memory first.
-    if file_bytes > limits.max_alloc_bytes() {
-        return Err(ImageDecodeError::OverLimit(format!(
-            "the file is {}, more than `limits.max_alloc_mib` ({} MiB)",
-            mib_text(file_bytes),
-            limits.max_alloc_mib
-        )));
-    }
-    decode_reader(BufReader::new(file), limits, slot)
+/// How a decode that filled the slot went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoded {
+    /// The whole image was there.
+    Whole,
+    /// A JPEG that ends before its end-of-image marker: the decoder filled the missing rows
+    /// (grey). The frame is usable but damaged; callers count it.
+    Truncated,
 }
 
-/// Decodes the image `reader` holds (its format recognised from its first bytes) into `slot`.
+/// Decodes the image file at `path` into `slot` as RGB or RGBA (other colour types are converted
+/// to RGB), within `limits`. Only a regular file is opened, without blocking (a FIFO named
+/// `x.jpg` is refused at once), and one larger than `limits.max_alloc_mib` is not read.
+pub fn decode_file(path: &Path, limits: &LimitsConfig, slot: &mut FrameSlot) -> Result<Decoded, ImageDecodeError> {
+    // Some decoders (JPEG) read the whole file into memory first.
+    let (file, file_bytes) = bounded_read::open_regular(path, limits.max_alloc_bytes()).map_err(|e| match e {
+        ReadError::TooLarge { size, .. } => ImageDecodeError::OverLimit(format!(
+            "the file is {}, more than `limits.max_alloc_mib` ({} MiB)",
+            mib_text(size),
+            limits.max_alloc_mib
+        )),
+        other => ImageDecodeError::Invalid(other.to_string()),
+    })?;
+    let complete = jpeg_tail_is_complete(&file, file_bytes);
+    let format = decode_reader(BufReader::new(file), limits, slot)?;
+    Ok(match format {
+        Some(ImageFormat::Jpeg) if !complete => Decoded::Truncated,
+        _ => Decoded::Whole,
+    })
+}
+
+/// Whether the file's last bytes are a JPEG end-of-image marker (`FF D9`), allowing zero padding
+/// after it. Meaningful for JPEG files only; a tail that cannot be read, or is all padding, counts
+/// as complete (only a JPEG known to be cut short is reported).
+fn jpeg_tail_is_complete(file: &File, length: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut tail = [0u8; 4096];
+    let start = length.saturating_sub(tail.len() as u64);
+    let Ok(read) = file.read_at(&mut tail[..(length - start) as usize], start) else { return true };
+    ends_with_eoi(&tail[..read])
+}
+
+/// Whether `jpeg` ends with the end-of-image marker, zero bytes after it allowed (all zeros: yes).
+fn ends_with_eoi(jpeg: &[u8]) -> bool {
+    jpeg.iter().rposition(|&byte| byte != 0).is_none_or(|last| jpeg[..=last].ends_with(&[0xFF, 0xD9]))
+}
+
+/// Decodes the image `reader` holds (its format recognised from its first bytes) into `slot`;
+/// returns that format.
 fn decode_reader(
     reader: impl BufRead + Seek,
     limits: &LimitsConfig,
     slot: &mut FrameSlot,
-) -> Result<(), ImageDecodeError> {
+) -> Result<Option<ImageFormat>, ImageDecodeError> {
     let mut reader =
         ImageReader::new(reader).with_guessed_format().map_err(|e| ImageDecodeError::Invalid(e.to_string()))?;
+    let format = reader.format();
     // The size limits are checked below with a message that names them; the allocation limit also
     // bounds what the PNG decoder allocates for itself while it reads the header chunks.
     let mut allocation_only = Limits::no_limits();
     allocation_only.max_alloc = Some(limits.max_alloc_bytes());
     reader.limits(allocation_only);
     let decoder = reader.into_decoder().map_err(from_image_error)?;
-    decode_into(decoder, limits, slot)
+    decode_into(decoder, limits, slot)?;
+    Ok(format)
 }
 
 /// Decodes one JPEG (an MJPEG frame; colour or grey) into `slot` as [`PixelFormat::Rgb8`]. Its header must say
@@ -296,6 +331,56 @@ mod tests {
         assert!(matches!(decode_file(&missing, &LIMITS, &mut slot()), Err(ImageDecodeError::Invalid(_))));
     }
 
+    /// Issue 21: BMP and PPM were claimed but not built in, so such files were skipped.
+    #[test]
+    fn bmp_and_ppm_files_decode_within_the_limits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for name in ["a.bmp", "a.ppm"] {
+            let path = dir.path().join(name);
+            image::RgbImage::from_pixel(5, 3, image::Rgb([10, 20, 30])).save(&path).expect("save");
+            let mut slot = slot();
+            assert_eq!(decode_file(&path, &LIMITS, &mut slot).expect(name), Decoded::Whole);
+            assert_eq!((slot.meta().width, slot.meta().height), (5, 3), "{name}");
+            assert_eq!(&slot.data()[..3], &[10, 20, 30], "{name}");
+            let narrow = LimitsConfig { max_width: 4, ..LIMITS };
+            assert!(matches!(decode_file(&path, &narrow, &mut slot), Err(ImageDecodeError::OverLimit(_))), "{name}");
+        }
+    }
+
+    /// Issue 21: a truncated JPEG decoded silently with grey fill.
+    #[test]
+    fn a_truncated_jpeg_is_reported_as_truncated_and_a_whole_one_is_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let jpeg = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/samples/dog.jpg")).expect("dog");
+        let whole = dir.path().join("whole.jpg");
+        let mut padded = jpeg.clone();
+        padded.extend([0u8; 300]);
+        std::fs::write(&whole, &padded).expect("write");
+        assert_eq!(decode_file(&whole, &LIMITS, &mut slot()).expect("whole"), Decoded::Whole);
+        let truncated = dir.path().join("truncated.jpg");
+        std::fs::write(&truncated, &jpeg[..jpeg.len() * 2 / 3]).expect("write");
+        assert_eq!(decode_file(&truncated, &LIMITS, &mut slot()).expect("decodes, grey filled"), Decoded::Truncated);
+        let png = dir.path().join("cut.png");
+        std::fs::write(&png, png_bytes(&DynamicImage::ImageRgb8(image::RgbImage::new(4, 4)))).expect("write");
+        assert_eq!(decode_file(&png, &LIMITS, &mut slot()).expect("png"), Decoded::Whole);
+    }
+
+    /// Issue 21: `detect fifo.jpg dog.jpg` never returned.
+    #[test]
+    fn a_fifo_or_a_device_named_like_an_image_is_refused_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo.jpg");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: mkfifo reads the NUL-terminated path for the duration of the call only.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+        for path in [fifo.as_path(), Path::new("/dev/zero"), dir.path()] {
+            match decode_file(path, &LIMITS, &mut slot()) {
+                Err(ImageDecodeError::Invalid(message)) => assert!(message.contains("not a regular file"), "{message}"),
+                other => panic!("{}: expected an invalid file, got {other:?}", path.display()),
+            }
+        }
+    }
+
     #[test]
     fn raw_frames_are_checked_against_the_limits() {
         assert!(check_frame(1920, 1080, PixelFormat::Nv12, &LIMITS).is_ok());
@@ -402,7 +487,7 @@ mod properties {
     }
 
     /// The outcome must be a frame within the limits or an error, and the slot never larger.
-    fn check(result: &Result<(), ImageDecodeError>, slot: &FrameSlot) -> Result<(), TestCaseError> {
+    fn check<T>(result: &Result<T, ImageDecodeError>, slot: &FrameSlot) -> Result<(), TestCaseError> {
         if result.is_ok() {
             let meta = slot.meta();
             prop_assert!(meta.width <= LIMITS.max_width && meta.height <= LIMITS.max_height, "{:?}", meta);

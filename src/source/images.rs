@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use super::image_decode::{self, ImageDecodeError};
+use super::image_decode::{self, Decoded, ImageDecodeError};
 use super::reconnect::RateLimitedLog;
 use super::{Capture, FrameSource, SourceError};
 use crate::config::{ImageMode, LimitsConfig};
@@ -33,6 +33,8 @@ pub struct ImagesSource {
     produced: u32,
     /// A looping directory with a bad file would otherwise warn on every pass.
     skip_log: RateLimitedLog,
+    /// A truncated JPEG was logged: later ones are only counted.
+    truncated_logged: bool,
 }
 
 impl ImagesSource {
@@ -58,6 +60,7 @@ impl ImagesSource {
             replay,
             produced: 0,
             skip_log: RateLimitedLog::new(Duration::from_secs(10)),
+            truncated_logged: false,
         })
     }
 
@@ -74,6 +77,7 @@ pub fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
         return Ok(vec![path.to_path_buf()]);
     }
     let entries = std::fs::read_dir(path).map_err(|e| open_error(format!("cannot list directory: {e}")))?;
+    // Only regular files (symbolic links followed): a FIFO named `x.jpg` must not be opened.
     let mut files: Vec<PathBuf> = entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|p| {
@@ -81,6 +85,7 @@ pub fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
                 .and_then(|e| e.to_str())
                 .is_some_and(|e| EXTENSIONS.iter().any(|known| known.eq_ignore_ascii_case(e)))
         })
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
         .collect();
     files.sort();
     if files.is_empty() {
@@ -120,14 +125,25 @@ impl FrameSource for ImagesSource {
         let path = self.files[self.next].clone();
         self.next += 1;
         match image_decode::decode_file(&path, &self.limits, slot) {
-            Ok(()) => {
+            Ok(decoded) => {
                 slot.meta_mut().captured_at = match self.replay {
                     Some((start, interval)) => start + interval * self.produced,
                     None => SystemTime::now(),
                 };
                 self.produced = self.produced.saturating_add(1);
                 self.produced_this_pass += 1;
-                Ok(Capture::Frame)
+                if decoded == Decoded::Whole {
+                    return Ok(Capture::Frame);
+                }
+                if !std::mem::replace(&mut self.truncated_logged, true) {
+                    log::warn!(
+                        "{}: {} is truncated (a JPEG without its end): decoded with the missing part grey; \
+                         further truncated files are only counted (telemetry: cameras.<name>.truncated)",
+                        self.describe(),
+                        path.display()
+                    );
+                }
+                Ok(Capture::TruncatedFrame)
             }
             Err(reason) => {
                 if let Some(suppressed) = self.skip_log.admit(Instant::now()) {
@@ -227,6 +243,19 @@ mod tests {
         assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::OverLimit);
         assert_eq!(source.next_frame(&mut slot).expect("b"), Capture::Frame);
         assert_eq!(source.next_frame(&mut slot).expect("end"), Capture::End);
+    }
+
+    /// Issue 21: a FIFO named like an image stalled the camera for good.
+    #[test]
+    fn a_fifo_among_the_images_is_not_listed_and_a_folder_of_only_fifos_is_an_open_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("a.jpg");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: mkfifo reads the NUL-terminated path for the duration of the call only.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+        assert!(matches!(list_images(dir.path()), Err(SourceError::Open { .. })));
+        write_png(&dir.path().join("b.png"), 2, 2);
+        assert_eq!(list_images(dir.path()).expect("listed"), [dir.path().join("b.png")]);
     }
 
     #[test]

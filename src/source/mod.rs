@@ -29,6 +29,9 @@ pub enum Capture {
     End,
     /// Nothing this time (a corrupt file skipped, a device reconnecting); call again.
     Retry,
+    /// The slot holds a frame decoded from truncated data (a JPEG cut short: the missing part is
+    /// grey). It is processed like any frame and counted in telemetry (`truncated`).
+    TruncatedFrame,
     /// A frame over `[limits]` was skipped (the source logged it, rate-limited); counted in
     /// telemetry. Call again.
     OverLimit,
@@ -68,6 +71,37 @@ use std::sync::Arc;
 
 use crate::config::{LimitsConfig, SourceConfig};
 
+/// What opening `camera`'s source `config` would refuse, checked without opening a device, a
+/// socket or an image (`check-config` and the start of `run`): an `images` path with no image
+/// file, a `v4l2` path that exists but is not a V4L2 device node, an RTSP password that cannot be
+/// read, an RTSP, CSI or GStreamer camera in a binary without GStreamer. A camera that is only
+/// absent now is not refused: it is waited for.
+pub fn check(camera: &str, config: &SourceConfig) -> Result<(), SourceError> {
+    match config {
+        SourceConfig::Images { path, .. } => images::list_images(path).map(drop),
+        SourceConfig::V4l2 { device, .. } => v4l2::check_device_node(device),
+        SourceConfig::Synthetic { .. } => Ok(()),
+        #[cfg(feature = "gstreamer")]
+        SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
+            gstreamer_spec(camera, config).map(drop)
+        }
+        #[cfg(not(feature = "gstreamer"))]
+        SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
+            Err(no_gstreamer(camera))
+        }
+    }
+}
+
+#[cfg(not(feature = "gstreamer"))]
+fn no_gstreamer(camera: &str) -> SourceError {
+    SourceError::Open {
+        source_name: format!("camera {camera}"),
+        message: "RTSP, CSI and GStreamer sources need a binary built with the `gstreamer` feature \
+                  (cargo build --features gstreamer)"
+            .into(),
+    }
+}
+
 /// Opens the source camera `camera` is configured with; every frame it decodes is bounded by
 /// `limits`. `stop` is the daemon's shutdown flag: sources that block (cameras, GStreamer) check
 /// it so shutdown never waits on a silent device.
@@ -92,12 +126,7 @@ pub fn open(
         }
         #[cfg(not(feature = "gstreamer"))]
         SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
-            Err(SourceError::Open {
-                source_name: format!("camera {camera}"),
-                message: "RTSP, CSI and GStreamer sources need a binary built with the `gstreamer` feature \
-                          (cargo build --features gstreamer)"
-                    .into(),
-            })
+            Err(no_gstreamer(camera))
         }
     }
 }

@@ -369,6 +369,26 @@ pub struct V4l2Source {
     description: String,
 }
 
+/// The major number of every V4L2 device node on Linux (`VIDEO_MAJOR`,
+/// `include/uapi/linux/major.h`).
+const VIDEO_MAJOR: u32 = 81;
+
+/// Checks, without opening it, that `device` is a V4L2 device node, or absent (a camera that is
+/// plugged in later is waited for). `/dev/null`, a regular file or a directory is refused.
+pub fn check_device_node(device: &Path) -> Result<(), SourceError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let refuse = |message: String| SourceError::Open { source_name: format!("v4l2:{}", device.display()), message };
+    let metadata = match std::fs::metadata(device) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(refuse(format!("cannot inspect: {e}"))),
+    };
+    if !metadata.file_type().is_char_device() || libc::major(metadata.rdev()) != VIDEO_MAJOR {
+        return Err(refuse(format!("not a V4L2 device node (those are character devices of major {VIDEO_MAJOR})")));
+    }
+    Ok(())
+}
+
 impl V4l2Source {
     /// Opens a real V4L2 device. A device that is missing or failing right now is not an error:
     /// the source starts in the reconnecting state. Only what reopening cannot fix (not a capture

@@ -643,7 +643,7 @@ fn run_images(
         };
         let detected = image_decode::decode_file(file, &config.limits, &mut slot)
             .map_err(|e| format!("cannot read the image: {e}"))
-            .and_then(|()| detector.detect(backend, session.as_mut(), &slot));
+            .and_then(|_| detector.detect(backend, session.as_mut(), &slot));
         match detected {
             Ok(detections) => {
                 first_ran.get_or_insert_with(|| file.clone());

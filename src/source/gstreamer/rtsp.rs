@@ -75,7 +75,9 @@ pub fn read_password(password_file: Option<&Path>, password_env: Option<&str>) -
 
 fn read_password_file(path: &Path) -> Result<Password, String> {
     let failed = |why: String| format!("password_file {}: {why}", path.display());
-    let file = std::fs::File::open(path).map_err(|err| failed(err.to_string()))?;
+    // A regular file only, opened without blocking: a FIFO here must not hang the start.
+    let (file, _) =
+        crate::bounded_read::open_regular(path, MAX_PASSWORD_FILE_BYTES).map_err(|err| failed(err.to_string()))?;
     let mut bytes = Vec::new();
     file.take(MAX_PASSWORD_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|err| failed(err.to_string()))?;
     if bytes.len() as u64 > MAX_PASSWORD_FILE_BYTES {
