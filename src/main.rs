@@ -42,7 +42,8 @@ struct ConfigArg {
 enum Command {
     /// Run the daemon until SIGTERM/SIGINT (SIGHUP reloads thresholds and publish settings).
     Run(ConfigArg),
-    /// Validate a config file (or the built-in default) without starting anything.
+    /// Validate a config file (or the built-in default) and the files it names (model, labels,
+    /// password, TLS, image folders, V4L2 device nodes) without starting anything.
     CheckConfig {
         #[command(flatten)]
         config: ConfigArg,
@@ -222,15 +223,17 @@ fn describe(error: &anyhow::Error) -> String {
 fn run(arg: &ConfigArg) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     logging::init(config.device.log_level.filter());
-    log::info!("jetson-detectd {} starting with {}", env!("CARGO_PKG_VERSION"), config.origin);
     run::run(config, arg.config.clone()).map_err(|e| {
         log::error!("{e}");
         Stop::from(e)
     })
 }
 
+/// The config, and every check `run` makes before it opens a device or a socket
+/// ([`run::preflight`]): what this accepts, `run` does not refuse at start.
 fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
+    run::preflight(&config).map_err(Failure::from)?;
     if print {
         let text = config.to_toml().map_err(Failure::config)?;
         return write_stdout(&mut std::io::stdout().lock(), text.as_bytes());

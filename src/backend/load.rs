@@ -24,6 +24,7 @@ pub fn load_backend_noting_fallback(
     config: &Config,
     progress: impl FnMut(BuildProgress),
 ) -> Result<(Arc<dyn Backend>, Option<String>), BackendError> {
+    check_model_files(config)?;
     let may_fall_back = match config.device.backend {
         BackendChoice::Cpu => return Ok((load_cpu(config)?, None)),
         BackendChoice::Auto => true,
@@ -51,6 +52,20 @@ fn fallback_level(choice: BackendChoice, tensorrt_built: bool) -> log::Level {
     } else {
         log::Level::Warn
     }
+}
+
+/// `model.onnx` and `model.engine`, when set, must be regular files of at most
+/// [`MAX_MODEL_BYTES`](crate::bounded_read::MAX_MODEL_BYTES): a directory, a FIFO or `/dev/zero`
+/// is refused before any loader opens it.
+pub fn check_model_files(config: &Config) -> Result<(), BackendError> {
+    let files = [("model.onnx", &config.model.onnx), ("model.engine", &config.model.engine)];
+    for (key, path) in files {
+        if let Some(path) = path {
+            crate::bounded_read::open_regular(path, crate::bounded_read::MAX_MODEL_BYTES)
+                .map_err(|e| BackendError::Load { path: path.clone(), message: format!("`{key}`: {e}") })?;
+        }
+    }
+    Ok(())
 }
 
 fn load_cpu(config: &Config) -> Result<Arc<dyn Backend>, BackendError> {

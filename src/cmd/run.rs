@@ -1,11 +1,13 @@
 //! The `run` command: wires config, backend, cameras, MQTT, systemd notify, telemetry and signals.
 //!
-//! Owns: start-up order (model → broker client → inference workers → cameras → READY), signals
-//! and SIGHUP reload, the watchdog and telemetry ticks, and orderly shutdown (STOPPING → cameras
-//! and workers joined → tracks ended → `offline` + bounded flush). Must not: do per-frame work
+//! Owns: start-up order (SIGHUP handler → [`preflight`], the file checks `check-config` shares →
+//! broker client → model → inference workers → cameras → READY), signals and SIGHUP reload, the
+//! watchdog and telemetry ticks, and orderly shutdown (STOPPING → cameras and workers joined →
+//! tracks ended → `offline` + bounded flush). Must not: do per-frame work
 //! (`crate::publish::sink` does), load backends itself (`crate::backend::load` does; it is the
 //! one place that opens the GPU), or call CUDA.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::backend::load::load_backend_noting_fallback;
+use crate::backend::load::{check_model_files, load_backend_noting_fallback};
 use crate::backend::{Backend, BackendError};
 use crate::config::{Config, ConfigError};
 use crate::decode::{DecodeError, DecodeParams};
@@ -77,35 +79,69 @@ impl DaemonError {
                 // configuration mistake. Cameras that are only absent right now do not fail here:
                 // V4L2 and GStreamer sources start reconnecting instead.
                 | DaemonError::Pipeline(PipelineError::Source { source: SourceError::Open { .. }, .. })
-        )
+        ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
     }
+}
+
+/// What `run` reads and checks before it opens a device or a socket; `check-config` runs the very
+/// same checks ([`preflight`]), so a config it accepts does not fail these at start.
+pub struct Preflight {
+    pub labels: Arc<Labels>,
+    pub params: DecodeParams,
+    /// Each camera's zones and lines, in config order.
+    pub scenes: Vec<Scene>,
+    pub mqtt: MqttSettings,
+}
+
+/// Every check of `config` that needs no device, socket or model load: the model files are
+/// regular files within [`MAX_MODEL_BYTES`](crate::bounded_read::MAX_MODEL_BYTES), the label file
+/// reads and has `model.classes` and every zone label, the password and TLS files read and parse,
+/// and each camera's source could be opened ([`crate::source::check`]).
+pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
+    check_model_files(config)?;
+    let labels = Arc::new(Labels::load(&config.model.labels)?);
+    let params = DecodeParams::from_config(&config.model, &labels).map_err(DaemonError::Classes)?;
+    let scenes = camera_scenes(config, &labels)?;
+    let mqtt = MqttSettings::from_config(config)?;
+    for camera in &config.cameras {
+        crate::source::check(&camera.source)
+            .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
+    }
+    Ok(Preflight { labels, params, scenes, mqtt })
 }
 
 /// Runs until SIGTERM/SIGINT, until every camera has ended, or until a camera fails.
 /// `config_path` is re-read on SIGHUP (`None`: the embedded default, nothing to reload).
 pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonError> {
-    let notifier = Arc::new(Notifier::from_env().unwrap_or_else(|e| {
-        log::warn!("systemd notify socket unusable ({e}); continuing without sd_notify");
-        Notifier::disabled()
-    }));
-    let labels = Arc::new(Labels::load(&config.model.labels)?);
-    let params = DecodeParams::from_config(&config.model, &labels).map_err(DaemonError::Classes)?;
-    // Zones name labels of the label file: checked before anything is published.
-    let scenes = camera_scenes(&config, &labels)?;
-
-    // MQTT first: an engine build takes minutes on a Jetson, and subscribers must not see a stale
-    // status meanwhile. The status is `building` (retained) until the engine is ready, and
-    // telemetry carries the build's progress. CUDA and TensorRT run on this thread, never on the
-    // runtime's.
+    // The runtime and the SIGHUP handler first, so that a SIGHUP during start-up (a model load, an
+    // engine build of minutes) is held for the main loop, which applies it once running, instead
+    // of killing the daemon. SIGTERM and SIGINT keep their default action until the main loop: a
+    // start-up ends at once (the broker's Last Will then says `offline`), never after the build.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("jetson-detectd-io")
         .enable_all()
         .build()
         .map_err(DaemonError::Runtime)?;
+    let sighup = {
+        let _entered = runtime.enter();
+        signal(SignalKind::hangup()).map_err(DaemonError::Runtime)?
+    };
+    log::info!("jetson-detectd {} starting with {}", env!("CARGO_PKG_VERSION"), config.origin);
+    let notifier = Arc::new(Notifier::from_env().unwrap_or_else(|e| {
+        log::warn!("systemd notify socket unusable ({e}); continuing without sd_notify");
+        Notifier::disabled()
+    }));
+    // Everything `check-config` checks too, before anything is published.
+    let Preflight { labels, params, scenes, mqtt } = preflight(&config)?;
+
+    // MQTT first: an engine build takes minutes on a Jetson, and subscribers must not see a stale
+    // status meanwhile. The status is `building` (retained) until the engine is ready, and
+    // telemetry carries the build's progress. CUDA and TensorRT run on this thread, never on the
+    // runtime's.
     let publisher = {
         let _entered = runtime.enter();
-        Publisher::start_with_status(MqttSettings::from_config(&config)?, STATUS_BUILDING)?
+        Publisher::start_with_status(mqtt, STATUS_BUILDING)?
     };
     let run: Arc<str> = new_run_id().into();
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
@@ -153,7 +189,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     if let Some(reason) = fallback {
         engine_info["fallback"] = serde_json::Value::String(format!("TensorRT unavailable: {reason}"));
     }
-    let started = Started { engine_info, gpu: Arc::new(gpu), publisher, run, telemetry_seq, scenes };
+    let started = Started { engine_info, gpu: Arc::new(gpu), publisher, run, telemetry_seq, scenes, sighup };
     runtime.block_on(serve(config, config_path, backend, labels, params, notifier, started))
 }
 
@@ -184,6 +220,8 @@ struct Started {
     run: Arc<str>,
     telemetry_seq: u64,
     scenes: Vec<Scene>,
+    /// Installed first thing: a SIGHUP received during start-up waits here.
+    sighup: tokio::signal::unix::Signal,
 }
 
 async fn serve(
@@ -195,10 +233,9 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine_info, gpu, publisher, run, mut telemetry_seq, scenes } = started;
+    let Started { engine_info, gpu, publisher, run, mut telemetry_seq, scenes, mut sighup } = started;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
-    let mut sighup = signal(SignalKind::hangup()).map_err(DaemonError::Runtime)?;
 
     let liveness = Liveness::new();
     let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
@@ -262,7 +299,7 @@ async fn serve(
         tokio::select! {
             _ = sigterm.recv() => { log::info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { log::info!("SIGINT: shutting down"); break; }
-            _ = sighup.recv() => reload(config_path.as_deref(), &sink, &scheduler),
+            _ = sighup.recv() => reload(&config, config_path.as_deref(), &sink, &scheduler),
             Some((what, outcome)) = ended_rx.recv() => {
                 match outcome {
                     Err(message) => {
@@ -351,6 +388,62 @@ async fn join_all(pipelines: Vec<CameraPipeline>, scheduler: Arc<Scheduler>) -> 
     .flatten()
 }
 
+/// Keys a SIGHUP applies; every other change needs a restart. `camera[i].zone` and
+/// `camera[i].line` are applied too (see [`keys_needing_a_restart`]).
+const RELOADABLE_KEYS: [&str; 7] = [
+    "model.score_threshold",
+    "model.nms_iou",
+    "model.max_detections",
+    "model.classes",
+    "mqtt.publish",
+    "mqtt.max_rate_hz",
+    "tracking.",
+];
+
+/// The keys whose value differs between `running` and `reloaded` and that a SIGHUP does not apply,
+/// as `mqtt.host` or `camera[1].source.device` (whole tables when one was added or removed).
+fn keys_needing_a_restart(running: &Config, reloaded: &Config) -> Vec<String> {
+    fn flatten(prefix: &str, value: &toml::Value, out: &mut BTreeMap<String, toml::Value>) {
+        let join = |key: &str| if prefix.is_empty() { key.to_owned() } else { format!("{prefix}.{key}") };
+        match value {
+            toml::Value::Table(table) => table.iter().for_each(|(key, value)| flatten(&join(key), value, out)),
+            toml::Value::Array(items) if items.iter().all(toml::Value::is_table) && !items.is_empty() => {
+                for (index, item) in items.iter().enumerate() {
+                    flatten(&format!("{prefix}[{index}]"), item, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_owned(), other.clone());
+            }
+        }
+    }
+    let keys = |config: &Config| {
+        let mut out = BTreeMap::new();
+        if let Ok(value) = toml::Value::try_from(config) {
+            flatten("", &value, &mut out);
+        }
+        out
+    };
+    let (before, after) = (keys(running), keys(reloaded));
+    let reloadable = |key: &str| {
+        let scene = key.split_once('.').is_some_and(|(head, rest)| {
+            head.starts_with("camera[") && (rest.starts_with("zone") || rest.starts_with("line"))
+        });
+        scene
+            || (key != "tracking.enabled"
+                && RELOADABLE_KEYS.iter().any(|k| key == *k || (k.ends_with('.') && key.starts_with(k))))
+    };
+    let mut changed: Vec<String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|key| before.get(*key) != after.get(*key) && !reloadable(key))
+        .cloned()
+        .collect();
+    changed.sort();
+    changed.dedup();
+    changed
+}
+
 /// The zones and lines of every configured camera, in config order.
 fn camera_scenes(config: &Config, labels: &Labels) -> Result<Vec<Scene>, ConfigError> {
     (0..config.cameras.len()).map(|index| camera_scene(config, index, labels)).collect()
@@ -359,8 +452,8 @@ fn camera_scenes(config: &Config, labels: &Labels) -> Result<Vec<Scene>, ConfigE
 /// SIGHUP: re-reads the config and applies thresholds, class filter, publish settings, tracking
 /// settings and each camera's zones and lines (live tracks continue). A config that is invalid in
 /// any of these — a bad zone included — is refused as a whole. Other changes (model, cameras,
-/// broker, turning tracking on or off) need a restart, which the log says.
-fn reload(config_path: Option<&Path>, sink: &PublishSink, scheduler: &Scheduler) {
+/// broker, turning tracking on or off) need a restart: the log names each such key.
+fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, scheduler: &Scheduler) {
     let Some(path) = config_path else {
         log::info!("SIGHUP: running on the built-in config; nothing to reload");
         return;
@@ -374,9 +467,13 @@ fn reload(config_path: Option<&Path>, sink: &PublishSink, scheduler: &Scheduler)
         Ok((config, params, scenes)) => {
             scheduler.reload(params);
             sink.reload(&config, scenes);
+            let not_applied = keys_needing_a_restart(running, &config);
+            if !not_applied.is_empty() {
+                log::warn!("SIGHUP: not applied, these need a restart: {}", not_applied.join(", "));
+            }
             log::info!(
                 "SIGHUP: reloaded thresholds, class filter, publish and tracking settings, zones and lines \
-                 from {} (model, camera and broker changes need a restart)",
+                 from {}",
                 path.display()
             );
         }

@@ -43,7 +43,7 @@ impl fmt::Display for ConfigOrigin {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{origin}: cannot read config: {source}")]
-    Read { origin: ConfigOrigin, source: std::io::Error },
+    Read { origin: ConfigOrigin, source: crate::bounded_read::ReadError },
     #[error("{origin}: {message}")]
     Parse { origin: ConfigOrigin, message: String },
     #[error("{origin}: `{key}`: {message}")]
@@ -145,10 +145,10 @@ pub struct DeviceConfig {
 pub const THREADS_PER_DEFAULT_CPU_WORKER: usize = 2;
 
 /// The CPU backend's inference workers: `configured`, else one per
-/// [`THREADS_PER_DEFAULT_CPU_WORKER`] threads of the pool, at least 1 and at most one per camera
-/// (a camera never has two frames in inference).
+/// [`THREADS_PER_DEFAULT_CPU_WORKER`] threads of the pool; at least 1 and, configured or not, at
+/// most one per camera (a camera never has two frames in inference, so more would only idle).
 pub fn cpu_workers(configured: Option<NonZeroUsize>, threads: usize, cameras: usize) -> usize {
-    configured.map_or_else(|| (threads / THREADS_PER_DEFAULT_CPU_WORKER).min(cameras).max(1), NonZeroUsize::get)
+    configured.map_or(threads / THREADS_PER_DEFAULT_CPU_WORKER, NonZeroUsize::get).min(cameras).max(1)
 }
 
 /// Largest `device.cpu_threads` accepted: more threads than any Jetson or home server has cores.
@@ -298,6 +298,24 @@ pub struct EngineConfig {
     /// Longest wait for more cameras' frames once one frame is ready, in ms (0: take what is ready).
     pub batch_timeout_ms: u32,
 }
+
+/// Largest `engine.frame_slots` accepted: each slot holds a whole frame (up to
+/// `limits.max_alloc_mib`), per camera.
+pub const MAX_FRAME_SLOTS: usize = 16;
+/// Largest `engine.workspace_mib` accepted (64 GiB: more than any Jetson's memory).
+pub const MAX_WORKSPACE_MIB: u32 = 65_536;
+/// Largest `model.max_detections` accepted.
+pub const MAX_DETECTIONS: usize = 10_000;
+/// Largest `limits.max_width` and `limits.max_height` accepted, in pixels.
+pub const MAX_IMAGE_SIDE: u32 = 65_535;
+/// Largest `limits.max_alloc_mib` accepted (16 GiB).
+pub const MAX_ALLOC_MIB: u32 = 16_384;
+/// Largest V4L2 `fps` requested.
+pub const MAX_V4L2_FPS: u32 = 1000;
+/// Largest `mqtt.shutdown_flush_ms` accepted: a minute, within systemd's default stop timeout (90 s).
+pub const MAX_SHUTDOWN_FLUSH_MS: u64 = 60_000;
+/// Largest `mqtt.reconnect_max_ms` accepted: ten minutes between attempts.
+pub const MAX_RECONNECT_MS: u64 = 600_000;
 
 /// Largest `engine.max_batch` accepted.
 pub const MAX_BATCH: usize = 64;
@@ -626,11 +644,13 @@ pub struct TrackingConfig {
 }
 
 impl Config {
-    /// Reads `path`, merges it over the built-in default, resolves relative paths, validates.
+    /// Reads `path` (a regular file of at most
+    /// [`MAX_CONFIG_BYTES`](crate::bounded_read::MAX_CONFIG_BYTES)), merges it over the built-in
+    /// default, resolves relative paths, validates.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let origin = ConfigOrigin::File(path.to_path_buf());
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { origin: origin.clone(), source })?;
+        let text = crate::bounded_read::read_to_string(path, crate::bounded_read::MAX_CONFIG_BYTES)
+            .map_err(|source| ConfigError::Read { origin: origin.clone(), source })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Self::from_toml(&text, origin, &base)
     }
@@ -806,7 +826,8 @@ mod tests {
         assert_eq!(cpu_workers(None, 16, 2), 2, "never more workers than cameras");
         assert_eq!(cpu_workers(None, 1, 8), 1, "at least one");
         assert_eq!(cpu_workers(None, 16, 0), 1);
-        assert_eq!(cpu_workers(four, 2, 1), 4, "a configured count is taken as it is");
+        assert_eq!(cpu_workers(four, 2, 8), 4, "a configured count is taken as it is");
+        assert_eq!(cpu_workers(four, 2, 1), 1, "but never more than one per camera");
     }
 
     #[test]
@@ -1222,6 +1243,77 @@ mod tests {
             }
         }
         assert!(parse("[homeassistant]\ndiscovery_prefix = \"home/ha\"\nlabels = [\"person\", \"car\"]").is_ok());
+    }
+
+    /// Issue 21: numbers that passed validation and then aborted, hung or retried forever.
+    #[test]
+    fn every_number_has_a_range_and_a_value_beyond_it_names_the_key() {
+        let cases = [
+            ("[engine]\nframe_slots = 1000000000000", "engine.frame_slots", "2..=16"),
+            ("[engine]\nworkspace_mib = 4294967295", "engine.workspace_mib", "1..=65536"),
+            ("[mqtt]\nshutdown_flush_ms = 1000000000000", "mqtt.shutdown_flush_ms", "0..=60000"),
+            ("[mqtt]\nreconnect_max_ms = 1000000000000", "mqtt.reconnect_max_ms", "1..=600000"),
+            ("[mqtt]\nport = 0", "mqtt.port", "1..=65535"),
+            ("[mqtt]\nhost = \"127.0.0.1:24719\"", "mqtt.host", "mqtt.port"),
+            ("[mqtt]\nhost = \"mqtt://broker\"", "mqtt.host", "scheme"),
+            ("[mqtt]\nhost = \"bro ker\"", "mqtt.host", "spaces"),
+            ("[telemetry]\ninterval_s = 4000000000", "telemetry.interval_s", "0..=86400"),
+            ("[limits]\nmax_alloc_mib = 4000000000", "limits.max_alloc_mib", "1..=16384"),
+            ("[limits]\nmax_width = 100000", "limits.max_width", "1..=65535"),
+            ("[model]\nmax_detections = 100000000", "model.max_detections", "1..=10000"),
+        ];
+        for (table, key, wanted) in cases {
+            let text = match table.strip_prefix("[model]\n") {
+                Some(line) => MINIMAL.replace("decoder = \"ssd\"", &format!("decoder = \"ssd\"\n{line}")),
+                None => format!("{table}\n{MINIMAL}"),
+            };
+            match parse(&text) {
+                Err(ConfigError::Invalid { key: got, message, .. }) => {
+                    assert_eq!(got, key, "{table}: {message}");
+                    assert!(message.contains(wanted), "{table}: {message}");
+                }
+                other => panic!("{table}: expected an invalid `{key}`, got {other:?}"),
+            }
+        }
+        let ipv6 = parse(&format!("[mqtt]\nhost = \"::1\"\n{MINIMAL}")).expect("an IPv6 address is a host");
+        assert_eq!(ipv6.mqtt.host, "::1");
+        // A synthetic camera within the pixel limits but over the allocation limit.
+        let big =
+            MINIMAL.replace("{ kind = \"synthetic\" }", "{ kind = \"synthetic\", width = 16384, height = 16384 }");
+        match parse(&big) {
+            Err(ConfigError::Invalid { key, message, .. }) => {
+                assert_eq!(key, "camera[0].source");
+                assert!(message.contains("limits.max_alloc_mib"), "{message}");
+            }
+            other => panic!("expected an invalid camera[0].source, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_password_in_password_env_is_refused_without_being_echoed() {
+        let text = format!("[mqtt]\nusername = \"u\"\npassword_env = \"hunter2 secret!\"\n{MINIMAL}");
+        let error = parse(&text).expect_err("not a variable name");
+        let message = error.to_string();
+        assert!(message.contains("mqtt.password_env") && !message.contains("hunter2"), "{message}");
+        for name in ["", "1ABC", "A-B", "A B", "Ä"] {
+            let text = format!("[mqtt]\nusername = \"u\"\npassword_env = {name:?}\n{MINIMAL}");
+            assert!(parse(&text).is_err(), "{name:?}");
+        }
+        let text = format!("[mqtt]\nusername = \"u\"\npassword_env = \"_MQTT_PASSWORD_2\"\n{MINIMAL}");
+        assert!(parse(&text).is_ok());
+    }
+
+    #[test]
+    fn a_config_that_is_not_a_regular_file_or_too_large_is_not_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let huge = dir.path().join("huge.toml");
+        std::fs::File::create(&huge).and_then(|file| file.set_len(1 << 30)).expect("sparse file");
+        for path in [Path::new("/dev/zero"), dir.path(), huge.as_path()] {
+            match Config::load(path) {
+                Err(ConfigError::Read { .. }) => {}
+                other => panic!("{}: expected a read error, got {other:?}", path.display()),
+            }
+        }
     }
 
     #[test]

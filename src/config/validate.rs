@@ -55,8 +55,10 @@ impl Config {
         if !(0.0..=1.0).contains(&m.nms_iou) {
             return Err(self.invalid("model.nms_iou", format!("{} is outside 0.0..=1.0", m.nms_iou)));
         }
-        if m.max_detections == 0 {
-            return Err(self.invalid("model.max_detections", "must be at least 1"));
+        if !(1..=MAX_DETECTIONS).contains(&m.max_detections) {
+            return Err(
+                self.invalid("model.max_detections", format!("{} is outside 1..={MAX_DETECTIONS}", m.max_detections))
+            );
         }
         let input = &m.input;
         for (key, value) in [("model.input.width", input.width), ("model.input.height", input.height)] {
@@ -73,8 +75,11 @@ impl Config {
         if let Some(threads) = self.device.cpu_threads.filter(|threads| threads.get() > MAX_CPU_THREADS) {
             return Err(self.invalid("device.cpu_threads", format!("{threads} is outside 1..={MAX_CPU_THREADS}")));
         }
-        if self.engine.frame_slots < 2 {
-            return Err(self.invalid("engine.frame_slots", "must be at least 2"));
+        if !(2..=MAX_FRAME_SLOTS).contains(&self.engine.frame_slots) {
+            return Err(self.invalid(
+                "engine.frame_slots",
+                format!("{} is outside 2..={MAX_FRAME_SLOTS}", self.engine.frame_slots),
+            ));
         }
         if self.engine.max_batch.get() > MAX_BATCH {
             return Err(
@@ -96,8 +101,11 @@ impl Config {
         if !(60..=86_400).contains(&self.engine.build_timeout_s) {
             return Err(self.invalid("engine.build_timeout_s", "allowed: 60..=86400 (a minute to a day)"));
         }
-        if self.engine.workspace_mib == 0 {
-            return Err(self.invalid("engine.workspace_mib", "must be at least 1"));
+        if !(1..=MAX_WORKSPACE_MIB).contains(&self.engine.workspace_mib) {
+            return Err(self.invalid(
+                "engine.workspace_mib",
+                format!("{} is outside 1..={MAX_WORKSPACE_MIB}", self.engine.workspace_mib),
+            ));
         }
         if self.engine.dla_core.is_some() && self.engine.precision == Precision::Fp32 {
             return Err(self.invalid(
@@ -113,8 +121,16 @@ impl Config {
                 return Err(self.invalid(key, "must be at least 1 (pixels)"));
             }
         }
-        if limits.max_alloc_mib == 0 {
-            return Err(self.invalid("limits.max_alloc_mib", "must be at least 1 (MiB)"));
+        for (key, value) in [("limits.max_width", limits.max_width), ("limits.max_height", limits.max_height)] {
+            if value > MAX_IMAGE_SIDE {
+                return Err(self.invalid(key, format!("{value} is outside 1..={MAX_IMAGE_SIDE} (pixels)")));
+            }
+        }
+        if !(1..=MAX_ALLOC_MIB).contains(&limits.max_alloc_mib) {
+            return Err(self.invalid(
+                "limits.max_alloc_mib",
+                format!("{} is outside 1..={MAX_ALLOC_MIB} (MiB)", limits.max_alloc_mib),
+            ));
         }
         if self.cameras.is_empty() {
             return Err(self.invalid("camera", "configure at least one [[camera]]"));
@@ -153,6 +169,22 @@ impl Config {
                             limits.max_width, limits.max_height
                         ),
                     ));
+                }
+                SourceConfig::V4l2 { width, height, .. } | SourceConfig::Synthetic { width, height }
+                    if camera.max_frame_bytes() as u64 > limits.max_alloc_bytes() =>
+                {
+                    return Err(self.invalid(
+                        &format!("camera[{i}].source"),
+                        format!(
+                            "{width}x{height} RGB frames need {} MiB, more than `limits.max_alloc_mib` ({} MiB)",
+                            (camera.max_frame_bytes() as u64).div_ceil(1 << 20),
+                            limits.max_alloc_mib
+                        ),
+                    ));
+                }
+                SourceConfig::V4l2 { fps, .. } if *fps > MAX_V4L2_FPS => {
+                    return Err(self
+                        .invalid(&format!("camera[{i}].source.fps"), format!("{fps} is outside 1..={MAX_V4L2_FPS}")));
                 }
                 SourceConfig::Rtsp { url, user, password_file, password_env, latency_ms, .. } => {
                     let key = |name: &str| format!("camera[{i}].source.{name}");
@@ -224,11 +256,36 @@ impl Config {
         if !is_rate(mqtt.max_rate_hz) {
             return Err(self.invalid("mqtt.max_rate_hz", RATE_ALLOWED));
         }
-        if mqtt.host.is_empty() {
-            return Err(self.invalid("mqtt.host", "must not be empty"));
+        if let Err(reason) = check_host(&mqtt.host) {
+            return Err(self.invalid("mqtt.host", format!("{:?}: {reason}", mqtt.host)));
+        }
+        if mqtt.port == 0 {
+            return Err(self.invalid("mqtt.port", "0 is outside 1..=65535"));
+        }
+        if mqtt.shutdown_flush_ms > MAX_SHUTDOWN_FLUSH_MS {
+            return Err(self.invalid(
+                "mqtt.shutdown_flush_ms",
+                format!("{} is outside 0..={MAX_SHUTDOWN_FLUSH_MS}", mqtt.shutdown_flush_ms),
+            ));
+        }
+        if mqtt.reconnect_max_ms > MAX_RECONNECT_MS {
+            return Err(self.invalid(
+                "mqtt.reconnect_max_ms",
+                format!("{} is outside 1..={MAX_RECONNECT_MS}", mqtt.reconnect_max_ms),
+            ));
         }
         if mqtt.reconnect_min_ms == 0 || mqtt.reconnect_min_ms > mqtt.reconnect_max_ms {
             return Err(self.invalid("mqtt.reconnect_min_ms", "must be ≥ 1 and ≤ reconnect_max_ms"));
+        }
+        if let Some(name) = &mqtt.password_env {
+            if !is_variable_name(name) {
+                // The value is not echoed: a password put here by mistake must not reach a log.
+                return Err(self.invalid(
+                    "mqtt.password_env",
+                    "must be the name of an environment variable (letters, digits and `_`, not starting with a \
+                     digit, at most 255), not the password itself",
+                ));
+            }
         }
         if mqtt.password_file.is_some() && mqtt.password_env.is_some() {
             return Err(self.invalid("mqtt.password_file", "set either password_file or password_env, not both"));
@@ -245,6 +302,12 @@ impl Config {
             }
         }
         self.validate_tracking()?;
+        if self.telemetry.interval_s > MAX_INTERVAL_S as u32 {
+            return Err(self.invalid(
+                "telemetry.interval_s",
+                format!("{} is outside 0..={} (a day)", self.telemetry.interval_s, MAX_INTERVAL_S as u32),
+            ));
+        }
         if !(1..=100).contains(&self.snapshot.jpeg_quality) {
             return Err(self.invalid("snapshot.jpeg_quality", "allowed: 1..=100"));
         }
@@ -382,6 +445,31 @@ const MODEL_DESCRIPTION: [&[&str]; 6] = [
 /// Bounds of `mqtt.queue_max_mib`: room for two of the largest messages (8 MiB), at most 4 GiB.
 const MIN_QUEUE_MIB: u32 = 17;
 const MAX_QUEUE_MIB: u32 = 4096;
+
+/// `mqtt.host`: a host name or an IP address, without a port, a scheme or spaces.
+fn check_host(host: &str) -> Result<(), &'static str> {
+    if host.is_empty() {
+        return Err("must not be empty");
+    }
+    if host.parse::<std::net::Ipv6Addr>().is_ok() {
+        return Ok(());
+    }
+    if host.contains(':') {
+        return Err("a host name or IP address only: set the port in `mqtt.port`, and no `mqtt://` scheme");
+    }
+    if host.len() > 253 || host.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/') {
+        return Err("not a host name (at most 253 characters, no spaces or `/`)");
+    }
+    Ok(())
+}
+
+/// An environment variable name as shells accept it: `[A-Za-z_][A-Za-z0-9_]*`, at most 255 bytes.
+fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 255
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
 
 /// Longest topic prefix accepted, in bytes: MQTT topics hold at most 65535 bytes, and the daemon
 /// appends levels to the prefix (camera names, Home Assistant ids), for which 1 KiB is kept.

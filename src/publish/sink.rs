@@ -171,10 +171,6 @@ impl PublishSink {
             let messages = lock(discovery).messages(config);
             self.publish_all(messages);
         }
-        let running_tracking = self.cameras.values().any(|entry| entry.tracking.is_some());
-        if running_tracking != config.tracking.enabled {
-            log::warn!("SIGHUP: tracking.enabled = {} needs a restart", config.tracking.enabled);
-        }
     }
 
     fn publish_all(&self, messages: Vec<Outgoing>) {

@@ -253,6 +253,14 @@ pub fn camera_scene(config: &Config, index: usize, labels: &Labels) -> Result<Sc
                 })
             })
             .collect::<Result<Vec<usize>, ConfigError>>()?;
+        check_topic_collisions(labels, &classes).map_err(|message| {
+            let key = if zone.labels.is_empty() {
+                "model.labels".to_owned()
+            } else {
+                format!("camera[{index}].zone[{j}].labels")
+            };
+            invalid(key, format!("{what}: {message}"))
+        })?;
         scene.zones.push(Zone { name: zone.name.clone(), polygon, classes });
     }
     for (j, line) in camera.lines.iter().enumerate() {
@@ -262,6 +270,27 @@ pub fn camera_scene(config: &Config, index: usize, labels: &Labels) -> Result<Sc
         scene.lines.push(Line { name: line.name.clone(), segment });
     }
     Ok(scene)
+}
+
+/// Two labels a zone counts (`classes`, or every label when empty) that would share one retained
+/// count topic (`d+o#g/x` and `D_O_G_X` both become `d_o_g_x`).
+fn check_topic_collisions(labels: &Labels, classes: &[usize]) -> Result<(), String> {
+    let counted: Vec<usize> = if classes.is_empty() { (0..labels.len()).collect() } else { classes.to_vec() };
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for class in counted {
+        let name = labels.name(class);
+        if let Some(first) = seen.insert(topic_segment(&name), class) {
+            if first != class {
+                return Err(format!(
+                    "labels {:?} and {name:?} both become the topic level {:?}: their zone counts would share \
+                     one retained topic; rename one in the label file",
+                    labels.name(first),
+                    topic_segment(&name)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -370,6 +399,28 @@ mod tests {
                 ("p/front/zones/garden", &b"0"[..]),
             ]
         );
+    }
+
+    /// Issue 21: `d+o#g/x` and `D_O_G_X` shared one retained zone-count topic.
+    #[test]
+    fn labels_that_share_a_topic_level_are_refused_for_a_zone_that_counts_both() {
+        let text = "[[camera]]\nname = \"front\"\nsource = { kind = \"synthetic\" }\n[[camera.zone]]\nname = \"z\"\n\
+                    polygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\n";
+        let config = crate::config::Config::from_toml(
+            text,
+            crate::config::ConfigOrigin::File("test.toml".into()),
+            Path::new("/base"),
+        )
+        .expect("config");
+        let colliding = Labels::parse("cat\nd+o#g/x\nD_O_G_X\n", Path::new("labels")).expect("labels");
+        match camera_scene(&config, 0, &colliding) {
+            Err(ConfigError::Invalid { key, message, .. }) => {
+                assert_eq!(key, "model.labels");
+                assert!(message.contains("d_o_g_x") && message.contains("D_O_G_X"), "{message}");
+            }
+            other => panic!("expected a collision, got {other:?}"),
+        }
+        assert!(camera_scene(&config, 0, &labels()).is_ok());
     }
 
     #[test]
