@@ -23,6 +23,26 @@ pub fn daemon_command() -> Command {
     }
 }
 
+/// `command` as the service user would run it: as root (CI), under `setpriv` as `nobody`
+/// (uid and gid 65534, no supplementary groups), for whom permission bits apply; otherwise as is.
+/// Files it must read need to be readable by others, and their directories searchable.
+pub fn as_unprivileged_user(command: Command) -> Command {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return command;
+    }
+    let mut setpriv = Command::new("setpriv");
+    setpriv.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(command.get_program());
+    setpriv.args(command.get_args());
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => setpriv.env(name, value),
+            None => setpriv.env_remove(name),
+        };
+    }
+    setpriv
+}
+
 #[test]
 fn reports_the_architecture_it_runs_as() {
     println!("integration tests running as {}", std::env::consts::ARCH);

@@ -13,7 +13,7 @@ use std::process::{Command, ExitStatus, Output, Stdio};
 use jetson_detectd::publish::payload::{DetectionRecord, LatencyMs};
 use serde::Deserialize;
 
-use crate::arch::daemon_command as daemon;
+use crate::arch::{as_unprivileged_user, daemon_command as daemon};
 use crate::daemon::{sample, sample_source, TestConfig};
 
 /// Largest difference allowed between a score and its reference (inclusive).
@@ -321,21 +321,26 @@ fn image_below_a_regular_file_fails_alone_and_is_named() {
     assert_only_the_bad_file_fails(dir.path(), &file.join("image.jpg"));
 }
 
-/// Permission bits do not stop root (CI runs the suite as root), so this variant only runs as an
-/// unprivileged user; the ENOTDIR test above covers "cannot open" for everybody.
+/// Permission bits do not stop root, and CI runs the suite as root: there `detect` runs as
+/// `nobody` through `setpriv` ([`as_unprivileged_user`]), as a service user would.
 #[test]
 fn image_without_read_permission_fails_alone_and_is_named() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        eprintln!("skipped: running as root, which reads files regardless of their permission bits");
-        return;
-    }
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let locked = dir.path().join("locked.png");
     std::fs::copy(sample("chelsea.png"), &locked).expect("copy");
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
-    assert_only_the_bad_file_fails(dir.path(), &locked);
+    let config = cpu_config(dir.path());
+    let good = sample("chelsea.png");
+    let mut command = daemon();
+    command.args(["detect", "--threshold", "0.4", "--config"]).arg(&config).arg(&good).arg(&locked).arg(&good);
+    let output = as_unprivileged_user(command).output().expect("run jetson-detectd detect");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let locked_line = stderr.lines().find(|line| line.contains(&locked.display().to_string()));
+    assert!(locked_line.is_some_and(|line| line.contains("ermission denied")), "stderr must name it:\n{stderr}");
+    assert_eq!(parse_lines(&output).len(), 2, "both readable files still print");
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod detect;
 mod gpu;
 #[cfg(feature = "tensorrt")]
 mod gpu_arena;
+mod hostile;
 mod mqtt;
 mod notify;
 mod pace;

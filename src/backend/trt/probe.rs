@@ -138,14 +138,44 @@ pub fn probe() -> TrtProbe {
 mod tests {
     use super::*;
 
+    /// Whether the dynamic loader finds `library`, asked directly: the oracle the probe's answer
+    /// is checked against.
+    fn loader_finds(library: &str) -> bool {
+        let name = std::ffi::CString::new(library).expect("library name");
+        // SAFETY: `name` is NUL-terminated; dlopen has no other preconditions. A handle it returns
+        // is closed at once and nothing from the library is called.
+        unsafe {
+            let handle = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+            if handle.is_null() {
+                return false;
+            }
+            libc::dlclose(handle);
+        }
+        true
+    }
+
+    /// The probe's answer agrees with the dynamic loader's, whichever it is, and says it plainly:
+    /// no library, a library found (its version named), or a usable one.
     #[test]
     fn probe_reports_plainly() {
         let probe = probe();
         eprintln!("{}", probe.summary);
-        assert!(probe.library.starts_with("libnvinfer.so."));
-        if !probe.available {
+        assert!(probe.library.starts_with("libnvinfer.so."), "{}", probe.library);
+        if !loader_finds(&probe.library) {
+            assert!(!probe.available, "no {} on this machine, yet the probe says available", probe.library);
+            assert_eq!(probe.library_version, None);
             assert!(probe.summary.contains("TensorRT is not available"), "{}", probe.summary);
             assert!(probe.summary.contains(&probe.library), "{}", probe.summary);
+            return;
+        }
+        if probe.available {
+            let version = probe.library_version.as_deref().expect("a usable library has a version");
+            assert!(probe.usable_version.is_some() && probe.plugins.is_some(), "{probe:?}");
+            assert_eq!(probe.summary, format!("TensorRT {version} loaded from {}", probe.library));
+        } else {
+            // Found but not usable (too old, no GPU): the summary says why, with the version when known.
+            assert!(probe.usable_version.is_none(), "{probe:?}");
+            assert!(probe.library_version.as_deref().is_none_or(|v| probe.summary.contains(v)), "{}", probe.summary);
         }
     }
 
