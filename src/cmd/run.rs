@@ -480,3 +480,39 @@ fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, sche
         Err(message) => log::error!("SIGHUP: keeping the running settings: {message}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ConfigOrigin;
+
+    fn config(text: &str) -> Config {
+        Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base")).expect("config")
+    }
+
+    const CAMERA: &str = "[[camera]]\nname = \"front\"\nsource = { kind = \"images\", path = \"a\" }\n";
+
+    /// Issue 21: a SIGHUP that changed the broker or a camera logged only "need a restart".
+    #[test]
+    fn a_reload_names_each_key_it_cannot_apply_and_none_it_applies() {
+        let running = config(CAMERA);
+        let zone = "[[camera.zone]]\nname = \"z\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\n";
+        let applied = config(&format!(
+            "[model]\nscore_threshold = 0.7\nclasses = [\"person\"]\n[mqtt]\npublish = \"on_change\"\n\
+             [tracking]\nmin_hits = 5\n{CAMERA}{zone}"
+        ));
+        assert_eq!(keys_needing_a_restart(&running, &applied), Vec::<String>::new());
+        let restart = config(&format!(
+            "[mqtt]\nhost = \"broker.lan\"\n[tracking]\nenabled = false\n{}",
+            CAMERA.replace("path = \"a\"", "path = \"b\"")
+        ));
+        assert_eq!(
+            keys_needing_a_restart(&running, &restart),
+            ["camera[0].source.path", "mqtt.host", "tracking.enabled"]
+        );
+        let two_cameras =
+            config(&format!("{CAMERA}[[camera]]\nname = \"back\"\nsource = {{ kind = \"synthetic\" }}\n"));
+        let added = keys_needing_a_restart(&running, &two_cameras);
+        assert!(added.iter().all(|key| key.starts_with("camera[1].")) && !added.is_empty(), "{added:?}");
+    }
+}
