@@ -101,14 +101,15 @@ fn decode_reader(
 
 /// Decodes one JPEG (an MJPEG frame; colour or grey) into `slot` as [`PixelFormat::Rgb8`]. Its header must say
 /// `width`×`height` (the size the device negotiated), so that a corrupt header cannot make the slot
-/// grow; the frame must also be within `limits`.
+/// grow; the frame must also be within `limits`. A frame without its end-of-image marker is
+/// decoded (the missing part grey) and reported as [`Decoded::Truncated`].
 pub fn decode_jpeg(
     jpeg: &[u8],
     width: u32,
     height: u32,
     limits: &LimitsConfig,
     slot: &mut FrameSlot,
-) -> Result<(), ImageDecodeError> {
+) -> Result<Decoded, ImageDecodeError> {
     let decoder = JpegDecoder::new(Cursor::new(jpeg)).map_err(from_image_error)?;
     let (jpeg_width, jpeg_height) = decoder.dimensions();
     if (jpeg_width, jpeg_height) != (width, height) {
@@ -117,10 +118,11 @@ pub fn decode_jpeg(
         )));
     }
     match decoder.color_type() {
-        ColorType::Rgb8 => decode_into(decoder, limits, slot),
-        ColorType::L8 => decode_grey_jpeg(decoder, limits, slot),
-        other => Err(ImageDecodeError::Invalid(format!("JPEG colour type {other:?}, expected RGB or grey"))),
+        ColorType::Rgb8 => decode_into(decoder, limits, slot)?,
+        ColorType::L8 => decode_grey_jpeg(decoder, limits, slot)?,
+        other => return Err(ImageDecodeError::Invalid(format!("JPEG colour type {other:?}, expected RGB or grey"))),
     }
+    Ok(if ends_with_eoi(jpeg) { Decoded::Whole } else { Decoded::Truncated })
 }
 
 /// A single-component (grey, IR) JPEG: decoded into the first third of the slot's RGB bytes, then

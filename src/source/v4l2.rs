@@ -31,6 +31,7 @@ pub use convert::ConvertError;
 
 use crate::config::{LimitsConfig, V4l2Format};
 use crate::frame::{CaptureMode, FrameSlot};
+use crate::source::image_decode::Decoded;
 use crate::source::reconnect::RateLimitedLog;
 use crate::source::{Capture, FrameSource, SourceError};
 
@@ -337,16 +338,19 @@ fn write_frame(
     limits: &LimitsConfig,
     slot: &mut FrameSlot,
     mjpeg_scratch: &mut Vec<u8>,
-) -> Result<SystemTime, ConvertError> {
+) -> Result<(SystemTime, Decoded), ConvertError> {
     if raw.flagged_corrupt {
         return Err(ConvertError::Corrupt("the driver flagged the buffer as damaged".into()));
     }
     let (width, height) = (format.width, format.height);
-    match format.encoding {
+    let decoded = match format.encoding {
         Encoding::Mjpeg => convert::write_mjpeg(raw.data, width, height, limits, slot, mjpeg_scratch)?,
-        Encoding::Yuyv => convert::write_yuyv(raw.data, width, height, format.bytes_per_line, limits, slot)?,
-    }
-    Ok(raw.captured_at)
+        Encoding::Yuyv => {
+            convert::write_yuyv(raw.data, width, height, format.bytes_per_line, limits, slot)?;
+            Decoded::Whole
+        }
+    };
+    Ok((raw.captured_at, decoded))
 }
 
 /// An open, streaming device.
@@ -365,6 +369,8 @@ pub struct V4l2Source {
     stop: Arc<AtomicBool>,
     connection: Connection<OpenDevice>,
     corrupt_log: RateLimitedLog,
+    /// A truncated MJPEG frame was logged: later ones are only counted.
+    truncated_logged: bool,
     mjpeg_scratch: Vec<u8>,
     description: String,
 }
@@ -434,6 +440,7 @@ impl V4l2Source {
             stop,
             connection,
             corrupt_log: RateLimitedLog::new(Duration::from_secs(10)),
+            truncated_logged: false,
             mjpeg_scratch: Vec::new(),
             description,
         };
@@ -482,7 +489,7 @@ fn open_system_device(path: &Path) -> Result<Box<dyn CaptureDevice>, DeviceError
 
 /// What one wait on an open device came to.
 enum Step {
-    Frame(SystemTime),
+    Frame(SystemTime, Decoded),
     Corrupt(String),
     OverLimit(String),
     Nothing,
@@ -532,9 +539,9 @@ impl FrameSource for V4l2Source {
                 });
                 match (waited, converted) {
                     (Err(err), _) => Step::Lost(err),
-                    (Ok(_), Some(Ok(captured_at))) => {
+                    (Ok(_), Some(Ok((captured_at, decoded)))) => {
                         *last_good_frame = Instant::now();
-                        Step::Frame(captured_at)
+                        Step::Frame(captured_at, decoded)
                     }
                     (Ok(_), Some(Err(ConvertError::Corrupt(message)))) => Step::Corrupt(message),
                     (Ok(_), Some(Err(ConvertError::OverLimit(message)))) => Step::OverLimit(message),
@@ -550,10 +557,20 @@ impl FrameSource for V4l2Source {
             }
         };
         match step {
-            Step::Frame(captured_at) => {
+            Step::Frame(captured_at, decoded) => {
                 slot.meta_mut().captured_at = captured_at;
                 self.connection.frame_arrived();
-                Ok(Capture::Frame)
+                if decoded == Decoded::Whole {
+                    return Ok(Capture::Frame);
+                }
+                if !std::mem::replace(&mut self.truncated_logged, true) {
+                    log::warn!(
+                        "{}: a truncated MJPEG frame (no end-of-image marker) was decoded with the missing part \
+                         grey; further ones are only counted (telemetry: cameras.<name>.truncated)",
+                        self.description
+                    );
+                }
+                Ok(Capture::TruncatedFrame)
             }
             Step::Corrupt(message) => {
                 if let Some(suppressed) = self.corrupt_log.admit(Instant::now()) {

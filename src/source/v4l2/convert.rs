@@ -6,7 +6,7 @@
 
 use crate::config::LimitsConfig;
 use crate::frame::{FrameSlot, PixelFormat};
-use crate::source::image_decode::{self, ImageDecodeError};
+use crate::source::image_decode::{self, Decoded, ImageDecodeError};
 
 /// Why a captured buffer did not become a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,7 +54,7 @@ pub fn write_mjpeg(
     limits: &LimitsConfig,
     slot: &mut FrameSlot,
     scratch: &mut Vec<u8>,
-) -> Result<(), ConvertError> {
+) -> Result<Decoded, ConvertError> {
     let jpeg = if jpeg.starts_with(&[0xFF, 0xD8]) && needs_avi1_marker(jpeg) {
         scratch.clear();
         scratch.extend_from_slice(&jpeg[..2]);
@@ -206,6 +206,17 @@ mod tests {
         write_mjpeg(&uvc_style, 16, 16, &LIMITS, &mut slot, &mut untouched).expect("decode AVI1 frame");
         assert!(untouched.is_empty(), "frames that carry the marker are decoded in place");
         assert_close(slot.data(), [30, 160, 220]);
+    }
+
+    /// Issue 21: a truncated MJPEG frame decoded silently with grey fill.
+    #[test]
+    fn a_truncated_mjpeg_frame_is_decoded_and_reported_as_truncated() {
+        let dog = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/models/samples/dog.jpg")).expect("dog.jpg");
+        let mut slot = slot();
+        let whole = write_mjpeg(&dog, 768, 576, &LIMITS, &mut slot, &mut Vec::new()).expect("whole");
+        assert_eq!(whole, Decoded::Whole);
+        let cut = write_mjpeg(&dog[..dog.len() * 3 / 4], 768, 576, &LIMITS, &mut slot, &mut Vec::new());
+        assert_eq!(cut.expect("decodes, the missing part grey"), Decoded::Truncated);
     }
 
     #[test]
