@@ -329,6 +329,7 @@ async fn serve(
                         stats.set_over_limit(ring.over_limit.load(Ordering::Relaxed));
                         let produced = ring.produced.load(Ordering::Relaxed);
                         stats.set_capture(ring.capture_mode(), produced, ring.copies.load(Ordering::Relaxed));
+                        stats.set_truncated(ring.truncated.load(Ordering::Relaxed));
                         Some(stats.snapshot().with_source(pipeline.source_report()))
                     })
                     .collect();

@@ -18,6 +18,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::arch::{as_unprivileged_user, daemon_command as daemon};
+use crate::broker::{Broker, Received, Subscriber};
 use crate::daemon::{images_source, sample, sample_source, RunningDaemon, TestConfig};
 use crate::pace::Pace;
 
@@ -413,4 +414,33 @@ fn sigterm_before_ready_ends_the_daemon_at_once() {
     daemon.signal(libc::SIGTERM);
     let status = daemon.wait_exit();
     assert!(status.success() || status.signal() == Some(libc::SIGTERM), "{status}:\n{}", daemon.log());
+}
+
+/// A truncated JPEG among a camera's images decoded silently with grey fill. Now each one is
+/// counted in telemetry (`cameras.<name>.truncated`) and only the first is logged.
+#[test]
+fn truncated_jpegs_are_counted_in_telemetry_and_logged_once() {
+    let prefix = "hostile-truncated";
+    let broker = Broker::start();
+    let dir = shared_dir();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).expect("mkdir");
+    let jpeg = std::fs::read(sample("dog.jpg")).expect("dog.jpg");
+    std::fs::write(images.join("a.jpg"), &jpeg[..jpeg.len() * 3 / 4]).expect("write");
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("telemetry", "interval_s", "1")
+        .camera("front", 0.0, &images_source(&images, "loop"))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = Subscriber::connect(&broker, "hostile-truncated-sub", &[&format!("{prefix}/telemetry")]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let counted = |report: &Received| {
+        let report: serde_json::Value = serde_json::from_slice(&report.payload).unwrap_or_default();
+        report["cameras"]["front"]["truncated"].as_u64().unwrap_or(0)
+    };
+    daemon.wait_for_messages(&subscriber, &format!("{prefix}/telemetry"), "two truncated frames counted", |m| {
+        m.iter().any(|report| counted(report) >= 2)
+    });
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "{}", daemon.log());
+    assert_eq!(daemon.log().matches("is truncated").count(), 1, "logged once:\n{}", daemon.log());
 }
