@@ -23,6 +23,23 @@ pub fn daemon_command() -> Command {
     }
 }
 
+/// A command that starts this test binary again (through the runner, as [`daemon_command`] does):
+/// a second process for tests of what happens between processes.
+pub fn this_test_binary() -> Command {
+    let binary = std::env::current_exe().expect("the test binary's path");
+    let runner_var = format!("CARGO_TARGET_{}_UNKNOWN_LINUX_GNU_RUNNER", std::env::consts::ARCH.to_uppercase());
+    let runner = std::env::var(runner_var).unwrap_or_default();
+    let mut runner_words = runner.split_whitespace();
+    match runner_words.next() {
+        Some(program) => {
+            let mut command = Command::new(program);
+            command.args(runner_words).arg(binary);
+            command
+        }
+        None => Command::new(binary),
+    }
+}
+
 /// `command` as the service user would run it: as root (CI), under `setpriv` as `nobody`
 /// (uid and gid 65534, no supplementary groups), for whom permission bits apply; otherwise as is.
 /// Files it must read need to be readable by others, and their directories searchable.

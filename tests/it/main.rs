@@ -3,6 +3,7 @@
 
 mod arch;
 mod broker;
+mod build_lock;
 mod daemon;
 mod detect;
 #[cfg(feature = "cuda")]

@@ -1224,41 +1224,6 @@ mod tests {
     }
 
     #[test]
-    fn a_second_builder_waits_for_the_first_and_learns_who_it_is() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let cache = cache(dir.path());
-        let first = cache.lock_builds("pid 1 (jetson-detectd run), building ssd.abc.engine", Duration::MAX, |_, _| {
-            panic!("nobody holds the lock yet")
-        });
-        let first = first.expect("lock");
-        // flock locks belong to open file descriptions, so a second open in this process contends
-        // exactly like another process would.
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let waiter = {
-            let cache = cache.clone();
-            std::thread::spawn(move || {
-                let mut told = Vec::new();
-                let lock = cache.lock_builds("pid 2 (jetson-detectd build-engine)", Duration::MAX, |holder, _| {
-                    if told.is_empty() {
-                        // Only once it has waited does the first builder finish.
-                        let _ = sender.send(());
-                    }
-                    told.push(holder.to_owned());
-                });
-                (lock.map(|_| ()), told)
-            })
-        };
-        receiver.recv().expect("the second builder waits");
-        drop(first);
-        let (lock, told) = waiter.join().expect("waiter");
-        lock.expect("acquired after the first released it");
-        assert_eq!(told[0], "pid 1 (jetson-detectd run), building ssd.abc.engine");
-
-        // Released on drop, whoever held it last: a third builder gets it at once.
-        cache.lock_builds("pid 3", Duration::MAX, |_, _| panic!("must not wait")).expect("free again");
-    }
-
-    #[test]
     fn a_hung_lock_holder_makes_the_wait_fail_naming_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cache = cache(dir.path());
