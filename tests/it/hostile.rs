@@ -403,7 +403,7 @@ fn sighup_before_ready_is_held_and_applied_once_running() {
     assert!(status.success(), "{status}:\n{}", daemon.log());
 }
 
-/// SIGTERM before the daemon is running ends it at once (nothing was published yet).
+/// SIGTERM before the daemon is running ends it at once, not after the model load or engine build.
 #[test]
 fn sigterm_before_ready_ends_the_daemon_at_once() {
     let dir = shared_dir();
