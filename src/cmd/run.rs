@@ -104,7 +104,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     let scenes = camera_scenes(config, &labels)?;
     let mqtt = MqttSettings::from_config(config)?;
     for camera in &config.cameras {
-        crate::source::check(&camera.source)
+        crate::source::check(&camera.name, &camera.source)
             .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
     }
     Ok(Preflight { labels, params, scenes, mqtt })
