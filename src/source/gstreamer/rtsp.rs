@@ -75,9 +75,9 @@ pub fn read_password(password_file: Option<&Path>, password_env: Option<&str>) -
 
 fn read_password_file(path: &Path) -> Result<Password, String> {
     let failed = |why: String| format!("password_file {}: {why}", path.display());
-    // A regular file only, opened without blocking: a FIFO here must not hang the start.
-    let (file, _) =
-        crate::bounded_read::open_regular(path, MAX_PASSWORD_FILE_BYTES).map_err(|err| failed(err.to_string()))?;
+    // A regular file only, opened without blocking: a FIFO here must not hang the start. The size
+    // is checked below, while reading.
+    let (file, _) = crate::bounded_read::open_regular(path, u64::MAX).map_err(|err| failed(err.to_string()))?;
     let mut bytes = Vec::new();
     file.take(MAX_PASSWORD_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|err| failed(err.to_string()))?;
     if bytes.len() as u64 > MAX_PASSWORD_FILE_BYTES {
@@ -319,6 +319,20 @@ mod tests {
         assert_eq!(source.property::<u32>("latency"), 120);
         let protocols = source.property_value("protocols").serialize().expect("serialise the flags");
         assert_eq!(protocols.as_str(), "GST_RTSP_LOWER_TRANS_UDP", "UDP only");
+    }
+
+    /// Issue 21: a FIFO or a device as the password file is refused at once, never read.
+    #[test]
+    fn a_password_file_that_is_a_fifo_or_a_device_is_refused_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: mkfifo reads the NUL-terminated path for the duration of the call only.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+        for path in [fifo.as_path(), Path::new("/dev/zero")] {
+            let err = read_password(Some(path), None).unwrap_err();
+            assert!(err.starts_with("password_file ") && err.contains("not a regular file"), "{err}");
+        }
     }
 
     #[test]
