@@ -1,14 +1,17 @@
-//! CPU backend: rten inference behind the preprocessing fast path.
+//! CPU backend: an ONNX model run on the CPU by one of two engines, behind the preprocessing fast
+//! path.
 //!
-//! Owns: loading and optimising an ONNX model with rten, checking its input against the
-//! [`PreprocessSpec`] (fixed dimensions must match; symbolic ones such as `batch`, `height` or
-//! `floor(height/2 - 1/2) + 1` are pinned by the spec's shape at run time), the thread pool that
-//! runs one inference (`device.cpu_threads` threads), and per-camera sessions that reuse their
-//! input tensor and output buffers from frame to frame. Must not: decode detections or know about
-//! sources.
+//! Owns: the choice of engine (`device.cpu_engine`: rten, compiled in, runs everywhere; ONNX
+//! Runtime, loaded at run time by [`super::onnxruntime`], several times faster; `auto` takes ONNX
+//! Runtime when its library loads and says why it did not otherwise); what every engine shares:
+//! checking the model's input against the [`PreprocessSpec`] (fixed dimensions must match;
+//! symbolic ones such as `batch`, `height` or `floor(height/2 - 1/2) + 1` are pinned by the spec's
+//! shape at run time), preprocessing into each session's reused input tensor on the engine's
+//! threads (`device.cpu_threads`), the inference workers (`device.cpu_workers`) and their timings;
+//! and the rten engine itself. Must not: decode detections or know about sources.
 //!
 //! rten computes in f32: a model whose input is f16 gets the preprocessed f16 values widened to
-//! f32, so it sees exactly what the f16 tensor holds.
+//! f32, so it sees exactly what the f16 tensor holds. ONNX Runtime takes the f16 tensor as it is.
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -17,44 +20,161 @@ use std::time::Instant;
 
 use rten::{DataType, Dimension, Model, ModelOptions, NodeId, RunOptions, ThreadPool, Value, ValueType, ValueView};
 
+use super::onnxruntime::library::{self, Library, LibraryError};
+use super::onnxruntime::OrtEngine;
 use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, ModelOutputs, OutputTensor};
-use crate::config::TensorDtype;
+use crate::config::{CpuEngine, TensorDtype};
 use crate::frame::FrameSlot;
 use crate::preprocess::{FastPreprocessor, PreprocessSpec};
 
-/// An ONNX model optimised by rten, shared by every camera, and the pool its inferences run on.
+/// The engines that can run the CPU backend's model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Rten,
+    OnnxRuntime,
+}
+
+/// The engine a CPU backend runs on, and why (the start-up log line, `probe`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineChoice {
+    pub kind: EngineKind,
+    /// The ONNX Runtime library, when that is the engine.
+    pub library: Option<Library>,
+    /// The config key that chose, and how the library was found or why it was not.
+    pub reason: String,
+    /// Whether the reason deserves a warning (`ORT_DYLIB_PATH` names no usable library).
+    pub warning: bool,
+}
+
+impl EngineChoice {
+    /// rten, because `reason`.
+    pub fn rten(reason: impl Into<String>) -> EngineChoice {
+        EngineChoice { kind: EngineKind::Rten, library: None, reason: reason.into(), warning: false }
+    }
+
+    /// The engine `wanted` (`device.cpu_engine`) names. ONNX Runtime's library (`configured`:
+    /// `device.onnxruntime_library`, absolute) is loaded here, once per process: `auto` runs rten
+    /// when it is not found, `onnxruntime` fails then; a configured library that does not load is
+    /// an error either way.
+    pub fn choose(wanted: CpuEngine, configured: Option<&Path>) -> Result<EngineChoice, BackendError> {
+        let key = match wanted {
+            CpuEngine::Rten => return Ok(EngineChoice::rten("device.cpu_engine = \"rten\"")),
+            CpuEngine::Auto => "device.cpu_engine = \"auto\"",
+            CpuEngine::Onnxruntime => "device.cpu_engine = \"onnxruntime\"",
+        };
+        match library::load(configured) {
+            Ok(library) => Ok(EngineChoice {
+                kind: EngineKind::OnnxRuntime,
+                reason: format!("{key}, library found through {}", library.origin),
+                library: Some(library),
+                warning: false,
+            }),
+            Err(error @ (LibraryError::NotFound(_) | LibraryError::Environment { .. }))
+                if wanted == CpuEngine::Auto =>
+            {
+                Ok(EngineChoice {
+                    warning: matches!(error, LibraryError::Environment { .. }),
+                    ..EngineChoice::rten(format!("{key}; {error}"))
+                })
+            }
+            Err(error) => Err(BackendError::Unavailable("cpu", format!("{key}: {error}"))),
+        }
+    }
+
+    /// The engine and its version: `rten 0.27`, `ONNX Runtime 1.22.0`.
+    pub fn engine(&self) -> String {
+        match &self.library {
+            Some(library) => format!("ONNX Runtime {}", library.version),
+            None => format!("rten {RTEN_VERSION}"),
+        }
+    }
+
+    /// The log line that says which engine runs and why.
+    pub fn log(&self) {
+        let level = if self.warning { log::Level::Warn } else { log::Level::Info };
+        match &self.library {
+            Some(library) => {
+                log::log!(level, "CPU engine: {} from {} ({})", self.engine(), library.path.display(), self.reason)
+            }
+            None => log::log!(level, "CPU engine: {} ({})", self.engine(), self.reason),
+        }
+    }
+}
+
+/// An ONNX model loaded on a CPU engine, shared by every camera.
 pub struct CpuBackend {
-    runner: Arc<Runner>,
-    /// Inference workers the scheduler runs on this backend (they share the pool); `None`: the
-    /// default for the number of cameras.
+    engine: Arc<dyn Engine>,
+    spec: PreprocessSpec,
+    threads: usize,
+    /// Inference workers the scheduler runs on this backend (they share the engine's threads);
+    /// `None`: the default for the number of cameras.
     workers: Option<NonZeroUsize>,
     model_path: PathBuf,
     input_name: String,
-    outputs: Vec<(NodeId, String)>,
-}
-
-/// What every session of a backend shares to run the model.
-struct Runner {
-    model: Model,
-    pool: Arc<ThreadPool>,
-    threads: usize,
-    spec: PreprocessSpec,
-    input_id: NodeId,
 }
 
 impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CpuBackend")
+            .field("engine", &self.engine.name())
             .field("model_path", &self.model_path)
             .field("input_name", &self.input_name)
-            .field("outputs", &self.outputs)
-            .field("threads", &self.runner.threads)
-            .field("spec", &self.runner.spec)
+            .field("outputs", &self.engine.outputs())
+            .field("threads", &self.threads)
+            .field("spec", &self.spec)
             .finish_non_exhaustive()
     }
 }
 
-fn dtype_name(dtype: TensorDtype) -> &'static str {
+/// One model loaded by a CPU engine, shared by every inference worker.
+pub(crate) trait Engine: Send + Sync {
+    /// Name and version: `rten 0.27`, `ONNX Runtime 1.22.0`.
+    fn name(&self) -> String;
+    /// The model's inputs (the backend takes models with exactly one).
+    fn inputs(&self) -> &[ModelInput];
+    /// The model's output names, in the model's order.
+    fn outputs(&self) -> &[String];
+    /// Runs `work` on the engine's threads (preprocessing splits its rows across them).
+    fn on_threads(&self, work: &mut (dyn FnMut() + Send));
+    /// One inference worker's state, for an input of `shape` in `dtype`.
+    fn new_session(&self, shape: [usize; 4], dtype: TensorDtype) -> Result<Box<dyn EngineSession>, BackendError>;
+}
+
+/// One inference worker's state on an engine.
+pub(crate) trait EngineSession {
+    /// Where preprocessing writes: the input tensor's bytes, in the spec's dtype.
+    fn input(&mut self) -> &mut [u8];
+    /// Runs the model on the input and converts every output to f32 into `outputs`, in
+    /// [`Engine::outputs`] order, reusing their buffers.
+    fn run(&mut self, outputs: &mut [OutputTensor]) -> Result<(), BackendError>;
+}
+
+/// A model input as an engine reads it from the file.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ModelInput {
+    pub name: String,
+    /// Unknown when the file does not say.
+    pub element: Option<InputElement>,
+    /// Unknown when the file does not say.
+    pub dims: Option<Vec<Dim>>,
+}
+
+/// An input's element type: its name in errors, and the preprocessing dtypes the engine feeds it
+/// with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct InputElement {
+    pub name: String,
+    pub takes: Vec<TensorDtype>,
+}
+
+/// One dimension of a model input.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Dim {
+    Fixed(usize),
+    Symbolic(String),
+}
+
+pub(crate) fn dtype_name(dtype: TensorDtype) -> &'static str {
     match dtype {
         TensorDtype::U8 => "u8",
         TensorDtype::F16 => "f16",
@@ -62,33 +182,218 @@ fn dtype_name(dtype: TensorDtype) -> &'static str {
     }
 }
 
-/// The element type rten feeds a model input with: f16 inputs are computed in f32.
-fn rten_data_type(dtype: TensorDtype) -> DataType {
-    match dtype {
-        TensorDtype::U8 => DataType::UInt8,
-        TensorDtype::F16 | TensorDtype::F32 => DataType::Float,
-    }
-}
-
-fn data_type_name(dtype: DataType) -> String {
-    match dtype {
-        DataType::Float => "f32 or f16".into(),
-        DataType::UInt8 => "u8".into(),
-        DataType::Int8 => "i8".into(),
-        DataType::Int32 => "i32".into(),
-        other => format!("{other:?}").to_lowercase(),
-    }
-}
-
 impl CpuBackend {
-    /// Loads `onnx`, checks that its single input (named `input_name` when given) can take the
-    /// tensor `spec` describes, and prepares a pool of `threads` threads (at least 1) for it.
+    /// Loads `onnx` with rten ([`CpuBackend::open`] with rten).
     pub fn load(
         onnx: &Path,
         spec: PreprocessSpec,
         input_name: Option<&str>,
         threads: usize,
     ) -> Result<CpuBackend, BackendError> {
+        CpuBackend::open(onnx, spec, input_name, threads, &EngineChoice::rten("asked for"))
+    }
+
+    /// Loads `onnx` on the engine `choice` names, checks that its single input (named
+    /// `input_name` when given) can take the tensor `spec` describes, and gives the engine
+    /// `threads` threads (at least 1).
+    pub fn open(
+        onnx: &Path,
+        spec: PreprocessSpec,
+        input_name: Option<&str>,
+        threads: usize,
+        choice: &EngineChoice,
+    ) -> Result<CpuBackend, BackendError> {
+        let threads = threads.max(1);
+        let engine: Arc<dyn Engine> = match choice.kind {
+            EngineKind::Rten => Arc::new(RtenEngine::load(onnx, threads)?),
+            EngineKind::OnnxRuntime => Arc::new(OrtEngine::load(onnx, threads)?),
+        };
+        let input_name = check_input(engine.as_ref(), onnx, &spec, input_name)?;
+        Ok(CpuBackend { engine, spec, threads, workers: None, model_path: onnx.to_path_buf(), input_name })
+    }
+
+    /// Lets `workers` inference workers run frames at the same time (`None`: the default for the
+    /// cameras served, [`crate::config::cpu_workers`]). They share the engine's threads, so the
+    /// compute threads stay `threads` however many there are.
+    pub fn with_workers(mut self, workers: Option<NonZeroUsize>) -> CpuBackend {
+        self.workers = workers;
+        self
+    }
+}
+
+/// The name of the model's single input, once it is known to take the tensor `spec` describes.
+fn check_input(
+    engine: &dyn Engine,
+    onnx: &Path,
+    spec: &PreprocessSpec,
+    expected_name: Option<&str>,
+) -> Result<String, BackendError> {
+    let [input] = engine.inputs() else {
+        let names: Vec<&str> = engine.inputs().iter().map(|input| input.name.as_str()).collect();
+        return Err(BackendError::InputMismatch(format!(
+            "expected a model with one input, {} has {}: {names:?}",
+            onnx.display(),
+            names.len()
+        )));
+    };
+    let model_input = &input.name;
+    if let Some(expected) = expected_name.filter(|expected| expected != model_input) {
+        return Err(BackendError::InputMismatch(format!(
+            "expected input `{expected}`, the model's input is `{model_input}`"
+        )));
+    }
+    if let Some(element) = input.element.as_ref().filter(|element| !element.takes.contains(&spec.dtype)) {
+        return Err(BackendError::InputMismatch(format!(
+            "input `{model_input}` is {}, the config says dtype = \"{}\"",
+            element.name,
+            dtype_name(spec.dtype)
+        )));
+    }
+    let expected_shape = spec.shape();
+    if let Some(dims) = &input.dims {
+        let fits = dims.len() == expected_shape.len()
+            && dims.iter().zip(expected_shape).all(|(dim, expected)| match dim {
+                Dim::Fixed(size) => *size == expected,
+                Dim::Symbolic(_) => true,
+            });
+        if !fits {
+            let dims: Vec<String> = dims
+                .iter()
+                .map(|dim| match dim {
+                    Dim::Fixed(size) => size.to_string(),
+                    Dim::Symbolic(name) => name.clone(),
+                })
+                .collect();
+            return Err(BackendError::InputMismatch(format!(
+                "input `{model_input}` has shape [{}], the config's {} {}x{} input needs {expected_shape:?}",
+                dims.join(", "),
+                format!("{:?}", spec.layout).to_lowercase(),
+                spec.width,
+                spec.height
+            )));
+        }
+    }
+    Ok(model_input.clone())
+}
+
+impl Backend for CpuBackend {
+    fn info(&self) -> BackendInfo {
+        let threads = self.threads;
+        BackendInfo {
+            kind: "cpu",
+            model: self.model_path.display().to_string(),
+            detail: format!(
+                "{}, {} thread{}, input `{}` {} {:?}, outputs {}",
+                self.engine.name(),
+                threads,
+                if threads == 1 { "" } else { "s" },
+                self.input_name,
+                dtype_name(self.spec.dtype),
+                self.spec.shape(),
+                self.engine.outputs().join(", ")
+            ),
+        }
+    }
+
+    fn engine(&self) -> Option<String> {
+        Some(self.engine.name())
+    }
+
+    fn threads(&self) -> Option<usize> {
+        Some(self.threads)
+    }
+
+    fn inference_workers(&self, cameras: usize) -> usize {
+        crate::config::cpu_workers(self.workers, self.threads, cameras)
+    }
+
+    fn spec(&self) -> &PreprocessSpec {
+        &self.spec
+    }
+
+    fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
+        let outputs = ModelOutputs {
+            tensors: self
+                .engine
+                .outputs()
+                .iter()
+                .map(|name| OutputTensor { name: name.clone(), ..Default::default() })
+                .collect(),
+        };
+        Ok(Box::new(CpuSession {
+            engine: Arc::clone(&self.engine),
+            session: self.engine.new_session(self.spec.shape(), self.spec.dtype)?,
+            spec: self.spec.clone(),
+            threads: self.threads,
+            preprocessor: FastPreprocessor::new(),
+            outputs,
+        }))
+    }
+}
+
+/// One inference worker's state: the engine's session (with its input tensor), preprocessing
+/// scratch and output buffers.
+struct CpuSession {
+    engine: Arc<dyn Engine>,
+    session: Box<dyn EngineSession>,
+    spec: PreprocessSpec,
+    threads: usize,
+    preprocessor: FastPreprocessor,
+    outputs: ModelOutputs,
+}
+
+impl InferenceSession for CpuSession {
+    fn run(&mut self, slot: &FrameSlot) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        let started = Instant::now();
+        let target = self.session.input();
+        let (preprocessor, spec, threads) = (&mut self.preprocessor, &self.spec, self.threads);
+        let (frame, meta) = (slot.data(), slot.meta());
+        let mut preprocessed = Ok(());
+        self.engine.on_threads(&mut || preprocessed = preprocessor.run(frame, meta, spec, target, threads));
+        preprocessed.map_err(|e| BackendError::Preprocess(e.to_string()))?;
+        let inference_started = Instant::now();
+        self.session.run(&mut self.outputs.tensors)?;
+        let timings = BackendTimings { preprocess: inference_started - started, infer: inference_started.elapsed() };
+        Ok((&self.outputs, timings))
+    }
+}
+
+/// The rten version in `info()`; kept in step with Cargo.toml by a test.
+const RTEN_VERSION: &str = "0.27";
+
+/// A model optimised by rten and the pool its inferences run on.
+struct RtenEngine {
+    model: Arc<RtenModel>,
+    inputs: Vec<ModelInput>,
+    outputs: Vec<String>,
+}
+
+struct RtenModel {
+    model: Model,
+    pool: Arc<ThreadPool>,
+    input_ids: Vec<NodeId>,
+    output_ids: Vec<NodeId>,
+}
+
+/// rten's element type for a model input: f16 inputs are computed in f32.
+fn rten_input_element(dtype: ValueType) -> InputElement {
+    let name = match dtype {
+        ValueType::Tensor(DataType::Float) | ValueType::Sequence(DataType::Float) => "f32 or f16".into(),
+        ValueType::Tensor(DataType::UInt8) | ValueType::Sequence(DataType::UInt8) => "u8".into(),
+        ValueType::Tensor(DataType::Int8) | ValueType::Sequence(DataType::Int8) => "i8".into(),
+        ValueType::Tensor(DataType::Int32) | ValueType::Sequence(DataType::Int32) => "i32".into(),
+        other => format!("{other:?}").to_lowercase(),
+    };
+    let takes = match dtype {
+        ValueType::Tensor(DataType::Float) => vec![TensorDtype::F32, TensorDtype::F16],
+        ValueType::Tensor(DataType::UInt8) => vec![TensorDtype::U8],
+        _ => Vec::new(),
+    };
+    InputElement { name, takes }
+}
+
+impl RtenEngine {
+    fn load(onnx: &Path, threads: usize) -> Result<RtenEngine, BackendError> {
         let load_error = |message: String| BackendError::Load { path: onnx.to_path_buf(), message };
         let mut options = ModelOptions::with_all_ops();
         // Weights packed once at load for the matrix kernels, not again on every inference.
@@ -105,139 +410,83 @@ impl CpuBackend {
         }
         .map_err(|error| load_error(error.to_string()))?;
 
-        let input_names: Vec<&str> =
-            model.input_ids().iter().map(|id| model.node_info(*id).and_then(|n| n.name()).unwrap_or("")).collect();
-        let ([input_id], [model_input]) = (model.input_ids(), &input_names[..]) else {
-            return Err(BackendError::InputMismatch(format!(
-                "expected a model with one input, {} has {}: {input_names:?}",
-                onnx.display(),
-                input_names.len()
-            )));
-        };
-        let (input_id, model_input) = (*input_id, model_input.to_string());
-        if let Some(expected) = input_name.filter(|expected| *expected != model_input) {
-            return Err(BackendError::InputMismatch(format!(
-                "expected input `{expected}`, the model's input is `{model_input}`"
-            )));
-        }
-
-        let info = model.node_info(input_id);
-        let expected_dt = rten_data_type(spec.dtype);
-        if let Some(ValueType::Tensor(actual_dt) | ValueType::Sequence(actual_dt)) =
-            info.as_ref().and_then(|info| info.dtype()).filter(|dt| *dt != ValueType::Tensor(expected_dt))
-        {
-            return Err(BackendError::InputMismatch(format!(
-                "input `{model_input}` is {}, the config says dtype = \"{}\"",
-                data_type_name(actual_dt),
-                dtype_name(spec.dtype)
-            )));
-        }
-        let expected_shape = spec.shape();
-        if let Some(dims) = info.and_then(|info| info.shape()) {
-            let fits = dims.len() == expected_shape.len()
-                && dims.iter().zip(expected_shape).all(|(dim, expected)| match dim {
-                    Dimension::Fixed(size) => *size == expected,
-                    Dimension::Symbolic(_) => true,
-                });
-            if !fits {
-                let dims: Vec<String> = dims
-                    .iter()
-                    .map(|dim| match dim {
-                        Dimension::Fixed(size) => size.to_string(),
-                        Dimension::Symbolic(name) => name.clone(),
-                    })
-                    .collect();
-                return Err(BackendError::InputMismatch(format!(
-                    "input `{model_input}` has shape [{}], the config's {} {}x{} input needs {expected_shape:?}",
-                    dims.join(", "),
-                    format!("{:?}", spec.layout).to_lowercase(),
-                    spec.width,
-                    spec.height
-                )));
-            }
-        }
-
-        let outputs = model
-            .output_ids()
+        let name = |id: &NodeId| model.node_info(*id).and_then(|n| n.name()).unwrap_or("").to_string();
+        let inputs = model
+            .input_ids()
             .iter()
-            .map(|id| (*id, model.node_info(*id).and_then(|n| n.name()).unwrap_or("").to_string()))
+            .map(|id| {
+                let info = model.node_info(*id);
+                ModelInput {
+                    name: name(id),
+                    element: info.as_ref().and_then(|info| info.dtype()).map(rten_input_element),
+                    dims: info.and_then(|info| info.shape()).map(|dims| {
+                        dims.iter()
+                            .map(|dim| match dim {
+                                Dimension::Fixed(size) => Dim::Fixed(*size),
+                                Dimension::Symbolic(name) => Dim::Symbolic(name.clone()),
+                            })
+                            .collect()
+                    }),
+                }
+            })
             .collect();
-        let threads = threads.max(1);
-        let runner = Runner { model, pool: Arc::new(ThreadPool::with_num_threads(threads)), threads, spec, input_id };
-        Ok(CpuBackend {
-            runner: Arc::new(runner),
-            workers: None,
-            model_path: onnx.to_path_buf(),
-            input_name: model_input,
-            outputs,
-        })
+        let outputs = model.output_ids().iter().map(name).collect();
+        let (input_ids, output_ids) = (model.input_ids().to_vec(), model.output_ids().to_vec());
+        let pool = Arc::new(ThreadPool::with_num_threads(threads));
+        Ok(RtenEngine { model: Arc::new(RtenModel { model, pool, input_ids, output_ids }), inputs, outputs })
     }
 }
 
-impl CpuBackend {
-    /// Lets `workers` inference workers run frames at the same time (`None`: the default for the
-    /// cameras served, [`crate::config::cpu_workers`]). They share the backend's thread pool, so
-    /// the compute threads stay `threads` however many there are.
-    pub fn with_workers(mut self, workers: Option<NonZeroUsize>) -> CpuBackend {
-        self.workers = workers;
-        self
+impl Engine for RtenEngine {
+    fn name(&self) -> String {
+        format!("rten {RTEN_VERSION}")
+    }
+
+    fn inputs(&self) -> &[ModelInput] {
+        &self.inputs
+    }
+
+    fn outputs(&self) -> &[String] {
+        &self.outputs
+    }
+
+    fn on_threads(&self, work: &mut (dyn FnMut() + Send)) {
+        self.model.pool.run(work);
+    }
+
+    fn new_session(&self, shape: [usize; 4], dtype: TensorDtype) -> Result<Box<dyn EngineSession>, BackendError> {
+        Ok(Box::new(RtenSession { model: Arc::clone(&self.model), input: InputTensor::new(shape, dtype), shape }))
     }
 }
 
-impl Backend for CpuBackend {
-    fn info(&self) -> BackendInfo {
-        let Runner { threads, spec, .. } = &*self.runner;
-        let output_names: Vec<&str> = self.outputs.iter().map(|(_, name)| name.as_str()).collect();
-        BackendInfo {
-            kind: "cpu",
-            model: self.model_path.display().to_string(),
-            detail: format!(
-                "rten {}, {} thread{}, input `{}` {} {:?}, outputs {}",
-                RTEN_VERSION,
-                threads,
-                if *threads == 1 { "" } else { "s" },
-                self.input_name,
-                dtype_name(spec.dtype),
-                spec.shape(),
-                output_names.join(", ")
-            ),
+/// One worker's input tensor on rten.
+struct RtenSession {
+    model: Arc<RtenModel>,
+    input: InputTensor,
+    shape: [usize; 4],
+}
+
+impl EngineSession for RtenSession {
+    fn input(&mut self) -> &mut [u8] {
+        self.input.preprocess_target()
+    }
+
+    fn run(&mut self, outputs: &mut [OutputTensor]) -> Result<(), BackendError> {
+        let RtenModel { model, pool, input_ids, output_ids } = &*self.model;
+        let input_id = *input_ids.first().ok_or_else(|| BackendError::Inference("the model has no input".into()))?;
+        let input = self.input.view(self.shape)?;
+        let options = RunOptions::default().with_thread_pool(Some(Arc::clone(pool)));
+        let results = model
+            .run(vec![(input_id, input.into())], output_ids, Some(options))
+            .map_err(|e| BackendError::Inference(e.to_string()))?;
+        for (result, output) in results.into_iter().zip(outputs) {
+            copy_output(result, output)?;
         }
-    }
-
-    fn threads(&self) -> Option<usize> {
-        Some(self.runner.threads)
-    }
-
-    fn inference_workers(&self, cameras: usize) -> usize {
-        crate::config::cpu_workers(self.workers, self.runner.threads, cameras)
-    }
-
-    fn spec(&self) -> &PreprocessSpec {
-        &self.runner.spec
-    }
-
-    fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
-        let outputs = ModelOutputs {
-            tensors: self
-                .outputs
-                .iter()
-                .map(|(_, name)| OutputTensor { name: name.clone(), ..Default::default() })
-                .collect(),
-        };
-        Ok(Box::new(CpuSession {
-            runner: Arc::clone(&self.runner),
-            preprocessor: FastPreprocessor::new(),
-            input: InputTensor::new(&self.runner.spec),
-            output_ids: self.outputs.iter().map(|(id, _)| *id).collect(),
-            outputs,
-        }))
+        Ok(())
     }
 }
 
-/// The rten version in `info()`; kept in step with Cargo.toml by a test.
-const RTEN_VERSION: &str = "0.27";
-
-/// One camera's input tensor, in the element type rten takes.
+/// One worker's input tensor, in the element type rten takes.
 enum InputTensor {
     U8(Vec<u8>),
     /// f32 specs are preprocessed straight into it; f16 specs into `half` first, then widened.
@@ -248,9 +497,9 @@ enum InputTensor {
 }
 
 impl InputTensor {
-    fn new(spec: &PreprocessSpec) -> Self {
-        let elements = spec.elements();
-        match spec.dtype {
+    fn new(shape: [usize; 4], dtype: TensorDtype) -> Self {
+        let elements = shape.iter().product();
+        match dtype {
             TensorDtype::U8 => InputTensor::U8(vec![0; elements]),
             TensorDtype::F32 => InputTensor::F32 { values: vec![0.0; elements], half: Vec::new() },
             TensorDtype::F16 => InputTensor::F32 { values: vec![0.0; elements], half: vec![0; elements] },
@@ -279,42 +528,6 @@ impl InputTensor {
             }
         };
         view.map_err(BackendError::Inference)
-    }
-}
-
-/// One camera's inference state: its input tensor, preprocessing scratch and output buffers.
-struct CpuSession {
-    runner: Arc<Runner>,
-    preprocessor: FastPreprocessor,
-    input: InputTensor,
-    output_ids: Vec<NodeId>,
-    outputs: ModelOutputs,
-}
-
-impl InferenceSession for CpuSession {
-    fn run(&mut self, slot: &FrameSlot) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
-        let backend = &*self.runner;
-        let started = Instant::now();
-        let target = self.input.preprocess_target();
-        let preprocessor = &mut self.preprocessor;
-        let (frame, meta) = (slot.data(), slot.meta());
-        backend
-            .pool
-            .run(|| preprocessor.run(frame, meta, &backend.spec, target, backend.threads))
-            .map_err(|e| BackendError::Preprocess(e.to_string()))?;
-        let preprocessed = Instant::now();
-
-        let input = self.input.view(backend.spec.shape())?;
-        let options = RunOptions::default().with_thread_pool(Some(Arc::clone(&backend.pool)));
-        let results = backend
-            .model
-            .run(vec![(backend.input_id, input.into())], &self.output_ids, Some(options))
-            .map_err(|e| BackendError::Inference(e.to_string()))?;
-        for (result, output) in results.into_iter().zip(&mut self.outputs.tensors) {
-            copy_output(result, output)?;
-        }
-        let timings = BackendTimings { preprocess: preprocessed - started, infer: preprocessed.elapsed() };
-        Ok((&self.outputs, timings))
     }
 }
 
@@ -351,6 +564,32 @@ mod tests {
     use crate::config::{ResizeFilter, TensorLayout};
     use crate::frame::{HeapMemory, PixelFormat};
 
+    /// Every engine this machine can run: rten, and ONNX Runtime when its library is found
+    /// (`ORT_DYLIB_PATH`, the library directories, a pip package). The host suite in CI
+    /// (`CI=true` on x86_64, where `.ci/run` installs it) must have it; elsewhere its absence is
+    /// printed and only rten runs.
+    fn engines() -> Vec<EngineChoice> {
+        let mut engines = vec![EngineChoice::rten("test")];
+        match EngineChoice::choose(CpuEngine::Onnxruntime, None) {
+            Ok(choice) => engines.push(choice),
+            Err(error) if std::env::var("CI").as_deref() == Ok("true") && cfg!(target_arch = "x86_64") => {
+                panic!("CI=true on x86_64 runs every engine, but ONNX Runtime is missing: {error}")
+            }
+            Err(error) => eprintln!("ONNX Runtime engine skipped: {error}"),
+        }
+        engines
+    }
+
+    fn open(
+        engine: &EngineChoice,
+        onnx: &Path,
+        spec: PreprocessSpec,
+        input_name: Option<&str>,
+        threads: usize,
+    ) -> Result<CpuBackend, BackendError> {
+        CpuBackend::open(onnx, spec, input_name, threads, engine)
+    }
+
     fn model_path() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("models/ssd_mobilenet_v2_coco_prenms_fp32.onnx")
     }
@@ -370,21 +609,24 @@ mod tests {
     }
 
     #[test]
-    fn detects_the_dog_in_the_sample() {
-        let backend = CpuBackend::load(&model_path(), ssd_spec(), Some("image"), 2).expect("load");
-        assert_eq!(backend.info().kind, "cpu");
-        let mut session = backend.new_session().expect("session");
+    fn every_engine_detects_the_dog_in_the_sample() {
         let slot = dog_slot();
-        for _ in 0..2 {
-            let (outputs, _) = session.run(&slot).expect("run");
-            let boxes = outputs.by_name("boxes").expect("boxes output");
-            let scores = outputs.by_name("scores").expect("scores output");
-            assert_eq!(boxes.shape, [1, 1917, 4]);
-            assert_eq!(scores.shape, [1, 1917, 91]);
-            assert_eq!(scores.data.len(), 1917 * 91);
-            // Column 18 is label id 17, "dog".
-            let best_dog = scores.data.chunks_exact(91).map(|row| row[18]).fold(f32::MIN, f32::max);
-            assert!(best_dog > 0.9, "best dog score {best_dog}");
+        for engine in engines() {
+            let backend = open(&engine, &model_path(), ssd_spec(), Some("image"), 2).expect("load");
+            assert_eq!(backend.info().kind, "cpu");
+            assert_eq!(backend.engine(), Some(engine.engine()));
+            let mut session = backend.new_session().expect("session");
+            for _ in 0..2 {
+                let (outputs, _) = session.run(&slot).expect("run");
+                let boxes = outputs.by_name("boxes").expect("boxes output");
+                let scores = outputs.by_name("scores").expect("scores output");
+                assert_eq!(boxes.shape, [1, 1917, 4]);
+                assert_eq!(scores.shape, [1, 1917, 91]);
+                assert_eq!(scores.data.len(), 1917 * 91);
+                // Column 18 is label id 17, "dog".
+                let best_dog = scores.data.chunks_exact(91).map(|row| row[18]).fold(f32::MIN, f32::max);
+                assert!(best_dog > 0.9, "{}: best dog score {best_dog}", engine.engine());
+            }
         }
     }
 
@@ -532,7 +774,8 @@ mod tests {
     #[test]
     fn float_inputs_reach_the_model_as_preprocessed() {
         let frame = [10, 20, 30, 40, 50, 60];
-        for (dtype, elem_type) in [(TensorDtype::F32, onnx_proto::FLOAT), (TensorDtype::F16, onnx_proto::FLOAT16)] {
+        let cases = [(TensorDtype::F32, onnx_proto::FLOAT), (TensorDtype::F16, onnx_proto::FLOAT16)];
+        for (engine, (dtype, elem_type)) in engines().iter().flat_map(|engine| cases.map(|case| (engine, case))) {
             let file = tempfile::NamedTempFile::new().expect("temp file");
             std::fs::write(file.path(), identity_model(elem_type, &[1, 3, 1, 2])).expect("write model");
             let spec = PreprocessSpec {
@@ -544,14 +787,14 @@ mod tests {
                 std: [2.0, 4.0, 8.0],
                 ..ssd_spec()
             };
-            let backend = CpuBackend::load(file.path(), spec, Some("x"), 1).expect("load identity model");
+            let backend = open(engine, file.path(), spec, Some("x"), 1).expect("load identity model");
             let mut session = backend.new_session().expect("session");
             let slot = rgb_slot(2, 1, &frame);
             for _ in 0..2 {
                 let (outputs, _) = session.run(&slot).expect("run");
                 let y = outputs.by_name("y").expect("output y");
                 assert_eq!(y.shape, [1, 3, 1, 2]);
-                assert_eq!(y.data, [0.0, 15.0, 0.0, 7.5, 0.0, 3.75], "{dtype:?}");
+                assert_eq!(y.data, [0.0, 15.0, 0.0, 7.5, 0.0, 3.75], "{dtype:?} on {}", engine.engine());
             }
         }
     }
@@ -559,33 +802,42 @@ mod tests {
     #[test]
     fn missing_model_is_a_load_error_naming_the_path() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/does-not-exist.onnx");
-        let error = CpuBackend::load(&path, ssd_spec(), None, 1).expect_err("missing file");
-        assert!(matches!(&error, BackendError::Load { path: p, .. } if *p == path), "{error}");
-        assert!(error.to_string().contains("does-not-exist.onnx"), "{error}");
+        for engine in engines() {
+            let error = open(&engine, &path, ssd_spec(), None, 1).expect_err("missing file");
+            assert!(matches!(&error, BackendError::Load { path: p, .. } if *p == path), "{error}");
+            assert!(error.to_string().contains("does-not-exist.onnx"), "{error}");
+        }
     }
 
     #[test]
     fn garbage_model_is_a_load_error() {
         let file = tempfile::NamedTempFile::new().expect("temp file");
         std::fs::write(file.path(), b"\x08\x07this is not an onnx model\xff\xfe").expect("write");
-        let error = CpuBackend::load(file.path(), ssd_spec(), None, 1).expect_err("garbage");
-        assert!(matches!(error, BackendError::Load { .. }), "{error}");
+        for engine in engines() {
+            let error = open(&engine, file.path(), ssd_spec(), None, 1).expect_err("garbage");
+            assert!(matches!(error, BackendError::Load { .. }), "{}: {error}", engine.engine());
+        }
     }
 
     #[test]
     fn mismatched_spec_is_an_input_mismatch() {
-        let mut f32_spec = ssd_spec();
-        f32_spec.dtype = TensorDtype::F32;
-        let error = CpuBackend::load(&model_path(), f32_spec, None, 1).expect_err("dtype mismatch");
-        assert!(matches!(&error, BackendError::InputMismatch(m) if m.contains("u8") && m.contains("f32")), "{error}");
+        for engine in engines() {
+            let mut f32_spec = ssd_spec();
+            f32_spec.dtype = TensorDtype::F32;
+            let error = open(&engine, &model_path(), f32_spec, None, 1).expect_err("dtype mismatch");
+            assert!(
+                matches!(&error, BackendError::InputMismatch(m) if m.contains("u8") && m.contains("f32")),
+                "{error}"
+            );
 
-        let mut nchw_spec = ssd_spec();
-        nchw_spec.layout = TensorLayout::Nchw;
-        let error = CpuBackend::load(&model_path(), nchw_spec, None, 1).expect_err("layout mismatch");
-        assert!(matches!(&error, BackendError::InputMismatch(m) if m.contains("[1, 3, 300, 300]")), "{error}");
+            let mut nchw_spec = ssd_spec();
+            nchw_spec.layout = TensorLayout::Nchw;
+            let error = open(&engine, &model_path(), nchw_spec, None, 1).expect_err("layout mismatch");
+            assert!(matches!(&error, BackendError::InputMismatch(m) if m.contains("[1, 3, 300, 300]")), "{error}");
 
-        let error = CpuBackend::load(&model_path(), ssd_spec(), Some("images"), 1).expect_err("name mismatch");
-        assert!(matches!(&error, BackendError::InputMismatch(m) if m.contains("`images`")), "{error}");
+            let error = open(&engine, &model_path(), ssd_spec(), Some("images"), 1).expect_err("name mismatch");
+            assert!(matches!(&error, BackendError::InputMismatch(m) if m.contains("`images`")), "{error}");
+        }
     }
 
     /// The shape of an Ultralytics `dynamic=True` export: input `[batch, 3, height, width]`, a
@@ -628,17 +880,18 @@ mod tests {
     fn symbolic_dimensions_are_pinned_by_the_configured_input_size() {
         let file = tempfile::NamedTempFile::new().expect("temp file");
         std::fs::write(file.path(), dynamic_conv_model()).expect("write model");
-        for (width, height) in [(5u32, 4u32), (8, 7)] {
+        let sizes = [(5u32, 4u32), (8, 7)];
+        for (engine, (width, height)) in engines().iter().flat_map(|engine| sizes.map(|size| (engine, size))) {
             let spec =
                 PreprocessSpec { width, height, layout: TensorLayout::Nchw, dtype: TensorDtype::F32, ..ssd_spec() };
-            let backend = CpuBackend::load(file.path(), spec, Some("images"), 2).expect("load a dynamic-axes model");
+            let backend = open(engine, file.path(), spec, Some("images"), 2).expect("load a dynamic-axes model");
             let mut session = backend.new_session().expect("session");
             let pixels: Vec<u8> = (0..width * height * 3).map(|i| (i * 7 % 256) as u8).collect();
             let slot = rgb_slot(width, height, &pixels);
             let (outputs, _) = session.run(&slot).expect("run");
             let output = outputs.by_name("output0").expect("output0");
             let (out_h, out_w) = (height.div_ceil(2) as usize, width.div_ceil(2) as usize);
-            assert_eq!(output.shape, [1, 2, out_h, out_w], "{width}x{height}");
+            assert_eq!(output.shape, [1, 2, out_h, out_w], "{width}x{height} on {}", engine.engine());
             let pixel = |x: usize, y: usize, c: usize| pixels[(y * width as usize + x) * 3 + c] as f32;
             for y in 0..out_h {
                 for x in 0..out_w {
@@ -656,17 +909,23 @@ mod tests {
         std::fs::write(file.path(), identity_model(onnx_proto::FLOAT, &[1, 3, 4, 5])).expect("write model");
         let spec =
             PreprocessSpec { width: 6, height: 4, layout: TensorLayout::Nchw, dtype: TensorDtype::F32, ..ssd_spec() };
-        let error = CpuBackend::load(file.path(), spec, None, 1).expect_err("width mismatch");
-        assert!(matches!(&error, BackendError::InputMismatch(m) if m.contains("[1, 3, 4, 5]")), "{error}");
+        for engine in engines() {
+            let error = open(&engine, file.path(), spec.clone(), None, 1).expect_err("width mismatch");
+            assert!(matches!(&error, BackendError::InputMismatch(m) if m.contains("[1, 3, 4, 5]")), "{error}");
+        }
     }
 
     #[test]
     fn info_and_threads_name_the_pool() {
-        let backend = CpuBackend::load(&model_path(), ssd_spec(), None, 3).expect("load");
-        assert_eq!(backend.threads(), Some(3));
-        assert!(backend.info().detail.contains("rten 0.27, 3 threads"), "{}", backend.info().detail);
-        let single = CpuBackend::load(&model_path(), ssd_spec(), None, 0).expect("load");
-        assert_eq!(single.threads(), Some(1), "0 threads means 1");
+        for engine in engines() {
+            let backend = open(&engine, &model_path(), ssd_spec(), None, 3).expect("load");
+            assert_eq!(backend.threads(), Some(3));
+            let detail = backend.info().detail;
+            assert!(detail.starts_with(&format!("{}, 3 threads", engine.engine())), "{detail}");
+            let single = open(&engine, &model_path(), ssd_spec(), None, 0).expect("load");
+            assert_eq!(single.threads(), Some(1), "0 threads means 1");
+        }
+        assert_eq!(EngineChoice::rten("test").engine(), "rten 0.27");
     }
 
     #[test]

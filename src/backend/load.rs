@@ -1,12 +1,13 @@
 //! Loading the configured backend: the choice between TensorRT and the CPU, and the fallback.
 //!
-//! Owns: `device.backend` / `device.fallback` semantics and opening the GPU for TensorRT (the
+//! Owns: `device.backend` / `device.fallback` / `device.cpu_engine` semantics (the CPU engine is
+//! chosen and its choice logged here) and opening the GPU for TensorRT (the
 //! device probe that decides whether TensorRT can run). Must not: run inference or start threads;
 //! every command that needs a backend (run, detect, bench, selftest) loads it here.
 
 use std::sync::Arc;
 
-use super::cpu::CpuBackend;
+use super::cpu::{CpuBackend, EngineChoice};
 use super::{Backend, BackendError};
 use crate::config::{BackendChoice, Config, Fallback};
 use crate::preprocess::PreprocessSpec;
@@ -76,8 +77,11 @@ fn load_cpu(config: &Config) -> Result<Arc<dyn Backend>, BackendError> {
         )
     })?;
     let spec = PreprocessSpec::from(&config.model.input);
-    let backend = CpuBackend::load(onnx, spec, config.model.input.name.as_deref(), config.device.cpu_threads())?;
-    Ok(Arc::new(backend.with_workers(config.device.cpu_workers)))
+    let device = &config.device;
+    let choice = EngineChoice::choose(device.cpu_engine, device.onnxruntime_library.as_deref())?;
+    choice.log();
+    let backend = CpuBackend::open(onnx, spec, config.model.input.name.as_deref(), device.cpu_threads(), &choice)?;
+    Ok(Arc::new(backend.with_workers(device.cpu_workers)))
 }
 
 /// An engine-build progress event (TensorRT builds only).

@@ -8,6 +8,7 @@
 
 pub mod cpu;
 pub mod load;
+pub mod onnxruntime;
 pub mod trt;
 
 use std::time::Duration;
@@ -108,6 +109,11 @@ pub trait Backend: Send + Sync {
     fn spec(&self) -> &PreprocessSpec;
     /// Threads one inference runs on, for backends that choose it (the CPU backend).
     fn threads(&self) -> Option<usize> {
+        None
+    }
+    /// The engine that runs the model, with its version, for backends that have a choice (the
+    /// CPU backend: `rten 0.27`, `ONNX Runtime 1.22.0`).
+    fn engine(&self) -> Option<String> {
         None
     }
     /// Inference workers this backend wants for `cameras` cameras, each with its own session: one

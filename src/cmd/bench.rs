@@ -54,6 +54,10 @@ pub struct StageSummary {
 pub struct BenchBackend {
     #[serde(flatten)]
     pub info: crate::backend::BackendInfo,
+    /// The engine that ran the model, with its version (CPU backend: `rten 0.27`,
+    /// `ONNX Runtime 1.22.0`); absent where the backend has no choice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
     /// Threads one inference ran on (CPU backend); absent where the backend does not choose it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
@@ -142,7 +146,7 @@ pub fn bench_backend(
     let stage = |pick: fn(&FrameTimings) -> Option<Duration>| summarise(samples.iter().filter_map(pick).collect());
     let total = stage(|t| Some(t.source? + t.total? + t.publish?));
     Ok(BenchReport {
-        backend: BenchBackend { info: backend.info(), threads: backend.threads() },
+        backend: BenchBackend { info: backend.info(), engine: backend.engine(), threads: backend.threads() },
         image: image.display().to_string(),
         width: slot.meta().width,
         height: slot.meta().height,

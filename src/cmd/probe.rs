@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::backend::cpu::{EngineChoice, EngineKind};
 use crate::config::{BackendChoice, Config, Fallback, SourceConfig};
 use crate::source::v4l2::{SourceState, V4l2Source};
 use crate::source::{self, FrameSource};
@@ -29,6 +30,9 @@ pub struct ProbeReport {
     pub tensorrt: Value,
     /// Which backend `run` would use with this config, and why ([`BackendVerdict`]).
     pub backend: BackendVerdict,
+    /// `{"engine": "rten" | "onnxruntime", "version", "library", "reason"}`: the CPU backend's
+    /// engine as `device.cpu_engine` picks it here, or `{"engine": null, "error"}`.
+    pub cpu_engine: Value,
     /// V4L2 capture nodes present (`/dev/video*`).
     pub video_devices: Vec<String>,
     pub cameras: Vec<CameraProbe>,
@@ -103,6 +107,7 @@ pub fn probe(config: &Config) -> ProbeReport {
         backend: backend_verdict(config.device.backend, config.device.fallback, &gpu, &tensorrt),
         gpu,
         tensorrt,
+        cpu_engine: cpu_engine_section(config),
         video_devices: video_devices(),
         cameras: config.cameras.iter().map(|camera| camera_probe(camera, config.limits)).collect(),
         broker: broker_probe(&config.mqtt.host, config.mqtt.port),
@@ -139,6 +144,25 @@ fn tensorrt_section(config: &Config) -> Value {
 #[cfg(not(feature = "tensorrt"))]
 fn tensorrt_section(_config: &Config) -> Value {
     json!({ "available": false, "summary": "this binary was built without the `tensorrt` feature" })
+}
+
+/// The CPU engine the CPU backend would run on (loading ONNX Runtime's library to know).
+fn cpu_engine_section(config: &Config) -> Value {
+    match EngineChoice::choose(config.device.cpu_engine, config.device.onnxruntime_library.as_deref()) {
+        Ok(choice) => {
+            let engine = match choice.kind {
+                EngineKind::Rten => "rten",
+                EngineKind::OnnxRuntime => "onnxruntime",
+            };
+            json!({
+                "engine": engine,
+                "version": choice.engine(),
+                "library": choice.library.as_ref().map(|library| library.path.display().to_string()),
+                "reason": choice.reason,
+            })
+        }
+        Err(error) => json!({ "engine": null, "error": error.to_string() }),
+    }
 }
 
 fn video_devices() -> Vec<String> {

@@ -35,6 +35,9 @@ impl Config {
                 _ => {}
             }
         }
+        if let Some(p) = self.device.onnxruntime_library.as_mut() {
+            resolve(p, &["device", "onnxruntime_library"]);
+        }
         if let Some(p) = self.mqtt.password_file.as_mut() {
             resolve(p, &["mqtt", "password_file"]);
             let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);

@@ -88,6 +88,16 @@ pub enum BackendChoice {
     Tensorrt,
 }
 
+/// The CPU backend's inference engine (`device.cpu_engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuEngine {
+    /// ONNX Runtime when its library is found, else rten.
+    Auto,
+    Rten,
+    Onnxruntime,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Fallback {
@@ -136,6 +146,11 @@ pub struct DeviceConfig {
     /// `cpu_threads` pool, so more workers never mean more compute threads. Default: see
     /// [`cpu_workers`].
     pub cpu_workers: Option<NonZeroUsize>,
+    /// CPU backend: the engine that runs the model.
+    pub cpu_engine: CpuEngine,
+    /// CPU backend: the ONNX Runtime library (`libonnxruntime.so*`); default: `ORT_DYLIB_PATH`,
+    /// the library directories, a pip-installed `onnxruntime`.
+    pub onnxruntime_library: Option<PathBuf>,
 }
 
 /// Threads per CPU inference worker when `device.cpu_workers` is not set: one inference of a
