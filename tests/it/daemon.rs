@@ -43,7 +43,7 @@ pub fn images_source(path: &Path, mode: &str) -> String {
     )
 }
 
-fn toml_string(text: &str) -> String {
+pub fn toml_string(text: &str) -> String {
     format!("{text:?}")
 }
 

@@ -13,6 +13,7 @@ mod gpu_arena;
 mod hostile;
 mod mqtt;
 mod notify;
+mod onnxruntime;
 mod pace;
 #[cfg(feature = "gstreamer")]
 mod rtsp;
