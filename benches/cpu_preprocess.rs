@@ -1,6 +1,7 @@
 //! CPU preprocessing benchmark: 1920×1080 YUYV → 640×640 NCHW f16 letterbox (the GPU benchmark's
 //! case), each resize filter, the exact reference (`CpuPreprocessor`, one thread) against the CPU
-//! backend's fast path (`FastPreprocessor`) on 1, 2 and all available threads. Prints JSON:
+//! backend's fast path (`FastPreprocessor`: `fast` with the SIMD kernels where the CPU has them,
+//! `fast_portable` without) on 1, 2 and all available threads. Prints JSON:
 //! median and min ms per case. `cargo bench --bench cpu_preprocess`; `CPU_PREPROCESS_SAMPLES`
 //! sets the runs per case (default 30; 1 or 2 for a profile under callgrind).
 
@@ -63,11 +64,13 @@ fn main() {
         let expected = out.clone();
         for &threads in &thread_counts {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
-            let mut fast = FastPreprocessor::new();
-            let fast_report =
-                time(|| pool.install(|| fast.run(&frame, &meta, &spec, &mut out, threads)).expect("fast"));
-            assert!(out == expected, "fast path differs from the reference");
-            case.insert(format!("fast_{threads}_threads"), fast_report);
+            for (name, mut fast) in [("fast", FastPreprocessor::new()), ("fast_portable", FastPreprocessor::portable())]
+            {
+                let fast_report =
+                    time(|| pool.install(|| fast.run(&frame, &meta, &spec, &mut out, threads)).expect("fast"));
+                assert!(out == expected, "{name} differs from the reference");
+                case.insert(format!("{name}_{threads}_threads"), fast_report);
+            }
         }
         report.insert(name, case);
     }

@@ -6,7 +6,9 @@
 //! - the horizontal taps of a content pixel are summed as one 4-lane vector over a window of the
 //!   taps' fixed width (unrolled), which the compiler turns into SIMD on every target;
 //! - values are normalised and stored a whole row at a time, in loops the compiler vectorises;
-//! - the output rows are split into bands that run in parallel on the caller's rayon pool.
+//! - the output rows are split into bands that run in parallel on the caller's rayon pool;
+//! - on CPUs that have them, the YUYV conversion and the horizontal filter run as explicit SIMD
+//!   kernels ([`super::simd`]) with the same operations.
 //!
 //! Must not: change the definition (the reference is the specification; the tests below prove
 //! equality on random and real frames for every format, layout, dtype, resize and filter), or
@@ -24,10 +26,18 @@ use crate::frame::{FrameMeta, PixelFormat};
 /// Preprocesses frames like [`CpuPreprocessor`](super::CpuPreprocessor), faster. Caches the
 /// sampling tables for the current (frame size, spec) and one set of row buffers per band, so a
 /// steady stream of same-sized frames allocates nothing but the band list.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FastPreprocessor {
     plan: Option<FastPlan>,
     bands: Vec<BandScratch>,
+    /// Whether the SIMD kernels run (the CPU has them; tests also run without).
+    simd: bool,
+}
+
+impl Default for FastPreprocessor {
+    fn default() -> Self {
+        FastPreprocessor { plan: None, bands: Vec::new(), simd: super::simd::available() }
+    }
 }
 
 #[derive(Debug)]
@@ -66,7 +76,7 @@ struct BandScratch {
 
 /// One converted source pixel: R, G, B and a lane that is 0 (it keeps the horizontal sums 4 lanes
 /// wide, which the compiler maps to one SIMD register).
-type Pixel = [f32; 4];
+pub(super) type Pixel = [f32; 4];
 
 /// BT.601 limited-range terms for every byte value, each the same f32 product the reference's
 /// `yuv_to_rgb` computes, laid out per lane: a pixel is `clamp(([c; 4] + uv) + gv)` with
@@ -195,6 +205,12 @@ impl FastPreprocessor {
         Self::default()
     }
 
+    /// The same without the SIMD kernels (same output): what CPUs without them run, for
+    /// benchmarks that compare the two.
+    pub fn portable() -> Self {
+        FastPreprocessor { simd: false, ..Self::default() }
+    }
+
     /// Preprocesses one frame into `out` (exactly [`PreprocessSpec::bytes`] bytes of native-endian
     /// u8 / f16 / f32), bit-identical to [`CpuPreprocessor::run`](super::CpuPreprocessor::run).
     /// With `bands` > 1 the output rows are split into that many bands that run on the current
@@ -239,9 +255,10 @@ impl FastPreprocessor {
             }
         }
         let parallel = self.bands.len() > 1;
+        let simd = self.simd;
         let work = self.bands.iter_mut().zip(rows).zip(outputs);
         let run_band = |((scratch, rows), out): ((&mut BandScratch, Range<usize>), BandOut)| {
-            scratch.run(plan, frame, meta, rows, out)
+            scratch.run(plan, frame, meta, rows, out, simd)
         };
         if parallel {
             work.par_bridge().for_each(run_band);
@@ -267,7 +284,7 @@ fn band_rows(height: usize, geometry: &ResizeGeometry, bands: usize) -> Vec<Rang
 }
 
 impl BandScratch {
-    fn run(&mut self, plan: &FastPlan, frame: &[u8], meta: &FrameMeta, rows: Range<usize>, out: BandOut) {
+    fn run(&mut self, plan: &FastPlan, frame: &[u8], meta: &FrameMeta, rows: Range<usize>, out: BandOut, simd: bool) {
         let spec = &plan.spec;
         let geometry = plan.geometry;
         let content_len = 3 * geometry.content_width as usize;
@@ -292,7 +309,7 @@ impl BandScratch {
             let local = y - first_row;
             let inside = y >= pad_y && y < pad_y + content_height;
             if inside {
-                self.content_row(plan, frame, meta, y - pad_y);
+                self.content_row(plan, frame, meta, y - pad_y, simd);
             }
             match &mut out {
                 BandOut::Nhwc(rows) => {
@@ -329,15 +346,15 @@ impl BandScratch {
 
     /// Steps 2 (vertical half), 3 (output order) and 4 (value) for content row `row`, into
     /// `self.content`.
-    fn content_row(&mut self, plan: &FastPlan, frame: &[u8], meta: &FrameMeta, row: usize) {
+    fn content_row(&mut self, plan: &FastPlan, frame: &[u8], meta: &FrameMeta, row: usize, simd: bool) {
         let (first, weights) = plan.y_taps.taps(row);
         self.content.fill(0.0);
         for (k, weight) in weights.iter().enumerate() {
             let source_row = first + k;
             let slot = source_row % self.ring.len();
             if self.tags[slot] != Some(source_row) {
-                convert_row(frame, meta, source_row, &mut self.rgbx);
-                filter_row(&plan.x_taps, &self.rgbx, &mut self.ring[slot]);
+                convert_row(frame, meta, source_row, &mut self.rgbx, simd);
+                filter_row(&plan.x_taps, &self.rgbx, &mut self.ring[slot], simd);
                 self.tags[slot] = Some(source_row);
             }
             for (sum, value) in self.content.iter_mut().zip(&self.ring[slot]) {
@@ -359,7 +376,7 @@ impl BandScratch {
 
 /// Step 3's conversion of source row `y` to RGB f32 pixels (the frame length has been checked
 /// against the format, so every index is in bounds).
-fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel]) {
+fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel], simd: bool) {
     let width = meta.width as usize;
     let rgbx = &mut rgbx[..width];
     let rgb = |r: u8, g: u8, b: u8| [r as f32, g as f32, b as f32, 0.0];
@@ -382,7 +399,8 @@ fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel]) {
         PixelFormat::Yuyv => {
             let yuv = &*YUV;
             let row = &frame[y * width * 2..(y + 1) * width * 2];
-            for (dst, src) in rgbx.chunks_exact_mut(2).zip(row.chunks_exact(4)) {
+            let done = if simd { super::simd::yuyv_row(row, rgbx) } else { 0 };
+            for (dst, src) in rgbx[done..].chunks_exact_mut(2).zip(row[2 * done..].chunks_exact(4)) {
                 let chroma = yuv.chroma(src[1], src[3]);
                 dst[0] = yuv.pixel(src[0], chroma);
                 dst[1] = yuv.pixel(src[2], chroma);
@@ -406,16 +424,16 @@ fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel]) {
 /// G and B side by side in one 4-lane sum. Windows are the taps' full stride: the weights past a
 /// pixel's own taps are 0 and add exactly nothing (every product is +0, no sum is −0), and the
 /// row has zero pixels after its end for the windows that reach past it.
-fn filter_row(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32]) {
+fn filter_row(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32], simd: bool) {
     match taps.stride {
-        1 => filter_row_fixed::<1>(taps, rgbx, out),
-        2 => filter_row_fixed::<2>(taps, rgbx, out),
-        3 => filter_row_fixed::<3>(taps, rgbx, out),
-        4 => filter_row_fixed::<4>(taps, rgbx, out),
-        5 => filter_row_fixed::<5>(taps, rgbx, out),
-        6 => filter_row_fixed::<6>(taps, rgbx, out),
-        7 => filter_row_fixed::<7>(taps, rgbx, out),
-        8 => filter_row_fixed::<8>(taps, rgbx, out),
+        1 => filter_row_fixed::<1>(taps, rgbx, out, simd),
+        2 => filter_row_fixed::<2>(taps, rgbx, out, simd),
+        3 => filter_row_fixed::<3>(taps, rgbx, out, simd),
+        4 => filter_row_fixed::<4>(taps, rgbx, out, simd),
+        5 => filter_row_fixed::<5>(taps, rgbx, out, simd),
+        6 => filter_row_fixed::<6>(taps, rgbx, out, simd),
+        7 => filter_row_fixed::<7>(taps, rgbx, out, simd),
+        8 => filter_row_fixed::<8>(taps, rgbx, out, simd),
         _ => {
             for ((mixed, first), weights) in
                 out.chunks_exact_mut(3).zip(&taps.first).zip(taps.weights.chunks_exact(taps.stride))
@@ -427,9 +445,11 @@ fn filter_row(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32]) {
     }
 }
 
-/// [`filter_row`] for windows of exactly `N` taps, unrolled.
-fn filter_row_fixed<const N: usize>(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32]) {
-    for ((mixed, first), weights) in out.chunks_exact_mut(3).zip(&taps.first).zip(taps.weights.chunks_exact(N)) {
+/// [`filter_row`] for windows of exactly `N` taps, unrolled (after the SIMD kernel's pixels).
+fn filter_row_fixed<const N: usize>(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32], simd: bool) {
+    let done = if simd { super::simd::filter_row::<N>(&taps.first, &taps.weights, rgbx, out) } else { 0 };
+    let pixels = out.chunks_exact_mut(3).zip(&taps.first).zip(taps.weights.chunks_exact(N)).skip(done);
+    for ((mixed, first), weights) in pixels {
         let first = *first as usize;
         let (Some(window), Ok(weights)) = (rgbx.get(first..first + N), <&[f32; N]>::try_from(weights)) else {
             continue;
@@ -504,23 +524,25 @@ mod tests {
             .collect()
     }
 
-    /// Runs the reference and the fast path (with 1 and 3 bands on a 2-thread pool) and
-    /// requires identical bytes.
+    /// Runs the reference and the fast path (with 1 and 3 bands on a 2-thread pool, with the
+    /// SIMD kernels where the CPU has them and without) and requires identical bytes.
     fn assert_identical(frame: &[u8], meta: &FrameMeta, spec: &PreprocessSpec, pool: &rayon::ThreadPool) {
         let mut expected = vec![0; spec.bytes()];
         CpuPreprocessor::new().run(frame, meta, spec, &mut expected).expect("reference");
-        let mut fast = FastPreprocessor::new();
-        for bands in [1, 3] {
-            let mut actual = vec![0xA5; spec.bytes()];
-            pool.install(|| fast.run(frame, meta, spec, &mut actual, bands)).expect("fast path");
-            assert!(
-                actual == expected,
-                "{:?} {}x{} → {spec:?}, {bands} bands: first difference at byte {:?}",
-                meta.format,
-                meta.width,
-                meta.height,
-                actual.iter().zip(&expected).position(|(a, e)| a != e)
-            );
+        for mut fast in [FastPreprocessor::new(), FastPreprocessor::portable()] {
+            for bands in [1, 3] {
+                let mut actual = vec![0xA5; spec.bytes()];
+                pool.install(|| fast.run(frame, meta, spec, &mut actual, bands)).expect("fast path");
+                assert!(
+                    actual == expected,
+                    "{:?} {}x{} → {spec:?}, {bands} bands, simd {}: first difference at byte {:?}",
+                    meta.format,
+                    meta.width,
+                    meta.height,
+                    fast.simd,
+                    actual.iter().zip(&expected).position(|(a, e)| a != e)
+                );
+            }
         }
     }
 

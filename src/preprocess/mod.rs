@@ -36,6 +36,7 @@
 //! 5. Layout: NCHW index `c·H·W + y·W + x`, NHWC index `(y·W + x)·3 + c`; batch 1.
 
 mod fast;
+mod simd;
 
 pub use fast::FastPreprocessor;
 
