@@ -17,6 +17,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::sync::lock;
+
 /// The oldest ONNX Runtime accepted: the C API version `ort` is built for (feature `api-17`).
 pub const MIN_VERSION: Version = Version { major: 1, minor: ort::MINOR_VERSION, patch: 0 };
 
@@ -117,7 +119,7 @@ static LOADED: Mutex<Option<Library>> = Mutex::new(None);
 
 /// The library this process loaded, if any.
 pub fn loaded() -> Option<Library> {
-    LOADED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    lock(&LOADED).clone()
 }
 
 /// Finds ONNX Runtime (`configured` is `device.onnxruntime_library`, absolute) and hands it to
@@ -125,7 +127,7 @@ pub fn loaded() -> Option<Library> {
 /// fails is an error naming it; a searched one that fails (too old, say) is skipped, and the
 /// reason is part of [`LibraryError::NotFound`] when nothing else is found.
 pub fn load(configured: Option<&Path>) -> Result<Library, LibraryError> {
-    let mut loaded = LOADED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut loaded = lock(&LOADED);
     if let Some(library) = loaded.as_ref() {
         return match configured {
             Some(path) if !same_file(path, &library.path) => {

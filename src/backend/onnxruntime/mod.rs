@@ -13,7 +13,7 @@
 pub mod library;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use ort::environment::{Environment, GlobalThreadPoolOptions};
 use ort::session::builder::GraphOptimizationLevel;
@@ -23,6 +23,7 @@ use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 use super::cpu::{Dim, Engine, EngineSession, InputElement, ModelInput};
 use super::{BackendError, OutputTensor};
 use crate::config::TensorDtype;
+use crate::sync::lock;
 
 /// The environment, made on the first load, and the size of its thread pool.
 static ENVIRONMENT: Mutex<Option<(Environment, usize)>> = Mutex::new(None);
@@ -31,7 +32,7 @@ static ENVIRONMENT: Mutex<Option<(Environment, usize)>> = Mutex::new(None);
 /// pool has that size. ONNX Runtime allows one environment per process, so a later load that asks
 /// for another size (tests do; the daemon loads once) gets sessions with pools of their own.
 fn environment(threads: usize) -> Result<(Environment, bool), String> {
-    let mut environment = ENVIRONMENT.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut environment = lock(&ENVIRONMENT);
     if let Some((env, pool)) = environment.as_ref() {
         return Ok((env.clone(), *pool == threads));
     }
@@ -154,7 +155,7 @@ impl Engine for OrtEngine {
     }
 
     fn new_session(&self, shape: [usize; 4], dtype: TensorDtype) -> Result<Box<dyn EngineSession>, BackendError> {
-        let spare = self.spare.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let spare = lock(&self.spare).take();
         let session = match spare {
             Some(session) => session,
             None => self.build_session()?,
