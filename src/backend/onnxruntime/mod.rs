@@ -88,9 +88,8 @@ impl OrtEngine {
 
     fn build_session(&self) -> Result<Session, BackendError> {
         let load_error = |message: String| BackendError::Load { path: self.model_path.clone(), message };
-        if !self.model_path.is_file() {
-            return Err(load_error("no such file".into()));
-        }
+        // The file's own error (as rten reports it), not ONNX Runtime's wording of it.
+        std::fs::File::open(&self.model_path).map_err(|error| load_error(error.to_string()))?;
         let mut builder = Session::builder(&self.env)
             .map_err(|e| load_error(e.to_string()))?
             .with_optimization_level(GraphOptimizationLevel::All)
