@@ -183,16 +183,6 @@ pub(crate) fn dtype_name(dtype: TensorDtype) -> &'static str {
 }
 
 impl CpuBackend {
-    /// Loads `onnx` with rten ([`CpuBackend::open`] with rten).
-    pub fn load(
-        onnx: &Path,
-        spec: PreprocessSpec,
-        input_name: Option<&str>,
-        threads: usize,
-    ) -> Result<CpuBackend, BackendError> {
-        CpuBackend::open(onnx, spec, input_name, threads, &EngineChoice::rten("asked for"))
-    }
-
     /// Loads `onnx` on the engine `choice` names, checks that its single input (named
     /// `input_name` when given) can take the tensor `spec` describes, and gives the engine
     /// `threads` threads (at least 1).

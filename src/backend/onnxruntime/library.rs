@@ -107,13 +107,6 @@ pub enum LibraryError {
     AlreadyLoaded { loaded: Library, requested: PathBuf },
 }
 
-impl LibraryError {
-    /// Whether the config names the library that failed (exit status 78 at start).
-    pub fn is_configuration_problem(&self) -> bool {
-        matches!(self, LibraryError::Configured { .. })
-    }
-}
-
 /// The process's library once one loaded.
 static LOADED: Mutex<Option<Library>> = Mutex::new(None);
 
@@ -171,7 +164,7 @@ fn take(path: &Path, origin: Origin) -> Result<Library, String> {
 }
 
 /// Opens `path` and asks it for its version and the C API `ort` needs, without keeping it open.
-pub fn check(path: &Path) -> Result<Version, String> {
+fn check(path: &Path) -> Result<Version, String> {
     if !path.is_file() {
         return Err(if path.exists() { "not a file".into() } else { "no such file".into() });
     }
@@ -215,19 +208,19 @@ pub fn check(path: &Path) -> Result<Version, String> {
 
 /// The process's environment as far as the search reads it; tests build their own.
 #[derive(Debug, Clone, Default)]
-pub struct SearchPlaces {
-    pub ort_dylib_path: Option<PathBuf>,
+struct SearchPlaces {
+    ort_dylib_path: Option<PathBuf>,
     /// Library directories, searched first, in order.
-    pub library_dirs: Vec<PathBuf>,
+    library_dirs: Vec<PathBuf>,
     /// Python prefixes (`<prefix>/lib/python3.*/site-packages` and `dist-packages`), then these
     /// `site-packages`-style directories themselves.
-    pub python_prefixes: Vec<PathBuf>,
-    pub site_dirs: Vec<PathBuf>,
+    python_prefixes: Vec<PathBuf>,
+    site_dirs: Vec<PathBuf>,
 }
 
 impl SearchPlaces {
     /// Reads `ORT_DYLIB_PATH`, `LD_LIBRARY_PATH`, `VIRTUAL_ENV`, `PATH`, `PYENV_ROOT` and `HOME`.
-    pub fn from_process() -> SearchPlaces {
+    fn from_process() -> SearchPlaces {
         let var = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
         let multiarch = format!("{}-linux-gnu", std::env::consts::ARCH);
         let mut library_dirs: Vec<PathBuf> =
@@ -288,7 +281,7 @@ impl SearchPlaces {
     }
 
     /// Library files found, in the order they are tried.
-    pub fn candidates(&self) -> Vec<(PathBuf, Origin)> {
+    fn candidates(&self) -> Vec<(PathBuf, Origin)> {
         let mut candidates: Vec<(PathBuf, Origin)> = Vec::new();
         for dir in &self.library_dirs {
             candidates.extend(libraries_in(dir).into_iter().map(|path| (path, Origin::LibraryDirectory)));
