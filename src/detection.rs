@@ -45,7 +45,7 @@ pub struct Detection {
 #[derive(Debug, thiserror::Error)]
 pub enum LabelsError {
     #[error("model.labels: cannot read label file {path}: {source}")]
-    Read { path: PathBuf, source: crate::bounded_read::ReadError },
+    Read { path: PathBuf, source: crate::sys::files::ReadError },
     #[error("label file {path} has no labels")]
     Empty { path: PathBuf },
     #[error("label file {path}, line {line}: id {id} is not above the previous id")]
@@ -66,9 +66,9 @@ pub struct Labels(Vec<String>);
 
 impl Labels {
     /// Reads the label file at `path` (a regular file of at most
-    /// [`MAX_LABELS_BYTES`](crate::bounded_read::MAX_LABELS_BYTES)).
+    /// [`MAX_LABELS_BYTES`](crate::sys::files::MAX_LABELS_BYTES)).
     pub fn load(path: &Path) -> Result<Labels, LabelsError> {
-        let text = crate::bounded_read::read_to_string(path, crate::bounded_read::MAX_LABELS_BYTES)
+        let text = crate::sys::files::read_to_string(path, crate::sys::files::MAX_LABELS_BYTES)
             .map_err(|source| LabelsError::Read { path: path.to_path_buf(), source })?;
         Self::parse(&text, path)
     }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::sync::{lock, wait_timeout_while};
+use crate::sys::lock::{lock, wait_timeout_while};
 
 /// Pixel layout of a frame as a source delivers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

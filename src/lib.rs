@@ -9,7 +9,6 @@
 //! Each stage imports only what lies below it.
 
 pub mod backend;
-pub mod bounded_read;
 pub mod cmd;
 pub mod config;
 pub mod decode;
@@ -20,7 +19,7 @@ pub mod preprocess;
 pub mod publish;
 pub mod service;
 pub mod source;
-pub mod sync;
+pub mod sys;
 pub mod track;
 
 #[cfg(test)]

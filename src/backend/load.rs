@@ -56,13 +56,13 @@ fn fallback_level(choice: BackendChoice, tensorrt_built: bool) -> log::Level {
 }
 
 /// `model.onnx` and `model.engine`, when set, must be regular files of at most
-/// [`MAX_MODEL_BYTES`](crate::bounded_read::MAX_MODEL_BYTES): a directory, a FIFO or `/dev/zero`
+/// [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES): a directory, a FIFO or `/dev/zero`
 /// is refused before any loader opens it.
 pub fn check_model_files(config: &Config) -> Result<(), BackendError> {
     let files = [("model.onnx", &config.model.onnx), ("model.engine", &config.model.engine)];
     for (key, path) in files {
         if let Some(path) = path {
-            crate::bounded_read::open_regular(path, crate::bounded_read::MAX_MODEL_BYTES)
+            crate::sys::files::open_regular(path, crate::sys::files::MAX_MODEL_BYTES)
                 .map_err(|e| BackendError::Load { path: path.clone(), message: format!("`{key}`: {e}") })?;
         }
     }

@@ -8,7 +8,6 @@
 
 pub mod cpu;
 pub mod load;
-pub mod onnxruntime;
 pub mod trt;
 
 use std::time::Duration;

@@ -23,7 +23,7 @@ use crate::infer::scheduler::SchedulePlan;
 use crate::infer::{camera, step};
 use crate::publish::payload::{detections_message, Latency};
 use crate::source::image_decode;
-use crate::sync::{lock, wait_timeout_while};
+use crate::sys::lock::{lock, wait_timeout_while};
 use crate::track::events::{Line, Scene, WatchParams, Zone};
 use crate::track::lines::Segment;
 use crate::track::scene_tracker::{SceneTracker, TrackingParams};

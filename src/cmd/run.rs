@@ -94,7 +94,7 @@ pub struct Preflight {
 }
 
 /// Every check of `config` that needs no device, socket or model load: the model files are
-/// regular files within [`MAX_MODEL_BYTES`](crate::bounded_read::MAX_MODEL_BYTES), the label file
+/// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
 /// reads and has `model.classes` and every zone label, the password and TLS files read and parse,
 /// and each camera's source could be opened ([`crate::source::check`]).
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {

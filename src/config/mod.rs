@@ -43,7 +43,7 @@ impl fmt::Display for ConfigOrigin {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{origin}: cannot read config: {source}")]
-    Read { origin: ConfigOrigin, source: crate::bounded_read::ReadError },
+    Read { origin: ConfigOrigin, source: crate::sys::files::ReadError },
     #[error("{origin}: {message}")]
     Parse { origin: ConfigOrigin, message: String },
     #[error("{origin}: `{key}`: {message}")]
@@ -660,11 +660,11 @@ pub struct TrackingConfig {
 
 impl Config {
     /// Reads `path` (a regular file of at most
-    /// [`MAX_CONFIG_BYTES`](crate::bounded_read::MAX_CONFIG_BYTES)), merges it over the built-in
+    /// [`MAX_CONFIG_BYTES`](crate::sys::files::MAX_CONFIG_BYTES)), merges it over the built-in
     /// default, resolves relative paths, validates.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let origin = ConfigOrigin::File(path.to_path_buf());
-        let text = crate::bounded_read::read_to_string(path, crate::bounded_read::MAX_CONFIG_BYTES)
+        let text = crate::sys::files::read_to_string(path, crate::sys::files::MAX_CONFIG_BYTES)
             .map_err(|source| ConfigError::Read { origin: origin.clone(), source })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Self::from_toml(&text, origin, &base)

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaContext, CudaModule, CudaStream};
 use serde::Serialize;
 
 use super::{DriverContext, GpuError};
-use crate::sync::lock;
+use crate::sys::lock::lock;
 
 /// What `jetson-detectd probe` prints and telemetry reports about the GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -30,7 +30,7 @@ use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
 use crate::frame::{Doorbell, FrameRing, FrameSlot, Stage};
 use crate::service::notify::{Liveness, LivenessHandle};
-use crate::sync::lock;
+use crate::sys::lock::lock;
 
 /// How often an idle worker looks at the stop flag and beats.
 const POLL: Duration = Duration::from_millis(100);

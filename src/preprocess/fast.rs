@@ -19,6 +19,7 @@ use std::sync::LazyLock;
 
 use rayon::prelude::*;
 
+use super::simd::Pixel;
 use super::{check_sizes, AxisTaps, PreprocessError, PreprocessSpec, ResizeGeometry};
 use crate::config::{ColorOrder, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, PixelFormat};
@@ -73,10 +74,6 @@ struct BandScratch {
     channel: Vec<f32>,
     halves: Vec<u16>,
 }
-
-/// One converted source pixel: R, G, B and a lane that is 0 (it keeps the horizontal sums 4 lanes
-/// wide, which the compiler maps to one SIMD register).
-pub(super) type Pixel = [f32; 4];
 
 /// BT.601 limited-range terms for every byte value, each the same f32 product the reference's
 /// `yuv_to_rgb` computes, laid out per lane: a pixel is `clamp(([c; 4] + uv) + gv)` with

@@ -9,7 +9,9 @@
 //! bit-identical to the reference (the fast path's tests compare both, SIMD and portable, with it
 //! on random and real frames).
 
-use super::fast::Pixel;
+/// One converted source pixel: R, G, B and a lane that is 0 (it keeps the horizontal sums 4 lanes
+/// wide, which the compiler maps to one SIMD register).
+pub(super) type Pixel = [f32; 4];
 
 /// Whether this CPU has the SIMD kernels' instructions.
 pub(super) fn available() -> bool {

@@ -30,9 +30,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::bounded_read::{self, ReadError, MAX_PASSWORD_BYTES, MAX_PEM_BYTES};
 use crate::config::Config;
-use crate::sync::lock;
+use crate::sys::files::{self, ReadError, MAX_PASSWORD_BYTES, MAX_PEM_BYTES};
+use crate::sys::lock::lock;
 
 /// Payload of the retained status topic while connected.
 pub const STATUS_ONLINE: &str = "online";
@@ -204,7 +204,7 @@ impl MqttSettings {
 
 /// The first line of the password file (a regular file of at most [`MAX_PASSWORD_BYTES`]).
 fn read_password_file(path: &Path) -> Result<String, MqttError> {
-    let text = bounded_read::read_to_string(path, MAX_PASSWORD_BYTES)
+    let text = files::read_to_string(path, MAX_PASSWORD_BYTES)
         .map_err(|source| MqttError::PasswordFile { path: path.to_path_buf(), source })?;
     let first_line = text.lines().next().unwrap_or_default();
     if first_line.is_empty() {
@@ -216,7 +216,7 @@ fn read_password_file(path: &Path) -> Result<String, MqttError> {
 /// A PEM file (at most [`MAX_PEM_BYTES`]) whose PEM blocks all decode, with at least one block
 /// labelled `expected`.
 fn read_pem(path: &Path, key: &'static str, expected: &'static str) -> Result<Vec<u8>, MqttError> {
-    let bytes = bounded_read::read(path, MAX_PEM_BYTES).map_err(|source| MqttError::TlsFile {
+    let bytes = files::read(path, MAX_PEM_BYTES).map_err(|source| MqttError::TlsFile {
         key,
         path: path.to_path_buf(),
         source,

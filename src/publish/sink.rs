@@ -26,7 +26,7 @@ use crate::frame::{FrameSlot, FrameTimings};
 use crate::infer::step::{FrameSink, PipelineError};
 use crate::service::run_id::Stamp;
 use crate::service::telemetry::CameraStats;
-use crate::sync::lock;
+use crate::sys::lock::lock;
 use crate::track::events::Scene;
 
 /// Per-camera state the sink keeps.

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use sd_notify::NotifyState;
 
 use crate::frame::Stage;
-use crate::sync::lock;
+use crate::sys::lock::lock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NotifyError {

@@ -20,7 +20,7 @@ use serde::Serialize;
 use super::run_id::Stamp;
 use crate::frame::{CaptureMode, FrameTimings, Rfc3339Millis, Stage};
 use crate::source::{SourceReport, SourceState};
-use crate::sync::lock;
+use crate::sys::lock::lock;
 
 /// Version of the telemetry message layout; bumped on any incompatible change.
 pub const TELEMETRY_SCHEMA: u32 = 1;

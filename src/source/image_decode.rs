@@ -14,9 +14,9 @@ use image::codecs::jpeg::JpegDecoder;
 use image::error::ImageError;
 use image::{ColorType, DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
 
-use crate::bounded_read::{self, ReadError};
 use crate::config::LimitsConfig;
 use crate::frame::{FrameSlot, PixelFormat};
+use crate::sys::files::{self, ReadError};
 
 /// Why an image did not become a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,7 +47,7 @@ pub enum Decoded {
 /// `x.jpg` is refused at once), and one larger than `limits.max_alloc_mib` is not read.
 pub fn decode_file(path: &Path, limits: &LimitsConfig, slot: &mut FrameSlot) -> Result<Decoded, ImageDecodeError> {
     // Some decoders (JPEG) read the whole file into memory first.
-    let (file, file_bytes) = bounded_read::open_regular(path, limits.max_alloc_bytes()).map_err(|e| match e {
+    let (file, file_bytes) = files::open_regular(path, limits.max_alloc_bytes()).map_err(|e| match e {
         ReadError::TooLarge { size, .. } => ImageDecodeError::OverLimit(format!(
             "the file is {}, more than `limits.max_alloc_mib` ({} MiB)",
             mib_text(size),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use super::Capture;
-use crate::sync::lock;
+use crate::sys::lock::lock;
 
 /// Why a device operation failed, sorted by what the source does about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

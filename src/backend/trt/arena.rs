@@ -27,7 +27,7 @@ use cudarc::driver::{result, CudaContext, DriverError};
 use super::arena_plan::{shared_arena_bytes, ArenaPlan};
 use super::runtime::ExecutionContext;
 use super::TrtError;
-use crate::sync::lock;
+use crate::sys::lock::lock;
 
 /// Plans of every live arena in the process, by arena id.
 static LEDGER: Mutex<BTreeMap<u64, ArenaPlan>> = Mutex::new(BTreeMap::new());

@@ -28,7 +28,7 @@ use crate::backend::{
 use crate::config::{Config, TensorDtype};
 use crate::frame::FrameSlot;
 use crate::preprocess::PreprocessSpec;
-use crate::sync::lock;
+use crate::sys::lock::lock;
 
 /// Writes the model input for a frame into device memory, on the session's stream.
 pub trait InputStage {

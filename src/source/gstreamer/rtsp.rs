@@ -19,7 +19,7 @@ use gstreamer::prelude::*;
 
 use super::decoder::{choose_chain, Chain, Codec, ElementRegistry, GstRegistry};
 use crate::config::RtspTransport;
-use crate::sync::lock;
+use crate::sys::lock::lock;
 
 /// A password file larger than this is not a password file (a key, a log): refused unread.
 pub const MAX_PASSWORD_FILE_BYTES: u64 = 4096;
@@ -77,7 +77,7 @@ fn read_password_file(path: &Path) -> Result<Password, String> {
     let failed = |why: String| format!("password_file {}: {why}", path.display());
     // A regular file only, opened without blocking: a FIFO here must not hang the start. The size
     // is checked below, while reading.
-    let (file, _) = crate::bounded_read::open_regular(path, u64::MAX).map_err(|err| failed(err.to_string()))?;
+    let (file, _) = crate::sys::files::open_regular(path, u64::MAX).map_err(|err| failed(err.to_string()))?;
     let mut bytes = Vec::new();
     file.take(MAX_PASSWORD_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|err| failed(err.to_string()))?;
     if bytes.len() as u64 > MAX_PASSWORD_FILE_BYTES {

@@ -17,7 +17,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::sync::lock;
+use crate::sys::lock::lock;
 
 /// The oldest ONNX Runtime accepted: the C API version `ort` is built for (feature `api-17`).
 pub const MIN_VERSION: Version = Version { major: 1, minor: ort::MINOR_VERSION, patch: 0 };

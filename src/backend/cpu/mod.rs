@@ -2,13 +2,14 @@
 //! path.
 //!
 //! Owns: the choice of engine (`device.cpu_engine`: rten, compiled in, runs everywhere; ONNX
-//! Runtime, loaded at run time by [`super::onnxruntime`], several times faster; `auto` takes ONNX
+//! Runtime, loaded at run time by [`onnxruntime`], several times faster; `auto` takes ONNX
 //! Runtime when its library loads and says why it did not otherwise); what every engine shares:
 //! checking the model's input against the [`PreprocessSpec`] (fixed dimensions must match;
 //! symbolic ones such as `batch`, `height` or `floor(height/2 - 1/2) + 1` are pinned by the spec's
 //! shape at run time), preprocessing into each session's reused input tensor on the engine's
-//! threads (`device.cpu_threads`), the inference workers (`device.cpu_workers`) and their timings;
-//! and the rten engine itself. Must not: decode detections or know about sources.
+//! threads (`device.cpu_threads`), the inference workers (`device.cpu_workers`) and their timings.
+//! The engines sit below it: [`engine`] (what an engine offers), [`rten`], [`onnxruntime`]. Must
+//! not: decode detections or know about sources.
 //!
 //! rten computes in f32: a model whose input is f16 gets the preprocessed f16 values widened to
 //! f32, so it sees exactly what the f16 tensor holds. ONNX Runtime takes the f16 tensor as it is.
@@ -18,14 +19,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use rten::{DataType, Dimension, Model, ModelOptions, NodeId, RunOptions, ThreadPool, Value, ValueType, ValueView};
+mod engine;
+pub mod onnxruntime;
+mod rten;
 
-use super::onnxruntime::library::{self, Library, LibraryError};
-use super::onnxruntime::OrtEngine;
+use self::rten::{RtenEngine, RTEN_VERSION};
 use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, ModelOutputs, OutputTensor};
-use crate::config::{CpuEngine, TensorDtype};
+use crate::config::CpuEngine;
 use crate::frame::FrameSlot;
 use crate::preprocess::{FastPreprocessor, PreprocessSpec};
+use engine::{dtype_name, Dim, Engine, EngineSession};
+use onnxruntime::library::{self, Library, LibraryError};
+use onnxruntime::OrtEngine;
 
 /// The engines that can run the CPU backend's model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,62 +128,6 @@ impl std::fmt::Debug for CpuBackend {
             .field("threads", &self.threads)
             .field("spec", &self.spec)
             .finish_non_exhaustive()
-    }
-}
-
-/// One model loaded by a CPU engine, shared by every inference worker.
-pub(crate) trait Engine: Send + Sync {
-    /// Name and version: `rten 0.27`, `ONNX Runtime 1.22.0`.
-    fn name(&self) -> String;
-    /// The model's inputs (the backend takes models with exactly one).
-    fn inputs(&self) -> &[ModelInput];
-    /// The model's output names, in the model's order.
-    fn outputs(&self) -> &[String];
-    /// Runs `work` on the engine's threads (preprocessing splits its rows across them).
-    fn on_threads(&self, work: &mut (dyn FnMut() + Send));
-    /// One inference worker's state, for an input of `shape` in `dtype`.
-    fn new_session(&self, shape: [usize; 4], dtype: TensorDtype) -> Result<Box<dyn EngineSession>, BackendError>;
-}
-
-/// One inference worker's state on an engine.
-pub(crate) trait EngineSession {
-    /// Where preprocessing writes: the input tensor's bytes, in the spec's dtype.
-    fn input(&mut self) -> &mut [u8];
-    /// Runs the model on the input and converts every output to f32 into `outputs`, in
-    /// [`Engine::outputs`] order, reusing their buffers.
-    fn run(&mut self, outputs: &mut [OutputTensor]) -> Result<(), BackendError>;
-}
-
-/// A model input as an engine reads it from the file.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ModelInput {
-    pub name: String,
-    /// Unknown when the file does not say.
-    pub element: Option<InputElement>,
-    /// Unknown when the file does not say.
-    pub dims: Option<Vec<Dim>>,
-}
-
-/// An input's element type: its name in errors, and the preprocessing dtypes the engine feeds it
-/// with.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct InputElement {
-    pub name: String,
-    pub takes: Vec<TensorDtype>,
-}
-
-/// One dimension of a model input.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Dim {
-    Fixed(usize),
-    Symbolic(String),
-}
-
-pub(crate) fn dtype_name(dtype: TensorDtype) -> &'static str {
-    match dtype {
-        TensorDtype::U8 => "u8",
-        TensorDtype::F16 => "f16",
-        TensorDtype::F32 => "f32",
     }
 }
 
@@ -348,210 +297,10 @@ impl InferenceSession for CpuSession {
     }
 }
 
-/// The rten version in `info()`; kept in step with Cargo.toml by a test.
-const RTEN_VERSION: &str = "0.27";
-
-/// A model optimised by rten and the pool its inferences run on.
-struct RtenEngine {
-    model: Arc<RtenModel>,
-    inputs: Vec<ModelInput>,
-    outputs: Vec<String>,
-}
-
-struct RtenModel {
-    model: Model,
-    pool: Arc<ThreadPool>,
-    input_ids: Vec<NodeId>,
-    output_ids: Vec<NodeId>,
-}
-
-/// rten's element type for a model input: f16 inputs are computed in f32.
-fn rten_input_element(dtype: ValueType) -> InputElement {
-    let name = match dtype {
-        ValueType::Tensor(DataType::Float) | ValueType::Sequence(DataType::Float) => "f32 or f16".into(),
-        ValueType::Tensor(DataType::UInt8) | ValueType::Sequence(DataType::UInt8) => "u8".into(),
-        ValueType::Tensor(DataType::Int8) | ValueType::Sequence(DataType::Int8) => "i8".into(),
-        ValueType::Tensor(DataType::Int32) | ValueType::Sequence(DataType::Int32) => "i32".into(),
-        other => format!("{other:?}").to_lowercase(),
-    };
-    let takes = match dtype {
-        ValueType::Tensor(DataType::Float) => vec![TensorDtype::F32, TensorDtype::F16],
-        ValueType::Tensor(DataType::UInt8) => vec![TensorDtype::U8],
-        _ => Vec::new(),
-    };
-    InputElement { name, takes }
-}
-
-impl RtenEngine {
-    fn load(onnx: &Path, threads: usize) -> Result<RtenEngine, BackendError> {
-        let load_error = |message: String| BackendError::Load { path: onnx.to_path_buf(), message };
-        let mut options = ModelOptions::with_all_ops();
-        // Weights packed once at load for the matrix kernels, not again on every inference.
-        options.prepack_weights(true);
-        // rten picks the loader by extension; another name is read and recognised by content
-        // (external tensor data then cannot be found, as it is named relative to the file).
-        let is_onnx_name = onnx.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("onnx"));
-        let model = if is_onnx_name {
-            options.load_file(onnx)
-        } else {
-            let bytes = crate::bounded_read::read(onnx, crate::bounded_read::MAX_MODEL_BYTES)
-                .map_err(|error| load_error(error.to_string()))?;
-            options.load(bytes)
-        }
-        .map_err(|error| load_error(error.to_string()))?;
-
-        let name = |id: &NodeId| model.node_info(*id).and_then(|n| n.name()).unwrap_or("").to_string();
-        let inputs = model
-            .input_ids()
-            .iter()
-            .map(|id| {
-                let info = model.node_info(*id);
-                ModelInput {
-                    name: name(id),
-                    element: info.as_ref().and_then(|info| info.dtype()).map(rten_input_element),
-                    dims: info.and_then(|info| info.shape()).map(|dims| {
-                        dims.iter()
-                            .map(|dim| match dim {
-                                Dimension::Fixed(size) => Dim::Fixed(*size),
-                                Dimension::Symbolic(name) => Dim::Symbolic(name.clone()),
-                            })
-                            .collect()
-                    }),
-                }
-            })
-            .collect();
-        let outputs = model.output_ids().iter().map(name).collect();
-        let (input_ids, output_ids) = (model.input_ids().to_vec(), model.output_ids().to_vec());
-        let pool = Arc::new(ThreadPool::with_num_threads(threads));
-        Ok(RtenEngine { model: Arc::new(RtenModel { model, pool, input_ids, output_ids }), inputs, outputs })
-    }
-}
-
-impl Engine for RtenEngine {
-    fn name(&self) -> String {
-        format!("rten {RTEN_VERSION}")
-    }
-
-    fn inputs(&self) -> &[ModelInput] {
-        &self.inputs
-    }
-
-    fn outputs(&self) -> &[String] {
-        &self.outputs
-    }
-
-    fn on_threads(&self, work: &mut (dyn FnMut() + Send)) {
-        self.model.pool.run(work);
-    }
-
-    fn new_session(&self, shape: [usize; 4], dtype: TensorDtype) -> Result<Box<dyn EngineSession>, BackendError> {
-        Ok(Box::new(RtenSession { model: Arc::clone(&self.model), input: InputTensor::new(shape, dtype), shape }))
-    }
-}
-
-/// One worker's input tensor on rten.
-struct RtenSession {
-    model: Arc<RtenModel>,
-    input: InputTensor,
-    shape: [usize; 4],
-}
-
-impl EngineSession for RtenSession {
-    fn input(&mut self) -> &mut [u8] {
-        self.input.preprocess_target()
-    }
-
-    fn run(&mut self, outputs: &mut [OutputTensor]) -> Result<(), BackendError> {
-        let RtenModel { model, pool, input_ids, output_ids } = &*self.model;
-        let input_id = *input_ids.first().ok_or_else(|| BackendError::Inference("the model has no input".into()))?;
-        let input = self.input.view(self.shape)?;
-        let options = RunOptions::default().with_thread_pool(Some(Arc::clone(pool)));
-        let results = model
-            .run(vec![(input_id, input.into())], output_ids, Some(options))
-            .map_err(|e| BackendError::Inference(e.to_string()))?;
-        for (result, output) in results.into_iter().zip(outputs) {
-            copy_output(result, output)?;
-        }
-        Ok(())
-    }
-}
-
-/// One worker's input tensor, in the element type rten takes.
-enum InputTensor {
-    U8(Vec<u8>),
-    /// f32 specs are preprocessed straight into it; f16 specs into `half` first, then widened.
-    F32 {
-        values: Vec<f32>,
-        half: Vec<u16>,
-    },
-}
-
-impl InputTensor {
-    fn new(shape: [usize; 4], dtype: TensorDtype) -> Self {
-        let elements = shape.iter().product();
-        match dtype {
-            TensorDtype::U8 => InputTensor::U8(vec![0; elements]),
-            TensorDtype::F32 => InputTensor::F32 { values: vec![0.0; elements], half: Vec::new() },
-            TensorDtype::F16 => InputTensor::F32 { values: vec![0.0; elements], half: vec![0; elements] },
-        }
-    }
-
-    /// Where the preprocessor writes: the tensor's bytes as the spec's dtype.
-    fn preprocess_target(&mut self) -> &mut [u8] {
-        match self {
-            InputTensor::U8(bytes) => bytes,
-            InputTensor::F32 { half, .. } if !half.is_empty() => bytemuck::cast_slice_mut(half),
-            InputTensor::F32 { values, .. } => bytemuck::cast_slice_mut(values),
-        }
-    }
-
-    /// Widens f16 values to f32 after preprocessing, then lends the tensor to rten.
-    fn view(&mut self, shape: [usize; 4]) -> Result<ValueView<'_>, BackendError> {
-        let view = match self {
-            InputTensor::U8(bytes) => ValueView::from_shape(shape, &bytes[..]).map_err(|e| e.to_string()),
-            InputTensor::F32 { values, half } => {
-                if !half.is_empty() {
-                    use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
-                    half.reinterpret_cast::<half::f16>().convert_to_f32_slice(values);
-                }
-                ValueView::from_shape(shape, &values[..]).map_err(|e| e.to_string())
-            }
-        };
-        view.map_err(BackendError::Inference)
-    }
-}
-
-/// Converts one rten output to f32 into the session's reused buffer.
-fn copy_output(value: Value, output: &mut OutputTensor) -> Result<(), BackendError> {
-    use rten_tensor::{AsView, Layout};
-    output.shape.clear();
-    output.data.clear();
-    match &value {
-        Value::FloatTensor(t) => {
-            output.shape.extend_from_slice(t.shape());
-            output.data.extend(t.iter().copied());
-        }
-        Value::Int32Tensor(t) => {
-            output.shape.extend_from_slice(t.shape());
-            output.data.extend(t.iter().map(|v| *v as f32));
-        }
-        Value::Int8Tensor(t) => {
-            output.shape.extend_from_slice(t.shape());
-            output.data.extend(t.iter().map(|v| *v as f32));
-        }
-        Value::UInt8Tensor(t) => {
-            output.shape.extend_from_slice(t.shape());
-            output.data.extend(t.iter().map(|v| *v as f32));
-        }
-        _ => return Err(BackendError::Inference(format!("output `{}` is not a tensor", output.name))),
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ResizeFilter, TensorLayout};
+    use crate::config::{ResizeFilter, TensorDtype, TensorLayout};
     use crate::frame::{HeapMemory, PixelFormat};
 
     /// Every engine this machine can run: rten, and ONNX Runtime when its library is found
@@ -920,7 +669,7 @@ mod tests {
 
     #[test]
     fn rten_version_in_info_matches_the_dependency() {
-        let manifest = include_str!("../../Cargo.toml");
+        let manifest = include_str!("../../../Cargo.toml");
         assert!(manifest.contains(&format!("rten = {{ version = \"{RTEN_VERSION}\"")), "update RTEN_VERSION");
     }
 }

@@ -20,10 +20,10 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 
-use super::cpu::{Dim, Engine, EngineSession, InputElement, ModelInput};
-use super::{BackendError, OutputTensor};
+use super::engine::{Dim, Engine, EngineSession, InputElement, ModelInput};
+use crate::backend::{BackendError, OutputTensor};
 use crate::config::TensorDtype;
-use crate::sync::lock;
+use crate::sys::lock::lock;
 
 /// The environment, made on the first load, and the size of its thread pool.
 static ENVIRONMENT: Mutex<Option<(Environment, usize)>> = Mutex::new(None);

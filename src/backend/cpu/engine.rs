@@ -1,0 +1,64 @@
+//! The seam between the CPU backend and its engines: what an engine must offer (load a model,
+//! describe its inputs and outputs, run on its threads, one session per inference worker).
+//!
+//! Owns: [`Engine`], [`EngineSession`] and the model-input description they report. Must not:
+//! preprocess, decode, or know any engine's API.
+
+use super::super::{BackendError, OutputTensor};
+use crate::config::TensorDtype;
+
+/// One model loaded by a CPU engine, shared by every inference worker.
+pub(crate) trait Engine: Send + Sync {
+    /// Name and version: `rten 0.27`, `ONNX Runtime 1.22.0`.
+    fn name(&self) -> String;
+    /// The model's inputs (the backend takes models with exactly one).
+    fn inputs(&self) -> &[ModelInput];
+    /// The model's output names, in the model's order.
+    fn outputs(&self) -> &[String];
+    /// Runs `work` on the engine's threads (preprocessing splits its rows across them).
+    fn on_threads(&self, work: &mut (dyn FnMut() + Send));
+    /// One inference worker's state, for an input of `shape` in `dtype`.
+    fn new_session(&self, shape: [usize; 4], dtype: TensorDtype) -> Result<Box<dyn EngineSession>, BackendError>;
+}
+
+/// One inference worker's state on an engine.
+pub(crate) trait EngineSession {
+    /// Where preprocessing writes: the input tensor's bytes, in the spec's dtype.
+    fn input(&mut self) -> &mut [u8];
+    /// Runs the model on the input and converts every output to f32 into `outputs`, in
+    /// [`Engine::outputs`] order, reusing their buffers.
+    fn run(&mut self, outputs: &mut [OutputTensor]) -> Result<(), BackendError>;
+}
+
+/// A model input as an engine reads it from the file.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ModelInput {
+    pub name: String,
+    /// Unknown when the file does not say.
+    pub element: Option<InputElement>,
+    /// Unknown when the file does not say.
+    pub dims: Option<Vec<Dim>>,
+}
+
+/// An input's element type: its name in errors, and the preprocessing dtypes the engine feeds it
+/// with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct InputElement {
+    pub name: String,
+    pub takes: Vec<TensorDtype>,
+}
+
+/// One dimension of a model input.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Dim {
+    Fixed(usize),
+    Symbolic(String),
+}
+
+pub(crate) fn dtype_name(dtype: TensorDtype) -> &'static str {
+    match dtype {
+        TensorDtype::U8 => "u8",
+        TensorDtype::F16 => "f16",
+        TensorDtype::F32 => "f32",
+    }
+}

@@ -1,0 +1,9 @@
+//! What the daemon takes from the operating system, made safe to use everywhere: locks that
+//! survive a panicked holder ([`lock`]) and bounded, non-blocking reads of the files a config or a
+//! command names ([`files`]).
+//!
+//! Owns: these two rules and nothing else. Must not: import any other module of the crate (every
+//! stage may use this one, so it stands below them all).
+
+pub mod files;
+pub mod lock;
