@@ -4,7 +4,8 @@
 //!
 //! The folders follow a frame: `source` (frames in) → `infer` (camera rings, the scheduler, the
 //! per-frame step) → `preprocess` / `gpu` → `backend` (CPU, TensorRT) → `decode` → `track` →
-//! `publish` (MQTT, Home Assistant, snapshots). `service` is the daemon's life under systemd
+//! `publish` (MQTT, Home Assistant, snapshots, the live view). `http` (the page, the API, `/metrics`)
+//! reads what `publish` and `service` expose. `service` is the daemon's life under systemd
 //! (notify, telemetry, logging) and `cmd` holds the subcommands that wire the stages together.
 //! Each stage imports only what lies below it.
 
@@ -14,6 +15,7 @@ pub mod config;
 pub mod decode;
 pub mod detection;
 pub mod frame;
+pub mod http;
 pub mod infer;
 pub mod preprocess;
 pub mod publish;

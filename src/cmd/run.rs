@@ -1,9 +1,10 @@
 //! The `run` command: wires config, backend, cameras, MQTT, systemd notify, telemetry and signals.
 //!
 //! Owns: start-up order (SIGHUP handler → [`preflight`], the file checks `check-config` shares →
-//! broker client → model → inference workers → cameras → READY), signals and SIGHUP reload, the
-//! watchdog and telemetry ticks, and orderly shutdown (STOPPING → cameras and workers joined →
-//! tracks ended → `offline` + bounded flush). Must not: do per-frame work
+//! broker client → model → HTTP server → inference workers → cameras → READY), signals and SIGHUP
+//! reload, zone changes saved from the page (applied like a reload), the watchdog, telemetry and
+//! live-view ticks, and orderly shutdown (STOPPING → cameras and workers joined → tracks ended →
+//! `offline` + bounded flush). Must not: do per-frame work
 //! (`crate::publish::sink` does), load backends itself (`crate::backend::load` does; it is the
 //! one place that opens the GPU), or call CUDA.
 
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
@@ -21,9 +22,11 @@ use crate::backend::{Backend, BackendError};
 use crate::config::{Config, ConfigError};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
+use crate::http::{HttpError, HttpServer, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::scheduler::{SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
+use crate::publish::live::{Figures, LiveView, StartFacts};
 use crate::publish::mqtt::{MqttError, MqttSettings, Publisher, STATUS_BUILDING, STATUS_ONLINE};
 use crate::publish::sink::PublishSink;
 use crate::publish::tracking::camera_scene;
@@ -60,6 +63,8 @@ pub enum DaemonError {
     CameraFailed(String),
     #[error("cannot start the async runtime or signal handlers: {0}")]
     Runtime(std::io::Error),
+    #[error(transparent)]
+    Http(#[from] HttpError),
 }
 
 impl DaemonError {
@@ -79,6 +84,8 @@ impl DaemonError {
                 // configuration mistake. Cameras that are only absent right now do not fail here:
                 // V4L2 and GStreamer sources start reconnecting instead.
                 | DaemonError::Pipeline(PipelineError::Source { source: SourceError::Open { .. }, .. })
+                // A token file that cannot be read, or a listen address taken or not ours to bind.
+                | DaemonError::Http(_)
         ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
     }
 }
@@ -146,6 +153,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let run: Arc<str> = new_run_id().into();
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
+    let load_started = Instant::now();
     #[cfg(feature = "tensorrt")]
     let (loaded, telemetry_seq) = {
         let mut telemetry_seq = 0u64;
@@ -180,6 +188,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
             return Err(e.into());
         }
     };
+    let model_load = load_started.elapsed();
     log::info!("backend: {:?}", backend.info());
     publisher.set_status(STATUS_ONLINE);
 
@@ -189,7 +198,8 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     if let Some(reason) = fallback {
         engine_info["fallback"] = serde_json::Value::String(format!("TensorRT unavailable: {reason}"));
     }
-    let started = Started { engine_info, gpu: Arc::new(gpu), publisher, run, telemetry_seq, scenes, sighup };
+    let started =
+        Started { engine_info, gpu: Arc::new(gpu), publisher, run, telemetry_seq, scenes, sighup, model_load };
     runtime.block_on(serve(config, config_path, backend, labels, params, notifier, started))
 }
 
@@ -212,7 +222,8 @@ fn building_message(stamp: Stamp<'_>, progress: &str) -> Vec<u8> {
 
 /// What `run` prepared before serving: the telemetry's `engine` section (what the backend said,
 /// and the GPU sampled each period), the MQTT publisher (connected since before the engine
-/// build), this start's run id and the telemetry messages sent so far, and the cameras' scenes.
+/// build), this start's run id and the telemetry messages sent so far, the cameras' scenes, and
+/// the time the model took to load.
 struct Started {
     engine_info: serde_json::Value,
     gpu: Arc<crate::backend::load::GpuSampler>,
@@ -222,6 +233,7 @@ struct Started {
     scenes: Vec<Scene>,
     /// Installed first thing: a SIGHUP received during start-up waits here.
     sighup: tokio::signal::unix::Signal,
+    model_load: Duration,
 }
 
 async fn serve(
@@ -233,13 +245,30 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine_info, gpu, publisher, run, mut telemetry_seq, scenes, mut sighup } = started;
+    let Started { engine_info, gpu, publisher, run, mut telemetry_seq, scenes, mut sighup, model_load } = started;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
 
     let liveness = Liveness::new();
+    // Sources beat while they wait (fps cap, reconnect backoff) and an idle inference worker beats
+    // too, so the allowed silence bounds one call into a source or one frame's processing only.
+    let max_silence = notifier.watchdog_interval().unwrap_or(DEFAULT_MAX_SILENCE);
+    let facts = StartFacts { engine: engine_info.clone(), model_load, started: SystemTime::now() };
+    let live = Arc::new(LiveView::new(Arc::new(config.clone()), labels.clone(), liveness.clone(), max_silence, facts));
+    let (changes_tx, mut changes_rx) = mpsc::channel::<ZonesChange>(4);
+    let http = match HttpServer::start(&config, live.clone(), changes_tx).await {
+        Ok(http) => http,
+        Err(e) => {
+            publisher.shutdown().await;
+            return Err(e.into());
+        }
+    };
+    if let Some(http) = &http {
+        log::info!("http: the page is on http://{}/ (API under /api/, metrics at /metrics)", http.address);
+    }
     let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
-    let sink = Arc::new(PublishSink::start(&config, publisher.clone(), run.clone(), labels, scenes, ended_tx));
+    let sink =
+        Arc::new(PublishSink::start(&config, publisher.clone(), run.clone(), labels, scenes, ended_tx, live.clone()));
 
     let stop = Arc::new(AtomicBool::new(false));
     let plan = SchedulePlan::new(&config, backend.as_ref(), config.cameras.len());
@@ -279,9 +308,6 @@ async fn serve(
         publisher.topic("")
     );
 
-    // Sources beat while they wait (fps cap, reconnect backoff) and an idle inference worker beats
-    // too, so the allowed silence bounds one call into a source or one frame's processing only.
-    let max_silence = notifier.watchdog_interval().unwrap_or(DEFAULT_MAX_SILENCE);
     let mut keeper = WatchdogKeeper::new(notifier.clone(), liveness.clone(), max_silence);
     let mut watchdog_tick = tokio::time::interval(keeper.period().unwrap_or(Duration::from_secs(3600)));
     let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s.max(1)));
@@ -289,6 +315,10 @@ async fn serve(
     let mut telemetry_tick = tokio::time::interval_at(tokio::time::Instant::now() + telemetry_period, telemetry_period);
     let mut sampler = SystemSampler::new();
     let dropped_seen: Vec<AtomicU64> = pipelines.iter().map(|_| AtomicU64::new(0)).collect();
+    // The live view's figures, while the HTTP server runs.
+    let mut view_tick = tokio::time::interval(LIVE_REFRESH);
+    let mut view_sampler = SystemSampler::new();
+    let mut view_frames: (Instant, Vec<u64>) = (Instant::now(), vec![0; pipelines.len()]);
     if let Some(warning) = JetsonSysfs::read(&config.telemetry.sysfs_root).clock_warning() {
         log::warn!("{warning}");
     }
@@ -299,7 +329,29 @@ async fn serve(
         tokio::select! {
             _ = sigterm.recv() => { log::info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { log::info!("SIGINT: shutting down"); break; }
-            _ = sighup.recv() => reload(&config, config_path.as_deref(), &sink, &scheduler),
+            _ = sighup.recv() => reload(&config, config_path.as_deref(), &sink, &scheduler, &live),
+            Some(change) = changes_rx.recv() => apply_zones(change, &sink, &live),
+            _ = view_tick.tick(), if http.is_some() => {
+                sync_ring_counts(&pipelines, &dropped_seen, &sink);
+                let now = Instant::now();
+                let frames: Vec<u64> = live.cameras.iter().map(|camera| camera.stats.peek().frames).collect();
+                let elapsed = now.saturating_duration_since(view_frames.0).as_secs_f64().max(1e-3);
+                let fps = frames
+                    .iter()
+                    .zip(&view_frames.1)
+                    .map(|(now, then)| (now.saturating_sub(*then) as f64 / elapsed * 100.0).round() / 100.0)
+                    .collect();
+                view_frames = (now, frames);
+                live.set_figures(Figures {
+                    sources: pipelines.iter().map(|pipeline| Some(pipeline.source_report())).collect(),
+                    fps,
+                    mqtt: publisher.stats(),
+                    scheduler: Some(scheduler.report()),
+                    system: Some(view_sampler.sample()),
+                    jetson: JetsonSysfs::read(&config.telemetry.sysfs_root),
+                    updated: Some(SystemTime::now()),
+                });
+            }
             Some((what, outcome)) = ended_rx.recv() => {
                 match outcome {
                     Err(message) => {
@@ -318,18 +370,11 @@ async fn serve(
             }
             _ = watchdog_tick.tick(), if keeper.period().is_some() => { keeper.tick(); }
             _ = telemetry_tick.tick() => {
+                sync_ring_counts(&pipelines, &dropped_seen, &sink);
                 let snapshots: Vec<_> = pipelines
                     .iter()
-                    .zip(&dropped_seen)
-                    .filter_map(|(pipeline, seen)| {
+                    .filter_map(|pipeline| {
                         let stats = sink.camera_stats(pipeline.name())?;
-                        let ring = pipeline.ring().stats();
-                        let dropped = ring.dropped.load(Ordering::Relaxed);
-                        stats.record_drop(dropped.saturating_sub(seen.swap(dropped, Ordering::Relaxed)));
-                        stats.set_over_limit(ring.over_limit.load(Ordering::Relaxed));
-                        let produced = ring.produced.load(Ordering::Relaxed);
-                        stats.set_capture(ring.capture_mode(), produced, ring.copies.load(Ordering::Relaxed));
-                        stats.set_truncated(ring.truncated.load(Ordering::Relaxed));
                         Some(stats.snapshot().with_source(pipeline.source_report()))
                     })
                     .collect();
@@ -365,6 +410,9 @@ async fn serve(
     }
 
     let _ = notifier.stopping();
+    if let Some(http) = http {
+        http.stop().await;
+    }
     stop.store(true, Ordering::SeqCst);
     let join_failure = join_all(pipelines, scheduler).await;
     // Every camera thread is gone: the last `end` events go out before `offline`.
@@ -445,6 +493,45 @@ fn keys_needing_a_restart(running: &Config, reloaded: &Config) -> Vec<String> {
     changed
 }
 
+/// How often the live view's figures (fps, states, MQTT, load, board sensors) are refreshed.
+const LIVE_REFRESH: Duration = Duration::from_secs(2);
+
+/// Moves each camera ring's drop, over-limit and capture counts into the camera's statistics.
+fn sync_ring_counts(pipelines: &[CameraPipeline], dropped_seen: &[AtomicU64], sink: &PublishSink) {
+    for (pipeline, seen) in pipelines.iter().zip(dropped_seen) {
+        let Some(stats) = sink.camera_stats(pipeline.name()) else { continue };
+        let ring = pipeline.ring().stats();
+        let dropped = ring.dropped.load(Ordering::Relaxed);
+        stats.record_drop(dropped.saturating_sub(seen.swap(dropped, Ordering::Relaxed)));
+        stats.set_over_limit(ring.over_limit.load(Ordering::Relaxed));
+        let produced = ring.produced.load(Ordering::Relaxed);
+        stats.set_capture(ring.capture_mode(), produced, ring.copies.load(Ordering::Relaxed));
+        stats.set_truncated(ring.truncated.load(Ordering::Relaxed));
+    }
+}
+
+/// Zones and lines saved from the page (checked and already in the zones file): applied to the
+/// camera's tracking like a SIGHUP reload (live tracks continue), then answered.
+fn apply_zones(change: ZonesChange, sink: &PublishSink, live: &LiveView) {
+    let ZonesChange { scene, applied } = change;
+    let result = (|| {
+        let mut config = (*live.config()).clone();
+        let index = config
+            .cameras
+            .iter()
+            .position(|camera| camera.name == scene.name)
+            .ok_or_else(|| format!("no camera named {:?}", scene.name))?;
+        config.cameras[index].zones = scene.zones;
+        config.cameras[index].lines = scene.lines;
+        let tracked = camera_scene(&config, index, sink.labels()).map_err(|e| e.to_string())?;
+        sink.apply_scene(&config, &scene.name, tracked);
+        live.set_config(Arc::new(config));
+        Ok(())
+    })();
+    // The requester may have gone (its connection closed); the change is applied either way.
+    let _ = applied.send(result);
+}
+
 /// The zones and lines of every configured camera, in config order.
 fn camera_scenes(config: &Config, labels: &Labels) -> Result<Vec<Scene>, ConfigError> {
     (0..config.cameras.len()).map(|index| camera_scene(config, index, labels)).collect()
@@ -454,7 +541,7 @@ fn camera_scenes(config: &Config, labels: &Labels) -> Result<Vec<Scene>, ConfigE
 /// settings and each camera's zones and lines (live tracks continue). A config that is invalid in
 /// any of these — a bad zone included — is refused as a whole. Other changes (model, cameras,
 /// broker, turning tracking on or off) need a restart: the log names each such key.
-fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, scheduler: &Scheduler) {
+fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, scheduler: &Scheduler, live: &LiveView) {
     let Some(path) = config_path else {
         log::info!("SIGHUP: running on the built-in config; nothing to reload");
         return;
@@ -472,6 +559,7 @@ fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, sche
             if !not_applied.is_empty() {
                 log::warn!("SIGHUP: not applied, these need a restart: {}", not_applied.join(", "));
             }
+            live.set_config(Arc::new(config));
             log::info!(
                 "SIGHUP: reloaded thresholds, class filter, publish and tracking settings, zones and lines \
                  from {}",

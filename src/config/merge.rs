@@ -45,6 +45,10 @@ impl Config {
                 *p = credential;
             }
         }
+        if let Some(p) = self.http.token_file.as_mut() {
+            resolve(p, &["http", "token_file"]);
+        }
+        resolve(&mut self.http.zones_file, &["http", "zones_file"]);
         if let Some(tls) = self.mqtt.tls.as_mut() {
             resolve(&mut tls.ca_file, &["mqtt", "tls"]);
             if let Some(p) = tls.client_cert.as_mut() {

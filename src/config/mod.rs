@@ -17,9 +17,11 @@ use toml::{Table, Value};
 pub mod cache_dir;
 mod merge;
 mod validate;
+pub mod zones_file;
 
 pub use merge::data_dir;
 use merge::{merge, names_a_model};
+pub use validate::{validate_scene, SceneError};
 
 /// The documented example, also used when no `--config` is given.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/jetson-detectd.toml");
@@ -70,6 +72,7 @@ pub struct Config {
     pub snapshot: SnapshotConfig,
     pub homeassistant: HomeAssistantConfig,
     pub tracking: TrackingConfig,
+    pub http: HttpConfig,
     /// Where the config came from (not a TOML key).
     #[serde(skip, default = "embedded_origin")]
     pub origin: ConfigOrigin,
@@ -658,6 +661,41 @@ pub struct TrackingConfig {
     pub stationary_s: f32,
 }
 
+/// `[http]`: the built-in page, the HTTP API and `/metrics`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// `ip:port` to listen on; empty: no HTTP server. Beyond loopback only with a token.
+    pub listen: String,
+    /// File whose first line is the bearer token that every write must carry.
+    pub token_file: Option<PathBuf>,
+    /// The zones and lines saved from the page, merged over the cameras' own. The default depends
+    /// on the environment (systemd's `StateDirectory=`), so it is computed here.
+    #[serde(default = "default_zones_file")]
+    pub zones_file: PathBuf,
+}
+
+impl HttpConfig {
+    /// The address to listen on, or `None` when the server is off (validated: it parses).
+    pub fn listen_addr(&self) -> Option<std::net::SocketAddr> {
+        self.listen.parse().ok()
+    }
+}
+
+fn default_zones_file() -> PathBuf {
+    // systemd's StateDirectory= sets STATE_DIRECTORY; outside systemd use the per-user state directory.
+    let dir = if let Some(dir) = std::env::var_os("STATE_DIRECTORY") {
+        PathBuf::from(dir)
+    } else if let Some(xdg) = std::env::var_os("XDG_STATE_HOME") {
+        PathBuf::from(xdg).join("jetson-detectd")
+    } else if let Some(home) = std::env::var_os("HOME") {
+        PathBuf::from(home).join(".local/state/jetson-detectd")
+    } else {
+        PathBuf::from("/var/lib/jetson-detectd")
+    };
+    dir.join("zones.toml")
+}
+
 impl Config {
     /// Reads `path` (a regular file of at most
     /// [`MAX_CONFIG_BYTES`](crate::sys::files::MAX_CONFIG_BYTES)), merges it over the built-in
@@ -703,6 +741,7 @@ impl Config {
         config.origin = origin;
         config.resolve_paths(&user, base, &data_dir());
         config.check_model_is_described(&user)?;
+        zones_file::ZonesFile::load(&config.http.zones_file)?.apply(&mut config.cameras);
         config.validate()?;
         Ok(config)
     }

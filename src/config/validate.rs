@@ -238,7 +238,8 @@ impl Config {
                 }
                 _ => {}
             }
-            self.validate_scene(i, camera)?;
+            validate_scene(&camera.name, &camera.zones, &camera.lines)
+                .map_err(|e| self.invalid(&format!("camera[{i}].{}", e.key), e.message))?;
         }
         let mqtt = &self.mqtt;
         if mqtt.qos > 2 {
@@ -308,6 +309,7 @@ impl Config {
                 format!("{} is outside 0..={} (a day)", self.telemetry.interval_s, MAX_INTERVAL_S as u32),
             ));
         }
+        self.validate_http()?;
         if !(1..=100).contains(&self.snapshot.jpeg_quality) {
             return Err(self.invalid("snapshot.jpeg_quality", "allowed: 1..=100"));
         }
@@ -339,57 +341,25 @@ impl Config {
         Ok(())
     }
 
-    /// `[[camera.zone]]` and `[[camera.line]]` of camera `i`: errors name the camera and the zone or line.
-    fn validate_scene(&self, i: usize, camera: &CameraConfig) -> Result<(), ConfigError> {
-        use crate::track::{lines, zones};
-        if camera.zones.len() > zones::MAX_ZONES {
-            return Err(
-                self.invalid(&format!("camera[{i}].zone"), format!("at most {} zones per camera", zones::MAX_ZONES))
-            );
+    fn validate_http(&self) -> Result<(), ConfigError> {
+        let http = &self.http;
+        if http.listen.is_empty() {
+            return Ok(());
         }
-        if camera.lines.len() > lines::MAX_LINES {
-            return Err(
-                self.invalid(&format!("camera[{i}].line"), format!("at most {} lines per camera", lines::MAX_LINES))
-            );
-        }
-        let mut names = BTreeSet::new();
-        for (j, zone) in camera.zones.iter().enumerate() {
-            let what = format!("camera {:?}, zone {:?}", camera.name, zone.name);
-            if !is_topic_segment(&zone.name) {
-                return Err(self.invalid(
-                    &format!("camera[{i}].zone[{j}].name"),
-                    format!("{what}: use 1..=64 letters, digits, `_` or `-` (it is a topic level)"),
-                ));
-            }
-            if !names.insert(zone.name.as_str()) {
-                return Err(
-                    self.invalid(&format!("camera[{i}].zone[{j}].name"), format!("{what}: two zones have this name"))
-                );
-            }
-            if let Err(reason) = zones::Polygon::new(&zone.polygon) {
-                return Err(self.invalid(&format!("camera[{i}].zone[{j}].polygon"), format!("{what}: {reason}")));
-            }
-            if zone.labels.iter().any(|label| label.trim().is_empty()) {
-                return Err(self.invalid(&format!("camera[{i}].zone[{j}].labels"), format!("{what}: empty label name")));
-            }
-        }
-        let mut names = BTreeSet::new();
-        for (j, line) in camera.lines.iter().enumerate() {
-            let what = format!("camera {:?}, line {:?}", camera.name, line.name);
-            if !is_topic_segment(&line.name) {
-                return Err(self.invalid(
-                    &format!("camera[{i}].line[{j}].name"),
-                    format!("{what}: use 1..=64 letters, digits, `_` or `-`"),
-                ));
-            }
-            if !names.insert(line.name.as_str()) {
-                return Err(
-                    self.invalid(&format!("camera[{i}].line[{j}].name"), format!("{what}: two lines have this name"))
-                );
-            }
-            if let Err(reason) = lines::Segment::new(line.points) {
-                return Err(self.invalid(&format!("camera[{i}].line[{j}].points"), format!("{what}: {reason}")));
-            }
+        let Some(address) = http.listen_addr() else {
+            return Err(self.invalid(
+                "http.listen",
+                format!("{:?}: use an `ip:port` such as \"127.0.0.1:8090\" (\"\" turns the server off)", http.listen),
+            ));
+        };
+        if !address.ip().is_loopback() && http.token_file.is_none() {
+            return Err(self.invalid(
+                "http.token_file",
+                format!(
+                    "listening on {address} opens the page and the API beyond this machine: set a token_file \
+                     (writes then need its token), or listen on 127.0.0.1"
+                ),
+            ));
         }
         Ok(())
     }
@@ -501,6 +471,60 @@ fn topic_prefix_problem(prefix: &str) -> Option<String> {
         return None;
     };
     Some(problem)
+}
+
+/// A zone or line mistake: the key under the camera (`zone[1].polygon`) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SceneError {
+    pub key: String,
+    pub message: String,
+}
+
+/// Checks one camera's zones and lines as `[[camera.zone]]` and `[[camera.line]]` (also for zones
+/// saved from the page): names, polygons, segments, counts. Zone labels are checked against the
+/// label file where the daemon resolves them (`publish::tracking::camera_scene`).
+pub fn validate_scene(camera: &str, zones: &[ZoneConfig], lines: &[LineConfig]) -> Result<(), SceneError> {
+    use crate::track::{lines, zones as zone_geometry};
+    let error = |key: String, message: String| SceneError { key, message };
+    if zones.len() > zone_geometry::MAX_ZONES {
+        return Err(error("zone".into(), format!("at most {} zones per camera", zone_geometry::MAX_ZONES)));
+    }
+    if lines.len() > lines::MAX_LINES {
+        return Err(error("line".into(), format!("at most {} lines per camera", lines::MAX_LINES)));
+    }
+    let mut names = BTreeSet::new();
+    for (j, zone) in zones.iter().enumerate() {
+        let what = format!("camera {camera:?}, zone {:?}", zone.name);
+        if !is_topic_segment(&zone.name) {
+            return Err(error(
+                format!("zone[{j}].name"),
+                format!("{what}: use 1..=64 letters, digits, `_` or `-` (it is a topic level)"),
+            ));
+        }
+        if !names.insert(zone.name.as_str()) {
+            return Err(error(format!("zone[{j}].name"), format!("{what}: two zones have this name")));
+        }
+        if let Err(reason) = zone_geometry::Polygon::new(&zone.polygon) {
+            return Err(error(format!("zone[{j}].polygon"), format!("{what}: {reason}")));
+        }
+        if zone.labels.iter().any(|label| label.trim().is_empty()) {
+            return Err(error(format!("zone[{j}].labels"), format!("{what}: empty label name")));
+        }
+    }
+    let mut names = BTreeSet::new();
+    for (j, line) in lines.iter().enumerate() {
+        let what = format!("camera {camera:?}, line {:?}", line.name);
+        if !is_topic_segment(&line.name) {
+            return Err(error(format!("line[{j}].name"), format!("{what}: use 1..=64 letters, digits, `_` or `-`")));
+        }
+        if !names.insert(line.name.as_str()) {
+            return Err(error(format!("line[{j}].name"), format!("{what}: two lines have this name")));
+        }
+        if let Err(reason) = lines::Segment::new(line.points) {
+            return Err(error(format!("line[{j}].points"), format!("{what}: {reason}")));
+        }
+    }
+    Ok(())
 }
 
 fn is_topic_segment(s: &str) -> bool {

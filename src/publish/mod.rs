@@ -8,6 +8,7 @@
 pub mod counts;
 pub mod events;
 pub mod homeassistant;
+pub mod live;
 pub mod mqtt;
 pub mod payload;
 pub mod policy;

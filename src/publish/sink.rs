@@ -1,8 +1,9 @@
 //! The per-frame sink of the daemon: every processed frame becomes messages and statistics.
 //!
 //! Owns: per camera, the step "track → publish policy → detections payload → tracking messages →
-//! snapshot → MQTT outbox" and the frame's statistics; Home Assistant discovery at start and on
-//! reload; the end reports of cameras and inference workers. Runs on the inference worker, so it
+//! snapshot → MQTT outbox" and the frame's statistics; what the live view gets (a frame when a
+//! reader asked for one, every event); Home Assistant discovery at start and on reload; the end
+//! reports of cameras and inference workers. Runs on the inference worker, so it
 //! must not block: publishing is a hand-over to the MQTT connection task's bounded outbox. Must
 //! not: run inference, touch frame rings, or read files.
 
@@ -15,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::counts::LabelCounts;
 use super::homeassistant::{discovery_messages, DiscoveryContext, ZoneDiscovery};
+use super::live::LiveView;
 use super::mqtt::Publisher;
 use super::payload::{tracked_detections_message, Latency};
 use super::policy::PublishPolicy;
@@ -42,6 +44,9 @@ struct CameraEntry {
     snapshot_topic: String,
     /// Detections messages of this camera so far in the run (their `seq`).
     detections_seq: AtomicU64,
+    events_topic: String,
+    /// Index of the camera in the live view.
+    live: usize,
 }
 
 /// Turns processed frames into MQTT messages and statistics.
@@ -55,6 +60,8 @@ pub struct PublishSink {
     /// With Home Assistant discovery: the zone entities published, so a reload can remove the
     /// ones whose zone is gone.
     zone_discovery: Option<Mutex<ZoneDiscovery>>,
+    /// What the HTTP stage shows: frames on request, events.
+    live: Arc<LiveView>,
 }
 
 /// A camera or inference worker that stopped (`what` names it): `Err` carries why it failed.
@@ -65,7 +72,8 @@ impl PublishSink {
     /// the first frame: Home Assistant discovery and each camera's tracking start-up (zone counts
     /// at 0). `scenes` are the cameras' zones and lines in config order; the end of every camera
     /// and inference worker is reported on `ended`. `run` (this start's id) and a per-camera
-    /// sequence number stamp every detections and event message.
+    /// sequence number stamp every detections and event message. Each camera's statistics are the
+    /// live view's.
     pub fn start(
         config: &Config,
         publisher: Publisher,
@@ -73,6 +81,7 @@ impl PublishSink {
         labels: Arc<Labels>,
         scenes: Vec<Scene>,
         ended: mpsc::Sender<Ended>,
+        live: Arc<LiveView>,
     ) -> PublishSink {
         let camera_names: Vec<String> = config.cameras.iter().map(|c| c.name.clone()).collect();
         let mut zone_discovery = None;
@@ -101,7 +110,8 @@ impl PublishSink {
             .cameras
             .iter()
             .zip(scenes)
-            .map(|(camera, scene)| {
+            .enumerate()
+            .map(|(index, (camera, scene))| {
                 let tracking = config.tracking.enabled.then(|| {
                     let mut tracking = CameraTracking::new(
                         &camera.name,
@@ -126,7 +136,7 @@ impl PublishSink {
                     Mutex::new(counts)
                 });
                 let entry = CameraEntry {
-                    stats: Arc::new(CameraStats::new(&camera.name)),
+                    stats: live.cameras[index].stats.clone(),
                     policy: Mutex::new(PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz)),
                     snapshotter: config.snapshot.enabled.then(|| Mutex::new(Snapshotter::new(&config.snapshot))),
                     tracking,
@@ -134,11 +144,13 @@ impl PublishSink {
                     detections_topic: publisher.topic(&format!("{}/detections", camera.name)),
                     snapshot_topic: publisher.topic(&format!("{}/snapshot", camera.name)),
                     detections_seq: AtomicU64::new(0),
+                    events_topic: publisher.topic(&format!("{}/events", camera.name)),
+                    live: index,
                 };
                 (camera.name.clone(), entry)
             })
             .collect();
-        PublishSink { publisher, run, labels, cameras, ended, zone_discovery }
+        PublishSink { publisher, run, labels, cameras, ended, zone_discovery, live }
     }
 
     /// The statistics of `camera`, which telemetry reports.
@@ -165,12 +177,36 @@ impl PublishSink {
             };
             let mut out = Vec::new();
             lock(tracker).reload(tracking, scene, &self.labels, &mut out);
-            self.publish_all(out);
+            self.publish_tracking(&camera.name, out);
         }
         if let Some(discovery) = &self.zone_discovery {
             let messages = lock(discovery).messages(config);
             self.publish_all(messages);
         }
+    }
+
+    /// Applies one camera's new zones and lines (saved from the page; `config` is the running
+    /// config with them in place): its live tracks continue, as with [`PublishSink::reload`].
+    pub fn apply_scene(&self, config: &Config, camera: &str, scene: Scene) {
+        if let Some(tracker) = self.cameras.get(camera).and_then(|entry| entry.tracking.as_ref()) {
+            let mut out = Vec::new();
+            lock(tracker).reload(tracking_params(&config.tracking), scene, &self.labels, &mut out);
+            self.publish_tracking(camera, out);
+        }
+        if let Some(discovery) = &self.zone_discovery {
+            let messages = lock(discovery).messages(config);
+            self.publish_all(messages);
+        }
+    }
+
+    /// Publishes a camera's tracking messages; its events also go to the live view.
+    fn publish_tracking(&self, camera: &str, messages: Vec<Outgoing>) {
+        if let Some(entry) = self.cameras.get(camera) {
+            for message in messages.iter().filter(|message| message.topic == entry.events_topic) {
+                self.live.record_event(camera, &message.payload);
+            }
+        }
+        self.publish_all(messages);
     }
 
     fn publish_all(&self, messages: Vec<Outgoing>) {
@@ -181,11 +217,11 @@ impl PublishSink {
 
     /// Ends every camera's tracks: `end` events, event snapshots, counts back to 0 (shutdown).
     pub fn finish_tracking(&self) {
-        for entry in self.cameras.values() {
+        for (camera, entry) in &self.cameras {
             if let Some(tracking) = &entry.tracking {
                 let mut out = Vec::new();
                 lock(tracking).finish(&self.labels, &mut out);
-                self.publish_all(out);
+                self.publish_tracking(camera, out);
             }
         }
     }
@@ -215,8 +251,9 @@ impl FrameSink for PublishSink {
             );
             self.publisher.publish_per_frame(entry.detections_topic.clone(), payload, false);
         }
+        self.live.cameras[entry.live].offer(slot, detections, track_ids);
         drop(tracking);
-        self.publish_all(tracking_messages);
+        self.publish_tracking(camera, tracking_messages);
         if let Some(counts) = &entry.counts {
             let changed = lock(counts).frame(detections, &self.labels);
             self.publish_all(changed);
@@ -238,7 +275,7 @@ impl FrameSink for PublishSink {
         if let Some(tracking) = self.cameras.get(camera).and_then(|entry| entry.tracking.as_ref()) {
             let mut out = Vec::new();
             lock(tracking).finish(&self.labels, &mut out);
-            self.publish_all(out);
+            self.publish_tracking(camera, out);
         }
         let outcome = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
         if self.ended.try_send((format!("camera {camera}"), outcome)).is_err() {

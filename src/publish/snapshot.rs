@@ -2,15 +2,16 @@
 //!
 //! Owns: conversion of any [`PixelFormat`] to RGB for display (nearest sample, BT.601 limited
 //! range as in the preprocessing contract), drawing boxes and `label score` text (8×8 bitmap font
-//! from `font8x8`), JPEG encoding, and the per-camera rate limit. Must not: publish, or run on every
-//! frame (the pipeline calls [`Snapshotter::maybe_render`], which is cheap until the interval passed).
+//! from `font8x8`) — for the live view also track ids, zones and lines —, JPEG encoding, and the
+//! per-camera rate limit. Must not: publish, or run on every frame (the pipeline calls
+//! [`Snapshotter::maybe_render`], which is cheap until the interval passed).
 
 use std::time::{Duration, Instant};
 
 use image::codecs::jpeg::JpegEncoder;
 use image::ExtendedColorType;
 
-use crate::config::SnapshotConfig;
+use crate::config::{LineConfig, SnapshotConfig, ZoneConfig};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat};
 
@@ -76,6 +77,69 @@ pub fn render_jpeg(
         let colour = PALETTE[detection.class_id % PALETTE.len()];
         canvas.draw_box(detection, 2 * scale, colour);
         let caption = format!("{} {:.2}", labels.name(detection.class_id), detection.score);
+        canvas.draw_caption(detection, &caption, scale, colour);
+    }
+    let mut jpeg = Vec::new();
+    JpegEncoder::new_with_quality(&mut jpeg, quality).encode(
+        canvas.pixels,
+        meta.width,
+        meta.height,
+        ExtendedColorType::Rgb8,
+    )?;
+    Ok(jpeg)
+}
+
+/// Zones (closed polygons) and lines in frame fractions, drawn with their names.
+#[derive(Debug, Clone, Copy)]
+pub struct SceneOverlay<'a> {
+    pub zones: &'a [ZoneConfig],
+    pub lines: &'a [LineConfig],
+}
+
+const ZONE_COLOUR: [u8; 3] = [255, 214, 0];
+const LINE_COLOUR: [u8; 3] = [0, 229, 255];
+
+/// The JPEG of a live frame: boxes captioned `#<track id> <label> <score>` (the id of confirmed
+/// tracks only) and, with `overlay`, every zone and line with its name.
+#[allow(clippy::too_many_arguments)]
+pub fn render_live_jpeg(
+    data: &[u8],
+    meta: &FrameMeta,
+    detections: &[Detection],
+    track_ids: &[Option<u64>],
+    labels: &Labels,
+    overlay: Option<SceneOverlay<'_>>,
+    quality: u8,
+    rgb: &mut Vec<u8>,
+) -> Result<Vec<u8>, SnapshotError> {
+    to_rgb(data, meta, rgb)?;
+    let mut canvas = Canvas { pixels: rgb, width: meta.width as usize, height: meta.height as usize };
+    let scale = (canvas.width.min(canvas.height) / 480).max(1);
+    if let Some(overlay) = overlay {
+        for zone in overlay.zones {
+            let points = &zone.polygon;
+            for (i, point) in points.iter().enumerate() {
+                canvas.draw_segment(*point, points[(i + 1) % points.len()], 2 * scale, ZONE_COLOUR);
+            }
+            if let Some(first) = points.first() {
+                let (x, y) = (first[0] * canvas.width as f64, first[1] * canvas.height as f64);
+                canvas.draw_label(x as usize, y as usize, &zone.name, scale, ZONE_COLOUR);
+            }
+        }
+        for line in overlay.lines {
+            canvas.draw_segment(line.points[0], line.points[1], 2 * scale, LINE_COLOUR);
+            let (x, y) = (line.points[0][0] * canvas.width as f64, line.points[0][1] * canvas.height as f64);
+            canvas.draw_label(x as usize, y as usize, &line.name, scale, LINE_COLOUR);
+        }
+    }
+    for (i, detection) in detections.iter().enumerate() {
+        let colour = PALETTE[detection.class_id % PALETTE.len()];
+        canvas.draw_box(detection, 2 * scale, colour);
+        let name = labels.name(detection.class_id);
+        let caption = match track_ids.get(i).copied().flatten() {
+            Some(id) => format!("#{id} {name} {:.2}", detection.score),
+            None => format!("{name} {:.2}", detection.score),
+        };
         canvas.draw_caption(detection, &caption, scale, colour);
     }
     let mut jpeg = Vec::new();
@@ -193,6 +257,30 @@ impl Canvas<'_> {
     /// Caption on a filled band above the box (inside it when the box touches the top edge).
     fn draw_caption(&mut self, detection: &Detection, text: &str, scale: usize, colour: [u8; 3]) {
         let (x1, y1, _, _) = self.clamp_box(detection);
+        self.draw_label(x1, y1, text, scale, colour);
+    }
+
+    /// A segment between two points in frame fractions, `thickness` pixels wide.
+    fn draw_segment(&mut self, from: [f64; 2], to: [f64; 2], thickness: usize, colour: [u8; 3]) {
+        let to_pixels = |p: [f64; 2]| (p[0] * self.width as f64, p[1] * self.height as f64);
+        let ((x0, y0), (x1, y1)) = (to_pixels(from), to_pixels(to));
+        let steps = (x1 - x0).abs().max((y1 - y0).abs()).ceil().max(1.0) as usize;
+        let half = thickness / 2;
+        for step in 0..=steps {
+            let t = step as f64 / steps as f64;
+            let (x, y) = ((x0 + (x1 - x0) * t) as usize, (y0 + (y1 - y0) * t) as usize);
+            self.fill(
+                x.saturating_sub(half),
+                y.saturating_sub(half),
+                x + thickness - half,
+                y + thickness - half,
+                colour,
+            );
+        }
+    }
+
+    /// `text` on a filled band whose bottom-left corner is at (`x1`, `y1`) (below it near the top edge).
+    fn draw_label(&mut self, x1: usize, y1: usize, text: &str, scale: usize, colour: [u8; 3]) {
         let band_height = (GLYPH_SIZE + 2) * scale;
         let band_width = (text.chars().count() * GLYPH_SIZE + 2) * scale;
         let top = if y1 >= band_height { y1 - band_height } else { y1 };

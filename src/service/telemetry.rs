@@ -73,6 +73,35 @@ fn round3(value: f32) -> f32 {
     (value * 1000.0).round() / 1000.0
 }
 
+/// Upper bounds (seconds) of the latency histogram buckets, beyond which `+Inf` counts the rest.
+pub const LATENCY_BUCKETS_S: [f64; 13] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// Every latency of one stage since start, bucketed (for Prometheus histograms).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LatencyHistogram {
+    /// Samples at or below each bound of [`LATENCY_BUCKETS_S`] (not cumulative).
+    pub buckets: [u64; LATENCY_BUCKETS_S.len()],
+    pub count: u64,
+    pub sum_s: f64,
+}
+
+impl LatencyHistogram {
+    fn record(&mut self, seconds: f64) {
+        self.count += 1;
+        self.sum_s += seconds;
+        if let Some(bucket) = LATENCY_BUCKETS_S.iter().position(|bound| seconds <= *bound) {
+            self.buckets[bucket] += 1;
+        }
+    }
+}
+
+/// The latency rings and histograms of every stage, under one lock.
+#[derive(Debug)]
+struct StageLatencies {
+    rings: [LatencyRing; Stage::ALL.len()],
+    histograms: [LatencyHistogram; Stage::ALL.len()],
+}
+
 #[derive(Debug)]
 struct FpsWindow {
     since: Instant,
@@ -87,7 +116,7 @@ pub struct CameraStats {
     dropped: AtomicU64,
     over_limit: AtomicU64,
     truncated: AtomicU64,
-    latencies: Mutex<[LatencyRing; Stage::ALL.len()]>,
+    latencies: Mutex<StageLatencies>,
     window: Mutex<FpsWindow>,
     capture: Mutex<CaptureWindow>,
 }
@@ -144,7 +173,10 @@ impl CameraStats {
             dropped: AtomicU64::new(0),
             over_limit: AtomicU64::new(0),
             truncated: AtomicU64::new(0),
-            latencies: Mutex::new(std::array::from_fn(|_| LatencyRing::new())),
+            latencies: Mutex::new(StageLatencies {
+                rings: std::array::from_fn(|_| LatencyRing::new()),
+                histograms: [LatencyHistogram::default(); Stage::ALL.len()],
+            }),
             window: Mutex::new(FpsWindow { since: Instant::now(), frames_then: 0 }),
             capture: Mutex::new(CaptureWindow::default()),
         }
@@ -157,10 +189,11 @@ impl CameraStats {
     /// One processed frame and its stage timings.
     pub fn record_frame(&self, timings: &FrameTimings) {
         self.frames.fetch_add(1, Ordering::Relaxed);
-        let mut rings = lock(&self.latencies);
+        let mut latencies = lock(&self.latencies);
         for stage in Stage::ALL {
             if let Some(duration) = timings.get(stage) {
-                rings[stage.index()].push(duration.as_secs_f32() * 1000.0);
+                latencies.rings[stage.index()].push(duration.as_secs_f32() * 1000.0);
+                latencies.histograms[stage.index()].record(duration.as_secs_f64());
             }
         }
     }
@@ -203,22 +236,34 @@ impl CameraStats {
             *window = FpsWindow { since: now, frames_then: frames };
             (fps * 100.0).round() / 100.0
         };
+        let snapshot = CameraSnapshot { fps, ..self.peek() };
+        // The next frame_copies window starts here too.
+        let mut capture = lock(&self.capture);
+        capture.then = capture.now;
+        snapshot
+    }
+
+    /// Counters, latency percentiles and copies per frame without touching the fps and copies
+    /// windows (`fps` is 0): for readers other than the telemetry tick, which owns the windows.
+    pub fn peek(&self) -> CameraSnapshot {
         let latency_ms = {
-            let rings = lock(&self.latencies);
-            Stage::ALL.iter().filter_map(|stage| Some((*stage, rings[stage.index()].percentiles()?))).collect()
+            let latencies = lock(&self.latencies);
+            Stage::ALL
+                .iter()
+                .filter_map(|stage| Some((*stage, latencies.rings[stage.index()].percentiles()?)))
+                .collect()
         };
         let (capture_mode, frame_copies) = {
-            let mut capture = lock(&self.capture);
+            let capture = lock(&self.capture);
             let produced = capture.now.0.saturating_sub(capture.then.0);
             let copies = capture.now.1.saturating_sub(capture.then.1);
-            capture.then = capture.now;
             let per_frame = (produced > 0).then(|| (copies as f64 / produced as f64 * 100.0).round() / 100.0);
             (capture.mode, per_frame)
         };
         CameraSnapshot {
             name: self.name.clone(),
-            fps,
-            frames,
+            fps: 0.0,
+            frames: self.frames.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
             over_limit: self.over_limit.load(Ordering::Relaxed),
             truncated: self.truncated.load(Ordering::Relaxed),
@@ -227,6 +272,12 @@ impl CameraStats {
             capture_mode,
             frame_copies,
         }
+    }
+
+    /// The latency histogram of every stage since start, in [`Stage::ALL`] order.
+    pub fn histograms(&self) -> [(Stage, LatencyHistogram); Stage::ALL.len()] {
+        let latencies = lock(&self.latencies);
+        std::array::from_fn(|i| (Stage::ALL[i], latencies.histograms[i]))
     }
 }
 

@@ -76,6 +76,19 @@ impl TestConfig {
             .set("mqtt", "prefix", &toml_string(prefix))
             .set("mqtt", "client_id", &toml_string(&format!("{}-daemon", prefix.replace('/', "-"))))
             .set("mqtt", "reconnect_max_ms", "1000")
+            // No HTTP server unless a test asks (tests run in parallel: one port each), and no
+            // zones file from the machine's state directory.
+            .set("http", "listen", "\"\"")
+            .set(
+                "http",
+                "zones_file",
+                &toml_string(
+                    &std::env::temp_dir()
+                        .join(format!("jetson-detectd-test-{}-no-zones.toml", prefix.replace('/', "-")))
+                        .display()
+                        .to_string(),
+                ),
+            )
     }
 
     pub fn model(self, onnx: &Path, labels: &Path) -> TestConfig {

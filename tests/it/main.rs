@@ -11,6 +11,7 @@ mod gpu;
 #[cfg(feature = "tensorrt")]
 mod gpu_arena;
 mod hostile;
+mod http;
 mod mqtt;
 mod notify;
 mod onnxruntime;

@@ -1,0 +1,222 @@
+//! The zones file: the zones and lines saved from the web page, merged over the config.
+//!
+//! Owns: the file's format (the config's own `[[camera]]` shape holding only `name`, `[[camera.zone]]`
+//! and `[[camera.line]]`), reading it (bounded, a regular file only; a missing file is empty),
+//! checking it exactly as the config checks zones and lines ([`validate_scene`]), merging it over
+//! the configured cameras (the zones and lines of every camera it names replace the config's;
+//! cameras it names that the config lacks are kept in the file and ignored), and writing it
+//! atomically (temp file in the same directory, fsync, rename, fsync of the directory: a power cut
+//! leaves the old or the new file, never a torn one). Must not: open anything but that one file and
+//! its directory; it knows no HTTP and no camera beyond its name.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::bounded_read::ReadError;
+
+use super::{validate_scene, CameraConfig, ConfigError, ConfigOrigin, LineConfig, ZoneConfig};
+
+/// Largest zones file read: 64 cameras × 64 zones of 64 points fit many times over.
+pub const MAX_ZONES_FILE_BYTES: u64 = 4 << 20;
+
+const HEADER: &str = "\
+# Zones and lines saved from jetson-detectd's web page. For every camera named here they replace the
+# camera's [[camera.zone]] and [[camera.line]] tables of the config (same keys, fractions of the
+# frame). Written by the daemon; `jetson-detectd check-config --print` shows the merged result.
+";
+
+/// One camera's zones and lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CameraScene {
+    pub name: String,
+    #[serde(default, rename = "zone")]
+    pub zones: Vec<ZoneConfig>,
+    #[serde(default, rename = "line")]
+    pub lines: Vec<LineConfig>,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZonesFile {
+    #[serde(default, rename = "camera")]
+    pub cameras: Vec<CameraScene>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: cannot write the zones file: {source}")]
+pub struct WriteError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+impl ZonesFile {
+    /// Reads and checks `path`; a file that does not exist is an empty zones file.
+    pub fn load(path: &Path) -> Result<ZonesFile, ConfigError> {
+        let origin = ConfigOrigin::File(path.to_path_buf());
+        let text = match crate::bounded_read::read_to_string(path, MAX_ZONES_FILE_BYTES) {
+            Ok(text) => text,
+            Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ZonesFile::default()),
+            Err(source) => return Err(ConfigError::Read { origin, source }),
+        };
+        Self::parse(&text, origin)
+    }
+
+    /// Parses and checks the file's text; errors name `origin` and the key (`camera[0].zone[1].polygon`).
+    pub fn parse(text: &str, origin: ConfigOrigin) -> Result<ZonesFile, ConfigError> {
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { origin: origin.clone(), message: e.to_string() })?;
+        let file: ZonesFile =
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|error| ConfigError::Invalid {
+                origin: origin.clone(),
+                key: error.path().to_string(),
+                message: error.into_inner().message().trim_end().to_string(),
+            })?;
+        let invalid = |key: String, message: String| ConfigError::Invalid { origin: origin.clone(), key, message };
+        let mut names = std::collections::BTreeSet::new();
+        for (i, camera) in file.cameras.iter().enumerate() {
+            if !names.insert(camera.name.as_str()) {
+                return Err(invalid(format!("camera[{i}].name"), format!("{:?} is named twice", camera.name)));
+            }
+            validate_scene(&camera.name, &camera.zones, &camera.lines)
+                .map_err(|e| invalid(format!("camera[{i}].{}", e.key), e.message))?;
+        }
+        Ok(file)
+    }
+
+    /// Replaces the zones and lines of every configured camera this file names.
+    pub fn apply(&self, cameras: &mut [CameraConfig]) {
+        for scene in &self.cameras {
+            if let Some(camera) = cameras.iter_mut().find(|camera| camera.name == scene.name) {
+                camera.zones.clone_from(&scene.zones);
+                camera.lines.clone_from(&scene.lines);
+            }
+        }
+    }
+
+    /// Sets one camera's zones and lines (replacing what the file held for it).
+    pub fn set(&mut self, scene: CameraScene) {
+        match self.cameras.iter_mut().find(|camera| camera.name == scene.name) {
+            Some(camera) => *camera = scene,
+            None => self.cameras.push(scene),
+        }
+    }
+
+    /// The file's text: a comment saying what it is, then the cameras.
+    pub fn to_toml(&self) -> String {
+        // Plain data (strings, numbers, arrays): serialising it cannot fail.
+        let body = toml::to_string(self).unwrap_or_default();
+        format!("{HEADER}\n{body}")
+    }
+
+    /// Replaces the file at `path` atomically, creating its directory when missing.
+    pub fn write(&self, path: &Path) -> Result<(), WriteError> {
+        write_atomically(path, self.to_toml().as_bytes()).map_err(|source| WriteError { path: path.into(), source })
+    }
+}
+
+/// Temp file in the same directory, fsync, rename over `path`, fsync the directory.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        std::fs::File::open(&dir)?.sync_all()
+    })();
+    if result.is_err() {
+        // Best effort: the write already failed and says why.
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lane() -> CameraScene {
+        CameraScene {
+            name: "front".into(),
+            zones: vec![ZoneConfig {
+                name: "lane".into(),
+                polygon: vec![[0.0, 0.62], [1.0, 0.62], [1.0, 1.0], [0.0, 1.0]],
+                labels: vec!["person".into()],
+            }],
+            lines: vec![LineConfig { name: "gate".into(), points: [[0.5, 1.0], [0.5, 0.2]] }],
+        }
+    }
+
+    #[test]
+    fn a_written_file_reads_back_the_same_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/zones.toml");
+        let mut file = ZonesFile::default();
+        file.set(lane());
+        file.write(&path).unwrap();
+        assert_eq!(ZonesFile::load(&path).unwrap(), file);
+        let entries: Vec<_> =
+            std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(entries, ["zones.toml"]);
+    }
+
+    #[test]
+    fn a_missing_file_is_empty_and_setting_a_camera_twice_keeps_one_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = ZonesFile::load(&dir.path().join("absent.toml")).unwrap();
+        assert!(file.cameras.is_empty());
+        file.set(lane());
+        file.set(CameraScene { zones: Vec::new(), ..lane() });
+        assert_eq!(file.cameras.len(), 1);
+        assert!(file.cameras[0].zones.is_empty());
+    }
+
+    #[test]
+    fn a_bad_zone_in_the_file_names_the_file_and_the_key() {
+        let text =
+            "[[camera]]\nname = \"front\"\n[[camera.zone]]\nname = \"lane\"\npolygon = [[0.0, 0.0], [1.0, 0.0]]\n";
+        let error = ZonesFile::parse(text, ConfigOrigin::File("/state/zones.toml".into())).unwrap_err().to_string();
+        assert!(error.starts_with("/state/zones.toml: `camera[0].zone[0].polygon`"), "{error}");
+        assert!(error.contains("at least 3 points"), "{error}");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zones.toml");
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let error = ZonesFile::load(&path).unwrap_err().to_string();
+        assert!(error.contains("FIFO, not a regular file"), "{error}");
+    }
+
+    #[test]
+    fn applying_replaces_only_the_named_cameras_scenes() {
+        let camera = |name: &str| CameraConfig {
+            name: name.into(),
+            source: super::super::SourceConfig::Synthetic { width: 64, height: 64 },
+            fps: 0.0,
+            zones: Vec::new(),
+            lines: vec![LineConfig { name: "old".into(), points: [[0.0, 0.0], [1.0, 1.0]] }],
+        };
+        let mut cameras = vec![camera("front"), camera("back")];
+        let mut file = ZonesFile::default();
+        file.set(lane());
+        file.set(CameraScene { name: "gone".into(), zones: Vec::new(), lines: Vec::new() });
+        file.apply(&mut cameras);
+        assert_eq!(cameras[0].zones, lane().zones);
+        assert_eq!(cameras[0].lines, lane().lines);
+        assert_eq!(cameras[1].lines[0].name, "old");
+    }
+}

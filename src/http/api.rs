@@ -1,0 +1,330 @@
+//! The handlers of the JSON API, the annotated picture, `/healthz` and `/metrics`.
+//!
+//! Owns: each route's answer and error codes (404 for an unknown camera, 400 naming the field of a
+//! bad zone body, 503 while a camera has no frame yet or the watchdog sees a stall), rendering the
+//! live picture off the async threads, and the zone save: checked exactly as the config checks
+//! zones and lines (`config::validate_scene`, labels against the label file), written to the zones
+//! file, then applied by the daemon's loop before the answer. Must not: hold a view lock across an
+//! await, or read any file but the zones file.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use super::{HttpState, ZonesChange};
+use crate::config::zones_file::{CameraScene, ZonesFile};
+use crate::config::{validate_scene, LineConfig, ZoneConfig};
+use crate::publish::snapshot::{render_live_jpeg, SceneOverlay};
+use crate::service::telemetry::{telemetry_message, TelemetryReport};
+
+/// Longest wait for a camera's next frame before the latest kept one is shown.
+pub const FRAME_WAIT: Duration = Duration::from_secs(1);
+/// Quality of the live picture: legible boxes at a fraction of a raw frame's bytes.
+const LIVE_JPEG_QUALITY: u8 = 75;
+/// Events `GET /api/events` returns without `limit`.
+const DEFAULT_EVENTS: usize = 50;
+
+/// A JSON error: `{"error": "...", "field": "zones[0].polygon"}` (`field` only for a bad body).
+pub fn error(status: StatusCode, message: impl Into<String>, field: Option<String>) -> Response {
+    #[derive(Serialize)]
+    struct ErrorJson {
+        error: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        field: Option<String>,
+    }
+    (status, Json(ErrorJson { error: message.into(), field })).into_response()
+}
+
+fn unknown_camera(name: &str) -> Response {
+    error(StatusCode::NOT_FOUND, format!("no camera named {name:?}"), None)
+}
+
+/// `GET /healthz`: 200 `ok` while every pipeline makes progress, else 503 with the stalls.
+pub async fn healthz(State(state): State<HttpState>) -> Response {
+    match state.view.health() {
+        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response(),
+    }
+}
+
+/// `GET /metrics`: OpenMetrics text, which Prometheus reads.
+pub async fn metrics(State(state): State<HttpState>) -> Response {
+    match state.metrics.encode() {
+        Ok(text) => {
+            ([(header::CONTENT_TYPE, HeaderValue::from_static(super::metrics::CONTENT_TYPE))], text).into_response()
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode metrics: {e}"), None),
+    }
+}
+
+/// `GET /api/status`: the daemon's version and health, the model load time, and the telemetry
+/// message's figures (same fields as `<prefix>/telemetry`), current as of the last second or two.
+pub async fn status(State(state): State<HttpState>) -> Response {
+    let view = &state.view;
+    let figures = view.figures();
+    let cameras: Vec<_> = view
+        .cameras
+        .iter()
+        .enumerate()
+        .map(|(i, camera)| {
+            let mut snapshot = camera.stats.peek();
+            snapshot.fps = figures.fps.get(i).copied().unwrap_or(0.0);
+            snapshot.source = figures.sources.get(i).cloned().flatten();
+            snapshot
+        })
+        .collect();
+    let mut engine = view.facts.engine.clone();
+    if let Some(scheduler) = &figures.scheduler {
+        engine["scheduler"] = serde_json::to_value(scheduler).unwrap_or_default();
+    }
+    let report = TelemetryReport {
+        // The run id and sequence number stamp MQTT messages; this answer is not one.
+        stamp: None,
+        cameras: &cameras,
+        load: figures.system,
+        jetson: &figures.jetson,
+        mqtt: serde_json::to_value(figures.mqtt).ok(),
+        engine: Some(engine),
+        ts: figures.updated.unwrap_or_else(std::time::SystemTime::now),
+    };
+    let telemetry: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).unwrap_or_default();
+    let health = view.health();
+    Json(serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "healthy": health.is_ok(),
+        "health_reason": health.err(),
+        "model_load_s": view.facts.model_load.as_secs_f64(),
+        "cameras": view.cameras.iter().map(|camera| camera.name.as_str()).collect::<Vec<_>>(),
+        "telemetry": telemetry,
+    }))
+    .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct EventsQuery {
+    camera: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/events?camera=&limit=`: the newest events (oldest first), as published.
+pub async fn events(State(state): State<HttpState>, Query(query): Query<EventsQuery>) -> Response {
+    if let Some(name) = &query.camera {
+        if state.view.camera(name).is_none() {
+            return unknown_camera(name);
+        }
+    }
+    let limit = query.limit.unwrap_or(DEFAULT_EVENTS);
+    let events: Vec<serde_json::Value> = state
+        .view
+        .events(query.camera.as_deref(), limit)
+        .into_iter()
+        .map(|event| serde_json::json!({ "camera": event.camera, "event": *event.message }))
+        .collect();
+    Json(serde_json::json!({ "events": events })).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PictureQuery {
+    /// Draw the zones and lines (default); the page draws its own and asks without.
+    zones: Option<bool>,
+}
+
+/// `GET /api/cameras/{name}/latest.jpg`: the camera's next frame (or, after [`FRAME_WAIT`], the
+/// latest kept one) with boxes, track ids, zones and lines drawn.
+pub async fn latest_jpeg(
+    State(state): State<HttpState>,
+    Path(name): Path<String>,
+    Query(query): Query<PictureQuery>,
+) -> Response {
+    let Some(camera) = state.view.camera(&name) else { return unknown_camera(&name) };
+    let mut arrived = camera.request_frame();
+    let _ = tokio::time::timeout(FRAME_WAIT, arrived.changed()).await;
+    let Some(frame) = camera.latest() else {
+        let mut response = error(StatusCode::SERVICE_UNAVAILABLE, format!("camera {name:?} has no frame yet"), None);
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    };
+    let config = state.view.config();
+    let labels = state.view.labels.clone();
+    let with_zones = query.zones.unwrap_or(true);
+    let rendered = tokio::task::spawn_blocking(move || {
+        let camera = config.cameras.iter().find(|camera| camera.name == name);
+        let overlay =
+            camera.filter(|_| with_zones).map(|camera| SceneOverlay { zones: &camera.zones, lines: &camera.lines });
+        let mut rgb = Vec::new();
+        render_live_jpeg(
+            &frame.data,
+            &frame.meta,
+            &frame.detections,
+            &frame.track_ids,
+            &labels,
+            overlay,
+            LIVE_JPEG_QUALITY,
+            &mut rgb,
+        )
+    })
+    .await;
+    match rendered {
+        Ok(Ok(jpeg)) => (
+            [
+                (header::CONTENT_TYPE, HeaderValue::from_static("image/jpeg")),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            ],
+            jpeg,
+        )
+            .into_response(),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("render task failed: {e}"), None),
+    }
+}
+
+/// A camera's zones and lines in the config's shape (fractions of the frame).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SceneBody {
+    #[serde(default)]
+    pub zones: Vec<ZoneConfig>,
+    #[serde(default)]
+    pub lines: Vec<LineConfig>,
+}
+
+/// `GET /api/cameras/{name}/zones`: the zones and lines the camera runs with.
+pub async fn zones(State(state): State<HttpState>, Path(name): Path<String>) -> Response {
+    let config = state.view.config();
+    match config.cameras.iter().find(|camera| camera.name == name) {
+        Some(camera) => Json(SceneBody { zones: camera.zones.clone(), lines: camera.lines.clone() }).into_response(),
+        None => unknown_camera(&name),
+    }
+}
+
+/// `PUT /api/cameras/{name}/zones`: replaces the camera's zones and lines, saves them to the zones
+/// file and applies them (live tracks continue, as with SIGHUP). Answers the zones as applied.
+pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>, body: Bytes) -> Response {
+    if state.view.camera(&name).is_none() {
+        return unknown_camera(&name);
+    }
+    let scene = match parse_scene(&name, &body, &state.view.labels) {
+        Ok(scene) => scene,
+        Err((field, message)) => return error(StatusCode::BAD_REQUEST, message, Some(field)),
+    };
+    // One save at a time: read, change and write the file, then apply.
+    let _saving = state.saving.lock().await;
+    let path = state.zones_file.clone();
+    let saved = {
+        let scene = scene.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), String> {
+            let mut file = ZonesFile::load(&path).map_err(|e| e.to_string())?;
+            file.set(scene);
+            file.write(&path).map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("save task failed: {e}")))
+    };
+    if let Err(message) = saved {
+        log::error!("http: zones of camera {name:?} not saved: {message}");
+        return error(StatusCode::INTERNAL_SERVER_ERROR, message, None);
+    }
+    let (applied, answer) = oneshot::channel();
+    let body = SceneBody { zones: scene.zones.clone(), lines: scene.lines.clone() };
+    if state.changes.send(ZonesChange { scene, applied }).await.is_err() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the daemon is shutting down", None);
+    }
+    match answer.await {
+        Ok(Ok(())) => {
+            log::info!("http: zones and lines of camera {name:?} saved and applied");
+            Json(body).into_response()
+        }
+        Ok(Err(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, message, None),
+        Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the daemon is shutting down", None),
+    }
+}
+
+/// The body as a camera scene, checked as the config checks one: `Err((field, message))` names
+/// the body's field (`zones[0].polygon`).
+pub fn parse_scene(
+    camera: &str,
+    body: &[u8],
+    labels: &crate::detection::Labels,
+) -> Result<CameraScene, (String, String)> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let scene: SceneBody = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let field = e.path().to_string();
+        (field, e.into_inner().to_string())
+    })?;
+    deserializer.end().map_err(|e| (".".to_string(), e.to_string()))?;
+    validate_scene(camera, &scene.zones, &scene.lines).map_err(|e| {
+        // The config's keys are `zone[1]` and `line[0]`; the body's fields are plural.
+        let field = if let Some(rest) = e.key.strip_prefix("zone") {
+            format!("zones{rest}")
+        } else if let Some(rest) = e.key.strip_prefix("line") {
+            format!("lines{rest}")
+        } else {
+            e.key
+        };
+        (field, e.message)
+    })?;
+    for (j, zone) in scene.zones.iter().enumerate() {
+        if let Some(label) = zone.labels.iter().find(|label| labels.id_of(label).is_none()) {
+            return Err((
+                format!("zones[{j}].labels"),
+                format!("camera {camera:?}, zone {:?}: {label:?} is not in the label file", zone.name),
+            ));
+        }
+    }
+    Ok(CameraScene { name: camera.to_string(), zones: scene.zones, lines: scene.lines })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path as FsPath;
+
+    use super::*;
+    use crate::detection::Labels;
+
+    fn labels() -> Labels {
+        Labels::parse("person\ncar\n", FsPath::new("labels.txt")).unwrap()
+    }
+
+    #[test]
+    fn a_good_body_becomes_the_cameras_scene() {
+        let body =
+            br#"{"zones":[{"name":"lane","polygon":[[0.0,0.62],[1.0,0.62],[1.0,1.0],[0.0,1.0]],"labels":["person"]}],
+                        "lines":[{"name":"gate","points":[[0.5,1.0],[0.5,0.2]]}]}"#;
+        let scene = parse_scene("front", body, &labels()).unwrap();
+        assert_eq!(scene.name, "front");
+        assert_eq!(scene.zones[0].name, "lane");
+        assert_eq!(scene.lines[0].points, [[0.5, 1.0], [0.5, 0.2]]);
+    }
+
+    #[test]
+    fn every_bad_body_names_its_field() {
+        let cases: [(&[u8], &str, &str); 7] = [
+            (
+                br#"{"zones":[{"name":"lane","polygon":[[0.0,0.0],[1.0,0.0]]}]}"#,
+                "zones[0].polygon",
+                "at least 3 points",
+            ),
+            (br#"{"zones":[{"name":"a b","polygon":[[0,0],[1,0],[0,1]]}]}"#, "zones[0].name", "letters"),
+            (
+                br#"{"zones":[{"name":"z","polygon":[[0,0],[1,0],[0,1]],"labels":["dragon"]}]}"#,
+                "zones[0].labels",
+                "dragon",
+            ),
+            (br#"{"lines":[{"name":"g","points":[[0.5,0.5],[0.5,0.5]]}]}"#, "lines[0].points", "two different points"),
+            (br#"{"lines":[{"name":"g","points":[[0.5,0.5]]}]}"#, "lines[0].points", "invalid length"),
+            (br#"{"zones":[{"name":"z","polygon":"x"}]}"#, "zones[0].polygon", "invalid type"),
+            (br#"{"zone":[]}"#, "zone", "unknown field"),
+        ];
+        for (body, field, message) in cases {
+            let (got_field, got_message) = parse_scene("front", body, &labels()).unwrap_err();
+            assert_eq!(got_field, field, "{}: {got_message}", String::from_utf8_lossy(body));
+            assert!(got_message.contains(message), "{}: {got_message}", String::from_utf8_lossy(body));
+        }
+    }
+}

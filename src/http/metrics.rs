@@ -1,0 +1,345 @@
+//! `GET /metrics`: the live view as Prometheus metrics (OpenMetrics text, `prometheus-client`).
+//!
+//! Owns: the metric names, units, help texts and labels. Names follow Prometheus' conventions:
+//! the `jetson_detectd_` prefix, base units in the name (`_seconds`, `_bytes`, `_hertz`,
+//! `_celsius`, `_watts`, `_ratio`), `_total` on counters; per-camera metrics carry a `camera`
+//! label. Everything is read from the [`LiveView`] at scrape time (one collector), so nothing is
+//! counted twice and nothing runs per frame. Must not: keep state of its own or block on the
+//! pipeline.
+
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::publish::live::LiveView;
+use crate::service::telemetry::LATENCY_BUCKETS_S;
+use crate::source::SourceState;
+
+/// The answer's media type (Prometheus asks for it and reads it).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The registry with its one collector.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+}
+
+impl Metrics {
+    pub fn new(view: Arc<LiveView>) -> Metrics {
+        let mut registry = Registry::with_prefix("jetson_detectd");
+        registry.register_collector(Box::new(ViewCollector { view }));
+        Metrics { registry }
+    }
+
+    /// The exposition text, `# EOF` included.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
+        Ok(text)
+    }
+}
+
+#[derive(Debug)]
+struct ViewCollector {
+    view: Arc<LiveView>,
+}
+
+type LabelPairs = Vec<(&'static str, String)>;
+
+/// Writes one metric family: a descriptor, then one sample per label set.
+struct Family<'e, 'w> {
+    encoder: &'e mut DescriptorEncoder<'w>,
+}
+
+impl Family<'_, '_> {
+    fn gauges(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<&Unit>,
+        samples: impl IntoIterator<Item = (LabelPairs, f64)>,
+    ) -> Result<(), std::fmt::Error> {
+        let mut metric = self.encoder.encode_descriptor(name, help, unit, MetricType::Gauge)?;
+        for (labels, value) in samples {
+            ConstGauge::new(value).encode(metric.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn counters(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<&Unit>,
+        samples: impl IntoIterator<Item = (LabelPairs, u64)>,
+    ) -> Result<(), std::fmt::Error> {
+        let mut metric = self.encoder.encode_descriptor(name, help, unit, MetricType::Counter)?;
+        for (labels, value) in samples {
+            ConstCounter::new(value).encode(metric.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+fn camera(name: &str) -> LabelPairs {
+    vec![("camera", name.to_string())]
+}
+
+fn state_name(state: &SourceState) -> &'static str {
+    match state {
+        SourceState::Streaming => "streaming",
+        SourceState::Reconnecting { .. } => "reconnecting",
+        SourceState::Ended => "ended",
+        SourceState::Stopped => "stopped",
+    }
+}
+
+impl Collector for ViewCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let view = &self.view;
+        let figures = view.figures();
+        let snapshots: Vec<_> = view.cameras.iter().map(|c| (c.name.as_str(), c.stats.peek())).collect();
+        let mut family = Family { encoder: &mut encoder };
+
+        family.gauges(
+            "healthy",
+            "1 while every pipeline makes progress (the watchdog's verdict, as /healthz), else 0.",
+            None,
+            [(Vec::new(), if view.health().is_ok() { 1.0 } else { 0.0 })],
+        )?;
+        family.gauges(
+            "model_load",
+            "Time the model took to load at start, an engine build included when one ran.",
+            Some(&Unit::Seconds),
+            [(Vec::new(), view.facts.model_load.as_secs_f64())],
+        )?;
+
+        family.counters(
+            "camera_frames",
+            "Frames processed.",
+            None,
+            snapshots.iter().map(|(name, s)| (camera(name), s.frames)),
+        )?;
+        family.counters(
+            "camera_dropped_frames",
+            "Frames dropped before processing (the pipeline was behind, or the source lost them).",
+            None,
+            snapshots.iter().map(|(name, s)| (camera(name), s.dropped)),
+        )?;
+        family.counters(
+            "camera_over_limit_frames",
+            "Frames skipped for being larger than [limits] allows.",
+            None,
+            snapshots.iter().map(|(name, s)| (camera(name), s.over_limit)),
+        )?;
+        family.gauges(
+            "camera_fps",
+            "Frames processed per second over the last refresh (about 2 s).",
+            None,
+            snapshots
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _))| (camera(name), figures.fps.get(i).copied().unwrap_or(0.0))),
+        )?;
+        let states = ["streaming", "reconnecting", "ended", "stopped"];
+        family.gauges(
+            "camera_state",
+            "1 for the state the camera's source is in, 0 for the others.",
+            None,
+            view.cameras.iter().enumerate().flat_map(|(i, c)| {
+                let current = figures.sources.get(i).cloned().flatten().map(|report| state_name(&report.state));
+                states.iter().map(move |state| {
+                    let labels = vec![("camera", c.name.clone()), ("state", state.to_string())];
+                    (labels, if current == Some(*state) { 1.0 } else { 0.0 })
+                })
+            }),
+        )?;
+        {
+            let mut metric = family.encoder.encode_descriptor(
+                "camera_stage_latency",
+                "Time per frame in each stage: source (capture), wait (in the ring), pre, infer, post, \
+                 publish, total (capture to published).",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?;
+            for c in &view.cameras {
+                for (stage, histogram) in c.stats.histograms() {
+                    let labels = vec![("camera", c.name.clone()), ("stage", stage.name().to_string())];
+                    // The encoder sums the buckets up itself; f64::MAX stands for `+Inf`.
+                    let beyond = histogram.count - histogram.buckets.iter().sum::<u64>();
+                    let buckets: Vec<(f64, u64)> = LATENCY_BUCKETS_S
+                        .iter()
+                        .copied()
+                        .zip(histogram.buckets)
+                        .chain(std::iter::once((f64::MAX, beyond)))
+                        .collect();
+                    metric.encode_family(&labels)?.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                        histogram.sum_s,
+                        histogram.count,
+                        &buckets,
+                        None,
+                    )?;
+                }
+            }
+        }
+
+        if let Some(scheduler) = &figures.scheduler {
+            {
+                let mut metric = family.encoder.encode_descriptor(
+                    "inference_batch_size",
+                    "Frames per inference.",
+                    None,
+                    MetricType::Histogram,
+                )?;
+                let sizes = 1..=scheduler.max_batch.max(1);
+                let in_sizes: u64 =
+                    sizes.clone().map(|size| scheduler.batch_sizes.get(&size).copied().unwrap_or(0)).sum();
+                let buckets: Vec<(f64, u64)> = sizes
+                    .map(|size| (size as f64, scheduler.batch_sizes.get(&size).copied().unwrap_or(0)))
+                    .chain(std::iter::once((f64::MAX, scheduler.batches.saturating_sub(in_sizes))))
+                    .collect();
+                metric.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                    scheduler.frames as f64,
+                    scheduler.batches,
+                    &buckets,
+                    None,
+                )?;
+            }
+            family.gauges("inference_workers", "Inference workers.", None, [(Vec::new(), scheduler.workers as f64)])?;
+            let memory = scheduler.memory;
+            family.gauges(
+                "context_scratch",
+                "Scratch (activation) memory of the execution contexts together.",
+                Some(&Unit::Bytes),
+                [(Vec::new(), memory.scratch_bytes as f64)],
+            )?;
+            family.gauges(
+                "context_persistent",
+                "Memory the execution contexts keep for themselves beyond their scratch.",
+                Some(&Unit::Bytes),
+                [(Vec::new(), memory.persistent_bytes as f64)],
+            )?;
+            family.gauges(
+                "context_saved",
+                "Memory saved against one execution context per camera.",
+                Some(&Unit::Bytes),
+                [(Vec::new(), memory.saved_bytes as f64)],
+            )?;
+        }
+
+        let mqtt = figures.mqtt;
+        family.gauges(
+            "mqtt_connected",
+            "1 while the broker connection is up.",
+            None,
+            [(Vec::new(), if mqtt.connected { 1.0 } else { 0.0 })],
+        )?;
+        family.gauges(
+            "mqtt_queue_messages",
+            "Messages waiting or in flight.",
+            None,
+            [(Vec::new(), mqtt.queued as f64)],
+        )?;
+        family.gauges(
+            "mqtt_queue",
+            "Topic and payload bytes of the messages waiting or in flight.",
+            Some(&Unit::Bytes),
+            [(Vec::new(), mqtt.queued_bytes as f64)],
+        )?;
+        family.counters(
+            "mqtt_published_messages",
+            "Messages the broker took.",
+            None,
+            [(Vec::new(), mqtt.published)],
+        )?;
+        family.counters(
+            "mqtt_dropped_messages",
+            "Messages dropped (queue full, too large, or after shutdown).",
+            None,
+            [(Vec::new(), mqtt.dropped)],
+        )?;
+        family.counters("mqtt_reconnects", "Connections after the first.", None, [(Vec::new(), mqtt.reconnects)])?;
+
+        if let Some(load) = &figures.system {
+            family.gauges(
+                "process_cpu",
+                "CPU time of the daemon per second of wall time (1.0 = one core), over the last refresh.",
+                Some(&Unit::Ratios),
+                [(Vec::new(), f64::from(load.process.cpu_percent) / 100.0)],
+            )?;
+            family.gauges(
+                "process_resident_memory",
+                "Resident memory of the daemon.",
+                Some(&Unit::Bytes),
+                [(Vec::new(), load.process.rss_bytes as f64)],
+            )?;
+            family.gauges(
+                "system_cpu",
+                "CPU use of the whole machine, 0..1.",
+                Some(&Unit::Ratios),
+                [(Vec::new(), f64::from(load.system.cpu_percent) / 100.0)],
+            )?;
+            family.gauges(
+                "system_memory_used",
+                "Memory in use on the machine.",
+                Some(&Unit::Bytes),
+                [(Vec::new(), load.system.mem_used_bytes as f64)],
+            )?;
+            family.gauges(
+                "system_memory_total",
+                "Memory of the machine.",
+                Some(&Unit::Bytes),
+                [(Vec::new(), load.system.mem_total_bytes as f64)],
+            )?;
+        }
+        let jetson = &figures.jetson;
+        if let Some(gpu) = &jetson.gpu {
+            if let Some(load) = gpu.load_percent {
+                family.gauges(
+                    "gpu_load",
+                    "GPU load, 0..1.",
+                    Some(&Unit::Ratios),
+                    [(Vec::new(), f64::from(load) / 100.0)],
+                )?;
+            }
+            if let Some(freq) = gpu.freq_hz {
+                family.gauges(
+                    "gpu_frequency",
+                    "GPU clock now.",
+                    Some(&Unit::Other("hertz".into())),
+                    [(Vec::new(), freq as f64)],
+                )?;
+            }
+            if let Some(max) = gpu.max_freq_hz {
+                family.gauges(
+                    "gpu_max_frequency",
+                    "Highest GPU clock the governor may set.",
+                    Some(&Unit::Other("hertz".into())),
+                    [(Vec::new(), max as f64)],
+                )?;
+            }
+        }
+        if !jetson.thermal.is_empty() {
+            family.gauges(
+                "thermal_zone_temperature",
+                "Temperature of each thermal zone of the board.",
+                Some(&Unit::Celsius),
+                jetson.thermal.iter().map(|(zone, celsius)| (vec![("zone", zone.clone())], *celsius)),
+            )?;
+        }
+        if !jetson.power.is_empty() {
+            family.gauges(
+                "power_rail",
+                "Power drawn on each INA3221 rail of the board.",
+                Some(&Unit::Other("watts".into())),
+                jetson.power.iter().map(|(rail, power)| (vec![("rail", rail.clone())], power.mw as f64 / 1000.0)),
+            )?;
+        }
+        Ok(())
+    }
+}

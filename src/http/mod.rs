@@ -1,0 +1,168 @@
+//! The HTTP stage: the built-in page, the JSON API and Prometheus `/metrics`, on the daemon's tokio
+//! runtime (axum, HTTP/1).
+//!
+//! Owns: the listener (`[http] listen`), the token (`[http] token_file`, read once at start, never
+//! logged), the routes ([`server`]), the handlers ([`api`]), the metrics encoding ([`metrics`]) and
+//! the page's assets compiled into the binary ([`page`]: no files to install, no CDN). It reads the
+//! daemon only through the [`LiveView`] and writes only the zones file; a zone change is applied by
+//! the daemon's loop, which it asks through a channel ([`ZonesChange`]) and whose answer it waits
+//! for, so a saved zone is live when the request returns. Must not: touch a frame slot, hold a lock
+//! the pipeline waits on (it copies `Arc`s out of the view), or let a request path reach the file
+//! system beyond the one zones file.
+
+pub mod api;
+pub mod metrics;
+pub mod page;
+pub mod server;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::zones_file::CameraScene;
+use crate::config::Config;
+use crate::publish::live::LiveView;
+
+/// Largest token file read (a token is one line).
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("`http.token_file` {path}: {reason}")]
+    Token { path: PathBuf, reason: String },
+    #[error("`http.listen` {address}: cannot listen: {source}")]
+    Listen { address: SocketAddr, source: std::io::Error },
+}
+
+/// A zone and line change for one camera, already checked and saved; the daemon's loop applies it
+/// to the camera's tracking and answers.
+#[derive(Debug)]
+pub struct ZonesChange {
+    pub scene: CameraScene,
+    pub applied: oneshot::Sender<Result<(), String>>,
+}
+
+/// The bearer token that writes must carry.
+#[derive(Clone)]
+pub struct Token(Arc<str>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<hidden>)")
+    }
+}
+
+impl Token {
+    /// The first line of `path`, trimmed; an empty one is refused.
+    pub fn read(path: &Path) -> Result<Token, HttpError> {
+        let error = |reason: String| HttpError::Token { path: path.to_path_buf(), reason };
+        // Bounded, non-blocking, regular files only: a FIFO in its place must not hang the start.
+        let text = crate::bounded_read::read_to_string(path, MAX_TOKEN_FILE_BYTES).map_err(|e| error(e.to_string()))?;
+        let token = text.lines().next().unwrap_or_default().trim();
+        if token.is_empty() {
+            return Err(error("the first line is empty".into()));
+        }
+        Ok(Token(token.into()))
+    }
+
+    #[cfg(test)]
+    pub fn new(token: &str) -> Token {
+        Token(token.into())
+    }
+
+    /// Whether `candidate` is the token; takes the same time wherever the first difference is.
+    pub fn matches(&self, candidate: &str) -> bool {
+        let (a, b) = (self.0.as_bytes(), candidate.as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct HttpState {
+    pub view: Arc<LiveView>,
+    pub token: Option<Token>,
+    pub zones_file: PathBuf,
+    pub changes: mpsc::Sender<ZonesChange>,
+    /// Serialises zone saves (read, change, write the file, apply).
+    pub saving: Arc<tokio::sync::Mutex<()>>,
+    pub metrics: Arc<metrics::Metrics>,
+}
+
+/// A running server; it stops when the daemon's runtime shuts down or on [`HttpServer::stop`].
+#[derive(Debug)]
+pub struct HttpServer {
+    pub address: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HttpServer {
+    /// Binds `[http] listen` and serves; `Ok(None)` when the server is off. Must run inside the
+    /// daemon's tokio runtime.
+    pub async fn start(
+        config: &Config,
+        view: Arc<LiveView>,
+        changes: mpsc::Sender<ZonesChange>,
+    ) -> Result<Option<HttpServer>, HttpError> {
+        let Some(address) = config.http.listen_addr() else { return Ok(None) };
+        let token = config.http.token_file.as_deref().map(Token::read).transpose()?;
+        let listener =
+            tokio::net::TcpListener::bind(address).await.map_err(|source| HttpError::Listen { address, source })?;
+        let address = listener.local_addr().map_err(|source| HttpError::Listen { address, source })?;
+        let state = HttpState {
+            metrics: Arc::new(metrics::Metrics::new(view.clone())),
+            view,
+            token,
+            zones_file: config.http.zones_file.clone(),
+            changes,
+            saving: Arc::default(),
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let router = server::router(state);
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(e) = serve.await {
+                log::error!("http: the server stopped: {e}");
+            }
+        });
+        Ok(Some(HttpServer { address, stop: Some(stop), task }))
+    }
+
+    /// Stops accepting, lets running requests finish.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = self.task.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_matches_only_itself_and_never_prints() {
+        let token = Token::new("s3cret");
+        assert!(token.matches("s3cret"));
+        assert!(!token.matches("s3cre"));
+        assert!(!token.matches("s3creT"));
+        assert!(!format!("{token:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_token_file_gives_its_first_line_and_an_empty_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "  abc123  \nsecond line\n").unwrap();
+        assert!(Token::read(&path).unwrap().matches("abc123"));
+        std::fs::write(&path, "\n").unwrap();
+        let error = Token::read(&path).unwrap_err().to_string();
+        assert!(error.contains("http.token_file") && error.contains("empty"), "{error}");
+    }
+}

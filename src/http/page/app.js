@@ -1,0 +1,167 @@
+'use strict';
+// jetson-detectd's page: live pictures (JPEG polling, one request after the other, none while the
+// tab is hidden), figures, events, and a zone and line editor that saves through the API.
+const SVG = 'http://www.w3.org/2000/svg';
+const cameras = new Map();
+const tokenInput = document.getElementById('token');
+tokenInput.value = sessionStorage.getItem('token') || '';
+tokenInput.addEventListener('change', () => sessionStorage.setItem('token', tokenInput.value));
+
+const path = (name, rest) => `/api/cameras/${encodeURIComponent(name)}/${rest}`;
+const json = async (url) => { const r = await fetch(url); if (!r.ok) throw new Error(r.status); return r.json(); };
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+const points = (list) => list.map((p) => p.join(',')).join(' ');
+
+function draw(cam) {
+  const overlay = cam.overlay;
+  overlay.replaceChildren();
+  for (const zone of cam.scene.zones) {
+    overlay.append(svg('polygon', { class: 'zone', 'data-name': zone.name, points: points(zone.polygon) }));
+    overlay.append(svg('text', { x: zone.polygon[0][0], y: zone.polygon[0][1] }, zone.name));
+  }
+  for (const line of cam.scene.lines) {
+    const [a, b] = line.points;
+    overlay.append(svg('line', { class: 'line', 'data-name': line.name, x1: a[0], y1: a[1], x2: b[0], y2: b[1] }));
+    overlay.append(svg('text', { x: a[0], y: a[1] }, line.name));
+  }
+  if (cam.draft && cam.draft.points.length) {
+    const tag = cam.draft.kind === 'zone' ? 'polygon' : 'polyline';
+    overlay.append(svg(tag, { class: 'draft', points: points(cam.draft.points) }));
+  }
+  const list = cam.card.querySelector('.scene');
+  list.replaceChildren();
+  for (const [kind, items] of [['zone', cam.scene.zones], ['line', cam.scene.lines]]) {
+    for (const item of items) {
+      const li = document.createElement('li');
+      li.textContent = `${kind} ${item.name}` + (item.labels && item.labels.length ? ` (${item.labels.join(', ')})` : '');
+      const remove = document.createElement('button');
+      remove.textContent = 'delete';
+      remove.addEventListener('click', () => {
+        const key = kind === 'zone' ? 'zones' : 'lines';
+        save(cam, { ...cam.scene, [key]: cam.scene[key].filter((other) => other !== item) });
+      });
+      li.append(remove);
+      list.append(li);
+    }
+  }
+}
+
+async function save(cam, scene) {
+  const message = cam.card.querySelector('.message');
+  const headers = { 'Content-Type': 'application/json' };
+  if (tokenInput.value) headers.Authorization = `Bearer ${tokenInput.value}`;
+  const response = await fetch(path(cam.name, 'zones'), { method: 'PUT', headers, body: JSON.stringify(scene) });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    message.textContent = `not saved: ${body.field ? body.field + ': ' : ''}${body.error || response.status}`;
+    return false;
+  }
+  cam.scene = body;
+  cam.draft = null;
+  message.textContent = 'saved';
+  draw(cam);
+  return true;
+}
+
+function startDraft(cam, kind) {
+  cam.draft = { kind, points: [] };
+  cam.card.querySelector('.finish').disabled = kind !== 'zone';
+  cam.card.querySelector('.message').textContent = kind === 'zone' ? 'click the corners, then Finish' : 'click both ends';
+  draw(cam);
+}
+
+function finishDraft(cam) {
+  const draft = cam.draft;
+  const name = cam.card.querySelector('.name').value.trim();
+  const labels = cam.card.querySelector('.labels').value.split(',').map((s) => s.trim()).filter(Boolean);
+  if (!draft || !name) { cam.card.querySelector('.message').textContent = 'draw a shape and name it'; return; }
+  const scene = { zones: [...cam.scene.zones], lines: [...cam.scene.lines] };
+  if (draft.kind === 'zone') scene.zones.push({ name, polygon: draft.points, labels });
+  else scene.lines.push({ name, points: draft.points });
+  save(cam, scene);
+}
+
+function addCamera(name) {
+  const card = document.getElementById('camera-template').content.firstElementChild.cloneNode(true);
+  card.dataset.camera = name;
+  card.querySelector('.name').textContent = name;
+  const cam = { name, card, overlay: card.querySelector('.overlay'), img: card.querySelector('.live'),
+    scene: { zones: [], lines: [] }, draft: null };
+  cameras.set(name, cam);
+  document.getElementById('cameras').append(card);
+  cam.overlay.addEventListener('click', (event) => {
+    if (!cam.draft) return;
+    const box = cam.overlay.getBoundingClientRect();
+    const round = (v) => Math.round(Math.min(1, Math.max(0, v)) * 1000) / 1000;
+    cam.draft.points.push([round((event.clientX - box.left) / box.width), round((event.clientY - box.top) / box.height)]);
+    if (cam.draft.kind === 'line' && cam.draft.points.length === 2) cam.card.querySelector('.finish').disabled = false;
+    draw(cam);
+  });
+  card.querySelector('.draw-zone').addEventListener('click', () => startDraft(cam, 'zone'));
+  card.querySelector('.draw-line').addEventListener('click', () => startDraft(cam, 'line'));
+  card.querySelector('.finish').addEventListener('click', () => finishDraft(cam));
+  card.querySelector('.save').addEventListener('click', () => (cam.draft ? finishDraft(cam) : save(cam, cam.scene)));
+  json(path(name, 'zones')).then((scene) => { cam.scene = scene; draw(cam); }).catch(() => {});
+  const load = () => {
+    if (document.hidden) { setTimeout(load, 1000); return; }
+    cam.img.src = `${path(name, 'latest.jpg')}?zones=false&t=${Date.now()}`;
+  };
+  cam.img.addEventListener('load', () => setTimeout(load, 250));
+  cam.img.addEventListener('error', () => setTimeout(load, 1000));
+  load();
+}
+
+function ms(latency, stage) { return latency && latency[stage] ? `${latency[stage].p50} ms` : '–'; }
+
+async function refreshStatus() {
+  try {
+    const status = await json('/api/status');
+    const health = document.getElementById('health');
+    health.textContent = status.healthy ? 'healthy' : `stalled: ${status.health_reason}`;
+    health.className = `badge ${status.healthy ? 'ok' : 'bad'}`;
+    const t = status.telemetry;
+    const engine = t.engine || {};
+    document.getElementById('summary').textContent =
+      `${engine.kind || ''} · ${engine.model || ''} · broker ${t.mqtt && t.mqtt.connected ? 'connected' : 'away'}`;
+    for (const [name, c] of Object.entries(t.cameras || {})) {
+      const cam = cameras.get(name);
+      if (!cam) continue;
+      const state = cam.card.querySelector('.state');
+      state.textContent = c.state ? `${c.state} since ${c.since}` : '';
+      state.className = `state badge ${c.state || ''}`;
+      cam.card.querySelector('.figures').textContent =
+        `${c.fps} fps · ${c.frames} frames · ${c.dropped} dropped · latency p50 infer ${ms(c.latency_ms, 'infer')}, ` +
+        `total ${ms(c.latency_ms, 'total')}`;
+    }
+  } catch (e) {
+    document.getElementById('health').textContent = 'daemon unreachable';
+  }
+}
+
+async function refreshEvents() {
+  try {
+    const { events } = await json('/api/events?limit=30');
+    const list = document.getElementById('events');
+    list.replaceChildren(...events.reverse().map(({ camera, event }) => {
+      const li = document.createElement('li');
+      const zones = event.zones && event.zones.length ? ` in ${event.zones.join(', ')}` : '';
+      const crossed = event.crossed ? ` crossed ${event.crossed.line} ${event.crossed.direction || ''}` : '';
+      li.textContent = `${event.last_ts} ${camera} ${event.type} ${event.label} #${event.track_id}${zones}${crossed}`;
+      return li;
+    }));
+  } catch (e) { /* the status badge says so */ }
+}
+
+json('/api/status').then((status) => {
+  status.cameras.forEach(addCamera);
+  refreshStatus();
+  refreshEvents();
+  setInterval(refreshStatus, 2000);
+  setInterval(refreshEvents, 2000);
+});

@@ -1,0 +1,263 @@
+//! The live view: what the running daemon shows its HTTP stage, kept up to date by the per-frame
+//! sink and the daemon's ticks, read by the page, the API and `/metrics`.
+//!
+//! Owns: per camera the latest frame *on request* (a reader asks with [`LiveCamera::request_frame`];
+//! the sink copies the next frame's bytes, detections and track ids once, and nothing per frame
+//! otherwise — rendering and JPEG encoding happen on the reader's side), a bounded ring of recent
+//! events, the running config (its zones and lines included) and the latest figures (camera states,
+//! MQTT, scheduler, engine, system load, board sensors). Must not: make the pipeline wait on a
+//! reader. Every lock here is held only to swap or clone an `Arc` (or push one event), never across
+//! a render, an encode or I/O.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::detection::{Detection, Labels};
+use crate::frame::{FrameMeta, FrameSlot};
+use crate::infer::scheduler::ScheduleReport;
+use crate::publish::mqtt::MqttStats;
+use crate::service::notify::Liveness;
+use crate::service::telemetry::{CameraStats, JetsonSysfs, SystemSample};
+use crate::source::SourceReport;
+use crate::sync::lock;
+use crate::track::tracker::TrackId;
+
+/// Recent events kept for `GET /api/events` and the page.
+pub const EVENT_RING: usize = 200;
+
+/// One frame as a camera delivered it, with what the daemon found on it.
+#[derive(Debug)]
+pub struct CapturedFrame {
+    pub data: Vec<u8>,
+    pub meta: FrameMeta,
+    pub detections: Vec<Detection>,
+    /// Per detection, its confirmed track's id.
+    pub track_ids: Vec<Option<TrackId>>,
+}
+
+/// One camera's side of the live view.
+#[derive(Debug)]
+pub struct LiveCamera {
+    pub name: String,
+    pub stats: Arc<CameraStats>,
+    wanted: AtomicBool,
+    latest: Mutex<Option<Arc<CapturedFrame>>>,
+    /// Bumped after every capture, so readers can wait for the frame they asked for.
+    captures: watch::Sender<u64>,
+}
+
+impl LiveCamera {
+    /// Asks the sink to keep the camera's next frame; returns a receiver that sees it arrive.
+    pub fn request_frame(&self) -> watch::Receiver<u64> {
+        let receiver = self.captures.subscribe();
+        self.wanted.store(true, Ordering::Release);
+        receiver
+    }
+
+    /// The latest kept frame, if any was asked for yet.
+    pub fn latest(&self) -> Option<Arc<CapturedFrame>> {
+        lock(&self.latest).clone()
+    }
+
+    /// Sink side, every frame: one atomic load unless a reader asked for a frame.
+    pub fn offer(&self, slot: &FrameSlot, detections: &[Detection], track_ids: &[Option<TrackId>]) {
+        if !self.wanted.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let frame = Arc::new(CapturedFrame {
+            data: slot.data().to_vec(),
+            meta: slot.meta().clone(),
+            detections: detections.to_vec(),
+            track_ids: track_ids.to_vec(),
+        });
+        *lock(&self.latest) = Some(frame);
+        self.captures.send_modify(|count| *count += 1);
+    }
+}
+
+/// One event as published, with the camera it came from.
+#[derive(Debug, Clone)]
+pub struct LiveEvent {
+    pub camera: String,
+    /// The event message (JSON, as published on `<prefix>/<camera>/events`).
+    pub message: Arc<serde_json::Value>,
+}
+
+/// Figures refreshed by the daemon's tick.
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    /// Per camera (config order): its source's state, and frames per second over the last tick.
+    pub sources: Vec<Option<SourceReport>>,
+    pub fps: Vec<f64>,
+    pub mqtt: MqttStats,
+    pub scheduler: Option<ScheduleReport>,
+    pub system: Option<SystemSample>,
+    pub jetson: JetsonSysfs,
+    pub updated: Option<SystemTime>,
+}
+
+/// What the daemon knew at start and does not change while it runs.
+#[derive(Debug, Clone)]
+pub struct StartFacts {
+    /// The backend's description and the GPU probe (as in telemetry's `engine`).
+    pub engine: serde_json::Value,
+    /// Time to load the model: an engine build included, when one ran.
+    pub model_load: Duration,
+    pub started: SystemTime,
+}
+
+/// The whole live view; one per daemon, shared as an `Arc`.
+#[derive(Debug)]
+pub struct LiveView {
+    pub cameras: Vec<LiveCamera>,
+    pub labels: Arc<Labels>,
+    pub liveness: Arc<Liveness>,
+    /// The longest silence the watchdog allows a pipeline.
+    pub max_silence: Duration,
+    pub facts: StartFacts,
+    config: Mutex<Arc<Config>>,
+    events: Mutex<VecDeque<LiveEvent>>,
+    figures: Mutex<Arc<Figures>>,
+}
+
+impl LiveView {
+    /// One [`LiveCamera`] (with its statistics) per configured camera, in config order.
+    pub fn new(
+        config: Arc<Config>,
+        labels: Arc<Labels>,
+        liveness: Arc<Liveness>,
+        max_silence: Duration,
+        facts: StartFacts,
+    ) -> LiveView {
+        let cameras = config
+            .cameras
+            .iter()
+            .map(|camera| LiveCamera {
+                name: camera.name.clone(),
+                stats: Arc::new(CameraStats::new(&camera.name)),
+                wanted: AtomicBool::new(false),
+                latest: Mutex::new(None),
+                captures: watch::channel(0).0,
+            })
+            .collect();
+        LiveView {
+            cameras,
+            labels,
+            liveness,
+            max_silence,
+            facts,
+            config: Mutex::new(config),
+            events: Mutex::new(VecDeque::with_capacity(EVENT_RING)),
+            figures: Mutex::new(Arc::default()),
+        }
+    }
+
+    pub fn camera(&self, name: &str) -> Option<&LiveCamera> {
+        self.cameras.iter().find(|camera| camera.name == name)
+    }
+
+    /// The running config (zones and lines as applied).
+    pub fn config(&self) -> Arc<Config> {
+        lock(&self.config).clone()
+    }
+
+    pub fn set_config(&self, config: Arc<Config>) {
+        *lock(&self.config) = config;
+    }
+
+    pub fn figures(&self) -> Arc<Figures> {
+        lock(&self.figures).clone()
+    }
+
+    pub fn set_figures(&self, figures: Figures) {
+        *lock(&self.figures) = Arc::new(figures);
+    }
+
+    /// Sink side: an event message as published (anything but a JSON object is ignored).
+    pub fn record_event(&self, camera: &str, payload: &[u8]) {
+        let Ok(message @ serde_json::Value::Object(_)) = serde_json::from_slice(payload) else { return };
+        let mut events = lock(&self.events);
+        if events.len() == EVENT_RING {
+            events.pop_front();
+        }
+        events.push_back(LiveEvent { camera: camera.to_string(), message: Arc::new(message) });
+    }
+
+    /// The newest `limit` events (of `camera` when given), oldest first.
+    pub fn events(&self, camera: Option<&str>, limit: usize) -> Vec<LiveEvent> {
+        let events = lock(&self.events);
+        let mut newest: Vec<LiveEvent> = events
+            .iter()
+            .rev()
+            .filter(|event| camera.is_none_or(|name| event.camera == name))
+            .take(limit)
+            .cloned()
+            .collect();
+        newest.reverse();
+        newest
+    }
+
+    /// The watchdog's verdict: `Err` names every stalled pipeline.
+    pub fn health(&self) -> Result<(), String> {
+        self.liveness.all_alive(self.max_silence).map_err(|stalls| {
+            stalls
+                .iter()
+                .map(|stall| format!("{} silent for {:.1} s", stall.name, stall.silent_for.as_secs_f64()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CameraConfig;
+    use crate::frame::HeapMemory;
+
+    fn view(cameras: &[&str]) -> LiveView {
+        let mut config = Config::embedded_default().expect("the embedded default is valid");
+        let template = config.cameras[0].clone();
+        config.cameras =
+            cameras.iter().map(|name| CameraConfig { name: name.to_string(), ..template.clone() }).collect();
+        let labels = Arc::new(Labels::parse("person\n", std::path::Path::new("labels.txt")).unwrap());
+        let facts =
+            StartFacts { engine: serde_json::Value::Null, model_load: Duration::ZERO, started: SystemTime::now() };
+        LiveView::new(Arc::new(config), labels, Liveness::new(), Duration::from_secs(30), facts)
+    }
+
+    #[test]
+    fn a_frame_is_copied_only_after_a_reader_asked_and_only_once() {
+        let view = view(&["front"]);
+        let camera = view.camera("front").unwrap();
+        let slot = FrameSlot::new(Box::new(HeapMemory::with_capacity(12)));
+        camera.offer(&slot, &[], &[]);
+        assert!(camera.latest().is_none(), "nobody asked");
+        let arrived = camera.request_frame();
+        camera.offer(&slot, &[], &[]);
+        assert!(arrived.has_changed().unwrap());
+        let first = camera.latest().expect("kept");
+        camera.offer(&slot, &[], &[]);
+        assert!(Arc::ptr_eq(&first, &camera.latest().unwrap()), "one request keeps one frame");
+    }
+
+    #[test]
+    fn the_event_ring_keeps_the_newest_and_filters_by_camera() {
+        let view = view(&["front", "back"]);
+        for i in 0..EVENT_RING + 5 {
+            let camera = if i % 2 == 0 { "front" } else { "back" };
+            view.record_event(camera, format!("{{\"n\":{i}}}").as_bytes());
+        }
+        view.record_event("front", b"not json");
+        let all = view.events(None, usize::MAX);
+        assert_eq!(all.len(), EVENT_RING);
+        assert_eq!(all.last().unwrap().message["n"], EVENT_RING + 4);
+        let front = view.events(Some("front"), 2);
+        assert_eq!(front.iter().map(|e| e.message["n"].as_u64().unwrap()).collect::<Vec<_>>(), [202, 204]);
+    }
+}

@@ -1,0 +1,511 @@
+//! The HTTP stage against the real daemon (CPU backend, bundled model and samples, a real mosquitto
+//! broker): the page and its assets, the API, `/metrics` read by a strict OpenMetrics parser, the
+//! write checks (token, origin, body bound, zone validation), and a zone saved through the API that
+//! the next events carry, that the zones file keeps and that `check-config --print` shows.
+//!
+//! Requests go over plain TCP (HTTP/1.1, `Connection: close`), so every header — `Origin`, `Host`,
+//! `Authorization` — is exactly what the test wrote. Waits are failure guards ([`Pace`]).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use jetson_detectd::publish::events::EventMessage;
+
+use crate::arch::daemon_command as daemon;
+use crate::broker::{Broker, Subscriber};
+use crate::daemon::{sample_source, RunningDaemon, TestConfig};
+
+const TOKEN: &str = "t0ken-that-must-never-be-logged";
+
+/// One HTTP answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.text()))
+    }
+}
+
+/// Sends one request; `headers` come after `Host` (the address) unless they set their own `Host`.
+pub fn request(address: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let mut stream = TcpStream::connect(address).unwrap_or_else(|e| panic!("connect {address}: {e}"));
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+        head += &format!("Host: {address}\r\n");
+    }
+    for (name, value) in headers {
+        head += &format!("{name}: {value}\r\n");
+    }
+    if !body.is_empty() || method == "PUT" {
+        head += &format!("Content-Length: {}\r\n", body.len());
+    }
+    head += "\r\n";
+    stream.write_all(head.as_bytes()).expect("write request head");
+    // The server may answer (413, 401) before it read a large body and close: that is its right.
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    parse_answer(&raw)
+}
+
+fn parse_answer(raw: &[u8]) -> Answer {
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| {
+        panic!("no complete HTTP head in {:?}", String::from_utf8_lossy(raw));
+    });
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{status_line}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_string(), value.trim().to_string()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    if chunked {
+        let mut decoded = Vec::new();
+        let mut rest = &body[..];
+        loop {
+            let line_end = rest.windows(2).position(|w| w == b"\r\n").expect("chunk size line");
+            let size =
+                usize::from_str_radix(String::from_utf8_lossy(&rest[..line_end]).trim(), 16).expect("chunk size");
+            rest = &rest[line_end + 2..];
+            if size == 0 {
+                break;
+            }
+            decoded.extend_from_slice(&rest[..size]);
+            rest = &rest[size + 2..];
+        }
+        body = decoded;
+    }
+    Answer { status, headers, body }
+}
+
+/// The address from the daemon's "the page is on http://…/" log line.
+fn http_address(daemon: &mut RunningDaemon) -> SocketAddr {
+    let log = daemon.log_handle();
+    let mut address = None;
+    daemon.wait_until("the HTTP server's address in the log", || {
+        address = log.text().lines().find_map(|line| {
+            let rest = line.split("the page is on http://").nth(1)?;
+            rest.split('/').next()?.parse().ok()
+        });
+        address.is_some()
+    });
+    address.expect("waited for it")
+}
+
+/// A daemon with the HTTP server on a free loopback port and two cameras showing sample images.
+struct Fixture {
+    _broker: Broker,
+    dir: tempfile::TempDir,
+    daemon: RunningDaemon,
+    address: SocketAddr,
+    subscriber: Subscriber,
+    prefix: String,
+}
+
+impl Fixture {
+    fn start(prefix: &str, with_token: bool, adjust: impl FnOnce(TestConfig) -> TestConfig) -> Fixture {
+        let broker = Broker::start();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let subscriber =
+            Subscriber::connect(&broker, &format!("{}-sub", prefix.replace('/', "-")), &[&format!("{prefix}/#")]);
+        let mut config = TestConfig::new(broker.port(), prefix)
+            .set("http", "listen", "\"127.0.0.1:0\"")
+            .set("http", "zones_file", &format!("{:?}", dir.path().join("state/zones.toml").display().to_string()))
+            .camera("front", 4.0, &sample_source("dog.jpg", "loop"))
+            .camera("back", 4.0, &sample_source("person.jpg", "loop"));
+        if with_token {
+            let token_file = dir.path().join("http-token");
+            std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write token");
+            config = config.set("http", "token_file", &format!("{:?}", token_file.display().to_string()));
+        }
+        let path = adjust(config).write(&dir.path().join("config.toml"));
+        let mut daemon = RunningDaemon::start(&path, &[]);
+        let address = http_address(&mut daemon);
+        Fixture { _broker: broker, dir, daemon, address, subscriber, prefix: prefix.to_string() }
+    }
+
+    fn get(&self, path: &str) -> Answer {
+        request(self.address, "GET", path, &[], &[])
+    }
+
+    fn put_zones(&self, camera: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+        let mut all = vec![("Content-Type", "application/json")];
+        all.extend_from_slice(headers);
+        request(self.address, "PUT", &format!("/api/cameras/{camera}/zones"), &all, body)
+    }
+}
+
+/// One sample of an OpenMetrics exposition.
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// A strict OpenMetrics text parser: every sample belongs to a family declared before it with
+/// `# TYPE` (counters as `<family>_total`, histograms as `_bucket`/`_sum`/`_count`), names and
+/// label names are valid, label values are quoted with valid escapes, values are numbers, the text
+/// ends with `# EOF`, and every histogram's buckets are cumulative and end in `+Inf` = `_count`.
+fn parse_openmetrics(text: &str) -> Vec<Sample> {
+    let valid_name = |name: &str| {
+        !name.is_empty()
+            && name
+                .chars()
+                .enumerate()
+                .all(|(i, c)| c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit()))
+    };
+    let mut types: BTreeMap<String, String> = BTreeMap::new();
+    let mut samples = Vec::new();
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.pop(), Some("# EOF"), "the exposition must end with # EOF:\n{text}");
+    for line in lines {
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut parts = rest.splitn(3, ' ');
+            let (keyword, name, value) =
+                (parts.next().unwrap(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            assert!(valid_name(name), "bad metric name in {line:?}");
+            match keyword {
+                "TYPE" => {
+                    assert!(
+                        ["counter", "gauge", "histogram", "info", "stateset", "unknown"].contains(&value),
+                        "{line:?}"
+                    );
+                    assert!(
+                        types.insert(name.to_string(), value.to_string()).is_none(),
+                        "family declared twice: {line:?}"
+                    );
+                }
+                "HELP" => assert!(!value.is_empty(), "empty help: {line:?}"),
+                "UNIT" => assert!(name.ends_with(&format!("_{value}")), "a unit must end the name: {line:?}"),
+                _ => panic!("unknown descriptor {line:?}"),
+            }
+            continue;
+        }
+        assert!(!line.starts_with('#'), "comment without a space: {line:?}");
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("no value: {line:?}"));
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            other => other.parse().unwrap_or_else(|_| panic!("bad value in {line:?}")),
+        };
+        let (name, labels) = match series.split_once('{') {
+            None => (series, BTreeMap::new()),
+            Some((name, rest)) => {
+                (name, parse_labels(rest.strip_suffix('}').unwrap_or_else(|| panic!("{line:?}")), line))
+            }
+        };
+        assert!(valid_name(name), "bad sample name in {line:?}");
+        let family = types
+            .iter()
+            .find(|(family, kind)| {
+                let suffixes: &[&str] = match kind.as_str() {
+                    "counter" => &["_total", "_created"],
+                    "histogram" => &["_bucket", "_sum", "_count", "_created"],
+                    "info" => &["_info"],
+                    _ => &[""],
+                };
+                suffixes.iter().any(|suffix| name == format!("{family}{suffix}"))
+            })
+            .unwrap_or_else(|| panic!("sample of no declared family: {line:?}"));
+        assert!(family.1 != "histogram" || !name.ends_with("_bucket") || labels.contains_key("le"), "{line:?}");
+        samples.push(Sample { name: name.to_string(), labels, value });
+    }
+    // Histograms: cumulative buckets ending in +Inf, which equals _count.
+    for family in types.iter().filter(|(_, kind)| *kind == "histogram").map(|(family, _)| family) {
+        let mut series: BTreeMap<BTreeMap<String, String>, Vec<(f64, f64)>> = BTreeMap::new();
+        for sample in samples.iter().filter(|s| s.name == format!("{family}_bucket")) {
+            let mut key = sample.labels.clone();
+            let le = key.remove("le").expect("le");
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().expect("le is a number") };
+            series.entry(key).or_default().push((le, sample.value));
+        }
+        for (key, buckets) in series {
+            assert!(buckets.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "{family} {key:?}: {buckets:?}");
+            let (last_le, last_count) = *buckets.last().expect("buckets");
+            assert_eq!(last_le, f64::INFINITY, "{family} {key:?} has no +Inf bucket");
+            let count = samples
+                .iter()
+                .find(|s| s.name == format!("{family}_count") && s.labels == key)
+                .unwrap_or_else(|| panic!("{family} {key:?} has no _count"));
+            assert_eq!(count.value, last_count, "{family} {key:?}: +Inf bucket != _count");
+        }
+    }
+    samples
+}
+
+fn parse_labels(text: &str, line: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let mut chars = text.chars().peekable();
+    while chars.peek().is_some() {
+        let name: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        assert!(
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "label name in {line:?}"
+        );
+        assert_eq!(chars.next(), Some('"'), "unquoted label value in {line:?}");
+        let mut value = String::new();
+        loop {
+            match chars.next() {
+                Some('\\') => match chars.next() {
+                    Some('\\') => value.push('\\'),
+                    Some('"') => value.push('"'),
+                    Some('n') => value.push('\n'),
+                    other => panic!("bad escape {other:?} in {line:?}"),
+                },
+                Some('"') => break,
+                Some(c) => value.push(c),
+                None => panic!("unterminated label value in {line:?}"),
+            }
+        }
+        assert!(labels.insert(name, value).is_none(), "label twice in {line:?}");
+        match chars.next() {
+            Some(',') | None => {}
+            other => panic!("expected , after a label, got {other:?} in {line:?}"),
+        }
+    }
+    labels
+}
+
+fn value_of(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+        .map(|s| s.value)
+}
+
+#[test]
+fn the_page_the_api_and_metrics_show_every_camera() {
+    let mut fixture = Fixture::start("http-read", false, |config| config);
+
+    let page = fixture.get("/");
+    assert_eq!(page.status, 200);
+    assert!(page.header("content-type").is_some_and(|t| t.starts_with("text/html")));
+    assert!(page.header("content-security-policy").is_some_and(|csp| csp.contains("default-src 'self'")));
+    let html = page.text();
+    assert!(
+        html.contains("/app.js")
+            && html.contains("/style.css")
+            && !html.contains("http://")
+            && !html.contains("https://")
+    );
+    for asset in ["/app.js", "/style.css"] {
+        let answer = fixture.get(asset);
+        assert_eq!(answer.status, 200, "{asset}");
+        assert!(!answer.text().contains("https://"), "{asset} must not load anything from elsewhere");
+    }
+
+    // Frames flow: the picture of each camera is a JPEG of the sample's size.
+    for (camera, sample) in [("front", "dog.jpg"), ("back", "person.jpg")] {
+        let (width, height) = image::image_dimensions(crate::daemon::sample(sample)).expect("sample size");
+        let mut picture = fixture.get(&format!("/api/cameras/{camera}/latest.jpg"));
+        fixture.daemon.wait_until(&format!("a picture of {camera}"), || {
+            if picture.status != 200 {
+                picture = request(fixture.address, "GET", &format!("/api/cameras/{camera}/latest.jpg"), &[], &[]);
+            }
+            picture.status == 200
+        });
+        assert_eq!(picture.header("content-type"), Some("image/jpeg"));
+        let decoded = image::load_from_memory(&picture.body).expect("a JPEG");
+        assert_eq!((decoded.width(), decoded.height()), (width, height), "{camera}");
+    }
+    assert_eq!(fixture.get("/api/cameras/nope/latest.jpg").status, 404);
+    assert_eq!(fixture.get("/api/cameras/nope/zones").status, 404);
+    assert_eq!(fixture.get("/etc/passwd").status, 404);
+    assert_eq!(fixture.get("/api/cameras/..%2F..%2Fetc%2Fpasswd/zones").status, 404);
+
+    let address = fixture.address;
+    let mut status = serde_json::Value::Null;
+    fixture.daemon.wait_until("status with both cameras streaming", || {
+        status = request(address, "GET", "/api/status", &[], &[]).json();
+        ["front", "back"].iter().all(|c| status["telemetry"]["cameras"][c]["state"] == "streaming")
+    });
+    assert_eq!(status["cameras"], serde_json::json!(["front", "back"]));
+    assert_eq!(status["healthy"], true);
+    assert_eq!(status["telemetry"]["engine"]["kind"], "cpu");
+    assert!(status["model_load_s"].as_f64().is_some_and(|s| s > 0.0));
+
+    let health = fixture.get("/healthz");
+    assert_eq!((health.status, health.text().as_str()), (200, "ok\n"));
+
+    let mut samples = Vec::new();
+    fixture.daemon.wait_until("metrics with frames of both cameras", || {
+        let answer = request(address, "GET", "/metrics", &[], &[]);
+        assert_eq!(answer.status, 200);
+        assert!(answer.header("content-type").is_some_and(|t| t.starts_with("application/openmetrics-text")));
+        samples = parse_openmetrics(&answer.text());
+        ["front", "back"].iter().all(|camera| {
+            value_of(&samples, "jetson_detectd_camera_frames_total", &[("camera", camera)]).is_some_and(|n| n > 0.0)
+                && value_of(&samples, "jetson_detectd_camera_fps", &[("camera", camera)]).is_some_and(|fps| fps > 0.0)
+        })
+    });
+    for stage in ["wait", "pre", "infer", "post", "total"] {
+        let count = value_of(
+            &samples,
+            "jetson_detectd_camera_stage_latency_seconds_count",
+            &[("camera", "front"), ("stage", stage)],
+        );
+        assert!(count.is_some_and(|n| n > 0.0), "no {stage} latencies");
+    }
+    assert_eq!(
+        value_of(&samples, "jetson_detectd_camera_state", &[("camera", "back"), ("state", "streaming")]),
+        Some(1.0)
+    );
+    assert_eq!(value_of(&samples, "jetson_detectd_healthy", &[]), Some(1.0));
+    assert_eq!(value_of(&samples, "jetson_detectd_mqtt_connected", &[]), Some(1.0));
+    for name in [
+        "jetson_detectd_camera_dropped_frames_total",
+        "jetson_detectd_camera_over_limit_frames_total",
+        "jetson_detectd_inference_batch_size_count",
+        "jetson_detectd_mqtt_queue_messages",
+        "jetson_detectd_mqtt_queue_bytes",
+        "jetson_detectd_mqtt_dropped_messages_total",
+        "jetson_detectd_mqtt_reconnects_total",
+        "jetson_detectd_model_load_seconds",
+        "jetson_detectd_context_scratch_bytes",
+        "jetson_detectd_process_resident_memory_bytes",
+    ] {
+        assert!(samples.iter().any(|s| s.name == name), "no {name}");
+    }
+}
+
+#[test]
+fn writes_need_the_token_the_pages_own_origin_a_bounded_body_and_a_valid_zone() {
+    let fixture = Fixture::start("http-write", true, |config| config);
+    let good = br#"{"zones":[{"name":"lane","polygon":[[0.0,0.62],[1.0,0.62],[1.0,1.0],[0.0,1.0]]}],"lines":[]}"#;
+    let bearer = format!("Bearer {TOKEN}");
+
+    // Reads need no token.
+    assert_eq!(fixture.get("/api/cameras/front/zones").status, 200);
+
+    let answer = fixture.put_zones("front", &[], good);
+    assert_eq!(answer.status, 401, "{}", answer.text());
+    assert_eq!(answer.header("www-authenticate"), Some("Bearer"));
+    assert_eq!(fixture.put_zones("front", &[("Authorization", "Bearer wrong")], good).status, 401);
+    assert_eq!(fixture.put_zones("front", &[("Authorization", TOKEN)], good).status, 401, "the scheme is required");
+
+    let own_origin = format!("http://{}", fixture.address);
+    for (origin, site) in [("http://evil.example", None), ("null", None), (own_origin.as_str(), Some("cross-site"))] {
+        let mut headers = vec![("Authorization", bearer.as_str()), ("Origin", origin)];
+        headers.extend(site.map(|site| ("Sec-Fetch-Site", site)));
+        let answer = fixture.put_zones("front", &headers, good);
+        assert_eq!(answer.status, 403, "Origin {origin}, Sec-Fetch-Site {site:?}: {}", answer.text());
+    }
+
+    let bad = br#"{"zones":[{"name":"lane","polygon":[[0.0,0.0],[1.0,1.0],[1.0,0.0],[0.0,1.0]]}]}"#;
+    let answer = fixture.put_zones("front", &[("Authorization", &bearer)], bad);
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert_eq!(answer.json()["field"], "zones[0].polygon", "{}", answer.text());
+    let answer = fixture.put_zones(
+        "front",
+        &[("Authorization", &bearer)],
+        br#"{"zones":[{"name":"x","polygon":[[0,0],[1,0],[0,1]],"labels":["unicorn"]}]}"#,
+    );
+    assert_eq!((answer.status, answer.json()["field"].as_str()), (400, Some("zones[0].labels")), "{}", answer.text());
+    let answer = fixture.put_zones("front", &[("Authorization", &bearer)], b"{not json");
+    assert_eq!(answer.status, 400, "{}", answer.text());
+
+    let huge = vec![b' '; 4 << 20];
+    let answer = fixture.put_zones("front", &[("Authorization", &bearer)], &huge);
+    assert_eq!(answer.status, 413, "{}", answer.text());
+
+    assert!(!fixture.dir.path().join("state/zones.toml").exists(), "nothing refused may reach the zones file");
+    let answer = fixture.put_zones("front", &[("Authorization", &bearer), ("Origin", &own_origin)], good);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(fixture.get("/api/cameras/front/zones").json()["zones"][0]["name"], "lane");
+
+    let log = fixture.daemon.log();
+    assert!(!log.contains(TOKEN), "the token is in the log:\n{log}");
+    assert!(log.contains("zones and lines of camera \"front\" saved and applied"), "{log}");
+}
+
+#[test]
+fn a_zone_saved_through_the_api_is_in_the_next_events_the_zones_file_and_the_printed_config() {
+    let mut fixture = Fixture::start("http-zones", false, |config| config.set("tracking", "stationary_s", "3600.0"));
+    let events_topic = format!("{}/front/events", fixture.prefix);
+    let body =
+        br#"{"zones":[{"name":"everywhere","polygon":[[0.0,0.0],[1.0,0.0],[1.0,1.0],[0.0,1.0]],"labels":["dog"]}],
+                    "lines":[{"name":"gate","points":[[0.5,1.0],[0.5,0.0]]}]}"#;
+    let answer = fixture.put_zones("front", &[], body);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let saved_at = fixture.subscriber.messages(&events_topic).len();
+
+    let subscriber = &fixture.subscriber;
+    fixture.daemon.wait_for_messages(subscriber, &events_topic, "an event in the new zone", |messages| {
+        messages[saved_at.min(messages.len())..].iter().any(|m| {
+            serde_json::from_slice::<EventMessage>(&m.payload)
+                .is_ok_and(|e| e.label == "dog" && e.zones == ["everywhere"])
+        })
+    });
+    // The page's event list shows it too.
+    let events = fixture.get("/api/events?camera=front&limit=500").json();
+    assert!(
+        events["events"].as_array().is_some_and(|events| events.iter().any(|e| e["event"]["zones"][0] == "everywhere")),
+        "{events}"
+    );
+
+    let zones_file = fixture.dir.path().join("state/zones.toml");
+    let saved = std::fs::read_to_string(&zones_file).expect("the zones file is written");
+    assert!(saved.contains("name = \"everywhere\"") && saved.contains("name = \"gate\""), "{saved}");
+    let printed = daemon()
+        .args(["check-config", "--print", "--config"])
+        .arg(fixture.dir.path().join("config.toml"))
+        .output()
+        .expect("run check-config");
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    assert!(printed.contains("name = \"everywhere\""), "--print shows the saved zone:\n{printed}");
+    check_config_names_the_zones_file_when_it_is_bad(fixture.dir.path());
+}
+
+/// A zones file broken by hand is refused naming the file and the key.
+fn check_config_names_the_zones_file_when_it_is_bad(dir: &Path) {
+    let zones_file = dir.join("state/zones.toml");
+    std::fs::write(
+        &zones_file,
+        "[[camera]]\nname = \"front\"\n[[camera.zone]]\nname = \"z\"\npolygon = [[0.0, 0.0]]\n",
+    )
+    .expect("write");
+    let output = daemon().args(["check-config", "--config"]).arg(dir.join("config.toml")).output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&zones_file.display().to_string()) && stderr.contains("camera[0].zone[0].polygon"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn listening_beyond_loopback_without_a_token_is_a_config_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = TestConfig::new(1883, "http-open")
+        .set("http", "listen", "\"0.0.0.0:8090\"")
+        .camera("front", 1.0, &sample_source("dog.jpg", "loop"))
+        .write(&dir.path().join("config.toml"));
+    for command in ["check-config", "run"] {
+        let output = daemon().args([command, "--config"]).arg(&config).output().expect("run");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(78), "{command}: {stderr}");
+        assert!(stderr.contains("http.token_file"), "{command}: {stderr}");
+    }
+}
