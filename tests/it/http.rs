@@ -60,8 +60,27 @@ pub fn request(address: SocketAddr, method: &str, path: &str, headers: &[(&str, 
     stream.write_all(head.as_bytes()).expect("write request head");
     // The server may answer (413, 401) before it read a large body and close: that is its right.
     let _ = stream.write_all(body);
+    // Read until the body is complete: some servers (chromedriver) keep the connection open.
     let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
+    let mut buffer = [0u8; 64 * 1024];
+    loop {
+        if let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+            let length =
+                head.lines().find_map(|line| line.strip_prefix("content-length:")?.trim().parse::<usize>().ok());
+            let complete = match length {
+                Some(length) => raw.len() >= split + 4 + length,
+                None => head.contains("transfer-encoding: chunked") && raw.ends_with(b"0\r\n\r\n"),
+            };
+            if complete {
+                break;
+            }
+        }
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buffer[..n]),
+        }
+    }
     parse_answer(&raw)
 }
 

@@ -3,6 +3,8 @@
 
 mod arch;
 mod broker;
+#[cfg(target_arch = "x86_64")]
+mod browser;
 mod build_lock;
 mod daemon;
 mod detect;

@@ -78,8 +78,8 @@ function startDraft(cam, kind) {
 
 function finishDraft(cam) {
   const draft = cam.draft;
-  const name = cam.card.querySelector('.name').value.trim();
-  const labels = cam.card.querySelector('.labels').value.split(',').map((s) => s.trim()).filter(Boolean);
+  const name = cam.card.querySelector('input.name').value.trim();
+  const labels = cam.card.querySelector('input.labels').value.split(',').map((s) => s.trim()).filter(Boolean);
   if (!draft || !name) { cam.card.querySelector('.message').textContent = 'draw a shape and name it'; return; }
   const scene = { zones: [...cam.scene.zones], lines: [...cam.scene.lines] };
   if (draft.kind === 'zone') scene.zones.push({ name, polygon: draft.points, labels });
@@ -90,7 +90,7 @@ function finishDraft(cam) {
 function addCamera(name) {
   const card = document.getElementById('camera-template').content.firstElementChild.cloneNode(true);
   card.dataset.camera = name;
-  card.querySelector('.name').textContent = name;
+  card.querySelector('.camera-name').textContent = name;
   const cam = { name, card, overlay: card.querySelector('.overlay'), img: card.querySelector('.live'),
     scene: { zones: [], lines: [] }, draft: null };
   cameras.set(name, cam);
@@ -112,7 +112,10 @@ function addCamera(name) {
     if (document.hidden) { setTimeout(load, 1000); return; }
     cam.img.src = `${path(name, 'latest.jpg')}?zones=false&t=${Date.now()}`;
   };
-  cam.img.addEventListener('load', () => setTimeout(load, 250));
+  cam.img.addEventListener('load', () => {
+    cam.img.dataset.frames = Number(cam.img.dataset.frames || 0) + 1;
+    setTimeout(load, 250);
+  });
   cam.img.addEventListener('error', () => setTimeout(load, 1000));
   load();
 }

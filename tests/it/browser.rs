@@ -1,0 +1,259 @@
+//! The page in a real browser: Debian's headless Chromium, driven over W3C WebDriver by
+//! `chromedriver` (plain JSON over HTTP, spoken with the raw client of [`crate::http`]), against
+//! the real daemon and a real mosquitto broker. The page loads, shows every camera's picture and its
+//! configured zone, a zone drawn with the editor (four clicks on the picture, a name, a label,
+//! Finish) is saved, and the next events carry it.
+//!
+//! Skipped, saying what to install, where `chromium` or `chromedriver` is missing (CI installs both
+//! and checks that they are there, so CI cannot skip it). Host architecture only: the browser is a
+//! host tool, and the page's bytes are the same on every architecture.
+//! `JETSON_DETECTD_SCREENSHOT=FILE` saves a PNG of the page after the zone is saved.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::broker::{Broker, Subscriber};
+use crate::daemon::{sample_source, RunningDaemon, TestConfig};
+use crate::http::request;
+use jetson_detectd::publish::events::EventMessage;
+
+/// A chromedriver process; killed on drop.
+struct Driver {
+    child: Child,
+    address: SocketAddr,
+    session: Option<String>,
+}
+
+fn found(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+impl Driver {
+    fn start() -> Driver {
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let address: SocketAddr = ([127, 0, 0, 1], port).into();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(address).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not listen on {address}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Driver { child, address, session: None }
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let headers: &[(&str, &str)] = if body.is_empty() { &[] } else { &[("Content-Type", "application/json")] };
+        let answer = request(self.address, method, path, headers, body.as_bytes());
+        let value = answer.json();
+        assert_eq!(answer.status, 200, "WebDriver {method} {path}: {value}");
+        value["value"].clone()
+    }
+
+    fn new_session(&mut self, profile: &Path) {
+        let args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--window-size=1280,1000",
+            &format!("--user-data-dir={}", profile.display()),
+        ];
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}
+        }}});
+        let value = self.call("POST", "/session", Some(capabilities));
+        self.session = Some(value["sessionId"].as_str().expect("sessionId").to_string());
+    }
+
+    fn session_path(&self, rest: &str) -> String {
+        format!("/session/{}/{rest}", self.session.as_deref().expect("a session"))
+    }
+
+    fn go(&self, url: &str) {
+        self.call("POST", &self.session_path("url"), Some(json!({ "url": url })));
+    }
+
+    fn script(&self, script: &str) -> Value {
+        self.call("POST", &self.session_path("execute/sync"), Some(json!({ "script": script, "args": [] })))
+    }
+
+    fn element(&self, css: &str) -> String {
+        let value =
+            self.call("POST", &self.session_path("element"), Some(json!({"using": "css selector", "value": css})));
+        value.as_object().and_then(|o| o.values().next()).and_then(Value::as_str).expect("element id").to_string()
+    }
+
+    fn click(&self, css: &str) {
+        let id = self.element(css);
+        self.call("POST", &self.session_path(&format!("element/{id}/click")), Some(json!({})));
+    }
+
+    fn type_into(&self, css: &str, text: &str) {
+        let id = self.element(css);
+        self.call("POST", &self.session_path(&format!("element/{id}/value")), Some(json!({ "text": text })));
+    }
+
+    /// Clicks at offsets (pixels) from the centre of the element `css`.
+    fn click_at(&self, css: &str, x: i64, y: i64) {
+        let id = self.element(css);
+        let origin = json!({ "element-6066-11e4-a52e-4f735466cecf": id });
+        let actions = json!({"actions": [{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+        "actions": [
+            {"type": "pointerMove", "duration": 0, "origin": origin, "x": x, "y": y},
+            {"type": "pointerDown", "button": 0},
+            {"type": "pointerUp", "button": 0}
+        ]}]});
+        self.call("POST", &self.session_path("actions"), Some(actions));
+    }
+
+    fn screenshot(&self) -> Vec<u8> {
+        let value = self.call("GET", &self.session_path("screenshot"), None);
+        base64_decode(value.as_str().expect("base64 PNG"))
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            let _ = request(self.address, "DELETE", &format!("/session/{session}"), &[], &[]);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            other => panic!("not base64: {other}"),
+        }
+    };
+    let clean: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=').collect();
+    let mut out = Vec::with_capacity(clean.len() * 3 / 4);
+    for chunk in clean.chunks(4) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, c)| acc | value(*c) << (18 - 6 * i));
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+/// Polls a script until it returns `true`; the guard is the daemon's (see [`RunningDaemon::wait_until`]).
+fn wait_for(daemon: &mut RunningDaemon, driver: &Driver, what: &str, script: &str) {
+    daemon.wait_until(what, || driver.script(script) == Value::Bool(true));
+}
+
+#[test]
+fn the_page_shows_every_camera_and_a_zone_drawn_in_the_browser_is_in_the_next_events() {
+    if !(found("chromium") && found("chromedriver")) {
+        eprintln!("skipped: no chromium or chromedriver (apt-get install chromium chromium-driver)");
+        return;
+    }
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let prefix = "browser";
+    let subscriber = Subscriber::connect(&broker, "browser-sub", &[&format!("{prefix}/#")]);
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("http", "listen", "\"127.0.0.1:0\"")
+        .set("http", "zones_file", &format!("{:?}", dir.path().join("zones.toml").display().to_string()))
+        .set("tracking", "stationary_s", "3600.0")
+        .camera("front", 4.0, &sample_source("dog.jpg", "loop"))
+        .camera("back", 4.0, &sample_source("person.jpg", "loop"))
+        .append("[[camera.zone]]\nname = \"doorway\"\npolygon = [[0.1, 0.1], [0.5, 0.1], [0.5, 0.9], [0.1, 0.9]]\n")
+        .write(&dir.path().join("config.toml"));
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let log = daemon.log_handle();
+    let mut address = None;
+    daemon.wait_until("the page's address", || {
+        address = log.text().lines().find_map(|line| {
+            line.split("the page is on ").nth(1).and_then(|rest| rest.split_whitespace().next()).map(str::to_string)
+        });
+        address.is_some()
+    });
+    let url = address.expect("waited for it");
+
+    let mut driver = Driver::start();
+    driver.new_session(&dir.path().join("profile"));
+    driver.go(&url);
+    wait_for(
+        &mut daemon,
+        &driver,
+        "both cameras' pictures",
+        "const imgs = [...document.querySelectorAll('section.camera img.live')];
+         return imgs.length === 2 && imgs.every((img) => Number(img.dataset.frames) > 1);",
+    );
+    wait_for(
+        &mut daemon,
+        &driver,
+        "the configured zone drawn on the back camera",
+        "return !!document.querySelector('section.camera[data-camera=\"back\"] svg polygon.zone[data-name=\"doorway\"]');",
+    );
+    wait_for(
+        &mut daemon,
+        &driver,
+        "the status badge",
+        "return document.getElementById('health').textContent === 'healthy';",
+    );
+
+    // Draw a zone over almost all of the front picture: four corners, a name, a label.
+    let card = "section.camera[data-camera=\"front\"]";
+    driver.click(&format!("{card} button.draw-zone"));
+    let size = driver.script(&format!(
+        "const r = document.querySelector('{card} svg.overlay').getBoundingClientRect(); return [r.width, r.height];"
+    ));
+    let (w, h) = (size[0].as_f64().expect("width") * 0.45, size[1].as_f64().expect("height") * 0.45);
+    for (x, y) in [(-w, -h), (w, -h), (w, h), (-w, h)] {
+        driver.click_at(&format!("{card} svg.overlay"), x as i64, y as i64);
+    }
+    driver.type_into(&format!("{card} input.name"), "drawn");
+    driver.type_into(&format!("{card} input.labels"), "dog");
+    driver.click(&format!("{card} button.finish"));
+    wait_for(
+        &mut daemon,
+        &driver,
+        "the drawn zone saved and shown",
+        &format!(
+            "return document.querySelector('{card} .message').textContent === 'saved' &&
+                    !!document.querySelector('{card} svg polygon.zone[data-name=\"drawn\"]');"
+        ),
+    );
+    let saved = std::fs::read_to_string(dir.path().join("zones.toml")).expect("the zones file");
+    assert!(saved.contains("name = \"drawn\""), "{saved}");
+
+    let topic = format!("{prefix}/front/events");
+    daemon.wait_for_messages(&subscriber, &topic, "an event in the drawn zone", |messages| {
+        messages.iter().any(|m| serde_json::from_slice::<EventMessage>(&m.payload).is_ok_and(|e| e.zones == ["drawn"]))
+    });
+    wait_for(
+        &mut daemon,
+        &driver,
+        "the event in the page's list",
+        "return [...document.querySelectorAll('#events li')].some((li) => li.textContent.includes('in drawn'));",
+    );
+    if let Some(path) = std::env::var_os("JETSON_DETECTD_SCREENSHOT") {
+        std::fs::write(&path, driver.screenshot()).expect("write the screenshot");
+    }
+}
