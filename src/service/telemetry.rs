@@ -745,6 +745,32 @@ mod tests {
     }
 
     #[test]
+    fn histograms_count_every_sample_since_start_in_its_bucket_and_peeking_keeps_the_windows() {
+        let stats = CameraStats::new("front");
+        let start = Instant::now();
+        stats.snapshot_at(start);
+        for ms in [1, 3, 3, 20_000] {
+            stats.record_frame(&timings(ms));
+        }
+        let histograms = stats.histograms();
+        let (stage, total) = histograms[Stage::Total.index()];
+        assert_eq!(stage, Stage::Total);
+        assert_eq!(total.count, 4);
+        assert!((total.sum_s - 20.007).abs() < 1e-9, "{}", total.sum_s);
+        // 1 ms is in the 1 ms bucket, 3 ms in the 5 ms one; 20 s is beyond the last bound (+Inf only).
+        let bucket = |bound: f64| LATENCY_BUCKETS_S.iter().position(|b| *b == bound).unwrap();
+        assert_eq!(total.buckets[bucket(0.001)], 1);
+        assert_eq!(total.buckets[bucket(0.005)], 2);
+        assert_eq!(total.buckets.iter().sum::<u64>(), 3);
+        assert_eq!(histograms[Stage::Pre.index()].1.count, 0, "an untimed stage has no samples");
+        stats.set_capture(None, 10, 5);
+        assert_eq!(stats.peek().frames, 4);
+        let snapshot = stats.snapshot_at(start + Duration::from_secs(2));
+        assert_eq!(snapshot.fps, 2.0, "peek did not restart the fps window");
+        assert_eq!(snapshot.frame_copies, Some(0.5), "peek did not restart the copies window");
+    }
+
+    #[test]
     fn percentiles_cover_only_recent_samples_of_timed_stages() {
         let stats = CameraStats::new("front");
         for _ in 0..LATENCY_SAMPLES {
