@@ -25,6 +25,9 @@ use crate::config::zones_file::CameraScene;
 use crate::config::Config;
 use crate::publish::live::LiveView;
 
+/// Longest wait at shutdown for running requests (a picture waits at most a second for its frame).
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Largest token file read (a token is one line).
 const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 
@@ -133,12 +136,15 @@ impl HttpServer {
         Ok(Some(HttpServer { address, stop: Some(stop), task }))
     }
 
-    /// Stops accepting, lets running requests finish.
+    /// Stops accepting and lets running requests finish, for at most [`STOP_GRACE`]; then drops
+    /// what is left (a browser's idle keep-alive connection must not hold up the daemon's stop).
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        let _ = self.task.await;
+        if tokio::time::timeout(STOP_GRACE, &mut self.task).await.is_err() {
+            self.task.abort();
+        }
     }
 }
 
