@@ -247,7 +247,7 @@ impl Collector for ViewCollector {
         )?;
         family.gauges(
             "mqtt_queue",
-            "Topic and payload bytes of the messages waiting or in flight.",
+            "Topic and payload bytes of the queued data messages (what mqtt.queue_max_mib bounds).",
             Some(&Unit::Bytes),
             [(Vec::new(), mqtt.queued_bytes as f64)],
         )?;
