@@ -247,6 +247,17 @@ mod tests {
     }
 
     #[test]
+    fn health_is_the_watchdogs_verdict_naming_each_stalled_pipeline() {
+        let mut view = view(&["front"]);
+        let _worker = view.liveness.register("inference worker 0");
+        assert_eq!(view.health(), Ok(()));
+        view.max_silence = Duration::ZERO;
+        std::thread::sleep(Duration::from_millis(5));
+        let reason = view.health().unwrap_err();
+        assert!(reason.starts_with("inference worker 0 silent for"), "{reason}");
+    }
+
+    #[test]
     fn the_event_ring_keeps_the_newest_and_filters_by_camera() {
         let view = view(&["front", "back"]);
         for i in 0..EVENT_RING + 5 {
