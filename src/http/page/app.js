@@ -108,13 +108,16 @@ function addCamera(name) {
   card.querySelector('.finish').addEventListener('click', () => finishDraft(cam));
   card.querySelector('.save').addEventListener('click', () => (cam.draft ? finishDraft(cam) : save(cam, cam.scene)));
   json(path(name, 'zones')).then((scene) => { cam.scene = scene; draw(cam); }).catch(() => {});
+  // At most two pictures a second per camera: each one costs the daemon a JPEG encode.
+  let asked = 0;
   const load = () => {
     if (document.hidden) { setTimeout(load, 1000); return; }
-    cam.img.src = `${path(name, 'latest.jpg')}?zones=false&t=${Date.now()}`;
+    asked = Date.now();
+    cam.img.src = `${path(name, 'latest.jpg')}?zones=false&t=${asked}`;
   };
   cam.img.addEventListener('load', () => {
     cam.img.dataset.frames = Number(cam.img.dataset.frames || 0) + 1;
-    setTimeout(load, 250);
+    setTimeout(load, Math.max(0, 500 - (Date.now() - asked)));
   });
   cam.img.addEventListener('error', () => setTimeout(load, 1000));
   load();
