@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::bounded_read::ReadError;
+use crate::sys::files::ReadError;
 
 use super::{validate_scene, CameraConfig, ConfigError, ConfigOrigin, LineConfig, ZoneConfig};
 
@@ -57,7 +57,7 @@ impl ZonesFile {
     /// Reads and checks `path`; a file that does not exist is an empty zones file.
     pub fn load(path: &Path) -> Result<ZonesFile, ConfigError> {
         let origin = ConfigOrigin::File(path.to_path_buf());
-        let text = match crate::bounded_read::read_to_string(path, MAX_ZONES_FILE_BYTES) {
+        let text = match crate::sys::files::read_to_string(path, MAX_ZONES_FILE_BYTES) {
             Ok(text) => text,
             Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ZonesFile::default()),
             Err(source) => return Err(ConfigError::Read { origin, source }),

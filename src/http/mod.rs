@@ -62,7 +62,7 @@ impl Token {
     pub fn read(path: &Path) -> Result<Token, HttpError> {
         let error = |reason: String| HttpError::Token { path: path.to_path_buf(), reason };
         // Bounded, non-blocking, regular files only: a FIFO in its place must not hang the start.
-        let text = crate::bounded_read::read_to_string(path, MAX_TOKEN_FILE_BYTES).map_err(|e| error(e.to_string()))?;
+        let text = crate::sys::files::read_to_string(path, MAX_TOKEN_FILE_BYTES).map_err(|e| error(e.to_string()))?;
         let token = text.lines().next().unwrap_or_default().trim();
         if token.is_empty() {
             return Err(error("the first line is empty".into()));

@@ -24,7 +24,7 @@ use crate::publish::mqtt::MqttStats;
 use crate::service::notify::Liveness;
 use crate::service::telemetry::{CameraStats, JetsonSysfs, SystemSample};
 use crate::source::SourceReport;
-use crate::sync::lock;
+use crate::sys::lock::lock;
 use crate::track::tracker::TrackId;
 
 /// Recent events kept for `GET /api/events` and the page.
