@@ -22,7 +22,7 @@ use crate::backend::{Backend, BackendError};
 use crate::config::{Config, ConfigError};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
-use crate::http::{HttpError, HttpServer, ZonesChange};
+use crate::http::{HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::scheduler::{SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
@@ -98,6 +98,8 @@ pub struct Preflight {
     /// Each camera's zones and lines, in config order.
     pub scenes: Vec<Scene>,
     pub mqtt: MqttSettings,
+    /// The bearer token of `[http] token_file`, when the web server is on and has one.
+    pub http_token: Option<Token>,
 }
 
 /// Every check of `config` that needs no device, socket or model load: the model files are
@@ -114,7 +116,11 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
         crate::source::check(&camera.name, &camera.source)
             .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
     }
-    Ok(Preflight { labels, params, scenes, mqtt })
+    let http_token = match (config.http.listen_addr(), config.http.token_file.as_deref()) {
+        (Some(_), Some(path)) => Some(Token::read(path)?),
+        _ => None,
+    };
+    Ok(Preflight { labels, params, scenes, mqtt, http_token })
 }
 
 /// Runs until SIGTERM/SIGINT, until every camera has ended, or until a camera fails.
@@ -140,7 +146,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         Notifier::disabled()
     }));
     // Everything `check-config` checks too, before anything is published.
-    let Preflight { labels, params, scenes, mqtt } = preflight(&config)?;
+    let Preflight { labels, params, scenes, mqtt, http_token } = preflight(&config)?;
 
     // MQTT first: an engine build takes minutes on a Jetson, and subscribers must not see a stale
     // status meanwhile. The status is `building` (retained) until the engine is ready, and
@@ -198,8 +204,17 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     if let Some(reason) = fallback {
         engine_info["fallback"] = serde_json::Value::String(format!("TensorRT unavailable: {reason}"));
     }
-    let started =
-        Started { engine_info, gpu: Arc::new(gpu), publisher, run, telemetry_seq, scenes, sighup, model_load };
+    let started = Started {
+        engine_info,
+        gpu: Arc::new(gpu),
+        publisher,
+        run,
+        telemetry_seq,
+        scenes,
+        sighup,
+        model_load,
+        http_token,
+    };
     runtime.block_on(serve(config, config_path, backend, labels, params, notifier, started))
 }
 
@@ -234,6 +249,7 @@ struct Started {
     /// Installed first thing: a SIGHUP received during start-up waits here.
     sighup: tokio::signal::unix::Signal,
     model_load: Duration,
+    http_token: Option<Token>,
 }
 
 async fn serve(
@@ -245,7 +261,8 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine_info, gpu, publisher, run, mut telemetry_seq, scenes, mut sighup, model_load } = started;
+    let Started { engine_info, gpu, publisher, run, mut telemetry_seq, scenes, mut sighup, model_load, http_token } =
+        started;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
 
@@ -256,7 +273,7 @@ async fn serve(
     let facts = StartFacts { engine: engine_info.clone(), model_load, started: SystemTime::now() };
     let live = Arc::new(LiveView::new(Arc::new(config.clone()), labels.clone(), liveness.clone(), max_silence, facts));
     let (changes_tx, mut changes_rx) = mpsc::channel::<ZonesChange>(4);
-    let http = match HttpServer::start(&config, live.clone(), changes_tx).await {
+    let http = match HttpServer::start(&config, http_token, live.clone(), changes_tx).await {
         Ok(http) => http,
         Err(e) => {
             publisher.shutdown().await;

@@ -103,15 +103,16 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
-    /// Binds `[http] listen` and serves; `Ok(None)` when the server is off. Must run inside the
-    /// daemon's tokio runtime.
+    /// Binds `[http] listen` and serves; `Ok(None)` when the server is off. `token` is the one read
+    /// from `[http] token_file` by the start-up checks (`crate::cmd::run::preflight`), so that
+    /// `check-config` reads it too. Must run inside the daemon's tokio runtime.
     pub async fn start(
         config: &Config,
+        token: Option<Token>,
         view: Arc<LiveView>,
         changes: mpsc::Sender<ZonesChange>,
     ) -> Result<Option<HttpServer>, HttpError> {
         let Some(address) = config.http.listen_addr() else { return Ok(None) };
-        let token = config.http.token_file.as_deref().map(Token::read).transpose()?;
         let listener =
             tokio::net::TcpListener::bind(address).await.map_err(|source| HttpError::Listen { address, source })?;
         let address = listener.local_addr().map_err(|source| HttpError::Listen { address, source })?;

@@ -259,6 +259,15 @@ fn check_config_refuses_what_run_refuses() {
             "mqtt.tls.ca_file",
         ),
         ("/dev/null as a V4L2 camera", config().camera("usb", 0.0, v4l2), "/dev/null"),
+        (
+            "a missing web token file",
+            one_camera().set("http", "listen", "\"127.0.0.1:0\"").set(
+                "http",
+                "token_file",
+                "\"/nonexistent/http-token\"",
+            ),
+            "http.token_file",
+        ),
     ];
     for (n, (what, config, wanted)) in cases.into_iter().enumerate() {
         let config = config.write(&dir.path().join(format!("config-{n}.toml")));
