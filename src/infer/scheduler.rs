@@ -681,12 +681,21 @@ mod tests {
         let Stopped { sink, record, rings, report } = rig.stop();
         assert_eq!(record.sessions.load(Ordering::SeqCst), 1, "one session for three cameras");
         let batches = lock(&record.batches).clone();
-        // Round robin: however the sources' timing goes, no camera gets far more turns than another
-        // (serving the first camera that has a frame would starve the others completely).
         let counts = sink.counts();
-        let (fewest, most) = (counts.iter().min().copied().unwrap_or(0), counts.iter().max().copied().unwrap_or(0));
-        assert!(fewest * 2 + 2 >= most, "unfair turns: {counts:?} in {batches:?}");
         assert_eq!(batches.len(), counts.iter().sum::<usize>());
+        // Round robin: once every camera has frames coming, no camera gets far more turns than
+        // another (serving the first camera that has a frame would starve the others completely).
+        // The turns before every camera's first one are left out: on a loaded machine one source
+        // thread may start long after the others, and the turns it missed are not unfairness.
+        let served: Vec<u32> = batches.iter().map(|batch| batch[0]).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        let all_started = served.iter().position(|width| seen.insert(*width) && seen.len() == 3).unwrap_or(0);
+        let mut turns = BTreeMap::<u32, usize>::new();
+        for width in &served[all_started..] {
+            *turns.entry(*width).or_default() += 1;
+        }
+        let (fewest, most) = (turns.values().min().copied().unwrap_or(0), turns.values().max().copied().unwrap_or(0));
+        assert!(fewest * 2 + 2 >= most, "unfair turns after every camera started: {turns:?} in {served:?}");
         let frames = lock(&sink.frames);
         for (camera, sequences) in frames.iter() {
             assert!(sequences.windows(2).all(|w| w[0] < w[1]), "{camera} out of order: {sequences:?}");
