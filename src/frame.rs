@@ -1,7 +1,8 @@
 //! Frames and the frame-slot ring between a source and its pipeline.
 //!
 //! Owns: pixel formats, frame metadata, slot memory (heap here; pinned/mapped memory comes from the
-//! CUDA layer through [`SlotMemory`]), [`FrameRing`], the bounded hand-over from a source thread
+//! CUDA layer through [`SlotMemory`] and [`SlotAllocator`]), frames a source lends a slot instead of
+//! copying them ([`LentFrame`]), [`FrameRing`], the bounded hand-over from a source thread
 //! to a pipeline thread that drops the *oldest* ready frame when the pipeline is behind, and the
 //! per-frame stage timings ([`Stage`], [`FrameTimings`]) that every later stage reports, and the
 //! wire form of a capture time ([`Rfc3339Millis`], also used for telemetry's own timestamps).
@@ -66,6 +67,12 @@ pub enum CaptureMode {
     /// The frame arrives in memory of its own (a GStreamer buffer, a V4L2 mmap buffer) and is
     /// copied once into the slot.
     Copy,
+    /// The element before the appsink wrote the frame into slot memory of the source's GStreamer
+    /// buffer pool; the slot holds that buffer ([`LentFrame`]), no copy.
+    Pool,
+    /// The V4L2 driver wrote the frame into slot memory it was given (`V4L2_MEMORY_USERPTR`); the
+    /// slot holds that buffer ([`LentFrame`]), no copy.
+    Userptr,
     /// Compressed bytes are decoded straight into the slot (V4L2 MJPEG, image files).
     Decode,
     /// The source draws the frame in the slot (the synthetic test pattern).
@@ -78,11 +85,15 @@ impl CaptureMode {
             CaptureMode::Copy => 1,
             CaptureMode::Decode => 2,
             CaptureMode::Generate => 3,
+            CaptureMode::Pool => 4,
+            CaptureMode::Userptr => 5,
         }
     }
 
     fn from_index(index: u8) -> Option<CaptureMode> {
-        [CaptureMode::Copy, CaptureMode::Decode, CaptureMode::Generate].into_iter().find(|mode| mode.index() == index)
+        [CaptureMode::Copy, CaptureMode::Decode, CaptureMode::Generate, CaptureMode::Pool, CaptureMode::Userptr]
+            .into_iter()
+            .find(|mode| mode.index() == index)
     }
 }
 
@@ -99,8 +110,9 @@ pub struct FrameMeta {
 }
 
 /// Backing memory of one frame slot. The CUDA layer implements this for pinned and mapped host
-/// memory; [`HeapMemory`] is the plain CPU variant.
-pub trait SlotMemory: Send {
+/// memory; [`HeapMemory`] is the plain CPU variant. `Sync` because a frame lent to a slot
+/// ([`LentFrame`]) shares its memory with the source that will take it back; only `&mut` writes.
+pub trait SlotMemory: Send + Sync {
     /// Bytes the slot can hold without reallocating.
     fn capacity(&self) -> usize;
     /// Makes room for `len` bytes. Heap memory grows; fixed (pinned) memory returns an error
@@ -143,9 +155,55 @@ impl SlotMemory for HeapMemory {
     }
 }
 
+/// Makes slot memory of the kind the inference stage reads best: page-locked (and mapped on
+/// integrated GPUs) from the GPU backend, heap memory otherwise. The ring's own slots come from it,
+/// and so does the memory a source lends the slots instead of copying into them (a GStreamer
+/// buffer pool, V4L2 user-pointer buffers).
+#[derive(Clone)]
+pub struct SlotAllocator(Arc<dyn Fn() -> Result<Box<dyn SlotMemory>, String> + Send + Sync>);
+
+impl SlotAllocator {
+    /// An allocator calling `make` for an empty slot memory each time.
+    pub fn new(make: impl Fn() -> Result<Box<dyn SlotMemory>, String> + Send + Sync + 'static) -> Self {
+        SlotAllocator(Arc::new(make))
+    }
+
+    /// Heap memory: what a CPU backend reads best.
+    pub fn heap() -> Self {
+        SlotAllocator::new(|| Ok(Box::new(HeapMemory::default())))
+    }
+
+    /// Memory holding at least `bytes` bytes.
+    pub fn allocate(&self, bytes: usize) -> Result<Box<dyn SlotMemory>, String> {
+        let mut memory = (self.0)()?;
+        memory.reserve(bytes)?;
+        Ok(memory)
+    }
+}
+
+impl fmt::Debug for SlotAllocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SlotAllocator")
+    }
+}
+
+/// A frame a source wrote into memory of its own and lends a slot instead of copying it there (a
+/// GStreamer pool buffer, a queued-and-filled V4L2 user-pointer buffer). Dropping it gives the
+/// memory back to the source, so the slot holds it exactly as long as the frame is in use: the
+/// ring drops it when the slot is released after processing, or when the frame is dropped unread.
+pub trait LentFrame: Send {
+    /// The frame's bytes, tightly packed as [`PixelFormat::frame_bytes`] counts them (longer is
+    /// allowed; the slot reads only the frame's length).
+    fn bytes(&self) -> &[u8];
+    /// The slot memory the bytes start at, so the GPU stage can find their device address.
+    fn memory(&self) -> &dyn SlotMemory;
+}
+
 /// One slot of the ring: memory plus the metadata of the frame written into it.
 pub struct FrameSlot {
     memory: Box<dyn SlotMemory>,
+    /// A frame lent by the source; while set, it is the slot's frame instead of `memory`.
+    lent: Option<Box<dyn LentFrame>>,
     meta: FrameMeta,
     len: usize,
     capture_time: Duration,
@@ -159,6 +217,7 @@ impl FrameSlot {
     pub fn new(memory: Box<dyn SlotMemory>) -> Self {
         FrameSlot {
             memory,
+            lent: None,
             meta: FrameMeta {
                 width: 0,
                 height: 0,
@@ -191,16 +250,57 @@ impl FrameSlot {
     /// Prepares the slot for a frame of `format` at `width`×`height` and returns exactly the bytes
     /// the source must fill. Fails for impossible sizes or when fixed memory is too small.
     pub fn prepare(&mut self, width: u32, height: u32, format: PixelFormat) -> Result<&mut [u8], String> {
+        self.lent = None;
         let len = format
             .frame_bytes(width, height)
             .ok_or_else(|| format!("impossible {} frame size {width}x{height}", format.name()))?;
         self.memory.reserve(len)?;
+        self.set_frame(width, height, format, len);
+        Ok(&mut self.memory.as_mut_slice()[..len])
+    }
+
+    /// Makes `frame`, a `width`×`height` frame of `format` in the source's memory, the slot's frame
+    /// without copying it. Fails (and gives `frame` back to its source) for impossible sizes and
+    /// when the lent bytes are shorter than such a frame.
+    pub fn lend(
+        &mut self,
+        width: u32,
+        height: u32,
+        format: PixelFormat,
+        frame: Box<dyn LentFrame>,
+    ) -> Result<(), String> {
+        self.lent = None;
+        let len = format
+            .frame_bytes(width, height)
+            .ok_or_else(|| format!("impossible {} frame size {width}x{height}", format.name()))?;
+        if frame.bytes().len() < len {
+            return Err(format!(
+                "a lent {width}x{height} {} frame has {} bytes, not {len}",
+                format.name(),
+                frame.bytes().len()
+            ));
+        }
+        self.set_frame(width, height, format, len);
+        self.lent = Some(frame);
+        Ok(())
+    }
+
+    fn set_frame(&mut self, width: u32, height: u32, format: PixelFormat, len: usize) {
         self.copies = 0;
         self.meta.width = width;
         self.meta.height = height;
         self.meta.format = format;
         self.len = len;
-        Ok(&mut self.memory.as_mut_slice()[..len])
+    }
+
+    /// Gives a lent frame back to its source; the slot's own memory is its frame again.
+    fn return_lent(&mut self) {
+        self.lent = None;
+    }
+
+    /// Whether the slot's frame is one its source lent it ([`FrameSlot::lend`]).
+    pub fn is_lent(&self) -> bool {
+        self.lent.is_some()
     }
 
     /// The source copied the whole frame once more (into the slot, or through a buffer of its own
@@ -222,13 +322,20 @@ impl FrameSlot {
         &mut self.meta
     }
 
-    /// The frame's bytes (length given by the last [`FrameSlot::prepare`]).
+    /// The frame's bytes (length given by the last [`FrameSlot::prepare`] or [`FrameSlot::lend`]).
     pub fn data(&self) -> &[u8] {
-        &self.memory.as_slice()[..self.len]
+        match &self.lent {
+            Some(frame) => &frame.bytes()[..self.len],
+            None => &self.memory.as_slice()[..self.len],
+        }
     }
 
+    /// The memory the frame's bytes start at: the lent frame's, else the slot's own.
     pub fn memory(&self) -> &dyn SlotMemory {
-        self.memory.as_ref()
+        match &self.lent {
+            Some(frame) => frame.memory(),
+            None => self.memory.as_ref(),
+        }
     }
 }
 
@@ -357,8 +464,10 @@ impl FrameRing {
         if let Some(slot) = state.free.pop() {
             return Some(slot);
         }
-        let oldest = state.ready.pop_front()?;
+        let mut oldest = state.ready.pop_front()?;
+        drop(state);
         self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        oldest.return_lent();
         Some(oldest)
     }
 
@@ -379,8 +488,10 @@ impl FrameRing {
         state.free.pop()
     }
 
-    /// Returns a slot unfilled (the source had nothing to write) or after processing.
-    pub fn release(&self, slot: FrameSlot) {
+    /// Returns a slot unfilled (the source had nothing to write) or after processing; a lent
+    /// frame goes back to its source here, before the slot is free again.
+    pub fn release(&self, mut slot: FrameSlot) {
+        slot.return_lent();
         self.lock().free.push(slot);
         self.free_cv.notify_one();
     }
@@ -543,6 +654,85 @@ mod tests {
         assert_eq!(ring.stats().capture_mode(), None);
         ring.stats().set_capture_mode(CaptureMode::Decode);
         assert_eq!(ring.stats().capture_mode(), Some(CaptureMode::Decode));
+    }
+
+    /// A lent frame that counts how often it was given back.
+    struct CountedLoan {
+        memory: HeapMemory,
+        returned: Arc<AtomicU64>,
+    }
+
+    impl LentFrame for CountedLoan {
+        fn bytes(&self) -> &[u8] {
+            self.memory.as_slice()
+        }
+        fn memory(&self) -> &dyn SlotMemory {
+            &self.memory
+        }
+    }
+
+    impl Drop for CountedLoan {
+        fn drop(&mut self) {
+            self.returned.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn loan(bytes: &[u8], returned: &Arc<AtomicU64>) -> Box<dyn LentFrame> {
+        Box::new(CountedLoan { memory: HeapMemory(bytes.to_vec()), returned: returned.clone() })
+    }
+
+    #[test]
+    fn a_lent_frame_is_the_slots_frame_until_the_ring_gives_it_back() {
+        let returned = Arc::new(AtomicU64::new(0));
+        let ring = FrameRing::with_heap_slots(2, 0);
+        let mut slot = ring.acquire_for_write().expect("slot");
+        slot.lend(2, 2, PixelFormat::Rgb8, loan(&[7; 16], &returned)).expect("lend");
+        assert!(slot.is_lent());
+        assert_eq!(slot.data(), &[7; 12], "the frame's length, not the loan's");
+        assert_eq!(slot.memory().capacity(), 16, "the GPU stage sees the lent memory");
+        assert_eq!(slot.copies(), 0);
+        ring.publish(slot);
+        let taken = ring.take_ready(Duration::from_millis(1)).expect("frame");
+        assert_eq!(returned.load(Ordering::SeqCst), 0, "held while the consumer has the frame");
+        ring.release(taken);
+        assert_eq!(returned.load(Ordering::SeqCst), 1, "given back when the slot is released");
+
+        let mut slot = ring.acquire_for_write().expect("slot");
+        assert!(!slot.is_lent());
+        assert_eq!(slot.memory().capacity(), 0, "the slot's own memory again");
+        slot.lend(2, 2, PixelFormat::Rgb8, loan(&[1; 12], &returned)).expect("lend");
+        slot.prepare(2, 2, PixelFormat::Rgb8).expect("prepare").fill(3);
+        assert_eq!(returned.load(Ordering::SeqCst), 2, "a copied frame replaces the loan");
+        assert_eq!(slot.data(), &[3; 12]);
+        ring.release(slot);
+    }
+
+    #[test]
+    fn a_lent_frame_dropped_unread_or_too_short_goes_back_to_its_source() {
+        let returned = Arc::new(AtomicU64::new(0));
+        let ring = FrameRing::with_heap_slots(2, 0);
+        for _ in 0..3 {
+            let mut slot = ring.acquire_for_write().expect("slot");
+            slot.lend(2, 2, PixelFormat::Nv12, loan(&[0; 6], &returned)).expect("lend");
+            ring.publish(slot);
+        }
+        assert_eq!(ring.stats().dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(returned.load(Ordering::SeqCst), 1, "the dropped frame's loan came back at once");
+        let mut slot = ring.acquire_for_write().expect("slot");
+        assert_eq!(returned.load(Ordering::SeqCst), 2);
+        let short = slot.lend(4, 4, PixelFormat::Nv12, loan(&[0; 6], &returned)).expect_err("6 bytes are not 4x4 NV12");
+        assert!(short.contains("not 24"), "{short}");
+        assert_eq!(returned.load(Ordering::SeqCst), 3, "a refused loan is not kept");
+        assert!(!slot.is_lent());
+        ring.release(slot);
+    }
+
+    #[test]
+    fn a_slot_allocator_makes_memory_of_the_size_asked_for() {
+        let memory = SlotAllocator::heap().allocate(100).expect("heap");
+        assert_eq!(memory.capacity(), 100);
+        let failing = SlotAllocator::new(|| Err("no page-locked memory left".into()));
+        assert_eq!(failing.allocate(1).err().as_deref(), Some("no page-locked memory left"));
     }
 
     #[test]

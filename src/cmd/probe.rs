@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::backend::cpu::{EngineChoice, EngineKind};
 use crate::config::{BackendChoice, Config, Fallback, SourceConfig};
+use crate::frame::SlotAllocator;
 use crate::source::v4l2::{SourceState, V4l2Source};
 use crate::source::{self, FrameSource};
 
@@ -194,7 +195,7 @@ fn camera_probe(camera: &crate::config::CameraConfig, limits: crate::config::Lim
                 Err(e) => (false, e.to_string()),
             }
         }
-        other => match source::open(&camera.name, other, limits, stop) {
+        other => match source::open(&camera.name, other, limits, stop, &SlotAllocator::heap()) {
             Ok(source) => (true, source.describe()),
             Err(e) => (false, e.to_string()),
         },

@@ -40,6 +40,10 @@ pub struct HostSlotMemory {
 // SAFETY: the memory is exclusively owned by this value (no aliasing handles are given out beyond
 // borrows tied to `&self`/`&mut self`), and page-locked memory may be used from any thread.
 unsafe impl Send for HostSlotMemory {}
+// SAFETY: every `&self` method only reads: the fields, or the bytes through a shared slice. Writes
+// need `&mut self` (or, for memory a GStreamer pool lent out, happen only while no slot holds the
+// frame: see `source::gstreamer::slot_pool`).
+unsafe impl Sync for HostSlotMemory {}
 
 impl HostSlotMemory {
     /// Slot memory of `kind` holding `capacity` bytes (none allocated for 0). Binds the device's

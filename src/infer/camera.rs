@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::scheduler::Scheduler;
 use super::step::{FrameSink, PipelineError};
 use crate::config::{CameraConfig, LimitsConfig};
-use crate::frame::{FrameRing, FrameSlot, Stage};
+use crate::frame::{FrameRing, FrameSlot, SlotAllocator, Stage};
 use crate::service::notify::{Liveness, LivenessHandle};
 use crate::source::{self, Capture, FrameSource, SourceError, SourceReport, SourceState, SourceStatus};
 
@@ -53,7 +53,9 @@ impl CameraPipeline {
     /// thread and hands its ring to the scheduler. Every frame the source decodes is bounded by
     /// `shared.limits`.
     pub fn start(camera: &CameraConfig, shared: &PipelineShared) -> Result<CameraPipeline, PipelineError> {
-        let source = source::open(&camera.name, &camera.source, shared.limits, shared.stop.clone())
+        let backend = shared.scheduler.backend().clone();
+        let slots = SlotAllocator::new(move || backend.slot_memory().map_err(|e| e.to_string()));
+        let source = source::open(&camera.name, &camera.source, shared.limits, shared.stop.clone(), &slots)
             .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
         CameraPipeline::start_with_source(camera, source, shared)
     }

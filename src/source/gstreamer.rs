@@ -4,7 +4,9 @@
 //!
 //! Owns: starting the pipeline a [`PipelineSpec`] describes, configuring its appsink (caps limited
 //! to formats the slot and the preprocessing kernel take, a two-buffer drop-oldest queue, no clock
-//! sync), copying each sample once into the frame slot honouring the plane strides, stamping the
+//! sync, slot memory offered upstream through [`slot_pool`]), lending each sample that upstream
+//! wrote into slot memory to the frame slot, copying every other sample once into the slot
+//! honouring the plane strides (said once in the log), stamping the
 //! frame with the time its buffer was captured, and restarting the pipeline with backoff after an
 //! error or end of stream. Must not: wait on the appsink longer than
 //! [`GstreamerOptions::poll_interval`] without checking the stop flag, or let bus messages pile up.
@@ -12,6 +14,7 @@
 pub mod csi;
 pub mod decoder;
 pub mod rtsp;
+pub mod slot_pool;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,10 +28,11 @@ use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
 use crate::config::LimitsConfig;
-use crate::frame::{CaptureMode, FrameSlot, PixelFormat};
+use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
 use crate::source::image_decode::{self, ImageDecodeError};
 use crate::source::reconnect::{self, Backoff, Connection, DeviceError, SourceState, SourceStatus};
 use crate::source::{Capture, FrameSource, SourceError};
+use slot_pool::{PoolOffer, TightLayout};
 
 /// Formats the appsink is told to accept unless the pipeline sets its own `caps` on it.
 pub const ACCEPTED_FORMATS: [&str; 4] = ["RGB", "BGR", "RGBA", "NV12"];
@@ -60,9 +64,12 @@ impl PipelineSpec {
     }
 }
 
-/// Timing knobs of the source; the defaults are what the daemon uses.
+/// Timing knobs and slot memory of the source; the defaults are what the daemon uses with a CPU
+/// backend.
 #[derive(Debug, Clone)]
 pub struct GstreamerOptions {
+    /// Memory of the buffer pool offered upstream: the inference backend's slot memory.
+    pub slots: SlotAllocator,
     /// Longest wait for a sample before the stop flag and the bus are checked again.
     pub poll_interval: Duration,
     /// No sample for this long (after start or the last frame) restarts the pipeline. Generous,
@@ -75,6 +82,7 @@ pub struct GstreamerOptions {
 impl Default for GstreamerOptions {
     fn default() -> Self {
         GstreamerOptions {
+            slots: SlotAllocator::heap(),
             poll_interval: Duration::from_millis(200),
             stall_timeout: Duration::from_secs(20),
             initial_backoff: reconnect::INITIAL_BACKOFF,
@@ -115,8 +123,15 @@ pub struct GstreamerSource {
     limits: LimitsConfig,
     stop: Arc<AtomicBool>,
     connection: Connection<Running>,
-    /// Video layout of the current caps, parsed once per caps object rather than per sample.
-    layout: Option<(gst::Caps, gst_video::VideoInfo)>,
+    /// Video layout of the current caps, parsed once per caps object rather than per sample, and
+    /// the tightly packed layout a slot can take a pool buffer of these caps in (else why not).
+    layout: Option<(gst::Caps, gst_video::VideoInfo, Result<TightLayout, String>)>,
+    /// The slot-memory pool every pipeline's appsink offers upstream.
+    offer: PoolOffer,
+    /// How the latest frame reached its slot.
+    mode: CaptureMode,
+    /// A copied frame was explained in the log already.
+    copy_explained: bool,
     skip_log: reconnect::RateLimitedLog,
     description: String,
 }
@@ -151,6 +166,7 @@ impl GstreamerSource {
             options.poll_interval,
             "restarting",
         );
+        let offer = PoolOffer::new(options.slots.clone(), &description);
         let mut source = GstreamerSource {
             spec,
             options,
@@ -158,11 +174,14 @@ impl GstreamerSource {
             stop,
             connection,
             layout: None,
+            offer,
+            mode: CaptureMode::Copy,
+            copy_explained: false,
             skip_log: reconnect::RateLimitedLog::new(Duration::from_secs(10)),
             description,
         };
-        let spec = &source.spec;
-        if let Err(message) = source.connection.open(|| start_pipeline(spec)) {
+        let (spec, offer) = (&source.spec, &source.offer);
+        if let Err(message) = source.connection.open(|| start_pipeline(spec, offer)) {
             return Err(SourceError::Open { source_name: source.description, message });
         }
         Ok(source)
@@ -178,8 +197,9 @@ impl GstreamerSource {
     }
 }
 
-/// Builds the pipeline, configures its appsink and sets it playing.
-fn start_pipeline(spec: &PipelineSpec) -> Result<Running, DeviceError> {
+/// Builds the pipeline, configures its appsink (offering `offer`'s slot memory upstream) and sets
+/// it playing.
+fn start_pipeline(spec: &PipelineSpec, offer: &PoolOffer) -> Result<Running, DeviceError> {
     let (pipeline, appsink) = match spec {
         PipelineSpec::Launch(description) => {
             let pipeline = gst::parse::launch(description)
@@ -211,6 +231,7 @@ fn start_pipeline(spec: &PipelineSpec) -> Result<Running, DeviceError> {
     appsink.set_max_buffers(2);
     appsink.set_drop(true);
     appsink.set_sync(false);
+    offer.install(&appsink).map_err(DeviceError::Permanent)?;
     let bus = pipeline.bus().ok_or_else(|| DeviceError::Permanent("the pipeline has no bus".into()))?;
     let running = Running { pipeline, appsink, bus, last_sample: Instant::now() };
     if running.pipeline.set_state(gst::State::Playing).is_err() {
@@ -325,37 +346,44 @@ fn copy_plane(plane: &[u8], stride: i32, row_bytes: usize, rows: usize, target: 
     Ok(())
 }
 
-/// Maps the sample's buffer and copies it once into the slot.
-fn copy_sample(
+/// The sample's video layout, parsed when its caps differ from the last sample's; checked against
+/// the formats the slots take and `limits`.
+fn sample_layout<'a>(
     sample: &gst::Sample,
-    layout: &mut Option<(gst::Caps, gst_video::VideoInfo)>,
+    layout: &'a mut Option<(gst::Caps, gst_video::VideoInfo, Result<TightLayout, String>)>,
     limits: &LimitsConfig,
-    slot: &mut FrameSlot,
-) -> Result<(), SampleError> {
-    let buffer = sample.buffer().ok_or_else(|| SampleError::Skip("sample without a buffer".into()))?;
+) -> Result<(&'a gst_video::VideoInfo, &'a Result<TightLayout, String>), SampleError> {
     let caps = sample.caps().ok_or_else(|| SampleError::Skip("sample without caps".into()))?;
-    if layout.as_ref().is_none_or(|(known, _)| known.as_ptr() != caps.as_ptr()) {
+    if layout.as_ref().is_none_or(|(known, _, _)| known.as_ptr() != caps.as_ptr()) {
         let info = gst_video::VideoInfo::from_caps(caps)
             .map_err(|err| SampleError::Fatal(format!("appsink caps {caps} are not raw video: {err}")))?;
-        *layout = Some((caps.to_owned(), info));
+        let tight = slot_pool::layout_of(caps);
+        *layout = Some((caps.to_owned(), info, tight));
     }
-    let Some((_, info)) = layout.as_ref() else {
+    let Some((_, info, tight)) = layout.as_ref() else {
         return Err(SampleError::Skip("no video layout".into()));
     };
-    let frame = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, info)
-        .map_err(|err| SampleError::Skip(format!("cannot map the buffer: {err}")))?;
-    let format = pixel_format(frame.format()).ok_or_else(|| {
+    let format = pixel_format(info.format()).ok_or_else(|| {
         SampleError::Fatal(format!(
             "the appsink delivers {:?}; the pipeline must produce one of {} (its own appsink caps override the default)",
-            frame.format(),
+            info.format(),
             ACCEPTED_FORMATS.join(", ")
         ))
     })?;
-    let (width, height) = (frame.width(), frame.height());
-    image_decode::check_frame(width, height, format, limits).map_err(|err| match err {
+    image_decode::check_frame(info.width(), info.height(), format, limits).map_err(|err| match err {
         ImageDecodeError::OverLimit(message) => SampleError::OverLimit(message),
         ImageDecodeError::Invalid(message) | ImageDecodeError::Slot(message) => SampleError::Skip(message),
     })?;
+    Ok((info, tight))
+}
+
+/// Maps the sample's buffer and copies it once into the slot.
+fn copy_sample(sample: &gst::Sample, info: &gst_video::VideoInfo, slot: &mut FrameSlot) -> Result<(), SampleError> {
+    let buffer = sample.buffer().ok_or_else(|| SampleError::Skip("sample without a buffer".into()))?;
+    let frame = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, info)
+        .map_err(|err| SampleError::Skip(format!("cannot map the buffer: {err}")))?;
+    let format = pixel_format(frame.format()).ok_or_else(|| SampleError::Skip("unknown format".into()))?;
+    let (width, height) = (frame.width(), frame.height());
     let strides = frame.plane_stride();
     let target = slot.prepare(width, height, format).map_err(SampleError::Fatal)?;
     let plane = |index: u32| frame.plane_data(index).map_err(|err| SampleError::Skip(err.to_string()));
@@ -374,14 +402,40 @@ fn copy_sample(
     Ok(())
 }
 
+impl GstreamerSource {
+    /// Lends the sample's buffer to the slot when upstream wrote it into slot memory; copies it
+    /// otherwise, saying once why.
+    fn fill_slot(&mut self, sample: &gst::Sample, slot: &mut FrameSlot) -> Result<(), SampleError> {
+        let (info, tight) = sample_layout(sample, &mut self.layout, &self.limits)?;
+        if let (Ok(tight), Some(buffer)) = (tight, sample.buffer_owned()) {
+            if let Ok(frame) = self.offer.lend(buffer, tight) {
+                slot.lend(tight.width, tight.height, tight.format, frame).map_err(SampleError::Skip)?;
+                self.mode = CaptureMode::Pool;
+                return Ok(());
+            }
+        }
+        let reason = match tight {
+            Ok(_) => self.offer.why_not_pooled(),
+            Err(padded) => padded.clone(),
+        };
+        let info = info.clone();
+        if !self.copy_explained {
+            self.copy_explained = true;
+            log::info!("{}: frames are copied once into the slots: {reason}", self.description);
+        }
+        self.mode = CaptureMode::Copy;
+        copy_sample(sample, &info, slot)
+    }
+}
+
 impl FrameSource for GstreamerSource {
     fn describe(&self) -> String {
         self.description.clone()
     }
 
-    /// The appsink's sample is mapped and copied into the slot.
+    /// Pool when upstream wrote the latest frame into slot memory, else copy.
     fn capture_mode(&self) -> CaptureMode {
-        CaptureMode::Copy
+        self.mode
     }
 
     fn connection_status(&self) -> Option<SourceStatus> {
@@ -394,8 +448,8 @@ impl FrameSource for GstreamerSource {
             self.connection.stop();
             return Ok(Capture::End);
         }
-        let spec = &self.spec;
-        let running = match self.connection.link_or_retry(|| start_pipeline(spec)) {
+        let (spec, offer) = (&self.spec, &self.offer);
+        let running = match self.connection.link_or_retry(|| start_pipeline(spec, offer)) {
             Ok(running) => running,
             Err(capture) => return Ok(capture),
         };
@@ -419,7 +473,7 @@ impl FrameSource for GstreamerSource {
             log::debug!("{}: {reason} after a sample; handled once the samples run out", self.description);
         }
         let age = buffer_age(&running.pipeline, &sample);
-        match copy_sample(&sample, &mut self.layout, &self.limits, slot) {
+        match self.fill_slot(&sample, slot) {
             Ok(()) => {
                 slot.meta_mut().captured_at = SystemTime::now() - age.unwrap_or(Duration::ZERO);
                 self.connection.frame_arrived();

@@ -9,7 +9,7 @@
 pub mod gstreamer;
 pub mod v4l2;
 
-use crate::frame::{CaptureMode, FrameSlot};
+use crate::frame::{CaptureMode, FrameSlot, SlotAllocator};
 pub use reconnect::{SourceReport, SourceState, SourceStatus};
 
 #[derive(Debug, thiserror::Error)]
@@ -104,12 +104,15 @@ fn no_gstreamer(camera: &str) -> SourceError {
 
 /// Opens the source camera `camera` is configured with; every frame it decodes is bounded by
 /// `limits`. `stop` is the daemon's shutdown flag: sources that block (cameras, GStreamer) check
-/// it so shutdown never waits on a silent device.
+/// it so shutdown never waits on a silent device. Sources that lend the ring frames in memory of
+/// their own (a GStreamer buffer pool) allocate it through `slots`.
+#[cfg_attr(not(feature = "gstreamer"), allow(unused_variables))]
 pub fn open(
     camera: &str,
     config: &SourceConfig,
     limits: LimitsConfig,
     stop: Arc<AtomicBool>,
+    slots: &SlotAllocator,
 ) -> Result<Box<dyn FrameSource>, SourceError> {
     match config {
         SourceConfig::Images { path, mode, replay_fps } => {
@@ -122,7 +125,9 @@ pub fn open(
         #[cfg(feature = "gstreamer")]
         SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
             let spec = gstreamer_spec(camera, config)?;
-            Ok(Box::new(gstreamer::GstreamerSource::open(spec, limits, stop)?))
+            let options =
+                gstreamer::GstreamerOptions { slots: slots.clone(), ..gstreamer::GstreamerOptions::default() };
+            Ok(Box::new(gstreamer::GstreamerSource::with_options(spec, options, limits, stop)?))
         }
         #[cfg(not(feature = "gstreamer"))]
         SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {

@@ -341,12 +341,12 @@ fn streams_with_a_password_that_shows_nowhere(codec: Codec, watch_latency: bool)
         );
     }
 
-    // Telemetry says how frames reach the slots: one copy of each decoded frame.
+    // Telemetry says how frames reach the slots: the decoder's converter writes them into slot memory.
     daemon.wait_for_messages(&subscriber, &format!("{prefix}/telemetry"), "telemetry with frame copies", |m| {
         m.iter().any(|message| {
             let report: serde_json::Value = serde_json::from_slice(&message.payload).unwrap_or_default();
             let camera = &report["cameras"]["gate"];
-            camera["capture_mode"] == "copy" && camera["frame_copies"] == 1.0
+            camera["capture_mode"] == "pool" && camera["frame_copies"] == 0.0
         })
     });
 
