@@ -71,10 +71,10 @@ def stage(s):
     return f"{s['median_ms']:.2f} (p90 {s['p90_ms']:.2f})"
 try:
     gpu = bench["gpu"]
-    path = gpu["gpu_path"]
-    print(f"GPU path outside inference, {path['frame']} -> {path['input']}, {path['slot']} slot, ms median: "
-          f"source {stage(path['source'])}, preprocess {stage(path['preprocess'])}, "
-          f"postprocess {stage(path['postprocess'])}, publish {stage(path['publish'])}, total {stage(path['total'])}")
+    for capture, path in gpu["gpu_path"].items():
+        print(f"GPU path outside inference, frame {capture}, {path['frame']} -> {path['input']}, {path['slot']} slot, "
+              f"ms median: source {stage(path['source'])}, preprocess {stage(path['preprocess'])}, "
+              f"postprocess {stage(path['postprocess'])}, publish {stage(path['publish'])}, total {stage(path['total'])}")
     for name, report in gpu["gpu_preprocess"].items():
         print(f"kernel {name}: {json.dumps(report)[:600]}")
 except KeyError as error:

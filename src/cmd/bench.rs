@@ -586,12 +586,25 @@ fn bench_scene() -> Scene {
     Scene { zones, lines }
 }
 
+/// How the GPU path bench's frame reaches its slot.
+#[cfg(feature = "cuda")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuPathCapture {
+    /// Copied into the slot: a V4L2 MMAP capture, a GStreamer upstream that refuses the pool.
+    Copy,
+    /// Written into page-locked slot memory before it reaches the source, and lent to the slot:
+    /// the GStreamer slot pool, V4L2 user pointers.
+    Lent,
+}
+
 /// The per-frame work outside inference on the GPU path, for a 1920×1080 YUYV camera (a common
 /// V4L2 mode) and the configured model input: what the daemon spends on a frame besides the
 /// model itself.
 #[cfg(feature = "cuda")]
 #[derive(Debug, Serialize)]
 pub struct GpuPathBench {
+    pub capture: GpuPathCapture,
     /// The camera frame and the model input it is preprocessed into.
     pub frame: String,
     pub input: String,
@@ -599,7 +612,7 @@ pub struct GpuPathBench {
     /// `pinned` (discrete: the slot is copied to the device first).
     pub slot: &'static str,
     pub iterations: usize,
-    /// The source writing the frame into its slot (the one copy a V4L2 YUYV capture makes).
+    /// The source putting the frame into its slot: the one copy, or lending it.
     pub source: StageSummary,
     /// Slot → the input tensor's row on the GPU, until the stream is synchronised.
     pub preprocess: StageSummary,
@@ -617,6 +630,7 @@ pub struct GpuPathBench {
 #[cfg(feature = "cuda")]
 #[allow(clippy::too_many_arguments)]
 pub fn bench_gpu_path(
+    capture: GpuPathCapture,
     device: &crate::gpu::GpuDevice,
     backend: &dyn Backend,
     params: DecodeParams,
@@ -627,7 +641,7 @@ pub fn bench_gpu_path(
     warmup: usize,
     iterations: usize,
 ) -> Result<GpuPathBench, BenchError> {
-    use crate::frame::{HeapMemory, PixelFormat};
+    use crate::frame::{FrameRing, HeapMemory, PixelFormat};
     use crate::gpu::{slot_memory, GpuPreprocessor};
 
     const WIDTH: u32 = 1920;
@@ -645,8 +659,14 @@ pub fn bench_gpu_path(
     let frame_bytes = PixelFormat::Yuyv.frame_bytes(WIDTH, HEIGHT).unwrap_or(0);
     let frame: Vec<u8> = (0..frame_bytes).map(|i| ((i as u32).wrapping_mul(2_654_435_761) >> 24) as u8).collect();
     device.bind_to_thread().map_err(|e| setup("binding the GPU", &e))?;
-    let memory = slot_memory(device).map_err(|e| setup("allocating a frame slot", &e))?;
-    let mut slot = FrameSlot::new(memory);
+    let new_slot = || slot_memory(device).map(FrameSlot::new).map_err(|e| setup("allocating a frame slot", &e));
+    let ring = FrameRing::new(vec![new_slot()?, new_slot()?]);
+    // The memory upstream wrote the frame into (lent mode): it goes back and forth like a pool buffer.
+    let (memory_back, returned_memory) = std::sync::mpsc::channel::<Box<dyn crate::frame::SlotMemory>>();
+    let mut written = slot_memory(device).map_err(|e| setup("allocating a frame slot", &e))?;
+    written.reserve(frame_bytes).map_err(|e| setup("allocating a frame slot", &e))?;
+    written.as_mut_slice()[..frame_bytes].copy_from_slice(&frame);
+    memory_back.send(written).map_err(|e| setup("lending the frame", &e))?;
     let stream = device.new_stream().map_err(|e| setup("creating a stream", &e))?;
     let mut preprocessor = GpuPreprocessor::new(device, stream.clone(), &spec, cache_dir, frame_bytes)
         .map_err(|e| setup("preparing the preprocessing kernel", &e))?;
@@ -656,8 +676,18 @@ pub fn bench_gpu_path(
     let mut samples: Vec<FrameTimings> = Vec::with_capacity(iterations);
     for iteration in 0..warmup + iterations {
         let frame_error = |e: &dyn std::fmt::Display| BenchError::Frame { iteration, message: e.to_string() };
+        let mut slot = ring.acquire_for_write().ok_or_else(|| frame_error(&"no free slot"))?;
         let source_started = Instant::now();
-        slot.prepare(WIDTH, HEIGHT, PixelFormat::Yuyv).map_err(|e| frame_error(&e))?.copy_from_slice(&frame);
+        match capture {
+            GpuPathCapture::Copy => {
+                slot.prepare(WIDTH, HEIGHT, PixelFormat::Yuyv).map_err(|e| frame_error(&e))?.copy_from_slice(&frame)
+            }
+            GpuPathCapture::Lent => {
+                let memory = returned_memory.recv().map_err(|e| frame_error(&e))?;
+                let loan = Box::new(BenchLoan { memory, back: memory_back.clone() });
+                slot.lend(WIDTH, HEIGHT, PixelFormat::Yuyv, loan).map_err(|e| frame_error(&e))?;
+            }
+        }
         let source = source_started.elapsed();
         let pre_started = Instant::now();
         preprocessor.enqueue_row(&slot, &mut input, 0).map_err(|e| frame_error(&e))?;
@@ -673,12 +703,14 @@ pub fn bench_gpu_path(
         )
         .map_err(|e| frame_error(&e))?;
         encode_message(&mut timings, source, &slot, &detections, labels);
+        ring.release(slot);
         if iteration >= warmup {
             samples.push(timings);
         }
     }
     let stage = |pick: fn(&FrameTimings) -> Option<Duration>| summarise(samples.iter().filter_map(pick).collect());
     Ok(GpuPathBench {
+        capture,
         frame: format!("{WIDTH}x{HEIGHT} YUYV"),
         input: format!("{}x{} {:?} {:?} {:?}", spec.width, spec.height, spec.layout, spec.dtype, spec.filter),
         slot: if device.zero_copy() { "mapped" } else { "pinned" },
@@ -689,6 +721,34 @@ pub fn bench_gpu_path(
         publish: stage(|t| t.publish),
         total: stage(|t| Some(t.source? + t.pre? + t.post? + t.publish?)),
     })
+}
+
+/// The bench's lent frame: page-locked memory holding the frame, sent back when the slot is done
+/// with it, as a pool buffer goes back to its pool.
+#[cfg(feature = "cuda")]
+struct BenchLoan {
+    memory: Box<dyn crate::frame::SlotMemory>,
+    back: std::sync::mpsc::Sender<Box<dyn crate::frame::SlotMemory>>,
+}
+
+#[cfg(feature = "cuda")]
+impl crate::frame::LentFrame for BenchLoan {
+    fn bytes(&self) -> &[u8] {
+        self.memory.as_slice()
+    }
+
+    fn memory(&self) -> &dyn crate::frame::SlotMemory {
+        self.memory.as_ref()
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl Drop for BenchLoan {
+    fn drop(&mut self) {
+        let memory = std::mem::replace(&mut self.memory, Box::new(crate::frame::HeapMemory::default()));
+        // The bench's receiver outlives every loan; a send can only fail after it returned.
+        let _ = self.back.send(memory);
+    }
 }
 
 fn summarise(mut durations: Vec<Duration>) -> StageSummary {
@@ -779,9 +839,25 @@ fn gpu_path_bench(
     let device = crate::gpu::GpuDevice::open(config.device.gpu as usize)
         .map_err(|e| BenchError::Setup(format!("opening the GPU: {e}")))?;
     let cache_dir = Some(config.engine.cache_dir.as_path());
-    let report =
-        bench_gpu_path(&device, backend, params, labels, image, &config.limits, cache_dir, warmup, iterations)?;
-    Ok(serde_json::to_value(report).unwrap_or_default())
+    let mut reports = serde_json::Map::new();
+    for capture in [GpuPathCapture::Copy, GpuPathCapture::Lent] {
+        let report = bench_gpu_path(
+            capture,
+            &device,
+            backend,
+            params.clone(),
+            labels,
+            image,
+            &config.limits,
+            cache_dir,
+            warmup,
+            iterations,
+        )?;
+        let key =
+            serde_json::to_value(capture).ok().and_then(|key| key.as_str().map(str::to_owned)).unwrap_or_default();
+        reports.insert(key, serde_json::to_value(report).unwrap_or_default());
+    }
+    Ok(serde_json::Value::Object(reports))
 }
 
 #[cfg(not(feature = "cuda"))]

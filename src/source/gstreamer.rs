@@ -70,6 +70,9 @@ impl PipelineSpec {
 pub struct GstreamerOptions {
     /// Memory of the buffer pool offered upstream: the inference backend's slot memory.
     pub slots: SlotAllocator,
+    /// Offer the pool at all. The daemon always does; `benches/gst_capture.rs` turns it off to
+    /// measure the copy it saves.
+    pub offer_pool: bool,
     /// Longest wait for a sample before the stop flag and the bus are checked again.
     pub poll_interval: Duration,
     /// No sample for this long (after start or the last frame) restarts the pipeline. Generous,
@@ -83,6 +86,7 @@ impl Default for GstreamerOptions {
     fn default() -> Self {
         GstreamerOptions {
             slots: SlotAllocator::heap(),
+            offer_pool: true,
             poll_interval: Duration::from_millis(200),
             stall_timeout: Duration::from_secs(20),
             initial_backoff: reconnect::INITIAL_BACKOFF,
@@ -126,8 +130,8 @@ pub struct GstreamerSource {
     /// Video layout of the current caps, parsed once per caps object rather than per sample, and
     /// the tightly packed layout a slot can take a pool buffer of these caps in (else why not).
     layout: Option<(gst::Caps, gst_video::VideoInfo, Result<TightLayout, String>)>,
-    /// The slot-memory pool every pipeline's appsink offers upstream.
-    offer: PoolOffer,
+    /// The slot-memory pool every pipeline's appsink offers upstream (`None`: not offered).
+    offer: Option<PoolOffer>,
     /// How the latest frame reached its slot.
     mode: CaptureMode,
     /// A copied frame was explained in the log already.
@@ -166,7 +170,7 @@ impl GstreamerSource {
             options.poll_interval,
             "restarting",
         );
-        let offer = PoolOffer::new(options.slots.clone(), &description);
+        let offer = options.offer_pool.then(|| PoolOffer::new(options.slots.clone(), &description));
         let mut source = GstreamerSource {
             spec,
             options,
@@ -180,7 +184,7 @@ impl GstreamerSource {
             skip_log: reconnect::RateLimitedLog::new(Duration::from_secs(10)),
             description,
         };
-        let (spec, offer) = (&source.spec, &source.offer);
+        let (spec, offer) = (&source.spec, source.offer.as_ref());
         if let Err(message) = source.connection.open(|| start_pipeline(spec, offer)) {
             return Err(SourceError::Open { source_name: source.description, message });
         }
@@ -199,7 +203,7 @@ impl GstreamerSource {
 
 /// Builds the pipeline, configures its appsink (offering `offer`'s slot memory upstream) and sets
 /// it playing.
-fn start_pipeline(spec: &PipelineSpec, offer: &PoolOffer) -> Result<Running, DeviceError> {
+fn start_pipeline(spec: &PipelineSpec, offer: Option<&PoolOffer>) -> Result<Running, DeviceError> {
     let (pipeline, appsink) = match spec {
         PipelineSpec::Launch(description) => {
             let pipeline = gst::parse::launch(description)
@@ -231,7 +235,9 @@ fn start_pipeline(spec: &PipelineSpec, offer: &PoolOffer) -> Result<Running, Dev
     appsink.set_max_buffers(2);
     appsink.set_drop(true);
     appsink.set_sync(false);
-    offer.install(&appsink).map_err(DeviceError::Permanent)?;
+    if let Some(offer) = offer {
+        offer.install(&appsink).map_err(DeviceError::Permanent)?;
+    }
     let bus = pipeline.bus().ok_or_else(|| DeviceError::Permanent("the pipeline has no bus".into()))?;
     let running = Running { pipeline, appsink, bus, last_sample: Instant::now() };
     if running.pipeline.set_state(gst::State::Playing).is_err() {
@@ -407,16 +413,17 @@ impl GstreamerSource {
     /// otherwise, saying once why.
     fn fill_slot(&mut self, sample: &gst::Sample, slot: &mut FrameSlot) -> Result<(), SampleError> {
         let (info, tight) = sample_layout(sample, &mut self.layout, &self.limits)?;
-        if let (Ok(tight), Some(buffer)) = (tight, sample.buffer_owned()) {
-            if let Ok(frame) = self.offer.lend(buffer, tight) {
+        if let (Ok(tight), Some(offer), Some(buffer)) = (tight, &self.offer, sample.buffer_owned()) {
+            if let Ok(frame) = offer.lend(buffer, tight) {
                 slot.lend(tight.width, tight.height, tight.format, frame).map_err(SampleError::Skip)?;
                 self.mode = CaptureMode::Pool;
                 return Ok(());
             }
         }
-        let reason = match tight {
-            Ok(_) => self.offer.why_not_pooled(),
-            Err(padded) => padded.clone(),
+        let reason = match (tight, &self.offer) {
+            (Err(padded), _) => padded.clone(),
+            (Ok(_), Some(offer)) => offer.why_not_pooled(),
+            (Ok(_), None) => "no slot memory is offered upstream".to_owned(),
         };
         let info = info.clone();
         if !self.copy_explained {
@@ -448,7 +455,7 @@ impl FrameSource for GstreamerSource {
             self.connection.stop();
             return Ok(Capture::End);
         }
-        let (spec, offer) = (&self.spec, &self.offer);
+        let (spec, offer) = (&self.spec, self.offer.as_ref());
         let running = match self.connection.link_or_retry(|| start_pipeline(spec, offer)) {
             Ok(running) => running,
             Err(capture) => return Ok(capture),

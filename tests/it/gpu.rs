@@ -1,13 +1,13 @@
 //! GPU tests against a real device: the preprocessing kernels against the CPU implementation (bit
 //! for bit), batches whose rows come from different cameras, and the mapped, pinned and heap slot
-//! paths against each other. They run only with `JETSON_DETECTD_GPU_TESTS=1 cargo test --features
+//! paths (frames copied into slots, and frames lent to them) against each other. They run only with `JETSON_DETECTD_GPU_TESTS=1 cargo test --features
 //! cuda`; otherwise each prints why it skipped.
 
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jetson_detectd::config::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
-use jetson_detectd::frame::{FrameMeta, FrameSlot, HeapMemory, PixelFormat, SlotMemory};
+use jetson_detectd::frame::{FrameMeta, FrameSlot, HeapMemory, LentFrame, PixelFormat, SlotMemory};
 use jetson_detectd::gpu::{
     self, CudaSlice, CudaStream, GpuDevice, GpuPreprocessor, HostMemoryKind, HostSlotMemory, TAP_CACHE_SIZES,
 };
@@ -308,6 +308,59 @@ fn mapped_pinned_and_heap_slots_give_identical_tensors() {
         });
         for (name, tensor) in &tensors[1..] {
             assert!(*tensor == tensors[0].1, "{} {name} slot differs from the mapped slot", format.name());
+        }
+    }
+}
+
+/// A frame a source lends its slot: written into page-locked memory before the slot sees it, as a
+/// GStreamer pool buffer or a V4L2 user-pointer buffer is.
+struct Loan(Box<dyn SlotMemory>);
+
+impl LentFrame for Loan {
+    fn bytes(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+    fn memory(&self) -> &dyn SlotMemory {
+        self.0.as_ref()
+    }
+}
+
+#[test]
+fn frames_lent_in_mapped_or_pinned_memory_give_the_tensors_of_copied_frames() {
+    let Some(device) = gpu_or_skip("frames_lent_in_mapped_or_pinned_memory_give_the_tensors_of_copied_frames") else {
+        return;
+    };
+    let stream = device.new_stream().expect("stream");
+    let mut random = Random::fresh("lent_frames");
+    for format in FORMATS {
+        let (width, height) = random_frame_size(&mut random, format);
+        let spec = random_spec(
+            &mut random,
+            TensorLayout::Nchw,
+            TensorDtype::F16,
+            ResizeKind::Letterbox,
+            ResizeFilter::Antialias,
+        );
+        let meta = meta(width, height, format);
+        let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
+        let mut preprocessor =
+            GpuPreprocessor::new(&device, stream.clone(), &spec, None, frame.len()).expect("preprocessor");
+        let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
+        let copied = filled_slot(Box::new(HeapMemory::with_capacity(frame.len())), &frame, &meta);
+        let expected = run_poisoned(&mut preprocessor, &stream, &copied, &mut dst);
+        for kind in [HostMemoryKind::Mapped, HostMemoryKind::Pinned] {
+            // A pool buffer may be larger than the frame; the slot reads only the frame.
+            let mut memory = HostSlotMemory::new(&device, frame.len() + 4096, kind).expect("page-locked");
+            memory.as_mut_slice()[..frame.len()].copy_from_slice(&frame);
+            memory.as_mut_slice()[frame.len()..].fill(0xEE);
+            let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+            slot.lend(width, height, format, Box::new(Loan(Box::new(memory)))).expect("lend");
+            let tensor = run_poisoned(&mut preprocessor, &stream, &slot, &mut dst);
+            assert!(
+                tensor == expected,
+                "{} frame lent in {kind:?} memory differs from the copied frame",
+                format.name()
+            );
         }
     }
 }

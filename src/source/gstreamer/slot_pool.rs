@@ -375,7 +375,11 @@ mod tests {
         let mut held: Vec<FrameSlot> = (0..5).map(|_| empty_slot()).collect();
         for slot in &mut held {
             next(&mut source, slot);
-            assert!(slot.is_lent(), "upstream wrote into the pool; {}", source.offer.why_not_pooled());
+            assert!(
+                slot.is_lent(),
+                "upstream wrote into the pool; {}",
+                source.offer.as_ref().expect("offered").why_not_pooled()
+            );
             assert_eq!(slot.copies(), 0);
             assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (64, 48, PixelFormat::Nv12));
             assert_eq!(slot.data().len(), 64 * 48 * 3 / 2);
@@ -402,7 +406,7 @@ mod tests {
         let mut slot = empty_slot();
         for _ in 0..3 {
             next(&mut source, &mut slot);
-            assert!(slot.is_lent(), "{}", source.offer.why_not_pooled());
+            assert!(slot.is_lent(), "{}", source.offer.as_ref().expect("offered").why_not_pooled());
             assert!(slot.data()[..32 * 16].iter().all(|&luma| luma == 16), "black luma in limited range");
         }
     }
