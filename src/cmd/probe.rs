@@ -54,6 +54,12 @@ pub struct CameraProbe {
     /// (`{"codec": "H.264", "decoder": "avdec_h264", "hardware": false}`), or `{"error": …}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream: Option<Value>,
+    /// V4L2 cameras that opened: how frames leave the driver and why
+    /// (`{"mode": "userptr" | "mmap+copy" | "mmap+decode", "reason": …}`). Probed with heap
+    /// memory; the daemon lends the driver the backend's slot memory (page-locked on the GPU
+    /// backend), and falls back to mmap + copy, with a log line, should the driver refuse that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -181,17 +187,21 @@ fn video_devices() -> Vec<String> {
 fn camera_probe(camera: &crate::config::CameraConfig, limits: crate::config::LimitsConfig) -> CameraProbe {
     // A set stop flag keeps reconnecting sources from waiting for a device.
     let stop = Arc::new(AtomicBool::new(true));
+    let mut capture = None;
     let (ok, detail) = match &camera.source {
         // A V4L2 camera that is missing or busy (another process streams from it) opens in the
         // reconnecting state: say why instead of calling it ok.
         SourceConfig::V4l2 { device, width, height, fps, format } => {
-            match V4l2Source::open(device, *width, *height, *fps, *format, limits, stop) {
-                Ok(source) => match source.state() {
-                    SourceState::Reconnecting { last_error, .. } => {
-                        (false, format!("{}: {last_error} (the daemon keeps retrying)", source.describe()))
+            match V4l2Source::open(device, *width, *height, *fps, *format, limits, stop, &SlotAllocator::heap()) {
+                Ok(source) => {
+                    capture = source.capture_plan().map(|plan| json!({ "mode": plan.label(), "reason": plan.reason }));
+                    match source.state() {
+                        SourceState::Reconnecting { last_error, .. } => {
+                            (false, format!("{}: {last_error} (the daemon keeps retrying)", source.describe()))
+                        }
+                        SourceState::Streaming | SourceState::Ended | SourceState::Stopped => (true, source.describe()),
                     }
-                    SourceState::Streaming | SourceState::Ended | SourceState::Stopped => (true, source.describe()),
-                },
+                }
                 Err(e) => (false, e.to_string()),
             }
         }
@@ -202,7 +212,7 @@ fn camera_probe(camera: &crate::config::CameraConfig, limits: crate::config::Lim
     };
     let stream = if ok { rtsp_stream(&camera.name, &camera.source) } else { None };
     let ok = ok && stream.as_ref().is_none_or(|stream| stream.get("error").is_none());
-    CameraProbe { name: camera.name.clone(), ok, detail, decoders: decoders(&camera.source), stream }
+    CameraProbe { name: camera.name.clone(), ok, detail, decoders: decoders(&camera.source), stream, capture }
 }
 
 /// How long `probe` waits for an RTSP camera to describe its stream.
@@ -295,6 +305,7 @@ mod tests {
         let camera = camera_probe(&config.cameras[0], config.limits);
         assert!(!camera.ok);
         assert!(camera.detail.contains("No such file"), "{}", camera.detail);
+        assert_eq!(camera.capture, None, "the capture mode is known once the device opens");
     }
 
     #[test]

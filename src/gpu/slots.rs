@@ -41,8 +41,8 @@ pub struct HostSlotMemory {
 // borrows tied to `&self`/`&mut self`), and page-locked memory may be used from any thread.
 unsafe impl Send for HostSlotMemory {}
 // SAFETY: every `&self` method only reads: the fields, or the bytes through a shared slice. Writes
-// need `&mut self` (or, for memory a GStreamer pool lent out, happen only while no slot holds the
-// frame: see `source::gstreamer::slot_pool`).
+// need `&mut self` (or, for memory a GStreamer pool or a V4L2 driver was lent, happen only while no
+// slot holds the frame: see `source::gstreamer::slot_pool` and `source::v4l2::userptr`).
 unsafe impl Sync for HostSlotMemory {}
 
 impl HostSlotMemory {

@@ -105,8 +105,7 @@ fn no_gstreamer(camera: &str) -> SourceError {
 /// Opens the source camera `camera` is configured with; every frame it decodes is bounded by
 /// `limits`. `stop` is the daemon's shutdown flag: sources that block (cameras, GStreamer) check
 /// it so shutdown never waits on a silent device. Sources that lend the ring frames in memory of
-/// their own (a GStreamer buffer pool) allocate it through `slots`.
-#[cfg_attr(not(feature = "gstreamer"), allow(unused_variables))]
+/// their own (a GStreamer buffer pool, V4L2 user-pointer buffers) allocate it through `slots`.
 pub fn open(
     camera: &str,
     config: &SourceConfig,
@@ -120,7 +119,7 @@ pub fn open(
         }
         SourceConfig::Synthetic { width, height } => Ok(Box::new(synthetic::SyntheticSource::new(*width, *height))),
         SourceConfig::V4l2 { device, width, height, fps, format } => {
-            Ok(Box::new(v4l2::V4l2Source::open(device, *width, *height, *fps, *format, limits, stop)?))
+            Ok(Box::new(v4l2::V4l2Source::open(device, *width, *height, *fps, *format, limits, stop, slots)?))
         }
         #[cfg(feature = "gstreamer")]
         SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {

@@ -4,8 +4,9 @@
 //! state machine (an unplugged, failing or stalled camera is closed and reopened with backoff while
 //! the daemon keeps running), and turning each captured buffer into a frame in the slot: MJPEG is
 //! decoded to RGB straight into the slot, YUYV is copied raw (row padding dropped) for the GPU
-//! kernel to convert. The device itself sits behind [`CaptureDevice`] so that all of this is
-//! tested with a fake; [`linux`] is the real one (direct ioctls, mmap streaming buffers).
+//! kernel to convert, or not copied at all: see below. The device itself sits behind
+//! [`CaptureDevice`] so that all of this is tested with a fake; [`linux`] is the real one (direct
+//! ioctls, mmap or user-pointer streaming buffers).
 //! Must not: preprocess, block for longer than [`V4l2Options::poll_interval`] without checking the
 //! stop flag, or end the camera because the device went away.
 //!
@@ -14,10 +15,19 @@
 //! size is accepted (logged, frames carry the real size), and so is the other of MJPEG/YUYV. Any
 //! other pixel format is a configuration error that names what the driver offered. The frame rate
 //! is requested with `VIDIOC_S_PARM`; a driver that cannot set it keeps its own rate.
+//!
+//! How frames leave the driver ([`CapturePlan`], logged once per change, shown by `probe`): YUYV
+//! with tightly packed rows (`bytesperline` = 2 × width) streams into user-pointer buffers
+//! (`V4L2_MEMORY_USERPTR`) of slot memory from the camera's [`SlotAllocator`] (page-locked on the
+//! GPU backend), page aligned, and each filled buffer is lent to the slot ([`userptr`]): no copy.
+//! The source queues a buffer again only after the slot has let go of it; when slots hold all of
+//! them it waits. A driver that refuses user pointers (uvcvideo takes them), padded rows, and MJPEG
+//! (decoded anyway) stream mmap buffers: one copy, or the decode.
 
 mod convert;
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod linux;
+mod userptr;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -30,10 +40,12 @@ pub use crate::source::reconnect::{Backoff, DeviceError, SourceState, SourceStat
 pub use convert::ConvertError;
 
 use crate::config::{LimitsConfig, V4l2Format};
-use crate::frame::{CaptureMode, FrameSlot};
-use crate::source::image_decode::Decoded;
+use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
+use crate::source::image_decode::{self, Decoded};
 use crate::source::reconnect::RateLimitedLog;
 use crate::source::{Capture, FrameSource, SourceError};
+pub use userptr::UserBuffer;
+use userptr::UserBuffers;
 
 /// A V4L2 pixel format code (`v4l2_fourcc`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -121,6 +133,28 @@ pub struct RawFrame<'a> {
     pub flagged_corrupt: bool,
 }
 
+/// One user-pointer buffer the driver filled ([`CaptureDevice::dequeue_user`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Filled {
+    pub index: u32,
+    /// Bytes the driver wrote (`bytesused`).
+    pub bytes_used: usize,
+    /// Wall-clock capture time, from the driver's timestamp where it has a monotonic one.
+    pub captured_at: SystemTime,
+    /// The driver marked the buffer as damaged (`V4L2_BUF_FLAG_ERROR`).
+    pub flagged_corrupt: bool,
+}
+
+/// How [`CaptureDevice::start_userptr`] went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserptrStart {
+    /// Streaming into the first this many buffers, all queued.
+    Started(u32),
+    /// The driver does not take user pointers, or not this memory: why. The device holds no
+    /// buffers, so mmap streaming can start instead.
+    Refused(String),
+}
+
 /// The device operations the source needs. Dropping the device stops streaming and releases
 /// its buffers.
 pub trait CaptureDevice: Send {
@@ -133,9 +167,18 @@ pub trait CaptureDevice: Send {
     fn set_frame_rate(&mut self, fps: u32) -> Result<Option<f64>, DeviceError>;
     /// Allocates (up to) `buffer_count` mmap streaming buffers, queues them and starts streaming.
     fn start(&mut self, buffer_count: u32) -> Result<(), DeviceError>;
-    /// Waits up to `timeout` for a filled buffer, hands it to `consume` and queues it again.
+    /// Waits up to `timeout` for a filled mmap buffer, hands it to `consume` and queues it again.
     /// `Ok(false)` when no buffer arrived in time.
     fn dequeue(&mut self, timeout: Duration, consume: &mut dyn FnMut(RawFrame<'_>)) -> Result<bool, DeviceError>;
+    /// Streams into `buffers` instead of mmap buffers (`V4L2_MEMORY_USERPTR`): asks the driver for
+    /// that many user-pointer buffers, queues them all and starts streaming. The device keeps the
+    /// buffers' memory until it is dropped, so the driver never writes to freed memory.
+    fn start_userptr(&mut self, buffers: &[Arc<UserBuffer>]) -> Result<UserptrStart, DeviceError>;
+    /// Queues user-pointer buffer `index` again (its slot let go of it).
+    fn requeue(&mut self, index: u32) -> Result<(), DeviceError>;
+    /// Waits up to `timeout` for a filled user-pointer buffer, which stays out of the driver's
+    /// hands until [`CaptureDevice::requeue`]. `None` when none arrived in time.
+    fn dequeue_user(&mut self, timeout: Duration) -> Result<Option<Filled>, DeviceError>;
 }
 
 /// Opens the device at a path; called again for every reconnect.
@@ -175,6 +218,8 @@ pub struct V4l2Options {
     pub max_backoff: Duration,
     /// Streaming buffers to ask the driver for.
     pub buffer_count: u32,
+    /// Memory for user-pointer buffers (the camera's slot memory); `None` streams mmap buffers.
+    pub slots: Option<SlotAllocator>,
 }
 
 impl Default for V4l2Options {
@@ -185,6 +230,7 @@ impl Default for V4l2Options {
             initial_backoff: crate::source::reconnect::INITIAL_BACKOFF,
             max_backoff: crate::source::reconnect::MAX_BACKOFF,
             buffer_count: 4,
+            slots: None,
         }
     }
 }
@@ -208,6 +254,34 @@ pub struct Negotiated {
     pub bytes_per_line: u32,
     /// The frame rate the driver reports, when it can set one.
     pub fps: Option<f64>,
+    /// Largest buffer the driver fills (`sizeimage`).
+    pub size_image: u32,
+}
+
+/// How frames leave the driver, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturePlan {
+    /// [`CaptureMode::Userptr`], [`CaptureMode::Copy`] (mmap + one copy) or
+    /// [`CaptureMode::Decode`] (MJPEG from mmap buffers).
+    pub mode: CaptureMode,
+    pub reason: String,
+}
+
+impl CapturePlan {
+    /// The plan as `probe` names it: `userptr`, `mmap+copy` or `mmap+decode`.
+    pub fn label(&self) -> &'static str {
+        match self.mode {
+            CaptureMode::Userptr => "userptr",
+            CaptureMode::Decode => "mmap+decode",
+            _ => "mmap+copy",
+        }
+    }
+}
+
+/// What streaming started with: the plan, and the user-pointer buffers when frames are lent.
+pub struct Streaming {
+    pub plan: CapturePlan,
+    user: Option<UserBuffers>,
 }
 
 fn wanted_fourcc(format: V4l2Format) -> FourCc {
@@ -287,16 +361,23 @@ pub fn accept_driver_format(request: &V4l2Request, got: &DriverFormat) -> Result
             }
         }
     };
-    Ok(Negotiated { width: got.width, height: got.height, encoding, bytes_per_line, fps: None })
+    Ok(Negotiated {
+        width: got.width,
+        height: got.height,
+        encoding,
+        bytes_per_line,
+        fps: None,
+        size_image: got.size_image,
+    })
 }
 
 /// Brings an opened device to streaming: checks it is a streaming capture device, negotiates the
-/// format and frame rate, and starts streaming.
+/// format and frame rate, and starts streaming (into user-pointer buffers where it can).
 pub fn negotiate(
     device: &mut dyn CaptureDevice,
     request: &V4l2Request,
-    buffer_count: u32,
-) -> Result<Negotiated, DeviceError> {
+    options: &V4l2Options,
+) -> Result<(Negotiated, Streaming), DeviceError> {
     let path = request.device.display();
     let caps = device.capabilities()?;
     if !caps.video_capture {
@@ -322,8 +403,94 @@ pub fn negotiate(
             log::warn!("{path}: asked for {} fps, the driver set {fps:.1}", request.fps);
         }
     }
-    device.start(buffer_count)?;
-    Ok(negotiated)
+    let streaming = start_streaming(device, request, &negotiated, options)?;
+    Ok((negotiated, streaming))
+}
+
+/// Starts streaming into user-pointer buffers of slot memory where the format and the driver allow
+/// it, else into mmap buffers.
+fn start_streaming(
+    device: &mut dyn CaptureDevice,
+    request: &V4l2Request,
+    negotiated: &Negotiated,
+    options: &V4l2Options,
+) -> Result<Streaming, DeviceError> {
+    let mmap = |device: &mut dyn CaptureDevice, mode, reason| {
+        device.start(options.buffer_count)?;
+        Ok(Streaming { plan: CapturePlan { mode, reason }, user: None })
+    };
+    let (slots, frame_bytes) = match user_pointer_candidate(request, negotiated, options) {
+        Ok(candidate) => candidate,
+        Err((mode, reason)) => return mmap(device, mode, reason),
+    };
+    let mut buffers = match UserBuffers::allocate(slots, options.buffer_count, frame_bytes, page_size()) {
+        Ok(buffers) => buffers,
+        Err(reason) => return mmap(device, CaptureMode::Copy, reason),
+    };
+    match device.start_userptr(buffers.buffers())? {
+        UserptrStart::Started(count) => {
+            buffers.truncate(count as usize);
+            let reason = format!(
+                "the driver writes each frame into one of {count} page-aligned slot buffers (V4L2_MEMORY_USERPTR), \
+                 no copy"
+            );
+            Ok(Streaming { plan: CapturePlan { mode: CaptureMode::Userptr, reason }, user: Some(buffers) })
+        }
+        UserptrStart::Refused(reason) => mmap(device, CaptureMode::Copy, reason),
+    }
+}
+
+/// The slot memory and buffer size for user-pointer streaming, or the mode instead and why not.
+fn user_pointer_candidate<'a>(
+    request: &V4l2Request,
+    negotiated: &Negotiated,
+    options: &'a V4l2Options,
+) -> Result<(&'a SlotAllocator, usize), (CaptureMode, String)> {
+    if negotiated.encoding == Encoding::Mjpeg {
+        return Err((CaptureMode::Decode, "MJPEG is decoded from the driver's mmap buffers into the slot".into()));
+    }
+    let row_bytes = negotiated.width * 2;
+    if negotiated.bytes_per_line != row_bytes {
+        return Err((
+            CaptureMode::Copy,
+            format!(
+                "the driver pads YUYV rows ({} bytes per line for {row_bytes} bytes of pixels): one copy drops the padding",
+                negotiated.bytes_per_line
+            ),
+        ));
+    }
+    let (width, height) = (negotiated.width, negotiated.height);
+    if let Err(err) = image_decode::check_frame(width, height, PixelFormat::Yuyv, &request.limits) {
+        return Err((CaptureMode::Copy, format!("frames are skipped: {err}")));
+    }
+    let Some(slots) = &options.slots else {
+        return Err((CaptureMode::Copy, "no slot memory to lend the driver".into()));
+    };
+    let frame_bytes = PixelFormat::Yuyv
+        .frame_bytes(width, height)
+        .ok_or_else(|| (CaptureMode::Copy, format!("impossible YUYV frame size {width}x{height}")))?;
+    Ok((slots, frame_bytes.max(negotiated.size_image as usize)))
+}
+
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+fn page_size() -> usize {
+    linux::page_size()
+}
+
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+fn page_size() -> usize {
+    4096
+}
+
+/// Logs how frames leave the driver when that differs from what was logged last, so a camera that
+/// reconnects the same way says it once. Whether it logged.
+fn log_plan(logged: &mut Option<CapturePlan>, description: &str, plan: &CapturePlan) -> bool {
+    if logged.as_ref() == Some(plan) {
+        return false;
+    }
+    log::info!("{description}: capture {}: {}", plan.label(), plan.reason);
+    *logged = Some(plan.clone());
+    true
 }
 
 /// Wall-clock time of a driver timestamp taken on CLOCK_MONOTONIC, given both clocks read now.
@@ -357,6 +524,7 @@ fn write_frame(
 struct OpenDevice {
     device: Box<dyn CaptureDevice>,
     format: Negotiated,
+    streaming: Streaming,
     last_good_frame: Instant,
 }
 
@@ -373,6 +541,8 @@ pub struct V4l2Source {
     truncated_logged: bool,
     mjpeg_scratch: Vec<u8>,
     description: String,
+    /// The capture plan last logged.
+    logged_plan: Option<CapturePlan>,
 }
 
 /// The major number of every V4L2 device node on Linux (`VIDEO_MAJOR`,
@@ -398,7 +568,9 @@ pub fn check_device_node(device: &Path) -> Result<(), SourceError> {
 impl V4l2Source {
     /// Opens a real V4L2 device. A device that is missing or failing right now is not an error:
     /// the source starts in the reconnecting state. Only what reopening cannot fix (not a capture
-    /// device, unsupported format, no permission) fails here.
+    /// device, unsupported format, no permission) fails here. User-pointer buffers are allocated
+    /// through `slots`.
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         device: &Path,
         width: u32,
@@ -407,9 +579,11 @@ impl V4l2Source {
         format: V4l2Format,
         limits: LimitsConfig,
         stop: Arc<AtomicBool>,
+        slots: &SlotAllocator,
     ) -> Result<V4l2Source, SourceError> {
         let request = V4l2Request { device: device.to_path_buf(), width, height, fps, format, limits };
-        V4l2Source::with_opener(request, V4l2Options::default(), open_system_device, stop)
+        let options = V4l2Options { slots: Some(slots.clone()), ..V4l2Options::default() };
+        V4l2Source::with_opener(request, options, open_system_device, stop)
     }
 
     /// Like [`V4l2Source::open`] with any device layer (tests use a fake one).
@@ -443,9 +617,16 @@ impl V4l2Source {
             truncated_logged: false,
             mjpeg_scratch: Vec::new(),
             description,
+            logged_plan: None,
         };
         let (opener, request, options) = (&mut source.opener, &source.request, &source.options);
-        if let Err(message) = source.connection.open(|| connect(opener.as_mut(), request, options)) {
+        let (logged, description) = (&mut source.logged_plan, &source.description);
+        let opened = source.connection.open(|| {
+            connect(opener.as_mut(), request, options).inspect(|open| {
+                log_plan(logged, description, &open.streaming.plan);
+            })
+        });
+        if let Err(message) = opened {
             return Err(SourceError::Open { source_name: source.description, message });
         }
         Ok(source)
@@ -464,6 +645,11 @@ impl V4l2Source {
     pub fn negotiated(&self) -> Option<Negotiated> {
         self.connection.link().map(|open| open.format)
     }
+
+    /// How frames leave the driver while the device is open, and why.
+    pub fn capture_plan(&self) -> Option<CapturePlan> {
+        self.connection.link().map(|open| open.streaming.plan.clone())
+    }
 }
 
 /// Opens the device and agrees on a format with its driver.
@@ -473,8 +659,63 @@ fn connect(
     options: &V4l2Options,
 ) -> Result<OpenDevice, DeviceError> {
     let mut device = opener.open(&request.device)?;
-    let format = negotiate(device.as_mut(), request, options.buffer_count)?;
-    Ok(OpenDevice { device, format, last_good_frame: Instant::now() })
+    let (format, streaming) = negotiate(device.as_mut(), request, options)?;
+    Ok(OpenDevice { device, format, streaming, last_good_frame: Instant::now() })
+}
+
+/// What one wait for a frame came to, before the source judges it.
+enum Received {
+    Frame(Result<(SystemTime, Decoded), ConvertError>),
+    /// No buffer arrived in time.
+    Nothing,
+    /// Slots hold every user-pointer buffer: the driver had none to fill, the camera is not stalled.
+    Waiting,
+}
+
+/// Waits up to `timeout` for a filled mmap buffer and copies or decodes it into `slot`.
+fn copy_next(
+    device: &mut dyn CaptureDevice,
+    format: &Negotiated,
+    limits: &LimitsConfig,
+    slot: &mut FrameSlot,
+    scratch: &mut Vec<u8>,
+    timeout: Duration,
+) -> Result<Received, DeviceError> {
+    let mut converted = None;
+    device.dequeue(timeout, &mut |raw| converted = Some(write_frame(raw, format, limits, slot, scratch)))?;
+    Ok(converted.map_or(Received::Nothing, Received::Frame))
+}
+
+/// Queues the user-pointer buffers slots gave back, then waits up to `timeout` for a filled one and
+/// lends it to `slot`. While slots hold every buffer, waits up to `timeout` for one to come back
+/// instead: no buffer a slot holds is ever queued, and none is added.
+fn lend_next(
+    device: &mut dyn CaptureDevice,
+    buffers: &mut UserBuffers,
+    format: &Negotiated,
+    limits: &LimitsConfig,
+    slot: &mut FrameSlot,
+    timeout: Duration,
+) -> Result<Received, DeviceError> {
+    for index in buffers.take_returned() {
+        device.requeue(index)?;
+    }
+    if buffers.all_lent() {
+        buffers.wait_for_return(timeout);
+        return Ok(Received::Waiting);
+    }
+    let Some(filled) = device.dequeue_user(timeout)? else { return Ok(Received::Nothing) };
+    let frame = buffers.lend(filled.index, filled.bytes_used).ok_or_else(|| {
+        DeviceError::Transient(format!(
+            "the driver returned user-pointer buffer {}, which was not queued",
+            filled.index
+        ))
+    })?;
+    if filled.flagged_corrupt {
+        return Ok(Received::Frame(Err(ConvertError::Corrupt("the driver flagged the buffer as damaged".into()))));
+    }
+    let lent = convert::lend_yuyv(frame, format.width, format.height, limits, slot);
+    Ok(Received::Frame(lent.map(|()| (filled.captured_at, Decoded::Whole))))
 }
 
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
@@ -502,17 +743,13 @@ impl FrameSource for V4l2Source {
         self.description.clone()
     }
 
-    /// MJPEG is decoded from the mmap buffer into the slot; YUYV is copied (by the negotiated
-    /// format while streaming, else the configured one).
+    /// The plan streaming started with ([`CapturePlan`]); while reconnecting, MJPEG is decoded and
+    /// YUYV counted as copied.
     fn capture_mode(&self) -> CaptureMode {
-        let mjpeg = match self.connection.link() {
-            Some(open) => open.format.encoding == Encoding::Mjpeg,
-            None => self.request.format == V4l2Format::Mjpeg,
-        };
-        if mjpeg {
-            CaptureMode::Decode
-        } else {
-            CaptureMode::Copy
+        match self.connection.link() {
+            Some(open) => open.streaming.plan.mode,
+            None if self.request.format == V4l2Format::Mjpeg => CaptureMode::Decode,
+            None => CaptureMode::Copy,
         }
     }
 
@@ -527,32 +764,42 @@ impl FrameSource for V4l2Source {
             return Ok(Capture::End);
         }
         let (opener, request, options) = (&mut self.opener, &self.request, &self.options);
-        let step = match self.connection.link_or_retry(|| connect(opener.as_mut(), request, options)) {
+        let (logged, description) = (&mut self.logged_plan, &self.description);
+        let linked = self.connection.link_or_retry(|| {
+            connect(opener.as_mut(), request, options).inspect(|open| {
+                log_plan(logged, description, &open.streaming.plan);
+            })
+        });
+        let step = match linked {
             Err(capture) => return Ok(capture),
-            Ok(OpenDevice { device, format, last_good_frame }) => {
-                let format = *format;
-                let mut converted = None;
-                let scratch = &mut self.mjpeg_scratch;
+            Ok(OpenDevice { device, format, streaming, last_good_frame }) => {
                 let limits = &self.request.limits;
-                let waited = device.dequeue(self.options.poll_interval, &mut |raw| {
-                    converted = Some(write_frame(raw, &format, limits, slot, scratch));
-                });
-                match (waited, converted) {
-                    (Err(err), _) => Step::Lost(err),
-                    (Ok(_), Some(Ok((captured_at, decoded)))) => {
+                let timeout = self.options.poll_interval;
+                let received = match streaming.user.as_mut() {
+                    Some(buffers) => lend_next(device.as_mut(), buffers, format, limits, slot, timeout),
+                    None => copy_next(device.as_mut(), format, limits, slot, &mut self.mjpeg_scratch, timeout),
+                };
+                match received {
+                    Err(err) => Step::Lost(err),
+                    Ok(Received::Frame(Ok((captured_at, decoded)))) => {
                         *last_good_frame = Instant::now();
                         Step::Frame(captured_at, decoded)
                     }
-                    (Ok(_), Some(Err(ConvertError::Corrupt(message)))) => Step::Corrupt(message),
-                    (Ok(_), Some(Err(ConvertError::OverLimit(message)))) => Step::OverLimit(message),
-                    (Ok(_), Some(Err(ConvertError::Slot(message)))) => Step::SlotTooSmall(message),
-                    (Ok(_), None) if last_good_frame.elapsed() >= self.options.stall_timeout => {
+                    Ok(Received::Frame(Err(ConvertError::Corrupt(message)))) => Step::Corrupt(message),
+                    Ok(Received::Frame(Err(ConvertError::OverLimit(message)))) => Step::OverLimit(message),
+                    Ok(Received::Frame(Err(ConvertError::Slot(message)))) => Step::SlotTooSmall(message),
+                    // The stall clock runs only while the driver has a buffer to fill.
+                    Ok(Received::Waiting) => {
+                        *last_good_frame = Instant::now();
+                        Step::Nothing
+                    }
+                    Ok(Received::Nothing) if last_good_frame.elapsed() >= self.options.stall_timeout => {
                         Step::Lost(DeviceError::Transient(format!(
                             "no frame for {:.1} s",
                             last_good_frame.elapsed().as_secs_f64()
                         )))
                     }
-                    (Ok(_), None) => Step::Nothing,
+                    Ok(Received::Nothing) => Step::Nothing,
                 }
             }
         };
@@ -603,9 +850,11 @@ impl FrameSource for V4l2Source {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{HeapMemory, PixelFormat, SlotMemory};
+    use crate::frame::{FrameRing, HeapMemory, SlotMemory};
     use std::collections::VecDeque;
+    use std::sync::atomic::AtomicU8;
     use std::sync::Mutex;
+    use userptr::PageAlignedHeap;
 
     const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
 
@@ -624,6 +873,12 @@ mod tests {
         fps: Result<Option<f64>, DeviceError>,
         events: VecDeque<Event>,
         journal: Arc<Mutex<Vec<String>>>,
+        /// Why the driver refuses user pointers; `None`: it takes them, as uvcvideo does.
+        userptr_refusal: Option<String>,
+        /// User-pointer buffers the driver holds, in the order it fills them.
+        queued: VecDeque<u32>,
+        /// The user-pointer buffers streaming started with (the fake keeps them as a driver does).
+        user_buffers: Vec<Arc<UserBuffer>>,
     }
 
     impl FakeDevice {
@@ -639,7 +894,18 @@ mod tests {
                 fps: Ok(Some(30.0)),
                 events: events.into(),
                 journal: journal.clone(),
+                userptr_refusal: None,
+                queued: VecDeque::new(),
+                user_buffers: Vec::new(),
             }
+        }
+
+        /// Fills the next queued user-pointer buffer as the driver would (the fake writes no
+        /// bytes: the test's slot memory carries a pattern per buffer).
+        fn fill(&mut self, bytes_used: usize, flagged_corrupt: bool) -> Option<Filled> {
+            let index = self.queued.pop_front()?;
+            self.note(format!("DQBUF {index}"));
+            Some(Filled { index, bytes_used, captured_at: SystemTime::UNIX_EPOCH, flagged_corrupt })
         }
 
         fn note(&self, entry: String) {
@@ -677,6 +943,37 @@ mod tests {
                 Event::Fail(err) => Err(err),
             }
         }
+        fn start_userptr(&mut self, buffers: &[Arc<UserBuffer>]) -> Result<UserptrStart, DeviceError> {
+            self.note(format!("REQBUFS USERPTR {}", buffers.len()));
+            if let Some(reason) = &self.userptr_refusal {
+                return Ok(UserptrStart::Refused(reason.clone()));
+            }
+            self.user_buffers = buffers.to_vec();
+            for index in 0..buffers.len() as u32 {
+                self.note(format!("QBUF {index}"));
+                self.queued.push_back(index);
+            }
+            self.note(format!("STREAMON USERPTR {}", buffers.len()));
+            Ok(UserptrStart::Started(buffers.len() as u32))
+        }
+        fn requeue(&mut self, index: u32) -> Result<(), DeviceError> {
+            assert!(!self.queued.contains(&index), "buffer {index} queued twice");
+            assert!((index as usize) < self.user_buffers.len(), "buffer {index} was never queued");
+            self.note(format!("QBUF {index}"));
+            self.queued.push_back(index);
+            Ok(())
+        }
+        fn dequeue_user(&mut self, _: Duration) -> Result<Option<Filled>, DeviceError> {
+            if self.queued.is_empty() {
+                return Ok(None);
+            }
+            match self.events.pop_front().unwrap_or(Event::Nothing) {
+                Event::Frame(data) => Ok(self.fill(data.len(), false)),
+                Event::Damaged(data) => Ok(self.fill(data.len(), true)),
+                Event::Nothing => Ok(None),
+                Event::Fail(err) => Err(err),
+            }
+        }
     }
 
     impl Drop for FakeDevice {
@@ -700,7 +997,32 @@ mod tests {
             initial_backoff: Duration::ZERO,
             max_backoff: Duration::ZERO,
             buffer_count: 4,
+            slots: None,
         }
+    }
+
+    /// Slot memory that lends user pointers: page-aligned, each buffer filled with its own byte
+    /// (1, 2, 3, … in allocation order) so a frame shows which buffer it is.
+    fn patterned_slots() -> SlotAllocator {
+        let next = Arc::new(AtomicU8::new(1));
+        SlotAllocator::new(move || {
+            let mut memory = PageAlignedHeap::new(page_size(), page_size());
+            memory.as_mut_slice().fill(next.fetch_add(1, Ordering::SeqCst));
+            Ok(Box::new(memory))
+        })
+    }
+
+    fn userptr_options() -> V4l2Options {
+        V4l2Options { slots: Some(patterned_slots()), ..quick_options() }
+    }
+
+    fn userptr_source(options: V4l2Options, devices: Vec<Result<FakeDevice, DeviceError>>) -> V4l2Source {
+        let stop = Arc::new(AtomicBool::new(false));
+        V4l2Source::with_opener(request(V4l2Format::Yuyv), options, scripted_opener(devices), stop).expect("open")
+    }
+
+    fn journal_of(journal: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
+        journal.lock().expect("journal").clone()
     }
 
     /// An opener that hands out scripted results in order, then transient "missing" errors.
@@ -788,7 +1110,8 @@ mod tests {
         let journal = Arc::new(Mutex::new(Vec::new()));
         let mut device = FakeDevice::new(yuyv_answer(4, 2), vec![], &journal);
         device.fps = Err(DeviceError::Permanent("VIDIOC_S_PARM: Inappropriate ioctl".into()));
-        let negotiated = negotiate(&mut device, &request(V4l2Format::Yuyv), 3).expect("negotiated");
+        let options = V4l2Options { buffer_count: 3, ..quick_options() };
+        let (negotiated, _) = negotiate(&mut device, &request(V4l2Format::Yuyv), &options).expect("negotiated");
         assert_eq!(negotiated.fps, None);
         drop(device);
         assert_eq!(*journal.lock().expect("journal"), ["S_FMT 4x2 YUYV", "S_PARM 30", "STREAMON 3", "closed"]);
@@ -799,11 +1122,14 @@ mod tests {
         let journal = Arc::new(Mutex::new(Vec::new()));
         let mut device = FakeDevice::new(yuyv_answer(4, 2), vec![], &journal);
         device.caps.video_capture = false;
-        let err = negotiate(&mut device, &request(V4l2Format::Yuyv), 4).expect_err("metadata node");
+        let err = negotiate(&mut device, &request(V4l2Format::Yuyv), &quick_options()).err().expect("metadata node");
         assert!(err.to_string().contains("not a video capture node"), "{err}");
         device.caps.video_capture = true;
         device.caps.streaming = false;
-        assert!(matches!(negotiate(&mut device, &request(V4l2Format::Yuyv), 4), Err(DeviceError::Permanent(_))));
+        assert!(matches!(
+            negotiate(&mut device, &request(V4l2Format::Yuyv), &quick_options()),
+            Err(DeviceError::Permanent(_))
+        ));
         assert!(journal.lock().expect("journal").iter().all(|entry| !entry.starts_with("S_FMT")));
     }
 
@@ -1034,5 +1360,188 @@ mod tests {
         assert_eq!(source.next_frame(&mut heap_slot()).expect("end"), Capture::End);
         assert_eq!(source.state(), SourceState::Stopped);
         assert_eq!(journal.lock().expect("journal").last().map(String::as_str), Some("closed"));
+    }
+    #[test]
+    fn tight_yuyv_frames_are_lent_from_user_pointer_buffers_without_a_copy() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(0))], &journal);
+        let mut source = userptr_source(userptr_options(), vec![Ok(device)]);
+        let mut slot = heap_slot();
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        assert!(slot.is_lent(), "the slot holds the driver's buffer");
+        assert_eq!(slot.copies(), 0);
+        assert_eq!(slot.data(), &[1; 16], "the bytes of buffer 0, where the driver wrote them");
+        assert_eq!((slot.meta().width, slot.meta().format), (4, PixelFormat::Yuyv));
+        assert_eq!(slot.memory().as_slice().as_ptr() as usize % page_size(), 0);
+        assert_eq!(source.capture_mode(), CaptureMode::Userptr);
+        let plan = source.capture_plan().expect("open");
+        assert_eq!(plan.label(), "userptr");
+        assert!(plan.reason.contains("V4L2_MEMORY_USERPTR"), "{}", plan.reason);
+        assert_eq!(
+            journal_of(&journal),
+            [
+                "S_FMT 4x2 YUYV",
+                "S_PARM 30",
+                "REQBUFS USERPTR 4",
+                "QBUF 0",
+                "QBUF 1",
+                "QBUF 2",
+                "QBUF 3",
+                "STREAMON USERPTR 4",
+                "DQBUF 0"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lent_buffer_goes_back_to_the_driver_only_after_the_ring_releases_its_slot() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let frames = (0..6).map(|_| Event::Frame(yuyv_frame(0))).collect();
+        let device = FakeDevice::new(yuyv_answer(4, 2), frames, &journal);
+        let mut source = userptr_source(userptr_options(), vec![Ok(device)]);
+        let ring = FrameRing::with_heap_slots(3, 0);
+        let mut slot = ring.acquire_for_write().expect("slot");
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        ring.publish(slot);
+        let processing = ring.take_ready(Duration::from_millis(1)).expect("the worker takes frame 0");
+        assert_eq!(processing.data()[0], 1);
+        for _ in 0..3 {
+            let mut slot = ring.acquire_for_write().expect("slot");
+            assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+            ring.publish(slot);
+        }
+        let log = journal_of(&journal);
+        let streaming = log.iter().position(|entry| entry.starts_with("STREAMON")).expect("streaming");
+        assert!(
+            !log[streaming..].contains(&"QBUF 0".to_string()),
+            "buffer 0 stays out of the driver while the worker has it: {log:?}"
+        );
+        ring.release(processing);
+        let mut slot = ring.acquire_for_write().expect("slot");
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        let log = journal_of(&journal);
+        assert!(log[streaming..].contains(&"QBUF 0".to_string()), "given back once released: {log:?}");
+        ring.release(slot);
+    }
+
+    #[test]
+    fn a_driver_that_refuses_user_pointers_streams_mmap_buffers_and_copies_once() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let mut device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(7))], &journal);
+        device.userptr_refusal = Some("the driver takes no user pointers (VIDIOC_REQBUFS: Invalid argument)".into());
+        let mut source = userptr_source(userptr_options(), vec![Ok(device)]);
+        let mut slot = heap_slot();
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        assert!(!slot.is_lent());
+        assert_eq!((slot.copies(), slot.data()), (1, &yuyv_frame(7)[..]));
+        assert_eq!(source.capture_mode(), CaptureMode::Copy);
+        let plan = source.capture_plan().expect("open");
+        assert_eq!(plan.label(), "mmap+copy");
+        assert!(plan.reason.contains("VIDIOC_REQBUFS"), "{}", plan.reason);
+        let log = journal_of(&journal);
+        assert_eq!(log[2..], ["REQBUFS USERPTR 4", "STREAMON 4"]);
+    }
+
+    #[test]
+    fn the_capture_plan_is_logged_once_until_it_changes() {
+        let mut logged = None;
+        let refused = CapturePlan { mode: CaptureMode::Copy, reason: "VIDIOC_REQBUFS: Invalid argument".into() };
+        assert!(log_plan(&mut logged, "v4l2:/dev/video9", &refused));
+        assert!(!log_plan(&mut logged, "v4l2:/dev/video9", &refused), "a reconnect the same way says nothing");
+        let lent = CapturePlan { mode: CaptureMode::Userptr, reason: "user pointers".into() };
+        assert!(log_plan(&mut logged, "v4l2:/dev/video9", &lent));
+    }
+
+    #[test]
+    fn padded_rows_and_mjpeg_stream_mmap_buffers_without_asking_for_user_pointers() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let padded = DriverFormat { bytes_per_line: 16, size_image: 32, ..yuyv_answer(4, 2) };
+        let device = FakeDevice::new(padded, vec![Event::Frame(vec![3; 32])], &journal);
+        let mut source = userptr_source(userptr_options(), vec![Ok(device)]);
+        let mut slot = heap_slot();
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        assert!(!slot.is_lent());
+        assert_eq!((slot.copies(), slot.data().len()), (1, 16), "the copy dropped the padding");
+        let plan = source.capture_plan().expect("open");
+        assert!(plan.mode == CaptureMode::Copy && plan.reason.contains("pads"), "{plan:?}");
+
+        let mut mjpeg = FakeDevice::new(yuyv_answer(4, 2), vec![], &journal);
+        mjpeg.answer.fourcc = FourCc::MJPG;
+        let stop = Arc::new(AtomicBool::new(false));
+        let source = V4l2Source::with_opener(
+            request(V4l2Format::Mjpeg),
+            userptr_options(),
+            scripted_opener(vec![Ok(mjpeg)]),
+            stop,
+        )
+        .expect("open");
+        assert_eq!(source.capture_plan().map(|plan| plan.label()), Some("mmap+decode"));
+        assert!(journal_of(&journal).iter().all(|entry| !entry.contains("USERPTR")), "{:?}", journal_of(&journal));
+    }
+
+    #[test]
+    fn with_every_buffer_held_the_source_waits_and_queues_none_of_them() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let frames = (0..3).map(|_| Event::Frame(yuyv_frame(0))).collect();
+        let device = FakeDevice::new(yuyv_answer(4, 2), frames, &journal);
+        let options = V4l2Options { buffer_count: 2, stall_timeout: Duration::ZERO, ..userptr_options() };
+        let mut source = userptr_source(options, vec![Ok(device)]);
+        let (mut first, mut second, mut third) = (heap_slot(), heap_slot(), heap_slot());
+        assert_eq!(source.next_frame(&mut first).expect("frame"), Capture::Frame);
+        assert_eq!(source.next_frame(&mut second).expect("frame"), Capture::Frame);
+        let before = journal_of(&journal);
+        for _ in 0..3 {
+            assert_eq!(source.next_frame(&mut third).expect("waits"), Capture::Retry);
+        }
+        assert_eq!(journal_of(&journal), before, "no QBUF of a held buffer, no DQBUF without one queued");
+        assert_eq!(source.state(), SourceState::Streaming, "waiting for slots is no stalled camera");
+        assert!(!third.is_lent());
+        drop(first);
+        assert_eq!(source.next_frame(&mut third).expect("frame"), Capture::Frame);
+        assert_eq!(journal_of(&journal)[before.len()..], ["QBUF 0", "DQBUF 0"]);
+        assert_eq!((second.data()[0], third.data()[0]), (2, 1));
+    }
+
+    #[test]
+    fn frames_held_across_a_reconnect_stay_readable_and_never_reach_the_new_device() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let first =
+            FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(0)), Event::Fail(gone())], &journal);
+        let second = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(0))], &journal);
+        let mut source = userptr_source(userptr_options(), vec![Ok(first), Ok(second)]);
+        let (mut held, mut slot) = (heap_slot(), heap_slot());
+        assert_eq!(source.next_frame(&mut held).expect("frame"), Capture::Frame);
+        assert_eq!(source.next_frame(&mut slot).expect("EIO"), Capture::Retry);
+        assert_eq!(journal_of(&journal).last().map(String::as_str), Some("closed"));
+        assert_eq!(held.data(), &[1; 16], "the old device's buffer outlives it");
+        assert_eq!(source.next_frame(&mut slot).expect("reopened"), Capture::Retry);
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        assert_eq!(slot.data(), &[5; 16], "buffer 0 of the new device's own four");
+        let reopened = journal_of(&journal).len();
+        drop(held);
+        assert_eq!(source.next_frame(&mut slot).expect("idle"), Capture::Retry);
+        assert_eq!(journal_of(&journal).len(), reopened, "the old buffer 0 is not queued on the new device");
+    }
+
+    #[test]
+    fn damaged_or_short_user_pointer_frames_are_skipped_and_their_buffers_reused() {
+        let journal = Arc::new(Mutex::new(Vec::new()));
+        let events = vec![Event::Damaged(yuyv_frame(0)), Event::Frame(vec![0; 3]), Event::Frame(yuyv_frame(0))];
+        let device = FakeDevice::new(yuyv_answer(4, 2), events, &journal);
+        let options = V4l2Options { buffer_count: 2, ..userptr_options() };
+        let mut source = userptr_source(options, vec![Ok(device)]);
+        let mut slot = heap_slot();
+        assert_eq!(source.next_frame(&mut slot).expect("damaged"), Capture::Retry);
+        assert_eq!(source.next_frame(&mut slot).expect("short"), Capture::Retry);
+        assert!(!slot.is_lent());
+        assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        assert!(slot.is_lent());
+        let log = journal_of(&journal);
+        let streaming = log.iter().position(|entry| entry.starts_with("STREAMON")).expect("streaming");
+        assert_eq!(
+            log[streaming + 1..],
+            ["DQBUF 0", "QBUF 0", "DQBUF 1", "QBUF 1", "DQBUF 0"],
+            "each skipped buffer is queued again"
+        );
     }
 }

@@ -11,10 +11,10 @@ use std::time::{Duration, SystemTime};
 
 use image::codecs::jpeg::JpegEncoder;
 use jetson_detectd::config::{Config, LimitsConfig, V4l2Format};
-use jetson_detectd::frame::{FrameRing, PixelFormat};
+use jetson_detectd::frame::{FrameRing, PixelFormat, SlotAllocator};
 use jetson_detectd::source::v4l2::{
-    Capabilities, CaptureDevice, DeviceError, DriverFormat, FourCc, RawFrame, SourceState, V4l2Options, V4l2Request,
-    V4l2Source,
+    Capabilities, CaptureDevice, DeviceError, DriverFormat, Filled, FourCc, RawFrame, SourceState, UserBuffer,
+    UserptrStart, V4l2Options, V4l2Request, V4l2Source,
 };
 use jetson_detectd::source::{Capture, FrameSource};
 
@@ -42,6 +42,15 @@ impl CaptureDevice for RecordedCamera {
     }
     fn start(&mut self, _: u32) -> Result<(), DeviceError> {
         Ok(())
+    }
+    fn start_userptr(&mut self, _: &[Arc<UserBuffer>]) -> Result<UserptrStart, DeviceError> {
+        Ok(UserptrStart::Refused("a recording plays back from its own buffers".into()))
+    }
+    fn requeue(&mut self, index: u32) -> Result<(), DeviceError> {
+        Err(DeviceError::Permanent(format!("no user-pointer buffer {index} was dequeued")))
+    }
+    fn dequeue_user(&mut self, _: Duration) -> Result<Option<Filled>, DeviceError> {
+        Ok(None)
     }
     fn dequeue(&mut self, _: Duration, consume: &mut dyn FnMut(RawFrame<'_>)) -> Result<bool, DeviceError> {
         match self.buffers.pop_front() {
@@ -212,9 +221,18 @@ fn recorded_yuyv_frames_arrive_raw_without_row_padding() {
 #[test]
 fn a_file_that_is_not_a_v4l2_device_fails_at_open_with_the_ioctl_named() {
     let stop = Arc::new(AtomicBool::new(false));
-    let err = V4l2Source::open(Path::new("/dev/null"), 640, 480, 30, V4l2Format::Yuyv, limits(), stop)
-        .err()
-        .expect("/dev/null answers VIDIOC_QUERYCAP with ENOTTY");
+    let err = V4l2Source::open(
+        Path::new("/dev/null"),
+        640,
+        480,
+        30,
+        V4l2Format::Yuyv,
+        limits(),
+        stop,
+        &SlotAllocator::heap(),
+    )
+    .err()
+    .expect("/dev/null answers VIDIOC_QUERYCAP with ENOTTY");
     assert!(err.to_string().contains("VIDIOC_QUERYCAP"), "{err}");
 }
 
@@ -222,8 +240,9 @@ fn a_file_that_is_not_a_v4l2_device_fails_at_open_with_the_ioctl_named() {
 fn a_missing_device_starts_reconnecting_and_stops_on_request() {
     let stop = Arc::new(AtomicBool::new(false));
     let device = Path::new("/dev/video-jetson-detectd-test-missing");
-    let mut source = V4l2Source::open(device, 640, 480, 30, V4l2Format::Mjpeg, limits(), stop.clone())
-        .expect("a missing camera is retried");
+    let mut source =
+        V4l2Source::open(device, 640, 480, 30, V4l2Format::Mjpeg, limits(), stop.clone(), &SlotAllocator::heap())
+            .expect("a missing camera is retried");
     match source.state() {
         SourceState::Reconnecting { attempt: 1, last_error } => {
             assert!(last_error.contains("No such file"), "{last_error}")
@@ -257,7 +276,7 @@ fn real_v4l2_camera_smoke_test() {
     let mut passed_over = Vec::new();
     let opened = devices.iter().find_map(|device| {
         let stop = Arc::new(AtomicBool::new(false));
-        match V4l2Source::open(device, 640, 480, 30, V4l2Format::Mjpeg, limits(), stop) {
+        match V4l2Source::open(device, 640, 480, 30, V4l2Format::Mjpeg, limits(), stop, &SlotAllocator::heap()) {
             Ok(source) => Some(source),
             Err(err) if err.to_string().contains("is not a video capture node") => {
                 passed_over.push(format!("{}: {err}", device.display()));

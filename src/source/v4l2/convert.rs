@@ -1,11 +1,12 @@
 //! Writing one captured V4L2 buffer into a frame slot.
 //!
-//! Owns: MJPEG decoding (to RGB, straight into the slot, through the bounded decoder) and the
-//! strided YUYV copy. Must not: touch the device, allocate a frame-sized buffer of its own, or
-//! decide about reconnecting — it only says whether the buffer was usable.
+//! Owns: MJPEG decoding (to RGB, straight into the slot, through the bounded decoder), the
+//! strided YUYV copy, and lending a YUYV frame the driver wrote into slot memory to the slot.
+//! Must not: touch the device, allocate a frame-sized buffer of its own, or decide about
+//! reconnecting — it only says whether the buffer was usable.
 
 use crate::config::LimitsConfig;
-use crate::frame::{FrameSlot, PixelFormat};
+use crate::frame::{FrameSlot, LentFrame, PixelFormat};
 use crate::source::image_decode::{self, Decoded, ImageDecodeError};
 
 /// Why a captured buffer did not become a frame.
@@ -112,6 +113,20 @@ pub fn write_yuyv(
     }
     slot.note_copy();
     Ok(())
+}
+
+/// Makes `frame`, a tightly packed `width`×`height` YUYV frame the driver wrote into slot memory,
+/// the slot's frame without copying it, if it is within `limits` and complete. A refused frame is
+/// dropped, which gives its buffer back.
+pub fn lend_yuyv(
+    frame: Box<dyn LentFrame>,
+    width: u32,
+    height: u32,
+    limits: &LimitsConfig,
+    slot: &mut FrameSlot,
+) -> Result<(), ConvertError> {
+    image_decode::check_frame(width, height, PixelFormat::Yuyv, limits)?;
+    slot.lend(width, height, PixelFormat::Yuyv, frame).map_err(ConvertError::Corrupt)
 }
 
 #[cfg(test)]

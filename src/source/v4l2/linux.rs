@@ -1,8 +1,9 @@
-//! The real V4L2 device: direct ioctls on `/dev/videoN` with mmap streaming buffers.
+//! The real V4L2 device: direct ioctls on `/dev/videoN` with mmap or user-pointer streaming buffers.
 //!
 //! Owns: the handful of `#[repr(C)]` kernel structs and ioctl numbers the capture path needs
 //! (QUERYCAP, S_FMT, S_PARM, REQBUFS, QUERYBUF, QBUF, DQBUF, STREAMON/OFF), the buffer mappings
-//! and their release, and the translation of errno values into [`DeviceError`]s.
+//! and their release, holding user-pointer buffers' memory until the driver has let go of it, and
+//! the translation of errno values into [`DeviceError`]s.
 //! Must not: decide about formats, frames or reconnecting (that is the source's job, tested
 //! against a fake device). Written against the kernel UAPI (`linux/videodev2.h`) by hand instead
 //! of bindgen so that it cross-compiles for aarch64 without libclang or a sysroot; the struct
@@ -14,12 +15,17 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{monotonic_to_wall, Capabilities, CaptureDevice, DeviceError, DriverFormat, FourCc, RawFrame};
+use super::userptr::UserBuffer;
+use super::{
+    monotonic_to_wall, Capabilities, CaptureDevice, DeviceError, DriverFormat, Filled, FourCc, RawFrame, UserptrStart,
+};
 
 const BUF_TYPE_VIDEO_CAPTURE: u32 = 1;
 const MEMORY_MMAP: u32 = 1;
+const MEMORY_USERPTR: u32 = 2;
 const FIELD_ANY: u32 = 0;
 const CAP_TIMEPERFRAME: u32 = 0x1000;
 const BUF_FLAG_ERROR: u32 = 0x40;
@@ -110,6 +116,16 @@ struct V4l2Timecode {
     userbits: [u8; 4],
 }
 
+/// `union m` of `struct v4l2_buffer`: `offset` for MMAP buffers, `userptr` (an `unsigned long`,
+/// 64 bits on both 64-bit targets) for USERPTR buffers. The union's other members (`planes`, a
+/// pointer, and `fd`) are no larger, so it is 8 bytes, 8-aligned.
+#[repr(C)]
+#[derive(Clone, Copy)]
+union V4l2BufferM {
+    offset: u32,
+    userptr: libc::c_ulong,
+}
+
 #[repr(C)]
 struct V4l2Buffer {
     index: u32,
@@ -121,9 +137,7 @@ struct V4l2Buffer {
     timecode: V4l2Timecode,
     sequence: u32,
     memory: u32,
-    /// `union m`: the `offset` member for MMAP buffers, then the rest of the pointer-sized union.
-    m_offset: u32,
-    m_rest: u32,
+    m: V4l2BufferM,
     length: u32,
     reserved2: u32,
     request_fd: i32,
@@ -135,9 +149,18 @@ const _: () = {
     assert!(std::mem::offset_of!(V4l2Format, pix) == 8);
     assert!(std::mem::size_of::<V4l2StreamParm>() == 204);
     assert!(std::mem::size_of::<V4l2RequestBuffers>() == 20);
+    // `struct v4l2_buffer` on LP64 (x86_64, aarch64): timeval is two 64-bit longs at 24, the
+    // union `m` 8 bytes at 64 after `memory` at 60, `length` at 72, the struct padded to 88.
     assert!(std::mem::size_of::<V4l2Buffer>() == 88);
+    assert!(std::mem::align_of::<V4l2Buffer>() == 8);
     assert!(std::mem::offset_of!(V4l2Buffer, timestamp) == 24);
-    assert!(std::mem::offset_of!(V4l2Buffer, m_offset) == 64);
+    assert!(std::mem::offset_of!(V4l2Buffer, timecode) == 40);
+    assert!(std::mem::offset_of!(V4l2Buffer, sequence) == 56);
+    assert!(std::mem::offset_of!(V4l2Buffer, memory) == 60);
+    assert!(std::mem::offset_of!(V4l2Buffer, m) == 64);
+    assert!(std::mem::size_of::<V4l2BufferM>() == 8);
+    assert!(std::mem::offset_of!(V4l2Buffer, length) == 72);
+    assert!(std::mem::offset_of!(V4l2Buffer, request_fd) == 80);
 };
 
 const IOC_WRITE: u32 = 1;
@@ -193,7 +216,7 @@ fn ioctl<T>(fd: &OwnedFd, request: libc::Ioctl, arg: &mut T) -> io::Result<()> {
 /// initialised (reserved fields must be zero).
 fn zeroed<T: KernelStruct>() -> T {
     // SAFETY: `KernelStruct` is implemented only for the plain-data `#[repr(C)]` structs of this
-    // module, made of integers, byte arrays and `timeval`, for which all-zero bytes are valid.
+    // module, made of integers, byte arrays, `timeval` and a union of integers, for which all-zero bytes are valid.
     unsafe { std::mem::zeroed() }
 }
 
@@ -212,6 +235,13 @@ fn monotonic_now() -> Duration {
     // the call cannot fail and leaves `now` set.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
     Duration::new(now.tv_sec.max(0) as u64, now.tv_nsec.clamp(0, 999_999_999) as u32)
+}
+
+/// The kernel's page size, which user-pointer buffers start on and are whole multiples of.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf only reads a constant of the running system; it has no pointer arguments.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).ok().filter(|&size| size > 0).unwrap_or(4096)
 }
 
 /// One mmap'ed driver buffer; unmapped on drop.
@@ -260,11 +290,23 @@ impl Drop for Mapping {
 // pointer), so moving it to another thread is sound; it is not shared (`!Sync` stays).
 unsafe impl Send for Mapping {}
 
+/// The buffers a device streams into.
+enum Buffers {
+    None,
+    /// Driver memory, mapped into the process.
+    Mapped(Vec<Mapping>),
+    /// Slot memory the driver writes through user pointers. Kept until the device is dropped:
+    /// after STREAMOFF and closing the descriptor the driver no longer writes to it.
+    User(Vec<Arc<UserBuffer>>),
+}
+
 /// An open V4L2 capture device. Dropping it stops streaming, unmaps and frees the driver's
 /// buffers and closes the descriptor.
 pub struct LinuxCaptureDevice {
     fd: OwnedFd,
-    mappings: Vec<Mapping>,
+    /// Declared after `fd`: user-pointer memory is released only after the descriptor is closed
+    /// (Drop has already stopped streaming and freed the driver's buffers by then).
+    buffers: Buffers,
     streaming: bool,
 }
 
@@ -280,14 +322,14 @@ impl LinuxCaptureDevice {
         }
         // SAFETY: `raw` is a freshly opened descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        Ok(LinuxCaptureDevice { fd, mappings: Vec::new(), streaming: false })
+        Ok(LinuxCaptureDevice { fd, buffers: Buffers::None, streaming: false })
     }
 
-    fn request_buffers(&mut self, count: u32) -> io::Result<u32> {
+    fn request_buffers(&self, count: u32, memory: u32) -> io::Result<u32> {
         let mut request: V4l2RequestBuffers = zeroed();
         request.count = count;
         request.kind = BUF_TYPE_VIDEO_CAPTURE;
-        request.memory = MEMORY_MMAP;
+        request.memory = memory;
         ioctl(&self.fd, VIDIOC_REQBUFS, &mut request)?;
         Ok(request.count)
     }
@@ -296,8 +338,45 @@ impl LinuxCaptureDevice {
         let mut buffer: V4l2Buffer = zeroed();
         buffer.index = index;
         buffer.kind = BUF_TYPE_VIDEO_CAPTURE;
-        buffer.memory = MEMORY_MMAP;
+        match &self.buffers {
+            // The kernel writes a frame through this address after the call returns, outside
+            // `buffer`: sound because `self.buffers` keeps the memory alive until Drop has stopped
+            // streaming and closed the descriptor, and the source queues a buffer only while no
+            // slot holds it (`userptr::UserBuffers`), so no Rust reference to the bytes exists
+            // while the driver owns them.
+            Buffers::User(user) => {
+                let memory = user.get(index as usize).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+                buffer.memory = MEMORY_USERPTR;
+                buffer.m = V4l2BufferM { userptr: memory.address() as libc::c_ulong };
+                buffer.length =
+                    u32::try_from(memory.length()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            }
+            Buffers::Mapped(_) | Buffers::None => buffer.memory = MEMORY_MMAP,
+        }
         ioctl(&self.fd, VIDIOC_QBUF, &mut buffer)
+    }
+
+    fn stream_on(&mut self) -> Result<(), DeviceError> {
+        let mut kind = BUF_TYPE_VIDEO_CAPTURE as libc::c_int;
+        ioctl(&self.fd, VIDIOC_STREAMON, &mut kind).map_err(|err| classify("VIDIOC_STREAMON", err))?;
+        self.streaming = true;
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for a filled buffer and dequeues it; `None` when none came.
+    fn dequeue_buffer(&self, timeout: Duration, memory: u32) -> Result<Option<V4l2Buffer>, DeviceError> {
+        if !self.wait_readable(timeout).map_err(|err| DeviceError::Transient(format!("poll: {err}")))? {
+            return Ok(None);
+        }
+        let mut buffer: V4l2Buffer = zeroed();
+        buffer.kind = BUF_TYPE_VIDEO_CAPTURE;
+        buffer.memory = memory;
+        match ioctl(&self.fd, VIDIOC_DQBUF, &mut buffer) {
+            Ok(()) => Ok(Some(buffer)),
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            // Any DQBUF failure on a streaming device (EIO, ENODEV after unplug) means reopening.
+            Err(err) => Err(DeviceError::Transient(format!("VIDIOC_DQBUF: {err}"))),
+        }
     }
 
     /// Waits up to `timeout` for the descriptor to become readable.
@@ -320,6 +399,38 @@ impl LinuxCaptureDevice {
             _ => Err(io::Error::other(format!("poll reported device events {:#x}", pollfd.revents))),
         }
     }
+
+    /// Gives the driver's user-pointer buffers back after a failed start, so that mmap buffers
+    /// can be requested instead.
+    fn abandon_user_buffers(&mut self) {
+        if self.streaming {
+            let mut kind = BUF_TYPE_VIDEO_CAPTURE as libc::c_int;
+            let _ = ioctl(&self.fd, VIDIOC_STREAMOFF, &mut kind);
+            self.streaming = false;
+        }
+        let _ = self.request_buffers(0, MEMORY_USERPTR);
+        // Not streaming, the driver writes to none of the memory (and REQBUFS 0 released it).
+        self.buffers = Buffers::None;
+    }
+}
+
+/// Wall-clock capture time of a dequeued buffer: its monotonic driver timestamp where it has one.
+fn capture_time(buffer: &V4l2Buffer) -> SystemTime {
+    if buffer.flags & BUF_FLAG_TIMESTAMP_MASK == BUF_FLAG_TIMESTAMP_MONOTONIC {
+        let stamp = Duration::new(
+            buffer.timestamp.tv_sec.max(0) as u64,
+            (buffer.timestamp.tv_usec.clamp(0, 999_999) as u32) * 1000,
+        );
+        monotonic_to_wall(stamp, monotonic_now(), SystemTime::now())
+    } else {
+        SystemTime::now()
+    }
+}
+
+/// Whether a failed user-pointer start means the driver refuses these buffers (fall back to
+/// mmap) rather than that the device is in trouble (reopen it).
+fn refuses_user_pointers(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EINVAL | libc::EFAULT | libc::ENOMEM | libc::ENOTTY | libc::EOPNOTSUPP))
 }
 
 impl CaptureDevice for LinuxCaptureDevice {
@@ -359,58 +470,105 @@ impl CaptureDevice for LinuxCaptureDevice {
     }
 
     fn start(&mut self, buffer_count: u32) -> Result<(), DeviceError> {
-        let granted = self.request_buffers(buffer_count).map_err(|err| classify("VIDIOC_REQBUFS", err))?;
+        let granted = self.request_buffers(buffer_count, MEMORY_MMAP).map_err(|err| classify("VIDIOC_REQBUFS", err))?;
         if granted < 2 {
             return Err(DeviceError::Transient(format!("the driver granted {granted} capture buffers, need 2")));
         }
+        self.buffers = Buffers::Mapped(Vec::new());
         for index in 0..granted {
             let mut buffer: V4l2Buffer = zeroed();
             buffer.index = index;
             buffer.kind = BUF_TYPE_VIDEO_CAPTURE;
             buffer.memory = MEMORY_MMAP;
             ioctl(&self.fd, VIDIOC_QUERYBUF, &mut buffer).map_err(|err| classify("VIDIOC_QUERYBUF", err))?;
+            // SAFETY: QUERYBUF of an MMAP buffer fills the union's `offset` member.
+            let offset = unsafe { buffer.m.offset };
             let mapping =
-                Mapping::new(&self.fd, buffer.m_offset, buffer.length as usize).map_err(|err| classify("mmap", err))?;
-            self.mappings.push(mapping);
+                Mapping::new(&self.fd, offset, buffer.length as usize).map_err(|err| classify("mmap", err))?;
+            if let Buffers::Mapped(mappings) = &mut self.buffers {
+                mappings.push(mapping);
+            }
         }
         for index in 0..granted {
             self.queue(index).map_err(|err| classify("VIDIOC_QBUF", err))?;
         }
-        let mut kind = BUF_TYPE_VIDEO_CAPTURE as libc::c_int;
-        ioctl(&self.fd, VIDIOC_STREAMON, &mut kind).map_err(|err| classify("VIDIOC_STREAMON", err))?;
-        self.streaming = true;
-        Ok(())
+        self.stream_on()
+    }
+
+    fn start_userptr(&mut self, buffers: &[Arc<UserBuffer>]) -> Result<UserptrStart, DeviceError> {
+        let wanted = u32::try_from(buffers.len()).unwrap_or(u32::MAX);
+        let granted = match self.request_buffers(wanted, MEMORY_USERPTR) {
+            Ok(granted) => granted,
+            Err(err) if refuses_user_pointers(&err) => {
+                return Ok(UserptrStart::Refused(format!("the driver takes no user pointers (VIDIOC_REQBUFS: {err})")))
+            }
+            Err(err) => return Err(classify("VIDIOC_REQBUFS", err)),
+        };
+        // A driver may grant more than asked for when it needs that many queued to stream; all of
+        // them must then be ours, so more than offered is a refusal too.
+        let count = granted as usize;
+        if count < 2 || count > buffers.len() {
+            self.abandon_user_buffers();
+            return Ok(UserptrStart::Refused(format!(
+                "the driver granted {granted} user-pointer buffers for the {} offered",
+                buffers.len()
+            )));
+        }
+        self.buffers = Buffers::User(buffers[..count].to_vec());
+        for index in 0..count as u32 {
+            match self.queue(index) {
+                Ok(()) => {}
+                Err(err) if refuses_user_pointers(&err) => {
+                    self.abandon_user_buffers();
+                    return Ok(UserptrStart::Refused(format!(
+                        "the driver refuses slot memory as a user pointer (VIDIOC_QBUF: {err})"
+                    )));
+                }
+                Err(err) => return Err(classify("VIDIOC_QBUF", err)),
+            }
+        }
+        self.stream_on()?;
+        Ok(UserptrStart::Started(count as u32))
+    }
+
+    fn requeue(&mut self, index: u32) -> Result<(), DeviceError> {
+        self.queue(index).map_err(|err| DeviceError::Transient(format!("VIDIOC_QBUF: {err}")))
+    }
+
+    fn dequeue_user(&mut self, timeout: Duration) -> Result<Option<Filled>, DeviceError> {
+        let Some(buffer) = self.dequeue_buffer(timeout, MEMORY_USERPTR)? else { return Ok(None) };
+        let Buffers::User(user) = &self.buffers else {
+            return Err(DeviceError::Transient("a user-pointer buffer was dequeued from an mmap stream".into()));
+        };
+        // SAFETY: DQBUF of a USERPTR buffer fills the union's `userptr` member.
+        let address = unsafe { buffer.m.userptr } as usize;
+        match user.get(buffer.index as usize) {
+            Some(memory) if memory.address() == address => {}
+            _ => {
+                return Err(DeviceError::Transient(format!(
+                    "the driver returned user buffer {} at {address:#x}, which is not ours",
+                    buffer.index
+                )))
+            }
+        }
+        Ok(Some(Filled {
+            index: buffer.index,
+            bytes_used: buffer.bytesused as usize,
+            captured_at: capture_time(&buffer),
+            flagged_corrupt: buffer.flags & BUF_FLAG_ERROR != 0,
+        }))
     }
 
     fn dequeue(&mut self, timeout: Duration, consume: &mut dyn FnMut(RawFrame<'_>)) -> Result<bool, DeviceError> {
-        if !self.wait_readable(timeout).map_err(|err| DeviceError::Transient(format!("poll: {err}")))? {
-            return Ok(false);
+        let Some(buffer) = self.dequeue_buffer(timeout, MEMORY_MMAP)? else { return Ok(false) };
+        let mapping = match &self.buffers {
+            Buffers::Mapped(mappings) => mappings.get(buffer.index as usize),
+            Buffers::User(_) | Buffers::None => None,
         }
-        let mut buffer: V4l2Buffer = zeroed();
-        buffer.kind = BUF_TYPE_VIDEO_CAPTURE;
-        buffer.memory = MEMORY_MMAP;
-        match ioctl(&self.fd, VIDIOC_DQBUF, &mut buffer) {
-            Ok(()) => {}
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-            // Any DQBUF failure on a streaming device (EIO, ENODEV after unplug) means reopening.
-            Err(err) => return Err(DeviceError::Transient(format!("VIDIOC_DQBUF: {err}"))),
-        }
-        let mapping = self
-            .mappings
-            .get(buffer.index as usize)
-            .ok_or_else(|| DeviceError::Transient(format!("driver returned unknown buffer {}", buffer.index)))?;
-        let captured_at = if buffer.flags & BUF_FLAG_TIMESTAMP_MASK == BUF_FLAG_TIMESTAMP_MONOTONIC {
-            let stamp = Duration::new(
-                buffer.timestamp.tv_sec.max(0) as u64,
-                (buffer.timestamp.tv_usec.clamp(0, 999_999) as u32) * 1000,
-            );
-            monotonic_to_wall(stamp, monotonic_now(), SystemTime::now())
-        } else {
-            SystemTime::now()
-        };
+        .ok_or_else(|| DeviceError::Transient(format!("driver returned unknown buffer {}", buffer.index)))?;
         consume(RawFrame {
             data: mapping.bytes(buffer.bytesused as usize),
-            captured_at,
+            captured_at: capture_time(&buffer),
             flagged_corrupt: buffer.flags & BUF_FLAG_ERROR != 0,
         });
         self.queue(buffer.index).map_err(|err| DeviceError::Transient(format!("VIDIOC_QBUF: {err}")))?;
@@ -426,11 +584,15 @@ impl Drop for LinuxCaptureDevice {
             let mut kind = BUF_TYPE_VIDEO_CAPTURE as libc::c_int;
             let _ = ioctl(&self.fd, VIDIOC_STREAMOFF, &mut kind);
         }
-        let had_buffers = !self.mappings.is_empty();
-        self.mappings.clear();
-        if had_buffers {
-            let _ = self.request_buffers(0);
+        let memory = match &self.buffers {
+            Buffers::None => return,
+            Buffers::Mapped(_) => MEMORY_MMAP,
+            Buffers::User(_) => MEMORY_USERPTR,
+        };
+        if let Buffers::Mapped(mappings) = &mut self.buffers {
+            mappings.clear();
         }
+        let _ = self.request_buffers(0, memory);
     }
 }
 
@@ -448,5 +610,37 @@ mod tests {
             let error = classify("VIDIOC_DQBUF", io::Error::from_raw_os_error(errno));
             assert!(matches!(error, DeviceError::Transient(_)), "errno {errno}");
         }
+    }
+
+    /// The numbers `linux/videodev2.h` gives on 64-bit Linux, printed by a C program compiled
+    /// against the x86_64 and the aarch64 header (identical on both): the ioctl numbers encode
+    /// the struct sizes, so a wrong layout would be a different request the kernel refuses.
+    #[test]
+    fn ioctl_numbers_and_the_buffer_layout_match_the_kernel_header() {
+        // `libc::Ioctl` is 64 bits on glibc, 32 on musl; the number is the low 32 bits either way.
+        let number = |request: libc::Ioctl| request as u32;
+        assert_eq!(number(VIDIOC_QBUF), 0xc058_560f);
+        assert_eq!(number(VIDIOC_DQBUF), 0xc058_5611);
+        assert_eq!(number(VIDIOC_QUERYBUF), 0xc058_5609);
+        assert_eq!(number(VIDIOC_REQBUFS), 0xc014_5608);
+        assert_eq!(MEMORY_USERPTR, 2);
+        assert_eq!(std::mem::size_of::<V4l2Buffer>(), 88);
+        assert_eq!(std::mem::offset_of!(V4l2Buffer, m), 64);
+        assert_eq!(std::mem::offset_of!(V4l2Buffer, length), 72);
+        let mut buffer: V4l2Buffer = zeroed();
+        buffer.m = V4l2BufferM { userptr: 0x7f00_1234_5000 };
+        // SAFETY: the member just written is read back.
+        assert_eq!(unsafe { buffer.m.userptr }, 0x7f00_1234_5000, "a 64-bit address fits the union");
+    }
+
+    #[test]
+    fn user_pointer_refusals_are_told_from_device_trouble() {
+        for errno in [libc::EINVAL, libc::EFAULT, libc::ENOMEM, libc::ENOTTY] {
+            assert!(refuses_user_pointers(&io::Error::from_raw_os_error(errno)), "errno {errno}");
+        }
+        for errno in [libc::ENODEV, libc::EIO, libc::EBUSY] {
+            assert!(!refuses_user_pointers(&io::Error::from_raw_os_error(errno)), "errno {errno}");
+        }
+        assert!(page_size().is_power_of_two() && page_size() >= 4096);
     }
 }
