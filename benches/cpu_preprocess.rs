@@ -1,9 +1,12 @@
 //! CPU preprocessing benchmark: 1920×1080 YUYV → 640×640 NCHW f16 letterbox (the GPU benchmark's
 //! case), each resize filter, the exact reference (`CpuPreprocessor`, one thread) against the CPU
 //! backend's fast path (`FastPreprocessor`: `fast` with the SIMD kernels where the CPU has them,
-//! `fast_portable` without) on 1, 2 and all available threads. Prints JSON:
-//! median and min ms per case. `cargo bench --bench cpu_preprocess`; `CPU_PREPROCESS_SAMPLES`
-//! sets the runs per case (default 30; 1 or 2 for a profile under callgrind).
+//! `fast_portable` without) on 1, 2 and all available threads. Prints JSON: the SIMD kernel set
+//! `fast` runs (`fast_kernels`: avx2, neon or portable), and median and min ms per case.
+//! `cargo bench --bench cpu_preprocess`; `CPU_PREPROCESS_SAMPLES` sets the runs per case (default
+//! 30; 1 or 2 for a profile under callgrind); `CPU_PREPROCESS_CASES` times only the cases whose
+//! name (`antialias/fast_2_threads`, ...) contains one of its comma-separated parts, for a
+//! profile of one case under perf. Needs nothing but the binary at run time.
 
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime};
@@ -32,6 +35,11 @@ fn time(mut run: impl FnMut()) -> serde_json::Value {
     )
 }
 
+/// Whether `CPU_PREPROCESS_CASES` selects the case (every case when unset).
+fn wanted(case: &str) -> bool {
+    std::env::var("CPU_PREPROCESS_CASES").map_or(true, |parts| parts.split(',').any(|part| case.contains(part)))
+}
+
 fn main() {
     let (width, height) = (1920u32, 1080u32);
     let meta = FrameMeta { width, height, format: PixelFormat::Yuyv, sequence: 0, captured_at: SystemTime::now() };
@@ -43,6 +51,7 @@ fn main() {
     let mut thread_counts = vec![1, 2, available];
     thread_counts.dedup();
     let mut report = BTreeMap::new();
+    report.insert("fast_kernels", serde_json::json!(FastPreprocessor::new().kernels()));
     for (name, filter) in [("antialias", ResizeFilter::Antialias), ("bilinear", ResizeFilter::Bilinear)] {
         let spec = PreprocessSpec {
             width: 640,
@@ -59,20 +68,29 @@ fn main() {
         let mut out = vec![0u8; spec.bytes()];
         let mut case = BTreeMap::new();
         let mut reference = CpuPreprocessor::new();
-        let reference_report = time(|| reference.run(&frame, &meta, &spec, &mut out).expect("reference"));
-        case.insert("reference_1_thread".to_string(), reference_report);
+        if wanted(&format!("{name}/reference_1_thread")) {
+            let reference_report = time(|| reference.run(&frame, &meta, &spec, &mut out).expect("reference"));
+            case.insert("reference_1_thread".to_string(), reference_report);
+        } else {
+            reference.run(&frame, &meta, &spec, &mut out).expect("reference");
+        }
         let expected = out.clone();
         for &threads in &thread_counts {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
-            for (name, mut fast) in [("fast", FastPreprocessor::new()), ("fast_portable", FastPreprocessor::portable())]
+            for (kernels, mut fast) in
+                [("fast", FastPreprocessor::new()), ("fast_portable", FastPreprocessor::portable())]
             {
+                let case_name = format!("{kernels}_{threads}_threads");
+                if !wanted(&format!("{name}/{case_name}")) {
+                    continue;
+                }
                 let fast_report =
                     time(|| pool.install(|| fast.run(&frame, &meta, &spec, &mut out, threads)).expect("fast"));
-                assert!(out == expected, "{name} differs from the reference");
-                case.insert(format!("{name}_{threads}_threads"), fast_report);
+                assert!(out == expected, "{name}/{case_name} differs from the reference");
+                case.insert(case_name, fast_report);
             }
         }
-        report.insert(name, case);
+        report.insert(name, serde_json::json!(case));
     }
     println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
 }

@@ -2,13 +2,17 @@
 //! operations in the same order as [`CpuPreprocessor`](super::CpuPreprocessor), so its tensors
 //! are bit-identical to the reference's, restructured for speed:
 //! - every source pixel is converted once per row (the reference converts it once per tap) to a
-//!   4-lane RGB0 pixel, YUV through per-lane tables that hold exactly the reference's products;
+//!   4-lane RGB pixel (its fourth lane unread), YUV through per-lane tables that hold exactly the
+//!   reference's products;
 //! - the horizontal taps of a content pixel are summed as one 4-lane vector over a window of the
 //!   taps' fixed width (unrolled), which the compiler turns into SIMD on every target;
-//! - values are normalised and stored a whole row at a time, in loops the compiler vectorises;
+//! - the vertical taps of a content row are summed a row at a time once all its source rows are
+//!   filtered; values are normalised, split into channel planes and stored a whole row at a time,
+//!   in loops the compiler vectorises; pad pixels are copied from a ready-made encoded row;
 //! - the output rows are split into bands that run in parallel on the caller's rayon pool;
-//! - on CPUs that have them, the YUYV conversion and the horizontal filter run as explicit SIMD
-//!   kernels ([`super::simd`]) with the same operations.
+//! - on CPUs that have them (AVX2, NEON), the YUYV conversion, both filters, the normalisation
+//!   and the channel split run as explicit SIMD kernels ([`super::simd`]) with the same
+//!   operations, and the portable code finishes each row.
 //!
 //! Must not: change the definition (the reference is the specification; the tests below prove
 //! equality on random and real frames for every format, layout, dtype, resize and filter), or
@@ -19,7 +23,7 @@ use std::sync::LazyLock;
 
 use rayon::prelude::*;
 
-use super::simd::Pixel;
+use super::simd::{Kernels, Pixel};
 use super::{check_sizes, AxisTaps, PreprocessError, PreprocessSpec, ResizeGeometry};
 use crate::config::{ColorOrder, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, PixelFormat};
@@ -31,13 +35,13 @@ use crate::frame::{FrameMeta, PixelFormat};
 pub struct FastPreprocessor {
     plan: Option<FastPlan>,
     bands: Vec<BandScratch>,
-    /// Whether the SIMD kernels run (the CPU has them; tests also run without).
-    simd: bool,
+    /// The SIMD kernels this CPU has (tests and benchmarks also run the portable set).
+    kernels: Kernels,
 }
 
 impl Default for FastPreprocessor {
     fn default() -> Self {
-        FastPreprocessor { plan: None, bands: Vec::new(), simd: super::simd::available() }
+        FastPreprocessor { plan: None, bands: Vec::new(), kernels: Kernels::detect() }
     }
 }
 
@@ -61,17 +65,19 @@ struct FastPlan {
 /// One band's row buffers.
 #[derive(Debug, Default)]
 struct BandScratch {
-    /// One source row as RGB f32 with a fourth lane of 0 per pixel, plus zero pixels after it so
+    /// One source row as RGB f32 (a fourth, unread lane per pixel), plus zero pixels after it so
     /// that every tap window of the widest width stays in bounds.
     rgbx: Vec<Pixel>,
     /// Horizontally filtered source rows (`3 · content_width` floats each) in a ring as long as
     /// the widest y tap window: source row `r` lives in buffer `r % ring.len()`.
     ring: Vec<Vec<f32>>,
     tags: Vec<Option<usize>>,
+    /// The ring buffers of the current content row's taps, in tap order.
+    slots: Vec<usize>,
     /// One content row: vertical sums, then values after step 4.
     content: Vec<f32>,
-    /// One channel of the content row (NCHW) or f16 bits of the row, before encoding.
-    channel: Vec<f32>,
+    /// The content row's channels (NCHW), and f16 bits of a row, before encoding.
+    channels: [Vec<f32>; 3],
     halves: Vec<u16>,
 }
 
@@ -205,7 +211,12 @@ impl FastPreprocessor {
     /// The same without the SIMD kernels (same output): what CPUs without them run, for
     /// benchmarks that compare the two.
     pub fn portable() -> Self {
-        FastPreprocessor { simd: false, ..Self::default() }
+        FastPreprocessor { kernels: Kernels::PORTABLE, ..Self::default() }
+    }
+
+    /// The kernel set it runs: "avx2", "neon" or "portable".
+    pub fn kernels(&self) -> &'static str {
+        self.kernels.name()
     }
 
     /// Preprocesses one frame into `out` (exactly [`PreprocessSpec::bytes`] bytes of native-endian
@@ -252,10 +263,10 @@ impl FastPreprocessor {
             }
         }
         let parallel = self.bands.len() > 1;
-        let simd = self.simd;
+        let kernels = self.kernels;
         let work = self.bands.iter_mut().zip(rows).zip(outputs);
         let run_band = |((scratch, rows), out): ((&mut BandScratch, Range<usize>), BandOut)| {
-            scratch.run(plan, frame, meta, rows, out, simd)
+            scratch.run(plan, frame, meta, rows, out, kernels)
         };
         if parallel {
             work.par_bridge().for_each(run_band);
@@ -281,10 +292,20 @@ fn band_rows(height: usize, geometry: &ResizeGeometry, bands: usize) -> Vec<Rang
 }
 
 impl BandScratch {
-    fn run(&mut self, plan: &FastPlan, frame: &[u8], meta: &FrameMeta, rows: Range<usize>, out: BandOut, simd: bool) {
+    fn run(
+        &mut self,
+        plan: &FastPlan,
+        frame: &[u8],
+        meta: &FrameMeta,
+        rows: Range<usize>,
+        out: BandOut,
+        kernels: Kernels,
+    ) {
         let spec = &plan.spec;
         let geometry = plan.geometry;
-        let content_len = 3 * geometry.content_width as usize;
+        let (pad_x, pad_y) = (geometry.pad_x as usize, geometry.pad_y as usize);
+        let (content_width, content_height) = (geometry.content_width as usize, geometry.content_height as usize);
+        let content_len = 3 * content_width;
         let ring = plan.y_taps.stride;
         self.rgbx.clear();
         self.rgbx.resize(meta.width as usize + plan.x_taps.stride, [0.0; 4]);
@@ -296,44 +317,51 @@ impl BandScratch {
         self.tags.clear();
         self.tags.resize(ring, None);
         self.content.resize(content_len, 0.0);
+        if spec.layout == TensorLayout::Nchw {
+            for channel in &mut self.channels {
+                channel.resize(content_width, 0.0);
+            }
+        }
 
         let element = element_bytes(spec.dtype);
-        let (pad_x, pad_y) = (geometry.pad_x as usize, geometry.pad_y as usize);
-        let content_height = geometry.content_height as usize;
         let first_row = rows.start;
         let mut out = out;
         for y in rows {
             let local = y - first_row;
             let inside = y >= pad_y && y < pad_y + content_height;
             if inside {
-                self.content_row(plan, frame, meta, y - pad_y, simd);
+                self.content_row(plan, frame, meta, y - pad_y, kernels);
             }
             match &mut out {
                 BandOut::Nhwc(rows) => {
                     let row_len = plan.pad_row.len();
                     let row = &mut rows[local * row_len..(local + 1) * row_len];
-                    row.copy_from_slice(&plan.pad_row);
                     if inside {
-                        let start = 3 * pad_x * element;
-                        encode(
-                            spec.dtype,
-                            &self.content,
-                            &mut row[start..start + content_len * element],
-                            &mut self.halves,
-                        );
+                        let (left, rest) = row.split_at_mut(3 * pad_x * element);
+                        let (content, right) = rest.split_at_mut(content_len * element);
+                        left.copy_from_slice(&plan.pad_row[..left.len()]);
+                        right.copy_from_slice(&plan.pad_row[..right.len()]);
+                        encode(spec.dtype, &self.content, content, &mut self.halves);
+                    } else {
+                        row.copy_from_slice(&plan.pad_row);
                     }
                 }
                 BandOut::Nchw(planes) => {
+                    if inside {
+                        let [red, green, blue] = &mut self.channels;
+                        deinterleave(&self.content, [red, green, blue], kernels);
+                    }
                     for (c, plane) in planes.iter_mut().enumerate() {
                         let row_len = plan.pad_planes[c].len();
                         let row = &mut plane[local * row_len..(local + 1) * row_len];
-                        row.copy_from_slice(&plan.pad_planes[c]);
                         if inside {
-                            self.channel.clear();
-                            self.channel.extend(self.content.iter().skip(c).step_by(3));
-                            let start = pad_x * element;
-                            let end = start + self.channel.len() * element;
-                            encode(spec.dtype, &self.channel, &mut row[start..end], &mut self.halves);
+                            let (left, rest) = row.split_at_mut(pad_x * element);
+                            let (content, right) = rest.split_at_mut(content_width * element);
+                            left.copy_from_slice(&plan.pad_planes[c][..left.len()]);
+                            right.copy_from_slice(&plan.pad_planes[c][..right.len()]);
+                            encode(spec.dtype, &self.channels[c], content, &mut self.halves);
+                        } else {
+                            row.copy_from_slice(&plan.pad_planes[c]);
                         }
                     }
                 }
@@ -343,37 +371,67 @@ impl BandScratch {
 
     /// Steps 2 (vertical half), 3 (output order) and 4 (value) for content row `row`, into
     /// `self.content`.
-    fn content_row(&mut self, plan: &FastPlan, frame: &[u8], meta: &FrameMeta, row: usize, simd: bool) {
+    fn content_row(&mut self, plan: &FastPlan, frame: &[u8], meta: &FrameMeta, row: usize, kernels: Kernels) {
         let (first, weights) = plan.y_taps.taps(row);
-        self.content.fill(0.0);
-        for (k, weight) in weights.iter().enumerate() {
-            let source_row = first + k;
+        // The ring is as long as the widest window, so the window's rows have distinct slots.
+        self.slots.clear();
+        for source_row in first..first + weights.len() {
             let slot = source_row % self.ring.len();
             if self.tags[slot] != Some(source_row) {
-                convert_row(frame, meta, source_row, &mut self.rgbx, simd);
-                filter_row(&plan.x_taps, &self.rgbx, &mut self.ring[slot], simd);
+                convert_row(frame, meta, source_row, &mut self.rgbx, kernels);
+                filter_row(&plan.x_taps, &self.rgbx, &mut self.ring[slot], kernels);
                 self.tags[slot] = Some(source_row);
             }
-            for (sum, value) in self.content.iter_mut().zip(&self.ring[slot]) {
-                *sum += weight * value;
-            }
+            self.slots.push(slot);
         }
+        vertical_row(&self.ring, &self.slots, weights, &mut self.content, kernels);
         if plan.spec.color == ColorOrder::Bgr {
             for pixel in self.content.chunks_exact_mut(3) {
                 pixel.swap(0, 2);
             }
         }
         if plan.spec.dtype != TensorDtype::U8 {
-            for ((value, mean), std) in self.content.iter_mut().zip(&plan.mean_row).zip(&plan.std_row) {
-                *value = (*value - mean) / std;
-            }
+            normalise(&mut self.content, &plan.mean_row, &plan.std_row, kernels);
+        }
+    }
+}
+
+/// Step 2's vertical half for one content row: `out[j] = Σ_k weights[k] · rows[slots[k]][j]`,
+/// summed from 0 in tap order (every row at least as long as `out`).
+fn vertical_row(rows: &[Vec<f32>], slots: &[usize], weights: &[f32], out: &mut [f32], kernels: Kernels) {
+    let done = kernels.vertical_row(rows, slots, weights, out);
+    let rest = &mut out[done..];
+    rest.fill(0.0);
+    for (&slot, weight) in slots.iter().zip(weights) {
+        for (sum, value) in rest.iter_mut().zip(&rows[slot][done..]) {
+            *sum += weight * value;
+        }
+    }
+}
+
+/// Step 4 for float tensors: `(value − mean) / std` per element.
+fn normalise(values: &mut [f32], mean: &[f32], std: &[f32], kernels: Kernels) {
+    let done = kernels.normalise(values, mean, std);
+    for ((value, mean), std) in values[done..].iter_mut().zip(&mean[done..]).zip(&std[done..]) {
+        *value = (*value - mean) / std;
+    }
+}
+
+/// Splits interleaved RGB values into the three channels (NCHW's planes), as many pixels as the
+/// channels hold.
+fn deinterleave(rgb: &[f32], channels: [&mut [f32]; 3], kernels: Kernels) {
+    let [red, green, blue] = channels;
+    let done = kernels.deinterleave(rgb, [&mut *red, &mut *green, &mut *blue]);
+    for (c, channel) in [red, green, blue].into_iter().enumerate() {
+        for (value, pixel) in channel[done..].iter_mut().zip(rgb[3 * done..].chunks_exact(3)) {
+            *value = pixel[c];
         }
     }
 }
 
 /// Step 3's conversion of source row `y` to RGB f32 pixels (the frame length has been checked
 /// against the format, so every index is in bounds).
-fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel], simd: bool) {
+fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel], kernels: Kernels) {
     let width = meta.width as usize;
     let rgbx = &mut rgbx[..width];
     let rgb = |r: u8, g: u8, b: u8| [r as f32, g as f32, b as f32, 0.0];
@@ -396,7 +454,7 @@ fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel], sim
         PixelFormat::Yuyv => {
             let yuv = &*YUV;
             let row = &frame[y * width * 2..(y + 1) * width * 2];
-            let done = if simd { super::simd::yuyv_row(row, rgbx) } else { 0 };
+            let done = kernels.yuyv_row(row, rgbx);
             for (dst, src) in rgbx[done..].chunks_exact_mut(2).zip(row[2 * done..].chunks_exact(4)) {
                 let chroma = yuv.chroma(src[1], src[3]);
                 dst[0] = yuv.pixel(src[0], chroma);
@@ -421,16 +479,16 @@ fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel], sim
 /// G and B side by side in one 4-lane sum. Windows are the taps' full stride: the weights past a
 /// pixel's own taps are 0 and add exactly nothing (every product is +0, no sum is −0), and the
 /// row has zero pixels after its end for the windows that reach past it.
-fn filter_row(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32], simd: bool) {
+fn filter_row(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32], kernels: Kernels) {
     match taps.stride {
-        1 => filter_row_fixed::<1>(taps, rgbx, out, simd),
-        2 => filter_row_fixed::<2>(taps, rgbx, out, simd),
-        3 => filter_row_fixed::<3>(taps, rgbx, out, simd),
-        4 => filter_row_fixed::<4>(taps, rgbx, out, simd),
-        5 => filter_row_fixed::<5>(taps, rgbx, out, simd),
-        6 => filter_row_fixed::<6>(taps, rgbx, out, simd),
-        7 => filter_row_fixed::<7>(taps, rgbx, out, simd),
-        8 => filter_row_fixed::<8>(taps, rgbx, out, simd),
+        1 => filter_row_fixed::<1>(taps, rgbx, out, kernels),
+        2 => filter_row_fixed::<2>(taps, rgbx, out, kernels),
+        3 => filter_row_fixed::<3>(taps, rgbx, out, kernels),
+        4 => filter_row_fixed::<4>(taps, rgbx, out, kernels),
+        5 => filter_row_fixed::<5>(taps, rgbx, out, kernels),
+        6 => filter_row_fixed::<6>(taps, rgbx, out, kernels),
+        7 => filter_row_fixed::<7>(taps, rgbx, out, kernels),
+        8 => filter_row_fixed::<8>(taps, rgbx, out, kernels),
         _ => {
             for ((mixed, first), weights) in
                 out.chunks_exact_mut(3).zip(&taps.first).zip(taps.weights.chunks_exact(taps.stride))
@@ -443,8 +501,8 @@ fn filter_row(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32], simd: bool) {
 }
 
 /// [`filter_row`] for windows of exactly `N` taps, unrolled (after the SIMD kernel's pixels).
-fn filter_row_fixed<const N: usize>(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32], simd: bool) {
-    let done = if simd { super::simd::filter_row::<N>(&taps.first, &taps.weights, rgbx, out) } else { 0 };
+fn filter_row_fixed<const N: usize>(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32], kernels: Kernels) {
+    let done = kernels.filter_row::<N>(&taps.first, &taps.weights, rgbx, out);
     let pixels = out.chunks_exact_mut(3).zip(&taps.first).zip(taps.weights.chunks_exact(N)).skip(done);
     for ((mixed, first), weights) in pixels {
         let first = *first as usize;
@@ -532,11 +590,11 @@ mod tests {
                 pool.install(|| fast.run(frame, meta, spec, &mut actual, bands)).expect("fast path");
                 assert!(
                     actual == expected,
-                    "{:?} {}x{} → {spec:?}, {bands} bands, simd {}: first difference at byte {:?}",
+                    "{:?} {}x{} → {spec:?}, {bands} bands, {} kernels: first difference at byte {:?}",
                     meta.format,
                     meta.width,
                     meta.height,
-                    fast.simd,
+                    fast.kernels(),
                     actual.iter().zip(&expected).position(|(a, e)| a != e)
                 );
             }
@@ -664,6 +722,156 @@ mod tests {
         while value <= 256.0 {
             assert_eq!(round_to_u8(value), value.round().clamp(0.0, 255.0) as u8, "{value}");
             value = f32::from_bits(value.to_bits() + 997);
+        }
+    }
+
+    /// The property tests: each SIMD kernel (with its portable tail) against the portable code,
+    /// on random rows whose lengths and start offsets leave tails shorter than a vector, and the
+    /// whole fast path against the reference on random frames and specs.
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Cases per run on the host; see `proptest_support`.
+        const CASES: u32 = 256;
+
+        fn bits(values: &[f32]) -> Vec<u32> {
+            values.iter().map(|value| value.to_bits()).collect()
+        }
+
+        fn finite() -> impl Strategy<Value = f32> {
+            prop_oneof![-1e4f32..1e4, prop::sample::select(vec![0.0, -0.0, 1.0, 255.0, 1e-3, -1e-30])]
+        }
+
+        /// A filter's taps from `src_len` to `content_len`, and an RGBX row of `src_len` random
+        /// pixels plus the zero pixels the fast path adds for windows that reach past its end.
+        fn taps_and_row() -> impl Strategy<Value = (AxisTaps, Vec<Pixel>)> {
+            (1u32..120, 1u32..90, any::<bool>()).prop_flat_map(|(src_len, content_len, antialias)| {
+                let filter = if antialias { ResizeFilter::Antialias } else { ResizeFilter::Bilinear };
+                let taps = AxisTaps::new(filter, src_len, content_len);
+                let pixel = prop::array::uniform4(0f32..=255.0);
+                let stride = taps.stride;
+                prop::collection::vec(pixel, src_len as usize).prop_map(move |mut row| {
+                    row.resize(row.len() + stride, [0.0; 4]);
+                    (taps.clone(), row)
+                })
+            })
+        }
+
+        proptest! {
+            #![proptest_config(crate::proptest_support::config(CASES))]
+
+            #[test]
+            fn the_yuyv_kernel_converts_rows_of_any_width_like_the_portable_code(
+                pairs in 0usize..70,
+                offset in 0usize..9,
+                seed in any::<u32>(),
+            ) {
+                let width = 2 * pairs;
+                let frame = noise(&mut { seed }, 2 * width);
+                let meta = meta(width as u32, 1, PixelFormat::Yuyv);
+                let (mut simd, mut portable) = (vec![[-1.0; 4]; offset + width], vec![[-1.0; 4]; offset + width]);
+                convert_row(&frame, &meta, 0, &mut simd[offset..], Kernels::detect());
+                convert_row(&frame, &meta, 0, &mut portable[offset..], Kernels::PORTABLE);
+                // The fourth lane is not part of the result (the portable tables leave the luma
+                // term there, the SIMD kernels 0).
+                let rgb = |row: &[Pixel]| row.iter().flat_map(|pixel| bits(&pixel[..3])).collect::<Vec<_>>();
+                prop_assert_eq!(rgb(&simd), rgb(&portable));
+            }
+
+            #[test]
+            fn the_horizontal_kernel_filters_rows_of_any_size_like_the_portable_code(
+                (taps, row) in taps_and_row(),
+                offset in 0usize..7,
+            ) {
+                let len = 3 * taps.len();
+                let (mut simd, mut portable) = (vec![-1.0; offset + len], vec![-1.0; offset + len]);
+                filter_row(&taps, &row, &mut simd[offset..], Kernels::detect());
+                filter_row(&taps, &row, &mut portable[offset..], Kernels::PORTABLE);
+                prop_assert_eq!(bits(&simd), bits(&portable));
+            }
+
+            #[test]
+            fn the_vertical_kernel_sums_rows_of_any_length_like_the_portable_code(
+                (len, rows, weights) in (0usize..150, 1usize..10).prop_flat_map(|(len, taps)| (
+                    Just(len),
+                    prop::collection::vec(prop::collection::vec(finite(), len), taps),
+                    prop::collection::vec(finite(), taps),
+                )),
+                offset in 0usize..9,
+                rotation in 0usize..10,
+            ) {
+                // Taps read the ring from a rotated start, as a band's ring of source rows does.
+                let slots: Vec<usize> = (0..rows.len()).map(|k| (k + rotation) % rows.len()).collect();
+                let (mut simd, mut portable) = (vec![-1.0; offset + len], vec![-1.0; offset + len]);
+                vertical_row(&rows, &slots, &weights, &mut simd[offset..], Kernels::detect());
+                vertical_row(&rows, &slots, &weights, &mut portable[offset..], Kernels::PORTABLE);
+                prop_assert_eq!(bits(&simd), bits(&portable));
+            }
+
+            #[test]
+            fn the_normalising_kernel_treats_rows_of_any_length_like_the_portable_code(
+                values in prop::collection::vec((finite(), finite(), 0.01f32..300.0), 0..100),
+                offset in 0usize..9,
+            ) {
+                let row: Vec<f32> = values.iter().map(|v| v.0).collect();
+                let mean: Vec<f32> = values.iter().map(|v| v.1).collect();
+                let std: Vec<f32> = values.iter().map(|v| v.2).collect();
+                let (mut simd, mut portable) = ([vec![0.0; offset], row.clone()].concat(), [vec![0.0; offset], row].concat());
+                normalise(&mut simd[offset..], &mean, &std, Kernels::detect());
+                normalise(&mut portable[offset..], &mean, &std, Kernels::PORTABLE);
+                prop_assert_eq!(bits(&simd), bits(&portable));
+            }
+
+            #[test]
+            fn the_channel_split_kernel_splits_rows_of_any_length_like_the_portable_code(
+                rgb in prop::collection::vec(finite(), 0..120).prop_map(|mut rgb| { rgb.truncate(rgb.len() / 3 * 3); rgb }),
+                offset in 0usize..9,
+            ) {
+                let pixels = rgb.len() / 3;
+                let channels = || [0.0, 1.0, 2.0].map(|fill| vec![fill; offset + pixels]);
+                let (mut simd, mut portable) = (channels(), channels());
+                let [r, g, b] = &mut simd;
+                deinterleave(&rgb, [&mut r[offset..], &mut g[offset..], &mut b[offset..]], Kernels::detect());
+                let [r, g, b] = &mut portable;
+                deinterleave(&rgb, [&mut r[offset..], &mut g[offset..], &mut b[offset..]], Kernels::PORTABLE);
+                prop_assert_eq!(simd.each_ref().map(|c| bits(c)), portable.each_ref().map(|c| bits(c)));
+                for (c, channel) in portable.iter().enumerate() {
+                    let expected: Vec<f32> = rgb.iter().skip(c).step_by(3).copied().collect();
+                    prop_assert_eq!(bits(&channel[offset..]), bits(&expected));
+                }
+            }
+        }
+
+        /// A random frame size (odd where the format allows) and spec; the spec's discrete
+        /// choices come from `every_spec`.
+        fn frame_and_spec() -> impl Strategy<Value = (PixelFormat, u32, u32, PreprocessSpec)> {
+            let sizes = (1u32..80, 1u32..30, 1u32..50, 1u32..40);
+            (prop::sample::select(FORMATS.to_vec()), sizes, any::<prop::sample::Index>()).prop_map(
+                |(format, (width, height, width_out, height_out), choice)| {
+                    let even = |n: u32| n + n % 2;
+                    let (width, height) = match format {
+                        PixelFormat::Yuyv => (even(width), height),
+                        PixelFormat::Nv12 => (even(width), even(height)),
+                        _ => (width, height),
+                    };
+                    (format, width, height, choice.get(&every_spec(width_out, height_out)).clone())
+                },
+            )
+        }
+
+        proptest! {
+            #![proptest_config(crate::proptest_support::config(CASES / 4))]
+
+            #[test]
+            fn random_frames_and_specs_give_the_references_bytes_with_either_kernel_set(
+                (format, width, height, spec) in frame_and_spec(),
+                seed in any::<u32>(),
+            ) {
+                let frame = noise(&mut { seed }, format.frame_bytes(width, height).expect("frame size"));
+                assert_identical(&frame, &meta(width, height, format), &spec, &pool());
+            }
         }
     }
 }

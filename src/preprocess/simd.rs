@@ -1,55 +1,149 @@
-//! Explicit SIMD versions of the fast path's hottest row kernels, chosen at run time: on x86_64
-//! with AVX2, the YUYV row conversion (8 pixels per step, computed straight from the definition's
-//! formulas instead of per-pixel table lookups) and the horizontal filter (two content pixels per
-//! 256-bit register).
+//! Explicit SIMD versions of the fast path's per-pixel row kernels, chosen once at run time:
+//! AVX2 on x86_64, NEON on aarch64. Five kernels: the YUYV row conversion (computed straight
+//! from the definition's formulas instead of per-pixel table lookups), the horizontal filter, the
+//! vertical filter (every tap of a column block summed in registers), the normalisation
+//! `(v − mean) / std`, and the split of interleaved RGB into channel planes (NCHW). The f16
+//! conversion is `half`'s slice conversion, which picks F16C or the aarch64 FP16 instructions at
+//! run time itself.
 //!
-//! Owns: the kernels, and the dispatch (`is_x86_feature_detected!`). Must not: compute anything
-//! differently from the portable kernels in `super::fast`: every lane does the definition's f32
-//! operations in the definition's order, without fused multiply-adds, so the tensors stay
-//! bit-identical to the reference (the fast path's tests compare both, SIMD and portable, with it
-//! on random and real frames).
+//! Owns: the kernels, and the dispatch: [`Kernels::detect`] is the only place that asks the CPU
+//! what it has, and the only way to get a SIMD kernel set. Must not: compute anything differently
+//! from the portable kernels in `super::fast`: every lane does the definition's f32 operations in
+//! the definition's order, without fused multiply-adds, so the tensors stay bit-identical to the
+//! reference (the fast path's tests compare both, SIMD and portable, with it on random and real
+//! frames, and property tests compare each kernel with the portable code on random rows).
+//!
+//! Every kernel does a prefix of its row (whole vectors) and returns how much it did; the caller
+//! finishes the row with the portable code. The portable set does nothing (returns 0).
 
-/// One converted source pixel: R, G, B and a lane that is 0 (it keeps the horizontal sums 4 lanes
-/// wide, which the compiler maps to one SIMD register).
+/// One converted source pixel: R, G, B and a fourth lane that no result reads (it keeps the
+/// horizontal sums 4 lanes wide, which the compiler maps to one SIMD register).
 pub(super) type Pixel = [f32; 4];
 
-/// Whether this CPU has the SIMD kernels' instructions.
-pub(super) fn available() -> bool {
+/// A kernel set. Only [`Kernels::detect`] makes a SIMD one, after checking that this CPU has its
+/// instructions: holding a `Kernels` is what makes calling its kernels sound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Kernels(Set);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Set {
+    Portable,
     #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
+    Avx2,
+    #[cfg(target_arch = "aarch64")]
+    Neon,
+}
+
+impl Kernels {
+    /// No SIMD kernels: the portable code does everything.
+    pub(super) const PORTABLE: Kernels = Kernels(Set::Portable);
+
+    /// The best set this CPU runs.
+    pub(super) fn detect() -> Kernels {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return Kernels(Set::Avx2);
+        }
+        #[cfg(target_arch = "aarch64")]
+        if std::arch::is_aarch64_feature_detected!("neon") {
+            return Kernels(Set::Neon);
+        }
+        Kernels::PORTABLE
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
+
+    /// The set's name, for benchmarks and logs.
+    pub(super) fn name(self) -> &'static str {
+        match self.0 {
+            Set::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
+            Set::Avx2 => "avx2",
+            #[cfg(target_arch = "aarch64")]
+            Set::Neon => "neon",
+        }
+    }
+
+    /// Converts the first pixels of a YUYV row (`row`: 2 bytes per pixel) into `rgbx`; returns
+    /// how many it converted (a multiple of 8).
+    pub(super) fn yuyv_row(self, row: &[u8], rgbx: &mut [Pixel]) -> usize {
+        match self.0 {
+            Set::Portable => 0,
+            // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Set::Avx2 => unsafe { x86::yuyv_row(row, rgbx) },
+            // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
+            #[cfg(target_arch = "aarch64")]
+            Set::Neon => unsafe { neon::yuyv_row(row, rgbx) },
+        }
+    }
+
+    /// The horizontal filter for windows of `N` taps (`first` and `weights` as in `AxisTaps`),
+    /// for content pixels `0..done`, where `done` is what it returns. Windows that do not lie
+    /// inside `rgbx` stop it.
+    pub(super) fn filter_row<const N: usize>(
+        self,
+        first: &[u32],
+        weights: &[f32],
+        rgbx: &[Pixel],
+        out: &mut [f32],
+    ) -> usize {
+        match self.0 {
+            Set::Portable => 0,
+            // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Set::Avx2 => unsafe { x86::filter_row::<N>(first, weights, rgbx, out) },
+            // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
+            #[cfg(target_arch = "aarch64")]
+            Set::Neon => unsafe { neon::filter_row::<N>(first, weights, rgbx, out) },
+        }
+    }
+
+    /// The vertical filter: `out[j] = Σ_k weights[k] · rows[slots[k]][j]`, from 0 in tap order,
+    /// for `j` in `0..done`, where `done` is what it returns (a multiple of the vector width,
+    /// within every row used).
+    pub(super) fn vertical_row(self, rows: &[Vec<f32>], slots: &[usize], weights: &[f32], out: &mut [f32]) -> usize {
+        match self.0 {
+            Set::Portable => 0,
+            // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Set::Avx2 => unsafe { x86::vertical_row(rows, slots, weights, out) },
+            // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
+            #[cfg(target_arch = "aarch64")]
+            Set::Neon => unsafe { neon::vertical_row(rows, slots, weights, out) },
+        }
+    }
+
+    /// `values[j] = (values[j] − mean[j]) / std[j]` for `j` in `0..done`, where `done` is what
+    /// it returns.
+    pub(super) fn normalise(self, values: &mut [f32], mean: &[f32], std: &[f32]) -> usize {
+        match self.0 {
+            Set::Portable => 0,
+            // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Set::Avx2 => unsafe { x86::normalise(values, mean, std) },
+            // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
+            #[cfg(target_arch = "aarch64")]
+            Set::Neon => unsafe { neon::normalise(values, mean, std) },
+        }
+    }
+
+    /// Splits interleaved RGB values into the three channels, `channels[c][i] = rgb[3i + c]`, for
+    /// pixels `0..done`, where `done` is what it returns.
+    pub(super) fn deinterleave(self, rgb: &[f32], channels: [&mut [f32]; 3]) -> usize {
+        match self.0 {
+            Set::Portable => 0,
+            // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Set::Avx2 => unsafe { x86::deinterleave(rgb, channels) },
+            // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
+            #[cfg(target_arch = "aarch64")]
+            Set::Neon => unsafe { neon::deinterleave(rgb, channels) },
+        }
     }
 }
 
-/// Converts the first pixels of a YUYV row (`row`: 2 bytes per pixel) into `rgbx`, 8 at a time;
-/// returns how many it converted (a multiple of 8, 0 without [`available`] kernels; the caller
-/// converts the rest).
-pub(super) fn yuyv_row(row: &[u8], rgbx: &mut [Pixel]) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if available() {
-        // SAFETY: `available` checked that this CPU has AVX2, the only feature the function uses.
-        return unsafe { x86::yuyv_row_avx2(row, rgbx) };
-    }
-    let _ = (row, rgbx);
-    0
-}
-
-/// The horizontal filter of [`super::fast`] for windows of `N` taps, for content pixels
-/// `0..done` where `done` is what it returns (0 without [`available`] kernels; the caller filters
-/// the rest). `first` and
-/// `weights` are the taps; every window must lie inside `rgbx`.
-pub(super) fn filter_row<const N: usize>(first: &[u32], weights: &[f32], rgbx: &[Pixel], out: &mut [f32]) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if available() {
-        // SAFETY: `available` checked that this CPU has AVX2, the only feature the function uses.
-        return unsafe { x86::filter_row_avx2::<N>(first, weights, rgbx, out) };
-    }
-    let _ = (first, weights, rgbx, out);
-    0
+/// How many floats from 0 every row `rows[slot]` of `slots` and `out` have.
+fn common_len(rows: &[Vec<f32>], slots: &[usize], out: &[f32]) -> usize {
+    slots.iter().fold(out.len(), |len, &slot| rows.get(slot).map_or(0, |row| len.min(row.len())))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -64,7 +158,7 @@ mod x86 {
     /// with 0 first, keeping the value on a tie as `clamp` does, then min with 255), transposed to
     /// RGBX pixels (the fourth lane 0).
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn yuyv_row_avx2(row: &[u8], rgbx: &mut [Pixel]) -> usize {
+    pub(super) fn yuyv_row(row: &[u8], rgbx: &mut [Pixel]) -> usize {
         let pixels = (row.len() / 2).min(rgbx.len()) / 8 * 8;
         let (k1164, k16, k128) = (_mm256_set1_ps(1.164), _mm256_set1_ps(16.0), _mm256_set1_ps(128.0));
         let (k1596, k0392, k0813, k2017) =
@@ -111,12 +205,7 @@ mod x86 {
     /// A pixel's 4-float store runs one float into the next pixel's place, which that pixel's own
     /// store then overwrites; so the last pixel is left to the caller.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn filter_row_avx2<const N: usize>(
-        first: &[u32],
-        weights: &[f32],
-        rgbx: &[Pixel],
-        out: &mut [f32],
-    ) -> usize {
+    pub(super) fn filter_row<const N: usize>(first: &[u32], weights: &[f32], rgbx: &[Pixel], out: &mut [f32]) -> usize {
         let count = (out.len() / 3).min(first.len()).min(weights.len() / N);
         let in_bounds = |i: usize| first[i] as usize + N <= rgbx.len();
         let mut i = 0;
@@ -141,5 +230,281 @@ mod x86 {
             i += 2;
         }
         i
+    }
+
+    /// Column blocks of 32 floats (4 registers) while they last, then of 8: per block, every
+    /// tap's `weight · value` added to a sum from 0 in tap order, the sums kept in registers.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn vertical_row(rows: &[Vec<f32>], slots: &[usize], weights: &[f32], out: &mut [f32]) -> usize {
+        let taps = slots.len().min(weights.len());
+        let (slots, weights) = (&slots[..taps], &weights[..taps]);
+        let len = super::common_len(rows, slots, out) / 8 * 8;
+        let out = out.as_mut_ptr();
+        let mut j = 0;
+        while j + 32 <= len {
+            let mut sums = [_mm256_setzero_ps(); 4];
+            for (&slot, &weight) in slots.iter().zip(weights) {
+                let (row, weight) = (rows[slot].as_ptr(), _mm256_set1_ps(weight));
+                for (v, sum) in sums.iter_mut().enumerate() {
+                    // SAFETY: j + 8v + 8 <= len, which every used row's length bounds.
+                    let values = unsafe { _mm256_loadu_ps(row.add(j + 8 * v)) };
+                    *sum = _mm256_add_ps(*sum, _mm256_mul_ps(weight, values));
+                }
+            }
+            for (v, sum) in sums.iter().enumerate() {
+                // SAFETY: j + 8v + 8 <= len <= out's length.
+                unsafe { _mm256_storeu_ps(out.add(j + 8 * v), *sum) };
+            }
+            j += 32;
+        }
+        while j + 8 <= len {
+            let mut sum = _mm256_setzero_ps();
+            for (&slot, &weight) in slots.iter().zip(weights) {
+                // SAFETY: j + 8 <= len, which every used row's length bounds.
+                let values = unsafe { _mm256_loadu_ps(rows[slot].as_ptr().add(j)) };
+                sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_set1_ps(weight), values));
+            }
+            // SAFETY: j + 8 <= len <= out's length.
+            unsafe { _mm256_storeu_ps(out.add(j), sum) };
+            j += 8;
+        }
+        len
+    }
+
+    /// 8 values per step: one subtraction, then one (correctly rounded) division per lane.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn normalise(values: &mut [f32], mean: &[f32], std: &[f32]) -> usize {
+        let len = values.len().min(mean.len()).min(std.len()) / 8 * 8;
+        for j in (0..len).step_by(8) {
+            // SAFETY: j + 8 <= len, which bounds all three slices.
+            unsafe {
+                let value = _mm256_loadu_ps(values.as_ptr().add(j));
+                let (mean, std) = (_mm256_loadu_ps(mean.as_ptr().add(j)), _mm256_loadu_ps(std.as_ptr().add(j)));
+                _mm256_storeu_ps(values.as_mut_ptr().add(j), _mm256_div_ps(_mm256_sub_ps(value, mean), std));
+            }
+        }
+        len
+    }
+
+    /// 8 pixels (3 registers) per step. Lane `i` of a blend of the three registers takes the one
+    /// where lane `i` holds the wanted channel (channel c of pixel p is float 3p + c, so lane
+    /// `i` of register `r` holds channel `(8r + i) % 3`); one permutation then puts the pixels
+    /// in order.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn deinterleave(rgb: &[f32], channels: [&mut [f32]; 3]) -> usize {
+        let [red, green, blue] = channels;
+        let pixels = (rgb.len() / 3).min(red.len()).min(green.len()).min(blue.len()) / 8 * 8;
+        let order_r = _mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5);
+        let order_g = _mm256_setr_epi32(1, 4, 7, 2, 5, 0, 3, 6);
+        let order_b = _mm256_setr_epi32(2, 5, 0, 3, 6, 1, 4, 7);
+        for p in (0..pixels).step_by(8) {
+            // SAFETY: floats 3p..3p+24 of `rgb` exist as p + 8 <= rgb.len() / 3.
+            let (a, b, c) = unsafe {
+                let source = rgb.as_ptr().add(3 * p);
+                (_mm256_loadu_ps(source), _mm256_loadu_ps(source.add(8)), _mm256_loadu_ps(source.add(16)))
+            };
+            let r = _mm256_blend_ps::<0x24>(_mm256_blend_ps::<0x92>(a, b), c);
+            let g = _mm256_blend_ps::<0x49>(_mm256_blend_ps::<0x24>(a, b), c);
+            let b = _mm256_blend_ps::<0x92>(_mm256_blend_ps::<0x49>(a, b), c);
+            // SAFETY: p + 8 <= every channel's length.
+            unsafe {
+                _mm256_storeu_ps(red.as_mut_ptr().add(p), _mm256_permutevar8x32_ps(r, order_r));
+                _mm256_storeu_ps(green.as_mut_ptr().add(p), _mm256_permutevar8x32_ps(g, order_g));
+                _mm256_storeu_ps(blue.as_mut_ptr().add(p), _mm256_permutevar8x32_ps(b, order_b));
+            }
+        }
+        pixels
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use std::arch::aarch64::*;
+
+    use super::Pixel;
+
+    /// `f32::clamp(x, 0, 255)` lane by lane, by comparisons as `clamp` does (not `fmax`/`fmin`,
+    /// which differ from it on −0).
+    #[target_feature(enable = "neon")]
+    fn clamp(x: float32x4_t) -> float32x4_t {
+        let (zero, k255) = (vdupq_n_f32(0.0), vdupq_n_f32(255.0));
+        let x = vbslq_f32(vcltq_f32(x, zero), zero, x);
+        vbslq_f32(vcgtq_f32(x, k255), k255, x)
+    }
+
+    /// Bytes 0..8 of `bytes` as four f32 lanes (`high`: bytes 4..8, else 0..4).
+    #[target_feature(enable = "neon")]
+    fn to_f32(bytes: uint8x8_t, high: bool) -> float32x4_t {
+        let wide = vmovl_u8(bytes);
+        vcvtq_f32_u32(if high { vmovl_high_u16(wide) } else { vmovl_u16(vget_low_u16(wide)) })
+    }
+
+    /// 16 YUYV pixels (32 bytes) per step, split by `vld4` into even Y, U, odd Y and V (8 pairs),
+    /// then per group of 4 pairs: `c = 1.164·(Y−16)`, `R = c + 1.596·e`, `G = (c − 0.392·d) −
+    /// 0.813·e`, `B = c + 2.017·d` (`d = U−128`, `e = V−128`), each clamped, even and odd pixels
+    /// zipped into order and stored as RGBX by `vst4` (the fourth lane 0).
+    #[target_feature(enable = "neon")]
+    pub(super) fn yuyv_row(row: &[u8], rgbx: &mut [Pixel]) -> usize {
+        let pixels = (row.len() / 2).min(rgbx.len()) / 16 * 16;
+        let (k1164, k16, k128) = (vdupq_n_f32(1.164), vdupq_n_f32(16.0), vdupq_n_f32(128.0));
+        let (k1596, k0392, k0813, k2017) =
+            (vdupq_n_f32(1.596), vdupq_n_f32(0.392), vdupq_n_f32(0.813), vdupq_n_f32(2.017));
+        let zero = vdupq_n_f32(0.0);
+        for p in (0..pixels).step_by(16) {
+            // SAFETY: pixels p..p+16 are bytes 2p..2p+32 of `row`, in bounds as p + 16 <= row.len() / 2.
+            let yuyv = unsafe { vld4_u8(row.as_ptr().add(2 * p)) };
+            for (group, high) in [(0, false), (1, true)] {
+                let d = vsubq_f32(to_f32(yuyv.1, high), k128);
+                let e = vsubq_f32(to_f32(yuyv.3, high), k128);
+                let rgb = |y: float32x4_t| {
+                    let c = vmulq_f32(k1164, vsubq_f32(y, k16));
+                    let r = clamp(vaddq_f32(c, vmulq_f32(k1596, e)));
+                    let g = clamp(vsubq_f32(vsubq_f32(c, vmulq_f32(k0392, d)), vmulq_f32(k0813, e)));
+                    let b = clamp(vaddq_f32(c, vmulq_f32(k2017, d)));
+                    (r, g, b)
+                };
+                let (even, odd) = (rgb(to_f32(yuyv.0, high)), rgb(to_f32(yuyv.2, high)));
+                let first = float32x4x4_t(
+                    vzip1q_f32(even.0, odd.0),
+                    vzip1q_f32(even.1, odd.1),
+                    vzip1q_f32(even.2, odd.2),
+                    zero,
+                );
+                let second = float32x4x4_t(
+                    vzip2q_f32(even.0, odd.0),
+                    vzip2q_f32(even.1, odd.1),
+                    vzip2q_f32(even.2, odd.2),
+                    zero,
+                );
+                let out = rgbx[p + 8 * group..p + 8 * group + 8].as_mut_ptr().cast::<f32>();
+                // SAFETY: `out` points to 8 pixels of 4 f32 each; each store writes 4 of them.
+                unsafe {
+                    vst4q_f32(out, first);
+                    vst4q_f32(out.add(16), second);
+                }
+            }
+        }
+        pixels
+    }
+
+    /// Two content pixels at a time in two registers, each summing `weight · pixel` over its
+    /// window from 0 in tap order, as the portable kernel. A pixel's 4-float store runs one float
+    /// into the next pixel's place, which that pixel's own store then overwrites; so the last
+    /// pixel is left to the caller.
+    #[target_feature(enable = "neon")]
+    pub(super) fn filter_row<const N: usize>(first: &[u32], weights: &[f32], rgbx: &[Pixel], out: &mut [f32]) -> usize {
+        let count = (out.len() / 3).min(first.len()).min(weights.len() / N);
+        let in_bounds = |i: usize| first[i] as usize + N <= rgbx.len();
+        let mut i = 0;
+        while i + 2 < count && in_bounds(i) && in_bounds(i + 1) {
+            let (low, high) = (first[i] as usize, first[i + 1] as usize);
+            let (w_low, w_high) = (&weights[i * N..(i + 1) * N], &weights[(i + 1) * N..(i + 2) * N]);
+            let (mut sum_low, mut sum_high) = (vdupq_n_f32(0.0), vdupq_n_f32(0.0));
+            for k in 0..N {
+                // SAFETY: both windows lie inside `rgbx` (checked above); each pixel is 4 f32.
+                let (pixel_low, pixel_high) = unsafe {
+                    (vld1q_f32(rgbx.as_ptr().add(low + k).cast()), vld1q_f32(rgbx.as_ptr().add(high + k).cast()))
+                };
+                sum_low = vaddq_f32(sum_low, vmulq_f32(vdupq_n_f32(w_low[k]), pixel_low));
+                sum_high = vaddq_f32(sum_high, vmulq_f32(vdupq_n_f32(w_high[k]), pixel_high));
+            }
+            let target = out[3 * i..3 * i + 7].as_mut_ptr();
+            // SAFETY: floats 3i..3i+7 of `out` exist (i + 2 < count); pixel i first, then i + 1.
+            unsafe {
+                vst1q_f32(target, sum_low);
+                vst1q_f32(target.add(3), sum_high);
+            }
+            i += 2;
+        }
+        i
+    }
+
+    /// Column blocks of 16 floats (4 registers) while they last, then of 4: per block, every
+    /// tap's `weight · value` added to a sum from 0 in tap order, the sums kept in registers.
+    #[target_feature(enable = "neon")]
+    pub(super) fn vertical_row(rows: &[Vec<f32>], slots: &[usize], weights: &[f32], out: &mut [f32]) -> usize {
+        let taps = slots.len().min(weights.len());
+        let (slots, weights) = (&slots[..taps], &weights[..taps]);
+        let len = super::common_len(rows, slots, out) / 4 * 4;
+        let out = out.as_mut_ptr();
+        let mut j = 0;
+        while j + 16 <= len {
+            let mut sums = [vdupq_n_f32(0.0); 4];
+            for (&slot, &weight) in slots.iter().zip(weights) {
+                let (row, weight) = (rows[slot].as_ptr(), vdupq_n_f32(weight));
+                for (v, sum) in sums.iter_mut().enumerate() {
+                    // SAFETY: j + 4v + 4 <= len, which every used row's length bounds.
+                    let values = unsafe { vld1q_f32(row.add(j + 4 * v)) };
+                    *sum = vaddq_f32(*sum, vmulq_f32(weight, values));
+                }
+            }
+            for (v, sum) in sums.iter().enumerate() {
+                // SAFETY: j + 4v + 4 <= len <= out's length.
+                unsafe { vst1q_f32(out.add(j + 4 * v), *sum) };
+            }
+            j += 16;
+        }
+        while j + 4 <= len {
+            let mut sum = vdupq_n_f32(0.0);
+            for (&slot, &weight) in slots.iter().zip(weights) {
+                // SAFETY: j + 4 <= len, which every used row's length bounds.
+                let values = unsafe { vld1q_f32(rows[slot].as_ptr().add(j)) };
+                sum = vaddq_f32(sum, vmulq_f32(vdupq_n_f32(weight), values));
+            }
+            // SAFETY: j + 4 <= len <= out's length.
+            unsafe { vst1q_f32(out.add(j), sum) };
+            j += 4;
+        }
+        len
+    }
+
+    /// 4 values per step: one subtraction, then one (correctly rounded) division per lane.
+    #[target_feature(enable = "neon")]
+    pub(super) fn normalise(values: &mut [f32], mean: &[f32], std: &[f32]) -> usize {
+        let len = values.len().min(mean.len()).min(std.len()) / 4 * 4;
+        for j in (0..len).step_by(4) {
+            // SAFETY: j + 4 <= len, which bounds all three slices.
+            unsafe {
+                let value = vld1q_f32(values.as_ptr().add(j));
+                let (mean, std) = (vld1q_f32(mean.as_ptr().add(j)), vld1q_f32(std.as_ptr().add(j)));
+                vst1q_f32(values.as_mut_ptr().add(j), vdivq_f32(vsubq_f32(value, mean), std));
+            }
+        }
+        len
+    }
+
+    /// 4 pixels per step, split by `vld3`.
+    #[target_feature(enable = "neon")]
+    pub(super) fn deinterleave(rgb: &[f32], channels: [&mut [f32]; 3]) -> usize {
+        let [red, green, blue] = channels;
+        let pixels = (rgb.len() / 3).min(red.len()).min(green.len()).min(blue.len()) / 4 * 4;
+        for p in (0..pixels).step_by(4) {
+            // SAFETY: floats 3p..3p+12 of `rgb` exist, and p + 4 <= every channel's length.
+            unsafe {
+                let split = vld3q_f32(rgb.as_ptr().add(3 * p));
+                vst1q_f32(red.as_mut_ptr().add(p), split.0);
+                vst1q_f32(green.as_mut_ptr().add(p), split.1);
+                vst1q_f32(blue.as_mut_ptr().add(p), split.2);
+            }
+        }
+        pixels
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detect_picks_the_cpus_simd_set_and_the_portable_set_leaves_rows_to_the_caller() {
+        #[cfg(target_arch = "aarch64")]
+        let expected = "neon";
+        #[cfg(target_arch = "x86_64")]
+        let expected = if std::arch::is_x86_feature_detected!("avx2") { "avx2" } else { "portable" };
+        #[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
+        let expected = "portable";
+        assert_eq!(Kernels::detect().name(), expected);
+        let mut values = [0.0; 24];
+        assert_eq!(Kernels::PORTABLE.normalise(&mut values, &[0.0; 24], &[1.0; 24]), 0);
     }
 }
