@@ -128,7 +128,7 @@ impl FastPlan {
         let element = element_bytes(spec.dtype);
         let encoded = |values: Vec<f32>| {
             let mut bytes = vec![0; values.len() * element];
-            encode(spec.dtype, &values, &mut bytes, &mut Vec::new());
+            encode(spec.dtype, &values, &mut bytes, &mut Vec::new(), Kernels::PORTABLE);
             bytes
         };
         let pad_row = encoded(pad.iter().copied().cycle().take(3 * width).collect());
@@ -161,8 +161,9 @@ fn element_bytes(dtype: TensorDtype) -> usize {
 }
 
 /// Step 4's encoding of `values` into `out` (native-endian), as the reference's `store_row`:
-/// u8 rounds half away from zero and clamps, f16 rounds to nearest even.
-fn encode(dtype: TensorDtype, values: &[f32], out: &mut [u8], halves: &mut Vec<u16>) {
+/// u8 rounds half away from zero and clamps, f16 rounds to nearest even (the SIMD kernel where
+/// there is one, else `half`'s slice conversion, both the instruction `half::f16::from_f32` uses).
+fn encode(dtype: TensorDtype, values: &[f32], out: &mut [u8], halves: &mut Vec<u16>, kernels: Kernels) {
     match dtype {
         TensorDtype::U8 => {
             for (byte, value) in out.iter_mut().zip(values) {
@@ -171,6 +172,8 @@ fn encode(dtype: TensorDtype, values: &[f32], out: &mut [u8], halves: &mut Vec<u
         }
         TensorDtype::F16 => {
             use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+            let done = kernels.f16_row(values, out);
+            let (values, out) = (&values[done..], &mut out[2 * done..]);
             halves.resize(values.len(), 0);
             halves.reinterpret_cast_mut::<half::f16>().convert_from_f32_slice(values);
             for (bytes, bits) in out.chunks_exact_mut(2).zip(halves.iter()) {
@@ -341,7 +344,7 @@ impl BandScratch {
                         let (content, right) = rest.split_at_mut(content_len * element);
                         left.copy_from_slice(&plan.pad_row[..left.len()]);
                         right.copy_from_slice(&plan.pad_row[..right.len()]);
-                        encode(spec.dtype, &self.content, content, &mut self.halves);
+                        encode(spec.dtype, &self.content, content, &mut self.halves, kernels);
                     } else {
                         row.copy_from_slice(&plan.pad_row);
                     }
@@ -359,7 +362,7 @@ impl BandScratch {
                             let (content, right) = rest.split_at_mut(content_width * element);
                             left.copy_from_slice(&plan.pad_planes[c][..left.len()]);
                             right.copy_from_slice(&plan.pad_planes[c][..right.len()]);
-                            encode(spec.dtype, &self.channels[c], content, &mut self.halves);
+                            encode(spec.dtype, &self.channels[c], content, &mut self.halves, kernels);
                         } else {
                             row.copy_from_slice(&plan.pad_planes[c]);
                         }
@@ -822,6 +825,18 @@ mod tests {
                 normalise(&mut simd[offset..], &mean, &std, Kernels::detect());
                 normalise(&mut portable[offset..], &mean, &std, Kernels::PORTABLE);
                 prop_assert_eq!(bits(&simd), bits(&portable));
+            }
+
+            #[test]
+            fn the_f16_kernel_encodes_rows_of_any_length_like_halfs_conversion(
+                values in prop::collection::vec(prop_oneof![finite(), -7e4f32..7e4, -1e-4f32..1e-4, any::<f32>()], 0..100),
+                offset in 0usize..17,
+            ) {
+                let len = offset + 2 * values.len();
+                let (mut simd, mut portable) = (vec![0xA5; len], vec![0xA5; len]);
+                encode(TensorDtype::F16, &values, &mut simd[offset..], &mut Vec::new(), Kernels::detect());
+                encode(TensorDtype::F16, &values, &mut portable[offset..], &mut Vec::new(), Kernels::PORTABLE);
+                prop_assert_eq!(simd, portable);
             }
 
             #[test]

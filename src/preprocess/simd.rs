@@ -41,7 +41,7 @@ impl Kernels {
     /// The best set this CPU runs.
     pub(super) fn detect() -> Kernels {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
             return Kernels(Set::Avx2);
         }
         #[cfg(target_arch = "aarch64")]
@@ -126,6 +126,21 @@ impl Kernels {
         }
     }
 
+    /// Converts `values` to f16 (round to nearest even) into `out` as native-endian bytes, for
+    /// values `0..done`, where `done` is what it returns. Only x86 has a kernel (F16C): on
+    /// aarch64 `half`'s slice conversion already uses the FP16 instructions.
+    pub(super) fn f16_row(self, values: &[f32], out: &mut [u8]) -> usize {
+        match self.0 {
+            // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 and F16C on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Set::Avx2 => unsafe { x86::f16_row(values, out) },
+            _ => {
+                let _ = (values, out);
+                0
+            }
+        }
+    }
+
     /// Splits interleaved RGB values into the three channels, `channels[c][i] = rgb[3i + c]`, for
     /// pixels `0..done`, where `done` is what it returns.
     pub(super) fn deinterleave(self, rgb: &[f32], channels: [&mut [f32]; 3]) -> usize {
@@ -202,23 +217,37 @@ mod x86 {
 
     /// Two content pixels per 256-bit register: pixel `i` in the low half, `i + 1` in the high,
     /// each summing `weight · pixel` over its window from 0 in tap order, as the portable kernel.
-    /// A pixel's 4-float store runs one float into the next pixel's place, which that pixel's own
-    /// store then overwrites; so the last pixel is left to the caller.
+    /// The weights of both pixels are loaded 4 taps at a time into the matching halves, and each
+    /// tap's pair broadcast within the halves by an in-lane permutation. A pixel's 4-float store
+    /// runs one float into the next pixel's place, which that pixel's own store then overwrites;
+    /// so the last pixel is left to the caller.
     #[target_feature(enable = "avx2")]
     pub(super) fn filter_row<const N: usize>(first: &[u32], weights: &[f32], rgbx: &[Pixel], out: &mut [f32]) -> usize {
         let count = (out.len() / 3).min(first.len()).min(weights.len() / N);
         let in_bounds = |i: usize| first[i] as usize + N <= rgbx.len();
+        // The last 4-tap load of pixel i + 1's weights may run into the next pixel's (unused), not
+        // past the slice.
+        let weights_in_bounds = |i: usize| (i + 1) * N + N.next_multiple_of(4) <= weights.len();
         let mut i = 0;
-        while i + 2 < count && in_bounds(i) && in_bounds(i + 1) {
+        while i + 2 < count && in_bounds(i) && in_bounds(i + 1) && weights_in_bounds(i) {
             let (low, high) = (first[i] as usize, first[i + 1] as usize);
-            let (w_low, w_high) = (&weights[i * N..(i + 1) * N], &weights[(i + 1) * N..(i + 2) * N]);
-            let mut sum = _mm256_setzero_ps();
+            let (w_low, w_high) = (weights[i * N..].as_ptr(), weights[(i + 1) * N..].as_ptr());
+            let (mut sum, mut four) = (_mm256_setzero_ps(), _mm256_setzero_ps());
             for k in 0..N {
+                if k % 4 == 0 {
+                    // SAFETY: taps k..k+4 of both pixels lie inside `weights` (checked above).
+                    four = unsafe { _mm256_loadu2_m128(w_high.add(k), w_low.add(k)) };
+                }
+                let weight = match k % 4 {
+                    0 => _mm256_permute_ps::<0x00>(four),
+                    1 => _mm256_permute_ps::<0x55>(four),
+                    2 => _mm256_permute_ps::<0xAA>(four),
+                    _ => _mm256_permute_ps::<0xFF>(four),
+                };
                 // SAFETY: both windows lie inside `rgbx` (checked above); each pixel is 4 f32.
                 let pixels = unsafe {
                     _mm256_loadu2_m128(rgbx.as_ptr().add(high + k).cast(), rgbx.as_ptr().add(low + k).cast())
                 };
-                let weight = _mm256_set_m128(_mm_set1_ps(w_high[k]), _mm_set1_ps(w_low[k]));
                 sum = _mm256_add_ps(sum, _mm256_mul_ps(weight, pixels));
             }
             let target = out[3 * i..3 * i + 7].as_mut_ptr();
@@ -267,6 +296,21 @@ mod x86 {
             // SAFETY: j + 8 <= len <= out's length.
             unsafe { _mm256_storeu_ps(out.add(j), sum) };
             j += 8;
+        }
+        len
+    }
+
+    /// 8 values per step, by the instruction `half::f16::from_f32` uses on this CPU (`vcvtps2ph`,
+    /// round to nearest even), stored straight into the byte slice.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn f16_row(values: &[f32], out: &mut [u8]) -> usize {
+        let len = values.len().min(out.len() / 2) / 8 * 8;
+        for j in (0..len).step_by(8) {
+            // SAFETY: j + 8 <= len: values j..j+8 exist, and bytes 2j..2j+16 of `out`.
+            unsafe {
+                let halves = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(values.as_ptr().add(j)));
+                _mm_storeu_si128(out.as_mut_ptr().add(2 * j).cast(), halves);
+            }
         }
         len
     }
