@@ -1,10 +1,10 @@
 //! Explicit SIMD versions of the fast path's per-pixel row kernels, chosen once at run time:
-//! AVX2 on x86_64, NEON on aarch64. Five kernels: the YUYV row conversion (computed straight
-//! from the definition's formulas instead of per-pixel table lookups), the horizontal filter, the
+//! AVX2 (with F16C) on x86_64, NEON on aarch64. The YUYV row conversion (computed straight from
+//! the definition's formulas instead of per-pixel table lookups), the horizontal filter, the
 //! vertical filter (every tap of a column block summed in registers), the normalisation
-//! `(v − mean) / std`, and the split of interleaved RGB into channel planes (NCHW). The f16
-//! conversion is `half`'s slice conversion, which picks F16C or the aarch64 FP16 instructions at
-//! run time itself.
+//! `(v − mean) / std`, the split of interleaved RGB into channel planes (NCHW), and on x86 the
+//! f16 encoding (`vcvtps2ph` straight into the tensor); on aarch64 `half`'s slice conversion
+//! already picks the FP16 instructions at run time, so there is no NEON f16 kernel.
 //!
 //! Owns: the kernels, and the dispatch: [`Kernels::detect`] is the only place that asks the CPU
 //! what it has, and the only way to get a SIMD kernel set. Must not: compute anything differently
