@@ -420,18 +420,17 @@ impl GstreamerSource {
                 return Ok(());
             }
         }
-        let reason = match (tight, &self.offer) {
-            (Err(padded), _) => padded.clone(),
-            (Ok(_), Some(offer)) => offer.why_not_pooled(),
-            (Ok(_), None) => "no slot memory is offered upstream".to_owned(),
-        };
-        let info = info.clone();
         if !self.copy_explained {
             self.copy_explained = true;
+            let reason = match (tight, &self.offer) {
+                (Err(padded), _) => padded.clone(),
+                (Ok(_), Some(offer)) => offer.why_not_pooled(),
+                (Ok(_), None) => "no slot memory is offered upstream".to_owned(),
+            };
             log::info!("{}: frames are copied once into the slots: {reason}", self.description);
         }
         self.mode = CaptureMode::Copy;
-        copy_sample(sample, &info, slot)
+        copy_sample(sample, info, slot)
     }
 }
 

@@ -9,24 +9,18 @@ use std::process::{Command, Stdio};
 /// A command that starts the `jetson-detectd` binary built for this test run, wrapped in the runner
 /// cargo used for this test binary (e.g. qemu-aarch64) when one is set.
 pub fn daemon_command() -> Command {
-    let binary = env!("CARGO_BIN_EXE_jetson-detectd");
-    let runner_var = format!("CARGO_TARGET_{}_UNKNOWN_LINUX_GNU_RUNNER", std::env::consts::ARCH.to_uppercase());
-    let runner = std::env::var(runner_var).unwrap_or_default();
-    let mut runner_words = runner.split_whitespace();
-    match runner_words.next() {
-        Some(program) => {
-            let mut command = Command::new(program);
-            command.args(runner_words).arg(binary);
-            command
-        }
-        None => Command::new(binary),
-    }
+    through_runner(env!("CARGO_BIN_EXE_jetson-detectd").as_ref())
 }
 
 /// A command that starts this test binary again (through the runner, as [`daemon_command`] does):
 /// a second process for tests of what happens between processes.
 pub fn this_test_binary() -> Command {
-    let binary = std::env::current_exe().expect("the test binary's path");
+    through_runner(&std::env::current_exe().expect("the test binary's path"))
+}
+
+/// A command that starts the aarch64 or x86_64 `binary` through the runner cargo used for this
+/// test binary (`CARGO_TARGET_<TRIPLE>_RUNNER`, e.g. qemu-aarch64 and its arguments), else directly.
+fn through_runner(binary: &std::path::Path) -> Command {
     let runner_var = format!("CARGO_TARGET_{}_UNKNOWN_LINUX_GNU_RUNNER", std::env::consts::ARCH.to_uppercase());
     let runner = std::env::var(runner_var).unwrap_or_default();
     let mut runner_words = runner.split_whitespace();

@@ -278,25 +278,38 @@ fn kernel_matches_cpu_on_full_size_frames() {
     }
 }
 
+/// A random frame of `format`, an NCHW antialiased letterbox into `dtype`, a preprocessor for it
+/// and its output buffer: the set-up of the tests that compare ways of getting a frame into a slot.
+struct SlotCase {
+    meta: FrameMeta,
+    frame: Vec<u8>,
+    preprocessor: GpuPreprocessor,
+    dst: CudaSlice<u8>,
+}
+
+fn slot_case(
+    device: &GpuDevice,
+    stream: &std::sync::Arc<CudaStream>,
+    random: &mut Random,
+    format: PixelFormat,
+    dtype: TensorDtype,
+) -> SlotCase {
+    let (width, height) = random_frame_size(random, format);
+    let spec = random_spec(random, TensorLayout::Nchw, dtype, ResizeKind::Letterbox, ResizeFilter::Antialias);
+    let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
+    let preprocessor = GpuPreprocessor::new(device, stream.clone(), &spec, None, frame.len()).expect("preprocessor");
+    let dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
+    SlotCase { meta: meta(width, height, format), frame, preprocessor, dst }
+}
+
 #[test]
 fn mapped_pinned_and_heap_slots_give_identical_tensors() {
     let Some(device) = gpu_or_skip("mapped_pinned_and_heap_slots_give_identical_tensors") else { return };
     let stream = device.new_stream().expect("stream");
     let mut random = Random::fresh("slot_paths");
     for format in FORMATS {
-        let (width, height) = random_frame_size(&mut random, format);
-        let spec = random_spec(
-            &mut random,
-            TensorLayout::Nchw,
-            TensorDtype::F32,
-            ResizeKind::Letterbox,
-            ResizeFilter::Antialias,
-        );
-        let meta = meta(width, height, format);
-        let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
-        let mut preprocessor =
-            GpuPreprocessor::new(&device, stream.clone(), &spec, None, frame.len()).expect("preprocessor");
-        let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
+        let SlotCase { meta, frame, mut preprocessor, mut dst } =
+            slot_case(&device, &stream, &mut random, format, TensorDtype::F32);
         let memories: [(&str, Box<dyn SlotMemory>); 3] = [
             ("mapped", Box::new(HostSlotMemory::new(&device, frame.len(), HostMemoryKind::Mapped).expect("mapped"))),
             ("pinned", Box::new(HostSlotMemory::new(&device, frame.len(), HostMemoryKind::Pinned).expect("pinned"))),
@@ -333,19 +346,9 @@ fn frames_lent_in_mapped_or_pinned_memory_give_the_tensors_of_copied_frames() {
     let stream = device.new_stream().expect("stream");
     let mut random = Random::fresh("lent_frames");
     for format in FORMATS {
-        let (width, height) = random_frame_size(&mut random, format);
-        let spec = random_spec(
-            &mut random,
-            TensorLayout::Nchw,
-            TensorDtype::F16,
-            ResizeKind::Letterbox,
-            ResizeFilter::Antialias,
-        );
-        let meta = meta(width, height, format);
-        let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
-        let mut preprocessor =
-            GpuPreprocessor::new(&device, stream.clone(), &spec, None, frame.len()).expect("preprocessor");
-        let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
+        let SlotCase { meta, frame, mut preprocessor, mut dst } =
+            slot_case(&device, &stream, &mut random, format, TensorDtype::F16);
+        let (width, height) = (meta.width, meta.height);
         let copied = filled_slot(Box::new(HeapMemory::with_capacity(frame.len())), &frame, &meta);
         let expected = run_poisoned(&mut preprocessor, &stream, &copied, &mut dst);
         for kind in [HostMemoryKind::Mapped, HostMemoryKind::Pinned] {
