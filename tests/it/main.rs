@@ -8,6 +8,7 @@ mod browser;
 mod build_lock;
 mod daemon;
 mod detect;
+mod golden;
 #[cfg(feature = "cuda")]
 mod gpu;
 #[cfg(feature = "tensorrt")]
