@@ -1,0 +1,314 @@
+//! The connection task: the one owner of the rumqttc event loop.
+//!
+//! Owns: connecting and reconnecting with backoff (longer when another client takes the session
+//! over), the status message after every CONNACK, handing the outbox's messages to rumqttc within
+//! the in-flight window, matching acknowledgements, and the bounded flush and clean disconnect at
+//! shutdown. Must not: build payloads, or be called by anyone but the
+//! [`Publisher`](super::Publisher) handle, which spawns it and talks to it only through the
+//! outbox and its wake-up.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rumqttc::{AsyncClient, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS, Transport};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::outbox::{Shared, StatusPosition, MAX_IN_FLIGHT, MAX_PAYLOAD_BYTES, MAX_TOPIC_BYTES, STATUS_OFFLINE};
+use super::settings::MqttSettings;
+use crate::sys::lock::lock;
+
+/// Connects in the background on `runtime` and serves `shared`'s outbox until shutdown.
+pub(super) fn spawn(runtime: &tokio::runtime::Handle, settings: MqttSettings, shared: Arc<Shared>) -> JoinHandle<()> {
+    let (client, eventloop) = AsyncClient::new(mqtt_options(&settings), usize::from(MAX_IN_FLIGHT) + 2);
+    let connection = Connection { client, shared, settings };
+    runtime.spawn(connection.run(eventloop))
+}
+
+/// The client's options: a clean session (the outbox re-sends), the in-flight window, the packet
+/// size bound, the Last Will, credentials and TLS.
+fn mqtt_options(settings: &MqttSettings) -> MqttOptions {
+    let mut options = MqttOptions::new(settings.client_id.clone(), settings.host.clone(), settings.port);
+    let keep_alive =
+        if settings.keep_alive.is_zero() { Duration::ZERO } else { settings.keep_alive.max(Duration::from_secs(1)) };
+    options
+        .set_keep_alive(keep_alive)
+        .set_clean_session(true)
+        .set_inflight(MAX_IN_FLIGHT)
+        .set_max_packet_size(64 * 1024, MAX_PAYLOAD_BYTES + MAX_TOPIC_BYTES + 16)
+        .set_last_will(LastWill::new(settings.status_topic(), STATUS_OFFLINE, QoS::AtLeastOnce, true));
+    if let Some(username) = &settings.username {
+        options.set_credentials(username.clone(), settings.password.clone().unwrap_or_default());
+    }
+    if let Some(tls) = &settings.tls {
+        options.set_transport(Transport::tls(tls.ca.clone(), tls.client_auth.clone(), None));
+    }
+    options
+}
+
+/// The connection task's state, apart from the event loop that its `run` drives.
+struct Connection {
+    client: AsyncClient,
+    shared: Arc<Shared>,
+    settings: MqttSettings,
+}
+
+/// A session that lasts less than this after its CONNACK counts as closed right away.
+const SHORT_SESSION: Duration = Duration::from_secs(2);
+/// Short sessions in a row that mean another client takes the session over.
+const TAKEOVER_STREAK: u32 = 3;
+
+/// Tells a session taken over by another client with the same client id (two daemons from one
+/// cloned SD card) from an ordinary outage: the broker accepts the connection and closes it right
+/// away, again and again, each client throwing the other out. Reconnecting at once would make the
+/// two flap the retained status every half second; the connection task backs off instead.
+#[derive(Debug, Default)]
+struct TakeoverWatch {
+    connected_at: Option<Instant>,
+    short_in_a_row: u32,
+}
+
+impl TakeoverWatch {
+    fn connected(&mut self, now: Instant) {
+        self.connected_at = Some(now);
+    }
+
+    /// The connection ended at `now`: whether the streak of sessions closed right after their
+    /// CONNACK says the session is being taken over.
+    fn lost(&mut self, now: Instant) -> bool {
+        match self.connected_at.take() {
+            Some(at) if now.saturating_duration_since(at) < SHORT_SESSION => self.short_in_a_row += 1,
+            Some(_) => self.short_in_a_row = 0,
+            None => {}
+        }
+        self.short_in_a_row >= TAKEOVER_STREAK
+    }
+}
+
+/// What the connection task does after handling something.
+#[derive(PartialEq)]
+enum Next {
+    Continue,
+    Stop,
+}
+
+impl Connection {
+    async fn run(self, mut eventloop: EventLoop) {
+        let broker = format!("{}:{}", self.settings.host, self.settings.port);
+        let mut retry_delay = self.settings.reconnect_min;
+        let mut ever_connected = false;
+        // Set once shutdown has been requested: the end of the flush window.
+        let mut flush_deadline: Option<Instant> = None;
+        let mut disconnect_sent = false;
+        let mut takeover = TakeoverWatch::default();
+        loop {
+            let polled = {
+                // The poll future stays alive while new messages are handed over: cancelling it
+                // part-way through a write is not something rumqttc promises to survive.
+                let poll = eventloop.poll();
+                tokio::pin!(poll);
+                loop {
+                    tokio::select! {
+                        polled = &mut poll => break Some(polled),
+                        () = self.shared.wake.notified() => {
+                            hand_over(&self.client, &self.shared);
+                            if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                                return;
+                            }
+                        }
+                        () = sleep_until_deadline(flush_deadline) => break None,
+                    }
+                }
+            };
+            let Some(polled) = polled else {
+                if !disconnect_sent {
+                    self.flush_timed_out();
+                }
+                return;
+            };
+            match polled {
+                Ok(event) => {
+                    if matches!(event, Event::Incoming(Packet::ConnAck(_))) {
+                        takeover.connected(Instant::now());
+                    }
+                    if self.handle_event(event, &broker, &mut ever_connected) == Next::Stop {
+                        return;
+                    }
+                    retry_delay = self.settings.reconnect_min;
+                }
+                Err(error) => {
+                    // rumqttc keeps events it buffered before the failure (acks read in the same
+                    // batch, the write that failed) and hands them out after the next CONNACK,
+                    // where they would be matched against re-sent messages; a stale collision would
+                    // block the new connection. Both belong to the dead connection: what they
+                    // acknowledged is re-sent (a duplicate at worst).
+                    eventloop.state.events.clear();
+                    eventloop.state.collision = None;
+                    let was_connected = {
+                        let mut outbox = lock(&self.shared.outbox);
+                        let was_connected = outbox.connected;
+                        outbox.on_connection_lost();
+                        was_connected
+                    };
+                    if disconnect_sent {
+                        return;
+                    }
+                    if was_connected && takeover.lost(Instant::now()) {
+                        retry_delay = self.settings.reconnect_max;
+                        let streak = takeover.short_in_a_row;
+                        lock(&self.shared.outbox).takeovers += 1;
+                        log::error!(
+                            "MQTT: {broker} closed the connection right after accepting it, {streak} times in a row: \
+                             another client is probably using the client id {:?} (two devices from one cloned SD \
+                             card?) and each throws the other out; give each daemon its own mqtt.client_id. \
+                             Reconnecting in {retry_delay:?}",
+                            self.settings.client_id
+                        );
+                    } else if was_connected {
+                        log::info!("MQTT: connection to {broker} lost: {error}; reconnecting in {retry_delay:?}");
+                    } else {
+                        log::warn!("MQTT: cannot connect to {broker}: {error}; retrying in {retry_delay:?}");
+                    }
+                    if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                        return;
+                    }
+                    let retry_at = Instant::now() + retry_delay;
+                    loop {
+                        tokio::select! {
+                            () = tokio::time::sleep_until(retry_at) => break,
+                            // A shutdown must not wait for the end of a long backoff.
+                            () = self.shared.wake.notified() => {
+                                if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                                    return;
+                                }
+                            }
+                            () = sleep_until_deadline(flush_deadline) => {
+                                self.flush_timed_out();
+                                return;
+                            }
+                        }
+                    }
+                    retry_delay = (retry_delay * 2).min(self.settings.reconnect_max);
+                    continue;
+                }
+            }
+            hand_over(&self.client, &self.shared);
+            if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                return;
+            }
+        }
+    }
+
+    fn handle_event(&self, event: Event, broker: &str, ever_connected: &mut bool) -> Next {
+        match event {
+            Event::Incoming(Packet::ConnAck(_)) => {
+                let mut outbox = lock(&self.shared.outbox);
+                outbox.connected = true;
+                if *ever_connected {
+                    outbox.reconnects += 1;
+                }
+                // During shutdown the queued `offline` must stay the last word.
+                if !outbox.closing {
+                    let status = outbox.status_message(outbox.status);
+                    outbox.set_status(status, StatusPosition::First);
+                }
+                let queued = outbox.waiting.len();
+                drop(outbox);
+                *ever_connected = true;
+                log::info!("MQTT: connected to {broker} as {} ({queued} messages queued)", self.settings.client_id);
+            }
+            Event::Outgoing(Outgoing::Publish(pkid)) => lock(&self.shared.outbox).on_written(pkid),
+            Event::Incoming(Packet::PubAck(ack)) => lock(&self.shared.outbox).on_acknowledged(ack.pkid),
+            Event::Incoming(Packet::PubComp(comp)) => lock(&self.shared.outbox).on_acknowledged(comp.pkid),
+            Event::Outgoing(Outgoing::Disconnect) => {
+                lock(&self.shared.outbox).connected = false;
+                log::info!("MQTT: disconnected from {broker}");
+                return Next::Stop;
+            }
+            _ => {}
+        }
+        Next::Continue
+    }
+
+    /// Once shutdown is requested: start the flush window, and when everything is acknowledged,
+    /// disconnect (or stop at once when there is no connection to close).
+    fn shutdown_step(&self, flush_deadline: &mut Option<Instant>, disconnect_sent: &mut bool) -> Next {
+        let outbox = lock(&self.shared.outbox);
+        if !outbox.closing {
+            return Next::Continue;
+        }
+        if flush_deadline.is_none() {
+            *flush_deadline = Some(Instant::now() + self.settings.shutdown_flush);
+        }
+        if !outbox.is_flushed() || *disconnect_sent {
+            return Next::Continue;
+        }
+        if !outbox.connected {
+            return Next::Stop;
+        }
+        drop(outbox);
+        if self.client.try_disconnect().is_err() {
+            return Next::Stop;
+        }
+        *disconnect_sent = true;
+        Next::Continue
+    }
+
+    fn flush_timed_out(&self) {
+        let queued = lock(&self.shared.outbox).stats().queued;
+        log::warn!(
+            "MQTT: {queued} messages not acknowledged within {:?} of shutdown; closing the connection \
+             without DISCONNECT so the broker publishes the Last Will",
+            self.settings.shutdown_flush
+        );
+    }
+}
+
+/// Hands waiting messages to rumqttc while connected and the in-flight window has room. The
+/// request channel holds more than the window, so `try_publish` only fails if the event loop is gone.
+fn hand_over(client: &AsyncClient, shared: &Shared) {
+    loop {
+        let Some(message) = lock(&shared.outbox).hand_over_next() else {
+            return;
+        };
+        if let Err(error) = client.try_publish(message.topic, message.qos, message.retain, message.payload) {
+            log::warn!("MQTT: could not hand a message to the client: {error}");
+            lock(&shared.outbox).take_back_last();
+            return;
+        }
+    }
+}
+
+async fn sleep_until_deadline(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_closed_right_after_connack_three_times_in_a_row_are_a_takeover() {
+        let mut at = Instant::now();
+        let mut watch = TakeoverWatch::default();
+        let short_session = |watch: &mut TakeoverWatch, at: &mut Instant| {
+            watch.connected(*at);
+            *at += Duration::from_millis(300);
+            let verdict = watch.lost(*at);
+            *at += Duration::from_millis(500);
+            verdict
+        };
+        assert!(!short_session(&mut watch, &mut at));
+        assert!(!short_session(&mut watch, &mut at));
+        assert!(short_session(&mut watch, &mut at), "the third in a row");
+        assert!(short_session(&mut watch, &mut at), "and every one after it");
+        watch.connected(at);
+        assert!(!watch.lost(at + Duration::from_secs(60)), "a session that lasted ends the streak");
+        assert!(!watch.lost(at + Duration::from_secs(61)), "a failed connect attempt is no session");
+        at += Duration::from_secs(62);
+        assert!(!short_session(&mut watch, &mut at));
+    }
+}

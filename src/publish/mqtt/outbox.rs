@@ -1,0 +1,424 @@
+//! The outbox: every message between the [`Publisher`](super::Publisher) handle and the broker's
+//! acknowledgement, bounded in messages and bytes.
+//!
+//! Owns: the queue bounds and what they drop first (per-frame messages, then the oldest data; the
+//! status is exempt, and only its latest value waits), the in-flight window, tying packet ids to
+//! messages, re-queueing what a lost connection did not acknowledge, and the counters
+//! ([`MqttStats`]). Must not: do I/O or wait: the handle and the connection task only lock it to
+//! change it.
+//!
+//! Why an outbox of our own: rumqttc 0.25 keeps unacknowledged QoS 1/2 publishes in its
+//! `MqttState`; on a connection error `EventLoop::clean` moves them, and every request still
+//! waiting in its request channel, to `EventLoop::pending`, and the next CONNACK *clears* `pending`
+//! unless the broker reports `session_present`. A broker that restarts without persistence, or
+//! forgets the session for any other reason, would silently lose every queued or in-flight
+//! message. So each message stays in [`Outbox`] until the broker has acknowledged it (PUBACK for
+//! QoS 1, PUBCOMP for QoS 2); the client connects with a clean session, so rumqttc never replays
+//! anything by itself, and after every CONNACK the connection task re-sends what is unacknowledged.
+//! Duplicates after a reconnect are possible (QoS 1 semantics); loss of an accepted message is not.
+//!
+//! Only the connection task hands messages to rumqttc, never more than [`MAX_IN_FLIGHT`] at a time,
+//! and only while connected. rumqttc reports every publish it writes as `Outgoing::Publish(pkid)`
+//! in hand-over order, which is how a packet id — and so its acknowledgement — is tied to a message.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use rumqttc::QoS;
+use tokio::sync::Notify;
+
+/// Payload of the retained status topic while connected.
+pub const STATUS_ONLINE: &str = "online";
+/// Payload of the retained status topic while the engine is being built at start (minutes on a
+/// Jetson): connected, not detecting yet.
+pub const STATUS_BUILDING: &str = "building";
+/// Payload of the status topic after a clean shutdown, and of the Last Will.
+pub const STATUS_OFFLINE: &str = "offline";
+/// Largest payload accepted; bigger ones are dropped (and counted) instead of breaking the connection.
+pub const MAX_PAYLOAD_BYTES: usize = 8 * 1024 * 1024;
+/// Messages handed to rumqttc and not yet acknowledged; also rumqttc's in-flight window.
+pub const MAX_IN_FLIGHT: u16 = 64;
+/// Longest topic accepted.
+pub(super) const MAX_TOPIC_BYTES: usize = 1024;
+
+/// Counters for telemetry and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MqttStats {
+    /// A CONNACK was received and the connection has not failed since.
+    pub connected: bool,
+    /// Messages accepted and not yet acknowledged (QoS ≥ 1) or written (QoS 0), status messages included.
+    pub queued: usize,
+    /// Bytes (payload and topic) of the queued data messages, what `mqtt.queue_max_mib` bounds.
+    pub queued_bytes: usize,
+    /// Messages dropped: by the queue bounds (per-frame messages first, then the oldest), for being
+    /// too large or having an invalid topic, or for arriving after `shutdown()`.
+    pub dropped: u64,
+    /// Messages acknowledged by the broker (QoS ≥ 1) or written to it (QoS 0), status messages included.
+    pub published: u64,
+    /// Successful connections after the first.
+    pub reconnects: u64,
+    /// Connections the broker closed right after accepting them, while that looked like another
+    /// client taking the session over (same client id): see the connection task's `TakeoverWatch`.
+    pub takeovers: u64,
+}
+
+/// What the handle and the connection task share.
+pub(super) struct Shared {
+    pub(super) outbox: Mutex<Outbox>,
+    /// Wakes the connection task: new message, or shutdown.
+    pub(super) wake: Notify,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Message {
+    pub(super) topic: String,
+    pub(super) payload: Vec<u8>,
+    pub(super) qos: QoS,
+    pub(super) retain: bool,
+    /// Status messages are exempt from the queue bound; only the latest waiting one is kept.
+    pub(super) is_status: bool,
+    /// Detections and snapshots: dropped before anything else when the queue is full.
+    pub(super) per_frame: bool,
+}
+
+impl Message {
+    /// What the byte bound counts.
+    fn bytes(&self) -> usize {
+        self.payload.len() + self.topic.len()
+    }
+}
+
+/// A message handed to rumqttc. `message` is `None` once the queue bound dropped it: the entry
+/// stays until its `Outgoing::Publish` event or acknowledgement so that the matching stays in step.
+#[derive(Debug)]
+struct InFlight {
+    message: Option<Message>,
+    qos: QoS,
+    /// Set by `Outgoing::Publish`; `None` until rumqttc has written the packet.
+    pkid: Option<u16>,
+}
+
+pub(super) enum StatusPosition {
+    /// Before everything waiting: `online` after a (re)connect.
+    First,
+    /// After everything waiting: `offline` at shutdown.
+    Last,
+}
+
+/// Messages not yet acknowledged, oldest first: `in_flight` (handed to rumqttc, in hand-over
+/// order) then `waiting`.
+#[derive(Debug)]
+pub(super) struct Outbox {
+    pub(super) waiting: VecDeque<Message>,
+    in_flight: VecDeque<InFlight>,
+    capacity: usize,
+    max_bytes: usize,
+    /// Live data (non-status) messages in `waiting` and `in_flight`, and their bytes.
+    data_len: usize,
+    data_bytes: usize,
+    status_topic: String,
+    /// What the status topic says while connected: [`STATUS_ONLINE`], or [`STATUS_BUILDING`].
+    pub(super) status: &'static str,
+    pub(super) connected: bool,
+    pub(super) closing: bool,
+    pub(super) dropped: u64,
+    published: u64,
+    pub(super) reconnects: u64,
+    pub(super) takeovers: u64,
+}
+
+impl Outbox {
+    pub(super) fn new(capacity: usize, max_bytes: usize, status_topic: String) -> Outbox {
+        Outbox {
+            waiting: VecDeque::with_capacity(capacity.min(1024)),
+            in_flight: VecDeque::with_capacity(usize::from(MAX_IN_FLIGHT)),
+            capacity: capacity.max(1),
+            max_bytes,
+            data_len: 0,
+            data_bytes: 0,
+            status_topic,
+            status: STATUS_ONLINE,
+            connected: false,
+            closing: false,
+            dropped: 0,
+            published: 0,
+            reconnects: 0,
+            takeovers: 0,
+        }
+    }
+
+    pub(super) fn status_message(&self, payload: &str) -> Message {
+        Message {
+            topic: self.status_topic.clone(),
+            payload: payload.as_bytes().to_vec(),
+            qos: QoS::AtLeastOnce,
+            retain: true,
+            is_status: true,
+            per_frame: false,
+        }
+    }
+
+    pub(super) fn push(&mut self, message: Message) {
+        if self.closing {
+            self.dropped += 1;
+            return;
+        }
+        let bytes = message.bytes();
+        while self.data_len >= self.capacity || (self.data_len > 0 && self.data_bytes + bytes > self.max_bytes) {
+            // Events and counts are what subscribers act on: per-frame messages go first, and a
+            // per-frame message never pushes one of them out.
+            if !self.drop_oldest(|m| m.per_frame) && (message.per_frame || !self.drop_oldest(|_| true)) {
+                self.dropped += 1;
+                return;
+            }
+        }
+        self.data_len += 1;
+        self.data_bytes += bytes;
+        self.waiting.push_back(message);
+    }
+
+    /// Drops the oldest live data message that `wanted` picks; whether there was one.
+    fn drop_oldest(&mut self, wanted: impl Fn(&Message) -> bool) -> bool {
+        let pick = |m: &Message| !m.is_status && wanted(m);
+        let bytes = if let Some(entry) = self.in_flight.iter_mut().find(|e| e.message.as_ref().is_some_and(pick)) {
+            entry.message.take().map_or(0, |m| m.bytes())
+        } else if let Some(index) = self.waiting.iter().position(pick) {
+            self.waiting.remove(index).map_or(0, |m| m.bytes())
+        } else {
+            return false;
+        };
+        self.data_len -= 1;
+        self.data_bytes -= bytes;
+        self.dropped += 1;
+        true
+    }
+
+    /// Replaces any waiting status message: only the latest state matters for a retained topic.
+    pub(super) fn set_status(&mut self, message: Message, position: StatusPosition) {
+        self.waiting.retain(|m| !m.is_status);
+        match position {
+            StatusPosition::First => self.waiting.push_front(message),
+            StatusPosition::Last => self.waiting.push_back(message),
+        }
+    }
+
+    /// Moves the next waiting message to `in_flight` and returns what to hand to rumqttc.
+    pub(super) fn hand_over_next(&mut self) -> Option<Message> {
+        if !self.connected || self.in_flight.len() >= usize::from(MAX_IN_FLIGHT) {
+            return None;
+        }
+        let message = self.waiting.pop_front()?;
+        let handed = message.clone();
+        self.in_flight.push_back(InFlight { qos: message.qos, message: Some(message), pkid: None });
+        Some(handed)
+    }
+
+    /// Undoes the last [`Outbox::hand_over_next`] when rumqttc did not take the message.
+    pub(super) fn take_back_last(&mut self) {
+        if let Some(InFlight { message: Some(message), .. }) = self.in_flight.pop_back() {
+            self.waiting.push_front(message);
+        }
+    }
+
+    /// rumqttc wrote the oldest handed message that had no packet id yet (`pkid` 0 for QoS 0).
+    pub(super) fn on_written(&mut self, pkid: u16) {
+        let Some(index) = self.in_flight.iter().position(|e| e.pkid.is_none()) else {
+            log::debug!("MQTT: publish {pkid} written that was not handed over by this connection");
+            return;
+        };
+        if self.in_flight[index].qos == QoS::AtMostOnce {
+            self.complete(index);
+        } else {
+            self.in_flight[index].pkid = Some(pkid);
+        }
+    }
+
+    /// The broker acknowledged `pkid` (PUBACK for QoS 1, PUBCOMP for QoS 2).
+    pub(super) fn on_acknowledged(&mut self, pkid: u16) {
+        if let Some(index) = self.in_flight.iter().position(|e| e.pkid == Some(pkid)) {
+            self.complete(index);
+        }
+    }
+
+    fn complete(&mut self, index: usize) {
+        if let Some(InFlight { message: Some(message), .. }) = self.in_flight.remove(index) {
+            self.published += 1;
+            if !message.is_status {
+                self.data_len -= 1;
+                self.data_bytes -= message.bytes();
+            }
+        }
+    }
+
+    /// The connection failed: everything handed over and not acknowledged waits again, in order.
+    pub(super) fn on_connection_lost(&mut self) {
+        self.connected = false;
+        while let Some(entry) = self.in_flight.pop_back() {
+            if let Some(message) = entry.message {
+                self.waiting.push_front(message);
+            }
+        }
+    }
+
+    /// Nothing waits and nothing handed over awaits an acknowledgement.
+    pub(super) fn is_flushed(&self) -> bool {
+        self.waiting.is_empty() && self.in_flight.iter().all(|e| e.message.is_none())
+    }
+
+    pub(super) fn stats(&self) -> MqttStats {
+        MqttStats {
+            connected: self.connected,
+            queued: self.waiting.len() + self.in_flight.iter().filter(|e| e.message.is_some()).count(),
+            queued_bytes: self.data_bytes,
+            dropped: self.dropped,
+            published: self.published,
+            reconnects: self.reconnects,
+            takeovers: self.takeovers,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: u32) -> Message {
+        Message {
+            topic: "p/cam/detections".into(),
+            payload: n.to_string().into_bytes(),
+            qos: QoS::AtLeastOnce,
+            retain: false,
+            is_status: false,
+            per_frame: false,
+        }
+    }
+
+    fn payloads(outbox: &Outbox) -> Vec<String> {
+        let in_flight = outbox.in_flight.iter().filter_map(|e| e.message.as_ref());
+        in_flight.chain(&outbox.waiting).map(|m| String::from_utf8_lossy(&m.payload).into_owned()).collect()
+    }
+
+    #[test]
+    fn full_queue_drops_the_oldest_data_but_keeps_status() {
+        let mut outbox = Outbox::new(3, usize::MAX, "p/status".into());
+        let online = outbox.status_message(STATUS_ONLINE);
+        outbox.set_status(online, StatusPosition::First);
+        for n in 0..5 {
+            outbox.push(data(n));
+        }
+        assert_eq!(payloads(&outbox), ["online", "2", "3", "4"]);
+        assert_eq!(outbox.stats().dropped, 2);
+        assert_eq!(outbox.stats().queued, 4);
+    }
+
+    #[test]
+    fn a_full_queue_drops_per_frame_messages_before_events_and_counts() {
+        let event = |n: u32| Message { topic: "p/cam/events".into(), ..data(n) };
+        let frame = |n: u32| Message { per_frame: true, ..data(n) };
+        let mut outbox = Outbox::new(3, usize::MAX, "p/status".into());
+        outbox.push(frame(0));
+        outbox.push(event(1));
+        outbox.push(frame(2));
+        outbox.push(event(3));
+        outbox.push(event(4));
+        assert_eq!(payloads(&outbox), ["1", "3", "4"], "both detections went before any event");
+        outbox.push(frame(5));
+        assert_eq!(payloads(&outbox), ["1", "3", "4"], "a detection never pushes an event out");
+        outbox.push(event(6));
+        assert_eq!(payloads(&outbox), ["3", "4", "6"], "with no detection left, the oldest event goes");
+        assert_eq!(outbox.stats().dropped, 4);
+    }
+
+    #[test]
+    fn the_queue_is_bounded_by_bytes_too() {
+        // A snapshot may be 8 MiB: 1000 of them must not be held.
+        let snapshot = |n: u32| Message { topic: "p/cam/snapshot".into(), payload: vec![n as u8; 1000], ..data(n) };
+        let mut outbox = Outbox::new(1000, 2500, "p/status".into());
+        for n in 0..5 {
+            outbox.push(Message { per_frame: true, ..snapshot(n) });
+        }
+        let stats = outbox.stats();
+        assert_eq!((stats.queued, stats.dropped), (2, 3));
+        assert_eq!(stats.queued_bytes, 2 * (1000 + "p/cam/snapshot".len()));
+        assert!(stats.queued_bytes <= 2500);
+        outbox.connected = true;
+        while outbox.hand_over_next().is_some() {}
+        outbox.on_written(1);
+        outbox.on_acknowledged(1);
+        assert_eq!(outbox.stats().queued_bytes, 1000 + "p/cam/snapshot".len(), "acknowledged bytes leave the count");
+    }
+
+    #[test]
+    fn acknowledgements_follow_hand_over_order_and_loss_requeues() {
+        let mut outbox = Outbox::new(10, usize::MAX, "p/status".into());
+        outbox.connected = true;
+        for n in 0..3 {
+            outbox.push(data(n));
+        }
+        while outbox.hand_over_next().is_some() {}
+        outbox.on_written(7);
+        outbox.on_written(8);
+        outbox.on_acknowledged(7);
+        assert_eq!(payloads(&outbox), ["1", "2"]);
+        outbox.on_connection_lost();
+        assert!(outbox.in_flight.is_empty());
+        assert_eq!(payloads(&outbox), ["1", "2"]);
+        assert_eq!(outbox.hand_over_next(), None, "nothing is handed over while disconnected");
+        assert_eq!(outbox.stats().published, 1);
+        assert!(!outbox.is_flushed());
+    }
+
+    #[test]
+    fn dropping_an_in_flight_message_keeps_the_matching_in_step() {
+        let mut outbox = Outbox::new(2, usize::MAX, "p/status".into());
+        outbox.connected = true;
+        outbox.push(data(0));
+        outbox.push(data(1));
+        while outbox.hand_over_next().is_some() {}
+        outbox.push(data(2));
+        assert_eq!(payloads(&outbox), ["1", "2"]);
+        outbox.on_written(1);
+        outbox.on_written(2);
+        outbox.on_acknowledged(1);
+        outbox.on_acknowledged(2);
+        assert_eq!(payloads(&outbox), ["2"]);
+        let stats = MqttStats {
+            connected: true,
+            queued: 1,
+            queued_bytes: 17,
+            dropped: 1,
+            published: 1,
+            reconnects: 0,
+            takeovers: 0,
+        };
+        assert_eq!(outbox.stats(), stats);
+    }
+
+    #[test]
+    fn qos0_completes_when_written_and_closing_refuses_new_messages() {
+        let mut outbox = Outbox::new(4, usize::MAX, "p/status".into());
+        outbox.connected = true;
+        outbox.push(Message { qos: QoS::AtMostOnce, ..data(0) });
+        while outbox.hand_over_next().is_some() {}
+        outbox.on_written(0);
+        assert!(outbox.is_flushed());
+        outbox.closing = true;
+        outbox.push(data(1));
+        assert_eq!(outbox.stats().dropped, 1);
+        assert!(outbox.is_flushed());
+    }
+
+    #[test]
+    fn hand_over_respects_the_in_flight_window() {
+        let mut outbox = Outbox::new(1000, usize::MAX, "p/status".into());
+        outbox.connected = true;
+        for n in 0..200 {
+            outbox.push(data(n));
+        }
+        let mut handed = 0;
+        while outbox.hand_over_next().is_some() {
+            handed += 1;
+        }
+        assert_eq!(handed, usize::from(MAX_IN_FLIGHT));
+    }
+}
