@@ -1219,7 +1219,7 @@ mod tests {
         let daily = format!("{MINIMAL}\n[snapshot]\ninterval_s = 86400.0\n[mqtt]\nmax_rate_hz = 1.2e-5");
         let config = parse(&daily).expect("once a day is allowed");
         let _ = crate::publish::snapshot::Snapshotter::new(&config.snapshot);
-        let _ = crate::publish::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
+        let _ = crate::publish::mqtt::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
     }
 
     #[test]
@@ -1672,19 +1672,19 @@ mod properties {
             let _ = camera.frame_interval();
             let _ = camera.max_frame_bytes();
         }
-        let _ = crate::publish::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
+        let _ = crate::publish::mqtt::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
         let _ = crate::publish::snapshot::Snapshotter::new(&config.snapshot);
         let _ = crate::preprocess::PreprocessSpec::from(&config.model.input);
         let _ = crate::publish::mqtt::MqttSettings::from_config(config);
         let cameras: Vec<String> = config.cameras.iter().map(|c| c.name.clone()).collect();
         let (device_id, prefix) = (config.device_id(), config.topic_prefix());
-        let context = crate::publish::homeassistant::DiscoveryContext {
+        let context = crate::publish::mqtt::homeassistant::DiscoveryContext {
             device_id: &device_id,
             topic_prefix: &prefix,
             cameras: &cameras,
             sw_version: "test",
         };
-        let messages = crate::publish::homeassistant::discovery_messages(&config.homeassistant, &context);
+        let messages = crate::publish::mqtt::homeassistant::discovery_messages(&config.homeassistant, &context);
         let mut topics = std::collections::BTreeSet::new();
         for message in &messages {
             let topic = message.topic.as_str();

@@ -5,13 +5,10 @@
 //! run inference, touch frame rings, or block an inference worker (publishing is a hand-over to
 //! the MQTT connection task's bounded outbox).
 
-pub mod counts;
 pub mod events;
-pub mod homeassistant;
 pub mod live;
 pub mod mqtt;
 pub mod payload;
-pub mod policy;
 pub mod sink;
 pub mod snapshot;
 pub mod tracking;

@@ -14,12 +14,12 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use super::counts::LabelCounts;
-use super::homeassistant::{discovery_messages, DiscoveryContext, ZoneDiscovery};
 use super::live::LiveView;
+use super::mqtt::counts::LabelCounts;
+use super::mqtt::homeassistant::{discovery_messages, DiscoveryContext, ZoneDiscovery};
+use super::mqtt::policy::PublishPolicy;
 use super::mqtt::Publisher;
 use super::payload::{tracked_detections_message, Latency};
-use super::policy::PublishPolicy;
 use super::snapshot::Snapshotter;
 use super::tracking::{tracking_params, CameraTracking, Outgoing};
 use crate::config::Config;

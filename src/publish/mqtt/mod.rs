@@ -11,7 +11,10 @@
 //! says why the daemon keeps its own); `connection` is the task that owns the event loop.
 
 mod connection;
+pub mod counts;
+pub mod homeassistant;
 mod outbox;
+pub mod policy;
 mod settings;
 
 use std::fmt;

@@ -12,7 +12,7 @@
 use crate::config::topic_segment;
 use crate::detection::{Detection, Labels};
 
-use super::tracking::Outgoing;
+use crate::publish::tracking::Outgoing;
 
 /// The counts of one camera.
 #[derive(Debug)]
