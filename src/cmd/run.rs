@@ -27,12 +27,13 @@ use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::scheduler::{SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
 use crate::publish::live::{Figures, LiveView, StartFacts};
-use crate::publish::mqtt::{MqttError, MqttSettings, Publisher, STATUS_BUILDING, STATUS_ONLINE};
+use crate::publish::mqtt::{MqttError, MqttOutlet, MqttSettings};
+use crate::publish::outlet::{DaemonStatus, Outlet, Outlets};
 use crate::publish::sink::PublishSink;
 use crate::publish::tracking::camera_scene;
 use crate::service::notify::{Liveness, Notifier, WatchdogKeeper};
-use crate::service::run_id::{new_run_id, Stamp};
-use crate::service::telemetry::{status_line, telemetry_message, JetsonSysfs, SystemSampler, TelemetryReport};
+use crate::service::run_id::new_run_id;
+use crate::service::telemetry::{status_line, JetsonSysfs, SystemSampler, TelemetryReport};
 use crate::source::SourceError;
 use crate::track::events::Scene;
 
@@ -152,23 +153,22 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     // status meanwhile. The status is `building` (retained) until the engine is ready, and
     // telemetry carries the build's progress. CUDA and TensorRT run on this thread, never on the
     // runtime's.
-    let publisher = {
-        let _entered = runtime.enter();
-        Publisher::start_with_status(mqtt, STATUS_BUILDING)?
-    };
     let run: Arc<str> = new_run_id().into();
+    let mqtt = {
+        let _entered = runtime.enter();
+        Arc::new(MqttOutlet::start(mqtt, DaemonStatus::Building, &config, run.clone(), labels.clone())?)
+    };
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
     let load_started = Instant::now();
     #[cfg(feature = "tensorrt")]
-    let (loaded, telemetry_seq) = {
-        let mut telemetry_seq = 0u64;
+    let loaded = {
         let mut display = crate::backend::trt::ProgressReporter::default();
         let phases_reported = crate::backend::trt::header_version().major >= 10;
         let limit = Duration::from_secs(u64::from(config.engine.build_timeout_s));
         let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s));
         let mut last_telemetry: Option<std::time::Instant> = None;
-        let loaded = load_backend_noting_fallback(&config, |event| {
+        load_backend_noting_fallback(&config, |event| {
             display.report(&event);
             if crate::backend::trt::progress::extends_start(&event, phases_reported, limit) {
                 let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
@@ -178,25 +178,22 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
             let due = last_telemetry.is_none_or(|at| at.elapsed() >= telemetry_period);
             if config.telemetry.interval_s > 0 && due {
                 last_telemetry = Some(std::time::Instant::now());
-                let stamp = Stamp { run: &run, seq: telemetry_seq };
-                publisher.publish(publisher.topic("telemetry"), building_message(stamp, &display.line()), false);
-                telemetry_seq += 1;
+                mqtt.telemetry(&building_report(&display.line()));
             }
-        });
-        (loaded, telemetry_seq)
+        })
     };
     #[cfg(not(feature = "tensorrt"))]
-    let (loaded, telemetry_seq) = (load_backend_noting_fallback(&config, |never| match never {}), 0);
+    let loaded = load_backend_noting_fallback(&config, |never| match never {});
     let (backend, fallback) = match loaded {
         Ok(loaded) => loaded,
         Err(e) => {
-            runtime.block_on(publisher.shutdown());
+            runtime.block_on(mqtt.shutdown());
             return Err(e.into());
         }
     };
     let model_load = load_started.elapsed();
     log::info!("backend: {:?}", backend.info());
-    publisher.set_status(STATUS_ONLINE);
+    mqtt.status(DaemonStatus::Online);
 
     let mut engine_info = serde_json::to_value(backend.info()).unwrap_or_default();
     let gpu = crate::backend::load::GpuSampler::new(config.device.gpu as usize, backend.info().kind == "tensorrt");
@@ -204,47 +201,34 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     if let Some(reason) = fallback {
         engine_info["fallback"] = serde_json::Value::String(format!("TensorRT unavailable: {reason}"));
     }
-    let started = Started {
-        engine_info,
-        gpu: Arc::new(gpu),
-        publisher,
-        run,
-        telemetry_seq,
-        scenes,
-        sighup,
-        model_load,
-        http_token,
-    };
+    let started = Started { engine_info, gpu: Arc::new(gpu), mqtt, run, scenes, sighup, model_load, http_token };
     runtime.block_on(serve(config, config_path, backend, labels, params, notifier, started))
 }
 
-/// A telemetry message while the engine is built at start: `engine.status` is `building`, with the
-/// build's progress line (what systemd's `STATUS=` shows).
+/// The telemetry report while the engine is built at start: `engine.status` is `building`, with
+/// the build's progress line (what systemd's `STATUS=` shows).
 #[cfg(feature = "tensorrt")]
-fn building_message(stamp: Stamp<'_>, progress: &str) -> Vec<u8> {
-    let engine = serde_json::json!({ "status": "building", "progress": progress });
-    let report = TelemetryReport {
-        stamp: Some(stamp),
+fn building_report(progress: &str) -> TelemetryReport<'static> {
+    static NO_READINGS: std::sync::LazyLock<JetsonSysfs> = std::sync::LazyLock::new(JetsonSysfs::default);
+    TelemetryReport {
+        stamp: None,
         cameras: &[],
         load: None,
-        jetson: &JetsonSysfs::default(),
+        jetson: &NO_READINGS,
         mqtt: None,
-        engine: Some(engine),
+        engine: Some(serde_json::json!({ "status": "building", "progress": progress })),
         ts: SystemTime::now(),
-    };
-    telemetry_message(&report)
+    }
 }
 
 /// What `run` prepared before serving: the telemetry's `engine` section (what the backend said,
-/// and the GPU sampled each period), the MQTT publisher (connected since before the engine
-/// build), this start's run id and the telemetry messages sent so far, the cameras' scenes, and
-/// the time the model took to load.
+/// and the GPU sampled each period), the MQTT outlet (connected since before the engine build),
+/// this start's run id, the cameras' scenes, and the time the model took to load.
 struct Started {
     engine_info: serde_json::Value,
     gpu: Arc<crate::backend::load::GpuSampler>,
-    publisher: Publisher,
+    mqtt: Arc<MqttOutlet>,
     run: Arc<str>,
-    telemetry_seq: u64,
     scenes: Vec<Scene>,
     /// Installed first thing: a SIGHUP received during start-up waits here.
     sighup: tokio::signal::unix::Signal,
@@ -261,8 +245,7 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine_info, gpu, publisher, run, mut telemetry_seq, scenes, mut sighup, model_load, http_token } =
-        started;
+    let Started { engine_info, gpu, mqtt, run, scenes, mut sighup, model_load, http_token } = started;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
 
@@ -276,7 +259,7 @@ async fn serve(
     let http = match HttpServer::start(&config, http_token, live.clone(), changes_tx).await {
         Ok(http) => http,
         Err(e) => {
-            publisher.shutdown().await;
+            mqtt.shutdown().await;
             return Err(e.into());
         }
     };
@@ -284,15 +267,16 @@ async fn serve(
         log::info!("http: the page is on http://{}/ (API under /api/, metrics at /metrics)", http.address);
     }
     let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
-    let sink =
-        Arc::new(PublishSink::start(&config, publisher.clone(), run.clone(), labels, scenes, ended_tx, live.clone()));
+    let outlets = Outlets::new(vec![mqtt.clone(), live.clone()]);
+    let stats = live.cameras.iter().map(|camera| camera.stats.clone()).collect();
+    let sink = Arc::new(PublishSink::start(&config, run, labels, scenes, stats, ended_tx, outlets.clone()));
 
     let stop = Arc::new(AtomicBool::new(false));
     let plan = SchedulePlan::new(&config, backend.as_ref(), config.cameras.len());
     let scheduler = match Scheduler::start(backend, params, plan, sink.clone(), stop.clone(), &liveness) {
         Ok(scheduler) => scheduler,
         Err(e) => {
-            publisher.shutdown().await;
+            mqtt.shutdown().await;
             return Err(e.into());
         }
     };
@@ -311,7 +295,7 @@ async fn serve(
             Err(e) => {
                 stop.store(true, Ordering::SeqCst);
                 join_all(pipelines, scheduler).await;
-                publisher.shutdown().await;
+                mqtt.shutdown().await;
                 return Err(e.into());
             }
         }
@@ -322,7 +306,7 @@ async fn serve(
         pipelines.len(),
         plan.workers,
         plan.max_batch,
-        publisher.topic("")
+        mqtt.topic_root()
     );
 
     let mut keeper = WatchdogKeeper::new(notifier.clone(), liveness.clone(), max_silence);
@@ -346,7 +330,7 @@ async fn serve(
         tokio::select! {
             _ = sigterm.recv() => { log::info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { log::info!("SIGINT: shutting down"); break; }
-            _ = sighup.recv() => reload(&config, config_path.as_deref(), &sink, &scheduler, &live),
+            _ = sighup.recv() => reload(&config, config_path.as_deref(), &sink, &scheduler),
             Some(change) = changes_rx.recv() => apply_zones(change, &sink, &live),
             _ = view_tick.tick(), if http.is_some() => {
                 sync_ring_counts(&pipelines, &dropped_seen, &sink);
@@ -362,7 +346,7 @@ async fn serve(
                 live.set_figures(Figures {
                     sources: pipelines.iter().map(|pipeline| Some(pipeline.source_report())).collect(),
                     fps,
-                    mqtt: publisher.stats(),
+                    connection: outlets.connection().unwrap_or_default(),
                     scheduler: Some(scheduler.report()),
                     system: Some(view_sampler.sample()),
                     jetson: JetsonSysfs::read(&config.telemetry.sysfs_root),
@@ -395,8 +379,8 @@ async fn serve(
                         Some(stats.snapshot().with_source(pipeline.source_report()))
                     })
                     .collect();
-                let stats = publisher.stats();
-                let line = status_line(&snapshots, stats.connected);
+                let connection = outlets.connection();
+                let line = status_line(&snapshots, connection.is_some_and(|stats| stats.connected));
                 let _ = match engine_info.get("fallback") {
                     Some(_) => notifier.status(&format!("CPU backend (TensorRT unavailable); {line}")),
                     None => notifier.status(&line),
@@ -411,16 +395,15 @@ async fn serve(
                     }
                     let jetson = JetsonSysfs::read(&config.telemetry.sysfs_root);
                     let report = TelemetryReport {
-                        stamp: Some(Stamp { run: &run, seq: telemetry_seq }),
+                        stamp: None,
                         cameras: &snapshots,
                         load: Some(sampler.sample()),
                         jetson: &jetson,
-                        mqtt: serde_json::to_value(stats).ok(),
+                        mqtt: connection.and_then(|stats| serde_json::to_value(stats).ok()),
                         engine: Some(engine),
                         ts: SystemTime::now(),
                     };
-                    publisher.publish(publisher.topic("telemetry"), telemetry_message(&report), false);
-                    telemetry_seq += 1;
+                    outlets.telemetry(&report);
                 }
             }
         }
@@ -434,7 +417,7 @@ async fn serve(
     let join_failure = join_all(pipelines, scheduler).await;
     // Every camera thread is gone: the last `end` events go out before `offline`.
     sink.finish_tracking();
-    publisher.shutdown().await;
+    mqtt.shutdown().await;
     match (failure, join_failure) {
         (Some(message), _) => Err(DaemonError::CameraFailed(message)),
         (None, Some(e)) => Err(e.into()),
@@ -542,7 +525,6 @@ fn apply_zones(change: ZonesChange, sink: &PublishSink, live: &LiveView) {
         config.cameras[index].lines = scene.lines;
         let tracked = camera_scene(&config, index, sink.labels()).map_err(|e| e.to_string())?;
         sink.apply_scene(&config, &scene.name, tracked);
-        live.set_config(Arc::new(config));
         Ok(())
     })();
     // The requester may have gone (its connection closed); the change is applied either way.
@@ -558,7 +540,7 @@ fn camera_scenes(config: &Config, labels: &Labels) -> Result<Vec<Scene>, ConfigE
 /// settings and each camera's zones and lines (live tracks continue). A config that is invalid in
 /// any of these — a bad zone included — is refused as a whole. Other changes (model, cameras,
 /// broker, turning tracking on or off) need a restart: the log names each such key.
-fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, scheduler: &Scheduler, live: &LiveView) {
+fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, scheduler: &Scheduler) {
     let Some(path) = config_path else {
         log::info!("SIGHUP: running on the built-in config; nothing to reload");
         return;
@@ -576,7 +558,6 @@ fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, sche
             if !not_applied.is_empty() {
                 log::warn!("SIGHUP: not applied, these need a restart: {}", not_applied.join(", "));
             }
-            live.set_config(Arc::new(config));
             log::info!(
                 "SIGHUP: reloaded thresholds, class filter, publish and tracking settings, zones and lines \
                  from {}",

@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use super::{HttpState, ZonesChange};
 use crate::config::zones_file::{CameraScene, ZonesFile};
 use crate::config::{validate_scene, LineConfig, ZoneConfig};
+use crate::publish::events::EventMessage;
 use crate::publish::snapshot::{render_live_jpeg, SceneOverlay};
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
 
@@ -89,7 +90,7 @@ pub async fn status(State(state): State<HttpState>) -> Response {
         cameras: &cameras,
         load: figures.system,
         jetson: &figures.jetson,
-        mqtt: serde_json::to_value(figures.mqtt).ok(),
+        mqtt: serde_json::to_value(figures.connection).ok(),
         engine: Some(engine),
         ts: figures.updated.unwrap_or_else(std::time::SystemTime::now),
     };
@@ -112,7 +113,8 @@ pub struct EventsQuery {
     limit: Option<usize>,
 }
 
-/// `GET /api/events?camera=&limit=`: the newest events (oldest first), as published.
+/// `GET /api/events?camera=&limit=`: the newest events (oldest first), each in the event schema
+/// (the same JSON as on `<prefix>/<camera>/events`).
 pub async fn events(State(state): State<HttpState>, Query(query): Query<EventsQuery>) -> Response {
     if let Some(name) = &query.camera {
         if state.view.camera(name).is_none() {
@@ -124,7 +126,10 @@ pub async fn events(State(state): State<HttpState>, Query(query): Query<EventsQu
         .view
         .events(query.camera.as_deref(), limit)
         .into_iter()
-        .map(|event| serde_json::json!({ "camera": event.camera, "event": *event.message }))
+        .map(|event| {
+            let message = EventMessage::new(&event.camera, &event.event, &state.view.labels);
+            serde_json::json!({ "camera": event.camera, "event": message })
+        })
         .collect();
     Json(serde_json::json!({ "events": events })).into_response()
 }

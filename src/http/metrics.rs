@@ -232,38 +232,43 @@ impl Collector for ViewCollector {
             )?;
         }
 
-        let mqtt = figures.mqtt;
+        let connection = figures.connection;
         family.gauges(
             "mqtt_connected",
             "1 while the broker connection is up.",
             None,
-            [(Vec::new(), if mqtt.connected { 1.0 } else { 0.0 })],
+            [(Vec::new(), if connection.connected { 1.0 } else { 0.0 })],
         )?;
         family.gauges(
             "mqtt_queue_messages",
             "Messages waiting or in flight.",
             None,
-            [(Vec::new(), mqtt.queued as f64)],
+            [(Vec::new(), connection.queued as f64)],
         )?;
         family.gauges(
             "mqtt_queue",
             "Topic and payload bytes of the queued data messages (what mqtt.queue_max_mib bounds).",
             Some(&Unit::Bytes),
-            [(Vec::new(), mqtt.queued_bytes as f64)],
+            [(Vec::new(), connection.queued_bytes as f64)],
         )?;
         family.counters(
             "mqtt_published_messages",
             "Messages the broker took.",
             None,
-            [(Vec::new(), mqtt.published)],
+            [(Vec::new(), connection.published)],
         )?;
         family.counters(
             "mqtt_dropped_messages",
             "Messages dropped (queue full, too large, or after shutdown).",
             None,
-            [(Vec::new(), mqtt.dropped)],
+            [(Vec::new(), connection.dropped)],
         )?;
-        family.counters("mqtt_reconnects", "Connections after the first.", None, [(Vec::new(), mqtt.reconnects)])?;
+        family.counters(
+            "mqtt_reconnects",
+            "Connections after the first.",
+            None,
+            [(Vec::new(), connection.reconnects)],
+        )?;
 
         if let Some(load) = &figures.system {
             family.gauges(

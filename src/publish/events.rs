@@ -1,16 +1,105 @@
-//! The versioned JSON message of one track event (`<prefix>/<camera>/events`).
+//! Track events: the typed value tracking hands to the outlets ([`ObjectEvent`]) and its
+//! versioned JSON form ([`EventMessage`], `<prefix>/<camera>/events` and `GET /api/events`).
 //!
 //! Owns: the event schema (field names, units, rounding, timestamps — the same conventions as the
-//! detections message) and building it from a camera's tracking state. Must not: decide when an
-//! event happens, or know topics and MQTT.
+//! detections message), building the typed event from a camera's tracking state, and the one
+//! serialiser every outlet and the HTTP API share. Must not: decide when an event happens, or know
+//! topics and MQTT.
+
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
 use super::payload::{round_to, BoxPixels, SCHEMA_VERSION};
-use crate::detection::Labels;
+use crate::detection::{BoundingBox, Labels};
 use crate::frame::Rfc3339Millis;
-use crate::track::events::{EventKind, TrackEvent};
+use crate::track::events::{Changes, EventKind, TrackEvent};
+use crate::track::lines::Direction;
 use crate::track::scene_tracker::{system_time, SceneTracker};
+use crate::track::tracker::TrackId;
+
+/// Where an event stands in the daemon's run: `run` (the run id) and `seq`, this camera's events
+/// so far in the run, from 0 (`crate::service::run_id::Stamp`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventStamp {
+    pub run: Arc<str>,
+    pub seq: u64,
+}
+
+/// A line crossing, typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineCrossing {
+    pub line: String,
+    pub direction: Direction,
+}
+
+/// One event of a tracked object, as tracking reports it to the outlets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectEvent {
+    pub kind: EventKind,
+    pub track_id: TrackId,
+    /// The track's label: the class with the highest score-weighted vote so far.
+    pub class_id: usize,
+    /// Best detection score of the track so far.
+    pub best_score: f32,
+    /// The latest box the track was seen at, source-frame pixels.
+    pub bbox: BoundingBox,
+    /// Capture times of the first and the latest frame the track was seen on.
+    pub first_seen: SystemTime,
+    pub last_seen: SystemTime,
+    /// Zones the object is in (by its box's bottom-centre), in config order.
+    pub zones: Vec<String>,
+    /// `update` only, when the update is a line crossing.
+    pub crossed: Option<LineCrossing>,
+    /// `update` only: what changed.
+    pub changes: Changes,
+    pub stationary: bool,
+    /// Frames the track was seen on.
+    pub frames: u32,
+    /// The sequence number of the frame whose processing produced the event; `None` for the
+    /// events of a camera that stopped and of shutdown.
+    pub frame: Option<u64>,
+    /// Absent when the daemon runs without a run id (tests, tools).
+    pub stamp: Option<EventStamp>,
+    /// `end` only, with `snapshot.events`: the track's best picture (JPEG, boxes drawn).
+    pub picture: Option<Arc<Vec<u8>>>,
+}
+
+impl ObjectEvent {
+    /// The event `event` of `tracking`'s last update (`frame`: the frame that update was for);
+    /// `None` if its track is unknown or unconfirmed. Not stamped, no picture.
+    pub fn describe(event: &TrackEvent, tracking: &SceneTracker, frame: Option<u64>) -> Option<ObjectEvent> {
+        let track = tracking.tracker().track(event.slot)?;
+        let scene = tracking.scene();
+        let zone_bits = tracking.watcher().zones(event.slot);
+        Some(ObjectEvent {
+            kind: event.kind,
+            track_id: track.id()?,
+            class_id: track.class_id(),
+            best_score: track.best_score(),
+            bbox: *track.bbox(),
+            first_seen: system_time(track.first_seen()),
+            last_seen: system_time(track.last_seen()),
+            zones: scene
+                .zones
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| zone_bits & (1 << i) != 0)
+                .map(|(_, zone)| zone.name.clone())
+                .collect(),
+            crossed: event.crossed.and_then(|(line, direction)| {
+                Some(LineCrossing { line: scene.lines.get(line)?.name.clone(), direction })
+            }),
+            changes: event.changes,
+            stationary: tracking.watcher().is_stationary(event.slot),
+            frames: track.hits(),
+            frame,
+            stamp: None,
+            picture: None,
+        })
+    }
+}
 
 /// One event, as consumers parse it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,53 +149,40 @@ pub struct Crossing {
 }
 
 impl EventMessage {
-    /// The message for `event` of `tracking`'s last update; `None` if its track is unknown.
-    pub fn describe(
-        camera: &str,
-        event: &TrackEvent,
-        tracking: &SceneTracker,
-        labels: &Labels,
-    ) -> Option<EventMessage> {
-        let track = tracking.tracker().track(event.slot)?;
-        let scene = tracking.scene();
-        let zone_bits = tracking.watcher().zones(event.slot);
-        let b = track.bbox();
-        Some(EventMessage {
+    /// The message of `event` of `camera`, its label named by `labels`.
+    pub fn new(camera: &str, event: &ObjectEvent, labels: &Labels) -> EventMessage {
+        let b = event.bbox;
+        EventMessage {
             schema: SCHEMA_VERSION,
-            run: None,
-            seq: None,
+            run: event.stamp.as_ref().map(|stamp| stamp.run.to_string()),
+            seq: event.stamp.as_ref().map(|stamp| stamp.seq),
             kind: event.kind.name().into(),
             camera: camera.into(),
-            track_id: track.id()?,
-            label: labels.name(track.class_id()).into_owned(),
-            class_id: track.class_id(),
-            score: round_to(f64::from(track.best_score()), 1000.0),
+            track_id: event.track_id,
+            label: labels.name(event.class_id).into_owned(),
+            class_id: event.class_id,
+            score: round_to(f64::from(event.best_score), 1000.0),
             bbox: BoxPixels {
                 x1: round_to(f64::from(b.x1), 10.0),
                 y1: round_to(f64::from(b.y1), 10.0),
                 x2: round_to(f64::from(b.x2), 10.0),
                 y2: round_to(f64::from(b.y2), 10.0),
             },
-            first_ts: Rfc3339Millis(system_time(track.first_seen())).to_string(),
-            last_ts: Rfc3339Millis(system_time(track.last_seen())).to_string(),
-            zones: scene
-                .zones
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| zone_bits & (1 << i) != 0)
-                .map(|(_, zone)| zone.name.clone())
-                .collect(),
-            crossed: event.crossed.and_then(|(line, direction)| {
-                Some(Crossing { line: scene.lines.get(line)?.name.clone(), direction: direction.name().into() })
-            }),
+            first_ts: Rfc3339Millis(event.first_seen).to_string(),
+            last_ts: Rfc3339Millis(event.last_seen).to_string(),
+            zones: event.zones.clone(),
+            crossed: event
+                .crossed
+                .as_ref()
+                .map(|crossing| Crossing { line: crossing.line.clone(), direction: crossing.direction.name().into() }),
             changed: if event.kind == EventKind::Update {
                 event.changes.names().map(str::to_string).collect()
             } else {
                 Vec::new()
             },
-            stationary: tracking.watcher().is_stationary(event.slot),
-            frames: track.hits(),
-        })
+            stationary: event.stationary,
+            frames: event.frames,
+        }
     }
 
     pub fn to_json(&self) -> Vec<u8> {
@@ -154,7 +230,8 @@ mod tests {
             };
             tracking.update(&[person], 1000, 1000, start + Duration::from_millis(200 * frame as u64));
             for event in tracking.events() {
-                let message = EventMessage::describe("front", event, &tracking, &labels).expect("message");
+                let event = ObjectEvent::describe(event, &tracking, Some(frame as u64)).expect("event");
+                let message = EventMessage::new("front", &event, &labels);
                 messages.push(String::from_utf8(message.to_json()).expect("utf-8"));
             }
         }

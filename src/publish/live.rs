@@ -1,13 +1,15 @@
-//! The live view: what the running daemon shows its HTTP stage, kept up to date by the per-frame
-//! sink and the daemon's ticks, read by the page, the API and `/metrics`.
+//! The live view: an outlet that keeps what the HTTP stage shows, read by the page, the API and
+//! `/metrics`.
 //!
 //! Owns: per camera the latest frame *on request* (a reader asks with [`LiveCamera::request_frame`];
-//! the sink copies the next frame's bytes, detections and track ids once, and nothing per frame
+//! the outlet copies the next frame's bytes, detections and track ids once, and nothing per frame
 //! otherwise — rendering and JPEG encoding happen on the reader's side), a bounded ring of recent
-//! events, the running config (its zones and lines included) and the latest figures (camera states,
-//! MQTT, scheduler, engine, system load, board sensors). Must not: make the pipeline wait on a
-//! reader. Every lock here is held only to swap or clone an `Arc` (or push one event), never across
-//! a render, an encode or I/O.
+//! events (typed: the HTTP API serialises them with the event schema,
+//! [`EventMessage`](super::events::EventMessage)), the running config (its zones and lines
+//! included, as the last reload or zone change left it) and the latest figures (camera states, the
+//! outlets' connection, scheduler, engine, system load, board sensors). Must not: make the pipeline
+//! wait on a reader, or know topics and JSON. Every lock here is held only to swap or clone an
+//! `Arc` (or push one event), never across a render, an encode or I/O.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,11 +18,12 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
+use super::events::ObjectEvent;
+use super::outlet::{ConnectionStats, FrameResult, Outlet, TrackingUpdate};
 use crate::config::Config;
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameMeta, FrameSlot};
 use crate::infer::scheduler::ScheduleReport;
-use crate::publish::mqtt::MqttStats;
 use crate::service::notify::Liveness;
 use crate::service::telemetry::{CameraStats, JetsonSysfs, SystemSample};
 use crate::source::SourceReport;
@@ -64,7 +67,7 @@ impl LiveCamera {
         lock(&self.latest).clone()
     }
 
-    /// Sink side, every frame: one atomic load unless a reader asked for a frame.
+    /// Outlet side, every frame: one atomic load unless a reader asked for a frame.
     pub fn offer(&self, slot: &FrameSlot, detections: &[Detection], track_ids: &[Option<TrackId>]) {
         if !self.wanted.swap(false, Ordering::AcqRel) {
             return;
@@ -80,12 +83,12 @@ impl LiveCamera {
     }
 }
 
-/// One event as published, with the camera it came from.
+/// One event, with the camera it came from.
 #[derive(Debug, Clone)]
 pub struct LiveEvent {
     pub camera: String,
-    /// The event message (JSON, as published on `<prefix>/<camera>/events`).
-    pub message: Arc<serde_json::Value>,
+    /// The event without its picture (the ring keeps no JPEGs).
+    pub event: Arc<ObjectEvent>,
 }
 
 /// Figures refreshed by the daemon's tick.
@@ -94,7 +97,8 @@ pub struct Figures {
     /// Per camera (config order): its source's state, and frames per second over the last tick.
     pub sources: Vec<Option<SourceReport>>,
     pub fps: Vec<f64>,
-    pub mqtt: MqttStats,
+    /// The outlets' connection (MQTT's), as telemetry's `mqtt` section.
+    pub connection: ConnectionStats,
     pub scheduler: Option<ScheduleReport>,
     pub system: Option<SystemSample>,
     pub jetson: JetsonSysfs,
@@ -178,14 +182,19 @@ impl LiveView {
         *lock(&self.figures) = Arc::new(figures);
     }
 
-    /// Sink side: an event message as published (anything but a JSON object is ignored).
-    pub fn record_event(&self, camera: &str, payload: &[u8]) {
-        let Ok(message @ serde_json::Value::Object(_)) = serde_json::from_slice(payload) else { return };
-        let mut events = lock(&self.events);
-        if events.len() == EVENT_RING {
-            events.pop_front();
+    /// Outlet side: a camera's events, newest last.
+    pub fn record_events(&self, camera: &str, events: &[ObjectEvent]) {
+        if events.is_empty() {
+            return;
         }
-        events.push_back(LiveEvent { camera: camera.to_string(), message: Arc::new(message) });
+        let mut ring = lock(&self.events);
+        for event in events {
+            if ring.len() == EVENT_RING {
+                ring.pop_front();
+            }
+            let event = Arc::new(ObjectEvent { picture: None, ..event.clone() });
+            ring.push_back(LiveEvent { camera: camera.to_string(), event });
+        }
     }
 
     /// The newest `limit` events (of `camera` when given), oldest first.
@@ -211,6 +220,23 @@ impl LiveView {
                 .collect::<Vec<_>>()
                 .join("; ")
         })
+    }
+}
+
+impl Outlet for LiveView {
+    fn frame(&self, frame: &FrameResult<'_>) {
+        if let Some(camera) = self.camera(frame.camera) {
+            camera.offer(frame.slot, frame.detections, frame.track_ids);
+        }
+        self.record_events(frame.camera, frame.tracking.events);
+    }
+
+    fn tracking(&self, camera: &str, update: &TrackingUpdate<'_>) {
+        self.record_events(camera, update.events);
+    }
+
+    fn reconfigured(&self, config: &Config) {
+        self.set_config(Arc::new(config.clone()));
     }
 }
 
@@ -260,15 +286,32 @@ mod tests {
     #[test]
     fn the_event_ring_keeps_the_newest_and_filters_by_camera() {
         let view = view(&["front", "back"]);
-        for i in 0..EVENT_RING + 5 {
+        let event = |track_id: u64| ObjectEvent {
+            kind: crate::track::events::EventKind::Start,
+            track_id,
+            class_id: 0,
+            best_score: 0.9,
+            bbox: crate::detection::BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 },
+            first_seen: SystemTime::UNIX_EPOCH,
+            last_seen: SystemTime::UNIX_EPOCH,
+            zones: Vec::new(),
+            crossed: None,
+            changes: Default::default(),
+            stationary: false,
+            frames: 3,
+            frame: Some(track_id),
+            stamp: None,
+            picture: Some(Arc::new(vec![0xff, 0xd8])),
+        };
+        for i in 0..EVENT_RING as u64 + 5 {
             let camera = if i % 2 == 0 { "front" } else { "back" };
-            view.record_event(camera, format!("{{\"n\":{i}}}").as_bytes());
+            view.record_events(camera, &[event(i)]);
         }
-        view.record_event("front", b"not json");
         let all = view.events(None, usize::MAX);
         assert_eq!(all.len(), EVENT_RING);
-        assert_eq!(all.last().unwrap().message["n"], EVENT_RING + 4);
+        assert_eq!(all.last().unwrap().event.track_id, EVENT_RING as u64 + 4);
+        assert!(all.iter().all(|e| e.event.picture.is_none()), "the ring keeps no pictures");
         let front = view.events(Some("front"), 2);
-        assert_eq!(front.iter().map(|e| e.message["n"].as_u64().unwrap()).collect::<Vec<_>>(), [202, 204]);
+        assert_eq!(front.iter().map(|e| e.event.track_id).collect::<Vec<_>>(), [202, 204]);
     }
 }

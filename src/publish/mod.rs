@@ -1,13 +1,18 @@
-//! ⑦ Results out: the per-frame message payloads, the publish policy, snapshots, the MQTT
-//! connection and Home Assistant discovery.
+//! ⑦ Results out: the per-frame sink runs each camera's tracker ([`tracking`]) and hands typed
+//! values — detections, track events, zone counts, snapshots, the daemon's status and telemetry —
+//! to the outlets ([`outlet`]): MQTT with Home Assistant discovery ([`mqtt`], the only place that
+//! knows topics and turns values into bytes) and the live view ([`live`], what the HTTP stage
+//! reads). The schemas of the JSON messages ([`payload`], [`events`]) and snapshot rendering
+//! ([`snapshot`]) are shared by the outlets and the HTTP API.
 //!
-//! Owns: everything that turns detections and tracking events into bytes on a topic. Must not:
-//! run inference, touch frame rings, or block an inference worker (publishing is a hand-over to
-//! the MQTT connection task's bounded outbox).
+//! Owns: everything from a processed frame to what leaves the daemon. Must not: run inference,
+//! touch frame rings, or block an inference worker (outlets hand over to their own tasks through
+//! bounded queues).
 
 pub mod events;
 pub mod live;
 pub mod mqtt;
+pub mod outlet;
 pub mod payload;
 pub mod sink;
 pub mod snapshot;

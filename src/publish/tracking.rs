@@ -1,10 +1,10 @@
-//! A camera's tracking as the daemon runs it: frames in, tracking messages out.
+//! A camera's tracking as the daemon runs it: frames in, typed events and zone counts out.
 //!
-//! Owns: the camera's [`SceneTracker`], the tracking topics, turning events and occupancy changes
-//! into messages, and the event snapshots — for each confirmed live track, the JPEG of the frame
-//! where it scored best, kept until its `end` and then published once. Must not: publish (the daemon
-//! hands the messages to the MQTT publisher), or keep more than one JPEG per live track (the track
-//! cap bounds the memory).
+//! Owns: the camera's [`SceneTracker`], turning its events into [`ObjectEvent`]s (stamped with the
+//! run and this camera's event sequence), its occupancy changes, and the event snapshots — for
+//! each confirmed live track, the JPEG of the frame where it scored best, kept until its `end`,
+//! which carries it. Must not: know outlets, topics or JSON (the sink hands the values to the
+//! outlets), or keep more than one JPEG per live track (the track cap bounds the memory).
 //!
 //! A track's snapshot is re-rendered only when its score beats the kept picture's by
 //! [`RESHOOT_STEP`], so a track is encoded at most a handful of times in its life; all tracks that
@@ -13,27 +13,21 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::events::EventMessage;
+use super::events::{EventStamp, ObjectEvent};
+use super::outlet::TrackingUpdate;
 use crate::config::{topic_segment, Config, ConfigError, TrackingConfig};
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameSlot;
 use crate::publish::snapshot::render_jpeg;
 use crate::track::events::{EventKind, Line, Scene, WatchParams, Zone};
 use crate::track::lines::Segment;
+use crate::track::occupancy::OccupancyChange;
 use crate::track::scene_tracker::{SceneTracker, TrackingParams};
 use crate::track::tracker::{Lifecycle, TrackId, TrackerParams};
 use crate::track::zones::Polygon;
 
 /// A track's kept picture is replaced when a detection beats its score by this much.
 pub const RESHOOT_STEP: f32 = 0.05;
-
-/// One message for the publisher.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outgoing {
-    pub topic: String,
-    pub payload: Vec<u8>,
-    pub retain: bool,
-}
 
 /// The best picture of one track.
 #[derive(Debug)]
@@ -51,26 +45,26 @@ struct BestShots {
     wanted: Vec<(TrackId, Detection)>,
 }
 
-/// The tracking state and topics of one camera.
+/// The tracking state of one camera, and what its last step produced.
 #[derive(Debug)]
 pub struct CameraTracking {
     camera: String,
     tracking: SceneTracker,
-    /// `<prefix>/<camera>`.
-    camera_topic: String,
     shots: Option<BestShots>,
-    /// The daemon's run id, stamped with `event_seq` on every event message.
+    /// The daemon's run id, stamped with `event_seq` on every event.
     run: Option<Arc<str>>,
-    /// Event messages of this camera so far in the run.
+    /// Events of this camera so far in the run.
     event_seq: u64,
+    /// What the last step produced (buffers reused from step to step).
+    events: Vec<ObjectEvent>,
+    occupancy: Vec<OccupancyChange>,
 }
 
 impl CameraTracking {
-    /// `camera_topic` is `<prefix>/<camera>`; `snapshot_quality` enables event snapshots; `run`
-    /// (the daemon's run id) stamps every event message with it and a sequence number.
+    /// `snapshot_quality` enables event snapshots; `run` (the daemon's run id) stamps every event
+    /// with it and a sequence number.
     pub fn new(
         camera: &str,
-        camera_topic: String,
         params: TrackingParams,
         scene: Scene,
         snapshot_quality: Option<u8>,
@@ -79,7 +73,6 @@ impl CameraTracking {
         CameraTracking {
             camera: camera.into(),
             tracking: SceneTracker::new(params, scene),
-            camera_topic,
             run,
             event_seq: 0,
             shots: snapshot_quality.map(|quality| BestShots {
@@ -88,98 +81,82 @@ impl CameraTracking {
                 shots: HashMap::new(),
                 wanted: Vec::new(),
             }),
+            events: Vec::new(),
+            occupancy: Vec::new(),
         }
     }
 
-    /// The retained counts to publish at start: 0 for every zone's total and configured labels,
-    /// replacing whatever a previous run left.
-    pub fn startup(&mut self, labels: &Labels, out: &mut Vec<Outgoing>) {
-        self.occupancy_messages(labels, true, out);
+    /// The counts to announce at start: 0 for every zone's total and configured labels, replacing
+    /// whatever a previous run left.
+    pub fn startup(&mut self) -> TrackingUpdate<'_> {
+        self.events.clear();
+        self.occupancy.clear();
+        self.occupancy.extend_from_slice(self.tracking.take_unreported_occupancy());
+        self.update()
     }
 
-    /// Tracks one processed frame; returns the track id of each detection (confirmed tracks only).
+    /// Tracks one processed frame: the track id of each detection (confirmed tracks only), and
+    /// the frame's events and changed counts.
     pub fn frame(
         &mut self,
         slot: &FrameSlot,
         detections: &[Detection],
         labels: &Labels,
-        out: &mut Vec<Outgoing>,
-    ) -> &[Option<TrackId>] {
+    ) -> (&[Option<TrackId>], TrackingUpdate<'_>) {
         let meta = slot.meta();
         self.tracking.update(detections, meta.width, meta.height, meta.captured_at);
-        self.event_messages(labels, out);
-        self.occupancy_messages(labels, false, out);
+        self.collect_events(Some(meta.sequence));
+        self.occupancy.clear();
+        self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
         self.take_pictures(slot, labels);
-        self.tracking.track_ids()
+        (self.tracking.track_ids(), TrackingUpdate { events: &self.events, occupancy: &self.occupancy })
     }
 
     /// Ends every track: `end` events (with their snapshots) and counts back to 0.
-    pub fn finish(&mut self, labels: &Labels, out: &mut Vec<Outgoing>) {
+    pub fn finish(&mut self) -> TrackingUpdate<'_> {
         self.tracking.finish();
-        self.event_messages(labels, out);
-        self.occupancy_messages(labels, false, out);
+        self.collect_events(None);
+        self.occupancy.clear();
+        self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
+        self.update()
     }
 
     /// New settings and scene (SIGHUP). Live tracks continue; removed zones' counts are cleared
     /// and new zones' counts start at 0.
-    pub fn reload(&mut self, params: TrackingParams, scene: Scene, labels: &Labels, out: &mut Vec<Outgoing>) {
+    pub fn reload(&mut self, params: TrackingParams, scene: Scene) -> TrackingUpdate<'_> {
         self.tracking.set_params(params);
         self.tracking.set_scene(scene);
-        self.occupancy_messages(labels, false, out);
-        self.occupancy_messages(labels, true, out);
+        self.events.clear();
+        self.occupancy.clear();
+        self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
+        self.occupancy.extend_from_slice(self.tracking.take_unreported_occupancy());
+        self.update()
     }
 
     pub fn scene(&self) -> &Scene {
         self.tracking.scene()
     }
 
-    fn event_messages(&mut self, labels: &Labels, out: &mut Vec<Outgoing>) {
-        if self.tracking.events().is_empty() {
-            return;
-        }
-        let events_topic = format!("{}/events", self.camera_topic);
+    fn update(&self) -> TrackingUpdate<'_> {
+        TrackingUpdate { events: &self.events, occupancy: &self.occupancy }
+    }
+
+    /// The tracker's last events as typed events: stamped, an `end` with its track's picture.
+    fn collect_events(&mut self, frame: Option<u64>) {
+        self.events.clear();
         for event in self.tracking.events() {
-            let Some(mut message) = EventMessage::describe(&self.camera, event, &self.tracking, labels) else {
+            let Some(mut described) = ObjectEvent::describe(event, &self.tracking, frame) else {
                 continue;
             };
             if let Some(run) = &self.run {
-                message.run = Some(run.to_string());
-                message.seq = Some(self.event_seq);
+                described.stamp = Some(EventStamp { run: run.clone(), seq: self.event_seq });
                 self.event_seq += 1;
             }
-            out.push(Outgoing { topic: events_topic.clone(), payload: message.to_json(), retain: false });
-            if event.kind != EventKind::End {
-                continue;
+            if event.kind == EventKind::End {
+                let shots = self.shots.as_mut().and_then(|shots| shots.shots.remove(&described.track_id));
+                described.picture = shots.map(|shot| shot.jpeg);
             }
-            if let Some(shot) = self.shots.as_mut().and_then(|shots| shots.shots.remove(&message.track_id)) {
-                out.push(Outgoing {
-                    topic: format!(
-                        "{}/events/snapshot/{}/{}",
-                        self.camera_topic,
-                        topic_segment(&message.label),
-                        message.track_id
-                    ),
-                    payload: Arc::unwrap_or_clone(shot.jpeg),
-                    retain: false,
-                });
-            }
-        }
-    }
-
-    /// Changed counts (`unreported`: the counts never published yet instead).
-    fn occupancy_messages(&mut self, labels: &Labels, unreported: bool, out: &mut Vec<Outgoing>) {
-        let changes =
-            if unreported { self.tracking.take_unreported_occupancy() } else { self.tracking.occupancy_changes() };
-        for change in changes {
-            let topic = match change.class_id {
-                None => format!("{}/zones/{}", self.camera_topic, change.zone),
-                Some(class_id) => {
-                    format!("{}/zones/{}/{}", self.camera_topic, change.zone, topic_segment(&labels.name(class_id)))
-                }
-            };
-            // An empty retained message deletes the retained value of a zone that no longer exists.
-            let payload = change.count.map(|count| count.to_string().into_bytes()).unwrap_or_default();
-            out.push(Outgoing { topic, payload, retain: true });
+            self.events.push(described);
         }
     }
 
@@ -338,66 +315,53 @@ mod tests {
         Detection { class_id: 1, score, bbox: BoundingBox { x1: x, y1: 10.0, x2: x + 20.0, y2: 40.0 } }
     }
 
-    fn topics(out: &[Outgoing]) -> Vec<&str> {
-        out.iter().map(|m| m.topic.as_str()).collect()
+    /// Each change as (zone, class, count).
+    fn counts(update: &TrackingUpdate<'_>) -> Vec<(String, Option<usize>, Option<u32>)> {
+        update.occupancy.iter().map(|change| (change.zone.to_string(), change.class_id, change.count)).collect()
     }
 
     #[test]
-    fn messages_for_counts_events_and_the_best_snapshot() {
+    fn events_counts_and_the_best_snapshot_of_a_track() {
         let labels = labels();
-        let mut tracking =
-            CameraTracking::new("front", "p/front".into(), params(), scene(), Some(80), Some("feedc0de".into()));
-        let mut out = Vec::new();
-        tracking.startup(&labels, &mut out);
-        assert_eq!(topics(&out), ["p/front/zones/yard", "p/front/zones/yard/person"]);
-        assert!(out.iter().all(|m| m.retain && m.payload == b"0"));
+        let mut tracking = CameraTracking::new("front", params(), scene(), Some(80), Some("feedc0de".into()));
+        assert_eq!(counts(&tracking.startup()), [("yard".into(), None, Some(0)), ("yard".into(), Some(0), Some(0))]);
 
-        out.clear();
+        let mut events = Vec::new();
         let scores = [0.6, 0.62, 0.9, 0.7];
         for (frame, score) in scores.iter().enumerate() {
-            let ids = tracking.frame(&slot(frame as u64), &[light(*score, 10.0 + frame as f32)], &labels, &mut out);
+            let (ids, update) = tracking.frame(&slot(frame as u64), &[light(*score, 10.0 + frame as f32)], &labels);
             assert_eq!(ids, [(frame >= 1).then_some(1)]);
+            events.extend(update.events.iter().cloned());
         }
-        assert_eq!(topics(&out), ["p/front/events", "p/front/events"], "start, then the better score");
-        let start: EventMessage = serde_json::from_slice(&out[0].payload).expect("event");
-        assert_eq!((start.kind.as_str(), start.label.as_str()), ("start", "traffic light"));
-        let better: EventMessage = serde_json::from_slice(&out[1].payload).expect("event");
-        let stamps = [(start.run.as_deref(), start.seq), (better.run.as_deref(), better.seq)];
-        assert_eq!(stamps, [(Some("feedc0de"), Some(0)), (Some("feedc0de"), Some(1))], "run and sequence");
-        assert!(start.zones.is_empty(), "the yard counts people only");
+        let kinds: Vec<(EventKind, Option<u64>)> = events.iter().map(|event| (event.kind, event.frame)).collect();
+        assert_eq!(kinds, [(EventKind::Start, Some(1)), (EventKind::Update, Some(2))], "start, then the better score");
+        assert_eq!(labels.name(events[0].class_id), "traffic light");
+        let stamp = |seq| Some(EventStamp { run: "feedc0de".into(), seq });
+        let stamps: Vec<_> = events.iter().map(|event| event.stamp.clone()).collect();
+        assert_eq!(stamps, [stamp(0), stamp(1)], "run and sequence");
+        assert!(events[0].zones.is_empty(), "the yard counts people only");
         let shots = tracking.shots.as_ref().expect("snapshots on");
         assert_eq!(shots.shots[&1].score, 0.9, "the 0.9 frame is the best picture");
 
-        out.clear();
-        tracking.finish(&labels, &mut out);
-        assert_eq!(topics(&out), ["p/front/events", "p/front/events/snapshot/traffic_light/1"]);
-        let end: EventMessage = serde_json::from_slice(&out[0].payload).expect("event");
-        assert_eq!((end.kind.as_str(), end.seq), ("end", Some(2)));
-        assert!(!out[1].retain);
-        let picture = image::load_from_memory(&out[1].payload).expect("a JPEG");
+        let finished = tracking.finish();
+        let [end] = finished.events else { panic!("one end event: {:?}", finished.events) };
+        assert_eq!((end.kind, end.stamp.clone(), end.frame), (EventKind::End, stamp(2), None));
+        let picture = image::load_from_memory(end.picture.as_deref().expect("the best picture")).expect("a JPEG");
         assert_eq!((picture.width(), picture.height()), (64, 48));
-        assert!(tracking.shots.as_ref().expect("on").shots.is_empty(), "published once, then forgotten");
+        assert!(tracking.shots.as_ref().expect("on").shots.is_empty(), "handed over once, then forgotten");
     }
 
     #[test]
     fn a_reload_clears_removed_zones_and_starts_new_ones_at_zero() {
-        let labels = labels();
-        let mut tracking = CameraTracking::new("front", "p/front".into(), params(), scene(), None, None);
-        let mut out = Vec::new();
-        tracking.startup(&labels, &mut out);
-        out.clear();
+        let mut tracking = CameraTracking::new("front", params(), scene(), None, None);
+        tracking.startup();
         let whole = Polygon::new(&[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]).expect("polygon");
         let renamed =
             Scene { zones: vec![Zone { name: "garden".into(), polygon: whole, classes: vec![] }], lines: vec![] };
-        tracking.reload(params(), renamed, &labels, &mut out);
-        let summary: Vec<(&str, &[u8])> = out.iter().map(|m| (m.topic.as_str(), m.payload.as_slice())).collect();
+        let update = tracking.reload(params(), renamed);
         assert_eq!(
-            summary,
-            [
-                ("p/front/zones/yard", &b""[..]),
-                ("p/front/zones/yard/person", &b""[..]),
-                ("p/front/zones/garden", &b"0"[..]),
-            ]
+            counts(&update),
+            [("yard".into(), None, None), ("yard".into(), Some(0), None), ("garden".into(), None, Some(0))]
         );
     }
 

@@ -17,6 +17,10 @@
 //! one step is not compared (the file shows it as it was when written). Binary payloads (JPEGs) are
 //! written as their length and SHA-256; text payloads as they are.
 //!
+//! A third outlet rides along: [`Recorder`], a few lines that record what they receive, added to
+//! the dispatcher without touching the MQTT outlet or the live view — how a new outlet (a clips
+//! recorder, a webhook) plugs in. It must see every event that MQTT published.
+//!
 //! A change that alters payloads on purpose rewrites the file:
 //! `JETSON_DETECTD_UPDATE_GOLDEN=1 cargo test --test it golden::`, then review the diff of
 //! `tests/it/golden/payloads.txt` like code: it shows exactly what subscribers will see differently.
@@ -31,8 +35,10 @@ use jetson_detectd::config::{Config, ConfigOrigin};
 use jetson_detectd::detection::{BoundingBox, Detection, Labels};
 use jetson_detectd::frame::{FrameMeta, FrameSlot, FrameTimings, HeapMemory, PixelFormat};
 use jetson_detectd::infer::step::FrameSink;
+use jetson_detectd::publish::events::{EventMessage, ObjectEvent};
 use jetson_detectd::publish::live::{LiveView, StartFacts};
-use jetson_detectd::publish::mqtt::{MqttSettings, Publisher};
+use jetson_detectd::publish::mqtt::{MqttOutlet, MqttSettings};
+use jetson_detectd::publish::outlet::{DaemonStatus, FrameResult, Outlet, Outlets, TrackingUpdate};
 use jetson_detectd::publish::sink::PublishSink;
 use jetson_detectd::publish::tracking::camera_scene;
 use jetson_detectd::service::notify::Liveness;
@@ -304,7 +310,7 @@ impl Drop for Capture {
 
 /// The script's steps and what each delivered, in order.
 struct Recording<'a> {
-    publisher: &'a Publisher,
+    mqtt: &'a MqttOutlet,
     capture: &'a Capture,
     seen: usize,
     steps: Vec<(String, Vec<Delivered>)>,
@@ -316,7 +322,7 @@ impl Recording<'_> {
     fn step(&mut self, name: impl Into<String>) {
         let deadline = Instant::now() + WAIT;
         loop {
-            let stats = self.publisher.stats();
+            let stats = self.mqtt.connection().expect("the MQTT outlet has a connection");
             assert_eq!(stats.dropped, 0, "the publisher dropped messages");
             if stats.published > 0 && stats.queued == 0 && self.capture.len() as u64 == stats.published {
                 break;
@@ -330,12 +336,37 @@ impl Recording<'_> {
     }
 }
 
+/// An outlet of its own: what it received, per camera.
+#[derive(Default)]
+struct Recorder {
+    frames: Mutex<BTreeMap<String, u64>>,
+    events: Mutex<BTreeMap<String, Vec<ObjectEvent>>>,
+}
+
+impl Recorder {
+    fn record(&self, camera: &str, events: &[ObjectEvent]) {
+        self.events.lock().expect("recorder").entry(camera.to_string()).or_default().extend_from_slice(events);
+    }
+}
+
+impl Outlet for Recorder {
+    fn frame(&self, frame: &FrameResult<'_>) {
+        *self.frames.lock().expect("recorder").entry(frame.camera.to_string()).or_default() += 1;
+        self.record(frame.camera, frame.tracking.events);
+    }
+
+    fn tracking(&self, camera: &str, update: &TrackingUpdate<'_>) {
+        self.record(camera, update.events);
+    }
+}
+
 fn scenes(config: &Config, labels: &Labels) -> Vec<Scene> {
     (0..config.cameras.len()).map(|i| camera_scene(config, i, labels).expect("a valid scene")).collect()
 }
 
-/// Runs the script against a fresh broker: the golden file's text.
-fn run_script() -> String {
+/// Runs the script against a fresh broker: the golden file's text, and what the recording outlet
+/// received.
+fn run_script() -> (String, Recorder) {
     let broker = Broker::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let zones_file = dir.path().join("zones.toml");
@@ -352,11 +383,13 @@ fn run_script() -> String {
     let capture = Capture::connect(&broker);
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
-    let publisher = {
+    let mqtt = {
         let _entered = runtime.enter();
-        Publisher::start(MqttSettings::from_config(&config).expect("settings")).expect("publisher")
+        let settings = MqttSettings::from_config(&config).expect("settings");
+        let started = MqttOutlet::start(settings, DaemonStatus::Online, &config, RUN_ID.into(), labels.clone());
+        Arc::new(started.expect("the MQTT outlet"))
     };
-    let mut recording = Recording { publisher: &publisher, capture: &capture, seen: 0, steps: Vec::new() };
+    let mut recording = Recording { mqtt: &mqtt, capture: &capture, seen: 0, steps: Vec::new() };
     recording.step("connect");
 
     let facts = StartFacts { engine: serde_json::Value::Null, model_load: Duration::ZERO, started: UNIX_EPOCH };
@@ -368,15 +401,11 @@ fn run_script() -> String {
         facts,
     ));
     let (ended, _ended_reports) = tokio::sync::mpsc::channel(8);
-    let sink = PublishSink::start(
-        &config,
-        publisher.clone(),
-        RUN_ID.into(),
-        labels.clone(),
-        scenes(&config, &labels),
-        ended,
-        live.clone(),
-    );
+    let recorder = Arc::new(Recorder::default());
+    let outlets = Outlets::new(vec![mqtt.clone(), live.clone(), recorder.clone()]);
+    let stats = live.cameras.iter().map(|camera| camera.stats.clone()).collect();
+    let sink =
+        PublishSink::start(&config, RUN_ID.into(), labels.clone(), scenes(&config, &labels), stats, ended, outlets);
     recording.step("start: discovery, counts at 0");
 
     let mut running = config.clone();
@@ -411,7 +440,7 @@ fn run_script() -> String {
     }
     sink.finish_tracking();
     recording.step("finish tracking (shutdown)");
-    runtime.block_on(publisher.shutdown());
+    runtime.block_on(mqtt.shutdown());
     recording.step("shutdown");
 
     let mut text = String::from(
@@ -428,10 +457,13 @@ fn run_script() -> String {
     }
     text.push_str("== live view events (GET /api/events)\n");
     for event in live.events(None, usize::MAX) {
-        let json = serde_json::json!({ "camera": event.camera, "event": *event.message });
+        let message = EventMessage::new(&event.camera, &event.event, &labels);
+        let json = serde_json::json!({ "camera": event.camera, "event": message });
         text.push_str(&format!("{} {json}\n", event.camera));
     }
-    text
+    drop(sink);
+    let recorder = Arc::try_unwrap(recorder).unwrap_or_else(|_| panic!("the sink is gone, and the recorder with it"));
+    (text, recorder)
 }
 
 /// Each step's lines, grouped by topic (or, for the live view, by camera) in their order.
@@ -455,7 +487,22 @@ fn by_step(text: &str) -> Vec<(String, BTreeMap<String, Vec<String>>)> {
 
 #[test]
 fn the_publish_stage_sends_the_golden_payloads_for_the_fixed_script() {
-    let text = run_script();
+    let (text, recorder) = run_script();
+    let frames = recorder.frames.into_inner().expect("recorder");
+    assert_eq!(frames, BTreeMap::from([("back".to_string(), APPLY_SCENE_AFTER + 3), ("front".to_string(), FRAMES)]));
+    let recorded = recorder.events.into_inner().expect("recorder");
+    for camera in ["front", "back"] {
+        let topic = format!("- {PREFIX}/{camera}/events ");
+        let published: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix(&topic))
+            .map(|json| serde_json::from_str::<EventMessage>(json).expect("an event message"))
+            .map(|message| (message.track_id, message.kind))
+            .collect();
+        let received: Vec<(u64, String)> =
+            recorded[camera].iter().map(|event| (event.track_id, event.kind.name().to_string())).collect();
+        assert_eq!(received, published, "the recording outlet got every event of {camera} MQTT published");
+    }
     let path = golden_file();
     if std::env::var_os(UPDATE_VARIABLE).is_some() {
         std::fs::create_dir_all(path.parent().expect("a folder")).expect("golden folder");

@@ -12,7 +12,7 @@
 use crate::config::topic_segment;
 use crate::detection::{Detection, Labels};
 
-use crate::publish::tracking::Outgoing;
+use super::outbox::Outgoing;
 
 /// The counts of one camera.
 #[derive(Debug)]

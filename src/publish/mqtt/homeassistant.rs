@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
+use super::outbox::Outgoing;
 use crate::config::{Config, HomeAssistantConfig};
-use crate::publish::tracking::Outgoing;
 
 /// One message to publish retained.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,6 +14,7 @@ mod connection;
 pub mod counts;
 pub mod homeassistant;
 mod outbox;
+pub mod outlet;
 pub mod policy;
 mod settings;
 
@@ -25,7 +26,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use outbox::{Message, Outbox, Shared, StatusPosition, MAX_TOPIC_BYTES};
-pub use outbox::{MqttStats, MAX_IN_FLIGHT, MAX_PAYLOAD_BYTES, STATUS_BUILDING, STATUS_OFFLINE, STATUS_ONLINE};
+pub use outbox::{
+    MqttStats, Outgoing, MAX_IN_FLIGHT, MAX_PAYLOAD_BYTES, STATUS_BUILDING, STATUS_OFFLINE, STATUS_ONLINE,
+};
+pub use outlet::MqttOutlet;
 pub use settings::{MqttError, MqttSettings, TlsMaterial};
 
 use crate::sys::lock::lock;

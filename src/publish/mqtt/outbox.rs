@@ -41,25 +41,15 @@ pub const MAX_IN_FLIGHT: u16 = 64;
 /// Longest topic accepted.
 pub(super) const MAX_TOPIC_BYTES: usize = 1024;
 
-/// Counters for telemetry and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct MqttStats {
-    /// A CONNACK was received and the connection has not failed since.
-    pub connected: bool,
-    /// Messages accepted and not yet acknowledged (QoS ≥ 1) or written (QoS 0), status messages included.
-    pub queued: usize,
-    /// Bytes (payload and topic) of the queued data messages, what `mqtt.queue_max_mib` bounds.
-    pub queued_bytes: usize,
-    /// Messages dropped: by the queue bounds (per-frame messages first, then the oldest), for being
-    /// too large or having an invalid topic, or for arriving after `shutdown()`.
-    pub dropped: u64,
-    /// Messages acknowledged by the broker (QoS ≥ 1) or written to it (QoS 0), status messages included.
-    pub published: u64,
-    /// Successful connections after the first.
-    pub reconnects: u64,
-    /// Connections the broker closed right after accepting them, while that looked like another
-    /// client taking the session over (same client id): see the connection task's `TakeoverWatch`.
-    pub takeovers: u64,
+/// The outbox's counters, in the neutral form every outlet with a connection reports.
+pub use crate::publish::outlet::ConnectionStats as MqttStats;
+
+/// One message as the MQTT outlet builds it: the publisher adds the QoS.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    pub topic: String,
+    pub payload: Vec<u8>,
+    pub retain: bool,
 }
 
 /// What the handle and the connection task share.
