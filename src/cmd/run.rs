@@ -8,7 +8,6 @@
 //! (`crate::publish::sink` does), load backends itself (`crate::backend::load` does; it is the
 //! one place that opens the GPU), or call CUDA.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +18,8 @@ use tokio::sync::mpsc;
 
 use crate::backend::load::{check_model_files, load_backend_noting_fallback};
 use crate::backend::{Backend, BackendError};
-use crate::config::{Config, ConfigError};
+use crate::config::reload::keys_needing_a_restart;
+use crate::config::{camera_scenes, Config, ConfigError};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
 use crate::http::{HttpError, HttpServer, Token, ZonesChange};
@@ -30,7 +30,6 @@ use crate::publish::live::{Figures, LiveView, StartFacts};
 use crate::publish::mqtt::{MqttError, MqttOutlet, MqttSettings};
 use crate::publish::outlet::{DaemonStatus, Outlet, Outlets};
 use crate::publish::sink::PublishSink;
-use crate::publish::tracking::camera_scene;
 use crate::service::notify::{Liveness, Notifier, WatchdogKeeper};
 use crate::service::run_id::new_run_id;
 use crate::service::telemetry::{status_line, JetsonSysfs, SystemSampler, TelemetryReport};
@@ -437,62 +436,6 @@ async fn join_all(pipelines: Vec<CameraPipeline>, scheduler: Arc<Scheduler>) -> 
     .flatten()
 }
 
-/// Keys a SIGHUP applies; every other change needs a restart. `camera[i].zone` and
-/// `camera[i].line` are applied too (see [`keys_needing_a_restart`]).
-const RELOADABLE_KEYS: [&str; 7] = [
-    "model.score_threshold",
-    "model.nms_iou",
-    "model.max_detections",
-    "model.classes",
-    "mqtt.publish",
-    "mqtt.max_rate_hz",
-    "tracking.",
-];
-
-/// The keys whose value differs between `running` and `reloaded` and that a SIGHUP does not apply,
-/// as `mqtt.host` or `camera[1].source.device` (whole tables when one was added or removed).
-fn keys_needing_a_restart(running: &Config, reloaded: &Config) -> Vec<String> {
-    fn flatten(prefix: &str, value: &toml::Value, out: &mut BTreeMap<String, toml::Value>) {
-        let join = |key: &str| if prefix.is_empty() { key.to_owned() } else { format!("{prefix}.{key}") };
-        match value {
-            toml::Value::Table(table) => table.iter().for_each(|(key, value)| flatten(&join(key), value, out)),
-            toml::Value::Array(items) if items.iter().all(toml::Value::is_table) && !items.is_empty() => {
-                for (index, item) in items.iter().enumerate() {
-                    flatten(&format!("{prefix}[{index}]"), item, out);
-                }
-            }
-            other => {
-                out.insert(prefix.to_owned(), other.clone());
-            }
-        }
-    }
-    let keys = |config: &Config| {
-        let mut out = BTreeMap::new();
-        if let Ok(value) = toml::Value::try_from(config) {
-            flatten("", &value, &mut out);
-        }
-        out
-    };
-    let (before, after) = (keys(running), keys(reloaded));
-    let reloadable = |key: &str| {
-        let scene = key.split_once('.').is_some_and(|(head, rest)| {
-            head.starts_with("camera[") && (rest.starts_with("zone") || rest.starts_with("line"))
-        });
-        scene
-            || (key != "tracking.enabled"
-                && RELOADABLE_KEYS.iter().any(|k| key == *k || (k.ends_with('.') && key.starts_with(k))))
-    };
-    let mut changed: Vec<String> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|key| before.get(*key) != after.get(*key) && !reloadable(key))
-        .cloned()
-        .collect();
-    changed.sort();
-    changed.dedup();
-    changed
-}
-
 /// How often the live view's figures (fps, states, MQTT, load, board sensors) are refreshed.
 const LIVE_REFRESH: Duration = Duration::from_secs(2);
 
@@ -510,10 +453,10 @@ fn sync_ring_counts(pipelines: &[CameraPipeline], dropped_seen: &[AtomicU64], si
     }
 }
 
-/// Zones and lines saved from the page (checked and already in the zones file): applied to the
+/// Zones and lines saved from the page (parsed and already in the zones file): applied to the
 /// camera's tracking like a SIGHUP reload (live tracks continue), then answered.
 fn apply_zones(change: ZonesChange, sink: &PublishSink, live: &LiveView) {
-    let ZonesChange { scene, applied } = change;
+    let ZonesChange { scene, tracked, applied } = change;
     let result = (|| {
         let mut config = (*live.config()).clone();
         let index = config
@@ -523,17 +466,11 @@ fn apply_zones(change: ZonesChange, sink: &PublishSink, live: &LiveView) {
             .ok_or_else(|| format!("no camera named {:?}", scene.name))?;
         config.cameras[index].zones = scene.zones;
         config.cameras[index].lines = scene.lines;
-        let tracked = camera_scene(&config, index, sink.labels()).map_err(|e| e.to_string())?;
         sink.apply_scene(&config, &scene.name, tracked);
         Ok(())
     })();
     // The requester may have gone (its connection closed); the change is applied either way.
     let _ = applied.send(result);
-}
-
-/// The zones and lines of every configured camera, in config order.
-fn camera_scenes(config: &Config, labels: &Labels) -> Result<Vec<Scene>, ConfigError> {
-    (0..config.cameras.len()).map(|index| camera_scene(config, index, labels)).collect()
 }
 
 /// SIGHUP: re-reads the config and applies thresholds, class filter, publish settings, tracking
@@ -565,41 +502,5 @@ fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, sche
             );
         }
         Err(message) => log::error!("SIGHUP: keeping the running settings: {message}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::ConfigOrigin;
-
-    fn config(text: &str) -> Config {
-        Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base")).expect("config")
-    }
-
-    const CAMERA: &str = "[[camera]]\nname = \"front\"\nsource = { kind = \"images\", path = \"a\" }\n";
-
-    /// Issue 21: a SIGHUP that changed the broker or a camera logged only "need a restart".
-    #[test]
-    fn a_reload_names_each_key_it_cannot_apply_and_none_it_applies() {
-        let running = config(CAMERA);
-        let zone = "[[camera.zone]]\nname = \"z\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\n";
-        let applied = config(&format!(
-            "[model]\nscore_threshold = 0.7\nclasses = [\"person\"]\n[mqtt]\npublish = \"on_change\"\n\
-             [tracking]\nmin_hits = 5\n{CAMERA}{zone}"
-        ));
-        assert_eq!(keys_needing_a_restart(&running, &applied), Vec::<String>::new());
-        let restart = config(&format!(
-            "[mqtt]\nhost = \"broker.lan\"\n[tracking]\nenabled = false\n{}",
-            CAMERA.replace("path = \"a\"", "path = \"b\"")
-        ));
-        assert_eq!(
-            keys_needing_a_restart(&running, &restart),
-            ["camera[0].source.path", "mqtt.host", "tracking.enabled"]
-        );
-        let two_cameras =
-            config(&format!("{CAMERA}[[camera]]\nname = \"back\"\nsource = {{ kind = \"synthetic\" }}\n"));
-        let added = keys_needing_a_restart(&running, &two_cameras);
-        assert!(added.iter().all(|key| key.starts_with("camera[1].")) && !added.is_empty(), "{added:?}");
     }
 }

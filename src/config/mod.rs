@@ -16,12 +16,14 @@ use toml::{Table, Value};
 
 pub mod cache_dir;
 mod merge;
+pub mod reload;
+pub mod scene;
 mod validate;
 pub mod zones_file;
 
 pub use merge::data_dir;
 use merge::{merge, names_a_model};
-pub use validate::{validate_scene, SceneError};
+pub use scene::{camera_scene, camera_scenes, parse_scene, ParsedScene, SceneError};
 
 /// The documented example, also used when no `--config` is given.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/jetson-detectd.toml");

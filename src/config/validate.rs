@@ -1,16 +1,16 @@
 //! Validation of a typed config: every value checked against what is allowed, each error naming
 //! the file, the key and the allowed range.
 //!
-//! Owns: the rules between keys (a model must be described, DLA needs reduced precision, zones
-//! and lines must be simple shapes inside the frame, topics must be valid levels). Zone and line
-//! geometry is checked by `crate::track`'s own constructors, so a shape the config accepts is one
-//! the tracker can use. Must not: open models, cameras or sockets (`check-config` relies on it).
+//! Owns: the rules between keys (a model must be described, DLA needs reduced precision, topics
+//! must be valid levels); zones and lines go through the one zone parser (`super::scene`). Must
+//! not: open models, cameras or sockets (`check-config` relies on it).
 
 use std::collections::BTreeSet;
 
 use toml::Table;
 
 use super::merge::is_set;
+use super::scene::parse_scene;
 use super::*;
 
 impl Config {
@@ -238,7 +238,8 @@ impl Config {
                 }
                 _ => {}
             }
-            validate_scene(&camera.name, &camera.zones, &camera.lines)
+            // Labels are resolved once the label file is read (`scene::camera_scene`).
+            parse_scene(&camera.name, &camera.zones, &camera.lines)
                 .map_err(|e| self.invalid(&format!("camera[{i}].{}", e.key), e.message))?;
         }
         let mqtt = &self.mqtt;
@@ -473,61 +474,7 @@ fn topic_prefix_problem(prefix: &str) -> Option<String> {
     Some(problem)
 }
 
-/// A zone or line mistake: the key under the camera (`zone[1].polygon`) and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SceneError {
-    pub key: String,
-    pub message: String,
-}
-
-/// Checks one camera's zones and lines as `[[camera.zone]]` and `[[camera.line]]` (also for zones
-/// saved from the page): names, polygons, segments, counts. Zone labels are checked against the
-/// label file where the daemon resolves them (`publish::tracking::camera_scene`).
-pub fn validate_scene(camera: &str, zones: &[ZoneConfig], lines: &[LineConfig]) -> Result<(), SceneError> {
-    use crate::track::{lines, zones as zone_geometry};
-    let error = |key: String, message: String| SceneError { key, message };
-    if zones.len() > zone_geometry::MAX_ZONES {
-        return Err(error("zone".into(), format!("at most {} zones per camera", zone_geometry::MAX_ZONES)));
-    }
-    if lines.len() > lines::MAX_LINES {
-        return Err(error("line".into(), format!("at most {} lines per camera", lines::MAX_LINES)));
-    }
-    let mut names = BTreeSet::new();
-    for (j, zone) in zones.iter().enumerate() {
-        let what = format!("camera {camera:?}, zone {:?}", zone.name);
-        if !is_topic_segment(&zone.name) {
-            return Err(error(
-                format!("zone[{j}].name"),
-                format!("{what}: use 1..=64 letters, digits, `_` or `-` (it is a topic level)"),
-            ));
-        }
-        if !names.insert(zone.name.as_str()) {
-            return Err(error(format!("zone[{j}].name"), format!("{what}: two zones have this name")));
-        }
-        if let Err(reason) = zone_geometry::Polygon::new(&zone.polygon) {
-            return Err(error(format!("zone[{j}].polygon"), format!("{what}: {reason}")));
-        }
-        if zone.labels.iter().any(|label| label.trim().is_empty()) {
-            return Err(error(format!("zone[{j}].labels"), format!("{what}: empty label name")));
-        }
-    }
-    let mut names = BTreeSet::new();
-    for (j, line) in lines.iter().enumerate() {
-        let what = format!("camera {camera:?}, line {:?}", line.name);
-        if !is_topic_segment(&line.name) {
-            return Err(error(format!("line[{j}].name"), format!("{what}: use 1..=64 letters, digits, `_` or `-`")));
-        }
-        if !names.insert(line.name.as_str()) {
-            return Err(error(format!("line[{j}].name"), format!("{what}: two lines have this name")));
-        }
-        if let Err(reason) = lines::Segment::new(line.points) {
-            return Err(error(format!("line[{j}].points"), format!("{what}: {reason}")));
-        }
-    }
-    Ok(())
-}
-
-fn is_topic_segment(s: &str) -> bool {
+pub(super) fn is_topic_segment(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Owns: the file's format (the config's own `[[camera]]` shape holding only `name`, `[[camera.zone]]`
 //! and `[[camera.line]]`), reading it (bounded, a regular file only; a missing file is empty),
-//! checking it exactly as the config checks zones and lines ([`validate_scene`]), merging it over
+//! checking it exactly as the config checks zones and lines ([`parse_scene`]), merging it over
 //! the configured cameras (the zones and lines of every camera it names replace the config's;
 //! cameras it names that the config lacks are kept in the file and ignored), and writing it
 //! atomically (temp file in the same directory, fsync, rename, fsync of the directory: a power cut
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sys::files::ReadError;
 
-use super::{validate_scene, CameraConfig, ConfigError, ConfigOrigin, LineConfig, ZoneConfig};
+use super::{parse_scene, CameraConfig, ConfigError, ConfigOrigin, LineConfig, ZoneConfig};
 
 /// Largest zones file read: 64 cameras × 64 zones of 64 points fit many times over.
 pub const MAX_ZONES_FILE_BYTES: u64 = 4 << 20;
@@ -81,7 +81,7 @@ impl ZonesFile {
             if !names.insert(camera.name.as_str()) {
                 return Err(invalid(format!("camera[{i}].name"), format!("{:?} is named twice", camera.name)));
             }
-            validate_scene(&camera.name, &camera.zones, &camera.lines)
+            parse_scene(&camera.name, &camera.zones, &camera.lines)
                 .map_err(|e| invalid(format!("camera[{i}].{}", e.key), e.message))?;
         }
         Ok(file)

@@ -2,8 +2,8 @@
 //!
 //! Owns: each route's answer and error codes (404 for an unknown camera, 400 naming the field of a
 //! bad zone body, 503 while a camera has no frame yet or the watchdog sees a stall), rendering the
-//! live picture off the async threads, and the zone save: checked exactly as the config checks
-//! zones and lines (`config::validate_scene`, labels against the label file), written to the zones
+//! live picture off the async threads, and the zone save: parsed by the one zone parser
+//! (`config::scene`, labels against the label file) into the tracking scene, written to the zones
 //! file, then applied by the daemon's loop before the answer. Must not: hold a view lock across an
 //! await, or read any file but the zones file.
 
@@ -19,10 +19,11 @@ use tokio::sync::oneshot;
 
 use super::{HttpState, ZonesChange};
 use crate::config::zones_file::{CameraScene, ZonesFile};
-use crate::config::{validate_scene, LineConfig, ZoneConfig};
+use crate::config::{parse_scene as parse_zones_and_lines, LineConfig, ZoneConfig};
 use crate::publish::events::EventMessage;
 use crate::publish::snapshot::{render_live_jpeg, SceneOverlay};
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
+use crate::track::events::Scene;
 
 /// Longest wait for a camera's next frame before the latest kept one is shown.
 pub const FRAME_WAIT: Duration = Duration::from_secs(1);
@@ -214,8 +215,9 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
     if state.view.camera(&name).is_none() {
         return unknown_camera(&name);
     }
-    let scene = match parse_scene(&name, &body, &state.view.labels) {
-        Ok(scene) => scene,
+    let label_file = state.view.config().model.labels.clone();
+    let (scene, tracked) = match parse_scene(&name, &body, &state.view.labels, &label_file) {
+        Ok(parsed) => parsed,
         Err((field, message)) => return error(StatusCode::BAD_REQUEST, message, Some(field)),
     };
     // One save at a time: read, change and write the file, then apply.
@@ -237,7 +239,7 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
     }
     let (applied, answer) = oneshot::channel();
     let body = SceneBody { zones: scene.zones.clone(), lines: scene.lines.clone() };
-    if state.changes.send(ZonesChange { scene, applied }).await.is_err() {
+    if state.changes.send(ZonesChange { scene, tracked, applied }).await.is_err() {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the daemon is shutting down", None);
     }
     match answer.await {
@@ -250,20 +252,23 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
     }
 }
 
-/// The body as a camera scene, checked as the config checks one: `Err((field, message))` names
-/// the body's field (`zones[0].polygon`).
+/// The body as a camera's zones and lines (what the zones file keeps) and its tracking scene, by
+/// the one zone parser: `Err((field, message))` names the body's field (`zones[0].polygon`).
 pub fn parse_scene(
     camera: &str,
     body: &[u8],
     labels: &crate::detection::Labels,
-) -> Result<CameraScene, (String, String)> {
+    label_file: &std::path::Path,
+) -> Result<(CameraScene, Scene), (String, String)> {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let scene: SceneBody = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
         let field = e.path().to_string();
         (field, e.into_inner().to_string())
     })?;
     deserializer.end().map_err(|e| (".".to_string(), e.to_string()))?;
-    validate_scene(camera, &scene.zones, &scene.lines).map_err(|e| {
+    let tracked =
+        parse_zones_and_lines(camera, &scene.zones, &scene.lines).and_then(|parsed| parsed.resolve(labels, label_file));
+    let tracked = tracked.map_err(|e| {
         // The config's keys are `zone[1]` and `line[0]`; the body's fields are plural.
         let field = if let Some(rest) = e.key.strip_prefix("zone") {
             format!("zones{rest}")
@@ -274,15 +279,7 @@ pub fn parse_scene(
         };
         (field, e.message)
     })?;
-    for (j, zone) in scene.zones.iter().enumerate() {
-        if let Some(label) = zone.labels.iter().find(|label| labels.id_of(label).is_none()) {
-            return Err((
-                format!("zones[{j}].labels"),
-                format!("camera {camera:?}, zone {:?}: {label:?} is not in the label file", zone.name),
-            ));
-        }
-    }
-    Ok(CameraScene { name: camera.to_string(), zones: scene.zones, lines: scene.lines })
+    Ok((CameraScene { name: camera.to_string(), zones: scene.zones, lines: scene.lines }, tracked))
 }
 
 #[cfg(test)]
@@ -301,7 +298,8 @@ mod tests {
         let body =
             br#"{"zones":[{"name":"lane","polygon":[[0.0,0.62],[1.0,0.62],[1.0,1.0],[0.0,1.0]],"labels":["person"]}],
                         "lines":[{"name":"gate","points":[[0.5,1.0],[0.5,0.2]]}]}"#;
-        let scene = parse_scene("front", body, &labels()).unwrap();
+        let (scene, tracked) = parse_scene("front", body, &labels(), FsPath::new("labels.txt")).unwrap();
+        assert_eq!((tracked.zones[0].classes.as_slice(), tracked.lines.len()), (&[0][..], 1));
         assert_eq!(scene.name, "front");
         assert_eq!(scene.zones[0].name, "lane");
         assert_eq!(scene.lines[0].points, [[0.5, 1.0], [0.5, 0.2]]);
@@ -327,7 +325,8 @@ mod tests {
             (br#"{"zone":[]}"#, "zone", "unknown field"),
         ];
         for (body, field, message) in cases {
-            let (got_field, got_message) = parse_scene("front", body, &labels()).unwrap_err();
+            let (got_field, got_message) =
+                parse_scene("front", body, &labels(), FsPath::new("labels.txt")).unwrap_err();
             assert_eq!(got_field, field, "{}: {got_message}", String::from_utf8_lossy(body));
             assert!(got_message.contains(message), "{}: {got_message}", String::from_utf8_lossy(body));
         }

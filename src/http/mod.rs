@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::zones_file::CameraScene;
 use crate::config::Config;
 use crate::publish::live::LiveView;
+use crate::track::events::Scene;
 
 /// Longest wait at shutdown for running requests (a picture waits at most a second for its frame).
 pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -39,11 +40,14 @@ pub enum HttpError {
     Listen { address: SocketAddr, source: std::io::Error },
 }
 
-/// A zone and line change for one camera, already checked and saved; the daemon's loop applies it
+/// A zone and line change for one camera, already parsed and saved; the daemon's loop applies it
 /// to the camera's tracking and answers.
 #[derive(Debug)]
 pub struct ZonesChange {
+    /// As the zones file keeps it (and the running config shows it).
     pub scene: CameraScene,
+    /// As tracking uses it.
+    pub tracked: Scene,
     pub applied: oneshot::Sender<Result<(), String>>,
 }
 

@@ -15,16 +15,14 @@ use std::sync::Arc;
 
 use super::events::{EventStamp, ObjectEvent};
 use super::outlet::TrackingUpdate;
-use crate::config::{topic_segment, Config, ConfigError, TrackingConfig};
+use crate::config::TrackingConfig;
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameSlot;
 use crate::publish::snapshot::render_jpeg;
-use crate::track::events::{EventKind, Line, Scene, WatchParams, Zone};
-use crate::track::lines::Segment;
+use crate::track::events::{EventKind, Scene, WatchParams};
 use crate::track::occupancy::OccupancyChange;
 use crate::track::scene_tracker::{SceneTracker, TrackingParams};
 use crate::track::tracker::{Lifecycle, TrackId, TrackerParams};
-use crate::track::zones::Polygon;
 
 /// A track's kept picture is replaced when a detection beats its score by this much.
 pub const RESHOOT_STEP: f32 = 0.05;
@@ -208,68 +206,6 @@ pub fn tracking_params(config: &TrackingConfig) -> TrackingParams {
     }
 }
 
-/// The zones and lines of `config.cameras[index]`, zone labels resolved against the label file.
-/// A label the file does not have is an error naming the camera, the zone and the label.
-pub fn camera_scene(config: &Config, index: usize, labels: &Labels) -> Result<Scene, ConfigError> {
-    let camera = &config.cameras[index];
-    let invalid = |key: String, message: String| ConfigError::Invalid { origin: config.origin.clone(), key, message };
-    let mut scene = Scene::default();
-    for (j, zone) in camera.zones.iter().enumerate() {
-        let what = format!("camera {:?}, zone {:?}", camera.name, zone.name);
-        let polygon = Polygon::new(&zone.polygon)
-            .map_err(|e| invalid(format!("camera[{index}].zone[{j}].polygon"), format!("{what}: {e}")))?;
-        let classes = zone
-            .labels
-            .iter()
-            .map(|label| {
-                labels.id_of(label).ok_or_else(|| {
-                    invalid(
-                        format!("camera[{index}].zone[{j}].labels"),
-                        format!("{what}: {label:?} is not in the label file {}", config.model.labels.display()),
-                    )
-                })
-            })
-            .collect::<Result<Vec<usize>, ConfigError>>()?;
-        check_topic_collisions(labels, &classes).map_err(|message| {
-            let key = if zone.labels.is_empty() {
-                "model.labels".to_owned()
-            } else {
-                format!("camera[{index}].zone[{j}].labels")
-            };
-            invalid(key, format!("{what}: {message}"))
-        })?;
-        scene.zones.push(Zone { name: zone.name.clone(), polygon, classes });
-    }
-    for (j, line) in camera.lines.iter().enumerate() {
-        let what = format!("camera {:?}, line {:?}", camera.name, line.name);
-        let segment = Segment::new(line.points)
-            .map_err(|e| invalid(format!("camera[{index}].line[{j}].points"), format!("{what}: {e}")))?;
-        scene.lines.push(Line { name: line.name.clone(), segment });
-    }
-    Ok(scene)
-}
-
-/// Two labels a zone counts (`classes`, or every label when empty) that would share one retained
-/// count topic (`d+o#g/x` and `D_O_G_X` both become `d_o_g_x`).
-fn check_topic_collisions(labels: &Labels, classes: &[usize]) -> Result<(), String> {
-    let counted: Vec<usize> = if classes.is_empty() { (0..labels.len()).collect() } else { classes.to_vec() };
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for class in counted {
-        let name = labels.name(class);
-        if let Some(first) = seen.insert(topic_segment(&name), class) {
-            if first != class {
-                return Err(format!(
-                    "labels {:?} and {name:?} both become the topic level {:?}: their zone counts would share \
-                     one retained topic; rename one in the label file",
-                    labels.name(first),
-                    topic_segment(&name)
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -363,34 +299,5 @@ mod tests {
             counts(&update),
             [("yard".into(), None, None), ("yard".into(), Some(0), None), ("garden".into(), None, Some(0))]
         );
-    }
-
-    /// Issue 21: `d+o#g/x` and `D_O_G_X` shared one retained zone-count topic.
-    #[test]
-    fn labels_that_share_a_topic_level_are_refused_for_a_zone_that_counts_both() {
-        let text = "[[camera]]\nname = \"front\"\nsource = { kind = \"synthetic\" }\n[[camera.zone]]\nname = \"z\"\n\
-                    polygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\n";
-        let config = crate::config::Config::from_toml(
-            text,
-            crate::config::ConfigOrigin::File("test.toml".into()),
-            Path::new("/base"),
-        )
-        .expect("config");
-        let colliding = Labels::parse("cat\nd+o#g/x\nD_O_G_X\n", Path::new("labels")).expect("labels");
-        match camera_scene(&config, 0, &colliding) {
-            Err(ConfigError::Invalid { key, message, .. }) => {
-                assert_eq!(key, "model.labels");
-                assert!(message.contains("d_o_g_x") && message.contains("D_O_G_X"), "{message}");
-            }
-            other => panic!("expected a collision, got {other:?}"),
-        }
-        assert!(camera_scene(&config, 0, &labels()).is_ok());
-    }
-
-    #[test]
-    fn labels_become_single_topic_levels() {
-        assert_eq!(topic_segment("traffic light"), "traffic_light");
-        assert_eq!(topic_segment("a/b+#"), "a_b__");
-        assert_eq!(topic_segment("Hot-Dog"), "hot-dog");
     }
 }

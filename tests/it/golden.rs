@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use jetson_detectd::config::{Config, ConfigOrigin};
+use jetson_detectd::config::{camera_scene, Config, ConfigOrigin};
 use jetson_detectd::detection::{BoundingBox, Detection, Labels};
 use jetson_detectd::frame::{FrameMeta, FrameSlot, FrameTimings, HeapMemory, PixelFormat};
 use jetson_detectd::infer::step::FrameSink;
@@ -40,7 +40,6 @@ use jetson_detectd::publish::live::{LiveView, StartFacts};
 use jetson_detectd::publish::mqtt::{MqttOutlet, MqttSettings};
 use jetson_detectd::publish::outlet::{DaemonStatus, FrameResult, Outlet, Outlets, TrackingUpdate};
 use jetson_detectd::publish::sink::PublishSink;
-use jetson_detectd::publish::tracking::camera_scene;
 use jetson_detectd::service::notify::Liveness;
 use jetson_detectd::track::events::Scene;
 use rumqttc::v5::mqttbytes::v5::{Filter, Packet};
