@@ -811,6 +811,12 @@ pub fn machine_suffix(root: &Path) -> Option<String> {
     Some(hash.finalize().iter().take(4).map(|b| format!("{b:02x}")).collect())
 }
 
+/// A name usable as one topic level as it is (cameras, zones, lines): 1..=64 letters, digits, `_`
+/// or `-`.
+fn is_topic_segment(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// A label as one topic level: letters, digits, `-` and `_` kept (lower-cased), anything else `_`
 /// (`traffic light` → `traffic_light`), so no label can add a level or a wildcard.
 pub fn topic_segment(label: &str) -> String {

@@ -21,7 +21,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
-use super::{topic_segment, Config, ConfigError, LineConfig, ZoneConfig};
+use super::{is_topic_segment, topic_segment, Config, ConfigError, LineConfig, ZoneConfig};
 use crate::detection::Labels;
 use crate::track::events::{Line, Scene, Zone};
 use crate::track::lines::{Segment, MAX_LINES};
@@ -71,7 +71,7 @@ pub fn parse_scene(camera: &str, zones: &[ZoneConfig], lines: &[LineConfig]) -> 
     let mut names = BTreeSet::new();
     for (j, zone) in zones.iter().enumerate() {
         let what = format!("camera {camera:?}, zone {:?}", zone.name);
-        if !super::validate::is_topic_segment(&zone.name) {
+        if !is_topic_segment(&zone.name) {
             return Err(SceneError::new(
                 format!("zone[{j}].name"),
                 format!("{what}: use 1..=64 letters, digits, `_` or `-` (it is a topic level)"),
@@ -90,7 +90,7 @@ pub fn parse_scene(camera: &str, zones: &[ZoneConfig], lines: &[LineConfig]) -> 
     let mut names = BTreeSet::new();
     for (j, line) in lines.iter().enumerate() {
         let what = format!("camera {camera:?}, line {:?}", line.name);
-        if !super::validate::is_topic_segment(&line.name) {
+        if !is_topic_segment(&line.name) {
             return Err(SceneError::new(
                 format!("line[{j}].name"),
                 format!("{what}: use 1..=64 letters, digits, `_` or `-`"),

@@ -474,10 +474,6 @@ fn topic_prefix_problem(prefix: &str) -> Option<String> {
     Some(problem)
 }
 
-pub(super) fn is_topic_segment(s: &str) -> bool {
-    (1..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
 /// What is wrong with an RTSP camera URL, if anything. The message never repeats the URL: it may
 /// hold a password.
 fn rtsp_url_problem(url: &str) -> Option<&'static str> {
