@@ -1,22 +1,24 @@
-//! The `run` command: wires config, backend, cameras, MQTT, systemd notify, telemetry and signals.
+//! The `run` command: wires config, backend, cameras, the outlets (MQTT, the live view), the HTTP
+//! server, systemd notify, telemetry and signals.
 //!
 //! Owns: start-up order (SIGHUP handler → [`preflight`], the file checks `check-config` shares →
-//! broker client → model → HTTP server → inference workers → cameras → READY), signals and SIGHUP
-//! reload, zone changes saved from the page (applied like a reload), the watchdog, telemetry and
-//! live-view ticks, and orderly shutdown (STOPPING → cameras and workers joined → tracks ended →
-//! `offline` + bounded flush). Must not: do per-frame work
-//! (`crate::publish::sink` does), load backends itself (`crate::backend::load` does; it is the
-//! one place that opens the GPU), or call CUDA.
+//! MQTT outlet (status `building`) → model → `online` → HTTP server → sink and outlets → inference
+//! workers → cameras → READY), signals and SIGHUP reload, zone changes saved from the page
+//! (applied like a reload), the watchdog, the telemetry and live-view ticks, and orderly shutdown
+//! (STOPPING → cameras and workers joined → tracks ended → `offline` + bounded flush). Must not:
+//! do per-frame work (`crate::publish::sink` does), assemble figures (`crate::publish::telemetry`
+//! does), know topics or JSON (the MQTT outlet does), load backends itself
+//! (`crate::backend::load` does: it is how the daemon reaches the GPU), or call CUDA.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::backend::load::{check_model_files, load_backend_noting_fallback};
+use crate::backend::load::{check_model_files, load_backend_noting_fallback, GpuSampler};
 use crate::backend::{Backend, BackendError};
 use crate::config::reload::keys_needing_a_restart;
 use crate::config::{camera_scenes, Config, ConfigError};
@@ -26,13 +28,13 @@ use crate::http::{HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::scheduler::{SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
-use crate::publish::live::{Figures, LiveView, StartFacts};
+use crate::publish::live::{LiveView, StartFacts};
 use crate::publish::mqtt::{MqttError, MqttOutlet, MqttSettings};
 use crate::publish::outlet::{DaemonStatus, Outlet, Outlets};
 use crate::publish::sink::PublishSink;
+use crate::publish::telemetry::{self, FigureSources, Telemetry};
 use crate::service::notify::{Liveness, Notifier, WatchdogKeeper};
 use crate::service::run_id::new_run_id;
-use crate::service::telemetry::{status_line, JetsonSysfs, SystemSampler, TelemetryReport};
 use crate::source::SourceError;
 use crate::track::events::Scene;
 
@@ -177,7 +179,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
             let due = last_telemetry.is_none_or(|at| at.elapsed() >= telemetry_period);
             if config.telemetry.interval_s > 0 && due {
                 last_telemetry = Some(std::time::Instant::now());
-                mqtt.telemetry(&building_report(&display.line()));
+                mqtt.telemetry(&telemetry::building_report(&display.line()));
             }
         })
     };
@@ -194,38 +196,17 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     log::info!("backend: {:?}", backend.info());
     mqtt.status(DaemonStatus::Online);
 
-    let mut engine_info = serde_json::to_value(backend.info()).unwrap_or_default();
-    let gpu = crate::backend::load::GpuSampler::new(config.device.gpu as usize, backend.info().kind == "tensorrt");
-    engine_info["gpu"] = gpu.section();
-    if let Some(reason) = fallback {
-        engine_info["fallback"] = serde_json::Value::String(format!("TensorRT unavailable: {reason}"));
-    }
-    let started = Started { engine_info, gpu: Arc::new(gpu), mqtt, run, scenes, sighup, model_load, http_token };
+    let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
+    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http_token };
     runtime.block_on(serve(config, config_path, backend, labels, params, notifier, started))
-}
-
-/// The telemetry report while the engine is built at start: `engine.status` is `building`, with
-/// the build's progress line (what systemd's `STATUS=` shows).
-#[cfg(feature = "tensorrt")]
-fn building_report(progress: &str) -> TelemetryReport<'static> {
-    static NO_READINGS: std::sync::LazyLock<JetsonSysfs> = std::sync::LazyLock::new(JetsonSysfs::default);
-    TelemetryReport {
-        stamp: None,
-        cameras: &[],
-        load: None,
-        jetson: &NO_READINGS,
-        mqtt: None,
-        engine: Some(serde_json::json!({ "status": "building", "progress": progress })),
-        ts: SystemTime::now(),
-    }
 }
 
 /// What `run` prepared before serving: the telemetry's `engine` section (what the backend said,
 /// and the GPU sampled each period), the MQTT outlet (connected since before the engine build),
 /// this start's run id, the cameras' scenes, and the time the model took to load.
 struct Started {
-    engine_info: serde_json::Value,
-    gpu: Arc<crate::backend::load::GpuSampler>,
+    engine: serde_json::Value,
+    gpu: GpuSampler,
     mqtt: Arc<MqttOutlet>,
     run: Arc<str>,
     scenes: Vec<Scene>,
@@ -244,7 +225,7 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine_info, gpu, mqtt, run, scenes, mut sighup, model_load, http_token } = started;
+    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http_token } = started;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
 
@@ -252,7 +233,7 @@ async fn serve(
     // Sources beat while they wait (fps cap, reconnect backoff) and an idle inference worker beats
     // too, so the allowed silence bounds one call into a source or one frame's processing only.
     let max_silence = notifier.watchdog_interval().unwrap_or(DEFAULT_MAX_SILENCE);
-    let facts = StartFacts { engine: engine_info.clone(), model_load, started: SystemTime::now() };
+    let facts = StartFacts { engine: engine.clone(), model_load, started: SystemTime::now() };
     let live = Arc::new(LiveView::new(Arc::new(config.clone()), labels.clone(), liveness.clone(), max_silence, facts));
     let (changes_tx, mut changes_rx) = mpsc::channel::<ZonesChange>(4);
     let http = match HttpServer::start(&config, http_token, live.clone(), changes_tx).await {
@@ -310,48 +291,23 @@ async fn serve(
 
     let mut keeper = WatchdogKeeper::new(notifier.clone(), liveness.clone(), max_silence);
     let mut watchdog_tick = tokio::time::interval(keeper.period().unwrap_or(Duration::from_secs(3600)));
-    let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s.max(1)));
+    let mut telemetry = Telemetry::new(&config, engine, gpu, pipelines.len());
+    let telemetry_period = Telemetry::period(&config);
     // The first report after one period, when there is something to report.
     let mut telemetry_tick = tokio::time::interval_at(tokio::time::Instant::now() + telemetry_period, telemetry_period);
-    let mut sampler = SystemSampler::new();
-    let dropped_seen: Vec<AtomicU64> = pipelines.iter().map(|_| AtomicU64::new(0)).collect();
     // The live view's figures, while the HTTP server runs.
-    let mut view_tick = tokio::time::interval(LIVE_REFRESH);
-    let mut view_sampler = SystemSampler::new();
-    let mut view_frames: (Instant, Vec<u64>) = (Instant::now(), vec![0; pipelines.len()]);
-    if let Some(warning) = JetsonSysfs::read(&config.telemetry.sysfs_root).clock_warning() {
-        log::warn!("{warning}");
-    }
+    let mut view_tick = tokio::time::interval(telemetry::LIVE_REFRESH);
 
     let mut running = pipelines.len();
     let mut failure = None;
     loop {
+        let sources = FigureSources { pipelines: &pipelines, sink: &sink, scheduler: &scheduler, outlets: &outlets };
         tokio::select! {
             _ = sigterm.recv() => { log::info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { log::info!("SIGINT: shutting down"); break; }
             _ = sighup.recv() => reload(&config, config_path.as_deref(), &sink, &scheduler),
             Some(change) = changes_rx.recv() => apply_zones(change, &sink, &live),
-            _ = view_tick.tick(), if http.is_some() => {
-                sync_ring_counts(&pipelines, &dropped_seen, &sink);
-                let now = Instant::now();
-                let frames: Vec<u64> = live.cameras.iter().map(|camera| camera.stats.peek().frames).collect();
-                let elapsed = now.saturating_duration_since(view_frames.0).as_secs_f64().max(1e-3);
-                let fps = frames
-                    .iter()
-                    .zip(&view_frames.1)
-                    .map(|(now, then)| (now.saturating_sub(*then) as f64 / elapsed * 100.0).round() / 100.0)
-                    .collect();
-                view_frames = (now, frames);
-                live.set_figures(Figures {
-                    sources: pipelines.iter().map(|pipeline| Some(pipeline.source_report())).collect(),
-                    fps,
-                    connection: outlets.connection().unwrap_or_default(),
-                    scheduler: Some(scheduler.report()),
-                    system: Some(view_sampler.sample()),
-                    jetson: JetsonSysfs::read(&config.telemetry.sysfs_root),
-                    updated: Some(SystemTime::now()),
-                });
-            }
+            _ = view_tick.tick(), if http.is_some() => telemetry.refresh(&live, &sources),
             Some((what, outcome)) = ended_rx.recv() => {
                 match outcome {
                     Err(message) => {
@@ -369,42 +325,7 @@ async fn serve(
                 }
             }
             _ = watchdog_tick.tick(), if keeper.period().is_some() => { keeper.tick(); }
-            _ = telemetry_tick.tick() => {
-                sync_ring_counts(&pipelines, &dropped_seen, &sink);
-                let snapshots: Vec<_> = pipelines
-                    .iter()
-                    .filter_map(|pipeline| {
-                        let stats = sink.camera_stats(pipeline.name())?;
-                        Some(stats.snapshot().with_source(pipeline.source_report()))
-                    })
-                    .collect();
-                let connection = outlets.connection();
-                let line = status_line(&snapshots, connection.is_some_and(|stats| stats.connected));
-                let _ = match engine_info.get("fallback") {
-                    Some(_) => notifier.status(&format!("CPU backend (TensorRT unavailable); {line}")),
-                    None => notifier.status(&line),
-                };
-                if config.telemetry.interval_s > 0 {
-                    let mut engine = engine_info.clone();
-                    engine["scheduler"] = serde_json::to_value(scheduler.report()).unwrap_or_default();
-                    // Sampled each period, off the async threads (CUDA calls stay off them).
-                    let gpu_sampler = gpu.clone();
-                    if let Ok(section) = tokio::task::spawn_blocking(move || gpu_sampler.section()).await {
-                        engine["gpu"] = section;
-                    }
-                    let jetson = JetsonSysfs::read(&config.telemetry.sysfs_root);
-                    let report = TelemetryReport {
-                        stamp: None,
-                        cameras: &snapshots,
-                        load: Some(sampler.sample()),
-                        jetson: &jetson,
-                        mqtt: connection.and_then(|stats| serde_json::to_value(stats).ok()),
-                        engine: Some(engine),
-                        ts: SystemTime::now(),
-                    };
-                    outlets.telemetry(&report);
-                }
-            }
+            _ = telemetry_tick.tick() => telemetry.tick(&sources, &notifier).await,
         }
     }
 
@@ -434,23 +355,6 @@ async fn join_all(pipelines: Vec<CameraPipeline>, scheduler: Arc<Scheduler>) -> 
     .await
     .ok()
     .flatten()
-}
-
-/// How often the live view's figures (fps, states, MQTT, load, board sensors) are refreshed.
-const LIVE_REFRESH: Duration = Duration::from_secs(2);
-
-/// Moves each camera ring's drop, over-limit and capture counts into the camera's statistics.
-fn sync_ring_counts(pipelines: &[CameraPipeline], dropped_seen: &[AtomicU64], sink: &PublishSink) {
-    for (pipeline, seen) in pipelines.iter().zip(dropped_seen) {
-        let Some(stats) = sink.camera_stats(pipeline.name()) else { continue };
-        let ring = pipeline.ring().stats();
-        let dropped = ring.dropped.load(Ordering::Relaxed);
-        stats.record_drop(dropped.saturating_sub(seen.swap(dropped, Ordering::Relaxed)));
-        stats.set_over_limit(ring.over_limit.load(Ordering::Relaxed));
-        let produced = ring.produced.load(Ordering::Relaxed);
-        stats.set_capture(ring.capture_mode(), produced, ring.copies.load(Ordering::Relaxed));
-        stats.set_truncated(ring.truncated.load(Ordering::Relaxed));
-    }
 }
 
 /// Zones and lines saved from the page (parsed and already in the zones file): applied to the

@@ -16,4 +16,5 @@ pub mod outlet;
 pub mod payload;
 pub mod sink;
 pub mod snapshot;
+pub mod telemetry;
 pub mod tracking;

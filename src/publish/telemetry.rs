@@ -1,0 +1,187 @@
+//! Telemetry as the daemon runs it: the figures of the running daemon, gathered each period into
+//! one report for the outlets and the systemd `STATUS=` line, and every couple of seconds into
+//! the live view's figures.
+//!
+//! Owns: the report's `engine` section (what the backend said, a fallback, the GPU sampled each
+//! period, the scheduler's figures), moving each camera ring's counts into the camera's
+//! statistics, the fps window of the live view, the system samplers, and what one tick does.
+//! Must not: serialise or publish (the outlets do: [`Outlet::telemetry`]), or call CUDA on the
+//! async threads (the GPU is sampled on a blocking thread).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::live::{Figures, LiveView};
+use super::outlet::{Outlet, Outlets};
+use super::sink::PublishSink;
+use crate::backend::load::GpuSampler;
+use crate::backend::BackendInfo;
+use crate::config::Config;
+use crate::infer::camera::CameraPipeline;
+use crate::infer::scheduler::Scheduler;
+use crate::service::notify::Notifier;
+use crate::service::telemetry::{status_line, CameraSnapshot, JetsonSysfs, SystemSampler, TelemetryReport};
+
+/// How often the live view's figures (fps, states, connection, load, board sensors) are refreshed.
+pub const LIVE_REFRESH: Duration = Duration::from_secs(2);
+
+/// The telemetry's `engine` section at start: what the backend said, the GPU as probed, and why
+/// TensorRT was not used when the backend fell back to the CPU; and the sampler that refreshes
+/// the GPU part each period.
+pub fn engine_section(
+    config: &Config,
+    backend: &BackendInfo,
+    fallback: Option<&str>,
+) -> (serde_json::Value, GpuSampler) {
+    let mut engine = serde_json::to_value(backend).unwrap_or_default();
+    let gpu = GpuSampler::new(config.device.gpu as usize, backend.kind == "tensorrt");
+    engine["gpu"] = gpu.section();
+    if let Some(reason) = fallback {
+        engine["fallback"] = serde_json::Value::String(format!("TensorRT unavailable: {reason}"));
+    }
+    (engine, gpu)
+}
+
+/// The telemetry report while the engine is built at start: `engine.status` is `building`, with
+/// the build's progress line (what systemd's `STATUS=` shows). Only a TensorRT build reports
+/// progress.
+#[cfg(feature = "tensorrt")]
+pub fn building_report(progress: &str) -> TelemetryReport<'static> {
+    static NO_READINGS: std::sync::LazyLock<JetsonSysfs> = std::sync::LazyLock::new(JetsonSysfs::default);
+    TelemetryReport {
+        stamp: None,
+        cameras: &[],
+        load: None,
+        jetson: &NO_READINGS,
+        mqtt: None,
+        engine: Some(serde_json::json!({ "status": "building", "progress": progress })),
+        ts: SystemTime::now(),
+    }
+}
+
+/// What the running daemon's figures are read from.
+pub struct FigureSources<'a> {
+    pub pipelines: &'a [CameraPipeline],
+    pub sink: &'a PublishSink,
+    pub scheduler: &'a Scheduler,
+    pub outlets: &'a Outlets,
+}
+
+/// The telemetry of one run; see the module doc.
+pub struct Telemetry {
+    engine: serde_json::Value,
+    gpu: Arc<GpuSampler>,
+    sysfs_root: PathBuf,
+    /// `telemetry.interval_s > 0`: reports go out (the `STATUS=` line is refreshed either way).
+    reports: bool,
+    sampler: SystemSampler,
+    /// Each camera ring's drop count as last moved into the camera's statistics.
+    dropped_seen: Vec<u64>,
+    view_sampler: SystemSampler,
+    /// When the live view's fps window started, and each camera's frames then.
+    view_frames: (Instant, Vec<u64>),
+}
+
+impl Telemetry {
+    /// Telemetry of `cameras` cameras with the `engine` section of [`engine_section`]; warns (in the
+    /// log) when the board's GPU clock is not pinned.
+    pub fn new(config: &Config, engine: serde_json::Value, gpu: GpuSampler, cameras: usize) -> Telemetry {
+        let sysfs_root = config.telemetry.sysfs_root.clone();
+        if let Some(warning) = JetsonSysfs::read(&sysfs_root).clock_warning() {
+            log::warn!("{warning}");
+        }
+        Telemetry {
+            engine,
+            gpu: Arc::new(gpu),
+            sysfs_root,
+            reports: config.telemetry.interval_s > 0,
+            sampler: SystemSampler::new(),
+            dropped_seen: vec![0; cameras],
+            view_sampler: SystemSampler::new(),
+            view_frames: (Instant::now(), vec![0; cameras]),
+        }
+    }
+
+    /// The period of [`Telemetry::tick`] (at least a second, for the `STATUS=` line).
+    pub fn period(config: &Config) -> Duration {
+        Duration::from_secs(u64::from(config.telemetry.interval_s.max(1)))
+    }
+
+    /// One period: the `STATUS=` line and, unless reports are off, the report to every outlet.
+    pub async fn tick(&mut self, sources: &FigureSources<'_>, notifier: &Notifier) {
+        self.sync_ring_counts(sources);
+        let snapshots: Vec<CameraSnapshot> = sources
+            .pipelines
+            .iter()
+            .filter_map(|pipeline| {
+                let stats = sources.sink.camera_stats(pipeline.name())?;
+                Some(stats.snapshot().with_source(pipeline.source_report()))
+            })
+            .collect();
+        let connection = sources.outlets.connection();
+        let line = status_line(&snapshots, connection.is_some_and(|stats| stats.connected));
+        let _ = match self.engine.get("fallback") {
+            Some(_) => notifier.status(&format!("CPU backend (TensorRT unavailable); {line}")),
+            None => notifier.status(&line),
+        };
+        if !self.reports {
+            return;
+        }
+        let mut engine = self.engine.clone();
+        engine["scheduler"] = serde_json::to_value(sources.scheduler.report()).unwrap_or_default();
+        // Sampled each period, off the async threads (CUDA calls stay off them).
+        let gpu = self.gpu.clone();
+        if let Ok(section) = tokio::task::spawn_blocking(move || gpu.section()).await {
+            engine["gpu"] = section;
+        }
+        let jetson = JetsonSysfs::read(&self.sysfs_root);
+        let report = TelemetryReport {
+            stamp: None,
+            cameras: &snapshots,
+            load: Some(self.sampler.sample()),
+            jetson: &jetson,
+            mqtt: connection.and_then(|stats| serde_json::to_value(stats).ok()),
+            engine: Some(engine),
+            ts: SystemTime::now(),
+        };
+        sources.outlets.telemetry(&report);
+    }
+
+    /// The live view's figures, fps over the time since the last refresh.
+    pub fn refresh(&mut self, live: &LiveView, sources: &FigureSources<'_>) {
+        self.sync_ring_counts(sources);
+        let now = Instant::now();
+        let frames: Vec<u64> = live.cameras.iter().map(|camera| camera.stats.peek().frames).collect();
+        let elapsed = now.saturating_duration_since(self.view_frames.0).as_secs_f64().max(1e-3);
+        let fps = frames
+            .iter()
+            .zip(&self.view_frames.1)
+            .map(|(now, then)| (now.saturating_sub(*then) as f64 / elapsed * 100.0).round() / 100.0)
+            .collect();
+        self.view_frames = (now, frames);
+        live.set_figures(Figures {
+            sources: sources.pipelines.iter().map(|pipeline| Some(pipeline.source_report())).collect(),
+            fps,
+            connection: sources.outlets.connection().unwrap_or_default(),
+            scheduler: Some(sources.scheduler.report()),
+            system: Some(self.view_sampler.sample()),
+            jetson: JetsonSysfs::read(&self.sysfs_root),
+            updated: Some(SystemTime::now()),
+        });
+    }
+
+    /// Moves each camera ring's drop, over-limit and capture counts into the camera's statistics.
+    fn sync_ring_counts(&mut self, sources: &FigureSources<'_>) {
+        for (pipeline, seen) in sources.pipelines.iter().zip(&mut self.dropped_seen) {
+            let Some(stats) = sources.sink.camera_stats(pipeline.name()) else { continue };
+            let ring = pipeline.ring().stats();
+            let dropped = ring.dropped.load(std::sync::atomic::Ordering::Relaxed);
+            stats.record_drop(dropped.saturating_sub(std::mem::replace(seen, dropped)));
+            stats.set_over_limit(ring.over_limit.load(std::sync::atomic::Ordering::Relaxed));
+            let produced = ring.produced.load(std::sync::atomic::Ordering::Relaxed);
+            stats.set_capture(ring.capture_mode(), produced, ring.copies.load(std::sync::atomic::Ordering::Relaxed));
+            stats.set_truncated(ring.truncated.load(std::sync::atomic::Ordering::Relaxed));
+        }
+    }
+}
