@@ -17,6 +17,7 @@ pub mod detection;
 pub mod frame;
 pub mod http;
 pub mod infer;
+pub mod model;
 pub mod preprocess;
 pub mod publish;
 pub mod service;

@@ -18,10 +18,11 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
 
 use super::device_key::{board_identity, read_device_tree_model, DeviceIdentity};
+use super::error::TrtError;
 use super::ffi;
 use super::progress::Progress;
-use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engine, TrtRuntime, TrtVersion};
-use super::TrtError;
+use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engine, TrtRuntime};
+use super::version::TrtVersion;
 use crate::backend::trt::engine_cache::{
     load_prebuilt_engine, precision_name, sha256_hex, BuildLock, BuildOptions, EngineCache, EngineIdentity,
     EngineLookup, InputProfiles, MissReason, ModelInput, ShapeProfile,
