@@ -2,30 +2,49 @@
 //! Linux box (CPU backend). `main.rs` is only the CLI; everything else lives here so that the
 //! integration tests and benches can drive the same code.
 //!
-//! The folders follow a frame: `source` (frames in) → `infer` (camera rings, the scheduler, the
-//! per-frame step) → `preprocess` / `gpu` → `backend` (CPU, TensorRT) → `decode` → `track` →
-//! `publish` (MQTT, Home Assistant, snapshots, the live view). `http` (the page, the API, `/metrics`)
-//! reads what `publish` and `service` expose. `service` is the daemon's life under systemd
-//! (notify, telemetry, logging) and `cmd` holds the subcommands that wire the stages together.
-//! Each stage imports only what lies below it.
+//! A frame flows `source` ① → `infer` ② (camera rings, the scheduler, the per-frame step) →
+//! `preprocess` ③ / `gpu` → `backend` ④ (CPU, TensorRT) → `decode` ⑤ → `track` ⑥ → `publish` ⑦
+//! (MQTT, Home Assistant, snapshots, the live view). `http` (the page, the API, `/metrics`) reads
+//! what `publish` and `service` expose. `service` is the daemon's life under systemd (notify,
+//! telemetry, logging) and `cmd` holds the subcommands that wire the stages together.
+//!
+//! The modules are declared below floor by floor, top first, and this order is the single source
+//! of truth for the layering: a module imports only from the floors below its own, never from its
+//! own floor or above (`tests/it/layering.rs` checks every `crate::` path of `src/` against it).
+//! The floors follow who drives whom, not the flow: `infer` drives `source`, `backend` and
+//! `decode`; `publish` drives `track`; `config` turns the TOML into the types of the floors below
+//! it. Each floor's comment says what it holds (DESIGN.md's stages in circles).
 
-pub mod backend;
+// cmd: the subcommands, which wire everything below together
 pub mod cmd;
-pub mod config;
-pub mod decode;
-pub mod detection;
-pub mod frame;
+// http: the page, the API and /metrics, reading what publish and service expose
 pub mod http;
-pub mod infer;
-pub mod preprocess;
+// publish ⑦: the per-frame sink (tracking, policy, payloads, snapshots), MQTT, Home Assistant, the live view
 pub mod publish;
+// infer ②: camera threads and their rings, the scheduler (one worker per GPU), the per-frame step
+pub mod infer;
+// service: systemd notify and the watchdog's liveness, telemetry, logging
 pub mod service;
-pub mod source;
-pub mod sys;
-pub mod track;
-
-#[cfg(test)]
-mod proptest_support;
-
+// backend ④ (CPU and TensorRT inference) and decode ⑤ (outputs → detections): peers
+pub mod backend;
+pub mod decode;
+// gpu: the CUDA layer (probe, slots, the preprocessing kernel); model: what a model is (its outputs)
 #[cfg(feature = "cuda")]
 pub mod gpu;
+pub mod model;
+// preprocess ③ (the input contract, the CPU reference and fast path) and source ① (frames in): peers
+pub mod preprocess;
+pub mod source;
+// config: the typed configuration, made of the types of the floors below
+pub mod config;
+// track ⑥: tracker, zones, lines, events (pure: no config, payload or snapshot)
+pub mod track;
+// detection and frame: what a detection is; frames, their slots and rings
+pub mod detection;
+pub mod frame;
+// sys: panic-proof locks, bounded file reads, atomic writes, the wire form of a time
+pub mod sys;
+
+// test support (cfg(test) only)
+#[cfg(test)]
+mod proptest_support;

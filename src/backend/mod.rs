@@ -1,9 +1,10 @@
 //! Inference backends: the seam between "a frame in a slot" and "raw model output tensors".
 //!
 //! Owns: the [`Backend`] / [`InferenceSession`] traits (a session belongs to one inference worker,
-//! which serves every camera: see `crate::infer::scheduler`), [`ModelOutputs`], [`BackendError`], and the
-//! choice of backend from the config. A backend does preprocessing *and* inference, because on the
-//! GPU path both run on the worker's stream without the tensor leaving the device.
+//! which serves every camera: see `crate::infer::scheduler`), [`BackendError`], and the choice of
+//! backend from the config. The outputs a session fills are `crate::model`'s [`ModelOutputs`]. A
+//! backend does preprocessing *and* inference, because on the GPU path both run on the worker's
+//! stream without the tensor leaving the device.
 //! Must not: decode detections, publish, or call CUDA outside the session's own thread.
 
 pub mod cpu;
@@ -13,6 +14,7 @@ pub mod trt;
 use std::time::Duration;
 
 use crate::frame::{FrameSlot, HeapMemory, SlotMemory};
+use crate::model::ModelOutputs;
 use crate::preprocess::PreprocessSpec;
 
 #[derive(Debug, thiserror::Error)]
@@ -27,50 +29,6 @@ pub enum BackendError {
     Inference(String),
     #[error("{0} backend is not available: {1}")]
     Unavailable(&'static str, String),
-}
-
-/// One output tensor, converted to f32, row-major.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OutputTensor {
-    pub name: String,
-    pub shape: Vec<usize>,
-    pub data: Vec<f32>,
-}
-
-/// All outputs of one inference, in the model's output order. Reused across frames.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ModelOutputs {
-    pub tensors: Vec<OutputTensor>,
-}
-
-impl ModelOutputs {
-    pub fn by_name(&self, name: &str) -> Option<&OutputTensor> {
-        self.tensors.iter().find(|t| t.name == name)
-    }
-
-    /// Copies row `row` of outputs batched over `rows` frames into `out`, as the outputs of that
-    /// frame alone (leading dimension 1), reusing `out`'s buffers. Every tensor must have the batch
-    /// as its leading dimension.
-    pub fn row_into(&self, row: usize, rows: usize, out: &mut ModelOutputs) -> Result<(), String> {
-        out.tensors.resize_with(self.tensors.len(), OutputTensor::default);
-        for (tensor, target) in self.tensors.iter().zip(&mut out.tensors) {
-            if tensor.shape.first() != Some(&rows) || tensor.data.len() % rows != 0 || row >= rows {
-                return Err(format!(
-                    "output `{}` has shape {:?} and {} values, not a batch of {rows} (row {row})",
-                    tensor.name,
-                    tensor.shape,
-                    tensor.data.len()
-                ));
-            }
-            let per_row = tensor.data.len() / rows;
-            target.name.clone_from(&tensor.name);
-            target.shape.clone_from(&tensor.shape);
-            target.shape[0] = 1;
-            target.data.clear();
-            target.data.extend_from_slice(&tensor.data[row * per_row..(row + 1) * per_row]);
-        }
-        Ok(())
-    }
 }
 
 /// Time spent in the stages a backend owns.

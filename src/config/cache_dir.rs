@@ -1,16 +1,15 @@
 //! The cache directory that the service, `build-engine` and `selftest` share: where it is by
-//! default, and who owns what root writes into it.
+//! default.
 //!
 //! The systemd unit's `CacheDirectory=jetson-detectd` gives the service `/var/cache/jetson-detectd`
 //! (as `$CACHE_DIRECTORY`), owned by its `DynamicUser=`. The README's install steps prebuild the
 //! engine with `sudo jetson-detectd build-engine`, outside systemd: that must land in the same
-//! directory, and the service must be able to replace, lock and read what root wrote there. This
-//! module owns those two rules; it reads no config and writes no file of its own.
+//! directory (this module's rule), and the service must be able to replace, lock and read what
+//! root wrote there (`crate::sys::files::adopt_dir_owner`, which every atomic write and the build
+//! lock apply). It reads no config and writes no file of its own.
 
 use std::ffi::OsString;
-use std::fs::File;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The service's cache directory (systemd's `CacheDirectory=jetson-detectd`).
 pub const SERVICE_CACHE_DIR: &str = "/var/cache/jetson-detectd";
@@ -60,21 +59,6 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Gives `file`, just created in `dir`, to `dir`'s owner when root writes into a directory that
-/// another user owns (the service's dynamic user owns its cache directory once it has run), so
-/// that the service can open, lock and replace it. Otherwise leaves it alone.
-pub fn adopt_dir_owner(file: &File, dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    if !is_root() {
-        return Ok(());
-    }
-    let owner = std::fs::metadata(dir)?;
-    if owner.uid() == 0 && owner.gid() == 0 {
-        return Ok(());
-    }
-    std::os::unix::fs::fchown(file, Some(owner.uid()), Some(owner.gid()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,21 +78,5 @@ mod tests {
         assert_eq!(default_dir_from(&user), PathBuf::from("/home/u/.xdg/jetson-detectd"));
         let plain = CacheEnv { xdg_cache_home: None, home: Some("/home/u".into()), ..user };
         assert_eq!(default_dir_from(&plain), PathBuf::from("/home/u/.cache/jetson-detectd"));
-    }
-
-    #[test]
-    fn a_file_root_writes_into_another_users_directory_becomes_that_users() {
-        use std::os::unix::fs::MetadataExt;
-        if !is_root() {
-            eprintln!("skipped: only root can give a file away");
-            return;
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).expect("chown dir");
-        let path = dir.path().join("model.engine");
-        let file = File::create(&path).expect("create");
-        adopt_dir_owner(&file, dir.path()).expect("adopt");
-        let meta = std::fs::metadata(&path).expect("stat");
-        assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
     }
 }

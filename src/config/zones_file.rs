@@ -9,7 +9,6 @@
 //! leaves the old or the new file, never a torn one). Must not: open anything but that one file and
 //! its directory; it knows no HTTP and no camera beyond its name.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -114,31 +113,9 @@ impl ZonesFile {
 
     /// Replaces the file at `path` atomically, creating its directory when missing.
     pub fn write(&self, path: &Path) -> Result<(), WriteError> {
-        write_atomically(path, self.to_toml().as_bytes()).map_err(|source| WriteError { path: path.into(), source })
+        crate::sys::files::atomic_write(path, self.to_toml().as_bytes())
+            .map_err(|error| WriteError { path: path.into(), source: error.source })
     }
-}
-
-/// Temp file in the same directory, fsync, rename over `path`, fsync the directory.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir)?;
-    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let temp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if result.is_err() {
-        // Best effort: the write already failed and says why.
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //! `num_dets` rows. Must not: run NMS again — the model did it; threshold, allow-list and
 //! `max_detections` still apply.
 
-use crate::backend::{ModelOutputs, OutputTensor};
 use crate::detection::BoundingBox;
+use crate::model::{ModelOutputs, OutputTensor};
 
 use super::tensor::{matrix, unexpected, values};
 use super::{CandidateSink, DecodeError};
@@ -63,9 +63,9 @@ pub(super) fn collect(outputs: &ModelOutputs, sink: &mut CandidateSink<'_>) -> R
 mod tests {
     use super::super::test_support::*;
     use super::super::{DecodeParams, Decoder};
-    use crate::backend::{ModelOutputs, OutputTensor};
     use crate::config::DecoderKind;
     use crate::detection::{BoundingBox, Detection};
+    use crate::model::{ModelOutputs, OutputTensor};
 
     /// EfficientNMS-style outputs with room for `capacity` detections; the first `rows` are filled.
     fn outputs(count: f32, capacity: usize, rows: &[([f32; 4], f32, f32)]) -> ModelOutputs {

@@ -18,9 +18,9 @@ mod ssd;
 mod tensor;
 mod yolo;
 
-use crate::backend::ModelOutputs;
 use crate::config::{DecoderKind, ModelConfig};
 use crate::detection::{BoundingBox, Detection, Labels};
+use crate::model::ModelOutputs;
 use crate::preprocess::ResizeGeometry;
 
 /// How many label names an unknown-class error lists.

@@ -5,8 +5,8 @@
 use proptest::prelude::*;
 
 use super::{DecodeParams, Decoder};
-use crate::backend::{ModelOutputs, OutputTensor};
 use crate::config::{DecoderKind, ResizeKind};
+use crate::model::{ModelOutputs, OutputTensor};
 use crate::preprocess::ResizeGeometry;
 
 /// Cases per decoder and run on the host; see `proptest_support`.

@@ -5,8 +5,8 @@
 //! class column of an anchor is considered, not only the best one, as TFLite's SSD post-processing
 //! (and the reference results in the models' notice) do. Must not: threshold or suppress on its own.
 
-use crate::backend::{ModelOutputs, OutputTensor};
 use crate::detection::BoundingBox;
+use crate::model::{ModelOutputs, OutputTensor};
 
 use super::tensor::{matrix, matrix_dims, unexpected};
 use super::{CandidateSink, DecodeError};
@@ -65,9 +65,9 @@ pub(super) fn collect(
 mod tests {
     use super::super::test_support::*;
     use super::super::{DecodeParams, Decoder};
-    use crate::backend::{ModelOutputs, OutputTensor};
     use crate::config::DecoderKind;
     use crate::detection::BoundingBox;
+    use crate::model::{ModelOutputs, OutputTensor};
 
     /// One anchor per entry: box (ymin,xmin,ymax,xmax) and scores with the background column first.
     fn outputs(anchors: &[([f32; 4], [f32; 4])]) -> ModelOutputs {

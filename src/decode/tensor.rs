@@ -3,7 +3,7 @@
 //! Owns: recognising `[1, rows, cols]` matrices, checking that a tensor's data length matches its
 //! shape, and describing a model's outputs for error messages. Must not: interpret values.
 
-use crate::backend::{ModelOutputs, OutputTensor};
+use crate::model::{ModelOutputs, OutputTensor};
 
 use super::DecodeError;
 

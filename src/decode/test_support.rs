@@ -1,8 +1,8 @@
 //! Builders and assertions shared by the decoder tests.
 
-use crate::backend::{ModelOutputs, OutputTensor};
 use crate::config::{DecoderKind, ResizeKind};
 use crate::detection::{BoundingBox, Detection};
+use crate::model::{ModelOutputs, OutputTensor};
 use crate::preprocess::ResizeGeometry;
 
 use super::DecodeParams;

@@ -11,8 +11,8 @@
 //! not relabelled. Only the first output is read (older YOLOv5 exports append raw head outputs).
 //! Must not: threshold or suppress on its own.
 
-use crate::backend::ModelOutputs;
 use crate::detection::BoundingBox;
+use crate::model::ModelOutputs;
 
 use super::tensor::{matrix, unexpected, Matrix};
 use super::{CandidateSink, DecodeError};
@@ -115,9 +115,9 @@ mod tests {
     use super::super::test_support::*;
     use super::super::{DecodeParams, Decoder};
     use super::best_class;
-    use crate::backend::{ModelOutputs, OutputTensor};
     use crate::config::DecoderKind;
     use crate::detection::{BoundingBox, Detection};
+    use crate::model::{ModelOutputs, OutputTensor};
     use crate::preprocess::ResizeGeometry;
 
     fn decode(params: DecodeParams, outputs: &ModelOutputs, geometry: &ResizeGeometry) -> Vec<Detection> {

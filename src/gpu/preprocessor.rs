@@ -9,8 +9,7 @@
 //! Must not: synchronise the stream (the caller does, once per batch, after inference), or
 //! allocate per frame (only when a frame size not in the cache arrives).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUfunction_attribute};
@@ -541,8 +540,8 @@ fn load_module(device: &GpuDevice, cache_dir: Option<&Path>) -> Result<Arc<CudaM
     }
     let ptx = compile(options)?;
     if let Some(path) = &cache_file {
-        if let Err(error) = write_atomically(path, ptx.as_bytes()) {
-            log::warn!("cannot cache the preprocessing kernel at {}: {error}", path.display());
+        if let Err(error) = crate::sys::files::atomic_write(path, ptx.as_bytes()) {
+            log::warn!("cannot cache the preprocessing kernel: {error}");
         }
     }
     device.context().load_module(Ptx::from_src(ptx)).during("cuModuleLoadData")
@@ -559,30 +558,6 @@ fn compile(options: Vec<String>) -> Result<String, GpuError> {
     )
     .map_err(|error| GpuError::Compile(error.to_string()))?;
     Ok(ptx.to_src())
-}
-
-/// Temp file in the same directory, fsync, rename, fsync the directory: a crash never leaves a
-/// truncated file under the final name.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-    std::fs::create_dir_all(&dir)?;
-    let temp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        crate::config::cache_dir::adopt_dir_owner(&file, &dir)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
 }
 
 /// The staging buffer's new size for a frame of `needed` bytes, or `None` while the `current`
@@ -672,15 +647,5 @@ mod tests {
         }
         spec.dtype = TensorDtype::U8;
         assert_eq!(pad_value(&spec), [114.0; 3]);
-    }
-
-    #[test]
-    fn atomic_write_replaces_the_file_whole() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("sub").join("k.ptx");
-        write_atomically(&path, b"first").expect("write");
-        write_atomically(&path, b"second").expect("rewrite");
-        assert_eq!(std::fs::read(&path).expect("read"), b"second");
-        assert_eq!(std::fs::read_dir(path.parent().expect("parent")).expect("list").count(), 1, "no temp file left");
     }
 }

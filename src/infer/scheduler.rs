@@ -24,11 +24,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::step::{decode_frame, process, FrameError, FrameSink, PipelineError};
-use crate::backend::{Backend, BackendError, InferenceSession, MemoryReport, ModelOutputs};
+use crate::backend::{Backend, BackendError, InferenceSession, MemoryReport};
 use crate::config::Config;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
 use crate::frame::{Doorbell, FrameRing, FrameSlot, Stage};
+use crate::model::ModelOutputs;
 use crate::service::notify::{Liveness, LivenessHandle};
 use crate::sys::lock::lock;
 
@@ -452,9 +453,10 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::backend::{BackendInfo, BackendTimings, OutputTensor, SessionMemory};
+    use crate::backend::{BackendInfo, BackendTimings, SessionMemory};
     use crate::config::{CameraConfig, DecoderKind, SourceConfig};
     use crate::infer::camera::{CameraPipeline, PipelineShared};
+    use crate::model::OutputTensor;
     use crate::preprocess::PreprocessSpec;
 
     /// A backend that sleeps instead of inferring, yields SSD outputs without detections, and

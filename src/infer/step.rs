@@ -7,10 +7,11 @@
 
 use std::time::Instant;
 
-use crate::backend::{BackendError, BackendTimings, InferenceSession, ModelOutputs};
+use crate::backend::{BackendError, BackendTimings, InferenceSession};
 use crate::decode::Decoder;
 use crate::detection::Detection;
 use crate::frame::{FrameSlot, FrameTimings};
+use crate::model::ModelOutputs;
 use crate::preprocess::PreprocessSpec;
 use crate::source::SourceError;
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::payload::{round_to, BoxPixels, SCHEMA_VERSION};
 use crate::detection::{BoundingBox, Labels};
-use crate::frame::Rfc3339Millis;
+use crate::sys::time::Rfc3339Millis;
 use crate::track::events::{Changes, EventKind, TrackEvent};
 use crate::track::lines::Direction;
 use crate::track::scene_tracker::{system_time, SceneTracker};

@@ -13,8 +13,9 @@ use serde::ser::SerializeSeq;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::detection::{Detection, Labels};
-use crate::frame::{FrameMeta, FrameTimings, Rfc3339Millis};
+use crate::frame::{FrameMeta, FrameTimings};
 use crate::service::run_id::Stamp;
+use crate::sys::time::Rfc3339Millis;
 
 /// Value of the `schema` field. Bumped only for changes that break existing consumers.
 pub const SCHEMA_VERSION: u32 = 1;

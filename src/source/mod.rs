@@ -1,9 +1,10 @@
 //! Frame sources: where a camera's frames come from.
 //!
-//! Owns: the [`FrameSource`] trait, [`SourceError`], opening the configured source, the fps cap,
+//! Owns: the [`FrameSource`] trait, [`SourceError`], checking and opening the configured source,
 //! and [`image_decode`], the one bounded decoder every source (and `detect`) decodes untrusted
 //! image bytes through. Each implementation writes straight into the frame slot it is given.
-//! Must not: preprocess, run models, or block forever without checking its stop flag.
+//! Must not: preprocess, run models, pace frames (a camera's fps cap is its source thread's, in
+//! `crate::infer::camera`), or block forever without checking its stop flag.
 
 #[cfg(feature = "gstreamer")]
 pub mod gstreamer;

@@ -1,17 +1,23 @@
-//! Opening and reading files that a config or a command line names: the config itself, label
-//! files, password and PEM files, models and image files.
+//! Opening and reading files that a config or a command line names (the config itself, label
+//! files, password and PEM files, models and image files), and replacing the files the daemon
+//! writes (engines, timing caches, the compiled kernel, the zones file) atomically.
 //!
 //! Owns: the rule that such a path is opened without blocking (`O_NONBLOCK`, so a FIFO can never
 //! hang the caller), must be a regular file (a directory, FIFO, socket or device such as
 //! `/dev/zero` is refused before a byte is read), and is read with a size bound, both from its
 //! length and while reading (a file that grows under us is still cut off). The bounds below are
-//! documented in the README's "Untrusted input limits". Must not: know what the bytes mean, name
-//! config keys (callers add the key and path to the error), or log.
+//! documented in the README's "Untrusted input limits". And [`atomic_write`]: a temp file in the
+//! target's directory, fsynced, renamed over the target, then the directory fsynced, so that a
+//! crash or a power cut at any moment leaves the old file or the new one whole under the name,
+//! never a torn one; the temp file is given to the directory's owner when root writes into
+//! another user's directory ([`adopt_dir_owner`]), so the service can replace what
+//! `sudo jetson-detectd build-engine` wrote. Must not: know what the bytes mean, name config keys
+//! (callers add the key and path to the error), or log.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Largest config file (`--config`): a config is a few KiB.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -90,6 +96,78 @@ pub fn read_to_string(path: &Path, limit: u64) -> Result<String, ReadError> {
     String::from_utf8(read(path, limit)?).map_err(|_| ReadError::NotUtf8)
 }
 
+/// What [`atomic_write`] names its temp file: `.<name>.tmp-<pid>` in the target's directory, so
+/// that an owner of the directory can recognise a leftover of a crash and whose it was.
+pub const TEMP_INFIX: &str = ".tmp-";
+
+/// Why [`atomic_write`] failed: the file or directory the failing step worked on.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {source}")]
+pub struct WriteError {
+    pub path: PathBuf,
+    pub source: io::Error,
+}
+
+/// Replaces the file at `path` with `bytes` so that a crash at any point leaves either the old or
+/// the new content under `path`: temp file in the same directory, fsync, rename over `path`, fsync
+/// the directory (created first when missing). A failed write removes its temp file.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    atomic_write_with(path, bytes, |_| Ok(()))
+}
+
+/// [`atomic_write`] with a hook between "temp file durable" and "rename", where tests simulate a
+/// crash by returning an error: the temp file is then left behind, as a real crash would leave it.
+pub fn atomic_write_with(
+    path: &Path,
+    bytes: &[u8],
+    before_rename: impl FnOnce(&Path) -> io::Result<()>,
+) -> Result<(), WriteError> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(write_error(dir))?;
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = dir.join(format!(".{name}{TEMP_INFIX}{}", std::process::id()));
+    let write = || -> io::Result<()> {
+        let mut file = File::create(&temp)?;
+        adopt_dir_owner(&file, dir)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    };
+    if let Err(source) = write() {
+        // Best effort: the write already failed and says why.
+        let _ = std::fs::remove_file(&temp);
+        return Err(WriteError { path: temp, source });
+    }
+    before_rename(&temp).map_err(write_error(&temp))?;
+    if let Err(source) = std::fs::rename(&temp, path) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(WriteError { path: path.to_path_buf(), source });
+    }
+    File::open(dir).and_then(|dir| dir.sync_all()).map_err(write_error(dir))
+}
+
+fn write_error(path: &Path) -> impl FnOnce(io::Error) -> WriteError + '_ {
+    move |source| WriteError { path: path.to_path_buf(), source }
+}
+
+/// Gives `file`, just created in `dir`, to `dir`'s owner when root writes into a directory that
+/// another user owns (the service's dynamic user owns its cache directory once it has run), so
+/// that the service can open, lock and replace it. Otherwise leaves it alone.
+pub fn adopt_dir_owner(file: &File, dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    let owner = std::fs::metadata(dir)?;
+    if owner.uid() == 0 && owner.gid() == 0 {
+        return Ok(());
+    }
+    std::os::unix::fs::fchown(file, Some(owner.uid()), Some(owner.gid()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +209,67 @@ mod tests {
         let path = dir.path().join("password");
         std::fs::write(&path, [0xff, 0xfe, b'\n']).expect("write");
         assert!(matches!(read_to_string(&path, 64), Err(ReadError::NotUtf8)));
+    }
+
+    #[test]
+    fn atomic_write_replaces_the_file_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sub").join("k.ptx");
+        atomic_write(&path, b"first").expect("write");
+        atomic_write(&path, b"second").expect("rewrite");
+        assert_eq!(std::fs::read(&path).expect("read"), b"second");
+        assert_eq!(std::fs::read_dir(path.parent().expect("parent")).expect("list").count(), 1, "no temp file left");
+    }
+
+    #[test]
+    fn a_failed_atomic_write_keeps_the_old_file_and_names_what_failed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("zones.toml");
+        atomic_write(&path, b"old").expect("write");
+        let onto_a_directory = dir.path().join("taken");
+        std::fs::create_dir(&onto_a_directory).expect("mkdir");
+        std::fs::write(onto_a_directory.join("inside"), b"x").expect("write");
+        let error = atomic_write(&onto_a_directory, b"new").expect_err("a directory is not replaced");
+        assert_eq!(error.path, onto_a_directory);
+        let leftovers = std::fs::read_dir(dir.path())
+            .expect("list")
+            .flatten()
+            .filter(|entry| entry.file_name().to_string_lossy().contains(TEMP_INFIX))
+            .count();
+        assert_eq!(leftovers, 0, "the failed write removed its temp file");
+        assert_eq!(std::fs::read(&path).expect("read"), b"old");
+    }
+
+    #[test]
+    fn a_file_root_writes_into_another_users_directory_becomes_that_users() {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: only root can give a file away");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).expect("chown dir");
+        let path = dir.path().join("model.engine");
+        let file = File::create(&path).expect("create");
+        adopt_dir_owner(&file, dir.path()).expect("adopt");
+        let meta = std::fs::metadata(&path).expect("stat");
+        assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    }
+
+    #[test]
+    fn an_atomic_write_by_root_into_another_users_directory_gives_the_file_to_that_user() {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: only root can give a file away");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).expect("chown dir");
+        let path = dir.path().join("ssd.timing.cache");
+        atomic_write(&path, b"cache").expect("write");
+        let meta = std::fs::metadata(&path).expect("stat");
+        assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
     }
 }

@@ -1,9 +1,11 @@
 //! What the daemon takes from the operating system, made safe to use everywhere: locks that
-//! survive a panicked holder ([`lock`]) and bounded, non-blocking reads of the files a config or a
-//! command names ([`files`]).
+//! survive a panicked holder ([`lock`]), bounded, non-blocking reads of the files a config or a
+//! command names and atomic replacement of the files the daemon writes ([`files`]), and the wire
+//! form of a wall-clock time ([`time`]).
 //!
-//! Owns: these two rules and nothing else. Must not: import any other module of the crate (every
+//! Owns: these rules and nothing else. Must not: import any other module of the crate (every
 //! stage may use this one, so it stands below them all).
 
 pub mod files;
 pub mod lock;
+pub mod time;

@@ -15,6 +15,7 @@ mod gpu;
 mod gpu_arena;
 mod hostile;
 mod http;
+mod layering;
 mod mqtt;
 mod notify;
 mod onnxruntime;

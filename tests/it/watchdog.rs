@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
-use jetson_detectd::backend::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, ModelOutputs};
+use jetson_detectd::backend::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession};
 use jetson_detectd::config::{CameraConfig, Config, DecoderKind};
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Detection;
@@ -20,6 +20,7 @@ use jetson_detectd::frame::{FrameTimings, Stage};
 use jetson_detectd::infer::camera::{CameraPipeline, PipelineShared};
 use jetson_detectd::infer::scheduler::{SchedulePlan, Scheduler};
 use jetson_detectd::infer::step::{FrameSink, PipelineError};
+use jetson_detectd::model::ModelOutputs;
 use jetson_detectd::preprocess::PreprocessSpec;
 use jetson_detectd::service::notify::{Liveness, WatchdogKeeper, WatchdogTick};
 use jetson_detectd::service::telemetry::{status_line, CameraStats};

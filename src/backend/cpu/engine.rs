@@ -4,8 +4,9 @@
 //! Owns: [`Engine`], [`EngineSession`] and the model-input description they report. Must not:
 //! preprocess, decode, or know any engine's API.
 
-use super::super::{BackendError, OutputTensor};
+use super::super::BackendError;
 use crate::config::TensorDtype;
+use crate::model::OutputTensor;
 
 /// One model loaded by a CPU engine, shared by every inference worker.
 pub(crate) trait Engine: Send + Sync {

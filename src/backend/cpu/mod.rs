@@ -24,9 +24,10 @@ pub mod onnxruntime;
 mod rten;
 
 use self::rten::{RtenEngine, RTEN_VERSION};
-use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, ModelOutputs, OutputTensor};
+use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession};
 use crate::config::CpuEngine;
 use crate::frame::FrameSlot;
+use crate::model::{ModelOutputs, OutputTensor};
 use crate::preprocess::{FastPreprocessor, PreprocessSpec};
 use engine::{dtype_name, Dim, Engine, EngineSession};
 use onnxruntime::library::{self, Library, LibraryError};

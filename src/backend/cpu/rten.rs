@@ -9,8 +9,9 @@ use std::sync::Arc;
 use rten::{DataType, Dimension, Model, ModelOptions, NodeId, RunOptions, ThreadPool, Value, ValueType, ValueView};
 
 use super::engine::{Dim, Engine, EngineSession, InputElement, ModelInput};
-use crate::backend::{BackendError, OutputTensor};
+use crate::backend::BackendError;
 use crate::config::TensorDtype;
+use crate::model::OutputTensor;
 
 /// The rten version in `info()`; kept in step with Cargo.toml by a test.
 pub(super) const RTEN_VERSION: &str = "0.27";

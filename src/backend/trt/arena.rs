@@ -25,8 +25,8 @@ use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{result, CudaContext, DriverError};
 
 use super::arena_plan::{shared_arena_bytes, ArenaPlan};
+use super::error::TrtError;
 use super::runtime::ExecutionContext;
-use super::TrtError;
 use crate::sys::lock::lock;
 
 /// Plans of every live arena in the process, by arena id.

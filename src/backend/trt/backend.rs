@@ -18,15 +18,16 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, P
 
 use super::arena::{arena_report, ArenaLease};
 use super::build::{device_identity, load_or_build, EngineSource};
+use super::error::TrtError;
 use super::progress::Progress;
-use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInfo, TrtRuntime, TrtVersion};
-use super::TrtError;
+use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInfo, TrtRuntime};
+use super::version::TrtVersion;
 use crate::backend::{
-    Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, MemoryReport, ModelOutputs, OutputTensor,
-    SessionMemory,
+    Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, MemoryReport, SessionMemory,
 };
 use crate::config::{Config, TensorDtype};
 use crate::frame::FrameSlot;
+use crate::model::{ModelOutputs, OutputTensor};
 use crate::preprocess::PreprocessSpec;
 use crate::sys::lock::lock;
 

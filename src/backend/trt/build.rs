@@ -18,10 +18,11 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
 
 use super::device_key::{board_identity, read_device_tree_model, DeviceIdentity};
+use super::error::TrtError;
 use super::ffi;
 use super::progress::Progress;
-use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engine, TrtRuntime, TrtVersion};
-use super::TrtError;
+use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engine, TrtRuntime};
+use super::version::TrtVersion;
 use crate::backend::trt::engine_cache::{
     load_prebuilt_engine, precision_name, sha256_hex, BuildLock, BuildOptions, EngineCache, EngineIdentity,
     EngineLookup, InputProfiles, MissReason, ModelInput, ShapeProfile,
@@ -821,5 +822,44 @@ mod tests {
         assert_ne!(fp32, fp16);
         assert!(fp32.starts_with(dir.path()));
         assert!(fp32.to_string_lossy().ends_with(".engine"));
+    }
+
+    /// Engine-cache keys of today's model must never change by accident: a new key is a rebuild
+    /// of minutes on every Jetson after an upgrade. The keys below were computed by the code
+    /// before the model was described by a `ModelSpec`; the cache file names follow from them.
+    #[test]
+    fn todays_engine_keys_stay_the_same() {
+        let device = DeviceIdentity {
+            name: "Orin".into(),
+            compute_capability: (8, 7),
+            multiprocessors: 16,
+            total_memory_bytes: 64 << 30,
+            board: "NVIDIA Jetson AGX Orin Developer Kit".into(),
+        };
+        let digest = crate::backend::trt::engine_cache::ModelDigest {
+            sha256: "5e".repeat(32),
+            external_data: [("weights.bin".to_owned(), "d4".repeat(32))].into(),
+        };
+        let keys = |config: &Config| {
+            let options =
+                BuildOptions { builder: "shim 0123456789ab, TensorRT headers 10.3.0".into(), ..build_options(config) };
+            let static_options = BuildOptions { input_profiles: None, ..options.clone() };
+            let key = |options: &BuildOptions| EngineIdentity::new(&digest, "10.3.0", &device, options).key();
+            [key(&options), key(&static_options)]
+        };
+        let mut dla_int8 = config("[engine]\ndla_core = 1\nprecision = \"int8\"");
+        dla_int8.model.input.name = Some("image_tensor".into());
+        let configs = [
+            config(""),
+            config("[engine]\nprecision = \"fp16\"\nworkspace_mib = 512\nmax_batch = 8\noptimization_level = 5"),
+            dla_int8,
+        ];
+        let computed: Vec<[String; 2]> = configs.iter().map(keys).collect();
+        let today = [
+            ["8e383044ec797a8d", "6b099d8db32e3001"],
+            ["b77239324d0781f3", "b54bd85a4e16eba5"],
+            ["c4983817b9707e7b", "bf66f15962f97267"],
+        ];
+        assert_eq!(computed, today);
     }
 }

@@ -3,10 +3,11 @@
 //! Owns: the cache key (what an engine depends on: the model as read once by [`ModelInput`] with
 //! its external-data files, the TensorRT version, the builder fingerprint, the device, the build
 //! options), file names in the cache directory, the sidecar JSON next to every engine, validation
-//! of engine bytes *before* TensorRT sees them, atomic writes (temp file, fsync, rename, fsync of
-//! the directory) and the cross-process build lock ([`BuildLock`]). The device part of the key is
-//! `super::device_key`'s. Pure Rust and always compiled, so everything here is tested without
-//! TensorRT.
+//! of engine bytes *before* TensorRT sees them, the order of its atomic writes (each one
+//! `crate::sys::files::atomic_write`: temp file, fsync, rename, fsync of the directory), sweeping
+//! the temp files an interrupted write left, and the cross-process build lock ([`BuildLock`]).
+//! The device part of the key is `super::device_key`'s. Pure Rust and always compiled, so
+//! everything here is tested without TensorRT.
 //! Must not: call TensorRT or CUDA, or decide whether to rebuild beyond reporting *why* a cached
 //! engine cannot be used ([`MissReason`]); the TensorRT layer does the building.
 //!
@@ -34,6 +35,7 @@ use sha2::{Digest, Sha256};
 use super::device_key::DeviceIdentity;
 use super::onnx_external_data::external_data_locations;
 use crate::config::Precision;
+use crate::sys::files::{adopt_dir_owner, atomic_write, WriteError, TEMP_INFIX};
 
 /// Version of the sidecar format and of the key derivation; bumping it invalidates every cache.
 /// 2: the device is identified by SM count, memory and board too; external-data files are hashed.
@@ -51,9 +53,6 @@ pub const MAX_ENGINE_BYTES: u64 = 4 << 30;
 const MAX_SIDECAR_BYTES: u64 = 64 << 10;
 const MAX_TIMING_CACHE_BYTES: u64 = 1 << 30;
 
-/// Temp files carry this infix so that leftovers from a crash can be found and removed.
-const TEMP_INFIX: &str = ".tmp-";
-
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     #[error("engine cache {path}: {source}")]
@@ -68,6 +67,12 @@ pub enum CacheError {
         waited.as_secs()
     )]
     LockTimeout { path: PathBuf, holder: String, waited: Duration },
+}
+
+impl From<WriteError> for CacheError {
+    fn from(WriteError { path, source }: WriteError) -> Self {
+        CacheError::Io { path, source }
+    }
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> CacheError + '_ {
@@ -614,7 +619,7 @@ impl EngineCache {
             .truncate(false)
             .open(&path)
             .map_err(io_error(&path))?;
-        crate::config::cache_dir::adopt_dir_owner(&file, &self.dir).map_err(io_error(&path))?;
+        adopt_dir_owner(&file, &self.dir).map_err(io_error(&path))?;
         let started = Instant::now();
         while !try_lock_exclusive(&file).map_err(io_error(&path))? {
             let mut text = String::new();
@@ -688,7 +693,7 @@ pub fn write_engine_with_sidecar(path: &Path, identity: &EngineIdentity, engine:
         engine_sha256: sha256_hex(engine),
     };
     atomic_write(path, engine)?;
-    atomic_write(&sidecar_path(path), &sidecar_json(&sidecar))
+    Ok(atomic_write(&sidecar_path(path), &sidecar_json(&sidecar))?)
 }
 
 fn sidecar_json<T: Serialize>(sidecar: &T) -> Vec<u8> {
@@ -772,41 +777,6 @@ pub fn load_prebuilt_engine(path: &Path) -> Result<Vec<u8>, CacheError> {
     }
 }
 
-/// Replaces `path` with `bytes` so that a crash at any point leaves either the old or the new
-/// content: temp file in the same directory, fsync, rename over `path`, fsync the directory.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
-    atomic_write_with(path, bytes, |_| Ok(()))
-}
-
-/// [`atomic_write`] with a hook between "temp file durable" and "rename", where tests simulate a
-/// crash by returning an error (the temp file is then left behind, as a real crash would).
-fn atomic_write_with(
-    path: &Path,
-    bytes: &[u8],
-    before_rename: impl FnOnce(&Path) -> io::Result<()>,
-) -> Result<(), CacheError> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temp = dir.join(format!(".{name}{TEMP_INFIX}{}", std::process::id()));
-    let write = || -> io::Result<()> {
-        let mut file = File::create(&temp)?;
-        crate::config::cache_dir::adopt_dir_owner(&file, dir)?;
-        file.write_all(bytes)?;
-        file.sync_all()
-    };
-    if let Err(source) = write() {
-        // Best effort: the write already failed, a leftover is swept by the next `open`.
-        let _ = fs::remove_file(&temp);
-        return Err(CacheError::Io { path: temp, source });
-    }
-    before_rename(&temp).map_err(io_error(&temp))?;
-    fs::rename(&temp, path).map_err(io_error(path))?;
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io_error(dir))
-}
-
 /// sha256 of a file, hex, read in chunks (models can be hundreds of MB).
 pub fn sha256_file(path: &Path) -> io::Result<String> {
     let mut file = File::open(path)?;
@@ -839,6 +809,7 @@ fn to_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::files::atomic_write_with;
 
     fn device() -> DeviceIdentity {
         DeviceIdentity {

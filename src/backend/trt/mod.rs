@@ -6,14 +6,15 @@
 //! binary starts and reports clearly on machines without it), run CUDA outside an inference
 //! worker's thread, or preprocess frames itself (an [`InputStage`] does, on the session's stream).
 //!
-//! Modules: [`ffi`] (raw shim surface), [`runtime`] (RAII wrappers), [`arena`] (shared scratch
-//! memory per GPU thread), [`build`] (cache lookup, build, save), [`progress`] (build progress
-//! display), [`backend`] (the `Backend`/`InferenceSession` implementation), [`gpu_frames`] (the CUDA
-//! layer's preprocessing kernel as the input stage, page-locked frame slots), [`probe`] (what
-//! TensorRT the machine has). Always compiled, without the feature: [`engine_cache`] (cache keys,
-//! files, atomic writes), [`device_key`] (which GPU an engine belongs to), [`arena_plan`] (scratch
-//! arena sizing) and [`onnx_external_data`] (which files an ONNX model reads), so that this logic
-//! is tested on every machine.
+//! Modules: [`error`] (the layer's error type, below everything else here), [`version`]
+//! ([`TrtVersion`]), [`ffi`] (raw shim surface), [`runtime`] (RAII wrappers), [`arena`] (shared
+//! scratch memory per GPU thread), [`build`] (cache lookup, build, save), [`progress`] (build
+//! progress display), [`backend`] (the `Backend`/`InferenceSession` implementation),
+//! [`gpu_frames`] (the CUDA layer's preprocessing kernel as the input stage, page-locked frame
+//! slots), [`probe`] (what TensorRT the machine has). Always compiled, without the feature:
+//! [`engine_cache`] (cache keys, files, atomic writes), [`device_key`] (which GPU an engine belongs
+//! to), [`arena_plan`] (scratch arena sizing) and [`onnx_external_data`] (which files an ONNX model
+//! reads), so that this logic is tested on every machine.
 
 #[cfg(feature = "tensorrt")]
 pub mod arena;
@@ -25,6 +26,8 @@ pub mod build;
 pub mod device_key;
 pub mod engine_cache;
 #[cfg(feature = "tensorrt")]
+mod error;
+#[cfg(feature = "tensorrt")]
 mod ffi;
 #[cfg(feature = "tensorrt")]
 pub mod gpu_frames;
@@ -35,16 +38,22 @@ mod probe;
 pub mod progress;
 #[cfg(feature = "tensorrt")]
 pub mod runtime;
+#[cfg(feature = "tensorrt")]
+mod version;
 
 #[cfg(feature = "tensorrt")]
 pub use backend::{InputStage, InputStageFactory, TrtBackend};
 #[cfg(feature = "tensorrt")]
 pub use build::{build_engine, BuiltEngine};
 #[cfg(feature = "tensorrt")]
+pub use error::TrtError;
+#[cfg(feature = "tensorrt")]
 pub use gpu_frames::{preprocessing_input_stage, GpuFramesBackend};
 #[cfg(feature = "tensorrt")]
-pub use probe::{probe, PluginProbe, TrtError, TrtProbe};
+pub use probe::{probe, PluginProbe, TrtProbe};
 #[cfg(feature = "tensorrt")]
 pub use progress::{Progress, ProgressReporter};
 #[cfg(feature = "tensorrt")]
-pub use runtime::{header_version, TrtVersion};
+pub use runtime::header_version;
+#[cfg(feature = "tensorrt")]
+pub use version::TrtVersion;

@@ -1,58 +1,13 @@
-//! What TensorRT this machine has, and the TensorRT layer's error type.
+//! What TensorRT this machine has.
 //!
-//! Owns: [`TrtError`] (and its mapping to [`BackendError`]) and [`probe`], which loads TensorRT
-//! once and says plainly what it found. Must not: build or load engines.
+//! Owns: [`probe`], which loads TensorRT once and says plainly what it found. Must not: build or
+//! load engines.
 
 use serde::Serialize;
 
-use super::engine_cache::CacheError;
-use super::runtime::{self, header_version, TrtVersion};
-use crate::backend::BackendError;
-
-#[derive(Debug, thiserror::Error)]
-pub enum TrtError {
-    /// libnvinfer (or the ONNX parser) cannot be loaded.
-    #[error("TensorRT is not installed or cannot be loaded: {0}")]
-    NotInstalled(String),
-    /// The installed library is older (major.minor) than the headers this binary was built with.
-    #[error(
-        "TensorRT {library} is installed, but this binary was built against the TensorRT {headers} headers and \
-         would call functions that {library} lacks; install TensorRT {}.{} or newer (a newer JetPack), or build \
-         jetson-detectd against the installed TensorRT's headers",
-        headers.major,
-        headers.minor
-    )]
-    TooOld { library: TrtVersion, headers: TrtVersion },
-    #[error("no usable CUDA device: {0}")]
-    NoGpu(String),
-    #[error("{0}")]
-    Config(String),
-    #[error("TensorRT: {0}")]
-    Trt(String),
-    #[error("TensorRT cannot deserialise the engine: {0}")]
-    Deserialize(String),
-    #[error("CUDA: {0}")]
-    Cuda(String),
-    #[error(transparent)]
-    Cache(#[from] CacheError),
-}
-
-impl TrtError {
-    /// True when the machine lacks TensorRT or a GPU, i.e. when `fallback = "cpu"` applies.
-    pub fn is_unavailable(&self) -> bool {
-        matches!(self, TrtError::NotInstalled(_) | TrtError::TooOld { .. } | TrtError::NoGpu(_))
-    }
-}
-
-impl From<TrtError> for BackendError {
-    fn from(error: TrtError) -> Self {
-        if error.is_unavailable() {
-            BackendError::Unavailable("tensorrt", error.to_string())
-        } else {
-            BackendError::Inference(error.to_string())
-        }
-    }
-}
+use super::error::TrtError;
+use super::runtime::{self, header_version};
+use super::version::TrtVersion;
 
 /// What `jetson-detectd probe` says about TensorRT.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -177,12 +132,5 @@ mod tests {
             assert!(probe.usable_version.is_none(), "{probe:?}");
             assert!(probe.library_version.as_deref().is_none_or(|v| probe.summary.contains(v)), "{}", probe.summary);
         }
-    }
-
-    #[test]
-    fn missing_tensorrt_maps_to_an_unavailable_backend() {
-        let error = TrtError::NotInstalled("libnvinfer.so.10: cannot open shared object file".into());
-        assert!(matches!(BackendError::from(error), BackendError::Unavailable("tensorrt", _)));
-        assert!(!TrtError::Config("x".into()).is_unavailable());
     }
 }

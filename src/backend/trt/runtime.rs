@@ -20,38 +20,15 @@
 //!   are destroyed in the order TensorRT requires: contexts, engines, runtime.
 
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::fmt;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use super::error::TrtError;
 use super::ffi;
-use super::TrtError;
+use super::version::TrtVersion;
 
 const ERROR_BUFFER: usize = 4096;
-
-/// `major.minor.patch`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct TrtVersion {
-    pub major: i32,
-    pub minor: i32,
-    pub patch: i32,
-}
-
-impl fmt::Display for TrtVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
-    }
-}
-
-impl TrtVersion {
-    /// Decodes `getInferLibVersion()`: `major*1000 + minor*100 + patch` up to 8.x, `major*10000 +
-    /// minor*100 + patch` from 10.0 (the two ranges do not overlap: 8.x codes stay below 10000).
-    pub fn from_library_code(code: i32) -> TrtVersion {
-        let major_unit = if code >= 10_000 { 10_000 } else { 1_000 };
-        TrtVersion { major: code / major_unit, minor: (code % major_unit) / 100, patch: code % 100 }
-    }
-}
 
 /// Refuses a library older (major.minor) than the headers the shim was compiled against: the
 /// soname pins only the major, and a virtual method that the older library's classes lack is a
@@ -768,16 +745,6 @@ mod tests {
         assert_eq!(DataType::from_raw(5), DataType::U8);
         assert_eq!(DataType::from_raw(8), DataType::I64);
         assert_eq!(DataType::from_raw(10).element_bytes(), None);
-    }
-
-    #[test]
-    fn library_version_codes_decode_on_both_sides_of_10() {
-        let version = |major, minor, patch| TrtVersion { major, minor, patch };
-        assert_eq!(TrtVersion::from_library_code(8502), version(8, 5, 2));
-        assert_eq!(TrtVersion::from_library_code(8602), version(8, 6, 2));
-        assert_eq!(TrtVersion::from_library_code(100300), version(10, 3, 0));
-        assert_eq!(TrtVersion::from_library_code(101600), version(10, 16, 0));
-        assert_eq!(TrtVersion::from_library_code(110104), version(11, 1, 4));
     }
 
     #[test]

@@ -298,7 +298,7 @@ fn check_cache_dir(config: &Config, tensorrt_usable: bool, report: &mut Selftest
     let probe = dir.join(format!(".selftest-{}", std::process::id()));
     let outcome = std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create it: {e}"))
-        .and_then(|()| crate::backend::trt::engine_cache::atomic_write(&probe, b"selftest").map_err(|e| e.to_string()))
+        .and_then(|()| crate::sys::files::atomic_write(&probe, b"selftest").map_err(|e| e.to_string()))
         .and_then(|()| std::fs::remove_file(&probe).map_err(|e| format!("cannot remove {}: {e}", probe.display())));
     match outcome {
         Ok(()) => report.check("cache_dir", Status::Pass, format!("{} is writable", dir.display())),

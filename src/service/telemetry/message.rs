@@ -13,9 +13,10 @@ use serde::Serialize;
 use super::camera_stats::{CameraSnapshot, Percentiles};
 use super::jetson::{GpuState, JetsonSysfs, PowerRail};
 use super::system::{ProcessLoad, SystemLoad, SystemSample};
-use crate::frame::{CaptureMode, Rfc3339Millis};
+use crate::frame::CaptureMode;
 use crate::service::run_id::Stamp;
 use crate::source::SourceState;
+use crate::sys::time::Rfc3339Millis;
 
 /// Version of the telemetry message layout; bumped on any incompatible change.
 pub const TELEMETRY_SCHEMA: u32 = 1;

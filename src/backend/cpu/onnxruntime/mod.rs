@@ -21,8 +21,9 @@ use ort::session::Session;
 use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 
 use super::engine::{Dim, Engine, EngineSession, InputElement, ModelInput};
-use crate::backend::{BackendError, OutputTensor};
+use crate::backend::BackendError;
 use crate::config::TensorDtype;
+use crate::model::OutputTensor;
 use crate::sys::lock::lock;
 
 /// The environment, made on the first load, and the size of its thread pool.

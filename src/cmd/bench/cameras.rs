@@ -1,0 +1,333 @@
+//! The cameras benchmark: N cameras showing one image, through the real inference scheduler.
+//!
+//! Owns: [`bench_cameras`] (a still-image source per camera, a sink that counts and encodes, the
+//! measurement window) and its report ([`CamerasBench`]). Must not: open files per frame (each
+//! frame is a copy of the decoded image, the cost of a camera handing over a frame).
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+
+use super::{summarise, BenchError, StageSummary};
+use crate::backend::Backend;
+use crate::config::LimitsConfig;
+use crate::decode::DecodeParams;
+use crate::detection::{Detection, Labels};
+use crate::frame::{FrameSlot, FrameTimings};
+use crate::infer::{camera, step};
+use crate::publish::payload::{detections_message, Latency};
+use crate::source::image_decode;
+use crate::sys::lock::{lock, wait_timeout_while};
+
+/// N cameras showing the same image, through the scheduler.
+#[derive(Debug, Serialize)]
+pub struct CamerasBench {
+    pub cameras: usize,
+    pub workers: usize,
+    /// Frames one inference may take (`engine.max_batch`, or less where the model allows less).
+    pub max_batch: usize,
+    /// Frames each camera ran before the measurement window, and at least in it.
+    pub warmup: usize,
+    pub iterations: usize,
+    /// Length of the window in which every camera was past its warm-up.
+    pub seconds: f64,
+    /// Frames per second of all cameras together, and of each.
+    pub fps_total: f64,
+    pub fps_per_camera: Vec<f64>,
+    /// Capture to message (source copy + preprocess + inference + decode + encoding), per frame.
+    pub latency: StageSummary,
+    /// Per frame outside inference: source → slot copy, preprocessing (a batch's, for a frame in a
+    /// batch), decoding and message encoding.
+    pub outside_inference: StageSummary,
+    /// Inferences by batch size, over the whole run.
+    pub batch_sizes: std::collections::BTreeMap<usize, u64>,
+    pub memory: crate::backend::MemoryReport,
+}
+
+/// A camera that shows one decoded image forever: each frame is a copy of it into the slot, the
+/// cost of a camera handing over a frame (no file decoding, which would swamp the numbers). It
+/// hands over its next frame as soon as its previous one has been delivered: so every camera
+/// always has a frame ready for the worker, as a camera faster than the worker has, but neither
+/// spins on copies (an uncapped source would take CPU time from the CPU backend's inference that a
+/// live camera, delivering at its frame rate, does not) nor queues stale frames.
+struct StillSource {
+    frame: Vec<u8>,
+    meta: crate::frame::FrameMeta,
+    camera: usize,
+    handed_over: u64,
+    turns: std::sync::Arc<Turns>,
+}
+
+/// Per camera: frames delivered, for the sources that wait for their turn, and how long the
+/// source took to copy its last frame. The pipeline's `source` stage cannot tell that copy from the
+/// wait for the turn, which also happens inside the source; one frame per camera is in the works
+/// at a time, so the last copy is the delivered frame's.
+struct Turns {
+    cameras: std::sync::Mutex<Vec<Turn>>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Turn {
+    delivered: u64,
+    copy: Duration,
+}
+
+impl Turns {
+    fn new(cameras: usize) -> Turns {
+        Turns { cameras: std::sync::Mutex::new(vec![Turn::default(); cameras]), changed: std::sync::Condvar::new() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Turn>> {
+        lock(&self.cameras)
+    }
+
+    /// Counts a delivered frame of `camera` and returns its copy time.
+    fn delivered(&self, camera: usize) -> Duration {
+        let copy = self.lock().get_mut(camera).map_or(Duration::ZERO, |turn| {
+            turn.delivered += 1;
+            turn.copy
+        });
+        self.changed.notify_all();
+        copy
+    }
+
+    fn copied(&self, camera: usize, took: Duration) {
+        if let Some(turn) = self.lock().get_mut(camera) {
+            turn.copy = took;
+        }
+    }
+
+    /// Waits until `camera` has `count` frames delivered, or `timeout` passes; true if it has.
+    fn wait_for(&self, camera: usize, count: u64, timeout: Duration) -> bool {
+        let cameras = wait_timeout_while(&self.changed, self.lock(), timeout, |cameras| {
+            cameras.get(camera).is_some_and(|t| t.delivered < count)
+        });
+        cameras.get(camera).is_none_or(|t| t.delivered >= count)
+    }
+}
+
+impl crate::source::FrameSource for StillSource {
+    /// The still image is copied into the slot, as a camera's buffer would be.
+    fn capture_mode(&self) -> crate::frame::CaptureMode {
+        crate::frame::CaptureMode::Copy
+    }
+
+    fn describe(&self) -> String {
+        format!("still image {}x{}", self.meta.width, self.meta.height)
+    }
+
+    fn keeps_every_frame(&self) -> bool {
+        true
+    }
+
+    fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<crate::source::Capture, crate::source::SourceError> {
+        // Bounded, so that the pipeline sees its stop flag when the worker has gone.
+        if !self.turns.wait_for(self.camera, self.handed_over, Duration::from_millis(200)) {
+            return Ok(crate::source::Capture::Retry);
+        }
+        let copy_started = Instant::now();
+        let target = slot
+            .prepare(self.meta.width, self.meta.height, self.meta.format)
+            .map_err(|message| crate::source::SourceError::Read { source_name: self.describe(), message })?;
+        target.copy_from_slice(&self.frame);
+        slot.note_copy();
+        self.turns.copied(self.camera, copy_started.elapsed());
+        slot.meta_mut().captured_at = SystemTime::now();
+        self.handed_over += 1;
+        Ok(crate::source::Capture::Frame)
+    }
+}
+
+/// What the benchmark's sink keeps of every frame.
+struct Delivered {
+    camera: usize,
+    at: Instant,
+    latency: Duration,
+    outside_inference: Duration,
+}
+
+/// Counts frames per camera and encodes the message the daemon would publish.
+struct BenchSink {
+    cameras: Vec<String>,
+    labels: std::sync::Arc<Labels>,
+    delivered: std::sync::Mutex<Vec<Delivered>>,
+    turns: std::sync::Arc<Turns>,
+}
+
+impl step::FrameSink for BenchSink {
+    fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings) {
+        let publish_started = Instant::now();
+        let message = detections_message(camera, slot.meta(), &Latency::from(timings), detections, &self.labels);
+        std::hint::black_box(message);
+        let publish = publish_started.elapsed();
+        let Some(index) = self.cameras.iter().position(|name| name == camera) else { return };
+        let stage = |d: Option<Duration>| d.unwrap_or_default();
+        let source = self.turns.delivered(index);
+        let delivered = Delivered {
+            camera: index,
+            at: Instant::now(),
+            latency: source + stage(timings.total) + publish,
+            outside_inference: source + stage(timings.pre) + stage(timings.post) + publish,
+        };
+        lock(&self.delivered).push(delivered);
+    }
+
+    fn camera_ended(&self, _: &str, _: &Result<(), step::PipelineError>) {}
+
+    fn worker_failed(&self, worker: &str, error: &step::PipelineError) {
+        log::error!("{worker}: {error}");
+    }
+}
+
+/// Longest a multi-camera benchmark may run before it gives up.
+const CAMERAS_BENCH_LIMIT: Duration = Duration::from_secs(600);
+
+/// Runs `cameras` cameras, each showing `image`, through the scheduler on `backend` as `plan`
+/// says, until every camera has delivered `warmup + iterations` frames; measures from the moment
+/// every camera is past `warmup` until the first has its `warmup + iterations`. Each source hands
+/// over its next frame as soon as its previous one is delivered ([`StillSource`]): the numbers are
+/// what the scheduler and the backend sustain with every camera always ready, and the latency is
+/// that of a camera whose frame waits one turn of the round robin.
+#[allow(clippy::too_many_arguments)]
+pub fn bench_cameras(
+    backend: std::sync::Arc<dyn Backend>,
+    plan: crate::infer::scheduler::SchedulePlan,
+    params: DecodeParams,
+    labels: std::sync::Arc<Labels>,
+    image: &Path,
+    limits: &LimitsConfig,
+    cameras: usize,
+    warmup: usize,
+    iterations: usize,
+) -> Result<CamerasBench, BenchError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let (cameras, iterations) = (cameras.max(1), iterations.max(1));
+    let mut decoded = FrameSlot::new(Box::new(crate::frame::HeapMemory::default()));
+    image_decode::decode_file(image, limits, &mut decoded)
+        .map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
+    let names: Vec<String> = (0..cameras).map(|i| format!("bench{i}")).collect();
+    let turns = Arc::new(Turns::new(cameras));
+    let sink = Arc::new(BenchSink {
+        cameras: names.clone(),
+        labels,
+        delivered: Default::default(),
+        turns: Arc::clone(&turns),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let liveness = crate::service::notify::Liveness::new();
+    let setup = |e: step::PipelineError| BenchError::Setup(e.to_string());
+    let scheduler =
+        crate::infer::scheduler::Scheduler::start(backend, params, plan, sink.clone(), stop.clone(), &liveness)
+            .map_err(setup)?;
+    let shared = camera::PipelineShared {
+        slots: 3,
+        limits: *limits,
+        scheduler: Arc::clone(&scheduler),
+        sink: sink.clone(),
+        stop: Arc::clone(&stop),
+        liveness,
+    };
+    let mut running = Vec::new();
+    let mut started = Ok(());
+    for (index, name) in names.iter().enumerate() {
+        let camera = crate::config::CameraConfig {
+            name: name.clone(),
+            source: crate::config::SourceConfig::Synthetic {
+                width: decoded.meta().width,
+                height: decoded.meta().height,
+            },
+            fps: 0.0,
+            zones: Vec::new(),
+            lines: Vec::new(),
+        };
+        let source = StillSource {
+            frame: decoded.data().to_vec(),
+            meta: decoded.meta().clone(),
+            camera: index,
+            handed_over: 0,
+            turns: Arc::clone(&turns),
+        };
+        match camera::CameraPipeline::start_with_source(&camera, Box::new(source), &shared) {
+            Ok(camera) => running.push(camera),
+            Err(e) => {
+                started = Err(setup(e));
+                break;
+            }
+        }
+    }
+    let wanted = warmup + iterations;
+    let deadline = Instant::now() + CAMERAS_BENCH_LIMIT;
+    let mut outcome = started;
+    while outcome.is_ok() {
+        let counts = frames_per_camera(&sink, cameras);
+        if counts.iter().all(|n| *n >= wanted) {
+            break;
+        }
+        if stop.load(Ordering::SeqCst) {
+            outcome = Err(BenchError::Setup("the inference worker failed (see the log)".into()));
+        } else if Instant::now() > deadline {
+            outcome = Err(BenchError::Setup(format!(
+                "gave up after {} s with {counts:?} frames per camera",
+                CAMERAS_BENCH_LIMIT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Ordering::SeqCst);
+    for camera in running {
+        camera.join().map_err(setup)?;
+    }
+    scheduler.join().map_err(setup)?;
+    outcome?;
+    let report = scheduler.report();
+    let delivered = std::mem::take(&mut *lock(&sink.delivered));
+    summarise_cameras(&delivered, cameras, warmup, iterations, report)
+}
+
+fn frames_per_camera(sink: &BenchSink, cameras: usize) -> Vec<usize> {
+    let mut counts = vec![0; cameras];
+    for frame in lock(&sink.delivered).iter() {
+        counts[frame.camera] += 1;
+    }
+    counts
+}
+
+/// The window from the moment every camera is past `warmup` frames to the moment the first has
+/// `warmup + iterations`, and the frames delivered in it.
+fn summarise_cameras(
+    delivered: &[Delivered],
+    cameras: usize,
+    warmup: usize,
+    iterations: usize,
+    report: crate::infer::scheduler::ScheduleReport,
+) -> Result<CamerasBench, BenchError> {
+    let nth_of = |camera: usize, n: usize| delivered.iter().filter(|d| d.camera == camera).nth(n).map(|d| d.at);
+    let start = (0..cameras).filter_map(|c| nth_of(c, warmup.saturating_sub(1))).max();
+    let end = (0..cameras).filter_map(|c| nth_of(c, warmup + iterations - 1)).min();
+    let (Some(start), Some(end)) = (start, end) else {
+        return Err(BenchError::Setup("a camera delivered fewer frames than warm-up and iterations".into()));
+    };
+    let window: Vec<&Delivered> = delivered.iter().filter(|d| d.at > start && d.at <= end).collect();
+    let seconds = end.saturating_duration_since(start).as_secs_f64();
+    let rate = |frames: usize| if seconds > 0.0 { frames as f64 / seconds } else { 0.0 };
+    Ok(CamerasBench {
+        cameras,
+        workers: report.workers,
+        max_batch: report.max_batch,
+        warmup,
+        iterations,
+        seconds: (seconds * 1000.0).round() / 1000.0,
+        fps_total: (rate(window.len()) * 10.0).round() / 10.0,
+        fps_per_camera: (0..cameras)
+            .map(|c| (rate(window.iter().filter(|d| d.camera == c).count()) * 10.0).round() / 10.0)
+            .collect(),
+        latency: summarise(window.iter().map(|d| d.latency).collect()),
+        outside_inference: summarise(window.iter().map(|d| d.outside_inference).collect()),
+        batch_sizes: report.batch_sizes,
+        memory: report.memory,
+    })
+}

@@ -1,0 +1,181 @@
+//! `jetson-detectd bench`: per-stage timings of the configured backend, one benchmark per file.
+//!
+//! Owns: putting the benchmarks together as `bench` asks ([`run`], [`BenchRequest`]) and
+//! summarising timings ([`StageSummary`]). The benchmarks: `stages` runs an image through the same
+//! stages as a camera frame (decode into a slot, preprocess, infer, decode/NMS, message encoding),
+//! many times; `cameras` runs N copies of it as N cameras through the real scheduler (throughput of
+//! all cameras together, per camera, batch sizes); `tracker` times the tracker on a synthetic scene;
+//! with `--gpu`, `gpu` opens the configured GPU itself (besides the backend, which `main` loads) and
+//! times the GPU path outside inference and the preprocessing kernel. Must not: assert on time (the
+//! caller prints the numbers) or touch MQTT and real cameras.
+
+mod cameras;
+#[cfg(feature = "cuda")]
+mod gpu;
+mod stages;
+mod tracker;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::backend::Backend;
+use crate::config::Config;
+use crate::decode::DecodeParams;
+use crate::detection::Labels;
+use crate::infer::scheduler::SchedulePlan;
+use cameras::bench_cameras;
+use gpu::{gpu_path_bench, gpu_preprocess_bench};
+use stages::{bench_backend, BenchReport};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{0}")]
+    Setup(String),
+    #[error("iteration {iteration}: {message}")]
+    Frame { iteration: usize, message: String },
+}
+
+/// Milliseconds of one stage over the measured iterations.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct StageSummary {
+    pub median_ms: f64,
+    pub p90_ms: f64,
+    pub min_ms: f64,
+}
+
+pub(super) fn summarise(mut durations: Vec<Duration>) -> StageSummary {
+    if durations.is_empty() {
+        return StageSummary { median_ms: 0.0, p90_ms: 0.0, min_ms: 0.0 };
+    }
+    durations.sort();
+    let ms = |d: Duration| (d.as_secs_f64() * 1e5).round() / 100.0;
+    let at = |fraction: f64| durations[((durations.len() - 1) as f64 * fraction).round() as usize];
+    StageSummary { median_ms: ms(at(0.5)), p90_ms: ms(at(0.9)), min_ms: ms(durations[0]) }
+}
+
+/// What `bench` is asked to measure.
+#[derive(Debug, Clone)]
+pub struct BenchRequest<'a> {
+    /// Image to run; `None`: the first image of the first `images` camera.
+    pub image: Option<&'a Path>,
+    pub warmup: usize,
+    pub iterations: usize,
+    /// Also the GPU path outside inference and the preprocessing kernel.
+    pub gpu: bool,
+    /// Also this many cameras through the inference scheduler.
+    pub cameras: Option<usize>,
+}
+
+/// The `bench` command: the one-frame pipeline, then what `request` adds (N cameras through the
+/// scheduler, the GPU path), on `backend` loaded from `config`.
+pub fn run(
+    config: &Config,
+    backend: Arc<dyn Backend>,
+    params: DecodeParams,
+    labels: Arc<Labels>,
+    request: &BenchRequest<'_>,
+) -> Result<BenchOutput, BenchError> {
+    let BenchRequest { warmup, iterations, .. } = *request;
+    let image = match request.image {
+        Some(path) => path.to_path_buf(),
+        None => first_configured_image(config)
+            .ok_or_else(|| BenchError::Setup("no `images` camera in the config: name an image with --image".into()))?,
+    };
+    let mut pipeline =
+        bench_backend(backend.as_ref(), params.clone(), &labels, &image, &config.limits, warmup, iterations)?;
+    if let Some(cameras) = request.cameras {
+        let plan = SchedulePlan::new(config, backend.as_ref(), cameras);
+        let run = bench_cameras(
+            Arc::clone(&backend),
+            plan,
+            params.clone(),
+            Arc::clone(&labels),
+            &image,
+            &config.limits,
+            cameras,
+            warmup,
+            iterations,
+        )?;
+        pipeline.fps_total = Some(run.fps_total);
+        pipeline.cameras = Some(run);
+    }
+    let (gpu_preprocess, gpu_path) = if request.gpu {
+        let path = gpu_path_bench(config, backend.as_ref(), params, &labels, &image, warmup, iterations)?;
+        (Some(gpu_preprocess_bench(config)?), Some(path))
+    } else {
+        (None, None)
+    };
+    Ok(BenchOutput { pipeline, gpu_path, gpu_preprocess })
+}
+
+/// What `bench` prints: stage order as in the pipeline, not alphabetical.
+#[derive(Serialize)]
+pub struct BenchOutput {
+    pipeline: BenchReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_path: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_preprocess: Option<serde_json::Value>,
+}
+
+/// The first image file of the first `images` camera (a file, or the first image of a directory).
+fn first_configured_image(config: &Config) -> Option<PathBuf> {
+    use crate::config::SourceConfig;
+    config.cameras.iter().find_map(|camera| match &camera.source {
+        SourceConfig::Images { path, .. } if path.is_file() => Some(path.clone()),
+        SourceConfig::Images { path, .. } => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .ok()?
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e != "md"))
+                .collect();
+            files.sort();
+            files.into_iter().next()
+        }
+        _ => None,
+    })
+}
+
+/// Without the CUDA layer, `--gpu` says so.
+#[cfg(not(feature = "cuda"))]
+mod gpu {
+    use std::path::Path;
+
+    use super::BenchError;
+    use crate::backend::Backend;
+    use crate::config::Config;
+    use crate::decode::DecodeParams;
+    use crate::detection::Labels;
+
+    pub(super) fn gpu_path_bench(
+        _config: &Config,
+        _backend: &dyn Backend,
+        _params: DecodeParams,
+        _labels: &Labels,
+        _image: &Path,
+        _warmup: usize,
+        _iterations: usize,
+    ) -> Result<serde_json::Value, BenchError> {
+        Err(BenchError::Setup("--gpu: this binary was built without the `cuda` feature".into()))
+    }
+
+    pub(super) fn gpu_preprocess_bench(_config: &Config) -> Result<serde_json::Value, BenchError> {
+        Err(BenchError::Setup("--gpu: this binary was built without the `cuda` feature".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_picks_median_p90_and_min() {
+        let durations = (1..=10).map(Duration::from_millis).collect();
+        let summary = summarise(durations);
+        assert_eq!(summary, StageSummary { median_ms: 6.0, p90_ms: 9.0, min_ms: 1.0 });
+        assert_eq!(summarise(Vec::new()).median_ms, 0.0);
+    }
+}

@@ -1,0 +1,366 @@
+//! The house stays as drawn: every module of `src/` imports only from the floors below its own,
+//! in the order `src/lib.rs` declares them — the single source of truth for the layering.
+//!
+//! The walk follows the module tree from `src/lib.rs` as the compiler does (`mod x;` → `x.rs` or
+//! `x/mod.rs`), with every cargo feature's modules. An import is a `crate::<module>` path anywhere
+//! in a module's code (a `use`, a path in an expression or a type, a macro's tokens) or a `super::`
+//! path that climbs out of its top-level module. Comments, strings and test code (`#[cfg(test)]`
+//! items and the files they declare) do not count: a unit test may drive its module from above.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
+
+/// The floors `src/lib.rs` declares, top first: a `//` comment line before a run of `mod`
+/// declarations starts a floor, and the modules declared under it share it.
+#[derive(Debug)]
+struct Floors {
+    /// Top-level module → its floor (0 is the top).
+    floor_of: BTreeMap<String, usize>,
+    /// Each floor's comment, for messages.
+    titles: Vec<String>,
+}
+
+fn read_floors(lib: &str) -> Result<Floors, String> {
+    let mut floors = Floors { floor_of: BTreeMap::new(), titles: Vec::new() };
+    let mut floor_has_modules = false;
+    for line in lib.lines().map(str::trim) {
+        if line.starts_with("//!") || line.is_empty() || line.starts_with("#[") {
+            continue;
+        }
+        if let Some(comment) = line.strip_prefix("//") {
+            if floor_has_modules || floors.titles.is_empty() {
+                floors.titles.push(comment.trim().to_owned());
+                floor_has_modules = false;
+            } else if let Some(title) = floors.titles.last_mut() {
+                title.push(' ');
+                title.push_str(comment.trim());
+            }
+            continue;
+        }
+        let declared = line.strip_prefix("pub ").unwrap_or(line).strip_prefix("mod ").and_then(|m| m.strip_suffix(';'));
+        if let Some(module) = declared {
+            if floors.titles.is_empty() {
+                return Err(format!("`{line}` comes before the first floor's comment"));
+            }
+            floors.floor_of.insert(module.to_owned(), floors.titles.len() - 1);
+            floor_has_modules = true;
+        }
+    }
+    Ok(floors)
+}
+
+/// One use of another top-level module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Import {
+    file: PathBuf,
+    line: usize,
+    /// The top-level module the file belongs to, and the one it names.
+    from: String,
+    to: String,
+}
+
+/// What one file holds for the walk: the other modules it names, and the file modules it declares
+/// (`mod x;`) with whether they are test-only.
+#[derive(Debug, Default)]
+struct Scanned {
+    /// Top-level modules named, with their line.
+    names: Vec<(String, usize)>,
+    /// `mod x;` declarations: the module path below the file's and whether it is `#[cfg(test)]`.
+    children: Vec<(Vec<String>, bool)>,
+}
+
+/// Scans the tokens of a file whose module path is `path` (`["backend", "trt", "build"]`).
+fn scan_file(path: &[String], source: &str) -> Result<Scanned, String> {
+    let tokens = TokenStream::from_str(source).map_err(|e| e.to_string())?;
+    let mut scanned = Scanned::default();
+    scan(path, &[], tokens, &mut scanned);
+    Ok(scanned)
+}
+
+/// `path` is the file's module path, `inline` the inline modules (`mod x { … }`) around `tokens`.
+fn scan(path: &[String], inline: &[String], tokens: TokenStream, scanned: &mut Scanned) {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut i = 0;
+    while i < tokens.len() {
+        if is_cfg_test(&tokens, i) {
+            let end = end_of_item(&tokens, i + 2);
+            if let Some(module) = declared_module(&tokens[i + 2..end]) {
+                scanned.children.push(([inline, &[module]].concat(), true));
+            }
+            i = end;
+            continue;
+        }
+        match &tokens[i] {
+            TokenTree::Ident(ident) if ident == "crate" && is_path_separator(&tokens, i + 1) => {
+                let line = ident.span().start().line;
+                for name in first_segments(tokens.get(i + 3)) {
+                    scanned.names.push((name, line));
+                }
+                i += 3;
+                continue;
+            }
+            TokenTree::Ident(ident) if ident == "super" && is_path_separator(&tokens, i + 1) => {
+                let line = ident.span().start().line;
+                let mut supers = 1;
+                let mut next = i + 3;
+                while matches!(tokens.get(next), Some(TokenTree::Ident(s)) if s == "super")
+                    && is_path_separator(&tokens, next + 1)
+                {
+                    supers += 1;
+                    next += 3;
+                }
+                // From inside `a::b` (a file or inline module), `super` twice is the crate root.
+                if supers == path.len() + inline.len() {
+                    for name in first_segments(tokens.get(next)) {
+                        scanned.names.push((name, line));
+                    }
+                }
+                i = next;
+                continue;
+            }
+            TokenTree::Ident(ident) if ident == "mod" => {
+                if let Some(TokenTree::Ident(name)) = tokens.get(i + 1) {
+                    match tokens.get(i + 2) {
+                        Some(TokenTree::Group(body)) if body.delimiter() == Delimiter::Brace => {
+                            let inner = [inline, &[name.to_string()]].concat();
+                            scan(path, &inner, body.stream(), scanned);
+                            i += 3;
+                            continue;
+                        }
+                        Some(TokenTree::Punct(semicolon)) if semicolon.as_char() == ';' => {
+                            scanned.children.push(([inline, &[name.to_string()]].concat(), false));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            TokenTree::Group(group) => scan(path, inline, group.stream(), scanned),
+            _ => {}
+        }
+        i += 1;
+    }
+}
+
+/// `::` at `i`.
+fn is_path_separator(tokens: &[TokenTree], i: usize) -> bool {
+    matches!((tokens.get(i), tokens.get(i + 1)),
+        (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+            if a.as_char() == ':' && a.spacing() == Spacing::Joint && b.as_char() == ':')
+}
+
+/// The first segment of the path that starts at `token`: `x` of `x::…`, or each one of `{x::…, y}`.
+fn first_segments(token: Option<&TokenTree>) -> Vec<String> {
+    match token {
+        Some(TokenTree::Ident(ident)) => vec![ident.to_string()],
+        Some(TokenTree::Group(group)) if group.delimiter() == Delimiter::Brace => {
+            let mut names = Vec::new();
+            let mut at_start = true;
+            for token in group.stream() {
+                match &token {
+                    TokenTree::Ident(ident) if at_start && ident != "self" => names.push(ident.to_string()),
+                    TokenTree::Punct(comma) if comma.as_char() == ',' => {
+                        at_start = true;
+                        continue;
+                    }
+                    _ => {}
+                }
+                at_start = false;
+            }
+            names
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// `#[cfg(test)]` at `i`.
+fn is_cfg_test(tokens: &[TokenTree], i: usize) -> bool {
+    let (Some(TokenTree::Punct(hash)), Some(TokenTree::Group(attribute))) = (tokens.get(i), tokens.get(i + 1)) else {
+        return false;
+    };
+    if hash.as_char() != '#' || attribute.delimiter() != Delimiter::Bracket {
+        return false;
+    }
+    let inner: Vec<TokenTree> = attribute.stream().into_iter().collect();
+    match inner.as_slice() {
+        [TokenTree::Ident(cfg), TokenTree::Group(condition)] if cfg == "cfg" => {
+            let condition: Vec<TokenTree> = condition.stream().into_iter().collect();
+            matches!(condition.as_slice(), [TokenTree::Ident(test)] if test == "test")
+        }
+        _ => false,
+    }
+}
+
+/// Where the item that starts at `i` (after its attributes, if any) ends: after its first `;` or
+/// `{ … }` at this level.
+fn end_of_item(tokens: &[TokenTree], i: usize) -> usize {
+    let mut j = i;
+    while j < tokens.len() {
+        match &tokens[j] {
+            TokenTree::Punct(punct) if punct.as_char() == ';' => return j + 1,
+            TokenTree::Group(group) if group.delimiter() == Delimiter::Brace => return j + 1,
+            _ => j += 1,
+        }
+    }
+    j
+}
+
+/// The module an item declares, when it is `mod x;` or `mod x { … }` (with attributes or a
+/// visibility before it).
+fn declared_module(item: &[TokenTree]) -> Option<String> {
+    let at = item.iter().position(|t| matches!(t, TokenTree::Ident(i) if i == "mod"))?;
+    match (item.get(at + 1), item.get(at + 2)) {
+        (Some(TokenTree::Ident(name)), Some(TokenTree::Punct(p))) if p.as_char() == ';' => Some(name.to_string()),
+        _ => None,
+    }
+}
+
+/// The file of module `name` declared in `parent` (a file of the crate): `name.rs` or
+/// `name/mod.rs` in the parent's directory for `lib.rs` and `mod.rs`, else in `parent/`.
+fn child_file(parent: &Path, inline: &[String], name: &str) -> Option<PathBuf> {
+    let stem = parent.file_stem()?.to_str()?;
+    let mut dir = parent.parent()?.to_path_buf();
+    if stem != "lib" && stem != "mod" {
+        dir.push(stem);
+    }
+    for module in inline {
+        dir.push(module);
+    }
+    [dir.join(format!("{name}.rs")), dir.join(name).join("mod.rs")].into_iter().find(|candidate| candidate.is_file())
+}
+
+/// Every import between top-level modules in the non-test code of the crate at `src`, and the
+/// files the walk reached (test-only ones included).
+fn crate_imports(src: &Path) -> Result<(Vec<Import>, BTreeSet<PathBuf>), String> {
+    // (file, its module path, whether it is test-only), starting from the crate root.
+    let mut pending = vec![(src.join("lib.rs"), Vec::<String>::new(), false)];
+    let mut reached = BTreeSet::new();
+    let mut imports = Vec::new();
+    while let Some((file, path, test_only)) = pending.pop() {
+        let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let scanned = scan_file(&path, &text).map_err(|e| format!("{}: {e}", file.display()))?;
+        if let Some(from) = path.first().filter(|_| !test_only) {
+            for (to, line) in scanned.names.into_iter().filter(|(to, _)| to != from) {
+                imports.push(Import { file: file.clone(), line, from: from.clone(), to });
+            }
+        }
+        for (below, is_test) in scanned.children {
+            let (name, inline) = below.split_last().ok_or("an empty module path")?;
+            let child = child_file(&file, inline, name)
+                .ok_or_else(|| format!("{}: no file for `mod {name};`", file.display()))?;
+            pending.push((child, [path.as_slice(), &below].concat(), test_only || is_test));
+        }
+        reached.insert(file);
+    }
+    Ok((imports, reached))
+}
+
+/// The imports that break the floors: a module may name only modules on floors below its own.
+fn violations(floors: &Floors, imports: &[Import]) -> Vec<String> {
+    let describe = |module: &str| match floors.floor_of.get(module) {
+        Some(&floor) => format!("`{module}` (floor {}: {})", floor + 1, floors.titles[floor]),
+        None => format!("`{module}` (on no floor of src/lib.rs)"),
+    };
+    imports
+        .iter()
+        .filter(|import| match (floors.floor_of.get(&import.from), floors.floor_of.get(&import.to)) {
+            (Some(from), Some(to)) => to <= from,
+            _ => true,
+        })
+        .map(|import| {
+            format!(
+                "{}:{}: {} imports {}",
+                import.file.display(),
+                import.line,
+                describe(&import.from),
+                describe(&import.to)
+            )
+        })
+        .collect()
+}
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn every_module_imports_only_from_the_floors_below_its_own_in_lib_rs() {
+    let src = src_dir();
+    let floors = read_floors(&std::fs::read_to_string(src.join("lib.rs")).expect("src/lib.rs")).expect("floors");
+    assert!(floors.titles.len() >= 5, "src/lib.rs declares its modules floor by floor: {floors:?}");
+    let (imports, _) = crate_imports(&src).expect("the walk of src/");
+    let broken = violations(&floors, &imports);
+    assert!(
+        broken.is_empty(),
+        "imports against the floors of src/lib.rs (a module imports only from floors below its own; move the \
+         code, or change the floors in src/lib.rs and DESIGN.md's layout on purpose):\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn the_walk_reaches_every_source_file() {
+    fn rust_files(dir: &Path, out: &mut BTreeSet<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("list src/").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.insert(path);
+            }
+        }
+    }
+    let src = src_dir();
+    let mut files = BTreeSet::new();
+    rust_files(&src, &mut files);
+    files.remove(&src.join("main.rs"));
+    let (_, reached) = crate_imports(&src).expect("the walk of src/");
+    let missed: Vec<_> = files.difference(&reached).collect();
+    assert!(missed.is_empty(), "files the layering walk never read (declared in an unusual way?): {missed:?}");
+}
+
+/// The checker itself: an upward import is reported with its file and line, wherever it hides;
+/// comments, strings and test code are not imports.
+#[test]
+fn an_upward_import_is_reported_and_comments_strings_and_tests_are_not() {
+    let floors = read_floors(
+        "//! doc\n\n// top\npub mod cmd;\n// middle, two\n// lines\npub mod decode;\n#[cfg(feature = \"x\")]\npub mod \
+         gpu;\n// bottom\npub mod sys;\n",
+    )
+    .expect("floors");
+    assert_eq!(floors.titles, ["top", "middle, two lines", "bottom"]);
+    assert_eq!(floors.floor_of["gpu"], 1);
+    let source = r#"
+        //! Mentions crate::cmd in its doc, and `crate::cmd::x` here.
+        use crate::sys::files;
+        use crate::{decode::Decoder, sys};
+        const TEXT: &str = "crate::cmd::run";
+        fn f() { let _ = crate::cmd::run(); }
+        mod inner { use super::super::super::cmd; }
+        #[cfg(test)]
+        mod tests { use crate::cmd::run; }
+        #[cfg(test)]
+        mod test_support;
+    "#;
+    let scanned = scan_file(&["decode".into(), "ssd".into()], source).expect("tokens");
+    assert_eq!(scanned.children, [(vec!["test_support".to_owned()], true)]);
+    let imports: Vec<Import> = scanned
+        .names
+        .into_iter()
+        .filter(|(to, _)| to != "decode")
+        .map(|(to, line)| Import { file: "src/decode/ssd.rs".into(), line, from: "decode".into(), to })
+        .collect();
+    let broken = violations(&floors, &imports);
+    assert_eq!(
+        broken,
+        [
+            "src/decode/ssd.rs:6: `decode` (floor 2: middle, two lines) imports `cmd` (floor 1: top)",
+            "src/decode/ssd.rs:7: `decode` (floor 2: middle, two lines) imports `cmd` (floor 1: top)",
+        ],
+        "{imports:?}"
+    );
+    let peers = [Import { file: "src/gpu/mod.rs".into(), line: 1, from: "gpu".into(), to: "decode".into() }];
+    assert_eq!(violations(&floors, &peers).len(), 1, "modules of one floor do not import each other");
+}
