@@ -19,6 +19,7 @@ mod mqtt;
 mod notify;
 mod onnxruntime;
 mod pace;
+mod prometheus;
 #[cfg(feature = "gstreamer")]
 mod rtsp;
 mod selftest;
