@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+use super::exposition::Format;
 use super::{HttpState, ZonesChange};
 use crate::config::zones_file::{CameraScene, ZonesFile};
 use crate::config::{parse_scene as parse_zones_and_lines, LineConfig, ZoneConfig};
@@ -55,12 +56,12 @@ pub async fn healthz(State(state): State<HttpState>) -> Response {
     }
 }
 
-/// `GET /metrics`: OpenMetrics text, which Prometheus reads.
-pub async fn metrics(State(state): State<HttpState>) -> Response {
-    match state.metrics.encode() {
-        Ok(text) => {
-            ([(header::CONTENT_TYPE, HeaderValue::from_static(super::metrics::CONTENT_TYPE))], text).into_response()
-        }
+/// `GET /metrics`: OpenMetrics text, or the classic text format for a scraper that prefers it.
+pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|value| value.to_str().ok());
+    let format = Format::negotiate(accept);
+    match state.metrics.encode(format) {
+        Ok(text) => ([(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()))], text).into_response(),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode metrics: {e}"), None),
     }
 }

@@ -1,4 +1,5 @@
-//! `GET /metrics`: the live view as Prometheus metrics (OpenMetrics text, `prometheus-client`).
+//! `GET /metrics`: the live view as Prometheus metrics (`prometheus-client`'s OpenMetrics text; the
+//! classic text format is made from it by [`super::exposition`]).
 //!
 //! Owns: the metric names, units, help texts and labels. Names follow Prometheus' conventions:
 //! the `jetson_detectd_` prefix, base units in the name (`_seconds`, `_bytes`, `_hertz`,
@@ -16,12 +17,10 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
+use super::exposition::{classic_from_openmetrics, Format};
 use crate::publish::live::LiveView;
 use crate::service::telemetry::LATENCY_BUCKETS_S;
 use crate::source::SourceState;
-
-/// The answer's media type (Prometheus asks for it and reads it).
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The registry with its one collector.
 #[derive(Debug)]
@@ -36,11 +35,14 @@ impl Metrics {
         Metrics { registry }
     }
 
-    /// The exposition text, `# EOF` included.
-    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+    /// The exposition text in `format` (OpenMetrics' ends with `# EOF`).
+    pub fn encode(&self, format: Format) -> Result<String, std::fmt::Error> {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
-        Ok(text)
+        Ok(match format {
+            Format::OpenMetrics => text,
+            Format::Classic => classic_from_openmetrics(&text),
+        })
     }
 }
 
@@ -50,6 +52,12 @@ struct ViewCollector {
 }
 
 type LabelPairs = Vec<(&'static str, String)>;
+
+/// The unit of every `0..1` (or `1.0 = one core`) gauge: `_ratio`, as Prometheus' naming guide
+/// has it (`Unit::Ratios` would make it `_ratios`).
+fn ratio() -> Unit {
+    Unit::Other("ratio".into())
+}
 
 /// Writes one metric family: a descriptor, then one sample per label set.
 struct Family<'e, 'w> {
@@ -137,6 +145,18 @@ impl Collector for ViewCollector {
             None,
             snapshots.iter().map(|(name, s)| (camera(name), s.over_limit)),
         )?;
+        family.counters(
+            "camera_truncated_frames",
+            "Frames decoded from truncated data (a JPEG cut short, the missing part grey) and processed.",
+            None,
+            snapshots.iter().map(|(name, s)| (camera(name), s.truncated)),
+        )?;
+        family.counters(
+            "camera_frame_copies",
+            "Full-frame copies the source made on the way into the frame slots (0 per frame when zero-copy).",
+            None,
+            view.cameras.iter().map(|c| (camera(&c.name), c.stats.frame_copies_total())),
+        )?;
         family.gauges(
             "camera_fps",
             "Frames processed per second over the last refresh (about 2 s).",
@@ -163,7 +183,7 @@ impl Collector for ViewCollector {
             let mut metric = family.encoder.encode_descriptor(
                 "camera_stage_latency",
                 "Time per frame in each stage: source (capture), wait (in the ring), pre, infer, post, \
-                 publish, total (capture to published).",
+                 publish, total (hand-over to the worker to message, wait included).",
                 Some(&Unit::Seconds),
                 MetricType::Histogram,
             )?;
@@ -269,12 +289,18 @@ impl Collector for ViewCollector {
             None,
             [(Vec::new(), connection.reconnects)],
         )?;
+        family.counters(
+            "mqtt_takeovers",
+            "Connections the broker closed while another client seemed to take the session (same client id).",
+            None,
+            [(Vec::new(), connection.takeovers)],
+        )?;
 
         if let Some(load) = &figures.system {
             family.gauges(
                 "process_cpu",
                 "CPU time of the daemon per second of wall time (1.0 = one core), over the last refresh.",
-                Some(&Unit::Ratios),
+                Some(&ratio()),
                 [(Vec::new(), f64::from(load.process.cpu_percent) / 100.0)],
             )?;
             family.gauges(
@@ -286,7 +312,7 @@ impl Collector for ViewCollector {
             family.gauges(
                 "system_cpu",
                 "CPU use of the whole machine, 0..1.",
-                Some(&Unit::Ratios),
+                Some(&ratio()),
                 [(Vec::new(), f64::from(load.system.cpu_percent) / 100.0)],
             )?;
             family.gauges(
@@ -308,7 +334,7 @@ impl Collector for ViewCollector {
                 family.gauges(
                     "gpu_load",
                     "GPU load, 0..1.",
-                    Some(&Unit::Ratios),
+                    Some(&ratio()),
                     [(Vec::new(), f64::from(load) / 100.0)],
                 )?;
             }

@@ -2,7 +2,8 @@
 //! runtime (axum, HTTP/1).
 //!
 //! Owns: the listener (`[http] listen`), the token (`[http] token_file`, read once at start, never
-//! logged), the routes ([`server`]), the handlers ([`api`]), the metrics encoding ([`metrics`]) and
+//! logged), the routes ([`server`]), the handlers ([`api`]), the metrics ([`metrics`]) in both text formats
+//! ([`exposition`]) and
 //! the page's assets compiled into the binary ([`page`]: no files to install, no CDN). It reads the
 //! daemon only through the [`LiveView`] and writes only the zones file; a zone change is applied by
 //! the daemon's loop, which it asks through a channel ([`ZonesChange`]) and whose answer it waits
@@ -11,6 +12,7 @@
 //! system beyond the one zones file.
 
 pub mod api;
+pub mod exposition;
 pub mod metrics;
 pub mod page;
 pub mod server;

@@ -118,7 +118,7 @@ fn parse_answer(raw: &[u8]) -> Answer {
 }
 
 /// The address from the daemon's "the page is on http://…/" log line.
-fn http_address(daemon: &mut RunningDaemon) -> SocketAddr {
+pub fn http_address(daemon: &mut RunningDaemon) -> SocketAddr {
     let log = daemon.log_handle();
     let mut address = None;
     daemon.wait_until("the HTTP server's address in the log", || {
@@ -373,12 +373,15 @@ fn the_page_the_api_and_metrics_show_every_camera() {
         assert_eq!(answer.status, 200);
         assert!(answer.header("content-type").is_some_and(|t| t.starts_with("application/openmetrics-text")));
         samples = parse_openmetrics(&answer.text());
-        ["front", "back"].iter().all(|camera| {
-            // fps is a rate over telemetry's window: under qemu a frame can take longer than the
-            // window, so only its presence is required; frames prove the camera ran.
-            value_of(&samples, "jetson_detectd_camera_frames_total", &[("camera", camera)]).is_some_and(|n| n > 0.0)
-                && value_of(&samples, "jetson_detectd_camera_fps", &[("camera", camera)]).is_some_and(|fps| fps >= 0.0)
-        })
+        // The load figures come with the view's first refresh.
+        value_of(&samples, "jetson_detectd_process_cpu_ratio", &[]).is_some()
+            && ["front", "back"].iter().all(|camera| {
+                // fps is a rate over telemetry's window: under qemu a frame can take longer than the
+                // window, so only its presence is required; frames prove the camera ran.
+                value_of(&samples, "jetson_detectd_camera_frames_total", &[("camera", camera)]).is_some_and(|n| n > 0.0)
+                    && value_of(&samples, "jetson_detectd_camera_fps", &[("camera", camera)])
+                        .is_some_and(|fps| fps >= 0.0)
+            })
     });
     for stage in ["wait", "pre", "infer", "post", "total"] {
         let count = value_of(
@@ -397,6 +400,9 @@ fn the_page_the_api_and_metrics_show_every_camera() {
     for name in [
         "jetson_detectd_camera_dropped_frames_total",
         "jetson_detectd_camera_over_limit_frames_total",
+        "jetson_detectd_camera_truncated_frames_total",
+        "jetson_detectd_camera_frame_copies_total",
+        "jetson_detectd_mqtt_takeovers_total",
         "jetson_detectd_inference_batch_size_count",
         "jetson_detectd_mqtt_queue_messages",
         "jetson_detectd_mqtt_queue_bytes",

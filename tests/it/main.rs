@@ -13,6 +13,8 @@ mod golden;
 mod gpu;
 #[cfg(feature = "tensorrt")]
 mod gpu_arena;
+#[cfg(target_arch = "x86_64")]
+mod homeassistant;
 mod hostile;
 mod http;
 mod layering;
@@ -20,6 +22,7 @@ mod mqtt;
 mod notify;
 mod onnxruntime;
 mod pace;
+mod prometheus;
 #[cfg(feature = "gstreamer")]
 mod rtsp;
 mod selftest;

@@ -1,5 +1,7 @@
 //! The MQTT publisher against a real mosquitto: status and Last Will, payload round trip, no QoS 1
-//! loss across a broker restart, and the queue bound while the broker is away.
+//! loss across a broker restart, the queue bound while the broker is away, reconnecting as soon as
+//! a broker that was away comes back (but pacing a broker that refuses us), and a takeover told
+//! from a broker that restarts.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -339,6 +341,81 @@ fn two_clients_with_one_client_id_back_off_instead_of_flapping() {
     std::thread::sleep(Duration::from_millis(50) * 40);
     let during = reconnects() - before;
     assert!(during <= 2, "{during} reconnects in 40 reconnect_min periods after the takeover was seen");
+}
+
+/// A broker that restarts is reconnected as soon as it accepts connections again, not when a
+/// backoff that grew during the outage runs out: here the backoff is far beyond the test's failure
+/// guard, so only the probe of the port can bring the publisher back in time.
+#[test]
+fn a_broker_that_comes_back_is_reconnected_without_waiting_out_the_backoff() {
+    let mut broker = Broker::start();
+    let runtime = runtime();
+    let mut settings = settings(&broker, "comeback-test", 1, 10);
+    settings.reconnect_min = WAIT * 4;
+    settings.reconnect_max = WAIT * 4;
+    let publisher = start(&runtime, settings);
+    wait_for_stats(&publisher, "the first connection", |s| s.connected);
+    for outage in 1..=2 {
+        broker.stop();
+        wait_for_stats(&publisher, "the publisher to notice the outage", |s| !s.connected);
+        broker.restart();
+        let stats = wait_for_stats(&publisher, "the reconnection", |s| s.connected);
+        assert_eq!(stats.reconnects, outage, "{stats:?}");
+    }
+    runtime.block_on(publisher.shutdown());
+}
+
+/// A broker that answers and refuses us (here: a wrong password) is not probed: the backoff alone
+/// paces the attempts, so a misconfigured daemon does not hammer it.
+#[test]
+fn a_broker_that_refuses_us_is_retried_at_the_backoffs_pace() {
+    let broker = Broker::start_secured("jetson", "right");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let password_file = dir.path().join("password");
+    std::fs::write(&password_file, "wrong\n").expect("write password file");
+    let mqtt = format!(
+        "username = \"jetson\"\npassword_file = {:?}\ntls = {{ ca_file = {:?} }}",
+        password_file.display().to_string(),
+        broker.ca_file().display().to_string()
+    );
+    let runtime = runtime();
+    let mut settings = settings_with(&broker, "refused-test", 1, 10, &mqtt);
+    let backoff = Duration::from_secs(2);
+    (settings.reconnect_min, settings.reconnect_max) = (backoff, backoff);
+    let _publisher = start(&runtime, settings);
+    let attempts = || broker.log().matches("New connection from").count();
+    let deadline = Instant::now() + WAIT;
+    while attempts() == 0 {
+        assert!(Instant::now() < deadline, "no connection attempt; broker log:\n{}", broker.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Two backoff periods: at most three attempts; probing every half second would make eight.
+    let before = attempts();
+    std::thread::sleep(backoff * 2);
+    let during = attempts() - before;
+    assert!(during <= 3, "{during} attempts in two backoff periods; broker log:\n{}", broker.log());
+}
+
+/// Issue 35.8: a broker restarting every two seconds ends each session soon after its CONNACK,
+/// like a client that takes the session over; but between two sessions nothing listens on its
+/// port, which a takeover never shows. No takeover is reported, and the publisher keeps
+/// reconnecting at `reconnect_min`'s pace instead of the takeover's `reconnect_max`.
+#[test]
+fn a_broker_restarting_every_two_seconds_is_no_takeover() {
+    let mut broker = Broker::start();
+    let runtime = runtime();
+    let mut settings = settings(&broker, "restart-loop-test", 1, 10);
+    settings.reconnect_max = WAIT * 4;
+    let publisher = start(&runtime, settings);
+    wait_for_stats(&publisher, "the first connection", |s| s.connected);
+    for restart in 1..=5 {
+        broker.stop();
+        wait_for_stats(&publisher, "the publisher to notice the restart", |s| !s.connected);
+        broker.restart();
+        let stats = wait_for_stats(&publisher, "the reconnection", |s| s.connected);
+        assert_eq!((stats.reconnects, stats.takeovers), (restart, 0), "{stats:?}");
+    }
+    runtime.block_on(publisher.shutdown());
 }
 
 /// While the engine is built at start the daemon is connected and says so: the retained status is

@@ -1,7 +1,8 @@
 //! The connection task: the one owner of the rumqttc event loop.
 //!
 //! Owns: connecting and reconnecting with backoff (longer when another client takes the session
-//! over), the status message after every CONNACK, handing the outbox's messages to rumqttc within
+//! over; cut short when a broker that was away accepts connections again: [`BrokerProbe`]), the
+//! status message after every CONNACK, handing the outbox's messages to rumqttc within
 //! the in-flight window, matching acknowledgements, and the bounded flush and clean disconnect at
 //! shutdown. Must not: build payloads, or be called by anyone but the
 //! [`Publisher`](super::Publisher) handle, which spawns it and talks to it only through the
@@ -10,7 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rumqttc::{AsyncClient, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS, Transport};
+use rumqttc::{
+    AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS, Transport,
+};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -60,8 +63,11 @@ const TAKEOVER_STREAK: u32 = 3;
 
 /// Tells a session taken over by another client with the same client id (two daemons from one
 /// cloned SD card) from an ordinary outage: the broker accepts the connection and closes it right
-/// away, again and again, each client throwing the other out. Reconnecting at once would make the
-/// two flap the retained status every half second; the connection task backs off instead.
+/// away, again and again, each client throwing the other out, while it stays up and answers.
+/// Reconnecting at once would make the two flap the retained status every half second; the
+/// connection task backs off instead. A broker that restarts (every 2 s, say) also ends sessions
+/// soon after their CONNACK, but between two sessions it is away: a refused connection in between
+/// ([`TakeoverWatch::broker_away`]) ends the streak.
 #[derive(Debug, Default)]
 struct TakeoverWatch {
     connected_at: Option<Instant>,
@@ -73,8 +79,8 @@ impl TakeoverWatch {
         self.connected_at = Some(now);
     }
 
-    /// The connection ended at `now`: whether the streak of sessions closed right after their
-    /// CONNACK says the session is being taken over.
+    /// The connection ended at `now` while the broker still answers: whether the streak of
+    /// sessions closed right after their CONNACK says the session is being taken over.
     fn lost(&mut self, now: Instant) -> bool {
         match self.connected_at.take() {
             Some(at) if now.saturating_duration_since(at) < SHORT_SESSION => self.short_in_a_row += 1,
@@ -82,6 +88,75 @@ impl TakeoverWatch {
             None => {}
         }
         self.short_in_a_row >= TAKEOVER_STREAK
+    }
+
+    /// Nothing accepted a connection on the broker's port: whatever ended the last session, it
+    /// was not another client.
+    fn broker_away(&mut self) {
+        self.connected_at = None;
+        self.short_in_a_row = 0;
+    }
+}
+
+/// Longest pause between two probes of a broker that is away (shorter when `reconnect_min_ms` is).
+const MAX_PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// Shortest pause between two probes, whatever `reconnect_min_ms` says.
+const MIN_PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Whether the broker's port accepts TCP connections: a connect and an immediate close, nothing
+/// sent (no MQTT session, no TLS handshake). While the broker is away (a restart, a crash, a
+/// reboot of its machine) the connection task probes it this way every
+/// [`BrokerProbe::interval`] instead of waiting out an exponential backoff that has grown to
+/// seconds, so a broker that comes back is reconnected within about one interval. A broker that
+/// answers and refuses us (credentials, TLS, a full server) is never probed: only the backoff paces
+/// those attempts.
+#[derive(Debug, Clone)]
+struct BrokerProbe {
+    host: String,
+    port: u16,
+    interval: Duration,
+}
+
+impl BrokerProbe {
+    fn new(settings: &MqttSettings) -> BrokerProbe {
+        BrokerProbe {
+            host: settings.host.clone(),
+            port: settings.port,
+            interval: settings.reconnect_min.clamp(MIN_PROBE_INTERVAL, MAX_PROBE_INTERVAL),
+        }
+    }
+
+    /// One probe, bounded by the interval (an unreachable machine does not answer at all).
+    async fn accepts(&self) -> bool {
+        let connect = tokio::net::TcpStream::connect((self.host.as_str(), self.port));
+        matches!(tokio::time::timeout(self.interval, connect).await, Ok(Ok(_)))
+    }
+
+    /// Returns once the port accepts connections.
+    async fn until_it_accepts(&self) {
+        loop {
+            tokio::time::sleep(self.interval).await;
+            if self.accepts().await {
+                return;
+            }
+        }
+    }
+}
+
+/// Whether a failed connection attempt never reached a broker: nothing listens on the port, or no
+/// route to it. Not a broker that answered and refused us, nor one that accepted the connection and
+/// then did not answer (a timeout): probing those would only add attempts.
+fn never_reached_a_broker(error: &ConnectionError) -> bool {
+    use std::io::ErrorKind;
+    match error {
+        ConnectionError::Io(error) => matches!(
+            error.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::HostUnreachable
+                | ErrorKind::NetworkUnreachable
+                | ErrorKind::AddrNotAvailable
+        ),
+        _ => false,
     }
 }
 
@@ -101,6 +176,7 @@ impl Connection {
         let mut flush_deadline: Option<Instant> = None;
         let mut disconnect_sent = false;
         let mut takeover = TakeoverWatch::default();
+        let probe = BrokerProbe::new(&self.settings);
         loop {
             let polled = {
                 // The poll future stays alive while new messages are handed over: cancelling it
@@ -153,7 +229,20 @@ impl Connection {
                     if disconnect_sent {
                         return;
                     }
-                    if was_connected && takeover.lost(Instant::now()) {
+                    // Whether the broker went away (a restart, an outage) or is still there: a
+                    // session lost while the broker keeps answering may be a takeover, and only a
+                    // broker that is away is worth probing during the backoff.
+                    let (broker_away, taken_over) = if was_connected {
+                        let short_streak = takeover.lost(Instant::now());
+                        let answers = probe.accepts().await;
+                        (!answers, short_streak && answers)
+                    } else {
+                        (never_reached_a_broker(&error), false)
+                    };
+                    if broker_away {
+                        takeover.broker_away();
+                    }
+                    if taken_over {
                         retry_delay = self.settings.reconnect_max;
                         let streak = takeover.short_in_a_row;
                         lock(&self.shared.outbox).takeovers += 1;
@@ -164,18 +253,30 @@ impl Connection {
                              Reconnecting in {retry_delay:?}",
                             self.settings.client_id
                         );
-                    } else if was_connected {
-                        log::info!("MQTT: connection to {broker} lost: {error}; reconnecting in {retry_delay:?}");
                     } else {
-                        log::warn!("MQTT: cannot connect to {broker}: {error}; retrying in {retry_delay:?}");
+                        let when = if broker_away {
+                            format!("as soon as it accepts connections, at the latest in {retry_delay:?}")
+                        } else {
+                            format!("in {retry_delay:?}")
+                        };
+                        if was_connected {
+                            log::info!("MQTT: connection to {broker} lost: {error}; reconnecting {when}");
+                        } else {
+                            log::warn!("MQTT: cannot connect to {broker}: {error}; retrying {when}");
+                        }
                     }
                     if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
                         return;
                     }
                     let retry_at = Instant::now() + retry_delay;
+                    // Pinned across the loop: the frequent wake-ups (every publish) must not
+                    // restart its interval.
+                    let back = probe.until_it_accepts();
+                    tokio::pin!(back);
                     loop {
                         tokio::select! {
                             () = tokio::time::sleep_until(retry_at) => break,
+                            () = &mut back, if broker_away => break,
                             // A shutdown must not wait for the end of a long backoff.
                             () = self.shared.wake.notified() => {
                                 if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
@@ -310,5 +411,44 @@ mod tests {
         assert!(!watch.lost(at + Duration::from_secs(61)), "a failed connect attempt is no session");
         at += Duration::from_secs(62);
         assert!(!short_session(&mut watch, &mut at));
+    }
+
+    #[test]
+    fn short_sessions_of_a_broker_that_restarts_in_between_are_no_takeover() {
+        let mut at = Instant::now();
+        let mut watch = TakeoverWatch::default();
+        for _ in 0..10 {
+            watch.connected(at);
+            at += Duration::from_millis(1500);
+            assert!(!watch.lost(at));
+            // The restarting broker refused the probe (or a connection attempt) before it came back.
+            watch.broker_away();
+            at += Duration::from_millis(500);
+        }
+        watch.connected(at);
+        assert!(!watch.lost(at + Duration::from_millis(300)), "the streak starts over after the broker was away");
+    }
+
+    #[test]
+    fn only_a_connection_that_found_nothing_listening_means_the_broker_is_away() {
+        use std::io::{Error, ErrorKind};
+        let io = |kind| ConnectionError::Io(Error::from(kind));
+        assert!(never_reached_a_broker(&io(ErrorKind::ConnectionRefused)));
+        assert!(never_reached_a_broker(&io(ErrorKind::HostUnreachable)));
+        assert!(!never_reached_a_broker(&io(ErrorKind::ConnectionReset)), "a broker closed it: it is there");
+        assert!(!never_reached_a_broker(&ConnectionError::ConnectionRefused(
+            rumqttc::ConnectReturnCode::NotAuthorized
+        )));
+        assert!(!never_reached_a_broker(&ConnectionError::NetworkTimeout));
+    }
+
+    #[tokio::test]
+    async fn the_probe_tells_a_listening_port_from_a_closed_one() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let probe = BrokerProbe { host: "127.0.0.1".into(), port, interval: MIN_PROBE_INTERVAL };
+        assert!(probe.accepts().await);
+        drop(listener);
+        assert!(!probe.accepts().await);
     }
 }

@@ -64,7 +64,12 @@ fn round3(value: f32) -> f32 {
 }
 
 /// Upper bounds (seconds) of the latency histogram buckets, beyond which `+Inf` counts the rest.
-pub const LATENCY_BUCKETS_S: [f64; 13] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// 1-2-5 steps from 10 µs to 10 s: a CPU stage of tens of microseconds lands in a bucket of its own
+/// size, and no bucket is more than 2.5 times as wide as the one below it.
+pub const LATENCY_BUCKETS_S: [f64; 19] = [
+    0.000_01, 0.000_02, 0.000_05, 0.000_1, 0.000_2, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0,
+    2.0, 5.0, 10.0,
+];
 
 /// Every latency of one stage since start, bucketed (for Prometheus histograms).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -206,6 +211,11 @@ impl CameraStats {
         capture.now = (produced, copies);
     }
 
+    /// Full-frame copies the source made since start (what `frame_copies` is a rate of).
+    pub fn frame_copies_total(&self) -> u64 {
+        lock(&self.capture).now.1
+    }
+
     /// The source's running count of frames decoded from truncated data.
     pub fn set_truncated(&self, total: u64) {
         self.truncated.store(total, Ordering::Relaxed);
@@ -345,6 +355,21 @@ mod tests {
         let snapshot = stats.snapshot_at(start + Duration::from_secs(2));
         assert_eq!(snapshot.fps, 2.0, "peek did not restart the fps window");
         assert_eq!(snapshot.frame_copies, Some(0.5), "peek did not restart the copies window");
+    }
+
+    #[test]
+    fn stages_of_tens_of_microseconds_land_in_buckets_of_their_size() {
+        let stats = CameraStats::new("front");
+        let pre = |micros| FrameTimings { pre: Some(Duration::from_micros(micros)), ..FrameTimings::default() };
+        for micros in [15, 30, 30, 120] {
+            stats.record_frame(&pre(micros));
+        }
+        let histogram = stats.histograms()[Stage::Pre.index()].1;
+        let bucket = |bound: f64| LATENCY_BUCKETS_S.iter().position(|b| *b == bound).unwrap();
+        assert_eq!(histogram.buckets[bucket(0.000_02)], 1);
+        assert_eq!(histogram.buckets[bucket(0.000_05)], 2);
+        assert_eq!(histogram.buckets[bucket(0.000_2)], 1);
+        assert!(LATENCY_BUCKETS_S.windows(2).all(|pair| pair[1] / pair[0] <= 2.5 + 1e-9));
     }
 
     #[test]

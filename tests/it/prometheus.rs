@@ -1,0 +1,152 @@
+//! `/metrics` read by Prometheus' own tools (Debian's `prometheus` package), against the real
+//! daemon: `promtool check metrics` lints the classic text format that a scraper asking for
+//! `text/plain;version=0.0.4` gets, and a real Prometheus server scrapes the OpenMetrics answer it
+//! asks for by default, with its strict OpenMetrics parser, and stores the samples.
+//!
+//! promtool's linter reads only the classic format: on OpenMetrics it cannot pair a counter's
+//! family (`x`) with its sample (`x_total`) and reports "no help text" for every counter. So the
+//! OpenMetrics answer goes through promtool too, and the test requires that this is all it says.
+//!
+//! Skipped, saying what to install, where `promtool` or `prometheus` is missing (CI installs the
+//! package and checks that both are there, so CI cannot skip it). Waits are failure guards ([`Pace`]).
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+
+use crate::broker::Broker;
+use crate::daemon::{sample_source, RunningDaemon, TestConfig};
+use crate::http::{http_address, request};
+
+fn found(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `promtool check metrics` on `text`: its exit status and what it printed.
+fn promtool_check(text: &str) -> (bool, String) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start promtool");
+    child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write to promtool");
+    let output = child.wait_with_output().expect("promtool");
+    let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), said)
+}
+
+/// A Prometheus server on a free loopback port, scraping one target every second; killed on drop.
+struct PrometheusServer {
+    child: Child,
+    address: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl PrometheusServer {
+    fn scraping(target: SocketAddr) -> PrometheusServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: jetson\n    \
+                 static_configs:\n      - targets: [\"{target}\"]\n"
+            ),
+        )
+        .expect("write prometheus.yml");
+        let address = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address={address}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus");
+        PrometheusServer { child, address, _dir: dir }
+    }
+
+    /// A JSON answer of the HTTP API, or `None` while the server is not up.
+    fn api(&self, path: &str) -> Option<serde_json::Value> {
+        std::net::TcpStream::connect(self.address).ok()?;
+        let answer = request(self.address, "GET", path, &[], &[]);
+        (answer.status == 200).then(|| answer.json())
+    }
+}
+
+impl Drop for PrometheusServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn promtool_and_a_prometheus_server_read_metrics_in_both_formats() {
+    if !(found("promtool") && found("prometheus")) {
+        eprintln!("skipped: no promtool or prometheus (apt-get install prometheus)");
+        return;
+    }
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = TestConfig::new(broker.port(), "prometheus")
+        .set("http", "listen", "\"127.0.0.1:0\"")
+        .camera("front", 4.0, &sample_source("person.jpg", "loop"))
+        .write(&dir.path().join("config.toml"));
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = http_address(&mut daemon);
+    daemon.wait_until("metrics with frames", || {
+        request(address, "GET", "/metrics", &[], &[]).text().lines().any(|line| {
+            line.starts_with("jetson_detectd_camera_frames_total{")
+                && line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).is_some_and(|n| n > 0.0)
+        })
+    });
+
+    let classic = request(address, "GET", "/metrics", &[("Accept", "text/plain;version=0.0.4")], &[]);
+    assert_eq!(classic.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
+    let (passed, said) = promtool_check(&classic.text());
+    assert!(passed && said.trim().is_empty(), "promtool on the classic format: {said}\n{}", classic.text());
+
+    let openmetrics = request(address, "GET", "/metrics", &[], &[]);
+    assert!(openmetrics.header("content-type").is_some_and(|t| t.starts_with("application/openmetrics-text")));
+    let text = openmetrics.text();
+    let counters: Vec<String> = text
+        .lines()
+        .filter_map(|line| Some(format!("{}_total", line.strip_prefix("# TYPE ")?.strip_suffix(" counter")?)))
+        .collect();
+    let (_, said) = promtool_check(&text);
+    for problem in said.lines() {
+        let unpaired_counter =
+            problem.strip_suffix(" no help text").is_some_and(|name| counters.iter().any(|counter| counter == name));
+        assert!(unpaired_counter, "promtool on OpenMetrics: {problem}\n{text}");
+    }
+
+    let prometheus = PrometheusServer::scraping(address);
+    let mut target = serde_json::Value::Null;
+    daemon.wait_until("Prometheus to scrape the daemon", || {
+        target = prometheus.api("/api/v1/targets").map(|t| t["data"]["activeTargets"][0].clone()).unwrap_or_default();
+        !target["lastScrape"].as_str().unwrap_or("0001-01-01T00:00:00Z").starts_with("0001")
+    });
+    assert_eq!(target["health"], "up", "{target}");
+    assert_eq!(target["lastError"], "", "{target}");
+    let mut result = serde_json::Value::Null;
+    daemon.wait_until("the frames counter in Prometheus", || {
+        result = prometheus
+            .api("/api/v1/query?query=jetson_detectd_camera_frames_total")
+            .map(|answer| answer["data"]["result"].clone())
+            .unwrap_or_default();
+        result.as_array().is_some_and(|series| !series.is_empty())
+    });
+    assert_eq!(result[0]["metric"]["camera"], "front", "{result}");
+    let buckets = prometheus
+        .api("/api/v1/query?query=count(jetson_detectd_camera_stage_latency_seconds_bucket)")
+        .expect("a query answer");
+    assert!(buckets["data"]["result"][0]["value"][1].as_str().is_some_and(|n| n != "0"), "{buckets}");
+}
