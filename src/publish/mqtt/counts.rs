@@ -6,8 +6,8 @@
 //! `mqtt.publish = "detections"` a frame without detections sends nothing. These counts see every
 //! processed frame, whatever the publish policy.
 //!
-//! Owns: the counts of the configured labels and when they are sent. Must not: publish (the sink
-//! hands the messages over), or know Home Assistant.
+//! Owns: the counts of the configured labels and when they are sent. Must not: publish (the MQTT
+//! outlet hands the messages over), or know Home Assistant.
 
 use crate::config::topic_segment;
 use crate::detection::{Detection, Labels};

@@ -4,8 +4,8 @@
 //!
 //! Owns: discovery topics, unique ids, the JSON of each config message, and [`ZoneDiscovery`] (the
 //! zone entities published so far, so that a reload removes those whose zone is gone). Must not:
-//! publish (the sink hands the messages to the MQTT publisher, retained, after connecting) or know the
-//! payloads: every state topic it names holds a plain value.
+//! publish (the MQTT outlet hands the messages to the publisher, retained, after connecting) or know
+//! the payloads: every state topic it names holds a plain value.
 //!
 //! A camera's count sensor reads the retained `<prefix>/<camera>/counts/<label>`
 //! (`super::counts`), published on every change, 0 included. (Read from the detections messages,

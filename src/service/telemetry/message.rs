@@ -2,8 +2,8 @@
 //! (the book: docs/src/reference/telemetry.md).
 //!
 //! Owns: [`TelemetryReport`] (everything one message carries), the JSON layout and
-//! [`TELEMETRY_SCHEMA`]. Must not: sample anything itself, or publish (the daemon hands the bytes
-//! to the MQTT publisher).
+//! [`TELEMETRY_SCHEMA`]. Must not: sample anything itself, or publish (the MQTT outlet
+//! serialises the report with it and publishes it; `GET /api/status` shows the same fields).
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -22,7 +22,7 @@ use crate::sys::time::Rfc3339Millis;
 pub const TELEMETRY_SCHEMA: u32 = 1;
 
 /// Everything one telemetry message carries. `mqtt` and `engine` are filled by their owners
-/// (publisher statistics, backend/engine info) and embedded as they are.
+/// (the outlets' connection statistics, backend/engine info) and embedded as they are.
 #[derive(Debug, Clone)]
 pub struct TelemetryReport<'a> {
     /// The daemon's run and this message's sequence number (`crate::service::run_id::Stamp`).
