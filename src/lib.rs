@@ -4,9 +4,10 @@
 //!
 //! A frame flows `source` ① → `infer` ② (camera rings, the scheduler, the per-frame step) →
 //! `preprocess` ③ / `gpu` → `backend` ④ (CPU, TensorRT) → `decode` ⑤ → `track` ⑥ → `publish` ⑦
-//! (MQTT, Home Assistant, snapshots, the live view). `http` (the page, the API, `/metrics`) reads
-//! what `publish` and `service` expose. `service` is the daemon's life under systemd (notify,
-//! telemetry, logging) and `cmd` holds the subcommands that wire the stages together.
+//! (the outlets: MQTT with Home Assistant, the live view; snapshots, telemetry). `http` (the page,
+//! the API, `/metrics`) reads what `publish` and `service` expose. `service` is the daemon's life
+//! under systemd (notify, telemetry, logging) and `cmd` holds the subcommands that wire the stages
+//! together.
 //!
 //! The modules are declared below floor by floor, top first, and this order is the single source
 //! of truth for the layering: a module imports only from the floors below its own, never from its
@@ -19,7 +20,8 @@
 pub mod cmd;
 // http: the page, the API and /metrics, reading what publish and service expose
 pub mod http;
-// publish ⑦: the per-frame sink (tracking, policy, payloads, snapshots), MQTT, Home Assistant, the live view
+// publish ⑦: the per-frame sink (tracking, snapshots), the outlets it feeds (MQTT with Home Assistant,
+// the live view), telemetry
 pub mod publish;
 // infer ②: camera threads and their rings, the scheduler (one worker per GPU), the per-frame step
 pub mod infer;
