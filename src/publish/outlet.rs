@@ -31,7 +31,9 @@
 //! events topic next to the track's `end`), because a clip is complete only a post-roll after its
 //! event ends, and an `end` must not wait for it. Home Assistant's birth message (issue 34) is the
 //! MQTT outlet's business alone: it keeps what it needs to send the current state again (its
-//! label counts, its zone discovery, the status) and will subscribe through its own connection.
+//! label counts, its zone discovery, the status) and will subscribe through its own connection;
+//! the current zone counts are each camera's tracker's (`crate::track::occupancy`), which the sink
+//! can hand to the outlets again as a [`TrackingUpdate`].
 
 use std::sync::Arc;
 

@@ -10,7 +10,8 @@
 //! and the sink do), or block.
 //!
 //! The state Home Assistant's birth message will need re-sent (issue 34) lives here: the label
-//! counts ([`LabelCounts`]), the zone entities ([`ZoneDiscovery`]) and the status (the outbox's).
+//! counts ([`LabelCounts`]), the zone entities ([`ZoneDiscovery`]) and the status (the outbox's);
+//! zone counts come from tracking (`crate::publish::outlet` says how).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
