@@ -1,9 +1,10 @@
 //! The HTTP stage: the built-in page, the JSON API and Prometheus `/metrics`, on the daemon's tokio
 //! runtime (axum, HTTP/1).
 //!
-//! Owns: the listener (`[http] listen`), the token (`[http] token_file`, read once at start, never
-//! logged), the routes ([`server`]), the handlers ([`api`]), the metrics ([`metrics`]) in both text formats
-//! ([`exposition`]) and
+//! Owns: the listener (`[http] listen`) and its connections, bounded in number and time
+//! ([`connections`]), the names it answers to ([`hosts`]), the token (`[http] token_file`, read
+//! once at start, never logged), the routes ([`server`]), the handlers ([`api`]), the live
+//! pictures ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]) and
 //! the page's assets compiled into the binary ([`page`]: no files to install, no CDN). It reads the
 //! daemon only through the [`LiveView`] and writes only the zones file; a zone change is applied by
 //! the daemon's loop, which it asks through a channel ([`ZonesChange`]) and whose answer it waits
@@ -12,9 +13,12 @@
 //! system beyond the one zones file.
 
 pub mod api;
+pub mod connections;
 pub mod exposition;
+pub mod hosts;
 pub mod metrics;
 pub mod page;
+pub mod picture;
 pub mod server;
 
 use std::net::SocketAddr;
@@ -98,6 +102,10 @@ pub struct HttpState {
     /// Serialises zone saves (read, change, write the file, apply).
     pub saving: Arc<tokio::sync::Mutex<()>>,
     pub metrics: Arc<metrics::Metrics>,
+    /// The `Host` values requests may carry (DNS rebinding).
+    pub hosts: Arc<hosts::AllowedHosts>,
+    /// Each camera's live picture, rendered once per frame.
+    pub pictures: Arc<picture::Pictures>,
 }
 
 /// A running server; it stops when the daemon's runtime shuts down or on [`HttpServer::stop`].
@@ -122,6 +130,7 @@ impl HttpServer {
         let listener =
             tokio::net::TcpListener::bind(address).await.map_err(|source| HttpError::Listen { address, source })?;
         let address = listener.local_addr().map_err(|source| HttpError::Listen { address, source })?;
+        let cameras = view.cameras.len();
         let state = HttpState {
             metrics: Arc::new(metrics::Metrics::new(view.clone())),
             view,
@@ -129,17 +138,21 @@ impl HttpServer {
             zones_file: config.http.zones_file.clone(),
             changes,
             saving: Arc::default(),
+            hosts: Arc::new(hosts::AllowedHosts::new(address.ip(), &config.http.allowed_hosts)),
+            pictures: Arc::new(picture::Pictures::new(cameras)),
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let router = server::router(state);
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(e) = serve.await {
-                log::error!("http: the server stopped: {e}");
-            }
-        });
+        let open_files = crate::sys::limits::open_files_limit();
+        let cap = connections::connection_cap(open_files, config.cameras.len());
+        if cap < connections::MAX_CONNECTIONS {
+            log::warn!(
+                "http: at most {cap} connections at once: the limit of {} open files leaves no more beyond what \
+                 the cameras and the broker need (systemd: LimitNOFILE=)",
+                open_files.unwrap_or_default()
+            );
+        }
+        let task = tokio::spawn(connections::serve(listener, router, cap, stopped));
         Ok(Some(HttpServer { address, stop: Some(stop), task }))
     }
 
