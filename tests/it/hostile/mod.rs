@@ -22,6 +22,8 @@ use crate::broker::{Broker, Received, Subscriber};
 use crate::daemon::{images_source, sample, sample_source, RunningDaemon, TestConfig};
 use crate::pace::Pace;
 
+mod web;
+
 /// Far below what the failures used to take (a 1 GiB password file: 3.2 GB; `/dev/zero`: growing
 /// until killed), far above what the daemon needs with the bundled model (under 100 MB on x86_64;
 /// under qemu-user the measured process is qemu, whose translation cache comes on top).
