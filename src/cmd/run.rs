@@ -2,13 +2,14 @@
 //! server, systemd notify, telemetry and signals.
 //!
 //! Owns: start-up order (SIGHUP handler → [`preflight`], the file checks `check-config` shares →
-//! MQTT outlet (status `building`) → model → `online` → HTTP server → sink and outlets → inference
-//! workers → cameras → READY), signals and SIGHUP reload, zone changes saved from the page
-//! (applied like a reload), the watchdog, the telemetry and live-view ticks, and orderly shutdown
-//! (STOPPING → cameras and workers joined → tracks ended → `offline` + bounded flush). Must not:
-//! do per-frame work (`crate::publish::sink` does), assemble figures (`crate::publish::telemetry`
-//! does), know topics or JSON (the MQTT outlet does), load backends itself
-//! (`crate::backend::load` does: it is how the daemon reaches the GPU), or call CUDA.
+//! MQTT outlet (status `building`) → model, checked on a blank frame as `check-config` checks it
+//! ([`check_model`]) → `online` → HTTP server → sink and outlets → inference workers → cameras →
+//! READY), signals and SIGHUP reload, zone changes saved from the page (applied like a reload), the
+//! watchdog, the telemetry and live-view ticks, and orderly shutdown (STOPPING → cameras and
+//! workers joined → tracks ended → `offline` + bounded flush). Must not: do per-frame work
+//! (`crate::publish::sink` does), assemble figures (`crate::publish::telemetry` does), know topics
+//! or JSON (the MQTT outlet does), load backends itself (`crate::backend::load` does: it is how
+//! the daemon reaches the GPU), or call CUDA.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::backend::load::{check_model_files, load_backend_noting_fallback, GpuSampler};
+use crate::backend::load::{check_model_files, load_backend_for_check, load_backend_noting_fallback, GpuSampler};
 use crate::backend::{Backend, BackendError};
 use crate::config::reload::keys_needing_a_restart;
 use crate::config::{camera_scenes, Config, ConfigError};
@@ -86,6 +87,8 @@ impl DaemonError {
                 // configuration mistake. Cameras that are only absent right now do not fail here:
                 // V4L2 and GStreamer sources start reconnecting instead.
                 | DaemonError::Pipeline(PipelineError::Source { source: SourceError::Open { .. }, .. })
+                // Outputs that do not fit `model.decoder` (a blank frame at start).
+                | DaemonError::Pipeline(PipelineError::ModelOutputs { .. })
                 // A token file that cannot be read, or a listen address taken or not ours to bind.
                 | DaemonError::Http(_)
         ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
@@ -123,6 +126,30 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
         _ => None,
     };
     Ok(Preflight { labels, params, scenes, mqtt, http_token })
+}
+
+/// `check-config`'s model and library checks: the backend `run` would load, loaded the same way
+/// ([`crate::backend::load::load_backend_for_check`]: not where that means a TensorRT engine
+/// build), and a blank frame through it and the decoder ([`check_model_outputs`], which `run`
+/// makes after its load). Says what was checked.
+pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, DaemonError> {
+    match load_backend_for_check(config)? {
+        Some((backend, fallback)) => {
+            check_model_outputs(backend.as_ref(), &preflight.params)?;
+            let engine = backend.engine().unwrap_or_else(|| backend.info().kind.to_owned());
+            Ok(match fallback {
+                Some(_) => format!("model checked on the CPU backend ({engine}), which runs it here without a GPU"),
+                None => format!("model checked on the CPU backend ({engine})"),
+            })
+        }
+        None => Ok("the model is checked by TensorRT when `run` or `build-engine` loads it".to_owned()),
+    }
+}
+
+/// A blank frame through a session of `backend` and the decoder: outputs that do not fit
+/// `model.decoder` are a configuration error here, not at the first camera frame.
+fn check_model_outputs(backend: &dyn Backend, params: &DecodeParams) -> Result<(), DaemonError> {
+    crate::infer::step::check_model(backend, params.clone()).map_err(DaemonError::Pipeline)
 }
 
 /// Runs until SIGTERM/SIGINT, until every camera has ended, or until a camera fails.
@@ -192,6 +219,10 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
             return Err(e.into());
         }
     };
+    if let Err(e) = check_model_outputs(backend.as_ref(), &params) {
+        runtime.block_on(mqtt.shutdown());
+        return Err(e);
+    }
     let model_load = load_started.elapsed();
     log::info!("backend: {:?}", backend.info());
     mqtt.status(DaemonStatus::Online);

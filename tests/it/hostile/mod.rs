@@ -22,6 +22,7 @@ use crate::broker::{Broker, Received, Subscriber};
 use crate::daemon::{images_source, sample, sample_source, RunningDaemon, TestConfig};
 use crate::pace::Pace;
 
+mod models;
 mod web;
 
 /// Far below what the failures used to take (a 1 GiB password file: 3.2 GB; `/dev/zero`: growing
