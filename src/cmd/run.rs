@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use crate::backend::load::{check_model_files, load_backend_for_check, load_backend_noting_fallback, GpuSampler};
 use crate::backend::{Backend, BackendError};
 use crate::config::reload::keys_needing_a_restart;
+use crate::config::zones_file::ZonesFile;
 use crate::config::{camera_scenes, Config, ConfigError};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
@@ -109,12 +110,13 @@ pub struct Preflight {
 
 /// Every check of `config` that needs no device, socket or model load: the model files are
 /// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
-/// reads and has `model.classes` and every zone label, the password and TLS files read and parse,
+/// reads and has `model.classes` and every zone label (the zones file's named as its own), the password and TLS files read and parse,
 /// and each camera's source could be opened ([`crate::source::check`]).
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     check_model_files(config)?;
     let labels = Arc::new(Labels::load(&config.model.labels)?);
     let params = DecodeParams::from_config(&config.model, &labels).map_err(DaemonError::Classes)?;
+    check_zones_file_labels(config, &labels)?;
     let scenes = camera_scenes(config, &labels)?;
     let mqtt = MqttSettings::from_config(config)?;
     for camera in &config.cameras {
@@ -408,6 +410,13 @@ fn apply_zones(change: ZonesChange, sink: &PublishSink, live: &LiveView) {
     let _ = applied.send(result);
 }
 
+/// The zones file's labels against the label file: an error names the zones file and the zone,
+/// where [`camera_scenes`] (which sees them merged into the config) would name the config.
+fn check_zones_file_labels(config: &Config, labels: &Labels) -> Result<(), ConfigError> {
+    let path = &config.http.zones_file;
+    ZonesFile::load(path)?.check_labels(path, &config.cameras, |label| labels.id_of(label).is_some())
+}
+
 /// SIGHUP: re-reads the config and applies thresholds, class filter, publish settings, tracking
 /// settings and each camera's zones and lines (live tracks continue). A config that is invalid in
 /// any of these — a bad zone included — is refused as a whole. Other changes (model, cameras,
@@ -419,6 +428,7 @@ fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, sche
     };
     let reloaded = Config::load(path).map_err(|e| e.to_string()).and_then(|config| {
         let params = DecodeParams::from_config(&config.model, sink.labels()).map_err(|e| e.to_string())?;
+        check_zones_file_labels(&config, sink.labels()).map_err(|e| e.to_string())?;
         let scenes = camera_scenes(&config, sink.labels()).map_err(|e| e.to_string())?;
         Ok((config, params, scenes))
     });

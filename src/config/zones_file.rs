@@ -96,6 +96,33 @@ impl ZonesFile {
         }
     }
 
+    /// Refuses a zone label `known` does not know (the label file's) in the zones of a configured
+    /// camera, naming this file (`path`), the key in it, the camera and the zone: the zones came
+    /// from here, not from the config.
+    pub fn check_labels(
+        &self,
+        path: &Path,
+        cameras: &[CameraConfig],
+        known: impl Fn(&str) -> bool,
+    ) -> Result<(), ConfigError> {
+        let configured = |name: &str| cameras.iter().any(|camera| camera.name == name);
+        for (i, scene) in self.cameras.iter().enumerate().filter(|(_, scene)| configured(&scene.name)) {
+            for (j, zone) in scene.zones.iter().enumerate() {
+                if let Some(label) = zone.labels.iter().find(|label| !known(label)) {
+                    return Err(ConfigError::Invalid {
+                        origin: ConfigOrigin::File(path.to_path_buf()),
+                        key: format!("camera[{i}].zone[{j}].labels"),
+                        message: format!(
+                            "camera {:?}, zone {:?} (saved from the web page): {label:?} is not in the label file",
+                            scene.name, zone.name
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Sets one camera's zones and lines (replacing what the file held for it).
     pub fn set(&mut self, scene: CameraScene) {
         match self.cameras.iter_mut().find(|camera| camera.name == scene.name) {
@@ -178,15 +205,34 @@ mod tests {
         assert!(error.contains("FIFO, not a regular file"), "{error}");
     }
 
+    /// Issue 35: a zones-file label missing from the label file named the config file.
     #[test]
-    fn applying_replaces_only_the_named_cameras_scenes() {
-        let camera = |name: &str| CameraConfig {
+    fn a_label_the_label_file_lacks_names_the_zones_file_the_camera_and_the_zone() {
+        let mut file = ZonesFile::default();
+        file.set(CameraScene { name: "gone".into(), ..lane() });
+        file.set(lane());
+        let cameras = [camera("front")];
+        let path = Path::new("/state/zones.toml");
+        file.check_labels(path, &cameras, |label| label == "person").expect("known labels");
+        let error = file.check_labels(path, &cameras, |_| false).unwrap_err().to_string();
+        assert!(error.starts_with("/state/zones.toml: `camera[1].zone[0].labels`"), "{error}");
+        assert!(error.contains("camera \"front\", zone \"lane\"") && error.contains("\"person\""), "{error}");
+        let unconfigured = ZonesFile { cameras: vec![CameraScene { name: "gone".into(), ..lane() }] };
+        unconfigured.check_labels(path, &cameras, |_| false).expect("a camera the config lacks is ignored");
+    }
+
+    fn camera(name: &str) -> CameraConfig {
+        CameraConfig {
             name: name.into(),
             source: super::super::SourceConfig::Synthetic { width: 64, height: 64 },
             fps: 0.0,
             zones: Vec::new(),
             lines: vec![LineConfig { name: "old".into(), points: [[0.0, 0.0], [1.0, 1.0]] }],
-        };
+        }
+    }
+
+    #[test]
+    fn applying_replaces_only_the_named_cameras_scenes() {
         let mut cameras = vec![camera("front"), camera("back")];
         let mut file = ZonesFile::default();
         file.set(lane());

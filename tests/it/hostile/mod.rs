@@ -23,6 +23,7 @@ use crate::daemon::{images_source, sample, sample_source, RunningDaemon, TestCon
 use crate::pace::Pace;
 
 mod models;
+mod names;
 mod web;
 
 /// Far below what the failures used to take (a 1 GiB password file: 3.2 GB; `/dev/zero`: growing
