@@ -46,7 +46,8 @@ fn unknown_camera(name: &str) -> Response {
     error(StatusCode::NOT_FOUND, format!("no camera named {name:?}"), None)
 }
 
-/// `GET /healthz`: 200 `ok` while every pipeline makes progress, else 503 with the stalls.
+/// `GET /healthz`: 200 `ok` while every pipeline makes progress and every camera delivers frames,
+/// else 503 naming the stalls and the cameras offline.
 pub async fn healthz(State(state): State<HttpState>) -> Response {
     match state.view.health() {
         Ok(()) => (StatusCode::OK, "ok\n").into_response(),

@@ -5,30 +5,20 @@ use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::broker::{Broker, Received, Subscriber};
-use crate::daemon::{sample_source, RunningDaemon, TestConfig};
+use crate::daemon::{sample_source, RunningDaemon};
 use crate::http::{http_address, request};
 use crate::pace::Pace;
 
-use super::shared_dir;
+use super::{shared_dir, web_config};
 
 /// The server's own bounds (`jetson_detectd::http::connections`), as the docs state them.
 const MAX_CONNECTIONS: usize = 64;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest a stop waits for running requests (`jetson_detectd::http::STOP_GRACE`).
 const STOP_GRACE: Duration = Duration::from_secs(2);
-
-/// A daemon serving the page on a free loopback port, without a token (the default config).
-fn web_config(broker_port: u16, prefix: &str, dir: &Path) -> TestConfig {
-    TestConfig::new(broker_port, prefix).set("http", "listen", "\"127.0.0.1:0\"").set(
-        "http",
-        "zones_file",
-        &format!("{:?}", dir.join("zones.toml").display().to_string()),
-    )
-}
 
 /// A field of `/proc/<pid>/status` in bytes (`VmRSS`, `VmHWM`: reported in kB).
 fn proc_status_bytes(pid: u32, field: &str) -> u64 {
