@@ -2,14 +2,15 @@
 //! server, systemd notify, telemetry and signals.
 //!
 //! Owns: start-up order (SIGHUP handler → [`preflight`], the file checks `check-config` shares →
-//! MQTT outlet (status `building`) → model, checked on a blank frame as `check-config` checks it
-//! ([`check_model`]) → `online` → HTTP server → sink and outlets → inference workers → cameras →
-//! READY), signals and SIGHUP reload, zone changes saved from the page (applied like a reload), the
-//! watchdog, the telemetry and live-view ticks, and orderly shutdown (STOPPING → cameras and
-//! workers joined → tracks ended → `offline` + bounded flush). Must not: do per-frame work
-//! (`crate::publish::sink` does), assemble figures (`crate::publish::telemetry` does), know topics
-//! or JSON (the MQTT outlet does), load backends itself (`crate::backend::load` does: it is how
-//! the daemon reaches the GPU), or call CUDA.
+//! the web server's port, bound before anything is announced → MQTT outlet (status `building`) →
+//! model, checked on a blank frame as `check-config` checks it ([`check_model`]) → `online` → web
+//! server → sink and outlets → inference workers → cameras → READY), signals and SIGHUP reload,
+//! zone changes saved from the page (applied like a reload), the watchdog, the telemetry and
+//! live-view ticks, and orderly shutdown (STOPPING → cameras and workers joined → tracks ended →
+//! `offline` + bounded flush). Must not: do per-frame work (`crate::publish::sink` does), assemble
+//! figures (`crate::publish::telemetry` does), know topics or JSON (the MQTT outlet does), load
+//! backends itself (`crate::backend::load` does: it is how the daemon reaches the GPU), or call
+//! CUDA.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,7 +27,7 @@ use crate::config::zones_file::ZonesFile;
 use crate::config::{camera_scenes, Config, ConfigError};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
-use crate::http::{HttpError, HttpServer, Token, ZonesChange};
+use crate::http::{BoundListener, HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::scheduler::{SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
@@ -90,9 +91,10 @@ impl DaemonError {
                 | DaemonError::Pipeline(PipelineError::Source { source: SourceError::Open { .. }, .. })
                 // Outputs that do not fit `model.decoder` (a blank frame at start).
                 | DaemonError::Pipeline(PipelineError::ModelOutputs { .. })
-                // A token file that cannot be read, or a listen address taken or not ours to bind.
-                | DaemonError::Http(_)
         ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
+            // A token file that cannot be read, or a port only root may take; not a port another
+            // process holds or an address not up yet: a restart may find them free (exit 1).
+            || matches!(self, DaemonError::Http(e) if !e.is_transient())
     }
 }
 
@@ -178,6 +180,12 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     }));
     // Everything `check-config` checks too, before anything is published.
     let Preflight { labels, params, scenes, mqtt, http_token } = preflight(&config)?;
+    // The web server's port before the broker hears of this start: a port another process holds
+    // ends the start here, with nothing announced (`building`, `online`).
+    let http_listener = {
+        let _entered = runtime.enter();
+        crate::http::bind(&config)?
+    };
 
     // MQTT first: an engine build takes minutes on a Jetson, and subscribers must not see a stale
     // status meanwhile. The status is `building` (retained) until the engine is ready, and
@@ -230,7 +238,8 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     mqtt.status(DaemonStatus::Online);
 
     let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
-    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http_token };
+    let http = http_listener.map(|listener| (listener, http_token));
+    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http };
     runtime.block_on(serve(config, config_path, backend, labels, params, notifier, started))
 }
 
@@ -246,7 +255,8 @@ struct Started {
     /// Installed first thing: a SIGHUP received during start-up waits here.
     sighup: tokio::signal::unix::Signal,
     model_load: Duration,
-    http_token: Option<Token>,
+    /// The web server's bound port and token, when it is on.
+    http: Option<(BoundListener, Option<Token>)>,
 }
 
 async fn serve(
@@ -258,7 +268,7 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http_token } = started;
+    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http } = started;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
 
@@ -269,9 +279,11 @@ async fn serve(
     let facts = StartFacts { engine: engine.clone(), model_load, started: SystemTime::now() };
     let live = Arc::new(LiveView::new(Arc::new(config.clone()), labels.clone(), liveness.clone(), max_silence, facts));
     let (changes_tx, mut changes_rx) = mpsc::channel::<ZonesChange>(4);
-    let http = match HttpServer::start(&config, http_token, live.clone(), changes_tx).await {
-        Ok(http) => http,
-        Err(e) => {
+    let http = match http.map(|(listener, token)| HttpServer::start(listener, &config, token, live.clone(), changes_tx))
+    {
+        None => None,
+        Some(Ok(http)) => Some(http),
+        Some(Err(e)) => {
             mqtt.shutdown().await;
             return Err(e.into());
         }

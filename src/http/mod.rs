@@ -116,20 +116,48 @@ pub struct HttpServer {
     task: tokio::task::JoinHandle<()>,
 }
 
+impl HttpError {
+    /// Whether a restart may find things otherwise: the port is taken by another process (the one
+    /// before, still shutting down) or the address is not on the machine yet (DHCP at boot). Any
+    /// other failure (a token file, a port only root may take) is the config's.
+    pub fn is_transient(&self) -> bool {
+        use std::io::ErrorKind::{AddrInUse, AddrNotAvailable};
+        matches!(self, HttpError::Listen { source, .. } if matches!(source.kind(), AddrInUse | AddrNotAvailable))
+    }
+}
+
+/// `[http] listen`, bound and not yet served: the daemon binds it before it announces anything, so
+/// that a port it cannot have ends the start before the broker hears of it.
+#[derive(Debug)]
+pub struct BoundListener(tokio::net::TcpListener);
+
+/// Binds `[http] listen`; `Ok(None)` when the server is off. Must run inside the daemon's tokio
+/// runtime.
+pub fn bind(config: &Config) -> Result<Option<BoundListener>, HttpError> {
+    let Some(address) = config.http.listen_addr() else { return Ok(None) };
+    let listener = std::net::TcpListener::bind(address)
+        .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+        .and_then(tokio::net::TcpListener::from_std)
+        .map_err(|source| HttpError::Listen { address, source })?;
+    Ok(Some(BoundListener(listener)))
+}
+
 impl HttpServer {
-    /// Binds `[http] listen` and serves; `Ok(None)` when the server is off. `token` is the one read
-    /// from `[http] token_file` by the start-up checks (`crate::cmd::run::preflight`), so that
-    /// `check-config` reads it too. Must run inside the daemon's tokio runtime.
-    pub async fn start(
+    /// Serves on `listener` ([`bind`]). `token` is the one read from `[http] token_file` by the
+    /// start-up checks (`crate::cmd::run::preflight`), so that `check-config` reads it too. Must
+    /// run inside the daemon's tokio runtime.
+    pub fn start(
+        listener: BoundListener,
         config: &Config,
         token: Option<Token>,
         view: Arc<LiveView>,
         changes: mpsc::Sender<ZonesChange>,
-    ) -> Result<Option<HttpServer>, HttpError> {
-        let Some(address) = config.http.listen_addr() else { return Ok(None) };
-        let listener =
-            tokio::net::TcpListener::bind(address).await.map_err(|source| HttpError::Listen { address, source })?;
-        let address = listener.local_addr().map_err(|source| HttpError::Listen { address, source })?;
+    ) -> Result<HttpServer, HttpError> {
+        let BoundListener(listener) = listener;
+        let address = listener.local_addr().map_err(|source| HttpError::Listen {
+            address: config.http.listen_addr().unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            source,
+        })?;
         let cameras = view.cameras.len();
         let state = HttpState {
             metrics: Arc::new(metrics::Metrics::new(view.clone())),
@@ -153,7 +181,7 @@ impl HttpServer {
             );
         }
         let task = tokio::spawn(connections::serve(listener, router, cap, stopped));
-        Ok(Some(HttpServer { address, stop: Some(stop), task }))
+        Ok(HttpServer { address, stop: Some(stop), task })
     }
 
     /// Stops accepting and lets running requests finish, for at most [`STOP_GRACE`]; then drops

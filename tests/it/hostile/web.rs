@@ -280,3 +280,39 @@ fn concurrent_readers_of_a_large_frame_share_one_render_and_leave_detection_and_
     let bound = STOP_GRACE + one_reader * 4 + Pace::measured().frame * 4;
     assert!(stop_took <= bound, "SIGTERM took {stop_took:?}, more than {bound:?}:\n{}", daemon.log());
 }
+
+/// A port conflict published `building` and `online` before exiting 78, and 78 means systemd never
+/// retries, although a port busy for a moment at boot is no config error. Now the port is bound
+/// before anything is announced: the start ends with exit 1 (systemd retries), naming
+/// `http.listen`, and the broker never hears of it.
+#[test]
+fn a_busy_port_ends_the_start_before_anything_is_announced_with_a_status_systemd_retries() {
+    let prefix = "hostile-busy-port";
+    let broker = Broker::start();
+    let dir = shared_dir();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = taken.local_addr().expect("address");
+    let config = web_config(broker.port(), prefix, dir.path())
+        .set("http", "listen", &format!("\"{address}\""))
+        .set("mqtt", "shutdown_flush_ms", "1000")
+        .camera("front", 2.0, &sample_source("dog.jpg", "loop"))
+        .write(&dir.path().join("config.toml"));
+    let status = format!("{prefix}/status");
+    let subscriber = Subscriber::connect(&broker, "hostile-busy-port-sub", &[&status]);
+    let outcome = super::run_command("a busy port", "run", &config);
+    assert_eq!(outcome.status.code(), Some(1), "{}\n{}", outcome.status, outcome.stderr);
+    assert!(
+        outcome.stderr.contains("http.listen") && outcome.stderr.contains(&address.to_string()),
+        "{}",
+        outcome.stderr
+    );
+    assert!(outcome.stderr.contains("in use"), "{}", outcome.stderr);
+    // A retained status would reach a new subscriber at once; the first one saw every message.
+    let late = Subscriber::connect(&broker, "hostile-busy-port-late", &[&status]);
+    std::thread::sleep(Duration::from_millis(500));
+    for messages in [late.messages(&status), subscriber.messages(&status)] {
+        let texts: Vec<String> = messages.iter().map(Received::text).collect();
+        assert!(texts.is_empty(), "the start was announced: {texts:?}");
+    }
+    drop(taken);
+}
