@@ -180,6 +180,13 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     }));
     // Everything `check-config` checks too, before anything is published.
     let Preflight { labels, params, scenes, mqtt, http_token } = preflight(&config)?;
+    match crate::config::zones_file::remove_leftovers(&config.http.zones_file) {
+        Ok(removed) if !removed.is_empty() => {
+            log::info!("zones file: removed {} left by a save that was cut short: {removed:?}", removed.len());
+        }
+        Ok(_) => {}
+        Err(e) => log::warn!("zones file: {e}"),
+    }
     // The web server's port before the broker hears of this start: a port another process holds
     // ends the start here, with nothing announced (`building`, `online`).
     let http_listener = {

@@ -224,9 +224,7 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
     let saved = {
         let scene = scene.clone();
         tokio::task::spawn_blocking(move || -> Result<(), String> {
-            let mut file = ZonesFile::load(&path).map_err(|e| e.to_string())?;
-            file.set(scene);
-            file.write(&path).map_err(|e| e.to_string())
+            ZonesFile::update(&path, |file| file.set(scene)).map(drop).map_err(|e| e.to_string())
         })
         .await
         .unwrap_or_else(|e| Err(format!("save task failed: {e}")))

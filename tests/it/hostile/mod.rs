@@ -25,6 +25,7 @@ use crate::pace::Pace;
 mod models;
 mod names;
 mod sources;
+mod state;
 mod web;
 
 /// Far below what the failures used to take (a 1 GiB password file: 3.2 GB; `/dev/zero`: growing
