@@ -73,7 +73,10 @@ impl Labels {
         Self::parse(&text, path)
     }
 
+    /// The labels of a label file's `text`; a byte-order mark at its start (Windows editors save
+    /// UTF-8 with one) is not part of the first name.
     pub fn parse(text: &str, path: &Path) -> Result<Labels, LabelsError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut names: Vec<String> = Vec::new();
         for (index, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -135,6 +138,16 @@ mod tests {
         let b = BoundingBox { x1: 1.0, y1: 0.0, x2: 3.0, y2: 2.0 };
         assert!((a.iou(&b) - 1.0 / 3.0).abs() < 1e-6);
         assert_eq!(a.iou(&BoundingBox { x1: 5.0, y1: 5.0, x2: 6.0, y2: 6.0 }), 0.0);
+    }
+
+    /// Issue 35: a label file saved with a UTF-8 byte-order mark named class 0 "\u{feff}person".
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_label() {
+        let labels = Labels::parse("\u{feff}person\r\ncar\r\n", Path::new("labels.txt")).unwrap();
+        assert_eq!(labels.id_of("person"), Some(0));
+        assert_eq!(labels.name(0), "person");
+        let numbered = Labels::parse("\u{feff}1 person\n", Path::new("labels.txt")).unwrap();
+        assert_eq!(numbered.id_of("person"), Some(1));
     }
 
     #[test]

@@ -42,8 +42,10 @@ struct ConfigArg {
 enum Command {
     /// Run the daemon until SIGTERM/SIGINT (SIGHUP reloads thresholds and publish settings).
     Run(ConfigArg),
-    /// Validate a config file (or the built-in default) and the files it names (model, labels,
-    /// password, TLS, image folders, V4L2 device nodes) without starting anything.
+    /// Validate a config file (or the built-in default), the files it names (model, labels,
+    /// password, TLS, image folders, V4L2 device nodes) and the model: on the CPU backend it is
+    /// loaded as `run` loads it and a blank frame goes through it and the decoder (TensorRT checks
+    /// it when the engine loads). Starts no camera, broker or web server.
     CheckConfig {
         #[command(flatten)]
         config: ConfigArg,
@@ -229,16 +231,19 @@ fn run(arg: &ConfigArg) -> Result<(), Stop> {
     })
 }
 
-/// The config, and every check `run` makes before it opens a device or a socket
-/// ([`run::preflight`]): what this accepts, `run` does not refuse at start.
+/// The config, every check `run` makes before it opens a device or a socket
+/// ([`run::preflight`]), and the model and library checks of the backend `run` would load
+/// ([`run::check_model`]) wherever that needs no engine build: what this accepts, `run` does not
+/// refuse at start.
 fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
-    run::preflight(&config).map_err(Failure::from)?;
+    let preflight = run::preflight(&config).map_err(Failure::from)?;
+    let model = run::check_model(&config, &preflight).map_err(Failure::from)?;
     if print {
         let text = config.to_toml().map_err(Failure::config)?;
         return write_stdout(&mut std::io::stdout().lock(), text.as_bytes());
     }
-    print_line(&format!("{}: ok ({} camera(s))", config.origin, config.cameras.len()))
+    print_line(&format!("{}: ok ({} camera(s); {model})", config.origin, config.cameras.len()))
 }
 
 /// The labels and decode parameters of `config`, with an optional threshold override.

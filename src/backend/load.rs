@@ -24,7 +24,7 @@ pub fn load_backend(config: &Config, progress: impl FnMut(BuildProgress)) -> Res
 pub fn load_backend_noting_fallback(
     config: &Config,
     progress: impl FnMut(BuildProgress),
-) -> Result<(Arc<dyn Backend>, Option<String>), BackendError> {
+) -> Result<Loaded, BackendError> {
     check_model_files(config)?;
     let may_fall_back = match config.device.backend {
         BackendChoice::Cpu => return Ok((load_cpu(config)?, None)),
@@ -41,6 +41,29 @@ pub fn load_backend_noting_fallback(
             );
             Ok((load_cpu(config)?, Some(reason)))
         }
+        Err(e) => Err(e),
+    }
+}
+
+/// A loaded backend, and why it runs on the CPU when TensorRT was asked for first.
+pub type Loaded = (Arc<dyn Backend>, Option<String>);
+
+/// What `check-config` loads of what [`load_backend`] would: the same backend, with the same
+/// checks (model files, ONNX Runtime's library, the model's input against `[model.input]`),
+/// wherever that needs no engine build. That is the CPU backend whenever `run` would run on it
+/// (configured, or the fallback on a machine without a usable GPU, with the reason); `Ok(None)`
+/// where `run` would load TensorRT on this machine's GPU (an engine build takes minutes: `run`
+/// and `build-engine` check the model then). Fails where `load_backend` would fail first.
+pub fn load_backend_for_check(config: &Config) -> Result<Option<Loaded>, BackendError> {
+    check_model_files(config)?;
+    let may_fall_back = match config.device.backend {
+        BackendChoice::Cpu => return Ok(Some((load_cpu(config)?, None))),
+        BackendChoice::Auto => true,
+        BackendChoice::Tensorrt => config.device.fallback == Fallback::Cpu,
+    };
+    match tensorrt_device(config) {
+        Ok(()) => Ok(None),
+        Err(BackendError::Unavailable(_, reason)) if may_fall_back => Ok(Some((load_cpu(config)?, Some(reason)))),
         Err(e) => Err(e),
     }
 }
@@ -91,14 +114,36 @@ pub type BuildProgress = super::trt::Progress;
 #[cfg(not(feature = "tensorrt"))]
 pub type BuildProgress = std::convert::Infallible;
 
+/// The GPU TensorRT would run on; [`BackendError::Unavailable`] without a driver or a device.
+#[cfg(feature = "tensorrt")]
+fn open_gpu(config: &Config) -> Result<crate::gpu::GpuDevice, BackendError> {
+    use crate::gpu::{GpuDevice, GpuError};
+    GpuDevice::open(config.device.gpu as usize).map_err(|e| match e {
+        GpuError::NoDriver | GpuError::NoDevice { .. } => BackendError::Unavailable("tensorrt", e.to_string()),
+        other => BackendError::Inference(other.to_string()),
+    })
+}
+
+/// Whether TensorRT would be tried on this machine: its GPU opens.
+#[cfg(feature = "tensorrt")]
+fn tensorrt_device(config: &Config) -> Result<(), BackendError> {
+    open_gpu(config).map(drop)
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn tensorrt_device(_config: &Config) -> Result<(), BackendError> {
+    Err(no_tensorrt())
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn no_tensorrt() -> BackendError {
+    BackendError::Unavailable("tensorrt", "this binary was built without the `tensorrt` feature".into())
+}
+
 #[cfg(feature = "tensorrt")]
 fn load_tensorrt(config: &Config, progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
     use super::trt::{preprocessing_input_stage, GpuFramesBackend};
-    use crate::gpu::{GpuDevice, GpuError};
-    let device = GpuDevice::open(config.device.gpu as usize).map_err(|e| match e {
-        GpuError::NoDriver | GpuError::NoDevice { .. } => BackendError::Unavailable("tensorrt", e.to_string()),
-        other => BackendError::Inference(other.to_string()),
-    })?;
+    let device = open_gpu(config)?;
     let input_stage =
         preprocessing_input_stage(device.clone(), config.engine.cache_dir.clone(), max_frame_bytes(config));
     let backend = super::trt::TrtBackend::open(config, input_stage, progress)?;
@@ -107,7 +152,7 @@ fn load_tensorrt(config: &Config, progress: impl FnMut(BuildProgress)) -> Result
 
 #[cfg(not(feature = "tensorrt"))]
 fn load_tensorrt(_config: &Config, _progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
-    Err(BackendError::Unavailable("tensorrt", "this binary was built without the `tensorrt` feature".into()))
+    Err(no_tensorrt())
 }
 
 /// The largest frame any configured camera can deliver, for the GPU staging buffer.

@@ -199,7 +199,10 @@ fn camera_probe(camera: &crate::config::CameraConfig, limits: crate::config::Lim
                         SourceState::Reconnecting { last_error, .. } => {
                             (false, format!("{}: {last_error} (the daemon keeps retrying)", source.describe()))
                         }
-                        SourceState::Streaming | SourceState::Ended | SourceState::Stopped => (true, source.describe()),
+                        SourceState::Streaming
+                        | SourceState::Connecting { .. }
+                        | SourceState::Ended
+                        | SourceState::Stopped => (true, source.describe()),
                     }
                 }
                 Err(e) => (false, e.to_string()),

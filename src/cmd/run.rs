@@ -2,13 +2,15 @@
 //! server, systemd notify, telemetry and signals.
 //!
 //! Owns: start-up order (SIGHUP handler → [`preflight`], the file checks `check-config` shares →
-//! MQTT outlet (status `building`) → model → `online` → HTTP server → sink and outlets → inference
-//! workers → cameras → READY), signals and SIGHUP reload, zone changes saved from the page
-//! (applied like a reload), the watchdog, the telemetry and live-view ticks, and orderly shutdown
-//! (STOPPING → cameras and workers joined → tracks ended → `offline` + bounded flush). Must not:
-//! do per-frame work (`crate::publish::sink` does), assemble figures (`crate::publish::telemetry`
-//! does), know topics or JSON (the MQTT outlet does), load backends itself
-//! (`crate::backend::load` does: it is how the daemon reaches the GPU), or call CUDA.
+//! the web server's port, bound before anything is announced → MQTT outlet (status `building`) →
+//! model, checked on a blank frame as `check-config` checks it ([`check_model`]) → `online` → web
+//! server → sink and outlets → inference workers → cameras → READY), signals and SIGHUP reload,
+//! zone changes saved from the page (applied like a reload), the watchdog, the telemetry and
+//! live-view ticks, and orderly shutdown (STOPPING → cameras and workers joined → tracks ended →
+//! `offline` + bounded flush). Must not: do per-frame work (`crate::publish::sink` does), assemble
+//! figures (`crate::publish::telemetry` does), know topics or JSON (the MQTT outlet does), load
+//! backends itself (`crate::backend::load` does: it is how the daemon reaches the GPU), or call
+//! CUDA.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,13 +20,14 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::backend::load::{check_model_files, load_backend_noting_fallback, GpuSampler};
+use crate::backend::load::{check_model_files, load_backend_for_check, load_backend_noting_fallback, GpuSampler};
 use crate::backend::{Backend, BackendError};
 use crate::config::reload::keys_needing_a_restart;
+use crate::config::zones_file::ZonesFile;
 use crate::config::{camera_scenes, Config, ConfigError};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
-use crate::http::{HttpError, HttpServer, Token, ZonesChange};
+use crate::http::{BoundListener, HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::scheduler::{SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
@@ -86,9 +89,12 @@ impl DaemonError {
                 // configuration mistake. Cameras that are only absent right now do not fail here:
                 // V4L2 and GStreamer sources start reconnecting instead.
                 | DaemonError::Pipeline(PipelineError::Source { source: SourceError::Open { .. }, .. })
-                // A token file that cannot be read, or a listen address taken or not ours to bind.
-                | DaemonError::Http(_)
+                // Outputs that do not fit `model.decoder` (a blank frame at start).
+                | DaemonError::Pipeline(PipelineError::ModelOutputs { .. })
         ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
+            // A token file that cannot be read, or a port only root may take; not a port another
+            // process holds or an address not up yet: a restart may find them free (exit 1).
+            || matches!(self, DaemonError::Http(e) if !e.is_transient())
     }
 }
 
@@ -106,12 +112,13 @@ pub struct Preflight {
 
 /// Every check of `config` that needs no device, socket or model load: the model files are
 /// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
-/// reads and has `model.classes` and every zone label, the password and TLS files read and parse,
+/// reads and has `model.classes` and every zone label (the zones file's named as its own), the password and TLS files read and parse,
 /// and each camera's source could be opened ([`crate::source::check`]).
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     check_model_files(config)?;
     let labels = Arc::new(Labels::load(&config.model.labels)?);
     let params = DecodeParams::from_config(&config.model, &labels).map_err(DaemonError::Classes)?;
+    check_zones_file_labels(config, &labels)?;
     let scenes = camera_scenes(config, &labels)?;
     let mqtt = MqttSettings::from_config(config)?;
     for camera in &config.cameras {
@@ -123,6 +130,30 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
         _ => None,
     };
     Ok(Preflight { labels, params, scenes, mqtt, http_token })
+}
+
+/// `check-config`'s model and library checks: the backend `run` would load, loaded the same way
+/// ([`crate::backend::load::load_backend_for_check`]: not where that means a TensorRT engine
+/// build), and a blank frame through it and the decoder ([`check_model_outputs`], which `run`
+/// makes after its load). Says what was checked.
+pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, DaemonError> {
+    match load_backend_for_check(config)? {
+        Some((backend, fallback)) => {
+            check_model_outputs(backend.as_ref(), &preflight.params)?;
+            let engine = backend.engine().unwrap_or_else(|| backend.info().kind.to_owned());
+            Ok(match fallback {
+                Some(_) => format!("model checked on the CPU backend ({engine}), which runs it here without a GPU"),
+                None => format!("model checked on the CPU backend ({engine})"),
+            })
+        }
+        None => Ok("the model is checked by TensorRT when `run` or `build-engine` loads it".to_owned()),
+    }
+}
+
+/// A blank frame through a session of `backend` and the decoder: outputs that do not fit
+/// `model.decoder` are a configuration error here, not at the first camera frame.
+fn check_model_outputs(backend: &dyn Backend, params: &DecodeParams) -> Result<(), DaemonError> {
+    crate::infer::step::check_model(backend, params.clone()).map_err(DaemonError::Pipeline)
 }
 
 /// Runs until SIGTERM/SIGINT, until every camera has ended, or until a camera fails.
@@ -149,6 +180,19 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     }));
     // Everything `check-config` checks too, before anything is published.
     let Preflight { labels, params, scenes, mqtt, http_token } = preflight(&config)?;
+    match crate::config::zones_file::remove_leftovers(&config.http.zones_file) {
+        Ok(removed) if !removed.is_empty() => {
+            log::info!("zones file: removed {} left by a save that was cut short: {removed:?}", removed.len());
+        }
+        Ok(_) => {}
+        Err(e) => log::warn!("zones file: {e}"),
+    }
+    // The web server's port before the broker hears of this start: a port another process holds
+    // ends the start here, with nothing announced (`building`, `online`).
+    let http_listener = {
+        let _entered = runtime.enter();
+        crate::http::bind(&config)?
+    };
 
     // MQTT first: an engine build takes minutes on a Jetson, and subscribers must not see a stale
     // status meanwhile. The status is `building` (retained) until the engine is ready, and
@@ -192,12 +236,17 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
             return Err(e.into());
         }
     };
+    if let Err(e) = check_model_outputs(backend.as_ref(), &params) {
+        runtime.block_on(mqtt.shutdown());
+        return Err(e);
+    }
     let model_load = load_started.elapsed();
     log::info!("backend: {:?}", backend.info());
     mqtt.status(DaemonStatus::Online);
 
     let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
-    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http_token };
+    let http = http_listener.map(|listener| (listener, http_token));
+    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http };
     runtime.block_on(serve(config, config_path, backend, labels, params, notifier, started))
 }
 
@@ -213,7 +262,8 @@ struct Started {
     /// Installed first thing: a SIGHUP received during start-up waits here.
     sighup: tokio::signal::unix::Signal,
     model_load: Duration,
-    http_token: Option<Token>,
+    /// The web server's bound port and token, when it is on.
+    http: Option<(BoundListener, Option<Token>)>,
 }
 
 async fn serve(
@@ -225,7 +275,7 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http_token } = started;
+    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http } = started;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
 
@@ -236,9 +286,11 @@ async fn serve(
     let facts = StartFacts { engine: engine.clone(), model_load, started: SystemTime::now() };
     let live = Arc::new(LiveView::new(Arc::new(config.clone()), labels.clone(), liveness.clone(), max_silence, facts));
     let (changes_tx, mut changes_rx) = mpsc::channel::<ZonesChange>(4);
-    let http = match HttpServer::start(&config, http_token, live.clone(), changes_tx).await {
-        Ok(http) => http,
-        Err(e) => {
+    let http = match http.map(|(listener, token)| HttpServer::start(listener, &config, token, live.clone(), changes_tx))
+    {
+        None => None,
+        Some(Ok(http)) => Some(http),
+        Some(Err(e)) => {
             mqtt.shutdown().await;
             return Err(e.into());
         }
@@ -377,6 +429,13 @@ fn apply_zones(change: ZonesChange, sink: &PublishSink, live: &LiveView) {
     let _ = applied.send(result);
 }
 
+/// The zones file's labels against the label file: an error names the zones file and the zone,
+/// where [`camera_scenes`] (which sees them merged into the config) would name the config.
+fn check_zones_file_labels(config: &Config, labels: &Labels) -> Result<(), ConfigError> {
+    let path = &config.http.zones_file;
+    ZonesFile::load(path)?.check_labels(path, &config.cameras, |label| labels.id_of(label).is_some())
+}
+
 /// SIGHUP: re-reads the config and applies thresholds, class filter, publish settings, tracking
 /// settings and each camera's zones and lines (live tracks continue). A config that is invalid in
 /// any of these — a bad zone included — is refused as a whole. Other changes (model, cameras,
@@ -388,6 +447,7 @@ fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, sche
     };
     let reloaded = Config::load(path).map_err(|e| e.to_string()).and_then(|config| {
         let params = DecodeParams::from_config(&config.model, sink.labels()).map_err(|e| e.to_string())?;
+        check_zones_file_labels(&config, sink.labels()).map_err(|e| e.to_string())?;
         let scenes = camera_scenes(&config, sink.labels()).map_err(|e| e.to_string())?;
         Ok((config, params, scenes))
     });

@@ -671,6 +671,9 @@ pub struct HttpConfig {
     pub listen: String,
     /// File whose first line is the bearer token that every write must carry.
     pub token_file: Option<PathBuf>,
+    /// Host names (or IP addresses) requests may name in `Host` besides the listen address,
+    /// loopback and `localhost`: anything else is refused (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
     /// The zones and lines saved from the page, merged over the cameras' own. The default depends
     /// on the environment (systemd's `StateDirectory=`), so it is computed here.
     #[serde(default = "default_zones_file")]

@@ -344,6 +344,11 @@ impl Config {
 
     fn validate_http(&self) -> Result<(), ConfigError> {
         let http = &self.http;
+        for (i, host) in http.allowed_hosts.iter().enumerate() {
+            if let Err(reason) = check_allowed_host(host) {
+                return Err(self.invalid(&format!("http.allowed_hosts[{i}]"), format!("{host:?}: {reason}")));
+            }
+        }
         if http.listen.is_empty() {
             return Ok(());
         }
@@ -430,6 +435,26 @@ fn check_host(host: &str) -> Result<(), &'static str> {
     }
     if host.len() > 253 || host.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/') {
         return Err("not a host name (at most 253 characters, no spaces or `/`)");
+    }
+    Ok(())
+}
+
+/// A name (`jetson`, `jetson.local`) or an IP address a browser may put in `Host`: no port, no
+/// scheme, no wildcard.
+fn check_allowed_host(host: &str) -> Result<(), &'static str> {
+    let bare = host.strip_prefix('[').and_then(|rest| rest.strip_suffix(']')).unwrap_or(host);
+    if bare.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let name = host.strip_suffix('.').unwrap_or(host);
+    let label_ok = |label: &str| {
+        (1..=63).contains(&label.len())
+            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) {
+        return Err("a host name (letters, digits, `-` and `.`) or an IP address: no port, scheme or wildcard");
     }
     Ok(())
 }

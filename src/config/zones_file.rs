@@ -6,10 +6,14 @@
 //! the configured cameras (the zones and lines of every camera it names replace the config's;
 //! cameras it names that the config lacks are kept in the file and ignored), and writing it
 //! atomically (temp file in the same directory, fsync, rename, fsync of the directory: a power cut
-//! leaves the old or the new file, never a torn one). Must not: open anything but that one file and
-//! its directory; it knows no HTTP and no camera beyond its name.
+//! leaves the old or the new file, never a torn one). A save reads, changes and writes the file
+//! under a lock on `.<name>.lock` beside it ([`ZonesFile::update`]), so processes sharing the file
+//! never overwrite each other's cameras, and the temp files of a save killed half-way are removed
+//! under that lock at start ([`remove_leftovers`]). Must not: open anything but that file, its lock
+//! and its directory; it knows no HTTP and no camera beyond its name.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +54,86 @@ pub struct ZonesFile {
 pub struct WriteError {
     pub path: PathBuf,
     pub source: std::io::Error,
+}
+
+/// How long a save waits for another process's save of the same file to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+/// Pause between two tries of a lock another process holds.
+const LOCK_RETRY: Duration = Duration::from_millis(10);
+
+/// Why a save ([`ZonesFile::update`]) or the clean-up at start ([`remove_leftovers`]) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    #[error("{path}: cannot lock the zones file: {source}")]
+    Lock { path: PathBuf, source: std::io::Error },
+    #[error("{path}: another process has held the zones file's lock for {LOCK_WAIT:?}")]
+    Busy { path: PathBuf },
+    #[error(transparent)]
+    Read(#[from] ConfigError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+/// An exclusive lock (`flock`) on `.<name>.lock` next to the zones file, held while one process
+/// reads, changes and writes the file: two daemons saving into one file (a shared state
+/// directory) each keep the other's cameras. Released when dropped (the descriptor closes).
+struct SaveLock {
+    _file: std::fs::File,
+}
+
+fn lock_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.lock"))
+}
+
+/// Takes the save lock of the zones file at `path`, waiting up to [`LOCK_WAIT`] for another
+/// process's save; creates the file's directory when missing.
+fn lock_for_saving(path: &Path) -> Result<SaveLock, SaveError> {
+    let lock = lock_path(path);
+    let failed = |source| SaveError::Lock { path: lock.clone(), source };
+    if let Some(dir) = lock.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock).map_err(failed)?;
+    let started = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(SaveLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => std::thread::sleep(LOCK_RETRY),
+            Err(std::fs::TryLockError::WouldBlock) => return Err(SaveError::Busy { path: lock }),
+            Err(std::fs::TryLockError::Error(source)) => return Err(failed(source)),
+        }
+    }
+}
+
+/// Removes what saves killed half-way (`kill -9`, a power cut) left next to the zones file at
+/// `path`: `.<name>.tmp-<pid>` temp files. Under the save lock, so never the temp file of a save in
+/// flight; nothing to do (and nothing created) when the file's directory does not exist. Returns
+/// the files removed.
+pub fn remove_leftovers(path: &Path) -> Result<Vec<PathBuf>, SaveError> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let _lock = lock_for_saving(path)?;
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let prefix = format!(".{name}.tmp-");
+    let entries = std::fs::read_dir(dir).map_err(|source| SaveError::Lock { path: dir.to_path_buf(), source })?;
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let leftover = entry
+            .file_name()
+            .to_string_lossy()
+            .strip_prefix(&prefix)
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+        if leftover && std::fs::remove_file(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    Ok(removed)
 }
 
 impl ZonesFile {
@@ -94,6 +178,44 @@ impl ZonesFile {
                 camera.lines.clone_from(&scene.lines);
             }
         }
+    }
+
+    /// Refuses a zone label `known` does not know (the label file's) in the zones of a configured
+    /// camera, naming this file (`path`), the key in it, the camera and the zone: the zones came
+    /// from here, not from the config.
+    pub fn check_labels(
+        &self,
+        path: &Path,
+        cameras: &[CameraConfig],
+        known: impl Fn(&str) -> bool,
+    ) -> Result<(), ConfigError> {
+        let configured = |name: &str| cameras.iter().any(|camera| camera.name == name);
+        for (i, scene) in self.cameras.iter().enumerate().filter(|(_, scene)| configured(&scene.name)) {
+            for (j, zone) in scene.zones.iter().enumerate() {
+                if let Some(label) = zone.labels.iter().find(|label| !known(label)) {
+                    return Err(ConfigError::Invalid {
+                        origin: ConfigOrigin::File(path.to_path_buf()),
+                        key: format!("camera[{i}].zone[{j}].labels"),
+                        message: format!(
+                            "camera {:?}, zone {:?} (saved from the web page): {label:?} is not in the label file",
+                            scene.name, zone.name
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the file at `path`, applies `change` and writes it back, under the save lock: a save
+    /// of another process (a second daemon on the same state directory) in between is never lost.
+    /// Returns the file as written.
+    pub fn update(path: &Path, change: impl FnOnce(&mut ZonesFile)) -> Result<ZonesFile, SaveError> {
+        let _lock = lock_for_saving(path)?;
+        let mut file = ZonesFile::load(path)?;
+        change(&mut file);
+        file.write(path)?;
+        Ok(file)
     }
 
     /// Sets one camera's zones and lines (replacing what the file held for it).
@@ -178,15 +300,70 @@ mod tests {
         assert!(error.contains("FIFO, not a regular file"), "{error}");
     }
 
+    /// Issue 35: two daemons on one zones file lost each other's cameras (both saves answered 200).
     #[test]
-    fn applying_replaces_only_the_named_cameras_scenes() {
-        let camera = |name: &str| CameraConfig {
+    fn concurrent_saves_of_different_cameras_keep_every_camera() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/zones.toml");
+        let savers: Vec<_> = (0..6)
+            .map(|i| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10 {
+                        ZonesFile::update(&path, |file| file.set(CameraScene { name: format!("camera{i}"), ..lane() }))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        savers.into_iter().for_each(|saver| saver.join().unwrap());
+        assert_eq!(ZonesFile::load(&path).unwrap().cameras.len(), 6);
+    }
+
+    /// Issue 35: `kill -9` in the middle of a save left `.zones.toml.tmp-<pid>` files for good.
+    #[test]
+    fn leftovers_of_a_save_cut_short_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zones.toml");
+        assert!(remove_leftovers(&dir.path().join("absent/zones.toml")).unwrap().is_empty());
+        assert!(!dir.path().join("absent").exists(), "nothing is created for a clean-up");
+        for name in [".zones.toml.tmp-123", ".zones.toml.tmp-4567", ".zones.toml.tmp-x", "zones.toml", "other.tmp-1"] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        let mut removed = remove_leftovers(&path).unwrap();
+        removed.sort();
+        assert_eq!(removed, [dir.path().join(".zones.toml.tmp-123"), dir.path().join(".zones.toml.tmp-4567")]);
+        assert!(path.exists() && dir.path().join(".zones.toml.tmp-x").exists());
+    }
+
+    /// Issue 35: a zones-file label missing from the label file named the config file.
+    #[test]
+    fn a_label_the_label_file_lacks_names_the_zones_file_the_camera_and_the_zone() {
+        let mut file = ZonesFile::default();
+        file.set(CameraScene { name: "gone".into(), ..lane() });
+        file.set(lane());
+        let cameras = [camera("front")];
+        let path = Path::new("/state/zones.toml");
+        file.check_labels(path, &cameras, |label| label == "person").expect("known labels");
+        let error = file.check_labels(path, &cameras, |_| false).unwrap_err().to_string();
+        assert!(error.starts_with("/state/zones.toml: `camera[1].zone[0].labels`"), "{error}");
+        assert!(error.contains("camera \"front\", zone \"lane\"") && error.contains("\"person\""), "{error}");
+        let unconfigured = ZonesFile { cameras: vec![CameraScene { name: "gone".into(), ..lane() }] };
+        unconfigured.check_labels(path, &cameras, |_| false).expect("a camera the config lacks is ignored");
+    }
+
+    fn camera(name: &str) -> CameraConfig {
+        CameraConfig {
             name: name.into(),
             source: super::super::SourceConfig::Synthetic { width: 64, height: 64 },
             fps: 0.0,
             zones: Vec::new(),
             lines: vec![LineConfig { name: "old".into(), points: [[0.0, 0.0], [1.0, 1.0]] }],
-        };
+        }
+    }
+
+    #[test]
+    fn applying_replaces_only_the_named_cameras_scenes() {
         let mut cameras = vec![camera("front"), camera("back")];
         let mut file = ZonesFile::default();
         file.set(lane());

@@ -87,10 +87,10 @@ fn unknown_class(name: &str, labels: &Labels) -> DecodeError {
             label.contains(&wanted) || wanted.contains(&label)
         })
         .take(EXAMPLE_LABELS)
-        .map(|label| format!("`{label}`"))
+        .map(|label| format!("`{}`", label.escape_debug()))
         .collect::<Vec<_>>();
     let examples = if similar.is_empty() {
-        real_names.iter().take(EXAMPLE_LABELS).map(|label| format!("`{label}`")).collect::<Vec<_>>()
+        real_names.iter().take(EXAMPLE_LABELS).map(|label| format!("`{}`", label.escape_debug())).collect::<Vec<_>>()
     } else {
         similar
     };
@@ -277,6 +277,16 @@ mod tests {
         assert!(message.contains("`zebra`") && message.contains("5 labels"), "{message}");
         assert!(message.contains("`person`, `bicycle`"), "{message}");
         assert!(!message.contains("class3"), "gap fillers are not offered: {message}");
+    }
+
+    /// A label that differs from what was asked only in a character nobody sees is shown escaped.
+    #[test]
+    fn an_unknown_class_shows_invisible_characters_of_similar_labels() {
+        let mut config = Config::embedded_default().expect("embedded config");
+        config.model.classes = vec!["person".into()];
+        let labels = Labels::parse("person\u{200b}\ncar\n", std::path::Path::new("labels.txt")).unwrap();
+        let message = DecodeParams::from_config(&config.model, &labels).expect_err("unknown").to_string();
+        assert!(message.contains("`person\\u{200b}`"), "{message}");
     }
 
     #[test]

@@ -1,35 +1,33 @@
 //! The handlers of the JSON API, the annotated picture, `/healthz` and `/metrics`.
 //!
 //! Owns: each route's answer and error codes (404 for an unknown camera, 400 naming the field of a
-//! bad zone body, 503 while a camera has no frame yet or the watchdog sees a stall), rendering the
-//! live picture off the async threads, and the zone save: parsed by the one zone parser
-//! (`config::scene`, labels against the label file) into the tracking scene, written to the zones
-//! file, then applied by the daemon's loop before the answer. Must not: hold a view lock across an
-//! await, or read any file but the zones file.
+//! bad zone body, 503 while a camera has no frame yet or the watchdog sees a stall), and the zone
+//! save: parsed by the one zone parser (`config::scene`, labels against the label file) into the
+//! tracking scene, written to the zones file, then applied by the daemon's loop before the answer.
+//! Must not: hold a view lock across an await, render a picture itself ([`super::picture`] does,
+//! once per frame), or read any file but the zones file.
 
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use super::exposition::Format;
+use super::picture::Overlay;
 use super::{HttpState, ZonesChange};
 use crate::config::zones_file::{CameraScene, ZonesFile};
 use crate::config::{parse_scene as parse_zones_and_lines, LineConfig, ZoneConfig};
 use crate::publish::events::EventMessage;
-use crate::publish::snapshot::{render_live_jpeg, SceneOverlay};
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
 use crate::track::events::Scene;
 
 /// Longest wait for a camera's next frame before the latest kept one is shown.
 pub const FRAME_WAIT: Duration = Duration::from_secs(1);
-/// Quality of the live picture: legible boxes at a fraction of a raw frame's bytes.
-const LIVE_JPEG_QUALITY: u8 = 75;
 /// Events `GET /api/events` returns without `limit`.
 const DEFAULT_EVENTS: usize = 50;
 
@@ -48,7 +46,8 @@ fn unknown_camera(name: &str) -> Response {
     error(StatusCode::NOT_FOUND, format!("no camera named {name:?}"), None)
 }
 
-/// `GET /healthz`: 200 `ok` while every pipeline makes progress, else 503 with the stalls.
+/// `GET /healthz`: 200 `ok` while every pipeline makes progress and every camera delivers frames,
+/// else 503 naming the stalls and the cameras offline.
 pub async fn healthz(State(state): State<HttpState>) -> Response {
     match state.view.health() {
         Ok(()) => (StatusCode::OK, "ok\n").into_response(),
@@ -143,51 +142,49 @@ pub struct PictureQuery {
 }
 
 /// `GET /api/cameras/{name}/latest.jpg`: the camera's next frame (or, after [`FRAME_WAIT`], the
-/// latest kept one) with boxes, track ids, zones and lines drawn.
+/// latest kept one) with boxes, track ids, zones and lines drawn, rendered once per frame for
+/// every reader ([`super::picture`]). `HEAD` answers from the camera's state alone: it neither
+/// asks for a frame nor renders one.
 pub async fn latest_jpeg(
     State(state): State<HttpState>,
+    method: Method,
     Path(name): Path<String>,
     Query(query): Query<PictureQuery>,
 ) -> Response {
-    let Some(camera) = state.view.camera(&name) else { return unknown_camera(&name) };
-    let mut arrived = camera.request_frame();
-    let _ = tokio::time::timeout(FRAME_WAIT, arrived.changed()).await;
-    let Some(frame) = camera.latest() else {
+    let Some(index) = state.view.cameras.iter().position(|camera| camera.name == name) else {
+        return unknown_camera(&name);
+    };
+    let camera = &state.view.cameras[index];
+    let no_frame = || {
         let mut response = error(StatusCode::SERVICE_UNAVAILABLE, format!("camera {name:?} has no frame yet"), None);
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        response
     };
-    let config = state.view.config();
-    let labels = state.view.labels.clone();
-    let with_zones = query.zones.unwrap_or(true);
-    let rendered = tokio::task::spawn_blocking(move || {
-        let camera = config.cameras.iter().find(|camera| camera.name == name);
-        let overlay =
-            camera.filter(|_| with_zones).map(|camera| SceneOverlay { zones: &camera.zones, lines: &camera.lines });
-        let mut rgb = Vec::new();
-        render_live_jpeg(
-            &frame.data,
-            &frame.meta,
-            &frame.detections,
-            &frame.track_ids,
-            &labels,
-            overlay,
-            LIVE_JPEG_QUALITY,
-            &mut rgb,
-        )
-    })
-    .await;
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static("image/jpeg")),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+    ];
+    if method == Method::HEAD {
+        let has_frame = camera.latest().is_some() || camera.stats.peek().frames > 0;
+        return if has_frame { (headers, ()).into_response() } else { no_frame() };
+    }
+    let mut arrived = camera.request_frame();
+    let _ = tokio::time::timeout(FRAME_WAIT, arrived.changed()).await;
+    let Some(frame) = camera.latest() else { return no_frame() };
+    let overlay = match query.zones.unwrap_or(true) {
+        true => state
+            .view
+            .config()
+            .cameras
+            .iter()
+            .find(|camera| camera.name == name)
+            .map(|camera| Overlay { zones: camera.zones.clone(), lines: camera.lines.clone() }),
+        false => None,
+    };
+    let rendered = state.pictures.jpeg(index, frame, overlay, state.view.labels.clone()).await;
     match rendered {
-        Ok(Ok(jpeg)) => (
-            [
-                (header::CONTENT_TYPE, HeaderValue::from_static("image/jpeg")),
-                (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-            ],
-            jpeg,
-        )
-            .into_response(),
-        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("render task failed: {e}"), None),
+        Ok(jpeg) => (headers, jpeg).into_response(),
+        Err(message) => error(StatusCode::INTERNAL_SERVER_ERROR, message, None),
     }
 }
 
@@ -227,9 +224,7 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
     let saved = {
         let scene = scene.clone();
         tokio::task::spawn_blocking(move || -> Result<(), String> {
-            let mut file = ZonesFile::load(&path).map_err(|e| e.to_string())?;
-            file.set(scene);
-            file.write(&path).map_err(|e| e.to_string())
+            ZonesFile::update(&path, |file| file.set(scene)).map(drop).map_err(|e| e.to_string())
         })
         .await
         .unwrap_or_else(|e| Err(format!("save task failed: {e}")))

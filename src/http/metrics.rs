@@ -101,6 +101,7 @@ fn camera(name: &str) -> LabelPairs {
 fn state_name(state: &SourceState) -> &'static str {
     match state {
         SourceState::Streaming => "streaming",
+        SourceState::Connecting { .. } => "connecting",
         SourceState::Reconnecting { .. } => "reconnecting",
         SourceState::Ended => "ended",
         SourceState::Stopped => "stopped",
@@ -166,7 +167,7 @@ impl Collector for ViewCollector {
                 .enumerate()
                 .map(|(i, (name, _))| (camera(name), figures.fps.get(i).copied().unwrap_or(0.0))),
         )?;
-        let states = ["streaming", "reconnecting", "ended", "stopped"];
+        let states = ["streaming", "connecting", "reconnecting", "ended", "stopped"];
         family.gauges(
             "camera_state",
             "1 for the state the camera's source is in, 0 for the others.",

@@ -1,9 +1,10 @@
 //! The HTTP stage: the built-in page, the JSON API and Prometheus `/metrics`, on the daemon's tokio
 //! runtime (axum, HTTP/1).
 //!
-//! Owns: the listener (`[http] listen`), the token (`[http] token_file`, read once at start, never
-//! logged), the routes ([`server`]), the handlers ([`api`]), the metrics ([`metrics`]) in both text formats
-//! ([`exposition`]) and
+//! Owns: the listener (`[http] listen`) and its connections, bounded in number and time
+//! ([`connections`]), the names it answers to ([`hosts`]), the token (`[http] token_file`, read
+//! once at start, never logged), the routes ([`server`]), the handlers ([`api`]), the live
+//! pictures ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]) and
 //! the page's assets compiled into the binary ([`page`]: no files to install, no CDN). It reads the
 //! daemon only through the [`LiveView`] and writes only the zones file; a zone change is applied by
 //! the daemon's loop, which it asks through a channel ([`ZonesChange`]) and whose answer it waits
@@ -12,9 +13,12 @@
 //! system beyond the one zones file.
 
 pub mod api;
+pub mod connections;
 pub mod exposition;
+pub mod hosts;
 pub mod metrics;
 pub mod page;
+pub mod picture;
 pub mod server;
 
 use std::net::SocketAddr;
@@ -98,6 +102,10 @@ pub struct HttpState {
     /// Serialises zone saves (read, change, write the file, apply).
     pub saving: Arc<tokio::sync::Mutex<()>>,
     pub metrics: Arc<metrics::Metrics>,
+    /// The `Host` values requests may carry (DNS rebinding).
+    pub hosts: Arc<hosts::AllowedHosts>,
+    /// Each camera's live picture, rendered once per frame.
+    pub pictures: Arc<picture::Pictures>,
 }
 
 /// A running server; it stops when the daemon's runtime shuts down or on [`HttpServer::stop`].
@@ -108,20 +116,49 @@ pub struct HttpServer {
     task: tokio::task::JoinHandle<()>,
 }
 
+impl HttpError {
+    /// Whether a restart may find things otherwise: the port is taken by another process (the one
+    /// before, still shutting down) or the address is not on the machine yet (DHCP at boot). Any
+    /// other failure (a token file, a port only root may take) is the config's.
+    pub fn is_transient(&self) -> bool {
+        use std::io::ErrorKind::{AddrInUse, AddrNotAvailable};
+        matches!(self, HttpError::Listen { source, .. } if matches!(source.kind(), AddrInUse | AddrNotAvailable))
+    }
+}
+
+/// `[http] listen`, bound and not yet served: the daemon binds it before it announces anything, so
+/// that a port it cannot have ends the start before the broker hears of it.
+#[derive(Debug)]
+pub struct BoundListener(tokio::net::TcpListener);
+
+/// Binds `[http] listen`; `Ok(None)` when the server is off. Must run inside the daemon's tokio
+/// runtime.
+pub fn bind(config: &Config) -> Result<Option<BoundListener>, HttpError> {
+    let Some(address) = config.http.listen_addr() else { return Ok(None) };
+    let listener = std::net::TcpListener::bind(address)
+        .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+        .and_then(tokio::net::TcpListener::from_std)
+        .map_err(|source| HttpError::Listen { address, source })?;
+    Ok(Some(BoundListener(listener)))
+}
+
 impl HttpServer {
-    /// Binds `[http] listen` and serves; `Ok(None)` when the server is off. `token` is the one read
-    /// from `[http] token_file` by the start-up checks (`crate::cmd::run::preflight`), so that
-    /// `check-config` reads it too. Must run inside the daemon's tokio runtime.
-    pub async fn start(
+    /// Serves on `listener` ([`bind`]). `token` is the one read from `[http] token_file` by the
+    /// start-up checks (`crate::cmd::run::preflight`), so that `check-config` reads it too. Must
+    /// run inside the daemon's tokio runtime.
+    pub fn start(
+        listener: BoundListener,
         config: &Config,
         token: Option<Token>,
         view: Arc<LiveView>,
         changes: mpsc::Sender<ZonesChange>,
-    ) -> Result<Option<HttpServer>, HttpError> {
-        let Some(address) = config.http.listen_addr() else { return Ok(None) };
-        let listener =
-            tokio::net::TcpListener::bind(address).await.map_err(|source| HttpError::Listen { address, source })?;
-        let address = listener.local_addr().map_err(|source| HttpError::Listen { address, source })?;
+    ) -> Result<HttpServer, HttpError> {
+        let BoundListener(listener) = listener;
+        let address = listener.local_addr().map_err(|source| HttpError::Listen {
+            address: config.http.listen_addr().unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            source,
+        })?;
+        let cameras = view.cameras.len();
         let state = HttpState {
             metrics: Arc::new(metrics::Metrics::new(view.clone())),
             view,
@@ -129,18 +166,22 @@ impl HttpServer {
             zones_file: config.http.zones_file.clone(),
             changes,
             saving: Arc::default(),
+            hosts: Arc::new(hosts::AllowedHosts::new(address.ip(), &config.http.allowed_hosts)),
+            pictures: Arc::new(picture::Pictures::new(cameras)),
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let router = server::router(state);
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(e) = serve.await {
-                log::error!("http: the server stopped: {e}");
-            }
-        });
-        Ok(Some(HttpServer { address, stop: Some(stop), task }))
+        let open_files = crate::sys::limits::open_files_limit();
+        let cap = connections::connection_cap(open_files, config.cameras.len());
+        if cap < connections::MAX_CONNECTIONS {
+            log::warn!(
+                "http: at most {cap} connections at once: the limit of {} open files leaves no more beyond what \
+                 the cameras and the broker need (systemd: LimitNOFILE=)",
+                open_files.unwrap_or_default()
+            );
+        }
+        let task = tokio::spawn(connections::serve(listener, router, cap, stopped));
+        Ok(HttpServer { address, stop: Some(stop), task })
     }
 
     /// Stops accepting and lets running requests finish, for at most [`STOP_GRACE`]; then drops

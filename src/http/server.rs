@@ -1,6 +1,7 @@
 //! Routes and the checks every request passes before a handler sees it.
 //!
-//! Owns: the route table, the write guard (a request that is not `GET`/`HEAD` must come from the
+//! Owns: the route table, the host guard (a request whose `Host` names another server is refused
+//! with 421: [`super::hosts`]), the write guard (a request that is not `GET`/`HEAD` must come from the
 //! page's own origin — an `Origin` header, when present, names the `Host` the request was sent to,
 //! and `Sec-Fetch-Site` is not cross-site — and carry `Authorization: Bearer <token>` when a token
 //! is set: 403 and 401 otherwise), the request body bound (413 beyond [`MAX_BODY_BYTES`]) and the
@@ -37,9 +38,20 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// Refuses writes from another origin (403) and writes without the token (401); adds the headers
-/// every response carries.
+/// Refuses requests for another host (421), writes from another origin (403) and writes without
+/// the token (401); adds the headers every response carries.
 async fn guard(State(state): State<HttpState>, request: Request<Body>, next: Next) -> Response {
+    let host = request.headers().get(header::HOST).map(|host| host.to_str().unwrap_or(""));
+    if !state.hosts.admits(host) {
+        return api::error(
+            StatusCode::MISDIRECTED_REQUEST,
+            format!(
+                "this server does not answer to the host {:?}: add the name to `http.allowed_hosts`",
+                host.unwrap_or_default()
+            ),
+            None,
+        );
+    }
     let is_write = !matches!(*request.method(), Method::GET | Method::HEAD);
     if is_write {
         if !is_same_origin(request.headers()) {

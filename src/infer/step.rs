@@ -1,16 +1,17 @@
 //! The per-frame step: one frame through the model and the decoder, and where its result goes.
 //!
 //! Owns: [`process`] and [`decode_frame`] (the one sequence the inference workers and the
-//! one-shot commands share, so both report the same numbers), the [`FrameSink`] trait that
+//! one-shot commands share, so both report the same numbers), [`check_model`] (that sequence on a
+//! blank frame, at start and in `check-config`), the [`FrameSink`] trait that
 //! receives every processed frame, and the pipeline's error types. Must not: own threads or rings,
 //! or publish (a sink does).
 
 use std::time::Instant;
 
-use crate::backend::{BackendError, BackendTimings, InferenceSession};
-use crate::decode::Decoder;
+use crate::backend::{Backend, BackendError, BackendTimings, InferenceSession};
+use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
-use crate::frame::{FrameSlot, FrameTimings};
+use crate::frame::{FrameSlot, FrameTimings, HeapMemory, PixelFormat};
 use crate::model::ModelOutputs;
 use crate::preprocess::PreprocessSpec;
 use crate::source::SourceError;
@@ -25,6 +26,9 @@ pub enum PipelineError {
     Worker { source: BackendError },
     #[error("camera {camera}: cannot decode the model output: {message}")]
     Decode { camera: String, message: String },
+    /// The model's outputs do not fit `model.decoder` (found at start on a blank frame).
+    #[error("`model.decoder` = \"{decoder}\" does not fit the model: {message}")]
+    ModelOutputs { decoder: String, message: String },
     #[error("{camera}: cannot start a thread: {source}")]
     Thread { camera: String, source: std::io::Error },
     #[error("{camera}: a pipeline thread panicked")]
@@ -68,6 +72,27 @@ pub fn process(
 ) -> Result<FrameTimings, FrameError> {
     let (outputs, backend_timings) = session.run(slot).map_err(FrameError::Backend)?;
     decode_frame(decoder, spec, slot, outputs, backend_timings, detections)
+}
+
+/// Runs one blank frame of the model's input size through a session of `backend` and the decoder
+/// `params` configure: what every frame will go through, so that a model whose outputs do not fit
+/// the decoder (names, count, shapes) is refused at start (and by `check-config`), not at the first
+/// camera frame. The session is dropped before this returns.
+pub fn check_model(backend: &dyn Backend, params: DecodeParams) -> Result<(), PipelineError> {
+    let spec = backend.spec().clone();
+    let decoder_name = format!("{:?}", params.kind).to_lowercase();
+    let mut session = backend.new_session().map_err(|source| PipelineError::Worker { source })?;
+    let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+    let pixels = slot
+        .prepare(spec.width, spec.height, PixelFormat::Rgb8)
+        .map_err(|message| PipelineError::Worker { source: BackendError::Preprocess(message) })?;
+    pixels.fill(0);
+    let mut decoder = Decoder::new(params);
+    match process(session.as_mut(), &mut decoder, &spec, &slot, &mut Vec::new()) {
+        Ok(_) => Ok(()),
+        Err(FrameError::Backend(source)) => Err(PipelineError::Worker { source }),
+        Err(FrameError::Decode(message)) => Err(PipelineError::ModelOutputs { decoder: decoder_name, message }),
+    }
 }
 
 /// Decodes the model outputs of the frame in `slot` (run alone or as one row of a batch, whose

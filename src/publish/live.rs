@@ -26,7 +26,7 @@ use crate::frame::{FrameMeta, FrameSlot};
 use crate::infer::scheduler::ScheduleReport;
 use crate::service::notify::Liveness;
 use crate::service::telemetry::{CameraStats, JetsonSysfs, SystemSample};
-use crate::source::SourceReport;
+use crate::source::{SourceReport, SourceState};
 use crate::sys::lock::lock;
 use crate::track::tracker::TrackId;
 
@@ -211,15 +211,34 @@ impl LiveView {
         newest
     }
 
-    /// The watchdog's verdict: `Err` names every stalled pipeline.
+    /// The daemon's health: `Err` names every stalled pipeline (the watchdog's verdict) and every
+    /// camera that delivers no frames (connecting without a frame yet, or reconnecting), as of
+    /// the latest figures.
     pub fn health(&self) -> Result<(), String> {
-        self.liveness.all_alive(self.max_silence).map_err(|stalls| {
-            stalls
+        let mut problems: Vec<String> = match self.liveness.all_alive(self.max_silence) {
+            Ok(()) => Vec::new(),
+            Err(stalls) => stalls
                 .iter()
                 .map(|stall| format!("{} silent for {:.1} s", stall.name, stall.silent_for.as_secs_f64()))
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
+                .collect(),
+        };
+        let figures = self.figures();
+        let now = SystemTime::now();
+        for (camera, report) in self.cameras.iter().zip(&figures.sources) {
+            let Some(report) = report.as_ref().filter(|report| report.state.is_offline()) else { continue };
+            let offline_for = now.duration_since(report.since).unwrap_or_default().as_secs_f64();
+            problems.push(match &report.state {
+                SourceState::Reconnecting { attempt, last_error } => format!(
+                    "camera {}: offline for {offline_for:.0} s, reconnecting (attempt {attempt}: {last_error})",
+                    camera.name
+                ),
+                _ => format!("camera {}: no frame for {offline_for:.0} s, connecting", camera.name),
+            });
+        }
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(problems.join("; ")),
+        }
     }
 }
 
@@ -281,6 +300,28 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         let reason = view.health().unwrap_err();
         assert!(reason.starts_with("inference worker 0 silent for"), "{reason}");
+    }
+
+    /// Issue 35: a camera without frames (an RTSP server silent after OPTIONS) left `/healthz` ok.
+    #[test]
+    fn health_names_each_camera_that_delivers_no_frames() {
+        let view = view(&["front", "gate", "door"]);
+        let report = |state| Some(SourceReport { state, since: SystemTime::now() - Duration::from_secs(12) });
+        view.set_figures(Figures {
+            sources: vec![
+                report(SourceState::Streaming),
+                report(SourceState::Connecting { attempt: 0 }),
+                report(SourceState::Reconnecting { attempt: 2, last_error: "no frame for 20.0 s".into() }),
+            ],
+            ..Figures::default()
+        });
+        let reason = view.health().unwrap_err();
+        assert!(reason.contains("camera gate: no frame for 12 s, connecting"), "{reason}");
+        assert!(
+            reason.contains("camera door: offline for 12 s, reconnecting (attempt 2: no frame for 20.0 s)"),
+            "{reason}"
+        );
+        assert!(!reason.contains("front"), "{reason}");
     }
 
     #[test]

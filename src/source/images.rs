@@ -4,29 +4,43 @@
 //! read, or with `replay_fps` the time it would have had in a recording made at that rate (file n
 //! at `start + n / replay_fps`), which makes a replay's tracking independent of how fast inference
 //! runs. Files are decoded through the bounded decoder: one that cannot be read or decoded, or is
-//! over `[limits]`, is skipped with a rate-limited warning, never fatal, unless no file at all can
-//! be used. Must not: sleep (the pipeline applies the fps cap) or cache decoded images (memory stays
-//! bounded by the slots).
+//! over `[limits]`, is skipped with a rate-limited warning, never fatal. A folder without image
+//! files, or whose files could none be used in a whole pass, is a camera offline (`reconnecting`,
+//! as an unplugged USB camera): it is listed again with backoff until images come back; only a
+//! path that does not exist when the camera opens is an error (a config mistake). Must not: sleep
+//! longer than one poll between looks at the folder (the pipeline applies the fps cap) or cache
+//! decoded images (memory stays bounded by the slots).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::image_decode::{self, Decoded, ImageDecodeError};
-use super::reconnect::RateLimitedLog;
+use super::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog, SourceStatus, INITIAL_BACKOFF};
 use super::{Capture, FrameSource, SourceError};
 use crate::config::{ImageMode, LimitsConfig};
 use crate::frame::{CaptureMode, FrameSlot};
 
 const EXTENSIONS: [&str; 5] = ["png", "jpg", "jpeg", "bmp", "ppm"];
+/// Longest wait between two looks at a folder that has no usable image: files come back by hand
+/// or by a sync job, and listing a folder costs little.
+const MAX_LOOK_AGAIN: Duration = Duration::from_secs(5);
+/// Longest single sleep while waiting, so the camera's thread checks its stop flag in between.
+const POLL: Duration = Duration::from_millis(200);
+
+/// One pass over the files: the list made at its start, the next file, the frames made so far.
+struct Pass {
+    files: Vec<PathBuf>,
+    next: usize,
+    produced: usize,
+}
 
 pub struct ImagesSource {
     root: PathBuf,
     mode: ImageMode,
     limits: LimitsConfig,
-    files: Vec<PathBuf>,
-    next: usize,
-    /// Frames produced since the list was last (re)started; a full pass with none is an error.
-    produced_this_pass: usize,
+    /// Up while the folder has image files; down (waiting, listed again with backoff) while it has
+    /// none, or none of them could be used in a whole pass.
+    connection: Connection<Pass>,
     /// Replay: the capture time of the first frame and the interval between frames.
     replay: Option<(SystemTime, Duration)>,
     /// Frames produced since the source was opened.
@@ -39,44 +53,45 @@ pub struct ImagesSource {
 
 impl ImagesSource {
     /// `replay_fps`: stamp the files as a recording at that rate (validated by the config). Every
-    /// file is decoded within `limits`.
+    /// file is decoded within `limits`. A path that does not exist or cannot be read is an error;
+    /// a folder without image files opens and waits for some.
     pub fn open(
         path: &Path,
         mode: ImageMode,
         replay_fps: Option<f32>,
         limits: LimitsConfig,
     ) -> Result<ImagesSource, SourceError> {
-        let files = list_images(path)?;
         let replay = replay_fps
             .and_then(|fps| Duration::try_from_secs_f64(1.0 / f64::from(fps)).ok())
             .map(|interval| (SystemTime::now(), interval));
+        let description = format!("images:{}", path.display());
+        let backoff = Backoff::new(INITIAL_BACKOFF, MAX_LOOK_AGAIN);
+        let mut connection = Connection::new(description.clone(), backoff, POLL, "looking again");
+        connection
+            .open(|| start_pass(path))
+            .map_err(|message| SourceError::Open { source_name: description, message })?;
         Ok(ImagesSource {
             root: path.to_path_buf(),
             mode,
             limits,
-            files,
-            next: 0,
-            produced_this_pass: 0,
+            connection,
             replay,
             produced: 0,
             skip_log: RateLimitedLog::new(Duration::from_secs(10)),
             truncated_logged: false,
         })
     }
-
-    fn error(&self, message: String) -> SourceError {
-        SourceError::Read { source_name: self.describe(), message }
-    }
 }
 
-/// The image files at `path`: the file itself, or a directory's image files in name order.
-pub fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
-    let open_error = |message: String| SourceError::Open { source_name: format!("images:{}", path.display()), message };
-    let metadata = std::fs::metadata(path).map_err(|e| open_error(format!("cannot open: {e}")))?;
+/// The image files at `path`: the file itself, or a directory's image files in name order. A path
+/// that cannot be opened or listed is [`DeviceError::Permanent`]; a directory without image files
+/// is [`DeviceError::Transient`] (files may come).
+fn scan(path: &Path) -> Result<Vec<PathBuf>, DeviceError> {
+    let metadata = std::fs::metadata(path).map_err(|e| DeviceError::Permanent(format!("cannot open: {e}")))?;
     if metadata.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
-    let entries = std::fs::read_dir(path).map_err(|e| open_error(format!("cannot list directory: {e}")))?;
+    let entries = std::fs::read_dir(path).map_err(|e| DeviceError::Permanent(format!("cannot list directory: {e}")))?;
     // Only regular files (symbolic links followed): a FIFO named `x.jpg` must not be opened.
     let mut files: Vec<PathBuf> = entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -89,9 +104,56 @@ pub fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(open_error(format!("no image files ({}) in the directory", EXTENSIONS.join(", "))));
+        return Err(DeviceError::Transient(format!("no image files ({}) in the directory", EXTENSIONS.join(", "))));
     }
     Ok(files)
+}
+
+fn start_pass(path: &Path) -> Result<Pass, DeviceError> {
+    scan(path).map(|files| Pass { files, next: 0, produced: 0 })
+}
+
+/// The image files at `path`, for commands that take them all at once (`selftest`): a directory
+/// without image files is an error here.
+pub fn list_images(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
+    scan(path)
+        .map_err(|e| SourceError::Open { source_name: format!("images:{}", path.display()), message: e.to_string() })
+}
+
+/// What opening `path` as an `images` camera would refuse (`check-config`): a path that does not
+/// exist or cannot be listed. A folder without image files is not refused: the camera waits.
+pub fn check(path: &Path) -> Result<(), SourceError> {
+    match scan(path) {
+        Ok(_) | Err(DeviceError::Transient(_)) => Ok(()),
+        Err(DeviceError::Permanent(message)) => {
+            Err(SourceError::Open { source_name: format!("images:{}", path.display()), message })
+        }
+    }
+}
+
+/// What the source does after a pass ended.
+enum AfterPass {
+    Next(Pass),
+    Wait(DeviceError),
+    End,
+}
+
+/// What follows a pass over the files of `root`, played in `mode`.
+fn after_pass(mode: ImageMode, root: &Path, pass: &Pass) -> AfterPass {
+    if pass.produced == 0 {
+        return AfterPass::Wait(DeviceError::Transient(format!(
+            "none of the {} image file(s) could be used (unreadable, not an image, or over [limits])",
+            pass.files.len()
+        )));
+    }
+    if mode == ImageMode::Once {
+        return AfterPass::End;
+    }
+    // Listed again on every pass so files added or removed while running are picked up.
+    match start_pass(root) {
+        Ok(pass) => AfterPass::Next(pass),
+        Err(error) => AfterPass::Wait(error),
+    }
 }
 
 impl FrameSource for ImagesSource {
@@ -109,29 +171,38 @@ impl FrameSource for ImagesSource {
         self.replay.is_some()
     }
 
+    fn connection_status(&self) -> Option<SourceStatus> {
+        Some(self.connection.status().clone())
+    }
+
+    /// A folder that has no usable image is waited for (state `reconnecting`), never an error.
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
-        if self.next == self.files.len() {
-            if self.produced_this_pass == 0 {
-                return Err(self.error("none of the image files could be decoded".into()));
+        let (root, mode) = (&self.root, self.mode);
+        let pass = match self.connection.link_or_retry(|| start_pass(root)) {
+            Ok(pass) => pass,
+            Err(capture) => return Ok(capture),
+        };
+        if pass.next == pass.files.len() {
+            match after_pass(mode, root, pass) {
+                AfterPass::Next(next) => *pass = next,
+                AfterPass::Wait(error) => {
+                    self.connection.down(&error);
+                    return Ok(Capture::Retry);
+                }
+                AfterPass::End => return Ok(Capture::End),
             }
-            if self.mode == ImageMode::Once {
-                return Ok(Capture::End);
-            }
-            // Re-list on every pass so files added or removed while running are picked up.
-            self.files = list_images(&self.root).map_err(|e| self.error(e.to_string()))?;
-            self.next = 0;
-            self.produced_this_pass = 0;
         }
-        let path = self.files[self.next].clone();
-        self.next += 1;
+        let path = pass.files[pass.next].clone();
+        pass.next += 1;
         match image_decode::decode_file(&path, &self.limits, slot) {
             Ok(decoded) => {
+                pass.produced += 1;
                 slot.meta_mut().captured_at = match self.replay {
                     Some((start, interval)) => start + interval * self.produced,
                     None => SystemTime::now(),
                 };
                 self.produced = self.produced.saturating_add(1);
-                self.produced_this_pass += 1;
+                self.connection.frame_arrived();
                 if decoded == Decoded::Whole {
                     return Ok(Capture::Frame);
                 }
@@ -166,6 +237,7 @@ impl FrameSource for ImagesSource {
 mod tests {
     use super::*;
     use crate::frame::HeapMemory;
+    use crate::source::SourceState;
 
     const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
 
@@ -222,14 +294,20 @@ mod tests {
         assert_eq!(captures, [Capture::Retry, Capture::Frame, Capture::Retry, Capture::Frame]);
     }
 
+    /// Issue 35: a folder whose files could none be used exited the daemon (status 1).
     #[test]
-    fn all_corrupt_files_is_an_error_not_a_spin() {
+    fn a_pass_without_a_usable_file_is_a_camera_offline_not_an_error_nor_a_spin() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("a.png"), b"garbage").expect("write");
         let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS).expect("open");
         let mut slot = slot();
         assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::Retry);
-        assert!(matches!(source.next_frame(&mut slot), Err(SourceError::Read { .. })));
+        assert_eq!(source.next_frame(&mut slot).expect("waits"), Capture::Retry);
+        let state = source.connection_status().expect("a status").get();
+        assert!(matches!(&state, SourceState::Reconnecting { last_error, .. } if last_error.contains("none of the 1")));
+        let started = Instant::now();
+        assert_eq!(source.next_frame(&mut slot).expect("still waiting"), Capture::Retry);
+        assert!(started.elapsed() >= POLL / 2, "waits between looks instead of spinning");
     }
 
     #[test]
@@ -247,24 +325,37 @@ mod tests {
 
     /// Issue 21: a FIFO named like an image stalled the camera for good.
     #[test]
-    fn a_fifo_among_the_images_is_not_listed_and_a_folder_of_only_fifos_is_an_open_error() {
+    fn a_fifo_among_the_images_is_not_listed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let fifo = dir.path().join("a.jpg");
         let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
         // SAFETY: mkfifo reads the NUL-terminated path for the duration of the call only.
         assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
-        assert!(matches!(list_images(dir.path()), Err(SourceError::Open { .. })));
+        assert!(matches!(list_images(dir.path()), Err(SourceError::Open { .. })), "nothing to list");
         write_png(&dir.path().join("b.png"), 2, 2);
         assert_eq!(list_images(dir.path()).expect("listed"), [dir.path().join("b.png")]);
     }
 
+    /// Issue 35: an emptied folder exited 1, and restarting while it was empty exited 78, which
+    /// systemd does not restart. An empty folder is waited for; a path that does not exist is a
+    /// config mistake.
     #[test]
-    fn missing_or_empty_directory_is_an_open_error() {
+    fn an_empty_folder_is_waited_for_and_a_missing_path_is_an_open_error() {
         let dir = tempfile::tempdir().expect("tempdir");
-        assert!(matches!(ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS), Err(SourceError::Open { .. })));
-        assert!(matches!(
-            ImagesSource::open(&dir.path().join("nope"), ImageMode::Loop, None, LIMITS),
-            Err(SourceError::Open { .. })
-        ));
+        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS).expect("an empty folder opens");
+        let mut slot = slot();
+        assert_eq!(source.next_frame(&mut slot).expect("waits"), Capture::Retry);
+        assert!(source.connection_status().expect("a status").get().is_offline());
+        check(dir.path()).expect("check-config accepts an empty folder");
+        write_png(&dir.path().join("a.png"), 2, 2);
+        let frame = (0..50).find_map(|_| {
+            std::thread::sleep(INITIAL_BACKOFF / 10);
+            (source.next_frame(&mut slot).expect("no error") == Capture::Frame).then_some(())
+        });
+        assert!(frame.is_some(), "the file that came back is played");
+        assert_eq!(source.connection_status().expect("a status").get(), SourceState::Streaming);
+        let missing = dir.path().join("nope");
+        assert!(matches!(ImagesSource::open(&missing, ImageMode::Loop, None, LIMITS), Err(SourceError::Open { .. })));
+        assert!(check(&missing).is_err());
     }
 }

@@ -73,13 +73,13 @@ use std::sync::Arc;
 use crate::config::{LimitsConfig, SourceConfig};
 
 /// What opening `camera`'s source `config` would refuse, checked without opening a device, a
-/// socket or an image (`check-config` and the start of `run`): an `images` path with no image
-/// file, a `v4l2` path that exists but is not a V4L2 device node, an RTSP password that cannot be
+/// socket or an image (`check-config` and the start of `run`): an `images` path that does not
+/// exist (a folder without image files is waited for), a `v4l2` path that exists but is not a V4L2 device node, an RTSP password that cannot be
 /// read, an RTSP, CSI or GStreamer camera in a binary without GStreamer. A camera that is only
 /// absent now is not refused: it is waited for.
 pub fn check(camera: &str, config: &SourceConfig) -> Result<(), SourceError> {
     match config {
-        SourceConfig::Images { path, .. } => images::list_images(path).map(drop),
+        SourceConfig::Images { path, .. } => images::check(path),
         SourceConfig::V4l2 { device, .. } => v4l2::check_device_node(device),
         SourceConfig::Synthetic { .. } => Ok(()),
         #[cfg(feature = "gstreamer")]

@@ -2,8 +2,8 @@
 //!
 //! Owns: [`Connection`] (a link that is up, or down until its next attempt: the skeleton both
 //! sources run their `next_frame` on), [`DeviceError`] (what a failure means for reconnecting),
-//! the backoff schedule, the connection state that telemetry and `STATUS=` show (with the time the
-//! camera entered it), and rate limiting of repetitive per-frame warnings. Must not: talk to
+//! the backoff schedule, the connection state that telemetry and `STATUS=` show (connecting until
+//! the first frame of a link arrives; with the time the camera went offline or came back), and rate limiting of repetitive per-frame warnings. Must not: talk to
 //! devices (the caller's `connect` does) or sleep longer than one poll interval, so that the
 //! sources check their stop flag in between.
 
@@ -53,7 +53,7 @@ impl<L> Connection<L> {
         Connection {
             link: Link::Down { retry_at: Instant::now() },
             backoff,
-            status: SourceStatus::new(SourceState::Streaming),
+            status: SourceStatus::new(SourceState::Connecting { attempt: 0 }),
             poll_interval,
             description,
             retry_verb,
@@ -139,12 +139,14 @@ impl<L> Connection<L> {
         self.backoff.failures()
     }
 
+    /// The link is up; the camera is `connecting` until its first frame arrives
+    /// ([`Connection::frame_arrived`]): an RTSP server can accept a session and then send nothing.
     fn up(&mut self, link: L) {
         if self.backoff.failures() > 0 {
             log::info!("{}: connected again after {} failed attempts", self.description, self.backoff.failures());
         }
         self.link = Link::Up(link);
-        self.status.set(SourceState::Streaming);
+        self.status.set(SourceState::Connecting { attempt: self.backoff.failures() });
     }
 }
 
@@ -194,8 +196,14 @@ impl Default for Backoff {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum SourceState {
-    /// The device is open and frames are (expected to be) flowing.
+    /// Frames are flowing: the latest attempt delivered one.
     Streaming,
+    /// The device is open or the session set up, and no frame has arrived yet; a source that gets
+    /// none within its timeout reconnects.
+    Connecting {
+        /// Failed attempts before this one.
+        attempt: u32,
+    },
     /// The device went away or could not be opened; the source retries with backoff.
     Reconnecting {
         /// Failed attempts since the last good frame.
@@ -208,12 +216,30 @@ pub enum SourceState {
     Stopped,
 }
 
+impl SourceState {
+    /// Connecting or reconnecting: the camera delivers no frames.
+    pub fn is_offline(&self) -> bool {
+        matches!(self, SourceState::Connecting { .. } | SourceState::Reconnecting { .. })
+    }
+
+    /// States of one kind share their `since`: streaming, offline (connecting or reconnecting),
+    /// ended, stopped.
+    fn kind(&self) -> u8 {
+        match self {
+            SourceState::Streaming => 0,
+            SourceState::Connecting { .. } | SourceState::Reconnecting { .. } => 1,
+            SourceState::Ended => 2,
+            SourceState::Stopped => 3,
+        }
+    }
+}
+
 /// A source's state and since when it has been in it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceReport {
     pub state: SourceState,
-    /// When the source entered this kind of state: another reconnect attempt does not move it,
-    /// so a camera that stays offline shows when it went away.
+    /// When the source entered this kind of state: another connect or reconnect attempt does not
+    /// move it, so a camera that stays offline shows when it went away.
     pub since: SystemTime,
 }
 
@@ -238,7 +264,7 @@ impl SourceStatus {
 
     pub(crate) fn set(&self, state: SourceState) {
         let mut current = self.lock();
-        if std::mem::discriminant(&current.state) != std::mem::discriminant(&state) {
+        if current.state.kind() != state.kind() {
             current.since = SystemTime::now();
         }
         if current.state != state {
@@ -330,8 +356,24 @@ mod tests {
         let report = status.report();
         assert_eq!(report.since, offline_since, "another attempt keeps `since`");
         assert_eq!(report.state, SourceState::Reconnecting { attempt: 2, last_error: "ENODEV".into() });
+        status.set(SourceState::Connecting { attempt: 2 });
+        assert_eq!(status.report().since, offline_since, "connecting without a frame is still offline");
         status.set(SourceState::Streaming);
         assert!(status.report().since > offline_since);
+    }
+
+    /// Issue 35: an RTSP server that answers OPTIONS and then stays silent was `streaming`.
+    #[test]
+    fn a_link_that_is_up_is_connecting_until_its_first_frame() {
+        let mut connection: Connection<()> =
+            Connection::new("test".into(), Backoff::default(), Duration::from_millis(1), "reopening");
+        assert_eq!(connection.status().get(), SourceState::Connecting { attempt: 0 });
+        connection.open(|| Ok(())).expect("opened");
+        assert!(connection.status().get().is_offline(), "a session without a frame");
+        connection.frame_arrived();
+        assert_eq!(connection.status().get(), SourceState::Streaming);
+        connection.down(&DeviceError::Transient("no frame for 20.0 s".into()));
+        assert!(matches!(connection.status().get(), SourceState::Reconnecting { attempt: 1, .. }));
     }
 
     #[test]

@@ -1173,8 +1173,9 @@ mod tests {
         assert_eq!(source.state(), SourceState::Reconnecting { attempt: 1, last_error: "open: ENOENT".into() });
         let mut slot = heap_slot();
         assert_eq!(source.next_frame(&mut slot).expect("reopen"), Capture::Retry);
-        assert_eq!(source.state(), SourceState::Streaming);
+        assert_eq!(source.state(), SourceState::Connecting { attempt: 1 }, "open, no frame yet");
         assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        assert_eq!(source.state(), SourceState::Streaming);
     }
 
     #[test]
@@ -1220,8 +1221,9 @@ mod tests {
             "permanent errors are retried once running"
         );
         assert_eq!(source.next_frame(&mut slot).expect("reopened"), Capture::Retry);
-        assert_eq!(status.get(), SourceState::Streaming);
+        assert_eq!(status.get(), SourceState::Connecting { attempt: 3 });
         assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+        assert_eq!(status.get(), SourceState::Streaming);
         assert_eq!(slot.data()[0], 2);
 
         assert_eq!(source.next_frame(&mut slot).expect("EIO again"), Capture::Retry);
@@ -1287,7 +1289,7 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::Retry);
         }
-        assert_eq!(source.state(), SourceState::Streaming);
+        assert_eq!(source.state(), SourceState::Connecting { attempt: 0 }, "open, no usable frame yet");
         assert!(source.negotiated().is_some());
     }
 
@@ -1300,7 +1302,7 @@ mod tests {
         let mut source =
             V4l2Source::with_opener(narrow, quick_options(), scripted_opener(vec![Ok(device)]), stop).expect("open");
         assert_eq!(source.next_frame(&mut heap_slot()).expect("skip"), Capture::OverLimit);
-        assert_eq!(source.state(), SourceState::Streaming);
+        assert_eq!(source.state(), SourceState::Connecting { attempt: 0 }, "open, no usable frame yet");
     }
 
     /// Fixed-size memory, like a pinned slot sized for a smaller camera mode.

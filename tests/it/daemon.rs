@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, ErrorKind};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -143,12 +143,19 @@ pub struct RunningDaemon {
 
 impl RunningDaemon {
     pub fn start(config: &Path, env: &[(&str, &OsStr)]) -> RunningDaemon {
+        RunningDaemon::start_with(config, env, |_| {})
+    }
+
+    /// [`RunningDaemon::start`], with `adjust` applied to the command before it starts (limits,
+    /// a wrapper).
+    pub fn start_with(config: &Path, env: &[(&str, &OsStr)], adjust: impl FnOnce(&mut Command)) -> RunningDaemon {
         let mut command = daemon();
         command.arg("run").arg("--config").arg(config).stdin(Stdio::null()).stdout(Stdio::null());
         command.stderr(Stdio::piped()).env_remove("NOTIFY_SOCKET").env_remove("WATCHDOG_USEC");
         for (name, value) in env {
             command.env(name, value);
         }
+        adjust(&mut command);
         let mut child = command.spawn().expect("start jetson-detectd run");
         let stderr = child.stderr.take().expect("piped stderr");
         let log = Arc::new(Mutex::new(String::new()));
@@ -181,7 +188,6 @@ impl RunningDaemon {
     }
 
     /// The process id (under qemu-user: qemu's, which carries the daemon's command line).
-    #[cfg(feature = "gstreamer")]
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -22,6 +22,7 @@ use std::time::Instant;
 mod engine;
 pub mod onnxruntime;
 mod rten;
+mod rten_framing;
 
 use self::rten::{RtenEngine, RTEN_VERSION};
 use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession};

@@ -15,6 +15,8 @@ use crate::model::OutputTensor;
 
 /// The rten version in `info()`; kept in step with Cargo.toml by a test.
 pub(super) const RTEN_VERSION: &str = "0.27";
+/// The first bytes of a model in rten's own format (rten reads every other file as ONNX).
+const RTEN_MAGIC: &[u8] = b"RTEN";
 
 /// A model optimised by rten and the pool its inferences run on.
 pub(super) struct RtenEngine {
@@ -55,12 +57,18 @@ impl RtenEngine {
         options.prepack_weights(true);
         // rten picks the loader by extension; another name is read and recognised by content
         // (external tensor data then cannot be found, as it is named relative to the file).
+        // The file is read whole first to check the framing rten's reader hangs on
+        // (`super::rten_framing`); an `.onnx` is then loaded by name for its external data.
         let is_onnx_name = onnx.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("onnx"));
+        let bytes = crate::sys::files::read(onnx, crate::sys::files::MAX_MODEL_BYTES)
+            .map_err(|error| load_error(error.to_string()))?;
+        if !bytes.starts_with(RTEN_MAGIC) {
+            super::rten_framing::check(&bytes).map_err(|error| load_error(error.to_string()))?;
+        }
         let model = if is_onnx_name {
+            drop(bytes);
             options.load_file(onnx)
         } else {
-            let bytes = crate::sys::files::read(onnx, crate::sys::files::MAX_MODEL_BYTES)
-                .map_err(|error| load_error(error.to_string()))?;
             options.load(bytes)
         }
         .map_err(|error| load_error(error.to_string()))?;

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 
 /// Nesting limit (graphs inside attributes inside nodes inside graphs …): real models nest a few
 /// levels; a hostile file must not exhaust the stack.
-const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// `TensorProto.DataLocation.EXTERNAL`.
 const DATA_LOCATION_EXTERNAL: u64 = 1;
@@ -75,19 +75,29 @@ impl Message {
 
 /// One field of a message: its number and value (fixed-width values are skipped unread: no field
 /// on the way to a location has one).
-enum Field<'a> {
+pub(crate) enum Field<'a> {
     Varint(u64, u64),
     Bytes(u64, &'a [u8]),
     Fixed,
 }
 
 /// Reads the fields of one message without copying.
-struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     rest: &'a [u8],
 }
 
 impl<'a> Fields<'a> {
-    fn varint(&mut self) -> Result<u64, OnnxError> {
+    /// The fields of the message `bytes` holds (or the values of a packed array).
+    pub(crate) fn new(bytes: &'a [u8]) -> Fields<'a> {
+        Fields { rest: bytes }
+    }
+
+    /// Whether every byte was read.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    pub(crate) fn varint(&mut self) -> Result<u64, OnnxError> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let (&byte, rest) = self.rest.split_first().ok_or(OnnxError::Malformed("truncated varint"))?;
@@ -110,7 +120,7 @@ impl<'a> Fields<'a> {
         Ok(bytes)
     }
 
-    fn next_field(&mut self) -> Option<Result<Field<'a>, OnnxError>> {
+    pub(crate) fn next_field(&mut self) -> Option<Result<Field<'a>, OnnxError>> {
         if self.rest.is_empty() {
             return None;
         }

@@ -45,6 +45,13 @@ pub fn status_line_at(cameras: &[CameraSnapshot], broker_connected: bool, now: S
                     shortened(last_error, STATUS_ERROR_CHARS)
                 ));
             }
+            Some((SourceState::Connecting { attempt }, since)) => {
+                let offline_for = now.duration_since(since).unwrap_or_default();
+                line.push_str(&format!("connecting for {}, no frame yet", human_duration(offline_for)));
+                if *attempt > 0 {
+                    line.push_str(&format!(" (attempt {})", attempt + 1));
+                }
+            }
             Some((SourceState::Ended, _)) => line.push_str("ended"),
             Some((SourceState::Stopped, _)) => line.push_str("stopped"),
         }

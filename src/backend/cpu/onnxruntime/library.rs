@@ -170,7 +170,8 @@ fn check(path: &Path) -> Result<Version, String> {
     }
     // SAFETY: loading a shared library runs its initialisers; the path is one the user named or a
     // file called libonnxruntime.so* in a library or pip directory, i.e. meant to be ONNX Runtime.
-    let library = unsafe { libloading::Library::new(path) }.map_err(|e| format!("cannot load it: {e}"))?;
+    let library =
+        unsafe { libloading::Library::new(path) }.map_err(|e| format!("cannot load it: {}", with_reason(&e)))?;
     type GetApiBase = unsafe extern "C" fn() -> *const ort::sys::OrtApiBase;
     // SAFETY: `OrtGetApiBase` has this signature in every ONNX Runtime; the symbol is only used
     // while `library` is open.
@@ -348,6 +349,15 @@ fn dedup(paths: &mut Vec<PathBuf>) {
     paths.retain(|path| seen.insert(path.clone()));
 }
 
+/// `error` with the loader's own reason (libloading's "dlopen failed" keeps dlerror()'s text —
+/// "invalid ELF header", "wrong ELF class: ELFCLASS32" — in its source).
+fn with_reason(error: &libloading::Error) -> String {
+    match std::error::Error::source(error) {
+        Some(reason) => format!("{error}: {reason}"),
+        None => error.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,6 +425,8 @@ mod tests {
         std::fs::write(&fake, b"not an ELF file").expect("write");
         let reason = check(&fake).expect_err("garbage");
         assert!(reason.starts_with("cannot load it"), "{reason}");
+        // The loader's own words, not only "dlopen failed" (issue 35).
+        assert!(reason.contains("too short") || reason.contains("invalid ELF header"), "{reason}");
         assert_eq!(check(&dir.path().join("absent.so")).expect_err("missing"), "no such file");
         assert_eq!(check(dir.path()).expect_err("a directory"), "not a file");
     }

@@ -22,6 +22,12 @@ use crate::broker::{Broker, Received, Subscriber};
 use crate::daemon::{images_source, sample, sample_source, RunningDaemon, TestConfig};
 use crate::pace::Pace;
 
+mod models;
+mod names;
+mod sources;
+mod state;
+mod web;
+
 /// Far below what the failures used to take (a 1 GiB password file: 3.2 GB; `/dev/zero`: growing
 /// until killed), far above what the daemon needs with the bundled model (under 100 MB on x86_64;
 /// under qemu-user the measured process is qemu, whose translation cache comes on top).
@@ -118,6 +124,16 @@ fn shared_dir() -> tempfile::TempDir {
 /// daemon runs without one), no wait for it at shutdown.
 fn config() -> TestConfig {
     TestConfig::new(1, "hostile").set("mqtt", "shutdown_flush_ms", "0")
+}
+
+/// A config whose daemon serves the page on a free loopback port, without a token (the default),
+/// its zones file in `dir`.
+fn web_config(broker_port: u16, prefix: &str, dir: &Path) -> TestConfig {
+    TestConfig::new(broker_port, prefix).set("http", "listen", "\"127.0.0.1:0\"").set(
+        "http",
+        "zones_file",
+        &format!("{:?}", dir.join("zones.toml").display().to_string()),
+    )
 }
 
 /// A config with one camera showing a bundled sample once.
