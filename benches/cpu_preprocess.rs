@@ -54,6 +54,7 @@ fn main() {
     report.insert("fast_kernels", serde_json::json!(FastPreprocessor::new().kernels()));
     for (name, filter) in [("antialias", ResizeFilter::Antialias), ("bilinear", ResizeFilter::Bilinear)] {
         let spec = PreprocessSpec {
+            name: None,
             width: 640,
             height: 640,
             layout: TensorLayout::Nchw,

@@ -34,12 +34,13 @@ pub mod decode;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod model;
-// preprocess ③ (the input contract, the CPU reference and fast path) and source ① (frames in): peers
-pub mod preprocess;
+// source ①: frames in (images, synthetic, V4L2, GStreamer), one reconnect helper
 pub mod source;
 // config: the typed configuration, made of the types of the floors below
 pub mod config;
-// track ⑥: tracker, zones, lines, events (pure: no config, payload or snapshot)
+// preprocess ③ (the input contract, the CPU reference and fast path) and track ⑥ (tracker, zones,
+// lines, events; pure: no config, payload or snapshot): peers
+pub mod preprocess;
 pub mod track;
 // detection and frame: what a detection is; frames, their slots and rings
 pub mod detection;

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use super::cpu::{CpuBackend, EngineChoice};
 use super::{Backend, BackendError};
 use crate::config::{BackendChoice, Config, Fallback};
-use crate::preprocess::PreprocessSpec;
 
 /// Loads the model on the configured backend: `auto` tries TensorRT (when built in) and runs on
 /// the CPU when TensorRT or the GPU is missing; `tensorrt` falls back only when the config says so.
@@ -99,7 +98,7 @@ fn load_cpu(config: &Config) -> Result<Arc<dyn Backend>, BackendError> {
             "the CPU backend needs `model.onnx` (a TensorRT engine cannot run on it)".into(),
         )
     })?;
-    let spec = PreprocessSpec::from(&config.model.input);
+    let spec = config.model.input.clone();
     let device = &config.device;
     let choice = EngineChoice::choose(device.cpu_engine, device.onnxruntime_library.as_deref())?;
     choice.log();

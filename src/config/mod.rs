@@ -21,6 +21,10 @@ pub mod scene;
 mod validate;
 pub mod zones_file;
 
+use crate::preprocess::PreprocessSpec;
+/// The vocabulary of `[model.input]` is the preprocessing contract's; it is named here too because
+/// it is the config schema's as much.
+pub use crate::preprocess::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 pub use merge::data_dir;
 use merge::{merge, names_a_model};
 pub use scene::{camera_scene, camera_scenes, parse_scene, ParsedScene, SceneError};
@@ -203,72 +207,6 @@ pub enum DecoderKind {
     End2end,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TensorLayout {
-    Nchw,
-    Nhwc,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TensorDtype {
-    U8,
-    F16,
-    F32,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ColorOrder {
-    Rgb,
-    Bgr,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResizeKind {
-    /// Scale each axis independently to the input size.
-    Stretch,
-    /// Keep aspect ratio, centre, pad with `pad`.
-    Letterbox,
-}
-
-/// How source pixels are weighted when the frame is scaled to the content size (step 2 of the
-/// definition in `preprocess.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResizeFilter {
-    /// Two taps per axis around the half-pixel-centred sample point (OpenCV's `INTER_LINEAR`).
-    /// Shrinking by more than 2× skips source pixels and aliases.
-    Bilinear,
-    /// Triangle filter whose support widens with the downscale factor, so every source pixel
-    /// contributes (Pillow's `Image.resize(..., BILINEAR)`); equal to bilinear when enlarging.
-    Antialias,
-}
-
-/// How input tensors are produced from frames. Output value = (pixel − mean[c]) / std[c], with
-/// pixels in 0..255; u8 tensors take the pixel as is.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InputConfig {
-    /// Tensor name; default: the model's first input.
-    pub name: Option<String>,
-    pub width: u32,
-    pub height: u32,
-    pub layout: TensorLayout,
-    pub dtype: TensorDtype,
-    pub color: ColorOrder,
-    pub resize: ResizeKind,
-    /// Resampling filter; the default, `antialias`, is how the bundled SSD model's reference
-    /// inputs were made and does not alias when shrinking camera frames.
-    pub filter: ResizeFilter,
-    /// Letterbox padding value (0..255 pixel units).
-    pub pad: u8,
-    pub mean: [f32; 3],
-    pub std: [f32; 3],
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
@@ -279,7 +217,8 @@ pub struct ModelConfig {
     /// Label file: one `id name` or `name` per line.
     pub labels: PathBuf,
     pub decoder: DecoderKind,
-    pub input: InputConfig,
+    /// `[model.input]`: the input contract, exactly the preprocessing stage's type.
+    pub input: PreprocessSpec,
     pub score_threshold: f32,
     pub nms_iou: f32,
     pub max_detections: usize,
@@ -1685,7 +1624,6 @@ mod properties {
         }
         let _ = crate::publish::mqtt::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
         let _ = crate::publish::snapshot::Snapshotter::new(&config.snapshot);
-        let _ = crate::preprocess::PreprocessSpec::from(&config.model.input);
         let _ = crate::publish::mqtt::MqttSettings::from_config(config);
         let cameras: Vec<String> = config.cameras.iter().map(|c| c.name.clone()).collect();
         let (device_id, prefix) = (config.device_id(), config.topic_prefix());

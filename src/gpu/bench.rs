@@ -46,6 +46,7 @@ impl PreprocessBenchRequest {
             src_height: 1080,
             format: PixelFormat::Yuyv,
             spec: PreprocessSpec {
+                name: None,
                 width: 640,
                 height: 640,
                 layout: TensorLayout::Nchw,

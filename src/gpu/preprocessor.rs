@@ -617,6 +617,7 @@ mod tests {
     #[test]
     fn pad_value_is_the_cpu_definition_of_a_pad_pixel() {
         let mut spec = crate::preprocess::PreprocessSpec {
+            name: None,
             width: 1,
             height: 1,
             layout: TensorLayout::Nchw,

@@ -604,7 +604,7 @@ mod tests {
             let config = Config::embedded_default().expect("embedded default config");
             let record = Arc::new(Record::default());
             let backend = Arc::new(FakeBackend {
-                spec: PreprocessSpec::from(&config.model.input),
+                spec: config.model.input.clone(),
                 session_batch,
                 workers: plan.workers,
                 inference_time,
@@ -809,7 +809,7 @@ mod tests {
         let config = Config::embedded_default().expect("embedded default config");
         let record = Arc::new(Record::default());
         let backend = Arc::new(FakeBackend {
-            spec: PreprocessSpec::from(&config.model.input),
+            spec: config.model.input.clone(),
             session_batch: 1,
             workers: 1,
             inference_time: Duration::from_millis(1),

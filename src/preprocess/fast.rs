@@ -24,8 +24,9 @@ use std::sync::LazyLock;
 use rayon::prelude::*;
 
 use super::simd::{Kernels, Pixel};
-use super::{check_sizes, AxisTaps, PreprocessError, PreprocessSpec, ResizeGeometry};
-use crate::config::{ColorOrder, TensorDtype, TensorLayout};
+use super::{
+    check_sizes, AxisTaps, ColorOrder, PreprocessError, PreprocessSpec, ResizeGeometry, TensorDtype, TensorLayout,
+};
 use crate::frame::{FrameMeta, PixelFormat};
 
 /// Preprocesses frames like [`CpuPreprocessor`](super::CpuPreprocessor), faster. Caches the
@@ -533,8 +534,8 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::config::{ResizeFilter, ResizeKind};
     use crate::preprocess::CpuPreprocessor;
+    use crate::preprocess::{ResizeFilter, ResizeKind};
 
     const FORMATS: [PixelFormat; 5] =
         [PixelFormat::Rgb8, PixelFormat::Bgr8, PixelFormat::Rgba8, PixelFormat::Yuyv, PixelFormat::Nv12];
@@ -554,6 +555,7 @@ mod tests {
                         for color in [ColorOrder::Rgb, ColorOrder::Bgr] {
                             let float = dtype != TensorDtype::U8;
                             specs.push(PreprocessSpec {
+                                name: None,
                                 width,
                                 height,
                                 layout,

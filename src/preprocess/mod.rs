@@ -1,9 +1,10 @@
 //! Frame → input tensor: the preprocessing contract and its CPU reference implementation.
 //!
-//! Owns: [`PreprocessSpec`] (what tensor the model wants), [`ResizeGeometry`] (letterbox/stretch
-//! mapping both ways), the CPU reference implementation ([`CpuPreprocessor`]) and, in `fast`, the
-//! CPU backend's bit-identical fast path ([`FastPreprocessor`]). The CUDA kernel implements the *same* definition
-//! and is tested against this one (≤ 1 LSB). Must not: run models or know about sources.
+//! Owns: [`PreprocessSpec`] (what tensor the model wants, in `spec`: also the config's
+//! `[model.input]`), [`ResizeGeometry`] (letterbox/stretch mapping both ways), the CPU reference
+//! implementation ([`CpuPreprocessor`]) and, in `fast`, the CPU backend's bit-identical fast path
+//! ([`FastPreprocessor`]). The CUDA kernel implements the *same* definition and is tested against
+//! this one (≤ 1 LSB). Must not: run models, know about sources, or read the config.
 //!
 //! The definition both implementations follow, per output pixel `(ox, oy)` and channel `c`:
 //! 1. Geometry: stretch uses `scale_x = in_w / src_w`, `scale_y = in_h / src_h`, no padding.
@@ -37,74 +38,12 @@
 
 mod fast;
 mod simd;
+mod spec;
 
 pub use fast::FastPreprocessor;
+pub use spec::{ColorOrder, PreprocessSpec, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 
-use crate::config::{ColorOrder, InputConfig, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, PixelFormat};
-
-/// The input tensor a model wants, and how to fill it from a frame.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PreprocessSpec {
-    pub width: u32,
-    pub height: u32,
-    pub layout: TensorLayout,
-    pub dtype: TensorDtype,
-    pub color: ColorOrder,
-    pub resize: ResizeKind,
-    pub filter: ResizeFilter,
-    pub pad: u8,
-    pub mean: [f32; 3],
-    pub std: [f32; 3],
-}
-
-impl From<&InputConfig> for PreprocessSpec {
-    fn from(input: &InputConfig) -> Self {
-        PreprocessSpec {
-            width: input.width,
-            height: input.height,
-            layout: input.layout,
-            dtype: input.dtype,
-            color: input.color,
-            resize: input.resize,
-            filter: input.filter,
-            pad: input.pad,
-            mean: input.mean,
-            std: input.std,
-        }
-    }
-}
-
-impl PreprocessSpec {
-    /// Elements in the tensor (1 × 3 × H × W).
-    pub fn elements(&self) -> usize {
-        3 * self.width as usize * self.height as usize
-    }
-
-    /// Bytes in the tensor.
-    pub fn bytes(&self) -> usize {
-        self.elements()
-            * match self.dtype {
-                TensorDtype::U8 => 1,
-                TensorDtype::F16 => 2,
-                TensorDtype::F32 => 4,
-            }
-    }
-
-    /// Tensor shape, batch first.
-    pub fn shape(&self) -> [usize; 4] {
-        let (h, w) = (self.height as usize, self.width as usize);
-        match self.layout {
-            TensorLayout::Nchw => [1, 3, h, w],
-            TensorLayout::Nhwc => [1, h, w, 3],
-        }
-    }
-
-    /// The geometry for frames of `src_width` × `src_height`.
-    pub fn geometry(&self, src_width: u32, src_height: u32) -> ResizeGeometry {
-        ResizeGeometry::new(self.resize, src_width, src_height, self.width, self.height)
-    }
-}
 
 /// Where the source frame lands in the input tensor.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -580,6 +519,7 @@ impl PreprocessSpec {
             pad: 114,
             mean: [0.0; 3],
             std: [1.0; 3],
+            name: None,
         }
     }
 }

@@ -86,6 +86,7 @@ fn random_spec(
     let mut channel = |low: f32, span: f32| [0; 3].map(|_| low + span * random.unit());
     let (mean, std) = if float { (channel(0.0, 255.0), channel(0.5, 100.0)) } else { ([0.0; 3], [1.0; 3]) };
     PreprocessSpec {
+        name: None,
         width: random.range(1, 130),
         height: random.range(1, 130),
         layout,

@@ -157,8 +157,7 @@ impl Rig {
         let keeper = WatchdogKeeper::new(Arc::new(notifier), liveness.clone(), silence);
         let config = Config::embedded_default().expect("embedded default config");
         let backend_gate = Gate::new();
-        let backend =
-            Arc::new(GatedBackend { spec: PreprocessSpec::from(&config.model.input), gate: backend_gate.clone() });
+        let backend = Arc::new(GatedBackend { spec: config.model.input.clone(), gate: backend_gate.clone() });
         let (sink, stop) = (Arc::new(NullSink), Arc::new(AtomicBool::new(false)));
         let plan = SchedulePlan { workers: 1, max_batch: 1, batch_timeout: Duration::ZERO };
         let scheduler = Scheduler::start(backend, params(), plan, sink.clone(), stop.clone(), &liveness)

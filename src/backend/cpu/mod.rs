@@ -520,6 +520,7 @@ mod tests {
             let file = tempfile::NamedTempFile::new().expect("temp file");
             std::fs::write(file.path(), identity_model(elem_type, &[1, 3, 1, 2])).expect("write model");
             let spec = PreprocessSpec {
+                name: None,
                 width: 2,
                 height: 1,
                 layout: TensorLayout::Nchw,

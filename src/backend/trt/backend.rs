@@ -147,7 +147,7 @@ impl TrtBackend {
         let runtime = TrtRuntime::open()?;
         let version = runtime.version();
         let loaded = load_or_build(&runtime, config, device, &mut progress)?;
-        let spec = PreprocessSpec::from(&config.model.input);
+        let spec = config.model.input.clone();
         check_linear_formats(loaded.engine.io_tensors())?;
         let (input, input_shape) = check_input(loaded.engine.io_tensors(), config.model.input.name.as_deref(), &spec)?;
         let model = match &loaded.source {

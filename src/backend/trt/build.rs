@@ -28,7 +28,6 @@ use crate::backend::trt::engine_cache::{
     EngineLookup, InputProfiles, MissReason, ModelInput, ShapeProfile,
 };
 use crate::config::{Config, Precision};
-use crate::preprocess::PreprocessSpec;
 
 /// How often a running build reports elapsed time.
 const TICK: Duration = Duration::from_secs(1);
@@ -115,7 +114,7 @@ pub fn concurrent_contexts(_config: &Config) -> u32 {
 /// batch is pinned to 1 (min = opt = max): DLA takes static shapes only, and TensorRT would
 /// otherwise quietly build the whole network for the GPU.
 pub fn input_profile(config: &Config) -> ShapeProfile {
-    let spec = PreprocessSpec::from(&config.model.input);
+    let spec = config.model.input.clone();
     let shape: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
     let input = config.model.input.name.clone().unwrap_or_default();
     let mut profile = ShapeProfile::fixed(input, &shape);
@@ -177,7 +176,7 @@ pub fn check_model_input(config: &Config, model: &[u8], path: &Path) -> Result<(
         None => None,
     };
     let Some(input) = input else { return Ok(()) };
-    let spec = PreprocessSpec::from(&config.model.input);
+    let spec = config.model.input.clone();
     let wanted: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
     let fits = input.dims.len() == wanted.len()
         && input.dims.iter().zip(&wanted).skip(1).all(|(dim, want)| dim.is_none_or(|dim| dim == *want));
