@@ -30,7 +30,8 @@ pub mod service;
 // backend ④ (CPU and TensorRT inference) and decode ⑤ (outputs → detections): peers
 pub mod backend;
 pub mod decode;
-// gpu: the CUDA layer (probe, slots, the preprocessing kernel); model: what a model is (its outputs)
+// gpu: the CUDA layer (probe, slots, the preprocessing kernel); model: what a model is (its spec,
+// the device settings it is loaded with, its outputs)
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod model;

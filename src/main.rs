@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use jetson_detectd::backend::{load, Backend};
+use jetson_detectd::backend::{load, Backend, BuildDisplay};
 use jetson_detectd::cmd::run::{self, DaemonError};
 use jetson_detectd::cmd::selftest::{self, SelftestOptions, Status};
 use jetson_detectd::cmd::{bench, detect, probe};
 use jetson_detectd::config::{Config, ConfigError};
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Labels;
+use jetson_detectd::model::{DeviceSpec, ModelSpec};
 use jetson_detectd::service::logging;
 
 /// EX_CONFIG from sysexits.h: the systemd unit's RestartPreventExitStatus, so a bad config does
@@ -260,17 +261,13 @@ fn decode_setup(config: &Config, threshold: Option<f32>) -> Result<(Arc<Labels>,
     Ok((labels, params))
 }
 
-/// The configured backend for a one-shot command; an engine build shows its progress on stderr.
+/// The configured model on the configured backend for a one-shot command; an engine build shows
+/// its progress on stderr.
 fn load_backend(config: &Config) -> Result<Arc<dyn Backend>, Failure> {
-    #[cfg(feature = "tensorrt")]
-    let backend = {
-        let mut display = jetson_detectd::backend::trt::ProgressReporter::default();
-        load::load_backend(config, |event| {
-            display.report(&event);
-        })
-    };
-    #[cfg(not(feature = "tensorrt"))]
-    let backend = load::load_backend(config, |never| match never {});
+    let model = ModelSpec::from_config(config).map_err(Failure::config)?;
+    let mut display = BuildDisplay::default();
+    let backend = load::load_backend(&model, &DeviceSpec::from_config(config), |event| display.report(&event));
+    display.finish();
     backend.map_err(|e| Failure::from(DaemonError::from(e)))
 }
 
@@ -327,17 +324,9 @@ fn bench_command(arg: &ConfigArg, request: &bench::BenchRequest<'_>) -> Result<(
 fn selftest_command(arg: &ConfigArg, json: bool, options: &SelftestOptions) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     init_cli_logging(&config);
-    #[cfg(feature = "tensorrt")]
-    let report = {
-        let mut display = jetson_detectd::backend::trt::ProgressReporter::default();
-        let report = selftest::run(&config, options, &mut |event| {
-            display.report(&event);
-        });
-        display.finish();
-        report
-    };
-    #[cfg(not(feature = "tensorrt"))]
-    let report = selftest::run(&config, options, &mut |never| match never {});
+    let mut display = BuildDisplay::default();
+    let report = selftest::run(&config, options, &mut |event| display.report(&event));
+    display.finish();
     let text = if json {
         serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)? + "\n"
     } else {
@@ -354,14 +343,15 @@ fn selftest_command(arg: &ConfigArg, json: bool, options: &SelftestOptions) -> R
 
 #[cfg(feature = "tensorrt")]
 fn build_engine(arg: &ConfigArg) -> Result<(), Stop> {
-    use jetson_detectd::backend::trt::{self, ProgressReporter};
+    use jetson_detectd::backend::trt;
     use jetson_detectd::service::notify::Notifier;
     let config = load_config(arg).map_err(Failure::config)?;
     logging::init(config.device.log_level.filter());
+    let model = ModelSpec::from_config(&config).map_err(Failure::config)?;
     // Under systemd (an ExecStartPre=, say) keep extending the start timeout while building.
     let notifier = Notifier::from_env().unwrap_or_else(|_| Notifier::disabled());
-    let mut display = ProgressReporter::default();
-    let built = trt::build_engine(&config, |event| {
+    let mut display = BuildDisplay::default();
+    let built = trt::build_engine(&model, &DeviceSpec::from_config(&config), |event| {
         display.report(&event);
         let _ = notifier.build_progress(std::time::Duration::from_secs(30), &display.line());
     });

@@ -1,44 +1,51 @@
-//! Loading the configured backend: the choice between TensorRT and the CPU, and the fallback.
+//! Loading a model on a backend: the choice between TensorRT and the CPU, and the fallback.
 //!
 //! Owns: `device.backend` / `device.fallback` / `device.cpu_engine` semantics (the CPU engine is
-//! chosen and its choice logged here) and opening the GPU for TensorRT (the
-//! device probe that decides whether TensorRT can run). Must not: run inference or start threads;
-//! every command that needs a backend (run, detect, bench, selftest) loads it here.
+//! chosen and its choice logged here) and opening the GPU for TensorRT (the device probe that
+//! decides whether TensorRT can run), from a [`ModelSpec`] and a [`DeviceSpec`]. Must not: read
+//! the config, run inference or start threads; every command that needs a backend (run, detect,
+//! bench, selftest, check-config) loads it here.
 
 use std::sync::Arc;
 
 use super::cpu::{CpuBackend, EngineChoice};
 use super::{Backend, BackendError};
-use crate::config::{BackendChoice, Config, Fallback};
+use crate::config::{BackendChoice, Fallback};
+use crate::model::{DeviceSpec, ModelSpec};
 
-/// Loads the model on the configured backend: `auto` tries TensorRT (when built in) and runs on
-/// the CPU when TensorRT or the GPU is missing; `tensorrt` falls back only when the config says so.
-/// `progress` sees an engine build, which can take minutes on first start.
-pub fn load_backend(config: &Config, progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
-    load_backend_noting_fallback(config, progress).map(|(backend, _)| backend)
+/// Loads `model` on the backend `device` asks for: `auto` tries TensorRT (when built in) and runs
+/// on the CPU when TensorRT or the GPU is missing; `tensorrt` falls back only when `device` says
+/// so. `progress` sees an engine build, which can take minutes on first start.
+pub fn load_backend(
+    model: &ModelSpec,
+    device: &DeviceSpec,
+    progress: impl FnMut(BuildProgress),
+) -> Result<Arc<dyn Backend>, BackendError> {
+    load_backend_noting_fallback(model, device, progress).map(|(backend, _)| backend)
 }
 
 /// [`load_backend`], and why it runs on the CPU when TensorRT was asked for first (`auto`, or
 /// `tensorrt` with `fallback = "cpu"`).
 pub fn load_backend_noting_fallback(
-    config: &Config,
+    model: &ModelSpec,
+    device: &DeviceSpec,
     progress: impl FnMut(BuildProgress),
 ) -> Result<Loaded, BackendError> {
-    check_model_files(config)?;
-    let may_fall_back = match config.device.backend {
-        BackendChoice::Cpu => return Ok((load_cpu(config)?, None)),
+    check_model_files(model)?;
+    let may_fall_back = match device.backend {
+        BackendChoice::Cpu => return Ok((load_cpu(model, device)?, None)),
         BackendChoice::Auto => true,
-        BackendChoice::Tensorrt => config.device.fallback == Fallback::Cpu,
+        BackendChoice::Tensorrt => device.fallback == Fallback::Cpu,
     };
-    match load_tensorrt(config, progress) {
+    match load_tensorrt(model, device, progress) {
         Ok(backend) => Ok((backend, None)),
         Err(BackendError::Unavailable(_, reason)) if may_fall_back => {
             log::log!(
-                fallback_level(config.device.backend, cfg!(feature = "tensorrt")),
+                fallback_level(device.backend, cfg!(feature = "tensorrt")),
                 "TensorRT backend unavailable ({reason}); running on the CPU backend, several times slower. \
                  `jetson-detectd probe` says why; telemetry's engine.kind says which backend runs"
             );
-            Ok((load_cpu(config)?, Some(reason)))
+            Ok((load_cpu(model, device)?, Some(reason)))
         }
         Err(e) => Err(e),
     }
@@ -53,16 +60,18 @@ pub type Loaded = (Arc<dyn Backend>, Option<String>);
 /// (configured, or the fallback on a machine without a usable GPU, with the reason); `Ok(None)`
 /// where `run` would load TensorRT on this machine's GPU (an engine build takes minutes: `run`
 /// and `build-engine` check the model then). Fails where `load_backend` would fail first.
-pub fn load_backend_for_check(config: &Config) -> Result<Option<Loaded>, BackendError> {
-    check_model_files(config)?;
-    let may_fall_back = match config.device.backend {
-        BackendChoice::Cpu => return Ok(Some((load_cpu(config)?, None))),
+pub fn load_backend_for_check(model: &ModelSpec, device: &DeviceSpec) -> Result<Option<Loaded>, BackendError> {
+    check_model_files(model)?;
+    let may_fall_back = match device.backend {
+        BackendChoice::Cpu => return Ok(Some((load_cpu(model, device)?, None))),
         BackendChoice::Auto => true,
-        BackendChoice::Tensorrt => config.device.fallback == Fallback::Cpu,
+        BackendChoice::Tensorrt => device.fallback == Fallback::Cpu,
     };
-    match tensorrt_device(config) {
+    match tensorrt_device(device) {
         Ok(()) => Ok(None),
-        Err(BackendError::Unavailable(_, reason)) if may_fall_back => Ok(Some((load_cpu(config)?, Some(reason)))),
+        Err(BackendError::Unavailable(_, reason)) if may_fall_back => {
+            Ok(Some((load_cpu(model, device)?, Some(reason))))
+        }
         Err(e) => Err(e),
     }
 }
@@ -77,32 +86,31 @@ fn fallback_level(choice: BackendChoice, tensorrt_built: bool) -> log::Level {
     }
 }
 
-/// `model.onnx` and `model.engine`, when set, must be regular files of at most
-/// [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES): a directory, a FIFO or `/dev/zero`
-/// is refused before any loader opens it.
-pub fn check_model_files(config: &Config) -> Result<(), BackendError> {
-    let files = [("model.onnx", &config.model.onnx), ("model.engine", &config.model.engine)];
+/// The model's ONNX file and prebuilt engine (`model.onnx`, `model.engine`), when it has them,
+/// must be regular files of at most [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES): a
+/// directory, a FIFO or `/dev/zero` is refused before any loader opens it.
+pub fn check_model_files(model: &ModelSpec) -> Result<(), BackendError> {
+    let files = [("model.onnx", model.files.onnx()), ("model.engine", model.files.engine())];
     for (key, path) in files {
         if let Some(path) = path {
             crate::sys::files::open_regular(path, crate::sys::files::MAX_MODEL_BYTES)
-                .map_err(|e| BackendError::Load { path: path.clone(), message: format!("`{key}`: {e}") })?;
+                .map_err(|e| BackendError::Load { path: path.to_path_buf(), message: format!("`{key}`: {e}") })?;
         }
     }
     Ok(())
 }
 
-fn load_cpu(config: &Config) -> Result<Arc<dyn Backend>, BackendError> {
-    let onnx = config.model.onnx.as_deref().ok_or_else(|| {
+fn load_cpu(model: &ModelSpec, device: &DeviceSpec) -> Result<Arc<dyn Backend>, BackendError> {
+    let onnx = model.files.onnx().ok_or_else(|| {
         BackendError::Unavailable(
             "cpu",
             "the CPU backend needs `model.onnx` (a TensorRT engine cannot run on it)".into(),
         )
     })?;
-    let spec = config.model.input.clone();
-    let device = &config.device;
     let choice = EngineChoice::choose(device.cpu_engine, device.onnxruntime_library.as_deref())?;
     choice.log();
-    let backend = CpuBackend::open(onnx, spec, config.model.input.name.as_deref(), device.cpu_threads(), &choice)?;
+    let input_name = model.input.name.as_deref();
+    let backend = CpuBackend::open(onnx, model.input.clone(), input_name, device.cpu_threads, &choice)?;
     Ok(Arc::new(backend.with_workers(device.cpu_workers)))
 }
 
@@ -115,9 +123,9 @@ pub type BuildProgress = std::convert::Infallible;
 
 /// The GPU TensorRT would run on; [`BackendError::Unavailable`] without a driver or a device.
 #[cfg(feature = "tensorrt")]
-fn open_gpu(config: &Config) -> Result<crate::gpu::GpuDevice, BackendError> {
+fn open_gpu(device: &DeviceSpec) -> Result<crate::gpu::GpuDevice, BackendError> {
     use crate::gpu::{GpuDevice, GpuError};
-    GpuDevice::open(config.device.gpu as usize).map_err(|e| match e {
+    GpuDevice::open(device.gpu as usize).map_err(|e| match e {
         GpuError::NoDriver | GpuError::NoDevice { .. } => BackendError::Unavailable("tensorrt", e.to_string()),
         other => BackendError::Inference(other.to_string()),
     })
@@ -125,12 +133,12 @@ fn open_gpu(config: &Config) -> Result<crate::gpu::GpuDevice, BackendError> {
 
 /// Whether TensorRT would be tried on this machine: its GPU opens.
 #[cfg(feature = "tensorrt")]
-fn tensorrt_device(config: &Config) -> Result<(), BackendError> {
-    open_gpu(config).map(drop)
+fn tensorrt_device(device: &DeviceSpec) -> Result<(), BackendError> {
+    open_gpu(device).map(drop)
 }
 
 #[cfg(not(feature = "tensorrt"))]
-fn tensorrt_device(_config: &Config) -> Result<(), BackendError> {
+fn tensorrt_device(_device: &DeviceSpec) -> Result<(), BackendError> {
     Err(no_tensorrt())
 }
 
@@ -140,24 +148,25 @@ fn no_tensorrt() -> BackendError {
 }
 
 #[cfg(feature = "tensorrt")]
-fn load_tensorrt(config: &Config, progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
+fn load_tensorrt(
+    model: &ModelSpec,
+    device: &DeviceSpec,
+    progress: impl FnMut(BuildProgress),
+) -> Result<Arc<dyn Backend>, BackendError> {
     use super::trt::{preprocessing_input_stage, GpuFramesBackend};
-    let device = open_gpu(config)?;
-    let input_stage =
-        preprocessing_input_stage(device.clone(), config.engine.cache_dir.clone(), max_frame_bytes(config));
-    let backend = super::trt::TrtBackend::open(config, input_stage, progress)?;
-    Ok(Arc::new(GpuFramesBackend::new(backend, device)))
+    let gpu = open_gpu(device)?;
+    let input_stage = preprocessing_input_stage(gpu.clone(), device.cache_dir.clone(), device.max_frame_bytes);
+    let backend = super::trt::TrtBackend::open(model, device, input_stage, progress)?;
+    Ok(Arc::new(GpuFramesBackend::new(backend, gpu)))
 }
 
 #[cfg(not(feature = "tensorrt"))]
-fn load_tensorrt(_config: &Config, _progress: impl FnMut(BuildProgress)) -> Result<Arc<dyn Backend>, BackendError> {
+fn load_tensorrt(
+    _model: &ModelSpec,
+    _device: &DeviceSpec,
+    _progress: impl FnMut(BuildProgress),
+) -> Result<Arc<dyn Backend>, BackendError> {
     Err(no_tensorrt())
-}
-
-/// The largest frame any configured camera can deliver, for the GPU staging buffer.
-#[cfg(feature = "tensorrt")]
-fn max_frame_bytes(config: &Config) -> usize {
-    config.cameras.iter().map(|camera| camera.max_frame_bytes()).max().unwrap_or(0)
 }
 
 /// What the device probe found on GPU `ordinal`, for `probe`, `selftest` and telemetry: never

@@ -1,15 +1,20 @@
 //! Inference backends: the seam between "a frame in a slot" and "raw model output tensors".
 //!
 //! Owns: the [`Backend`] / [`InferenceSession`] traits (a session belongs to one inference worker,
-//! which serves every camera: see `crate::infer::scheduler`), [`BackendError`], and the choice of
-//! backend from the config. The outputs a session fills are `crate::model`'s [`ModelOutputs`]. A
+//! which serves every camera: see `crate::infer::scheduler`), [`BackendError`], loading a model
+//! (`crate::model::ModelSpec`) on the backend a `crate::model::DeviceSpec` chooses ([`load`]) and
+//! showing an engine build ([`BuildDisplay`]). Nothing here reads the config: those two specs are
+//! all it sees of it. The outputs a session fills are `crate::model`'s [`ModelOutputs`]. A
 //! backend does preprocessing *and* inference, because on the GPU path both run on the worker's
 //! stream without the tensor leaving the device.
 //! Must not: decode detections, publish, or call CUDA outside the session's own thread.
 
+pub mod build_display;
 pub mod cpu;
 pub mod load;
 pub mod trt;
+
+pub use build_display::BuildDisplay;
 
 use std::time::Duration;
 

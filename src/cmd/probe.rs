@@ -127,22 +127,26 @@ pub fn probe(config: &Config) -> ProbeReport {
 #[cfg(feature = "tensorrt")]
 fn tensorrt_section(config: &Config) -> Value {
     use crate::backend::trt::build::{device_identity, expected_engine_path};
+    use crate::model::{DeviceSpec, ModelSpec};
     let probe = crate::backend::trt::probe();
     let mut section = serde_json::to_value(&probe).unwrap_or(Value::Null);
-    let engine = probe.usable_version.and_then(|version| {
-        let (_context, device) = device_identity(config.device.gpu).ok()?;
-        expected_engine_path(config, version, &device)
+    let (model, on) = (ModelSpec::from_config(config).ok(), DeviceSpec::from_config(config));
+    let engine = probe.usable_version.zip(model.as_ref()).and_then(|(version, model)| {
+        let (_context, device) = device_identity(on.gpu).ok()?;
+        expected_engine_path(model, &on, version, &device)
     });
     if let Some(path) = engine {
         let cached = path.is_file();
         section["engine"] = json!({ "cached": cached, "path": path });
         // What the cameras' one inference worker would hold: scratch, persistent context memory,
         // and the saving against one context per camera.
-        if cached {
-            section["context_memory"] = match crate::backend::trt::backend::planned_context_memory(config, &path) {
-                Ok(memory) => serde_json::to_value(memory).unwrap_or(Value::Null),
-                Err(error) => json!({ "error": error.to_string() }),
-            };
+        if let Some(model) = model.as_ref().filter(|_| cached) {
+            let cameras = config.cameras.len();
+            section["context_memory"] =
+                match crate::backend::trt::backend::planned_context_memory(model, &on, cameras, &path) {
+                    Ok(memory) => serde_json::to_value(memory).unwrap_or(Value::Null),
+                    Err(error) => json!({ "error": error.to_string() }),
+                };
         }
     }
     section

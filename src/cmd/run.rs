@@ -21,7 +21,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::backend::load::{check_model_files, load_backend_for_check, load_backend_noting_fallback, GpuSampler};
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, BuildDisplay};
 use crate::config::reload::keys_needing_a_restart;
 use crate::config::zones_file::ZonesFile;
 use crate::config::{camera_scenes, Config, ConfigError};
@@ -31,6 +31,7 @@ use crate::http::{BoundListener, HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::scheduler::{SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
+use crate::model::{DeviceSpec, ModelSpec};
 use crate::publish::live::{LiveView, StartFacts};
 use crate::publish::mqtt::{MqttError, MqttOutlet, MqttSettings};
 use crate::publish::outlet::{DaemonStatus, Outlet, Outlets};
@@ -47,7 +48,6 @@ const DEFAULT_MAX_SILENCE: Duration = Duration::from_secs(30);
 /// Each event of real engine-build progress (`extends_start`: a TensorRT phase or step, or on 8.x a
 /// tick up to `engine.build_timeout_s`) extends systemd's start timeout by this much: long enough
 /// for one slow build step, so a build of many minutes is never killed while a hung one still is.
-#[cfg(feature = "tensorrt")]
 const BUILD_TIMEOUT_EXTENSION: Duration = Duration::from_secs(300);
 
 #[derive(Debug, thiserror::Error)]
@@ -115,7 +115,7 @@ pub struct Preflight {
 /// reads and has `model.classes` and every zone label (the zones file's named as its own), the password and TLS files read and parse,
 /// and each camera's source could be opened ([`crate::source::check`]).
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
-    check_model_files(config)?;
+    check_model_files(&ModelSpec::from_config(config)?)?;
     let labels = Arc::new(Labels::load(&config.model.labels)?);
     let params = DecodeParams::from_config(&config.model, &labels).map_err(DaemonError::Classes)?;
     check_zones_file_labels(config, &labels)?;
@@ -137,7 +137,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
 /// build), and a blank frame through it and the decoder ([`check_model_outputs`], which `run`
 /// makes after its load). Says what was checked.
 pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, DaemonError> {
-    match load_backend_for_check(config)? {
+    match load_backend_for_check(&ModelSpec::from_config(config)?, &DeviceSpec::from_config(config))? {
         Some((backend, fallback)) => {
             check_model_outputs(backend.as_ref(), &preflight.params)?;
             let engine = backend.engine().unwrap_or_else(|| backend.info().kind.to_owned());
@@ -206,16 +206,15 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
     let load_started = Instant::now();
-    #[cfg(feature = "tensorrt")]
+    let model = ModelSpec::from_config(&config)?;
     let loaded = {
-        let mut display = crate::backend::trt::ProgressReporter::default();
-        let phases_reported = crate::backend::trt::header_version().major >= 10;
-        let limit = Duration::from_secs(u64::from(config.engine.build_timeout_s));
+        let mut display = BuildDisplay::default();
+        let limit = model.engine.build_timeout;
         let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s));
         let mut last_telemetry: Option<std::time::Instant> = None;
-        load_backend_noting_fallback(&config, |event| {
+        load_backend_noting_fallback(&model, &DeviceSpec::from_config(&config), |event| {
             display.report(&event);
-            if crate::backend::trt::progress::extends_start(&event, phases_reported, limit) {
+            if display.extends_start(&event, limit) {
                 let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
             } else {
                 let _ = notifier.status(&display.line());
@@ -227,8 +226,6 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
             }
         })
     };
-    #[cfg(not(feature = "tensorrt"))]
-    let loaded = load_backend_noting_fallback(&config, |never| match never {});
     let (backend, fallback) = match loaded {
         Ok(loaded) => loaded,
         Err(e) => {

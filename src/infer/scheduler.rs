@@ -6,7 +6,9 @@
 //! frames across cameras, round robin; batching (`engine.max_batch`, `engine.batch_timeout_ms`);
 //! decoding each frame and handing the result to the sink; the current decode parameters (SIGHUP);
 //! the batch-size and memory statistics that telemetry and `bench` report; the workers' [`Liveness`]
-//! parties (a worker beats after every batch and every idle wait).
+//! parties (a worker beats after every batch and every idle wait). What belongs to a model is kept
+//! apart from the worker that runs it: the model's backend and decode parameters (`SharedModel`)
+//! and, in each worker, its session and decoder (`ModelSession`). One model runs today.
 //!
 //! Fairness and order: a worker takes at most one frame per camera into a batch, starting after the
 //! camera it served last, and a camera with a frame in flight is skipped until that frame is done.
@@ -83,15 +85,55 @@ pub struct Scheduler {
 
 /// What the workers share.
 struct Shared {
-    backend: Arc<dyn Backend>,
+    model: SharedModel,
     sink: Arc<dyn FrameSink>,
     stop: Arc<AtomicBool>,
     plan: SchedulePlan,
     feeds: Mutex<Feeds>,
     doorbell: Arc<Doorbell>,
+    stats: BatchStats,
+}
+
+/// A model the workers run: its backend (loaded from its `crate::model::ModelSpec`) and its
+/// decode parameters. The workers run one model today; each keeps a [`ModelSession`] for it, so
+/// that serving more than one (a camera naming its own) is one more of each per model, not
+/// another kind of worker.
+struct SharedModel {
+    backend: Arc<dyn Backend>,
     /// Decode parameters and their generation: a worker adopts them when the generation changes.
     params: Mutex<(u64, DecodeParams)>,
-    stats: BatchStats,
+}
+
+/// One worker's state for one model: its session (on the GPU its execution context, created on
+/// the worker's thread), its decoder, and the most frames the session takes at once.
+struct ModelSession {
+    session: Box<dyn InferenceSession>,
+    decoder: Decoder,
+    /// The generation of the decode parameters the decoder has.
+    params_seen: u64,
+    limit: usize,
+}
+
+impl ModelSession {
+    /// Opens a session of `model` on this thread; batches hold at most `max_batch` frames and
+    /// what the session takes.
+    fn open(model: &SharedModel, max_batch: usize) -> Result<ModelSession, PipelineError> {
+        let session = model.backend.new_session().map_err(|source| PipelineError::Worker { source })?;
+        let limit = max_batch.min(session.max_batch()).max(1);
+        let (params_seen, params) = lock(&model.params).clone();
+        Ok(ModelSession { session, decoder: Decoder::new(params), params_seen, limit })
+    }
+
+    /// Adopts `model`'s decode parameters if they changed since; true when they did.
+    fn adopt_params(&mut self, model: &SharedModel) -> bool {
+        let params = lock(&model.params);
+        if params.0 == self.params_seen {
+            return false;
+        }
+        self.params_seen = params.0;
+        self.decoder.set_params(params.1.clone());
+        true
+    }
 }
 
 #[derive(Default)]
@@ -140,13 +182,12 @@ impl Scheduler {
     ) -> Result<Arc<Scheduler>, PipelineError> {
         let plan = SchedulePlan { workers: plan.workers.max(1), max_batch: plan.max_batch.max(1), ..plan };
         let shared = Arc::new(Shared {
-            backend,
+            model: SharedModel { backend, params: Mutex::new((0, params)) },
             sink,
             stop,
             plan,
             feeds: Mutex::new(Feeds::default()),
             doorbell: Doorbell::new(),
-            params: Mutex::new((0, params)),
             stats: BatchStats {
                 by_size: (0..plan.max_batch).map(|_| AtomicU64::new(0)).collect(),
                 max_batch: AtomicUsize::new(plan.max_batch),
@@ -189,7 +230,7 @@ impl Scheduler {
 
     /// The backend the workers run (slot memory comes from it).
     pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.shared.backend
+        &self.shared.model.backend
     }
 
     /// The bell every camera's ring must ring ([`FrameRing::with_doorbell`]).
@@ -206,7 +247,7 @@ impl Scheduler {
 
     /// New thresholds and class filter, applied by every worker before its next batch.
     pub fn reload(&self, params: DecodeParams) {
-        let mut current = lock(&self.shared.params);
+        let mut current = lock(&self.shared.model.params);
         *current = (current.0 + 1, params);
     }
 
@@ -230,7 +271,7 @@ impl Scheduler {
             batches,
             frames,
             batch_sizes,
-            memory: MemoryReport::new(shared.plan.workers, cameras, shared.backend.session_memory()),
+            memory: MemoryReport::new(shared.plan.workers, cameras, shared.model.backend.session_memory()),
         }
     }
 
@@ -253,23 +294,15 @@ fn worker_name(index: usize) -> String {
 
 impl Shared {
     fn run_worker(&self, name: &str, liveness: &LivenessHandle) -> Result<(), PipelineError> {
-        let worker_error = |source| PipelineError::Worker { source };
-        let mut session = self.backend.new_session().map_err(worker_error)?;
+        let mut model = ModelSession::open(&self.model, self.plan.max_batch)?;
         liveness.beat();
-        let limit = self.plan.max_batch.min(session.max_batch()).max(1);
+        let limit = model.limit;
         self.stats.max_batch.fetch_min(limit, Ordering::Relaxed);
-        let (mut params_seen, params) = lock(&self.params).clone();
-        let mut work =
-            WorkerState { decoder: Decoder::new(params), detections: Vec::new(), row_outputs: ModelOutputs::default() };
+        let mut work = WorkerState { detections: Vec::new(), row_outputs: ModelOutputs::default() };
         let mut batch: Vec<Taken> = Vec::with_capacity(limit);
         while !self.stop.load(Ordering::SeqCst) {
-            {
-                let params = lock(&self.params);
-                if params.0 != params_seen {
-                    params_seen = params.0;
-                    work.decoder.set_params(params.1.clone());
-                    log::info!("{name}: reloaded thresholds and class filter");
-                }
+            if model.adopt_params(&self.model) {
+                log::info!("{name}: reloaded thresholds and class filter");
             }
             let rung = self.doorbell.rung();
             self.gather(&mut batch, limit);
@@ -281,7 +314,7 @@ impl Shared {
             }
             self.fill_within_timeout(&mut batch, limit);
             liveness.enter(Stage::Infer);
-            let outcome = work.run(&mut *session, &batch, self.backend.spec(), self.sink.as_ref());
+            let outcome = work.run(&mut model, &batch, self.model.backend.spec(), self.sink.as_ref());
             self.stats.by_size[batch.len() - 1].fetch_add(1, Ordering::Relaxed);
             self.give_back(&mut batch);
             liveness.beat();
@@ -354,9 +387,8 @@ impl Shared {
     }
 }
 
-/// A worker's reusable state.
+/// A worker's reusable buffers, whichever model it runs.
 struct WorkerState {
-    decoder: Decoder,
     detections: Vec<Detection>,
     /// One frame's share of batched outputs.
     row_outputs: ModelOutputs,
@@ -368,7 +400,7 @@ impl WorkerState {
     /// warning; any other backend or decode failure ends the worker.
     fn run(
         &mut self,
-        session: &mut dyn InferenceSession,
+        model: &mut ModelSession,
         batch: &[Taken],
         spec: &crate::preprocess::PreprocessSpec,
         sink: &dyn FrameSink,
@@ -376,7 +408,7 @@ impl WorkerState {
         if batch.len() > 1 {
             let slots: Vec<&FrameSlot> = batch.iter().map(|taken| &taken.slot).collect();
             let started = Instant::now();
-            match session.run_batch(&slots) {
+            match model.session.run_batch(&slots) {
                 Ok((outputs, backend_timings)) => {
                     for (row, taken) in batch.iter().enumerate() {
                         let decoded = outputs
@@ -384,7 +416,7 @@ impl WorkerState {
                             .map_err(FrameError::Decode)
                             .and_then(|()| {
                                 decode_frame(
-                                    &mut self.decoder,
+                                    &mut model.decoder,
                                     spec,
                                     &taken.slot,
                                     &self.row_outputs,
@@ -404,7 +436,7 @@ impl WorkerState {
         }
         for taken in batch {
             let started = Instant::now();
-            let outcome = process(session, &mut self.decoder, spec, &taken.slot, &mut self.detections);
+            let outcome = process(&mut *model.session, &mut model.decoder, spec, &taken.slot, &mut self.detections);
             self.deliver(taken, started, outcome, sink)?;
         }
         Ok(())

@@ -46,7 +46,6 @@ pub fn engine_section(
 /// The telemetry report while the engine is built at start: `engine.status` is `building`, with
 /// the build's progress line (what systemd's `STATUS=` shows). Only a TensorRT build reports
 /// progress.
-#[cfg(feature = "tensorrt")]
 pub fn building_report(progress: &str) -> TelemetryReport<'static> {
     static NO_READINGS: std::sync::LazyLock<JetsonSysfs> = std::sync::LazyLock::new(JetsonSysfs::default);
     TelemetryReport {

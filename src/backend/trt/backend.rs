@@ -25,9 +25,9 @@ use super::version::TrtVersion;
 use crate::backend::{
     Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, MemoryReport, SessionMemory,
 };
-use crate::config::{Config, TensorDtype};
+use crate::config::TensorDtype;
 use crate::frame::FrameSlot;
-use crate::model::{ModelOutputs, OutputTensor};
+use crate::model::{DeviceSpec, ModelOutputs, ModelSpec, OutputTensor};
 use crate::preprocess::PreprocessSpec;
 use crate::sys::lock::lock;
 
@@ -135,32 +135,33 @@ pub struct TrtBackend {
 }
 
 impl TrtBackend {
-    /// Loads TensorRT, then the engine (prebuilt, cached or freshly built — `progress` sees the
-    /// build), and checks its input against the config. [`TrtError::is_unavailable`] tells the
-    /// caller when `fallback = "cpu"` applies.
+    /// Loads TensorRT on `device`'s GPU, then `model`'s engine (prebuilt, cached or freshly built —
+    /// `progress` sees the build), and checks its input against the model's input contract.
+    /// [`TrtError::is_unavailable`] tells the caller when `fallback = "cpu"` applies.
     pub fn open(
-        config: &Config,
+        model: &ModelSpec,
+        device: &DeviceSpec,
         input_stage: InputStageFactory,
         mut progress: impl FnMut(Progress),
     ) -> Result<TrtBackend, TrtError> {
-        let (context, device) = device_identity(config.device.gpu)?;
+        let (context, identity) = device_identity(device.gpu)?;
         let runtime = TrtRuntime::open()?;
         let version = runtime.version();
-        let loaded = load_or_build(&runtime, config, device, &mut progress)?;
-        let spec = config.model.input.clone();
+        let loaded = load_or_build(&runtime, model, device, identity, &mut progress)?;
+        let spec = model.input.clone();
         check_linear_formats(loaded.engine.io_tensors())?;
-        let (input, input_shape) = check_input(loaded.engine.io_tensors(), config.model.input.name.as_deref(), &spec)?;
-        let model = match &loaded.source {
+        let (input, input_shape) = check_input(loaded.engine.io_tensors(), spec.name.as_deref(), &spec)?;
+        let engine_file = match &loaded.source {
             EngineSource::Prebuilt(path) | EngineSource::Cached(path) | EngineSource::Built { path, .. } => {
                 path.display().to_string()
             }
         };
         let cached = matches!(loaded.source, EngineSource::Cached(_));
         let max_batch = engine_max_batch(&input, loaded.engine.profile_max_shape(&input.name, 0).as_deref())
-            .min(config.engine.max_batch.get());
+            .min(model.engine.max_batch.get());
         let info = BackendInfo {
             kind: "tensorrt",
-            model,
+            model: engine_file,
             detail: format!(
                 "TensorRT {version}, {}{}, {} bytes scratch per context, batches of up to {max_batch}",
                 loaded.source,
@@ -173,7 +174,7 @@ impl TrtBackend {
             profiles: ProfilePool::new(loaded.engine.profiles(), version),
             engine: loaded.engine,
             context,
-            ordinal: config.device.gpu as usize,
+            ordinal: device.gpu as usize,
             spec,
             input,
             input_shape,
@@ -202,22 +203,27 @@ fn create_measured_context(engine: &Arc<Engine>) -> Result<(ExecutionContext, u6
     Ok((context, persistent))
 }
 
-/// For `probe`: the context memory the daemon would hold with `config`'s cameras on one inference
-/// worker, from the engine file at `path` (deserialised and one context created, then dropped;
-/// nothing is built).
-pub fn planned_context_memory(config: &Config, path: &std::path::Path) -> Result<MemoryReport, TrtError> {
-    let (context, _device) = device_identity(config.device.gpu)?;
+/// For `probe`: the context memory the daemon would hold with `cameras` cameras on one inference
+/// worker, from `model`'s engine file at `path` on `device`'s GPU (deserialised and one context
+/// created, then dropped; nothing is built).
+pub fn planned_context_memory(
+    model: &ModelSpec,
+    device: &DeviceSpec,
+    cameras: usize,
+    path: &std::path::Path,
+) -> Result<MemoryReport, TrtError> {
+    let (context, _identity) = device_identity(device.gpu)?;
     context.bind_to_thread().map_err(cuda("binding the CUDA context"))?;
     let runtime = TrtRuntime::open()?;
     let bytes = std::fs::read(path).map_err(|e| TrtError::Deserialize(format!("{}: {e}", path.display())))?;
     let engine = Arc::new(
         runtime
-            .deserialize(&bytes, config.engine.dla_core)
+            .deserialize(&bytes, model.engine.dla_core)
             .map_err(|e| TrtError::Deserialize(format!("{}: {e}", path.display())))?,
     );
     let (_context, persistent_bytes) = create_measured_context(&engine)?;
     let per_context = SessionMemory { scratch_bytes: engine.device_memory_bytes(), persistent_bytes };
-    Ok(MemoryReport::new(1, config.cameras.len(), per_context))
+    Ok(MemoryReport::new(1, cameras, per_context))
 }
 
 /// Frames one enqueue can take: the largest batch of the profile when the input's leading

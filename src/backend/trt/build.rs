@@ -1,8 +1,8 @@
 //! Engine acquisition: user-supplied engine, else the engine cache, else a build (with the timing
 //! cache) that is saved back atomically.
 //!
-//! Owns: turning the config into [`BuildOptions`] / [`EngineIdentity`] (the device identity, the
-//! builder fingerprint, one optimisation profile per concurrently running context), the decision
+//! Owns: turning a [`ModelSpec`] into [`BuildOptions`] / [`EngineIdentity`] (the device identity,
+//! the builder fingerprint, one optimisation profile per concurrently running context), the decision
 //! to rebuild (always logged with its [`MissReason`]), holding the cache directory's build lock
 //! around build-and-save (waiting, with progress, for another process's build and then looking
 //! again), running the build on a helper thread while progress and ticks are reported on the
@@ -27,7 +27,8 @@ use crate::backend::trt::engine_cache::{
     load_prebuilt_engine, precision_name, sha256_hex, BuildLock, BuildOptions, EngineCache, EngineIdentity,
     EngineLookup, InputProfiles, MissReason, ModelInput, ShapeProfile,
 };
-use crate::config::{Config, Precision};
+use crate::config::Precision;
+use crate::model::{DeviceSpec, ModelSpec};
 
 /// How often a running build reports elapsed time.
 const TICK: Duration = Duration::from_secs(1);
@@ -102,24 +103,23 @@ pub fn builder_fingerprint() -> String {
 
 /// Execution contexts of one engine that can run at the same time: one, because one inference
 /// worker per GPU serves every camera (`crate::infer::scheduler`); the one-shot commands use one too.
-pub fn concurrent_contexts(_config: &Config) -> u32 {
+pub fn concurrent_contexts() -> u32 {
     1
 }
 
-/// The input shapes the engine is built for: the configured input, with a batch of
+/// The input shapes the engine is built for: the model's input, with a batch of
 /// 1..=`engine.max_batch`, tuned (opt) for a full batch. Nothing here depends on the number of
 /// cameras: the profile is in the engine's cache key, and adding a camera must not rebuild an
 /// engine (minutes on a Jetson). The builder applies a range only to the dimensions the model
 /// leaves open; a model with a fixed batch of 1 keeps it. On a DLA core (`engine.dla_core`) the
 /// batch is pinned to 1 (min = opt = max): DLA takes static shapes only, and TensorRT would
 /// otherwise quietly build the whole network for the GPU.
-pub fn input_profile(config: &Config) -> ShapeProfile {
-    let spec = config.model.input.clone();
-    let shape: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
-    let input = config.model.input.name.clone().unwrap_or_default();
+pub fn input_profile(model: &ModelSpec) -> ShapeProfile {
+    let shape: Vec<i64> = model.input.shape().iter().map(|d| *d as i64).collect();
+    let input = model.input.name.clone().unwrap_or_default();
     let mut profile = ShapeProfile::fixed(input, &shape);
-    if config.engine.dla_core.is_none() {
-        let max_batch = i64::try_from(config.engine.max_batch.get()).unwrap_or(1);
+    if model.engine.dla_core.is_none() {
+        let max_batch = i64::try_from(model.engine.max_batch.get()).unwrap_or(1);
         profile.opt[0] = max_batch;
         profile.max[0] = max_batch;
     }
@@ -127,9 +127,9 @@ pub fn input_profile(config: &Config) -> ShapeProfile {
 }
 
 /// Says so when a DLA core is asked for with batches: the DLA engine takes one frame at a time.
-pub fn dla_batch_warning(config: &Config) -> Option<String> {
-    let max_batch = config.engine.max_batch.get();
-    (config.engine.dla_core.is_some() && max_batch > 1).then(|| {
+pub fn dla_batch_warning(model: &ModelSpec) -> Option<String> {
+    let max_batch = model.engine.max_batch.get();
+    (model.engine.dla_core.is_some() && max_batch > 1).then(|| {
         format!(
             "engine.dla_core is set: DLA runs static shapes only, so the engine takes one frame per inference \
              (engine.max_batch = {max_batch} applies to GPU engines)"
@@ -137,17 +137,17 @@ pub fn dla_batch_warning(config: &Config) -> Option<String> {
     })
 }
 
-/// The builder options the config asks for. The input profile ([`input_profile`]) is added once
-/// per context that can run at the same time ([`concurrent_contexts`]); it only matters for models
-/// with dynamic input dimensions.
-pub fn build_options(config: &Config) -> BuildOptions {
+/// The builder options `model`'s engine options ask for. The input profile ([`input_profile`]) is
+/// added once per context that can run at the same time ([`concurrent_contexts`]); it only matters
+/// for models with dynamic input dimensions.
+pub fn build_options(model: &ModelSpec) -> BuildOptions {
     BuildOptions {
         builder: builder_fingerprint(),
-        precision: config.engine.precision,
-        workspace_bytes: u64::from(config.engine.workspace_mib) << 20,
-        dla_core: config.engine.dla_core,
-        optimization_level: config.engine.optimization_level,
-        input_profiles: Some(InputProfiles { shape: input_profile(config), count: concurrent_contexts(config) }),
+        precision: model.engine.precision,
+        workspace_bytes: model.engine.workspace_bytes,
+        dla_core: model.engine.dla_core,
+        optimization_level: model.engine.optimization_level,
+        input_profiles: Some(InputProfiles { shape: input_profile(model), count: concurrent_contexts() }),
     }
 }
 
@@ -168,15 +168,15 @@ pub fn check_precision(precision: Precision, tensorrt_major: i32) -> Result<(), 
 /// found only after minutes of building, when the engine's input was checked. The batch
 /// dimension is the profile's; symbolic dimensions fit anything. A model the walk cannot read is
 /// left to TensorRT's parser, which says more.
-pub fn check_model_input(config: &Config, model: &[u8], path: &Path) -> Result<(), TrtError> {
+pub fn check_model_input(spec: &ModelSpec, model: &[u8], path: &Path) -> Result<(), TrtError> {
     let Ok(inputs) = super::onnx_external_data::graph_inputs(model) else { return Ok(()) };
-    let input = match &config.model.input.name {
+    let input = match &spec.input.name {
         Some(name) => inputs.iter().find(|input| &input.name == name),
         None if inputs.len() == 1 => inputs.first(),
         None => None,
     };
     let Some(input) = input else { return Ok(()) };
-    let spec = config.model.input.clone();
+    let spec = &spec.input;
     let wanted: Vec<i64> = spec.shape().iter().map(|d| *d as i64).collect();
     let fits = input.dims.len() == wanted.len()
         && input.dims.iter().zip(&wanted).skip(1).all(|(dim, want)| dim.is_none_or(|dim| dim == *want));
@@ -191,8 +191,8 @@ pub fn check_model_input(config: &Config, model: &[u8], path: &Path) -> Result<(
         input.name,
         dims.join(", "),
         wanted,
-        config.model.input.width,
-        config.model.input.height,
+        spec.width,
+        spec.height,
         spec.layout
     )))
 }
@@ -285,34 +285,39 @@ struct BuildPlan {
 }
 
 impl BuildPlan {
-    fn new(config: &Config, tensorrt: TrtVersion, device: DeviceIdentity) -> Result<BuildPlan, TrtError> {
-        let onnx_path = config.model.onnx.as_deref().ok_or_else(|| {
+    fn new(
+        spec: &ModelSpec,
+        on: &DeviceSpec,
+        tensorrt: TrtVersion,
+        device: DeviceIdentity,
+    ) -> Result<BuildPlan, TrtError> {
+        let onnx_path = spec.files.onnx().ok_or_else(|| {
             TrtError::Config("building an engine needs `model.onnx` (or give a prebuilt `model.engine`)".into())
         })?;
-        let options = build_options(config);
+        let options = build_options(spec);
         check_precision(options.precision, tensorrt.major)?;
         if let Some(warning) = optimization_level_warning(options.optimization_level, header_version()) {
             log::warn!("{warning}");
         }
-        if let Some(warning) = dla_batch_warning(config) {
+        if let Some(warning) = dla_batch_warning(spec) {
             log::warn!("{warning}");
         }
         let model = ModelInput::read(onnx_path)?;
         check_int8_model(options.precision, &model.bytes, onnx_path)?;
-        check_model_input(config, &model.bytes, onnx_path)?;
+        check_model_input(spec, &model.bytes, onnx_path)?;
         let version = tensorrt.to_string();
         let identity = EngineIdentity::new(&model.digest, &version, &device, &options);
         let static_options = BuildOptions { input_profiles: None, ..options.clone() };
         let static_identity = EngineIdentity::new(&model.digest, &version, &device, &static_options);
-        let cache = EngineCache::open(&config.engine.cache_dir, onnx_path)?;
+        let cache = EngineCache::open(&on.cache_dir, onnx_path)?;
         Ok(BuildPlan {
             model,
             options,
             identity,
             static_identity,
             device,
-            gpu: config.device.gpu,
-            build_timeout: Duration::from_secs(u64::from(config.engine.build_timeout_s)),
+            gpu: on.gpu,
+            build_timeout: spec.engine.build_timeout,
             tensorrt,
             cache,
         })
@@ -550,23 +555,24 @@ pub struct LoadedEngine {
     pub source: EngineSource,
 }
 
-/// The engine for `config`: the prebuilt `model.engine` if set, else the cached one, else a fresh
-/// build (the reason is logged) that is cached for next time.
+/// The engine of `model` on `on`'s GPU (`device` identifies it): the prebuilt `model.engine` if
+/// set, else the cached one, else a fresh build (the reason is logged) that is cached for next time.
 pub fn load_or_build(
     runtime: &Arc<TrtRuntime>,
-    config: &Config,
+    model: &ModelSpec,
+    on: &DeviceSpec,
     device: DeviceIdentity,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LoadedEngine, TrtError> {
-    let dla_core = config.engine.dla_core;
-    if let Some(path) = &config.model.engine {
+    let dla_core = model.engine.dla_core;
+    if let Some(path) = model.files.engine() {
         let bytes = load_prebuilt_engine(path)?;
         let engine = runtime.deserialize(&bytes, dla_core).map_err(|e| {
             TrtError::Deserialize(format!("{}: {}", path.display(), MissReason::Deserialize(e.to_string())))
         })?;
-        return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Prebuilt(path.clone()) });
+        return Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Prebuilt(path.to_path_buf()) });
     }
-    let mut plan = BuildPlan::new(config, runtime.version(), device)?;
+    let mut plan = BuildPlan::new(model, on, runtime.version(), device)?;
     match acquire(&mut plan, runtime, progress)? {
         Acquired::Cached { path, engine } => {
             Ok(LoadedEngine { engine: Arc::new(engine), source: EngineSource::Cached(path) })
@@ -579,13 +585,17 @@ pub fn load_or_build(
     }
 }
 
-/// `jetson-detectd build-engine`: makes sure a valid engine and timing cache for `config` exist in
-/// the cache directory, building them if needed. `progress` sees every event (feed it to a
-/// [`ProgressReporter`](super::ProgressReporter)).
-pub fn build_engine(config: &Config, mut progress: impl FnMut(Progress)) -> Result<BuiltEngine, TrtError> {
+/// `jetson-detectd build-engine`: makes sure a valid engine and timing cache for `model` on `on`'s
+/// GPU exist in the cache directory, building them if needed. `progress` sees every event (feed it
+/// to a [`ProgressReporter`](super::ProgressReporter)).
+pub fn build_engine(
+    model: &ModelSpec,
+    on: &DeviceSpec,
+    mut progress: impl FnMut(Progress),
+) -> Result<BuiltEngine, TrtError> {
     let runtime = TrtRuntime::open()?;
-    let (_context, device) = device_identity(config.device.gpu)?;
-    let mut plan = BuildPlan::new(config, runtime.version(), device)?;
+    let (_context, device) = device_identity(on.gpu)?;
+    let mut plan = BuildPlan::new(model, on, runtime.version(), device)?;
     let version = runtime.version().to_string();
     match acquire(&mut plan, &runtime, &mut progress)? {
         Acquired::Cached { path, engine: _ } => {
@@ -624,16 +634,17 @@ pub struct BuildTimes {
     pub warm_seconds: f64,
 }
 
-/// Builds `config`'s engine twice under the build lock, first with an empty timing cache and then
+/// Builds `model`'s engine twice under the build lock, first with an empty timing cache and then
 /// with the one that build saved, and saves both (the engine ends up cached). What `selftest`
 /// reports: the warm time is what a rebuild after a model or JetPack change costs.
 pub fn time_builds(
     runtime: &TrtRuntime,
-    config: &Config,
+    model: &ModelSpec,
+    on: &DeviceSpec,
     device: DeviceIdentity,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BuildTimes, TrtError> {
-    let plan = BuildPlan::new(config, runtime.version(), device)?;
+    let plan = BuildPlan::new(model, on, runtime.version(), device)?;
     let _lock = plan.lock(progress)?;
     progress(Progress::Stage("cold build (empty timing cache)".into()));
     let cold = plan.build(runtime, TimingCacheUse::Empty, progress)?;
@@ -642,20 +653,25 @@ pub fn time_builds(
     Ok(BuildTimes { cold_seconds: cold.seconds, warm_seconds: warm.seconds })
 }
 
-/// The engine file `config` would use (for `probe`, `selftest`), without loading anything but the
-/// model's hash.
-pub fn expected_engine_path(config: &Config, tensorrt: TrtVersion, device: &DeviceIdentity) -> Option<PathBuf> {
-    if let Some(engine) = &config.model.engine {
-        return Some(engine.clone());
+/// The engine file `model` would use on `on`'s GPU (for `probe`, `selftest`), without loading
+/// anything but the model's hash.
+pub fn expected_engine_path(
+    model: &ModelSpec,
+    on: &DeviceSpec,
+    tensorrt: TrtVersion,
+    device: &DeviceIdentity,
+) -> Option<PathBuf> {
+    if let Some(engine) = model.files.engine() {
+        return Some(engine.to_path_buf());
     }
-    let plan = BuildPlan::new(config, tensorrt, device.clone()).ok()?;
+    let plan = BuildPlan::new(model, on, tensorrt, device.clone()).ok()?;
     Some(plan.engine_path())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ConfigOrigin;
+    use crate::config::{Config, ConfigOrigin};
 
     fn config(extra: &str) -> Config {
         let text = format!(
@@ -674,9 +690,14 @@ mod tests {
         Config::from_toml(&text, ConfigOrigin::Embedded, Path::new(env!("CARGO_MANIFEST_DIR"))).expect("valid config")
     }
 
+    /// The model `config` describes, as every command builds it.
+    fn spec(config: &Config) -> ModelSpec {
+        ModelSpec::from_config(config).expect("a model spec")
+    }
+
     #[test]
     fn options_follow_the_config() {
-        let options = build_options(&config("[engine]\nprecision = \"fp16\"\nworkspace_mib = 512"));
+        let options = build_options(&spec(&config("[engine]\nprecision = \"fp16\"\nworkspace_mib = 512")));
         assert_eq!(options.precision, Precision::Fp16);
         assert_eq!(options.workspace_bytes, 512 << 20);
         assert_eq!(options.dla_core, None);
@@ -689,7 +710,7 @@ mod tests {
         assert_eq!(options.input_profiles, Some(InputProfiles { shape: batch_of_1_to_4, count: 1 }));
         let unbatched =
             config("[engine]\nmax_batch = 1\n[[camera]]\nname = \"back\"\nsource = { kind = \"synthetic\" }");
-        let shape = build_options(&unbatched).input_profiles.expect("profiles").shape;
+        let shape = build_options(&spec(&unbatched)).input_profiles.expect("profiles").shape;
         assert_eq!((shape.opt[0], shape.max[0]), (1, 1), "max_batch = 1 builds for single frames");
     }
 
@@ -726,10 +747,10 @@ mod tests {
     fn a_fixed_model_input_that_contradicts_the_config_is_refused_before_building() {
         let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/ssd_mobilenet_v2_coco_prenms_fp32.onnx");
         let model = std::fs::read(&bundled).expect("bundled model");
-        assert!(check_model_input(&config(""), &model, &bundled).is_ok(), "the bundled model fits its config");
+        assert!(check_model_input(&spec(&config("")), &model, &bundled).is_ok(), "the bundled model fits its config");
         let mut wrong = config("");
         (wrong.model.input.width, wrong.model.input.height) = (640, 640);
-        let message = check_model_input(&wrong, &model, &bundled).expect_err("640 against 300").to_string();
+        let message = check_model_input(&spec(&wrong), &model, &bundled).expect_err("640 against 300").to_string();
         assert!(message.contains("model.input") && message.contains("300"), "{message}");
     }
 
@@ -762,19 +783,23 @@ mod tests {
             sha256: "ab".repeat(32),
             external_data: Default::default(),
         };
-        let key = |config: &Config| EngineIdentity::new(&digest, "10.3.0", &device, &build_options(config)).key();
+        let key =
+            |config: &Config| EngineIdentity::new(&digest, "10.3.0", &device, &build_options(&spec(config))).key();
         assert_eq!(key(&one), key(&two));
     }
 
     #[test]
     fn a_dla_engine_is_pinned_to_single_frames_and_says_so() {
         let dla = config("[engine]\ndla_core = 1\nprecision = \"fp16\"\nmax_batch = 4");
-        assert_eq!(build_options(&dla).dla_core, Some(1));
-        let shape = build_options(&dla).input_profiles.expect("profiles").shape;
+        assert_eq!(build_options(&spec(&dla)).dla_core, Some(1));
+        let shape = build_options(&spec(&dla)).input_profiles.expect("profiles").shape;
         assert_eq!((shape.min[0], shape.opt[0], shape.max[0]), (1, 1, 1));
-        assert!(dla_batch_warning(&dla).is_some_and(|w| w.contains("engine.dla_core")));
-        assert_eq!(dla_batch_warning(&config("[engine]\nmax_batch = 4")), None);
-        assert_eq!(dla_batch_warning(&config("[engine]\ndla_core = 0\nprecision = \"fp16\"\nmax_batch = 1")), None);
+        assert!(dla_batch_warning(&spec(&dla)).is_some_and(|w| w.contains("engine.dla_core")));
+        assert_eq!(dla_batch_warning(&spec(&config("[engine]\nmax_batch = 4"))), None);
+        assert_eq!(
+            dla_batch_warning(&spec(&config("[engine]\ndla_core = 0\nprecision = \"fp16\"\nmax_batch = 1"))),
+            None
+        );
     }
 
     #[test]
@@ -782,7 +807,7 @@ mod tests {
         let fingerprint = builder_fingerprint();
         assert!(fingerprint.starts_with("shim "), "{fingerprint}");
         assert!(fingerprint.ends_with(&format!("TensorRT headers {}", header_version())), "{fingerprint}");
-        assert_eq!(build_options(&config("")).builder, fingerprint);
+        assert_eq!(build_options(&spec(&config(""))).builder, fingerprint);
     }
 
     #[test]
@@ -815,9 +840,10 @@ mod tests {
             board: "NVIDIA Jetson AGX Orin Developer Kit".into(),
         };
         let version = TrtVersion { major: 10, minor: 3, patch: 0 };
-        let fp32 = expected_engine_path(&config(&cache), version, &device).expect("path");
-        let fp16 =
-            expected_engine_path(&config(&format!("{cache}\nprecision = \"fp16\"")), version, &device).expect("path");
+        let path =
+            |config: &Config| expected_engine_path(&spec(config), &DeviceSpec::from_config(config), version, &device);
+        let fp32 = path(&config(&cache)).expect("path");
+        let fp16 = path(&config(&format!("{cache}\nprecision = \"fp16\""))).expect("path");
         assert_ne!(fp32, fp16);
         assert!(fp32.starts_with(dir.path()));
         assert!(fp32.to_string_lossy().ends_with(".engine"));
@@ -840,8 +866,10 @@ mod tests {
             external_data: [("weights.bin".to_owned(), "d4".repeat(32))].into(),
         };
         let keys = |config: &Config| {
-            let options =
-                BuildOptions { builder: "shim 0123456789ab, TensorRT headers 10.3.0".into(), ..build_options(config) };
+            let options = BuildOptions {
+                builder: "shim 0123456789ab, TensorRT headers 10.3.0".into(),
+                ..build_options(&spec(config))
+            };
             let static_options = BuildOptions { input_profiles: None, ..options.clone() };
             let key = |options: &BuildOptions| EngineIdentity::new(&digest, "10.3.0", &device, options).key();
             [key(&options), key(&static_options)]

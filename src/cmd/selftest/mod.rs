@@ -29,6 +29,7 @@ use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameSlot;
 use crate::infer::step;
+use crate::model::{DeviceSpec, ModelSpec};
 use crate::source::{image_decode, images};
 
 use agreement::{compare, Agreement, Tolerance};
@@ -331,25 +332,28 @@ fn load_configured_backend(
     report: &mut SelftestReport,
 ) -> Option<Arc<dyn Backend>> {
     let mut engine = EngineReport::default();
-    if tensorrt_usable {
-        prepare_engine(config, options, &mut engine, progress, report);
+    let device = DeviceSpec::from_config(config);
+    let model = ModelSpec::from_config(config);
+    if let Some(model) = model.as_ref().ok().filter(|_| tensorrt_usable) {
+        prepare_engine(model, &device, options, &mut engine, progress, report);
     }
     // With `auto`, ask for TensorRT without a fallback first: `run` would fall back to the CPU
     // quietly, but here the reason TensorRT did not load is the finding.
     let mut fell_back = None;
     let started = Instant::now();
-    let backend = if tensorrt_usable && config.device.backend == BackendChoice::Auto {
-        let mut strict = config.clone();
-        (strict.device.backend, strict.device.fallback) = (BackendChoice::Tensorrt, Fallback::None);
-        load::load_backend(&strict, &mut *progress).or_else(|error| {
-            fell_back = Some(error.to_string());
-            let mut cpu = config.clone();
-            cpu.device.backend = BackendChoice::Cpu;
-            load::load_backend(&cpu, &mut *progress)
-        })
-    } else {
-        load::load_backend(config, &mut *progress)
-    };
+    let backend = model.map_err(|e| e.to_string()).and_then(|model| {
+        let loaded = if tensorrt_usable && device.backend == BackendChoice::Auto {
+            let strict = DeviceSpec { backend: BackendChoice::Tensorrt, fallback: Fallback::None, ..device.clone() };
+            load::load_backend(&model, &strict, &mut *progress).or_else(|error| {
+                fell_back = Some(error.to_string());
+                let cpu = DeviceSpec { backend: BackendChoice::Cpu, ..device.clone() };
+                load::load_backend(&model, &cpu, &mut *progress)
+            })
+        } else {
+            load::load_backend(&model, &device, &mut *progress)
+        };
+        loaded.map_err(|e| e.to_string())
+    });
     let seconds = started.elapsed().as_secs_f64();
     match backend {
         Ok(backend) => {
@@ -373,8 +377,8 @@ fn load_configured_backend(
             Some(backend)
         }
         Err(error) => {
-            report.check("backend", Status::Fail, error.to_string());
-            report.check("engine", if tensorrt_usable { Status::Fail } else { Status::Skip }, error.to_string());
+            report.check("backend", Status::Fail, error.clone());
+            report.check("engine", if tensorrt_usable { Status::Fail } else { Status::Skip }, error);
             None
         }
     }
@@ -404,7 +408,8 @@ fn describe_engine(engine: &EngineReport) -> String {
 /// Times a cold and a warm build when the engine is not cached yet (or `--rebuild`).
 #[cfg(feature = "tensorrt")]
 fn prepare_engine(
-    config: &Config,
+    model: &ModelSpec,
+    on: &DeviceSpec,
     options: &SelftestOptions,
     engine: &mut EngineReport,
     progress: &mut dyn FnMut(BuildProgress),
@@ -412,16 +417,16 @@ fn prepare_engine(
 ) {
     use crate::backend::trt::build::{device_identity, expected_engine_path, time_builds};
     let prepared = crate::backend::trt::runtime::TrtRuntime::open().and_then(|runtime| {
-        let (_context, device) = device_identity(config.device.gpu)?;
+        let (_context, device) = device_identity(on.gpu)?;
         let path = |device: &crate::backend::trt::device_key::DeviceIdentity| {
-            expected_engine_path(config, runtime.version(), device).map(|p| p.display().to_string())
+            expected_engine_path(model, on, runtime.version(), device).map(|p| p.display().to_string())
         };
         engine.path = path(&device);
         engine.cached_before = engine.path.as_ref().is_some_and(|p| Path::new(p).is_file());
-        if config.model.engine.is_some() || (engine.cached_before && !options.rebuild) {
+        if model.files.engine().is_some() || (engine.cached_before && !options.rebuild) {
             return Ok(());
         }
-        let times = time_builds(&runtime, config, device.clone(), progress)?;
+        let times = time_builds(&runtime, model, on, device.clone(), progress)?;
         // A model with a static input is cached under the key without profiles.
         engine.path = path(&device);
         engine.cold_build_seconds = Some(round3(times.cold_seconds));
@@ -436,7 +441,8 @@ fn prepare_engine(
 
 #[cfg(not(feature = "tensorrt"))]
 fn prepare_engine(
-    _config: &Config,
+    _model: &ModelSpec,
+    _on: &DeviceSpec,
     _options: &SelftestOptions,
     _engine: &mut EngineReport,
     _progress: &mut dyn FnMut(BuildProgress),
@@ -573,9 +579,9 @@ impl Detector {
 
 /// The CPU backend, to compare the configured GPU backend with.
 fn load_cpu_reference(config: &Config) -> Result<Arc<dyn Backend>, String> {
-    let mut cpu = config.clone();
-    cpu.device.backend = BackendChoice::Cpu;
-    load::load_backend(&cpu, |_| {}).map_err(|e| e.to_string())
+    let model = ModelSpec::from_config(config).map_err(|e| e.to_string())?;
+    let cpu = DeviceSpec { backend: BackendChoice::Cpu, ..DeviceSpec::from_config(config) };
+    load::load_backend(&model, &cpu, |_| {}).map_err(|e| e.to_string())
 }
 
 /// Runs every image through the configured backend (and the CPU backend, to compare). Returns
