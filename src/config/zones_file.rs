@@ -120,7 +120,7 @@ pub fn remove_leftovers(path: &Path) -> Result<Vec<PathBuf>, SaveError> {
     }
     let _lock = lock_for_saving(path)?;
     let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let prefix = format!(".{name}.tmp-");
+    let prefix = format!(".{name}{}", crate::sys::files::TEMP_INFIX);
     let entries = std::fs::read_dir(dir).map_err(|source| SaveError::Lock { path: dir.to_path_buf(), source })?;
     let mut removed = Vec::new();
     for entry in entries.flatten() {
