@@ -690,6 +690,17 @@ mod tests {
         Config::from_toml(&text, ConfigOrigin::Embedded, Path::new(env!("CARGO_MANIFEST_DIR"))).expect("valid config")
     }
 
+    /// A 64 GiB AGX Orin developer kit.
+    fn agx_orin() -> DeviceIdentity {
+        DeviceIdentity {
+            name: "Orin".into(),
+            compute_capability: (8, 7),
+            multiprocessors: 16,
+            total_memory_bytes: 64 << 30,
+            board: "NVIDIA Jetson AGX Orin Developer Kit".into(),
+        }
+    }
+
     /// The model `config` describes, as every command builds it.
     fn spec(config: &Config) -> ModelSpec {
         ModelSpec::from_config(config).expect("a model spec")
@@ -832,13 +843,7 @@ mod tests {
     fn expected_path_changes_with_the_options() {
         let dir = tempfile::tempdir().expect("tempdir");
         let cache = format!("[engine]\ncache_dir = {:?}", dir.path());
-        let device = DeviceIdentity {
-            name: "Orin".into(),
-            compute_capability: (8, 7),
-            multiprocessors: 16,
-            total_memory_bytes: 64 << 30,
-            board: "NVIDIA Jetson AGX Orin Developer Kit".into(),
-        };
+        let device = agx_orin();
         let version = TrtVersion { major: 10, minor: 3, patch: 0 };
         let path =
             |config: &Config| expected_engine_path(&spec(config), &DeviceSpec::from_config(config), version, &device);
@@ -854,13 +859,7 @@ mod tests {
     /// before the model was described by a `ModelSpec`; the cache file names follow from them.
     #[test]
     fn todays_engine_keys_stay_the_same() {
-        let device = DeviceIdentity {
-            name: "Orin".into(),
-            compute_capability: (8, 7),
-            multiprocessors: 16,
-            total_memory_bytes: 64 << 30,
-            board: "NVIDIA Jetson AGX Orin Developer Kit".into(),
-        };
+        let device = agx_orin();
         let digest = crate::backend::trt::engine_cache::ModelDigest {
             sha256: "5e".repeat(32),
             external_data: [("weights.bin".to_owned(), "d4".repeat(32))].into(),
