@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::backend::load::{check_model_files, load_backend_for_check, load_backend_noting_fallback, GpuSampler};
 use crate::backend::{Backend, BackendError, BuildDisplay};
-use crate::config::reload::keys_needing_a_restart;
+use crate::config::reload::{applied, keys_needing_a_restart};
 use crate::config::zones_file::ZonesFile;
 use crate::config::{camera_scenes, Config, ConfigError};
 use crate::decode::{DecodeError, DecodeParams};
@@ -434,9 +434,10 @@ fn check_zones_file_labels(config: &Config, labels: &Labels) -> Result<(), Confi
 }
 
 /// SIGHUP: re-reads the config and applies thresholds, class filter, publish settings, tracking
-/// settings and each camera's zones and lines (live tracks continue). A config that is invalid in
-/// any of these — a bad zone included — is refused as a whole. Other changes (model, cameras,
-/// broker, turning tracking on or off) need a restart: the log names each such key.
+/// settings and each running camera's zones and lines (live tracks continue). A config that is
+/// invalid in any of these — a bad zone included — is refused as a whole. Other changes (model,
+/// cameras added, removed or renamed, broker, turning tracking on or off) need a restart: the log
+/// names each such key, and the running cameras keep their names until then.
 fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, scheduler: &Scheduler) {
     let Some(path) = config_path else {
         log::info!("SIGHUP: running on the built-in config; nothing to reload");
@@ -445,13 +446,18 @@ fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, sche
     let reloaded = Config::load(path).map_err(|e| e.to_string()).and_then(|config| {
         let params = DecodeParams::from_config(&config.model, sink.labels()).map_err(|e| e.to_string())?;
         check_zones_file_labels(&config, sink.labels()).map_err(|e| e.to_string())?;
-        let scenes = camera_scenes(&config, sink.labels()).map_err(|e| e.to_string())?;
-        Ok((config, params, scenes))
+        // Every camera's zones and lines are checked; the running cameras' are applied: what runs
+        // after the reload is the running config with the reloadable keys taken from the file
+        // (the cameras keep their names).
+        camera_scenes(&config, sink.labels()).map_err(|e| e.to_string())?;
+        let running_now = applied(running, &config);
+        let scenes = camera_scenes(&running_now, sink.labels()).map_err(|e| e.to_string())?;
+        Ok((config, running_now, params, scenes))
     });
     match reloaded {
-        Ok((config, params, scenes)) => {
+        Ok((config, running_now, params, scenes)) => {
             scheduler.reload(params);
-            sink.reload(&config, scenes);
+            sink.reload(&running_now, scenes);
             let not_applied = keys_needing_a_restart(running, &config);
             if !not_applied.is_empty() {
                 log::warn!("SIGHUP: not applied, these need a restart: {}", not_applied.join(", "));

@@ -1,12 +1,13 @@
 //! What a reload can apply: the keys a SIGHUP takes live, and the difference between the running
 //! config and a reloaded one that needs a restart instead.
 //!
-//! Owns: `RELOADABLE_KEYS` and [`keys_needing_a_restart`] (config knowledge: which key is which).
+//! Owns: `RELOADABLE_KEYS`, [`keys_needing_a_restart`] (config knowledge: which key is which) and
+//! [`applied`], the running config after a reload.
 //! Must not: apply anything (the daemon's loop does), or read files.
 
 use std::collections::BTreeMap;
 
-use super::Config;
+use super::{Config, TrackingConfig};
 
 /// Keys a SIGHUP applies; every other change needs a restart. `camera[i].zone` and
 /// `camera[i].line` are applied too (see [`keys_needing_a_restart`]).
@@ -64,6 +65,29 @@ pub fn keys_needing_a_restart(running: &Config, reloaded: &Config) -> Vec<String
     changed
 }
 
+/// The config a SIGHUP leaves running: `running` with what a reload applies taken from `reloaded`
+/// — the [`RELOADABLE_KEYS`], and each running camera's zones and lines from the reloaded camera
+/// of the same name — and nothing else. Cameras keep the names they run under: one that the
+/// reload renamed or removed keeps its zones until a restart, so the web page and the API go on
+/// answering for the cameras that run.
+pub fn applied(running: &Config, reloaded: &Config) -> Config {
+    let mut config = running.clone();
+    config.model.score_threshold = reloaded.model.score_threshold;
+    config.model.nms_iou = reloaded.model.nms_iou;
+    config.model.max_detections = reloaded.model.max_detections;
+    config.model.classes.clone_from(&reloaded.model.classes);
+    config.mqtt.publish = reloaded.mqtt.publish;
+    config.mqtt.max_rate_hz = reloaded.mqtt.max_rate_hz;
+    config.tracking = TrackingConfig { enabled: running.tracking.enabled, ..reloaded.tracking.clone() };
+    for camera in &mut config.cameras {
+        if let Some(reloaded) = reloaded.cameras.iter().find(|other| other.name == camera.name) {
+            camera.zones.clone_from(&reloaded.zones);
+            camera.lines.clone_from(&reloaded.lines);
+        }
+    }
+    config
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -99,5 +123,40 @@ mod tests {
             config(&format!("{CAMERA}[[camera]]\nname = \"back\"\nsource = {{ kind = \"synthetic\" }}\n"));
         let added = keys_needing_a_restart(&running, &two_cameras);
         assert!(added.iter().all(|key| key.starts_with("camera[1].")) && !added.is_empty(), "{added:?}");
+    }
+
+    /// Issue 35: after a SIGHUP that renamed a running camera, its zones API answered 404.
+    #[test]
+    fn a_reload_applies_exactly_the_reloadable_keys_and_keeps_the_running_cameras() {
+        let zone = |name: &str| {
+            format!("[[camera.zone]]\nname = \"{name}\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\n")
+        };
+        let running = config(&format!("{CAMERA}{}", zone("old")));
+        let reloaded = config(&format!(
+            "[model]\nscore_threshold = 0.7\n[mqtt]\nhost = \"broker.lan\"\npublish = \"on_change\"\n\
+             [tracking]\nenabled = false\nmin_hits = 5\n{CAMERA}{}\
+             [[camera]]\nname = \"renamed\"\nsource = {{ kind = \"synthetic\" }}\n{}",
+            zone("new"),
+            zone("other")
+        ));
+        let applied = applied(&running, &reloaded);
+        assert_eq!(keys_needing_a_restart(&running, &applied), Vec::<String>::new(), "only reloadable keys change");
+        assert_eq!(
+            keys_needing_a_restart(&applied, &reloaded),
+            keys_needing_a_restart(&running, &reloaded),
+            "what needs a restart still does"
+        );
+        assert_eq!(
+            (applied.model.score_threshold, applied.tracking.min_hits, applied.tracking.enabled),
+            (0.7, 5, true)
+        );
+        assert_eq!(applied.cameras.len(), 1);
+        assert_eq!((applied.cameras[0].name.as_str(), applied.cameras[0].zones[0].name.as_str()), ("front", "new"));
+        let renamed = config(&CAMERA.replace("front", "porch"));
+        assert_eq!(
+            super::applied(&running, &renamed).cameras[0].zones[0].name,
+            "old",
+            "a renamed camera keeps its zones"
+        );
     }
 }

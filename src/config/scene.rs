@@ -2,7 +2,8 @@
 //! (or a body saved from the page) say them, become a checked tracking [`Scene`], or an error that
 //! names the field ("parse, don't validate").
 //!
-//! Owns: every rule of a zone or a line — names (topic levels, unique per camera), counts, the
+//! Owns: every rule of a zone or a line — names (topic levels, unique per camera among zones and
+//! lines together: an event names a zone or a line alike), counts, labels listed once, the
 //! polygon and the segment (built by `crate::track`'s own constructors, so a shape accepted here
 //! is one the tracker can use), zone labels against the label file, and labels that would share
 //! one retained count topic. Config validation, the zones file, the HTTP API and the daemon's
@@ -85,6 +86,10 @@ pub fn parse_scene(camera: &str, zones: &[ZoneConfig], lines: &[LineConfig]) -> 
         if zone.labels.iter().any(|label| label.trim().is_empty()) {
             return Err(SceneError::new(format!("zone[{j}].labels"), format!("{what}: empty label name")));
         }
+        let mut listed = BTreeSet::new();
+        if let Some(twice) = zone.labels.iter().find(|label| !listed.insert(label.as_str())) {
+            return Err(SceneError::new(format!("zone[{j}].labels"), format!("{what}: {twice:?} is listed twice")));
+        }
         parsed.zones.push(ParsedZone { name: zone.name.clone(), polygon, labels: zone.labels.clone() });
     }
     let mut names = BTreeSet::new();
@@ -98,6 +103,12 @@ pub fn parse_scene(camera: &str, zones: &[ZoneConfig], lines: &[LineConfig]) -> 
         }
         if !names.insert(line.name.as_str()) {
             return Err(SceneError::new(format!("line[{j}].name"), format!("{what}: two lines have this name")));
+        }
+        if zones.iter().any(|zone| zone.name == line.name) {
+            return Err(SceneError::new(
+                format!("line[{j}].name"),
+                format!("{what}: a zone has this name too, and events name both alike: give each its own"),
+            ));
         }
         let segment = Segment::new(line.points)
             .map_err(|reason| SceneError::new(format!("line[{j}].points"), format!("{what}: {reason}")))?;
@@ -223,6 +234,24 @@ mod tests {
         let error = error.expect_err("no dragons in the label file");
         assert_eq!(error.key, "zone[0].labels");
         assert!(error.message.contains("\"dragon\" is not in the label file l.txt"), "{}", error.message);
+    }
+
+    /// Issue 35: a zone and a line could share a name, and a zone could list a label twice.
+    #[test]
+    fn a_zone_and_a_line_may_not_share_a_name_and_a_label_is_listed_once() {
+        let zone = ZoneConfig {
+            name: "gate".into(),
+            polygon: vec![[0.0, 0.5], [1.0, 0.5], [1.0, 1.0]],
+            labels: vec!["person".into(), "car".into()],
+        };
+        let line = LineConfig { name: "gate".into(), points: [[0.5, 1.0], [0.5, 0.0]] };
+        let error = parse_scene("front", std::slice::from_ref(&zone), &[line]).expect_err("one name");
+        assert_eq!(error.key, "line[0].name");
+        assert!(error.message.contains("a zone has this name too"), "{}", error.message);
+        let twice = ZoneConfig { labels: vec!["person".into(), "car".into(), "person".into()], ..zone };
+        let error = parse_scene("front", &[twice], &[]).expect_err("a label twice");
+        assert_eq!(error.key, "zone[0].labels");
+        assert!(error.message.contains("\"person\" is listed twice"), "{}", error.message);
     }
 
     #[test]

@@ -192,11 +192,22 @@ pub async fn latest_jpeg(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SceneBody {
-    #[serde(default)]
     pub zones: Vec<ZoneConfig>,
-    #[serde(default)]
     pub lines: Vec<LineConfig>,
 }
+
+/// A `PUT` body: what it names replaces the camera's zones or lines; what it leaves out stays.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SceneChange {
+    zones: Option<Vec<ZoneConfig>>,
+    lines: Option<Vec<LineConfig>>,
+}
+
+/// Why a body that names neither key is refused: it would change nothing, and before issue 35 it
+/// removed every zone and line without a word.
+const NOTHING_TO_CHANGE: &str = "the body names neither `zones` nor `lines`, so nothing would change; to remove every \
+                                 zone and line, send {\"zones\": [], \"lines\": []}";
 
 /// `GET /api/cameras/{name}/zones`: the zones and lines the camera runs with.
 pub async fn zones(State(state): State<HttpState>, Path(name): Path<String>) -> Response {
@@ -210,11 +221,15 @@ pub async fn zones(State(state): State<HttpState>, Path(name): Path<String>) -> 
 /// `PUT /api/cameras/{name}/zones`: replaces the camera's zones and lines, saves them to the zones
 /// file and applies them (live tracks continue, as with SIGHUP). Answers the zones as applied.
 pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>, body: Bytes) -> Response {
-    if state.view.camera(&name).is_none() {
+    // The running config names the running cameras (a SIGHUP keeps them): the change is checked
+    // against what runs before anything is written, so a refused write changes nothing.
+    let config = state.view.config();
+    let Some(camera) = config.cameras.iter().find(|camera| camera.name == name) else {
         return unknown_camera(&name);
-    }
-    let label_file = state.view.config().model.labels.clone();
-    let (scene, tracked) = match parse_scene(&name, &body, &state.view.labels, &label_file) {
+    };
+    let current = SceneBody { zones: camera.zones.clone(), lines: camera.lines.clone() };
+    let label_file = config.model.labels.clone();
+    let (scene, tracked) = match parse_scene(&name, &body, &current, &state.view.labels, &label_file) {
         Ok(parsed) => parsed,
         Err((field, message)) => return error(StatusCode::BAD_REQUEST, message, Some(field)),
     };
@@ -249,19 +264,32 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
 }
 
 /// The body as a camera's zones and lines (what the zones file keeps) and its tracking scene, by
-/// the one zone parser: `Err((field, message))` names the body's field (`zones[0].polygon`).
+/// the one zone parser: `Err((field, message))` names the body's field (`zones[0].polygon`). The
+/// body must be a JSON object naming `zones`, `lines` or both; a key it leaves out keeps
+/// `current`'s. An explicit `{"zones": [], "lines": []}` removes them all.
 pub fn parse_scene(
     camera: &str,
     body: &[u8],
+    current: &SceneBody,
     labels: &crate::detection::Labels,
     label_file: &std::path::Path,
 ) -> Result<(CameraScene, Scene), (String, String)> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let scene: SceneBody = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+    let whole = |message: String| (".".to_string(), message);
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| whole(e.to_string()))?;
+    if !value.is_object() {
+        return Err(whole("the body must be a JSON object: {\"zones\": [...], \"lines\": [...]}".into()));
+    }
+    let change: SceneChange = serde_path_to_error::deserialize(value).map_err(|e| {
         let field = e.path().to_string();
         (field, e.into_inner().to_string())
     })?;
-    deserializer.end().map_err(|e| (".".to_string(), e.to_string()))?;
+    if change.zones.is_none() && change.lines.is_none() {
+        return Err(whole(NOTHING_TO_CHANGE.into()));
+    }
+    let scene = SceneBody {
+        zones: change.zones.unwrap_or_else(|| current.zones.clone()),
+        lines: change.lines.unwrap_or_else(|| current.lines.clone()),
+    };
     let tracked =
         parse_zones_and_lines(camera, &scene.zones, &scene.lines).and_then(|parsed| parsed.resolve(labels, label_file));
     let tracked = tracked.map_err(|e| {
@@ -289,12 +317,35 @@ mod tests {
         Labels::parse("person\ncar\n", FsPath::new("labels.txt")).unwrap()
     }
 
+    fn nothing() -> SceneBody {
+        SceneBody { zones: Vec::new(), lines: Vec::new() }
+    }
+
+    /// Issue 35: `[]` and `{}` removed every zone and line without a word.
+    #[test]
+    fn a_body_that_names_nothing_is_refused_and_a_key_left_out_stays() {
+        let current: SceneBody = serde_json::from_str(
+            r#"{"zones":[{"name":"lane","polygon":[[0,0.5],[1,0.5],[1,1]]}],"lines":[{"name":"gate","points":[[0.5,1],[0.5,0]]}]}"#,
+        )
+        .unwrap();
+        let parse = |body: &[u8]| parse_scene("front", body, &current, &labels(), FsPath::new("labels.txt"));
+        for body in [&b"{}"[..], b"[]", b"[[], []]", b"null", b"{\"zones\": null}"] {
+            let (field, message) = parse(body).expect_err("names nothing");
+            assert_eq!(field, ".", "{}", String::from_utf8_lossy(body));
+            assert!(message.contains("JSON object") || message.contains("nothing would change"), "{message}");
+        }
+        let (only_lines, _) = parse(br#"{"lines":[]}"#).unwrap();
+        assert_eq!((only_lines.zones.len(), only_lines.lines.len()), (1, 0), "zones stay, lines go");
+        let (cleared, tracked) = parse(br#"{"zones":[],"lines":[]}"#).unwrap();
+        assert!(cleared.zones.is_empty() && cleared.lines.is_empty() && tracked.zones.is_empty());
+    }
+
     #[test]
     fn a_good_body_becomes_the_cameras_scene() {
         let body =
             br#"{"zones":[{"name":"lane","polygon":[[0.0,0.62],[1.0,0.62],[1.0,1.0],[0.0,1.0]],"labels":["person"]}],
                         "lines":[{"name":"gate","points":[[0.5,1.0],[0.5,0.2]]}]}"#;
-        let (scene, tracked) = parse_scene("front", body, &labels(), FsPath::new("labels.txt")).unwrap();
+        let (scene, tracked) = parse_scene("front", body, &nothing(), &labels(), FsPath::new("labels.txt")).unwrap();
         assert_eq!((tracked.zones[0].classes.as_slice(), tracked.lines.len()), (&[0][..], 1));
         assert_eq!(scene.name, "front");
         assert_eq!(scene.zones[0].name, "lane");
@@ -322,7 +373,7 @@ mod tests {
         ];
         for (body, field, message) in cases {
             let (got_field, got_message) =
-                parse_scene("front", body, &labels(), FsPath::new("labels.txt")).unwrap_err();
+                parse_scene("front", body, &nothing(), &labels(), FsPath::new("labels.txt")).unwrap_err();
             assert_eq!(got_field, field, "{}: {got_message}", String::from_utf8_lossy(body));
             assert!(got_message.contains(message), "{}: {got_message}", String::from_utf8_lossy(body));
         }

@@ -65,3 +65,74 @@ fn the_temp_files_of_a_save_cut_short_are_removed_at_start() {
     assert!(dir.path().join("zones.toml").exists());
     assert!(log.text().contains(".zones.toml.tmp-4242"), "the log says what was removed:\n{}", daemon.log());
 }
+
+fn zones_of(address: SocketAddr, camera: &str) -> (u16, serde_json::Value) {
+    let answer = request(address, "GET", &format!("/api/cameras/{camera}/zones"), &[], b"");
+    let json = if answer.status == 200 { answer.json() } else { serde_json::Value::Null };
+    (answer.status, json)
+}
+
+fn put_body(address: SocketAddr, camera: &str, body: &[u8]) -> crate::http::Answer {
+    let headers = [("Content-Type", "application/json")];
+    request(address, "PUT", &format!("/api/cameras/{camera}/zones"), &headers, body)
+}
+
+/// After a SIGHUP renamed a running camera its zones API answered 404, and a PUT answered 500 but
+/// wrote the zones file anyway. The running camera keeps its name until a restart (the log says
+/// so): its API answers, and a write the daemon refuses (the new name, which does not run yet)
+/// changes nothing.
+#[test]
+fn after_a_sighup_renames_a_camera_the_api_answers_for_the_running_one_and_a_refused_write_changes_nothing() {
+    let dir = shared_dir();
+    let config = web_config(1, "hostile-renamed", dir.path()).camera("front", 1.0, &sample_source("dog.jpg", "loop"));
+    let path = config.write(&dir.path().join("config.toml"));
+    let mut daemon = RunningDaemon::start(&path, &[("RUST_LOG", OsStr::new("info"))]);
+    let address = http_address(&mut daemon);
+    let log = daemon.log_handle();
+    daemon.wait_until("running", || log.text().contains("running:"));
+    std::fs::write(&path, std::fs::read_to_string(&path).expect("read").replace("\"front\"", "\"porch\""))
+        .expect("rename the camera");
+    daemon.signal(libc::SIGHUP);
+    daemon.wait_until("the reload", || log.text().contains("SIGHUP: reloaded"));
+    assert!(log.text().contains("need a restart: camera[0].name"), "{}", daemon.log());
+
+    assert_eq!(zones_of(address, "front").0, 200, "the running camera's zones");
+    assert_eq!(put_zone(address, "front", "lane"), 200);
+    assert!(std::fs::read_to_string(dir.path().join("zones.toml")).expect("saved").contains("\"lane\""));
+    let before = std::fs::read_to_string(dir.path().join("zones.toml")).expect("saved");
+    assert_eq!(zones_of(address, "porch").0, 404, "not running yet");
+    assert_eq!(put_zone(address, "porch", "yard"), 404);
+    assert_eq!(std::fs::read_to_string(dir.path().join("zones.toml")).expect("saved"), before, "nothing changed");
+}
+
+/// A body of `[]` or `{}` silently removed every zone and line; a zone and a line could share a
+/// name; a zone could list a label twice. Each is now refused (400, naming the field) without
+/// touching the file or the running zones; `{"zones": [], "lines": []}` is how to remove them all.
+#[test]
+fn bodies_that_name_nothing_or_break_a_zone_rule_are_refused_and_change_nothing() {
+    let dir = shared_dir();
+    let config = web_config(1, "hostile-bodies", dir.path())
+        .camera("front", 1.0, &sample_source("dog.jpg", "loop"))
+        .write(&dir.path().join("config.toml"));
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = http_address(&mut daemon);
+    let zones = dir.path().join("zones.toml");
+    assert_eq!(put_zone(address, "front", "lane"), 200);
+    let (saved, running) = (std::fs::read_to_string(&zones).expect("saved"), zones_of(address, "front").1);
+    let cases: [(&[u8], &str); 5] = [
+        (b"{}", "."),
+        (b"[]", "."),
+        (br#"{"zones":[{"name":"gate","polygon":[[0,0.5],[1,0.5],[1,1]]}],"lines":[{"name":"gate","points":[[0.5,1],[0.5,0]]}]}"#, "lines[0].name"),
+        (br#"{"zones":[{"name":"z","polygon":[[0,0.5],[1,0.5],[1,1]],"labels":["dog","cat","dog"]}]}"#, "zones[0].labels"),
+        (b"null", "."),
+    ];
+    for (body, field) in cases {
+        let answer = put_body(address, "front", body);
+        assert_eq!((answer.status, answer.json()["field"].as_str()), (400, Some(field)), "{}", answer.text());
+        assert_eq!(std::fs::read_to_string(&zones).expect("saved"), saved, "{}", String::from_utf8_lossy(body));
+        assert_eq!(zones_of(address, "front").1, running);
+    }
+    let cleared = put_body(address, "front", br#"{"zones":[],"lines":[]}"#);
+    assert_eq!(cleared.status, 200, "{}", cleared.text());
+    assert_eq!(zones_of(address, "front").1, serde_json::json!({"zones": [], "lines": []}));
+}
