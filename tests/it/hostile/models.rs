@@ -32,18 +32,16 @@ fn an_all_0xff_model_is_refused_by_check_config_and_run_without_hanging() {
     }
 }
 
-/// A model whose outputs do not fit the decoder passed `check-config`, became ready and exited 1 at
-/// the first frame (under systemd: a restart every 5 s). A blank frame through the model and the
+/// A model whose outputs do not fit the decoder (the SSD model decoded as YOLOv8) passed
+/// `check-config`, became ready and exited 1 at the first frame (under systemd: a restart every 5 s). A blank frame through the model and the
 /// decoder at start finds it: exit 78 naming `model.decoder`, before any frame.
 #[test]
 fn outputs_that_do_not_fit_the_decoder_exit_78_naming_model_decoder() {
     let dir = shared_dir();
-    for decoder in ["yolov8", "yolov5", "end2end"] {
-        let config = one_camera()
-            .set("model", "decoder", &format!("{decoder:?}"))
-            .write(&dir.path().join(format!("config-{decoder}.toml")));
-        both_refuse(&format!("the SSD model decoded as {decoder}"), &config, &["model.decoder", decoder]);
-    }
+    // One decoder here (each case loads and runs the model twice, slow under qemu); every decoder's
+    // checks of its outputs are unit-tested in `decode`.
+    let config = one_camera().set("model", "decoder", "\"yolov8\"").write(&dir.path().join("config.toml"));
+    both_refuse("the SSD model decoded as yolov8", &config, &["model.decoder", "yolov8"]);
 }
 
 /// Issue 33: a u8 model configured as `dtype = "f32"` passed `check-config`; `run` exited 78.
