@@ -270,13 +270,8 @@ fn violations(floors: &Floors, imports: &[Import]) -> Vec<String> {
             _ => true,
         })
         .map(|import| {
-            format!(
-                "{}:{}: {} imports {}",
-                import.file.display(),
-                import.line,
-                describe(&import.from),
-                describe(&import.to)
-            )
+            let file = import.file.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(&import.file);
+            format!("{}:{}: {} imports {}", file.display(), import.line, describe(&import.from), describe(&import.to))
         })
         .collect()
 }
