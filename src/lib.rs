@@ -27,6 +27,9 @@ pub mod publish;
 pub mod infer;
 // service: systemd notify and the watchdog's liveness, telemetry, logging
 pub mod service;
+// controls: the run-time switches and threshold that MQTT commands and the HTTP API set and the
+// pipeline reads, and their file
+pub mod controls;
 // backend ④ (CPU and TensorRT inference) and decode ⑤ (outputs → detections): peers
 pub mod backend;
 pub mod decode;

@@ -4,8 +4,10 @@
 //! Owns: start-up order (SIGHUP handler → [`preflight`], the file checks `check-config` shares →
 //! the web server's port, bound before anything is announced → MQTT outlet (status `building`) →
 //! model, checked on a blank frame as `check-config` checks it ([`check_model`]) → `online` → web
-//! server → sink and outlets → inference workers → cameras → READY), signals and SIGHUP reload,
-//! zone changes saved from the page (applied like a reload), the watchdog, the telemetry and
+//! server → sink and outlets (discovery and every count at 0 queued, then `online`) → inference
+//! workers → cameras → READY), signals and SIGHUP reload, zone changes saved from the page (applied
+//! like a reload), the run-time controls (the threshold to the workers, a camera's detection
+//! stopped, saved to the controls file, announced by the outlets), the watchdog, the telemetry and
 //! live-view ticks, and orderly shutdown (STOPPING → cameras and workers joined → tracks ended →
 //! `offline` + bounded flush). Must not: do per-frame work (`crate::publish::sink` does), assemble
 //! figures (`crate::publish::telemetry` does), know topics or JSON (the MQTT outlet does), load
@@ -25,6 +27,8 @@ use crate::backend::{Backend, BackendError, BuildDisplay};
 use crate::config::reload::{applied, keys_needing_a_restart};
 use crate::config::zones_file::ZonesFile;
 use crate::config::{camera_scenes, Config, ConfigError};
+use crate::controls::file::ControlsFileError;
+use crate::controls::{ControlValues, Controls};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
 use crate::http::{BoundListener, HttpError, HttpServer, Token, ZonesChange};
@@ -33,6 +37,7 @@ use crate::infer::scheduler::{SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
 use crate::model::{DeviceSpec, ModelSpec};
 use crate::publish::live::{LiveView, StartFacts};
+use crate::publish::mqtt::homeassistant::BoardSensors;
 use crate::publish::mqtt::{MqttError, MqttOutlet, MqttSettings};
 use crate::publish::outlet::{DaemonStatus, Outlet, Outlets};
 use crate::publish::sink::PublishSink;
@@ -70,6 +75,10 @@ pub enum DaemonError {
     Runtime(std::io::Error),
     #[error(transparent)]
     Http(#[from] HttpError),
+    #[error(transparent)]
+    Controls(#[from] ControlsFileError),
+    #[error("{origin}: homeassistant.discovery: {message}")]
+    Discovery { origin: crate::config::ConfigOrigin, message: String },
 }
 
 impl DaemonError {
@@ -91,6 +100,8 @@ impl DaemonError {
                 | DaemonError::Pipeline(PipelineError::Source { source: SourceError::Open { .. }, .. })
                 // Outputs that do not fit `model.decoder` (a blank frame at start).
                 | DaemonError::Pipeline(PipelineError::ModelOutputs { .. })
+                | DaemonError::Controls(_)
+                | DaemonError::Discovery { .. }
         ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
             // A token file that cannot be read, or a port only root may take; not a port another
             // process holds or an address not up yet: a restart may find them free (exit 1).
@@ -108,12 +119,16 @@ pub struct Preflight {
     pub mqtt: MqttSettings,
     /// The bearer token of `[http] token_file`, when the web server is on and has one.
     pub http_token: Option<Token>,
+    /// What users set at run time before (the controls file), if anything.
+    pub saved_controls: Option<ControlValues>,
 }
 
 /// Every check of `config` that needs no device, socket or model load: the model files are
 /// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
-/// reads and has `model.classes` and every zone label (the zones file's named as its own), the password and TLS files read and parse,
-/// and each camera's source could be opened ([`crate::source::check`]).
+/// reads and has `model.classes` and every zone label (the zones file's named as its own), the
+/// password and TLS files read and parse, each camera's source could be opened
+/// ([`crate::source::check`]), the controls file reads, and no two Home Assistant entities would
+/// share an id.
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     check_model_files(&ModelSpec::from_config(config)?)?;
     let labels = Arc::new(Labels::load(&config.model.labels)?);
@@ -129,7 +144,11 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
         (Some(_), Some(path)) => Some(Token::read(path)?),
         _ => None,
     };
-    Ok(Preflight { labels, params, scenes, mqtt, http_token })
+    let saved_controls = crate::controls::file::load(&config.controls.file)?;
+    if let Some(message) = crate::publish::mqtt::homeassistant::collision(config) {
+        return Err(DaemonError::Discovery { origin: config.origin.clone(), message });
+    }
+    Ok(Preflight { labels, params, scenes, mqtt, http_token, saved_controls })
 }
 
 /// `check-config`'s model and library checks: the backend `run` would load, loaded the same way
@@ -179,7 +198,13 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         Notifier::disabled()
     }));
     // Everything `check-config` checks too, before anything is published.
-    let Preflight { labels, params, scenes, mqtt, http_token } = preflight(&config)?;
+    let Preflight { labels, mut params, scenes, mqtt, http_token, saved_controls } = preflight(&config)?;
+    let controls = Arc::new(Controls::new(&config));
+    if let Some(saved) = &saved_controls {
+        controls.restore(saved);
+        log::info!("controls: as set before, from {}", config.controls.file.display());
+    }
+    params.score_threshold = controls.score_threshold();
     match crate::config::zones_file::remove_leftovers(&config.http.zones_file) {
         Ok(removed) if !removed.is_empty() => {
             log::info!("zones file: removed {} left by a save that was cut short: {removed:?}", removed.len());
@@ -199,9 +224,23 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     // telemetry carries the build's progress. CUDA and TensorRT run on this thread, never on the
     // runtime's.
     let run: Arc<str> = new_run_id().into();
+    let board = crate::service::telemetry::JetsonSysfs::read(&config.telemetry.sysfs_root);
+    let board = BoardSensors {
+        temperature: !board.thermal.is_empty(),
+        gpu_load: board.gpu.as_ref().is_some_and(|gpu| gpu.load_percent.is_some()),
+    };
     let mqtt = {
         let _entered = runtime.enter();
-        Arc::new(MqttOutlet::start(mqtt, DaemonStatus::Building, &config, run.clone(), labels.clone())?)
+        let outlet = MqttOutlet::start(
+            mqtt,
+            DaemonStatus::Building,
+            &config,
+            run.clone(),
+            labels.clone(),
+            controls.clone(),
+            board,
+        )?;
+        Arc::new(outlet)
     };
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
@@ -239,11 +278,10 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     }
     let model_load = load_started.elapsed();
     log::info!("backend: {:?}", backend.info());
-    mqtt.status(DaemonStatus::Online);
 
     let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
     let http = http_listener.map(|listener| (listener, http_token));
-    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http };
+    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls };
     runtime.block_on(serve(config, config_path, backend, labels, params, notifier, started))
 }
 
@@ -261,6 +299,7 @@ struct Started {
     model_load: Duration,
     /// The web server's bound port and token, when it is on.
     http: Option<(BoundListener, Option<Token>)>,
+    controls: Arc<Controls>,
 }
 
 async fn serve(
@@ -268,11 +307,11 @@ async fn serve(
     config_path: Option<PathBuf>,
     backend: Arc<dyn Backend>,
     labels: Arc<Labels>,
-    params: DecodeParams,
+    mut params: DecodeParams,
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http } = started;
+    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http, controls } = started;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
 
@@ -283,8 +322,9 @@ async fn serve(
     let facts = StartFacts { engine: engine.clone(), model_load, started: SystemTime::now() };
     let live = Arc::new(LiveView::new(Arc::new(config.clone()), labels.clone(), liveness.clone(), max_silence, facts));
     let (changes_tx, mut changes_rx) = mpsc::channel::<ZonesChange>(4);
-    let http = match http.map(|(listener, token)| HttpServer::start(listener, &config, token, live.clone(), changes_tx))
-    {
+    let http = match http.map(|(listener, token)| {
+        HttpServer::start(listener, &config, token, live.clone(), changes_tx, controls.clone())
+    }) {
         None => None,
         Some(Ok(http)) => Some(http),
         Some(Err(e)) => {
@@ -298,11 +338,16 @@ async fn serve(
     let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
     let outlets = Outlets::new(vec![mqtt.clone(), live.clone()]);
     let stats = live.cameras.iter().map(|camera| camera.stats.clone()).collect();
-    let sink = Arc::new(PublishSink::start(&config, run, labels, scenes, stats, ended_tx, outlets.clone()));
+    let sink =
+        Arc::new(PublishSink::start(&config, run, labels, scenes, stats, ended_tx, outlets.clone(), controls.clone()));
+    // Discovery, every count at 0 and the controls are queued: now the status may say `online`.
+    outlets.status(DaemonStatus::Online);
+    let mut controls_changes = controls.changes();
+    let mut controls_applied = controls.values();
 
     let stop = Arc::new(AtomicBool::new(false));
     let plan = SchedulePlan::new(&config, backend.as_ref(), config.cameras.len());
-    let scheduler = match Scheduler::start(backend, params, plan, sink.clone(), stop.clone(), &liveness) {
+    let scheduler = match Scheduler::start(backend, params.clone(), plan, sink.clone(), stop.clone(), &liveness) {
         Ok(scheduler) => scheduler,
         Err(e) => {
             mqtt.shutdown().await;
@@ -316,6 +361,7 @@ async fn serve(
         sink: sink.clone(),
         stop: stop.clone(),
         liveness: liveness.clone(),
+        controls: controls.clone(),
     };
     let mut pipelines = Vec::new();
     for camera in &config.cameras {
@@ -354,8 +400,17 @@ async fn serve(
         tokio::select! {
             _ = sigterm.recv() => { log::info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { log::info!("SIGINT: shutting down"); break; }
-            _ = sighup.recv() => reload(&config, config_path.as_deref(), &sink, &scheduler),
+            _ = sighup.recv() => {
+                if let Some(reloaded) = reload(&live, config_path.as_deref(), &sink, &scheduler, &controls) {
+                    params = reloaded;
+                }
+            }
             Some(change) = changes_rx.recv() => apply_zones(change, &sink, &live),
+            Ok(()) = controls_changes.changed() => {
+                controls_changes.mark_unchanged();
+                let change = ControlsChange { controls: &controls, file: &config.controls.file, params: &params };
+                change.apply(&mut controls_applied, &sink, &scheduler, &outlets).await;
+            }
             _ = view_tick.tick(), if http.is_some() => telemetry.refresh(&live, &sources),
             Some((what, outcome)) = ended_rx.recv() => {
                 match outcome {
@@ -438,27 +493,46 @@ fn check_zones_file_labels(config: &Config, labels: &Labels) -> Result<(), Confi
 /// invalid in any of these — a bad zone included — is refused as a whole. Other changes (model,
 /// cameras added, removed or renamed, broker, turning tracking on or off) need a restart: the log
 /// names each such key, and the running cameras keep their names until then.
-fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, scheduler: &Scheduler) {
+///
+/// A `model.score_threshold` that differs from the running config's is what the user wants now:
+/// it becomes the control's value (and is saved); otherwise the control's value stays. Returns the
+/// decode settings now in force.
+fn reload(
+    live: &LiveView,
+    config_path: Option<&Path>,
+    sink: &PublishSink,
+    scheduler: &Scheduler,
+    controls: &Controls,
+) -> Option<DecodeParams> {
     let Some(path) = config_path else {
         log::info!("SIGHUP: running on the built-in config; nothing to reload");
-        return;
+        return None;
     };
+    let running = live.config();
     let reloaded = Config::load(path).map_err(|e| e.to_string()).and_then(|config| {
-        let params = DecodeParams::from_config(&config.model, sink.labels()).map_err(|e| e.to_string())?;
+        let mut params = DecodeParams::from_config(&config.model, sink.labels()).map_err(|e| e.to_string())?;
         check_zones_file_labels(&config, sink.labels()).map_err(|e| e.to_string())?;
         // Every camera's zones and lines are checked; the running cameras' are applied: what runs
         // after the reload is the running config with the reloadable keys taken from the file
         // (the cameras keep their names).
         camera_scenes(&config, sink.labels()).map_err(|e| e.to_string())?;
-        let running_now = applied(running, &config);
+        let running_now = applied(&running, &config);
         let scenes = camera_scenes(&running_now, sink.labels()).map_err(|e| e.to_string())?;
+        if let Some(message) = crate::publish::mqtt::homeassistant::collision(&running_now) {
+            return Err(format!("homeassistant.discovery: {message}"));
+        }
+        if config.model.score_threshold != running.model.score_threshold {
+            // Tells the outlets and saves the file through the controls' change, like a command.
+            let _ = controls.set_score_threshold(config.model.score_threshold);
+        }
+        params.score_threshold = controls.score_threshold();
         Ok((config, running_now, params, scenes))
     });
     match reloaded {
         Ok((config, running_now, params, scenes)) => {
-            scheduler.reload(params);
+            scheduler.reload(params.clone());
             sink.reload(&running_now, scenes);
-            let not_applied = keys_needing_a_restart(running, &config);
+            let not_applied = keys_needing_a_restart(&running, &config);
             if !not_applied.is_empty() {
                 log::warn!("SIGHUP: not applied, these need a restart: {}", not_applied.join(", "));
             }
@@ -467,7 +541,61 @@ fn reload(running: &Config, config_path: Option<&Path>, sink: &PublishSink, sche
                  from {}",
                 path.display()
             );
+            Some(params)
         }
-        Err(message) => log::error!("SIGHUP: keeping the running settings: {message}"),
+        Err(message) => {
+            log::error!("SIGHUP: keeping the running settings: {message}");
+            None
+        }
+    }
+}
+
+/// Applies what changed in the controls since `applied`: the threshold to the inference workers,
+/// the end of the tracks of a camera whose detection stopped; then tells the outlets and saves the
+/// controls file (off the async threads).
+struct ControlsChange<'a> {
+    controls: &'a Controls,
+    file: &'a Path,
+    /// The decode settings in force, which the threshold replaces its part of.
+    params: &'a DecodeParams,
+}
+
+impl ControlsChange<'_> {
+    async fn apply(self, applied: &mut ControlValues, sink: &PublishSink, scheduler: &Scheduler, outlets: &Outlets) {
+        let now = self.controls.values();
+        if now.score_threshold != applied.score_threshold {
+            log::info!("controls: score threshold {} (was {})", now.score_threshold, applied.score_threshold);
+            scheduler.reload(DecodeParams { score_threshold: now.score_threshold, ..self.params.clone() });
+        }
+        for (camera, values) in &now.cameras {
+            let before = applied.cameras.get(camera).copied().unwrap_or(*values);
+            if before != *values {
+                log::info!(
+                    "controls: camera {camera}: detection {}, snapshots {}, recording {}",
+                    on_off(values.detect),
+                    on_off(values.snapshots),
+                    on_off(values.record)
+                );
+            }
+            if before.detect && !values.detect {
+                sink.stop_detection(camera);
+            }
+        }
+        outlets.controls(&now);
+        let (file, values) = (self.file.to_path_buf(), now.clone());
+        match tokio::task::spawn_blocking(move || crate::controls::file::save(&file, &values)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => log::error!("controls: {error}; they apply until the daemon stops"),
+            Err(error) => log::error!("controls: saving them failed: {error}"),
+        }
+        *applied = now;
+    }
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
     }
 }

@@ -79,6 +79,7 @@ pub struct Config {
     pub homeassistant: HomeAssistantConfig,
     pub tracking: TrackingConfig,
     pub http: HttpConfig,
+    pub controls: ControlsConfig,
     /// Where the config came from (not a TOML key).
     #[serde(skip, default = "embedded_origin")]
     pub origin: ConfigOrigin,
@@ -577,6 +578,28 @@ pub struct HomeAssistantConfig {
     pub discovery_prefix: String,
     /// Labels that get a per-camera count sensor.
     pub labels: Vec<String>,
+    /// Home Assistant's birth and last-will topic; `None`: `<discovery_prefix>/status`.
+    pub status_topic: Option<String>,
+    /// The address of the web page that the device page in Home Assistant links to; `None`: the
+    /// `http.listen` address when that is one address beyond loopback, else no link.
+    pub configuration_url: Option<String>,
+}
+
+impl HomeAssistantConfig {
+    /// The topic Home Assistant announces itself on (`online` when it starts).
+    pub fn status_topic(&self) -> String {
+        self.status_topic.clone().unwrap_or_else(|| format!("{}/status", self.discovery_prefix))
+    }
+}
+
+/// `[controls]`: where the switches set at run time (MQTT command topics, the HTTP API) are kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlsConfig {
+    /// The file that keeps them across restarts. The default depends on the environment (systemd's
+    /// `StateDirectory=`), so it is computed here.
+    #[serde(default = "default_controls_file")]
+    pub file: PathBuf,
 }
 
 /// `[tracking]`: the per-camera tracker and its event rules.
@@ -627,8 +650,16 @@ impl HttpConfig {
 }
 
 fn default_zones_file() -> PathBuf {
-    // systemd's StateDirectory= sets STATE_DIRECTORY; outside systemd use the per-user state directory.
-    let dir = if let Some(dir) = std::env::var_os("STATE_DIRECTORY") {
+    state_dir().join("zones.toml")
+}
+
+fn default_controls_file() -> PathBuf {
+    state_dir().join("controls.toml")
+}
+
+/// systemd's StateDirectory= sets STATE_DIRECTORY; outside systemd the per-user state directory.
+fn state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("STATE_DIRECTORY") {
         PathBuf::from(dir)
     } else if let Some(xdg) = std::env::var_os("XDG_STATE_HOME") {
         PathBuf::from(xdg).join("jetson-detectd")
@@ -636,8 +667,7 @@ fn default_zones_file() -> PathBuf {
         PathBuf::from(home).join(".local/state/jetson-detectd")
     } else {
         PathBuf::from("/var/lib/jetson-detectd")
-    };
-    dir.join("zones.toml")
+    }
 }
 
 impl Config {
@@ -1625,22 +1655,21 @@ mod properties {
         let _ = crate::publish::mqtt::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
         let _ = crate::publish::snapshot::Snapshotter::new(&config.snapshot);
         let _ = crate::publish::mqtt::MqttSettings::from_config(config);
-        let cameras: Vec<String> = config.cameras.iter().map(|c| c.name.clone()).collect();
-        let (device_id, prefix) = (config.device_id(), config.topic_prefix());
-        let context = crate::publish::mqtt::homeassistant::DiscoveryContext {
-            device_id: &device_id,
-            topic_prefix: &prefix,
-            cameras: &cameras,
-            sw_version: "test",
-        };
-        let messages = crate::publish::mqtt::homeassistant::discovery_messages(&config.homeassistant, &context);
+        let board = crate::publish::mqtt::homeassistant::BoardSensors { temperature: true, gpu_load: true };
+        let context = crate::publish::mqtt::homeassistant::DiscoveryContext { config, sw_version: "test", board };
+        let messages = crate::publish::mqtt::homeassistant::discovery_messages(&context);
+        let mut with_discovery = config.clone();
+        with_discovery.homeassistant.discovery = true;
         let mut topics = std::collections::BTreeSet::new();
         for message in &messages {
             let topic = message.topic.as_str();
             let prefix = &config.homeassistant.discovery_prefix;
             assert!(!prefix.is_empty() && topic.starts_with(&format!("{prefix}/")), "{topic}");
             assert!(!topic.contains(['+', '#']) && !topic.contains("//"), "{topic}");
-            assert!(topics.insert(topic), "two discovery messages share {topic}");
+            assert!(
+                topics.insert(topic) || crate::publish::mqtt::homeassistant::collision(&with_discovery).is_some(),
+                "two discovery messages share {topic}, and the collision check missed it"
+            );
         }
     }
 

@@ -322,6 +322,18 @@ impl Config {
         if let Some(problem) = topic_prefix_problem(&self.homeassistant.discovery_prefix) {
             return Err(self.invalid("homeassistant.discovery_prefix", problem));
         }
+        if let Some(problem) = self.homeassistant.status_topic.as_deref().and_then(topic_prefix_problem) {
+            return Err(self.invalid("homeassistant.status_topic", problem));
+        }
+        if let Some(url) = &self.homeassistant.configuration_url {
+            let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+            if !matches!(scheme, Some("http" | "https")) || url.len() > 2048 || url.chars().any(char::is_whitespace) {
+                return Err(self.invalid(
+                    "homeassistant.configuration_url",
+                    format!("{url:?}: use an http:// or https:// address without spaces"),
+                ));
+            }
+        }
         let mut sensor_ids = BTreeSet::new();
         for label in &self.homeassistant.labels {
             if !sensor_ids.insert(crate::config::topic_segment(label)) {

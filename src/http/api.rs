@@ -1,12 +1,15 @@
-//! The handlers of the JSON API, the annotated picture, `/healthz` and `/metrics`.
+//! The handlers of the JSON API, the annotated picture, the run-time controls, `/healthz` and
+//! `/metrics`.
 //!
 //! Owns: each route's answer and error codes (404 for an unknown camera, 400 naming the field of a
 //! bad zone body, 503 while a camera has no frame yet or the watchdog sees a stall), and the zone
 //! save: parsed by the one zone parser (`config::scene`, labels against the label file) into the
-//! tracking scene, written to the zones file, then applied by the daemon's loop before the answer.
-//! Must not: hold a view lock across an await, render a picture itself ([`super::picture`] does,
-//! once per frame), or read any file but the zones file.
+//! tracking scene, written to the zones file, then applied by the daemon's loop before the answer;
+//! a control change (checked, set on the shared `Controls`, which the daemon's loop applies, saves
+//! and announces). Must not: hold a view lock across an await, render a picture itself
+//! ([`super::picture`] does, once per frame), or read any file but the zones file.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -22,6 +25,7 @@ use super::picture::Overlay;
 use super::{HttpState, ZonesChange};
 use crate::config::zones_file::{CameraScene, ZonesFile};
 use crate::config::{parse_scene as parse_zones_and_lines, LineConfig, ZoneConfig};
+use crate::controls::{ControlError, Switch};
 use crate::publish::events::EventMessage;
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
 use crate::track::events::Scene;
@@ -233,6 +237,13 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
         Ok(parsed) => parsed,
         Err((field, message)) => return error(StatusCode::BAD_REQUEST, message, Some(field)),
     };
+    let mut with_scene = (*state.view.config()).clone();
+    if let Some(camera) = with_scene.cameras.iter_mut().find(|camera| camera.name == name) {
+        camera.zones.clone_from(&scene.zones);
+    }
+    if let Some(message) = crate::publish::mqtt::homeassistant::collision(&with_scene) {
+        return error(StatusCode::BAD_REQUEST, message, Some("zones".into()));
+    }
     // One save at a time: read, change and write the file, then apply.
     let _saving = state.saving.lock().await;
     let path = state.zones_file.clone();
@@ -261,6 +272,65 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
         Ok(Err(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, message, None),
         Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the daemon is shutting down", None),
     }
+}
+
+/// `GET /api/controls`: every camera's switches and the score threshold.
+pub async fn controls(State(state): State<HttpState>) -> Response {
+    Json(state.controls.values()).into_response()
+}
+
+/// What `PUT /api/controls` may change: any of the controls, the others stay.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlsBody {
+    pub score_threshold: Option<f32>,
+    #[serde(default, rename = "camera")]
+    pub cameras: BTreeMap<String, SwitchesBody>,
+}
+
+/// A camera's switches to change.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchesBody {
+    pub detect: Option<bool>,
+    pub snapshots: Option<bool>,
+    pub record: Option<bool>,
+}
+
+/// `PUT /api/controls`: sets the controls the body names, all or none (400 naming the field of an
+/// unknown camera or a threshold out of range); answers every control's value. The daemon applies
+/// the change at once (the threshold, a camera's detection), saves it to the controls file and
+/// publishes the new states.
+pub async fn put_controls(State(state): State<HttpState>, body: Bytes) -> Response {
+    let body: ControlsBody = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string(), Some(".".into())),
+    };
+    let controls = &state.controls;
+    if let Some(value) = body.score_threshold.filter(|value| !(0.0..=1.0).contains(value)) {
+        let message = ControlError::Threshold(value).to_string();
+        return error(StatusCode::BAD_REQUEST, message, Some("score_threshold".into()));
+    }
+    if let Some(name) = body.cameras.keys().find(|name| controls.camera(name).is_none()) {
+        let message = ControlError::UnknownCamera(name.clone()).to_string();
+        return error(StatusCode::BAD_REQUEST, message, Some(format!("camera.{name}")));
+    }
+    if let Some(value) = body.score_threshold {
+        let _ = controls.set_score_threshold(value);
+    }
+    for (name, switches) in &body.cameras {
+        let wanted = [
+            (Switch::Detect, switches.detect),
+            (Switch::Snapshots, switches.snapshots),
+            (Switch::Record, switches.record),
+        ];
+        for (switch, on) in wanted {
+            if let Some(on) = on {
+                let _ = controls.set(name, switch, on);
+            }
+        }
+    }
+    Json(controls.values()).into_response()
 }
 
 /// The body as a camera's zones and lines (what the zones file keeps) and its tracking scene, by

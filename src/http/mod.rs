@@ -6,11 +6,12 @@
 //! once at start, never logged), the routes ([`server`]), the handlers ([`api`]), the live
 //! pictures ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]) and
 //! the page's assets compiled into the binary ([`page`]: no files to install, no CDN). It reads the
-//! daemon only through the [`LiveView`] and writes only the zones file; a zone change is applied by
-//! the daemon's loop, which it asks through a channel ([`ZonesChange`]) and whose answer it waits
-//! for, so a saved zone is live when the request returns. Must not: touch a frame slot, hold a lock
-//! the pipeline waits on (it copies `Arc`s out of the view), or let a request path reach the file
-//! system beyond the one zones file.
+//! daemon only through the [`LiveView`] and the [`Controls`], and writes only the zones file and
+//! the controls; a zone change is applied by the daemon's loop, which it asks through a channel
+//! ([`ZonesChange`]) and whose answer it waits for, so a saved zone is live when the request
+//! returns; a control change is applied by the daemon's loop, which the controls wake. Must not:
+//! touch a frame slot, hold a lock the pipeline waits on (it copies `Arc`s out of the view), or let
+//! a request path reach the file system beyond the one zones file.
 
 pub mod api;
 pub mod connections;
@@ -29,6 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::zones_file::CameraScene;
 use crate::config::Config;
+use crate::controls::Controls;
 use crate::publish::live::LiveView;
 use crate::track::events::Scene;
 
@@ -106,6 +108,8 @@ pub struct HttpState {
     pub hosts: Arc<hosts::AllowedHosts>,
     /// Each camera's live picture, rendered once per frame.
     pub pictures: Arc<picture::Pictures>,
+    /// The run-time controls that `PUT /api/controls` sets.
+    pub controls: Arc<Controls>,
 }
 
 /// A running server; it stops when the daemon's runtime shuts down or on [`HttpServer::stop`].
@@ -152,6 +156,7 @@ impl HttpServer {
         token: Option<Token>,
         view: Arc<LiveView>,
         changes: mpsc::Sender<ZonesChange>,
+        controls: Arc<Controls>,
     ) -> Result<HttpServer, HttpError> {
         let BoundListener(listener) = listener;
         let address = listener.local_addr().map_err(|source| HttpError::Listen {
@@ -168,6 +173,7 @@ impl HttpServer {
             saving: Arc::default(),
             hosts: Arc::new(hosts::AllowedHosts::new(address.ip(), &config.http.allowed_hosts)),
             pictures: Arc::new(picture::Pictures::new(cameras)),
+            controls,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let router = server::router(state);

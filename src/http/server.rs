@@ -33,6 +33,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/events", get(api::events))
         .route("/api/cameras/{name}/latest.jpg", get(api::latest_jpeg))
         .route("/api/cameras/{name}/zones", get(api::zones).put(api::put_zones))
+        .route("/api/controls", get(api::controls).put(api::put_controls))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)

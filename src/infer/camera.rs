@@ -3,7 +3,8 @@
 //!
 //! Owns: the camera's source thread, its fps cap, its frame ring (slots sized by what the source
 //! delivers), the camera's [`SourceStatus`] (from a source that reconnects, else kept here), the
-//! source thread's [`Liveness`] party (it beats on every turn of its loop).
+//! source thread's [`Liveness`] party (it beats on every turn of its loop), and releasing frames
+//! unseen while the camera's detection is switched off ([`Switch::Detect`]).
 //! Must not: run inference (the scheduler's workers do, through `super::step`), publish, format
 //! payloads, or block on the network.
 
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use super::scheduler::Scheduler;
 use super::step::{FrameSink, PipelineError};
 use crate::config::{CameraConfig, LimitsConfig};
+use crate::controls::{Controls, Switch};
 use crate::frame::{FrameRing, FrameSlot, SlotAllocator, Stage};
 use crate::service::notify::{Liveness, LivenessHandle};
 use crate::source::{self, Capture, FrameSource, SourceError, SourceReport, SourceState, SourceStatus};
@@ -38,6 +40,8 @@ pub struct PipelineShared {
     pub stop: Arc<AtomicBool>,
     /// Where the source threads register for the watchdog.
     pub liveness: Arc<Liveness>,
+    /// The run-time switches: a camera whose detection is off sends no frame to inference.
+    pub controls: Arc<Controls>,
 }
 
 /// A running camera.
@@ -78,11 +82,14 @@ impl CameraPipeline {
         log::info!("camera {name}: {} (fps cap: {})", source.describe(), fps_text(camera.fps));
 
         let liveness = shared.liveness.register(format!("camera {name}: source"));
+        let switches = shared.controls.camera(&name).cloned();
         let source_thread = {
             let (name, ring, status) = (name.clone(), ring.clone(), status.clone());
             let (sink, stop) = (shared.sink.clone(), shared.stop.clone());
             spawn(&format!("{}-source", camera.name), &camera.name, move || {
-                let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness)
+                // A frame captured while detection is off goes back to the ring unseen.
+                let detecting = || switches.as_ref().is_none_or(|switches| switches.get(Switch::Detect));
+                let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness, &detecting)
                     .map_err(|source| PipelineError::Source { camera: name.clone(), source });
                 ring.close();
                 match result {
@@ -154,6 +161,8 @@ fn sleep_until(deadline: Instant, stop: &AtomicBool, liveness: &LivenessHandle) 
     }
 }
 
+/// Captures until the source ends or the daemon stops; a frame captured while `detecting` says no
+/// goes back to the ring unseen (no drop is counted: nothing was behind).
 fn run_source(
     mut source: Box<dyn FrameSource>,
     ring: &FrameRing,
@@ -161,6 +170,7 @@ fn run_source(
     stop: &AtomicBool,
     status: &SourceStatus,
     liveness: &LivenessHandle,
+    detecting: &dyn Fn() -> bool,
 ) -> Result<(), SourceError> {
     let mut sequence = 0u64;
     let mut next_due = Instant::now();
@@ -191,6 +201,10 @@ fn run_source(
                     ring.stats().truncated.fetch_add(1, Ordering::Relaxed);
                 }
                 ring.stats().set_capture_mode(source.capture_mode());
+                if !detecting() {
+                    ring.release(slot);
+                    continue;
+                }
                 slot.set_capture_time(started.elapsed());
                 slot.meta_mut().sequence = sequence;
                 sequence += 1;

@@ -654,6 +654,7 @@ mod tests {
                 sink: sink.clone(),
                 stop: stop.clone(),
                 liveness,
+                controls: Arc::new(crate::controls::Controls::new(&config)),
             };
             let pipelines =
                 (0..cameras).map(|i| CameraPipeline::start(&camera(i), &shared).expect("start a camera")).collect();

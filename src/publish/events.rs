@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::payload::{round_to, BoxPixels, SCHEMA_VERSION};
 use crate::detection::{BoundingBox, Labels};
+use crate::service::run_id::KIND_EVENT;
 use crate::sys::time::Rfc3339Millis;
 use crate::track::events::{Changes, EventKind, TrackEvent};
 use crate::track::lines::Direction;
@@ -111,6 +112,9 @@ pub struct EventMessage {
     pub run: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
+    /// `event` (`crate::service::run_id::KIND_EVENT`): what `seq` counts; absent with `run`.
+    #[serde(default, rename = "kind", skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// `start`, `update` or `end`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -156,6 +160,7 @@ impl EventMessage {
             schema: SCHEMA_VERSION,
             run: event.stamp.as_ref().map(|stamp| stamp.run.to_string()),
             seq: event.stamp.as_ref().map(|stamp| stamp.seq),
+            message: event.stamp.as_ref().map(|_| KIND_EVENT.to_string()),
             kind: event.kind.name().into(),
             camera: camera.into(),
             track_id: event.track_id,

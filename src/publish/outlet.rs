@@ -29,11 +29,10 @@
 //! own output. The recorder of issue 31 reports a finished clip as a value of its own (a new
 //! method with a no-op default, say `clip`, that the MQTT outlet serialises on the camera's
 //! events topic next to the track's `end`), because a clip is complete only a post-roll after its
-//! event ends, and an `end` must not wait for it. Home Assistant's birth message (issue 34) is the
-//! MQTT outlet's business alone: it keeps what it needs to send the current state again (its
-//! label counts, its zone discovery, the status) and will subscribe through its own connection;
-//! the current zone counts are each camera's tracker's (`crate::track::occupancy`), which the sink
-//! can hand to the outlets again as a [`TrackingUpdate`].
+//! event ends, and an `end` must not wait for it. Home Assistant's birth message and the command
+//! topics (issue 34) are the MQTT outlet's business alone: its publisher keeps the current state
+//! and sends it again, and it subscribes through its own connection; a command sets the shared
+//! `crate::controls::Controls`, and every outlet hears the applied result ([`Outlet::controls`]).
 
 use std::sync::Arc;
 
@@ -41,6 +40,7 @@ use serde::Serialize;
 
 use super::events::ObjectEvent;
 use crate::config::Config;
+use crate::controls::ControlValues;
 use crate::detection::Detection;
 use crate::frame::{FrameSlot, FrameTimings};
 use crate::service::telemetry::TelemetryReport;
@@ -125,6 +125,10 @@ pub trait Outlet: Send + Sync {
     /// A reload (SIGHUP) or a zone change from the page was applied: `config` is what runs now.
     fn reconfigured(&self, _config: &Config) {}
 
+    /// A control changed (a switch, the score threshold; from MQTT or the HTTP API) and was
+    /// applied: what they all are now.
+    fn controls(&self, _values: &ControlValues) {}
+
     /// The daemon's status changed (it goes `offline` when the outlet shuts down).
     fn status(&self, _status: DaemonStatus) {}
 
@@ -170,6 +174,10 @@ impl Outlet for Outlets {
 
     fn reconfigured(&self, config: &Config) {
         self.0.iter().for_each(|outlet| outlet.reconfigured(config));
+    }
+
+    fn controls(&self, values: &ControlValues) {
+        self.0.iter().for_each(|outlet| outlet.controls(values));
     }
 
     fn status(&self, status: DaemonStatus) {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameMeta, FrameTimings};
-use crate::service::run_id::Stamp;
+use crate::service::run_id::{Stamp, KIND_DETECTIONS};
 use crate::sys::time::Rfc3339Millis;
 
 /// Value of the `schema` field. Bumped only for changes that break existing consumers.
@@ -57,6 +57,9 @@ pub struct DetectionsMessage {
     /// This camera's detections messages in the run, from 0 ([`Stamp`]); absent with `run`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
+    /// `detections` (`crate::service::run_id::KIND_DETECTIONS`); absent with `run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     /// The camera's configured name.
     pub camera: String,
     /// Per-camera frame sequence number; gaps mean frames dropped before inference.
@@ -146,6 +149,7 @@ pub fn tracked_detections_message(
         schema: SCHEMA_VERSION,
         run: stamp.map(|stamp| stamp.run),
         seq: stamp.map(|stamp| stamp.seq),
+        kind: stamp.map(|_| KIND_DETECTIONS),
         camera,
         frame: meta.sequence,
         ts: Rfc3339Millis(meta.captured_at),
@@ -171,6 +175,8 @@ struct MessageView<'a> {
     run: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
     camera: &'a str,
     frame: u64,
     #[serde(serialize_with = "serialize_display")]
@@ -312,9 +318,13 @@ mod tests {
         let stamp = Stamp { run: "0123456789abcdef", seq: 41 };
         let bytes = tracked_detections_message("c", &meta, &Latency::default(), &[], &[], &labels, Some(stamp));
         let text = String::from_utf8(bytes.clone()).expect("utf-8");
-        assert!(text.starts_with(r#"{"schema":1,"run":"0123456789abcdef","seq":41,"camera":"c","#), "{text}");
+        assert!(
+            text.starts_with(r#"{"schema":1,"run":"0123456789abcdef","seq":41,"kind":"detections","camera":"c","#),
+            "{text}"
+        );
         let parsed: DetectionsMessage = serde_json::from_slice(&bytes).expect("parse");
         assert_eq!((parsed.run.as_deref(), parsed.seq), (Some("0123456789abcdef"), Some(41)));
+        assert_eq!(parsed.kind.as_deref(), Some("detections"));
         assert_eq!(serde_json::to_vec(&parsed).expect("serialise"), bytes);
     }
 

@@ -1,9 +1,9 @@
 //! The per-frame sink of the daemon: every processed frame becomes typed values for the outlets,
 //! and statistics.
 //!
-//! Owns: per camera, the step "track → periodic snapshot → outlets" and the frame's statistics;
-//! tracking outside frames (start-up counts, reloads, zone changes from the page, a camera that
-//! ended, shutdown); the end reports of cameras and inference workers. Runs on the inference
+//! Owns: per camera, the step "track → periodic snapshot (while its snapshots switch is on) →
+//! outlets" and the frame's statistics; tracking outside frames (start-up counts, reloads, zone
+//! changes from the page, a camera that ended or whose detection was switched off, shutdown); the end reports of cameras and inference workers. Runs on the inference
 //! worker, so it must not block: the outlets only hand over (`super::outlet` says what they may
 //! do there). Must not: know topics or JSON, run inference, touch frame rings, or read files.
 
@@ -16,6 +16,7 @@ use super::outlet::{FrameResult, Outlet, Outlets, TrackingUpdate};
 use super::snapshot::Snapshotter;
 use super::tracking::{tracking_params, CameraTracking};
 use crate::config::Config;
+use crate::controls::{CameraControls, Controls, Switch};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
 use crate::infer::step::{FrameSink, PipelineError};
@@ -30,6 +31,8 @@ struct CameraEntry {
     snapshotter: Option<Mutex<Snapshotter>>,
     /// With `tracking.enabled`.
     tracking: Option<Mutex<CameraTracking>>,
+    /// The camera's run-time switches (detection, snapshots).
+    switches: Option<Arc<CameraControls>>,
 }
 
 /// Turns processed frames into values for the outlets, and statistics.
@@ -49,7 +52,9 @@ impl PublishSink {
     /// before the first frame ([`Outlet::starting`], then each camera's zone counts at 0). `scenes`
     /// are the cameras' zones and lines and `stats` their statistics, both in config order; the
     /// end of every camera and inference worker is reported on `ended`. `run` (this start's id)
-    /// and a per-camera sequence number stamp every event.
+    /// and a per-camera sequence number stamp every event; `controls` say whether a camera's
+    /// periodic snapshots are made.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         config: &Config,
         run: Arc<str>,
@@ -58,6 +63,7 @@ impl PublishSink {
         stats: Vec<Arc<CameraStats>>,
         ended: mpsc::Sender<Ended>,
         outlets: Outlets,
+        controls: Arc<Controls>,
     ) -> PublishSink {
         outlets.starting(config);
         let event_snapshots = config.snapshot.events.then_some(config.snapshot.jpeg_quality);
@@ -83,6 +89,7 @@ impl PublishSink {
                     stats,
                     snapshotter: config.snapshot.enabled.then(|| Mutex::new(Snapshotter::new(&config.snapshot))),
                     tracking,
+                    switches: controls.camera(&camera.name).cloned(),
                 }
             })
             .collect();
@@ -125,6 +132,14 @@ impl PublishSink {
         self.outlets.reconfigured(config);
     }
 
+    /// `camera`'s detection was switched off: its frames stop coming, so its tracks end now
+    /// (`end` events, counts back to 0) instead of staying in view.
+    pub fn stop_detection(&self, camera: &str) {
+        if let Some(entry) = self.camera(camera) {
+            self.finish_camera(entry);
+        }
+    }
+
     /// Ends every camera's tracks: `end` events, event snapshots, counts back to 0 (shutdown).
     pub fn finish_tracking(&self) {
         for entry in &self.cameras {
@@ -142,13 +157,19 @@ impl PublishSink {
 impl FrameSink for PublishSink {
     fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings) {
         let Some(entry) = self.camera(camera) else { return };
+        // A frame that was on its way when the camera's detection was switched off: its tracks have
+        // ended and its counts are 0; it must not bring them back.
+        if entry.switches.as_ref().is_some_and(|switches| !switches.get(Switch::Detect)) {
+            return;
+        }
         let publish_started = Instant::now();
         let mut tracking = entry.tracking.as_ref().map(lock);
         let (track_ids, update) = match tracking.as_mut() {
             Some(tracking) => tracking.frame(slot, detections, &self.labels),
             None => (&[][..], TrackingUpdate::default()),
         };
-        let snapshot = entry.snapshotter.as_ref().and_then(|snapshotter| {
+        let snapshots_on = entry.switches.as_ref().is_none_or(|switches| switches.get(Switch::Snapshots));
+        let snapshot = entry.snapshotter.as_ref().filter(|_| snapshots_on).and_then(|snapshotter| {
             match lock(snapshotter).maybe_render(slot, detections, &self.labels, publish_started) {
                 Ok(jpeg) => jpeg,
                 Err(e) => {

@@ -1,13 +1,22 @@
 //! The daemon's run: one random id per start, and the stamp every message carries with it.
 //!
-//! Owns: [`Stamp`] and [`new_run_id`]. Must not: count messages (each publisher of a kind of
+//! Owns: [`Stamp`], the message kinds it goes with ([`KIND_DETECTIONS`], [`KIND_EVENT`],
+//! [`KIND_TELEMETRY`]) and [`new_run_id`]. Must not: count messages (each publisher of a kind of
 //! message keeps its own sequence).
+
+/// `kind` of a detections message.
+pub const KIND_DETECTIONS: &str = "detections";
+/// `kind` of an event message.
+pub const KIND_EVENT: &str = "event";
+/// `kind` of a telemetry message.
+pub const KIND_TELEMETRY: &str = "telemetry";
 
 /// Where a message stands among the daemon's messages, so consumers can drop duplicates across
 /// reconnects and restarts (QoS 1 and 2 re-send after a reconnect, and `frame` restarts at 0): `run`
 /// is one random id per start of the daemon, `seq` counts the messages of one kind (a camera's
-/// detections, a camera's events, telemetry) in that run from 0 without gaps. (`run`, camera,
-/// topic, `seq`) names a message once; a gap in `seq` is a message lost.
+/// detections, a camera's events, telemetry) in that run from 0 without gaps. Every stamped message
+/// says its `kind`: (`run`, camera, `kind`, `seq`) names a message once (telemetry has no camera);
+/// a gap in `seq` is a message lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp<'a> {
     pub run: &'a str,

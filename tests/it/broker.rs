@@ -120,6 +120,14 @@ impl Broker {
         }
     }
 
+    /// Stops the broker and starts it again on the same port without what it had persisted: every
+    /// retained message and session is gone, as after a restart of a broker without persistence.
+    pub fn restart_forgetting(&mut self) {
+        self.stop();
+        let _ = fs::remove_file(self.dir.path().join("mosquitto.db"));
+        self.restart();
+    }
+
     /// The broker's log so far, for assertion messages.
     pub fn log(&self) -> String {
         fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()

@@ -47,6 +47,16 @@ pub fn toml_string(text: &str) -> String {
     format!("{text:?}")
 }
 
+/// A state file of the test daemons with topic prefix `prefix`, outside the machine's state
+/// directory. The controls file is removed first: every test starts from the config's controls.
+fn test_state_file(prefix: &str, name: &str) -> String {
+    let path = std::env::temp_dir().join(format!("jetson-detectd-test-{}-{name}", prefix.replace('/', "-")));
+    if name == "controls.toml" {
+        let _ = std::fs::remove_file(&path);
+    }
+    path.display().to_string()
+}
+
 /// A config file for a test: the embedded default with the CPU backend, absolute paths to the
 /// bundled model, the test's broker and topic prefix, and only the cameras the test adds.
 #[derive(Clone)]
@@ -77,18 +87,10 @@ impl TestConfig {
             .set("mqtt", "client_id", &toml_string(&format!("{}-daemon", prefix.replace('/', "-"))))
             .set("mqtt", "reconnect_max_ms", "1000")
             // No HTTP server unless a test asks (tests run in parallel: one port each), and no
-            // zones file from the machine's state directory.
+            // zones or controls file from the machine's state directory.
             .set("http", "listen", "\"\"")
-            .set(
-                "http",
-                "zones_file",
-                &toml_string(
-                    &std::env::temp_dir()
-                        .join(format!("jetson-detectd-test-{}-no-zones.toml", prefix.replace('/', "-")))
-                        .display()
-                        .to_string(),
-                ),
-            )
+            .set("http", "zones_file", &toml_string(&test_state_file(prefix, "no-zones.toml")))
+            .set("controls", "file", &toml_string(&test_state_file(prefix, "controls.toml")))
     }
 
     pub fn model(self, onnx: &Path, labels: &Path) -> TestConfig {
@@ -321,7 +323,7 @@ fn check_detections_message(
     let set = |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| n.to_string()).collect() };
     assert_eq!(
         keys(&value),
-        set(&["schema", "run", "seq", "camera", "frame", "ts", "width", "height", "latency_ms", "detections"]),
+        set(&["schema", "run", "seq", "kind", "camera", "frame", "ts", "width", "height", "latency_ms", "detections"]),
         "{text}"
     );
     assert_eq!(value["schema"], 1, "{text}");
@@ -424,6 +426,26 @@ fn malformed_config_exits_78_naming_file_and_key() {
     assert_eq!(output.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("bad.toml") && stderr.contains("nms_threshold"), "{stderr}");
+}
+
+/// Issue 35.16: camera `front` with zone `yard` and a camera `front_yard` made the same Home
+/// Assistant ids, and one entity silently replaced the other. check-config refuses it (78), naming
+/// both entities and the id.
+#[test]
+fn home_assistant_ids_that_would_collide_are_a_config_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = TestConfig::new(1, "collide")
+        .set("homeassistant", "discovery", "true")
+        .camera("front", 1.0, &sample_source("dog.jpg", "loop"))
+        .append("[[camera.zone]]\nname = \"yard\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\n")
+        .camera("front_yard", 1.0, &sample_source("dog.jpg", "loop"))
+        .write(&dir.path().join("config.toml"));
+    let output = daemon().args(["check-config", "--config"]).arg(&config).output().expect("run jetson-detectd");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(78), "{stderr}");
+    for named in ["config.toml", "Front yard person count", "Front_yard person count", "front_yard_person_count"] {
+        assert!(stderr.contains(named), "{named} missing: {stderr}");
+    }
 }
 
 /// A file with only what differs from the defaults: a broker and one camera whose images path is

@@ -32,11 +32,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use jetson_detectd::config::{camera_scene, Config, ConfigOrigin};
+
+use jetson_detectd::controls::Controls;
 use jetson_detectd::detection::{BoundingBox, Detection, Labels};
 use jetson_detectd::frame::{FrameMeta, FrameSlot, FrameTimings, HeapMemory, PixelFormat};
 use jetson_detectd::infer::step::FrameSink;
 use jetson_detectd::publish::events::{EventMessage, ObjectEvent};
 use jetson_detectd::publish::live::{LiveView, StartFacts};
+use jetson_detectd::publish::mqtt::homeassistant::BoardSensors;
 use jetson_detectd::publish::mqtt::{MqttOutlet, MqttSettings};
 use jetson_detectd::publish::outlet::{DaemonStatus, FrameResult, Outlet, Outlets, TrackingUpdate};
 use jetson_detectd::publish::sink::PublishSink;
@@ -380,12 +383,22 @@ fn run_script() -> (String, Recorder) {
     let config = load(false);
     let labels = Arc::new(Labels::parse(LABELS, Path::new("labels.txt")).expect("labels"));
     let capture = Capture::connect(&broker);
+    let controls = Arc::new(Controls::new(&config));
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
     let mqtt = {
         let _entered = runtime.enter();
         let settings = MqttSettings::from_config(&config).expect("settings");
-        let started = MqttOutlet::start(settings, DaemonStatus::Online, &config, RUN_ID.into(), labels.clone());
+        let board = BoardSensors::default();
+        let started = MqttOutlet::start(
+            settings,
+            DaemonStatus::Online,
+            &config,
+            RUN_ID.into(),
+            labels.clone(),
+            controls.clone(),
+            board,
+        );
         Arc::new(started.expect("the MQTT outlet"))
     };
     let mut recording = Recording { mqtt: &mqtt, capture: &capture, seen: 0, steps: Vec::new() };
@@ -403,8 +416,9 @@ fn run_script() -> (String, Recorder) {
     let recorder = Arc::new(Recorder::default());
     let outlets = Outlets::new(vec![mqtt.clone(), live.clone(), recorder.clone()]);
     let stats = live.cameras.iter().map(|camera| camera.stats.clone()).collect();
+    let start_scenes = scenes(&config, &labels);
     let sink =
-        PublishSink::start(&config, RUN_ID.into(), labels.clone(), scenes(&config, &labels), stats, ended, outlets);
+        PublishSink::start(&config, RUN_ID.into(), labels.clone(), start_scenes, stats, ended, outlets, controls);
     recording.step("start: discovery, counts at 0");
 
     let mut running = config.clone();

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::broker::Broker;
-use crate::daemon::{sample_source, RunningDaemon, TestConfig};
+use crate::daemon::{RunningDaemon, TestConfig};
 use crate::http::request;
 use crate::pace::Pace;
 
@@ -151,7 +151,7 @@ impl HomeAssistant {
     }
 
     /// An authorised API call with a JSON body (POST) or none (GET); the JSON answer.
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+    pub fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
         let bearer = format!("Bearer {}", self.token);
         let body = body.map(|body| body.to_string()).unwrap_or_default();
         let headers = [("Authorization", bearer.as_str()), ("Content-Type", "application/json")];
@@ -216,19 +216,19 @@ impl HomeAssistant {
         self.earlier_logs.clone() + &self.current_log()
     }
 
-    /// What its MQTT integration said against our messages: its warnings and errors (discovery,
-    /// payloads, templates) and those about our entities, and the complaints it makes at INFO
-    /// level (a state payload no mapping matches, a device without a name).
-    pub fn mqtt_complaints(&self) -> Vec<String> {
+    /// What its MQTT integration said against our messages: warnings and errors that name our
+    /// entities (`jetson…`) or topics (under `prefix`) or that come from rendering a template (a
+    /// value template on our telemetry), and the complaints it makes at INFO level (a state payload
+    /// no mapping matches, a device without a name). Its own connection troubles while the broker
+    /// restarts are not about our messages.
+    pub fn mqtt_complaints(&self, prefix: &str) -> Vec<String> {
         const INFO_COMPLAINTS: [&str; 2] = ["No matching payload", "always needs to include a name"];
         self.log()
             .lines()
             .filter(|line| {
-                let ours = line.contains("[homeassistant.components.mqtt") || line.contains("jetson");
-                let complaint = line.contains(" WARNING ")
-                    || line.contains(" ERROR ")
-                    || INFO_COMPLAINTS.iter().any(|complaint| line.contains(complaint));
-                ours && complaint
+                let about_us = line.contains("jetson") || line.contains(prefix) || line.contains("emplate");
+                let complaint = line.contains(" WARNING ") || line.contains(" ERROR ");
+                (about_us && complaint) || INFO_COMPLAINTS.iter().any(|phrase| line.contains(phrase))
             })
             .map(str::to_string)
             .collect()
@@ -252,39 +252,177 @@ fn state_of(states: &BTreeMap<String, Value>, entity_id: &str) -> Option<String>
     Some(states.get(entity_id)?["state"].as_str()?.to_string())
 }
 
+/// A number, as a sensor's state.
+fn numeric(state: &str) -> bool {
+    state.parse::<f64>().is_ok()
+}
+
+/// What a state must be.
+enum Expect {
+    Is(&'static str),
+    /// Any number.
+    Number,
+    /// Any value: neither `unavailable` nor `unknown`.
+    Known,
+}
+
+impl Expect {
+    fn holds(&self, state: &str) -> bool {
+        match self {
+            Expect::Is(wanted) => state == *wanted,
+            Expect::Number => numeric(state),
+            Expect::Known => !matches!(state, "unavailable" | "unknown"),
+        }
+    }
+}
+
+const DEVICE: &str = "jetson_detectd_hatest";
+
+/// Every entity of the test's daemon, and what it reads while `persons` people are in view and
+/// the camera's detection is `detecting`.
+fn expected(persons: u32, detecting: bool) -> Vec<(String, Expect)> {
+    let count = |n: u32| Expect::Is(["0", "1"][n.min(1) as usize]);
+    let on = |on: bool| Expect::Is(if on { "on" } else { "off" });
+    let seen = if detecting { persons } else { 0 };
+    [
+        ("binary_sensor", "online", on(true)),
+        ("sensor", "engine", Expect::Is("running")),
+        ("sensor", "cpu", Expect::Number),
+        ("number", "score_threshold", Expect::Number),
+        ("sensor", "front_person_count", count(seen)),
+        ("switch", "front_detection", on(detecting)),
+        ("switch", "front_snapshots", on(true)),
+        ("switch", "front_recording", on(true)),
+        ("image", "front_snapshot", Expect::Known),
+        ("sensor", "front_fps", Expect::Number),
+        ("sensor", "front_dropped_frames", Expect::Number),
+        ("sensor", "front_inference_time", if detecting { Expect::Number } else { Expect::Known }),
+        ("sensor", "front_yard_count", count(seen)),
+        ("sensor", "front_yard_person_count", count(seen)),
+        ("binary_sensor", "front_yard_occupied", on(seen > 0)),
+        // A zone without labels of its own: a count of `homeassistant.labels` (person), and a
+        // total of whatever the model sees there.
+        ("sensor", "front_lawn_count", Expect::Number),
+        ("sensor", "front_lawn_person_count", count(seen)),
+        ("binary_sensor", "front_lawn_occupied", Expect::Known),
+    ]
+    .into_iter()
+    .map(|(domain, object, expect)| (format!("{domain}.{DEVICE}_{object}"), expect))
+    .collect()
+}
+
+/// Waits (a failure guard of the daemon's pace) until Home Assistant shows every expected entity
+/// as expected; panics naming those that are not.
+fn wait_for_entities(daemon: &mut RunningDaemon, home: &HomeAssistant, what: &str, expected: &[(String, Expect)]) {
+    let mut wrong = Vec::new();
+    let log = daemon.log_handle();
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        daemon.wait_until(what, || {
+            let states = home.states();
+            wrong = expected
+                .iter()
+                .filter(|(entity, expect)| !state_of(&states, entity).is_some_and(|state| expect.holds(&state)))
+                .map(|(entity, _)| format!("{entity}: {:?}", state_of(&states, entity)))
+                .collect();
+            wrong.is_empty()
+        });
+    }));
+    if waited.is_err() {
+        panic!("{what}: these entities are not as expected: {wrong:#?}\ndaemon log:\n{}", log.text());
+    }
+}
+
+/// Calls a Home Assistant service (a switch turned off, a number set), as its UI does.
+fn call_service(home: &HomeAssistant, domain: &str, service: &str, data: Value) {
+    home.call("POST", &format!("/api/services/{domain}/{service}"), Some(data));
+}
+
+/// Replaces the picture the test camera loops over, atomically (the camera reads it per frame).
+fn show(view: &Path, sample: &str) {
+    let next = view.with_extension("next");
+    std::fs::copy(crate::daemon::sample(sample), &next).expect("copy a sample");
+    std::fs::rename(&next, view).expect("replace the view");
+}
+
+/// The whole life of a Home Assistant user's setup against a real Home Assistant: the daemon's
+/// entities appear with values; counts follow a person into and out of view; after a Home
+/// Assistant restart and after a broker restart that loses every retained message, every entity
+/// is back, available and right; the score threshold is set from Home Assistant; switching
+/// detection off ends the counts and stops processing (fps 0) with the person still in view, and
+/// on again brings them back; the switch survives a restart of the daemon (controls file); and
+/// Home Assistant never complains about the daemon's messages. Waits are failure guards of the
+/// daemon's measured pace.
 #[test]
-fn home_assistant_set_up_through_its_api_shows_the_daemons_entities_with_their_values() {
+fn home_assistant_shows_every_entity_right_through_restarts_and_switches() {
     let Some(hass) = installed_hass() else { return };
-    let broker = Broker::start();
+    let mut broker = Broker::start();
     let mut home = HomeAssistant::start(&hass, &broker);
     let dir = tempfile::tempdir().expect("temp dir");
+    let view = dir.path().join("view.jpg");
+    show(&view, "person.jpg");
+    let no_board = dir.path().join("sysfs");
+    std::fs::create_dir(&no_board).expect("sysfs dir");
+    // A track survives frames that come slowly on a busy machine (ten frames' time), so the person
+    // stays counted while in view, and ends soon after leaving.
+    let max_lost = (Pace::measured().frame * 10).max(Duration::from_secs(3));
     let config = TestConfig::new(broker.port(), "ha-entities")
+        .set("tracking", "max_lost_s", &format!("{:.1}", max_lost.as_secs_f64()))
         .set("device", "id", "\"hatest\"")
         .set("homeassistant", "discovery", "true")
-        .camera("front", 4.0, &sample_source("person.jpg", "loop"))
+        .set("snapshot", "enabled", "true")
+        .set("snapshot", "interval_s", "1.0")
+        .set("telemetry", "interval_s", "1")
+        .set("telemetry", "sysfs_root", &format!("{:?}", no_board.display().to_string()))
+        .camera("front", 4.0, &crate::daemon::images_source(&view, "loop"))
         .append(
             "[[camera.zone]]\nname = \"yard\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]\n\
-             labels = [\"person\"]\n",
+             labels = [\"person\"]\n\
+             [[camera.zone]]\nname = \"lawn\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]\n",
         )
         .write(&dir.path().join("config.toml"));
     let mut daemon = RunningDaemon::start(&config, &[]);
 
-    let expected = [
-        ("binary_sensor.jetson_detectd_hatest_daemon_online", "on"),
-        ("sensor.jetson_detectd_hatest_front_person_count", "1"),
-        ("sensor.jetson_detectd_hatest_front_yard_person_count", "1"),
-        ("binary_sensor.jetson_detectd_hatest_front_yard_occupied", "on"),
-    ];
-    let all_shown = |home: &HomeAssistant| {
-        let states = home.states();
-        expected.iter().all(|(entity, value)| state_of(&states, entity).as_deref() == Some(*value))
-    };
-    daemon.wait_until("Home Assistant to show the person in view", || all_shown(&home));
-    let states = home.states();
-    let ours: Vec<&String> = states.keys().filter(|id| id.contains("jetson_detectd")).collect();
-    assert_eq!(ours.len(), expected.len(), "entities: {ours:?}");
+    wait_for_entities(&mut daemon, &home, "every entity with a person in view", &expected(1, true));
+    let ours: Vec<String> = home.states().into_keys().filter(|id| id.contains(DEVICE)).collect();
+    assert_eq!(ours.len(), expected(1, true).len(), "exactly the expected entities: {ours:#?}");
+
+    show(&view, "coffee.png");
+    wait_for_entities(&mut daemon, &home, "the counts after the person left", &expected(0, true));
+    show(&view, "person.jpg");
+    wait_for_entities(&mut daemon, &home, "the counts after the person came back", &expected(1, true));
 
     home.restart();
-    daemon.wait_until("every entity back after Home Assistant's restart", || all_shown(&home));
-    assert_eq!(home.mqtt_complaints(), Vec::<String>::new(), "Home Assistant complained about our messages");
+    wait_for_entities(&mut daemon, &home, "every entity after Home Assistant's restart", &expected(1, true));
+
+    broker.restart_forgetting();
+    wait_for_entities(&mut daemon, &home, "every entity after the broker lost everything", &expected(1, true));
+
+    let threshold = format!("number.{DEVICE}_score_threshold");
+    call_service(&home, "number", "set_value", json!({"entity_id": threshold, "value": 0.45}));
+    let mut with_threshold = expected(1, true);
+    with_threshold.retain(|(entity, _)| *entity != threshold);
+    with_threshold.push((threshold.clone(), Expect::Is("0.45")));
+    wait_for_entities(&mut daemon, &home, "the threshold set from Home Assistant", &with_threshold);
+
+    let detection = format!("switch.{DEVICE}_front_detection");
+    call_service(&home, "switch", "turn_off", json!({"entity_id": detection}));
+    let mut stopped = expected(1, false);
+    stopped.push((format!("sensor.{DEVICE}_front_fps"), Expect::Is("0.0")));
+    stopped.retain(|(entity, expect)| !entity.ends_with("_fps") || matches!(expect, Expect::Is(_)));
+    wait_for_entities(&mut daemon, &home, "no counts and no frames with detection off", &stopped);
+
+    // The switch is kept across a restart of the daemon.
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit().success(), "a clean stop");
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    wait_for_entities(&mut daemon, &home, "detection still off after the daemon's restart", &expected(1, false));
+
+    call_service(&home, "switch", "turn_on", json!({"entity_id": detection}));
+    wait_for_entities(&mut daemon, &home, "the person counted again with detection on", &expected(1, true));
+
+    assert_eq!(
+        home.mqtt_complaints("ha-entities"),
+        Vec::<String>::new(),
+        "Home Assistant complained about our messages"
+    );
 }

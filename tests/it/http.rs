@@ -540,3 +540,62 @@ fn listening_beyond_loopback_without_a_token_is_a_config_error() {
         assert!(stderr.contains("http.token_file"), "{command}: {stderr}");
     }
 }
+
+/// Issue 34: the controls over the HTTP API. A write needs the token; a body naming an unknown
+/// camera or a threshold outside 0–1 changes nothing (400 naming the field); a good one is applied
+/// at once, answered, published on the MQTT state topics (retained) and kept in the controls file,
+/// from which a restarted daemon starts.
+#[test]
+fn controls_set_through_the_api_are_published_kept_and_survive_a_restart() {
+    let mut fixture = Fixture::start("http-controls", true, |config| config);
+    let config_path = fixture.dir.path().join("config.toml");
+    let config_text = std::fs::read_to_string(&config_path).expect("the config");
+    let file = config_text
+        .lines()
+        .find_map(|line| line.strip_prefix("file = "))
+        .map(|value| value.trim_matches('"').to_string())
+        .expect("the test config names its controls file");
+    let bearer = format!("Bearer {TOKEN}");
+    let put = |body: &[u8], headers: &[(&str, &str)]| {
+        let mut all = vec![("Content-Type", "application/json")];
+        all.extend_from_slice(headers);
+        request(fixture.address, "PUT", "/api/controls", &all, body)
+    };
+
+    let before = fixture.get("/api/controls").json();
+    assert_eq!(before["camera"]["front"]["detect"], true, "{before}");
+    assert_eq!(put(br#"{"camera":{"front":{"detect":false}}}"#, &[]).status, 401);
+    for (body, field) in [
+        (&br#"{"camera":{"side":{"detect":false}}}"#[..], "camera.side"),
+        (br#"{"score_threshold":1.5,"camera":{"front":{"detect":false}}}"#, "score_threshold"),
+    ] {
+        let answer = put(body, &[("Authorization", &bearer)]);
+        assert_eq!((answer.status, answer.json()["field"].as_str()), (400, Some(field)), "{}", answer.text());
+    }
+    assert_eq!(fixture.get("/api/controls").json(), before, "a refused write changes nothing");
+
+    let answer = put(br#"{"score_threshold":0.55,"camera":{"front":{"detect":false}}}"#, &[("Authorization", &bearer)]);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        (answer.json()["camera"]["front"]["detect"].as_bool(), answer.json()["camera"]["back"]["detect"].as_bool()),
+        (Some(false), Some(true))
+    );
+    let prefix = fixture.prefix.clone();
+    fixture.subscriber.wait_for_payload(&format!("{prefix}/front/controls/detect"), b"OFF");
+    fixture.subscriber.wait_for_payload(&format!("{prefix}/controls/score_threshold"), b"0.55");
+    let log = fixture.daemon.log_handle();
+    fixture.daemon.wait_until("the controls file", || {
+        std::fs::read_to_string(&file).is_ok_and(|text| text.contains("detect = false"))
+    });
+
+    fixture.daemon.signal(libc::SIGTERM);
+    assert!(fixture.daemon.wait_exit().success(), "a clean stop:\n{}", log.text());
+    let mut restarted = RunningDaemon::start(&config_path, &[]);
+    let address = http_address(&mut restarted);
+    let mut after = serde_json::Value::Null;
+    restarted.wait_until("the controls after the restart", || {
+        after = request(address, "GET", "/api/controls", &[], &[]).json();
+        after["camera"]["front"]["detect"] == false
+    });
+    assert_eq!(after["score_threshold"], 0.55, "{after}");
+}

@@ -427,7 +427,7 @@ fn the_status_is_building_until_the_engine_is_ready_then_online() {
     let runtime = runtime();
     let publisher = {
         let _entered = runtime.enter();
-        Publisher::start_with_status(settings(&broker, "building-test", 1, 100), STATUS_BUILDING)
+        Publisher::start_with_status(settings(&broker, "building-test", 1, 100), STATUS_BUILDING, None)
             .expect("publisher starts")
     };
     subscriber.wait_for_payload("building-test/status", b"building");

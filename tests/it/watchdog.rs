@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use jetson_detectd::backend::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession};
 use jetson_detectd::config::{CameraConfig, Config, DecoderKind};
+use jetson_detectd::controls::Controls;
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Detection;
 use jetson_detectd::frame::{CaptureMode, FrameSlot, PixelFormat};
@@ -162,7 +163,8 @@ impl Rig {
         let plan = SchedulePlan { workers: 1, max_batch: 1, batch_timeout: Duration::ZERO };
         let scheduler = Scheduler::start(backend, params(), plan, sink.clone(), stop.clone(), &liveness)
             .expect("start the inference worker");
-        let shared = PipelineShared { slots: 2, limits: config.limits, scheduler, sink, stop, liveness };
+        let controls = Arc::new(Controls::new(&config));
+        let shared = PipelineShared { slots: 2, limits: config.limits, scheduler, sink, stop, liveness, controls };
         Rig { systemd, keeper, shared, backend_gate }
     }
 

@@ -220,6 +220,7 @@ pub fn bench_cameras(
     let stop = Arc::new(AtomicBool::new(false));
     let liveness = crate::service::notify::Liveness::new();
     let setup = |e: step::PipelineError| BenchError::Setup(e.to_string());
+    let controls = Arc::new(crate::controls::Controls::with_cameras(names.clone(), false, params.score_threshold));
     let scheduler =
         crate::infer::scheduler::Scheduler::start(backend, params, plan, sink.clone(), stop.clone(), &liveness)
             .map_err(setup)?;
@@ -230,6 +231,7 @@ pub fn bench_cameras(
         sink: sink.clone(),
         stop: Arc::clone(&stop),
         liveness,
+        controls,
     };
     let mut running = Vec::new();
     let mut started = Ok(());

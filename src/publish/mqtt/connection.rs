@@ -2,7 +2,8 @@
 //!
 //! Owns: connecting and reconnecting with backoff (longer when another client takes the session
 //! over; cut short when a broker that was away accepts connections again: [`BrokerProbe`]), the
-//! status message after every CONNACK, handing the outbox's messages to rumqttc within
+//! retained state and the status after every CONNACK (`Outbox::resync`), the subscriptions after
+//! every CONNACK and handing what arrives on them to the [`Inbound`] queue, handing the outbox's messages to rumqttc within
 //! the in-flight window, matching acknowledgements, and the bounded flush and clean disconnect at
 //! shutdown. Must not: build payloads, or be called by anyone but the
 //! [`Publisher`](super::Publisher) handle, which spawns it and talks to it only through the
@@ -12,19 +13,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rumqttc::{
-    AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS, Transport,
+    AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS, SubscribeFilter,
+    Transport,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::outbox::{Shared, StatusPosition, MAX_IN_FLIGHT, MAX_PAYLOAD_BYTES, MAX_TOPIC_BYTES, STATUS_OFFLINE};
+use super::outbox::{Shared, MAX_IN_FLIGHT, MAX_PAYLOAD_BYTES, MAX_TOPIC_BYTES, STATUS_OFFLINE};
 use super::settings::MqttSettings;
+use super::{Inbound, Incoming};
 use crate::sys::lock::lock;
 
 /// Connects in the background on `runtime` and serves `shared`'s outbox until shutdown.
-pub(super) fn spawn(runtime: &tokio::runtime::Handle, settings: MqttSettings, shared: Arc<Shared>) -> JoinHandle<()> {
+pub(super) fn spawn(
+    runtime: &tokio::runtime::Handle,
+    settings: MqttSettings,
+    shared: Arc<Shared>,
+    inbound: Option<Inbound>,
+) -> JoinHandle<()> {
+    // Room for the in-flight window, a SUBSCRIBE and a DISCONNECT.
     let (client, eventloop) = AsyncClient::new(mqtt_options(&settings), usize::from(MAX_IN_FLIGHT) + 2);
-    let connection = Connection { client, shared, settings };
+    let connection = Connection { client, shared, settings, inbound };
     runtime.spawn(connection.run(eventloop))
 }
 
@@ -54,6 +63,7 @@ struct Connection {
     client: AsyncClient,
     shared: Arc<Shared>,
     settings: MqttSettings,
+    inbound: Option<Inbound>,
 }
 
 /// A session that lasts less than this after its CONNACK counts as closed right away.
@@ -303,16 +313,22 @@ impl Connection {
     fn handle_event(&self, event: Event, broker: &str, ever_connected: &mut bool) -> Next {
         match event {
             Event::Incoming(Packet::ConnAck(_)) => {
+                // A clean session: subscriptions are made again on every connection, before
+                // anything is published on it.
+                if let Some(inbound) = &self.inbound {
+                    let filters = inbound.filters.iter().map(|f| SubscribeFilter::new(f.clone(), QoS::AtLeastOnce));
+                    if let Err(error) = self.client.try_subscribe_many(filters) {
+                        log::warn!("MQTT: cannot subscribe to {:?}: {error}", inbound.filters);
+                    }
+                }
                 let mut outbox = lock(&self.shared.outbox);
                 outbox.connected = true;
                 if *ever_connected {
                     outbox.reconnects += 1;
                 }
-                // During shutdown the queued `offline` must stay the last word.
-                if !outbox.closing {
-                    let status = outbox.status_message(outbox.status);
-                    outbox.set_status(status, StatusPosition::First);
-                }
+                // The broker may have lost every retained message: the state, then the status,
+                // go first. During shutdown the queued `offline` stays the last word.
+                outbox.resync();
                 let queued = outbox.waiting.len();
                 drop(outbox);
                 *ever_connected = true;
@@ -321,6 +337,7 @@ impl Connection {
             Event::Outgoing(Outgoing::Publish(pkid)) => lock(&self.shared.outbox).on_written(pkid),
             Event::Incoming(Packet::PubAck(ack)) => lock(&self.shared.outbox).on_acknowledged(ack.pkid),
             Event::Incoming(Packet::PubComp(comp)) => lock(&self.shared.outbox).on_acknowledged(comp.pkid),
+            Event::Incoming(Packet::Publish(publish)) => self.deliver(publish),
             Event::Outgoing(Outgoing::Disconnect) => {
                 lock(&self.shared.outbox).connected = false;
                 log::info!("MQTT: disconnected from {broker}");
@@ -329,6 +346,16 @@ impl Connection {
             _ => {}
         }
         Next::Continue
+    }
+
+    /// Hands a message that arrived on a subscription to the [`Inbound`] queue; drops it (logged)
+    /// when the queue is full: the connection task never waits for its reader.
+    fn deliver(&self, publish: rumqttc::Publish) {
+        let Some(inbound) = &self.inbound else { return };
+        let topic = publish.topic.clone();
+        if let Err(error) = inbound.sender.try_send(Incoming { topic, payload: publish.payload.to_vec() }) {
+            log::warn!("MQTT: a message on a subscribed topic was dropped: {error}");
+        }
     }
 
     /// Once shutdown is requested: start the flush window, and when everything is acknowledged,

@@ -7,12 +7,12 @@
 //! processed frame, whatever the publish policy.
 //!
 //! Owns: the counts of the configured labels and when they are sent. Must not: publish (the MQTT
-//! outlet hands the messages over), or know Home Assistant.
+//! outlet hands the messages over, as retained state), or know Home Assistant.
 
-use crate::config::topic_segment;
 use crate::detection::{Detection, Labels};
 
 use super::outbox::Outgoing;
+use super::topics;
 
 /// The counts of one camera.
 #[derive(Debug)]
@@ -22,12 +22,10 @@ pub struct LabelCounts {
 }
 
 impl LabelCounts {
-    /// Counts of `labels` under `camera_topic` (`<prefix>/<camera>`).
-    pub fn new(camera_topic: &str, labels: &[String]) -> LabelCounts {
-        let counts = labels
-            .iter()
-            .map(|label| (label.clone(), format!("{camera_topic}/counts/{}", topic_segment(label)), None))
-            .collect();
+    /// Counts of `camera`'s `labels` under `prefix`.
+    pub fn new(prefix: &str, camera: &str, labels: &[String]) -> LabelCounts {
+        let counts =
+            labels.iter().map(|label| (label.clone(), topics::label_count(prefix, camera, label), None)).collect();
         LabelCounts { counts }
     }
 
@@ -72,7 +70,7 @@ mod tests {
     #[test]
     fn a_count_goes_back_to_zero_when_the_object_leaves() {
         let labels = Labels::parse("person\ncat\n", Path::new("labels")).expect("labels");
-        let mut counts = LabelCounts::new("p/front", &["cat".into(), "traffic light".into()]);
+        let mut counts = LabelCounts::new("p", "front", &["cat".into(), "traffic light".into()]);
         let start = counts.startup();
         assert_eq!(sent(&start), [("p/front/counts/cat", "0"), ("p/front/counts/traffic_light", "0")]);
         assert!(start.iter().all(|m| m.retain));

@@ -1,216 +1,425 @@
-//! Home Assistant MQTT discovery: the retained config messages that make Home Assistant create a
-//! detection-count sensor per camera and label, an availability binary sensor, and per zone an
-//! occupancy-count sensor per label and an "occupied" binary sensor.
+//! Home Assistant MQTT discovery: the retained config messages that make Home Assistant create
+//! the daemon's device and its entities.
 //!
-//! Owns: discovery topics, unique ids, the JSON of each config message, and [`ZoneDiscovery`] (the
-//! zone entities published so far, so that a reload removes those whose zone is gone). Must not:
-//! publish (the MQTT outlet hands the messages to the publisher, retained, after connecting) or know
-//! the payloads: every state topic it names holds a plain value.
+//! One device, `jetson-detectd <device id>`, with:
+//! - the daemon: `Online` (connectivity: on while `online` or `building`), `Engine` (`building`,
+//!   `running`, `stopped`; the telemetry's `engine` section as attributes), `CPU`, and where the
+//!   board reported them at start `SoC temperature` and `GPU load` (diagnostic sensors read from
+//!   telemetry), and the `Score threshold` (a number);
+//! - per camera: a count sensor per `homeassistant.labels` label, switches for detection,
+//!   recording and (with `[snapshot]`) snapshots, the snapshot as an `image`, and diagnostic
+//!   sensors for its fps, dropped frames and inference time;
+//! - per zone (with tracking): its total, a count per label (its own labels, else
+//!   `homeassistant.labels`) and an `occupied` binary sensor.
 //!
-//! A camera's count sensor reads the retained `<prefix>/<camera>/counts/<label>`
-//! (`super::counts`), published on every change, 0 included. (Read from the detections messages,
-//! as before, it stuck at its last non-zero value: with `mqtt.publish = "detections"` a frame
-//! without detections sends nothing.)
+//! Every entity but the daemon's status entities is unavailable while `<prefix>/status` is not
+//! `online`. Names are sentence case and never repeat the device's name.
+//!
+//! Owns: discovery topics, unique ids, the JSON of each config message, [`collision`] (two
+//! entities that would share an id, refused before anything starts), and [`Discovery`] (what was
+//! published, so that a reload removes the entities that are gone). Must not: publish (the outlet
+//! hands the messages over as retained state) or know the payloads: every state topic it names
+//! holds a plain value or the telemetry message.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
-use super::outbox::Outgoing;
-use crate::config::{Config, HomeAssistantConfig};
+use super::topics;
+use crate::config::{topic_segment, Config};
+use crate::controls::Switch;
 
-/// One message to publish retained.
+/// One config message, and the entity's unique id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiscoveryMessage {
     pub topic: String,
     pub payload: Vec<u8>,
+    pub unique_id: String,
+    /// The entity's name, for messages about it.
+    pub name: String,
+}
+
+/// Which board sensors the machine reported at start: only those get an entity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BoardSensors {
+    pub temperature: bool,
+    pub gpu_load: bool,
 }
 
 /// What the discovery messages describe.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct DiscoveryContext<'a> {
-    /// `device.id` (already topic-safe).
-    pub device_id: &'a str,
-    /// The daemon's topic prefix (`mqtt.prefix`).
-    pub topic_prefix: &'a str,
-    /// Configured camera names.
-    pub cameras: &'a [String],
+    pub config: &'a Config,
     /// Daemon version, shown on the device page.
     pub sw_version: &'a str,
+    pub board: BoardSensors,
 }
 
-/// Discovery messages for every camera × label count sensor, then the availability sensor.
-pub fn discovery_messages(config: &HomeAssistantConfig, context: &DiscoveryContext<'_>) -> Vec<DiscoveryMessage> {
-    let node_id = format!("jetson-detectd_{}", context.device_id);
-    let status_topic = format!("{}/status", context.topic_prefix);
-    let device = device(&node_id, context);
-    let mut messages = Vec::with_capacity(context.cameras.len() * config.labels.len() + 1);
-    for camera in context.cameras {
-        for label in &config.labels {
-            let object_id = format!("{camera}_{}_count", sanitize(label));
-            let payload = json!({
-                "name": format!("{camera} {label} count"),
-                "unique_id": format!("{node_id}_{object_id}"),
-                "state_topic": format!("{}/{camera}/counts/{}", context.topic_prefix, sanitize(label)),
+/// One entity before it becomes a message.
+struct Entity {
+    component: &'static str,
+    object_id: String,
+    name: String,
+    /// Unavailable while the daemon is not `online`.
+    follows_status: bool,
+    fields: Value,
+}
+
+fn entity(component: &'static str, object_id: String, name: String, fields: Value) -> Entity {
+    Entity { component, object_id, name: sentence(&name), follows_status: true, fields }
+}
+
+/// `front person count` → `Front person count`.
+fn sentence(name: &str) -> String {
+    let mut chars = name.chars();
+    chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
+}
+
+/// The template of a value in the telemetry message at `path`: `None` (Home Assistant's
+/// "unknown") while telemetry lacks it (before a camera's first frame, during an engine build),
+/// without the template error that a missing key in `value_json.a.b` would log.
+fn from_telemetry(path: &[&str]) -> String {
+    let mut expression = "value_json".to_string();
+    for (index, key) in path.iter().enumerate() {
+        let key = json!(key);
+        expression = if index + 1 == path.len() {
+            format!("{expression}.get({key})")
+        } else {
+            format!("({expression}.get({key}) or {{}})")
+        };
+    }
+    format!("{{{{ {expression} }}}}")
+}
+
+/// Every entity of `config`, in a fixed order: the daemon's, then per camera, then per zone.
+fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
+    let config = context.config;
+    let prefix = config.topic_prefix();
+    let status = topics::status(&prefix);
+    let telemetry = topics::telemetry(&prefix);
+    let labels = &config.homeassistant.labels;
+    let mut out = vec![
+        Entity {
+            follows_status: false,
+            ..entity(
+                "binary_sensor",
+                "online".into(),
+                "Online".into(),
+                json!({
+                    "state_topic": status,
+                    "value_template": "{{ 'ON' if value in ('online', 'building') else 'OFF' }}",
+                    "device_class": "connectivity",
+                    "entity_category": "diagnostic",
+                }),
+            )
+        },
+        Entity {
+            follows_status: false,
+            ..entity(
+                "sensor",
+                "engine".into(),
+                "Engine".into(),
+                json!({
+                    "state_topic": status,
+                    "value_template": "{{ {'building': 'building', 'online': 'running'}.get(value, 'stopped') }}",
+                    "device_class": "enum",
+                    "options": ["building", "running", "stopped"],
+                    "json_attributes_topic": telemetry,
+                    "json_attributes_template": "{{ value_json.get('engine', {}) | tojson }}",
+                    "entity_category": "diagnostic",
+                    "icon": "mdi:chip",
+                }),
+            )
+        },
+        entity(
+            "sensor",
+            "cpu".into(),
+            "CPU".into(),
+            json!({
+                "state_topic": telemetry,
+                "value_template": from_telemetry(&["process", "cpu_percent"]),
+                "unit_of_measurement": "%",
                 "state_class": "measurement",
-                "icon": "mdi:eye",
-                "availability_topic": status_topic,
-                "payload_available": "online",
-                "payload_not_available": "offline",
-                "device": device,
-            });
-            messages.push(DiscoveryMessage {
-                topic: format!("{}/sensor/{node_id}/{object_id}/config", config.discovery_prefix),
-                payload: payload.to_string().into_bytes(),
-            });
+                "entity_category": "diagnostic",
+                "icon": "mdi:cpu-64-bit",
+            }),
+        ),
+    ];
+    if context.board.temperature {
+        out.push(entity(
+            "sensor",
+            "temperature".into(),
+            "SoC temperature".into(),
+            json!({
+                "state_topic": telemetry,
+                "value_template": "{{ (value_json.get('thermal') or {}).values() | max | default(None) }}",
+                "device_class": "temperature",
+                "unit_of_measurement": "°C",
+                "state_class": "measurement",
+                "entity_category": "diagnostic",
+            }),
+        ));
+    }
+    if context.board.gpu_load {
+        out.push(entity(
+            "sensor",
+            "gpu_load".into(),
+            "GPU load".into(),
+            json!({
+                "state_topic": telemetry,
+                "value_template": from_telemetry(&["gpu", "load_percent"]),
+                "unit_of_measurement": "%",
+                "state_class": "measurement",
+                "entity_category": "diagnostic",
+                "icon": "mdi:expansion-card",
+            }),
+        ));
+    }
+    let threshold = topics::threshold_state(&prefix);
+    out.push(entity(
+        "number",
+        "score_threshold".into(),
+        "Score threshold".into(),
+        json!({
+            "state_topic": threshold,
+            "command_topic": topics::command(&threshold),
+            "min": 0.0,
+            "max": 1.0,
+            "step": 0.01,
+            "mode": "box",
+            "entity_category": "config",
+            "icon": "mdi:tune-variant",
+        }),
+    ));
+    for camera in &config.cameras {
+        let name = camera.name.as_str();
+        for label in labels {
+            out.push(entity(
+                "sensor",
+                format!("{name}_{}_count", topic_segment(label)),
+                format!("{name} {label} count"),
+                json!({
+                    "state_topic": topics::label_count(&prefix, name, label),
+                    "state_class": "measurement",
+                    "icon": "mdi:eye",
+                }),
+            ));
+        }
+        let mut switches = vec![(Switch::Detect, "detection", "mdi:motion-sensor")];
+        if config.snapshot.enabled {
+            switches.push((Switch::Snapshots, "snapshots", "mdi:image-multiple"));
+        }
+        switches.push((Switch::Record, "recording", "mdi:record-rec"));
+        for (switch, what, icon) in switches {
+            let state = topics::switch_state(&prefix, name, switch);
+            out.push(entity(
+                "switch",
+                format!("{name}_{}", switch.name()),
+                format!("{name} {what}"),
+                json!({
+                    "state_topic": state,
+                    "command_topic": topics::command(&state),
+                    "entity_category": "config",
+                    "icon": icon,
+                }),
+            ));
+        }
+        if config.snapshot.enabled {
+            out.push(entity(
+                "image",
+                format!("{name}_snapshot"),
+                format!("{name} snapshot"),
+                json!({ "image_topic": topics::snapshot(&prefix, name), "content_type": "image/jpeg" }),
+            ));
+        }
+        out.push(entity(
+            "sensor",
+            format!("{name}_fps"),
+            format!("{name} fps"),
+            json!({
+                "state_topic": telemetry,
+                "value_template": from_telemetry(&["cameras", name, "fps"]),
+                "unit_of_measurement": "fps",
+                "state_class": "measurement",
+                "entity_category": "diagnostic",
+                "icon": "mdi:speedometer",
+            }),
+        ));
+        out.push(entity(
+            "sensor",
+            format!("{name}_dropped_frames"),
+            format!("{name} dropped frames"),
+            json!({
+                "state_topic": telemetry,
+                "value_template": from_telemetry(&["cameras", name, "dropped"]),
+                "state_class": "total_increasing",
+                "entity_category": "diagnostic",
+                "icon": "mdi:image-broken-variant",
+            }),
+        ));
+        out.push(entity(
+            "sensor",
+            format!("{name}_inference_time"),
+            format!("{name} inference time"),
+            json!({
+                "state_topic": telemetry,
+                "value_template": from_telemetry(&["cameras", name, "latency_ms", "infer", "p50"]),
+                "device_class": "duration",
+                "unit_of_measurement": "ms",
+                "state_class": "measurement",
+                "entity_category": "diagnostic",
+            }),
+        ));
+    }
+    if config.tracking.enabled {
+        for camera in &config.cameras {
+            for zone in &camera.zones {
+                let (camera, zone_name) = (camera.name.as_str(), zone.name.as_str());
+                let total = topics::zone_total(&prefix, camera, zone_name);
+                out.push(entity(
+                    "sensor",
+                    format!("{camera}_{zone_name}_count"),
+                    format!("{camera} {zone_name} count"),
+                    json!({ "state_topic": total, "state_class": "measurement", "icon": "mdi:map-marker-multiple" }),
+                ));
+                for label in zone_labels(config, &zone.labels) {
+                    out.push(entity(
+                        "sensor",
+                        format!("{camera}_{zone_name}_{}_count", topic_segment(label)),
+                        format!("{camera} {zone_name} {label} count"),
+                        json!({
+                            "state_topic": topics::zone_label(&prefix, camera, zone_name, label),
+                            "state_class": "measurement",
+                            "icon": "mdi:map-marker-multiple",
+                        }),
+                    ));
+                }
+                out.push(entity(
+                    "binary_sensor",
+                    format!("{camera}_{zone_name}_occupied"),
+                    format!("{camera} {zone_name} occupied"),
+                    json!({
+                        "state_topic": total,
+                        "value_template": "{{ 'ON' if (value | int(0)) > 0 else 'OFF' }}",
+                        "device_class": "occupancy",
+                    }),
+                ));
+            }
         }
     }
-    let availability = json!({
-        "name": "Daemon online",
-        "unique_id": format!("{node_id}_online"),
-        "state_topic": status_topic,
-        "payload_on": "online",
-        "payload_off": "offline",
-        "device_class": "connectivity",
-        "entity_category": "diagnostic",
-        "device": device,
-    });
-    messages.push(DiscoveryMessage {
-        topic: format!("{}/binary_sensor/{node_id}/online/config", config.discovery_prefix),
-        payload: availability.to_string().into_bytes(),
-    });
-    messages
+    out
 }
 
-/// The device every entity belongs to.
-fn device(node_id: &str, context: &DiscoveryContext<'_>) -> serde_json::Value {
-    json!({
+/// The labels a zone's count sensors are for: its own, else `homeassistant.labels`.
+fn zone_labels<'a>(config: &'a Config, zone_labels: &'a [String]) -> &'a [String] {
+    if zone_labels.is_empty() {
+        &config.homeassistant.labels
+    } else {
+        zone_labels
+    }
+}
+
+/// The address the device page links to: `homeassistant.configuration_url`, else the page's when
+/// `http.listen` is one address beyond loopback.
+fn configuration_url(config: &Config) -> Option<String> {
+    if let Some(url) = &config.homeassistant.configuration_url {
+        return Some(url.clone());
+    }
+    let address = config.http.listen_addr()?;
+    (!address.ip().is_loopback() && !address.ip().is_unspecified()).then(|| format!("http://{address}/"))
+}
+
+/// Every discovery message of `context.config`.
+pub fn discovery_messages(context: &DiscoveryContext<'_>) -> Vec<DiscoveryMessage> {
+    let config = context.config;
+    let device_id = config.device_id();
+    let node_id = format!("jetson-detectd_{device_id}");
+    let status = topics::status(&config.topic_prefix());
+    let mut device = json!({
         "identifiers": [node_id],
-        "name": format!("jetson-detectd {}", context.device_id),
+        "name": format!("jetson-detectd {device_id}"),
         "manufacturer": "jetson-detectd",
         "model": "Object detector",
         "sw_version": context.sw_version,
-    })
-}
-
-/// One zone of one camera, for discovery.
-#[derive(Debug, Clone)]
-pub struct ZoneEntities<'a> {
-    pub camera: &'a str,
-    pub zone: &'a str,
-    /// The zone's configured labels; empty: `homeassistant.labels` get a count sensor.
-    pub labels: &'a [String],
-}
-
-/// Discovery messages for zones: a count sensor per zone and label on the retained
-/// `<prefix>/<camera>/zones/<zone>/<label>` counts, and an occupancy binary sensor per zone on the
-/// zone's total `<prefix>/<camera>/zones/<zone>` (on while it is above 0).
-pub fn zone_discovery_messages(
-    config: &HomeAssistantConfig,
-    context: &DiscoveryContext<'_>,
-    zones: &[ZoneEntities<'_>],
-) -> Vec<DiscoveryMessage> {
-    let node_id = format!("jetson-detectd_{}", context.device_id);
-    let status_topic = format!("{}/status", context.topic_prefix);
-    let device = device(&node_id, context);
-    let mut messages = Vec::new();
-    for zone in zones {
-        let zone_topic = format!("{}/{}/zones/{}", context.topic_prefix, zone.camera, zone.zone);
-        let labels = if zone.labels.is_empty() { config.labels.as_slice() } else { zone.labels };
-        for label in labels {
-            let object_id = format!("{}_{}_{}_count", zone.camera, zone.zone, sanitize(label));
-            let payload = json!({
-                "name": format!("{} {} {label} count", zone.camera, zone.zone),
-                "unique_id": format!("{node_id}_{object_id}"),
-                "state_topic": format!("{zone_topic}/{}", sanitize(label)),
-                "state_class": "measurement",
-                "icon": "mdi:map-marker-multiple",
-                "availability_topic": status_topic,
-                "payload_available": "online",
-                "payload_not_available": "offline",
-                "device": device,
-            });
-            messages.push(DiscoveryMessage {
-                topic: format!("{}/sensor/{node_id}/{object_id}/config", config.discovery_prefix),
-                payload: payload.to_string().into_bytes(),
-            });
-        }
-        let object_id = format!("{}_{}_occupied", zone.camera, zone.zone);
-        let payload = json!({
-            "name": format!("{} {} occupied", zone.camera, zone.zone),
-            "unique_id": format!("{node_id}_{object_id}"),
-            "state_topic": zone_topic,
-            "value_template": "{{ 'ON' if (value | int(0)) > 0 else 'OFF' }}",
-            "device_class": "occupancy",
-            "availability_topic": status_topic,
-            "payload_available": "online",
-            "payload_not_available": "offline",
-            "device": device,
-        });
-        messages.push(DiscoveryMessage {
-            topic: format!("{}/binary_sensor/{node_id}/{object_id}/config", config.discovery_prefix),
-            payload: payload.to_string().into_bytes(),
-        });
+    });
+    if let Some(url) = configuration_url(config) {
+        device["configuration_url"] = Value::String(url);
     }
-    messages
+    let origin = json!({ "name": "jetson-detectd", "sw_version": context.sw_version });
+    entities(context)
+        .into_iter()
+        .map(|entity| {
+            let unique_id = format!("{node_id}_{}", entity.object_id);
+            let mut payload = entity.fields;
+            payload["name"] = Value::String(entity.name.clone());
+            payload["unique_id"] = Value::String(unique_id.clone());
+            payload["device"] = device.clone();
+            payload["origin"] = origin.clone();
+            if entity.follows_status {
+                payload["availability_topic"] = Value::String(status.clone());
+                payload["payload_available"] = Value::String("online".into());
+                payload["payload_not_available"] = Value::String("offline".into());
+            }
+            DiscoveryMessage {
+                topic: format!(
+                    "{}/{}/{node_id}/{}/config",
+                    config.homeassistant.discovery_prefix, entity.component, entity.object_id
+                ),
+                payload: payload.to_string().into_bytes(),
+                unique_id,
+                name: entity.name,
+            }
+        })
+        .collect()
 }
 
-/// Discovery object ids allow `[a-zA-Z0-9_-]`; labels such as `traffic light` do not. The same
-/// form names a label's count topics.
-fn sanitize(label: &str) -> String {
-    crate::config::topic_segment(label)
+/// Two entities of `config` that would share a unique id (camera `front` with zone `yard` and a
+/// camera `front_yard` both make `front_yard_person_count`): one would silently replace the other
+/// in Home Assistant. Said naming both, so the config can be fixed; `None` without discovery.
+pub fn collision(config: &Config) -> Option<String> {
+    if !config.homeassistant.discovery {
+        return None;
+    }
+    let every_board_sensor = BoardSensors { temperature: true, gpu_load: true };
+    let context = DiscoveryContext { config, sw_version: "", board: every_board_sensor };
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for message in discovery_messages(&context) {
+        if let Some(first) = seen.insert(message.unique_id.clone(), message.name.clone()) {
+            return Some(format!(
+                "the Home Assistant entities {first:?} and {:?} would share the id {:?}, and one would replace \
+                 the other: rename a camera or zone so that their names stay apart",
+                message.name, message.unique_id
+            ));
+        }
+    }
+    None
 }
 
-/// What the zone discovery messages are made from, and the topics published so far.
-pub struct ZoneDiscovery {
-    config: HomeAssistantConfig,
-    device_id: String,
-    topic_prefix: String,
-    cameras: Vec<String>,
+/// What was published, so that the next [`Discovery::messages`] removes what is gone.
+#[derive(Debug, Default)]
+pub struct Discovery {
     published: BTreeSet<String>,
 }
 
-impl ZoneDiscovery {
-    /// Nothing published yet; `config` gives the Home Assistant settings.
-    pub fn new(config: &Config, device_id: String, topic_prefix: String, cameras: Vec<String>) -> ZoneDiscovery {
-        ZoneDiscovery {
-            config: config.homeassistant.clone(),
-            device_id,
-            topic_prefix,
-            cameras,
-            published: BTreeSet::new(),
-        }
-    }
+/// A discovery message to hand over: an empty payload removes the entity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Announcement {
+    pub topic: String,
+    pub payload: Vec<u8>,
+}
 
-    /// Discovery messages for `config`'s zones, plus an empty retained message (which deletes the
-    /// entity) for every zone entity published before that `config` no longer has.
-    pub fn messages(&mut self, config: &Config) -> Vec<Outgoing> {
-        let context = DiscoveryContext {
-            device_id: &self.device_id,
-            topic_prefix: &self.topic_prefix,
-            cameras: &self.cameras,
-            sw_version: env!("CARGO_PKG_VERSION"),
-        };
-        let zones: Vec<ZoneEntities<'_>> = config
-            .cameras
-            .iter()
-            .flat_map(|camera| {
-                camera.zones.iter().map(move |zone| ZoneEntities {
-                    camera: &camera.name,
-                    zone: &zone.name,
-                    labels: &zone.labels,
-                })
-            })
-            .collect();
-        let messages = zone_discovery_messages(&self.config, &context, &zones);
+impl Discovery {
+    /// The config messages of `context.config`'s entities, after an empty one for every entity
+    /// published before that is gone (a zone removed by a reload or from the page).
+    pub fn messages(&mut self, context: &DiscoveryContext<'_>) -> Vec<Announcement> {
+        let messages = discovery_messages(context);
         let current: BTreeSet<String> = messages.iter().map(|m| m.topic.clone()).collect();
-        let removed = self.published.difference(&current).map(|topic| Outgoing {
-            topic: topic.clone(),
-            payload: Vec::new(),
-            retain: true,
-        });
-        let mut out: Vec<Outgoing> = removed.collect();
-        out.extend(messages.into_iter().map(|m| Outgoing { topic: m.topic, payload: m.payload, retain: true }));
+        let mut out: Vec<Announcement> = self
+            .published
+            .difference(&current)
+            .map(|topic| Announcement { topic: topic.clone(), payload: Vec::new() })
+            .collect();
+        out.extend(messages.into_iter().map(|m| Announcement { topic: m.topic, payload: m.payload }));
         self.published = current;
         out
     }
@@ -218,88 +427,128 @@ impl ZoneDiscovery {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+    use crate::config::ConfigOrigin;
 
-    fn messages() -> Vec<DiscoveryMessage> {
-        let config = HomeAssistantConfig {
-            discovery: true,
-            discovery_prefix: "homeassistant".into(),
-            labels: vec!["person".into(), "traffic light".into()],
-        };
-        let cameras = ["front".to_string(), "back".to_string()];
-        let context = DiscoveryContext {
-            device_id: "orin1",
-            topic_prefix: "jetson-detectd/orin1",
-            cameras: &cameras,
-            sw_version: "0.1.0",
-        };
-        discovery_messages(&config, &context)
+    fn config(extra: &str) -> Config {
+        let text = format!(
+            "[device]\nid = \"orin1\"\n[mqtt]\nprefix = \"jd/orin1\"\n[snapshot]\nenabled = true\n\
+             [homeassistant]\ndiscovery = true\nlabels = [\"person\", \"traffic light\"]\n\
+             [[camera]]\nname = \"front\"\nsource = {{ kind = \"synthetic\" }}\n\
+             [[camera.zone]]\nname = \"drive\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\nlabels = [\"car\"]\n\
+             [[camera.zone]]\nname = \"yard\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\n{extra}"
+        );
+        Config::from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/")).expect("config")
     }
 
-    fn json(message: &DiscoveryMessage) -> serde_json::Value {
-        serde_json::from_slice(&message.payload).expect("valid JSON")
-    }
-
-    #[test]
-    fn one_sensor_per_camera_and_label_plus_availability() {
-        let messages = messages();
-        let topics: Vec<&str> = messages.iter().map(|m| m.topic.as_str()).collect();
-        assert_eq!(
-            topics,
-            [
-                "homeassistant/sensor/jetson-detectd_orin1/front_person_count/config",
-                "homeassistant/sensor/jetson-detectd_orin1/front_traffic_light_count/config",
-                "homeassistant/sensor/jetson-detectd_orin1/back_person_count/config",
-                "homeassistant/sensor/jetson-detectd_orin1/back_traffic_light_count/config",
-                "homeassistant/binary_sensor/jetson-detectd_orin1/online/config",
-            ]
-        );
-        let sensor = json(&messages[1]);
-        assert_eq!(sensor["state_topic"], "jetson-detectd/orin1/front/counts/traffic_light");
-        assert_eq!(sensor["availability_topic"], "jetson-detectd/orin1/status");
-        assert_eq!(sensor["unique_id"], "jetson-detectd_orin1_front_traffic_light_count");
-        assert!(sensor.get("value_template").is_none(), "the count topic holds the number itself");
-        let online = json(&messages[4]);
-        assert_eq!(
-            (online["state_topic"].as_str(), online["payload_on"].as_str()),
-            (Some("jetson-detectd/orin1/status"), Some("online"))
-        );
-        assert_eq!(online["device"], sensor["device"], "every entity belongs to one device");
+    fn messages(config: &Config, board: BoardSensors) -> BTreeMap<String, Value> {
+        let context = DiscoveryContext { config, sw_version: "0.1.0", board };
+        discovery_messages(&context)
+            .into_iter()
+            .map(|m| {
+                let object = m.topic.rsplit('/').nth(1).expect("object id").to_string();
+                (object, serde_json::from_slice(&m.payload).expect("valid JSON"))
+            })
+            .collect()
     }
 
     #[test]
-    fn zones_get_count_sensors_per_label_and_an_occupied_sensor() {
-        let config = HomeAssistantConfig {
-            discovery: true,
-            discovery_prefix: "homeassistant".into(),
-            labels: vec!["person".into(), "traffic light".into()],
-        };
-        let cameras = ["front".to_string()];
-        let context =
-            DiscoveryContext { device_id: "orin1", topic_prefix: "jd/orin1", cameras: &cameras, sw_version: "0.1.0" };
-        let cars = ["car".to_string()];
-        let zones = [
-            ZoneEntities { camera: "front", zone: "drive", labels: &cars },
-            ZoneEntities { camera: "front", zone: "yard", labels: &[] },
-        ];
-        let messages = zone_discovery_messages(&config, &context, &zones);
-        let topics: Vec<&str> = messages.iter().map(|m| m.topic.as_str()).collect();
+    fn every_entity_of_the_device_cameras_and_zones_is_discovered() {
+        let config = config("");
+        let all = messages(&config, BoardSensors { temperature: true, gpu_load: false });
+        let ids: Vec<&str> = all.keys().map(String::as_str).collect();
         assert_eq!(
-            topics,
+            ids,
             [
-                "homeassistant/sensor/jetson-detectd_orin1/front_drive_car_count/config",
-                "homeassistant/binary_sensor/jetson-detectd_orin1/front_drive_occupied/config",
-                "homeassistant/sensor/jetson-detectd_orin1/front_yard_person_count/config",
-                "homeassistant/sensor/jetson-detectd_orin1/front_yard_traffic_light_count/config",
-                "homeassistant/binary_sensor/jetson-detectd_orin1/front_yard_occupied/config",
+                "cpu",
+                "engine",
+                "front_detect",
+                "front_drive_car_count",
+                "front_drive_count",
+                "front_drive_occupied",
+                "front_dropped_frames",
+                "front_fps",
+                "front_inference_time",
+                "front_person_count",
+                "front_record",
+                "front_snapshot",
+                "front_snapshots",
+                "front_traffic_light_count",
+                "front_yard_count",
+                "front_yard_occupied",
+                "front_yard_person_count",
+                "front_yard_traffic_light_count",
+                "online",
+                "score_threshold",
+                "temperature",
             ]
         );
-        let count = json(&messages[3]);
-        assert_eq!(count["state_topic"], "jd/orin1/front/zones/yard/traffic_light");
-        assert!(count.get("value_template").is_none(), "the count topic holds the number itself");
-        let occupied = json(&messages[4]);
-        assert_eq!(occupied["state_topic"], "jd/orin1/front/zones/yard");
-        assert_eq!(occupied["device_class"], "occupancy");
-        assert_eq!(occupied["device"], json(&messages[0])["device"]);
+        let count = &all["front_traffic_light_count"];
+        assert_eq!(count["state_topic"], "jd/orin1/front/counts/traffic_light");
+        assert_eq!(count["name"], "Front traffic light count");
+        assert_eq!(count["unique_id"], "jetson-detectd_orin1_front_traffic_light_count");
+        assert_eq!(count["availability_topic"], "jd/orin1/status");
+        assert_eq!(count["origin"]["name"], "jetson-detectd");
+        assert_eq!(all["front_yard_count"]["state_topic"], "jd/orin1/front/zones/yard");
+        assert_eq!(all["front_yard_person_count"]["state_topic"], "jd/orin1/front/zones/yard/person");
+        let detect = &all["front_detect"];
+        assert_eq!(
+            (detect["state_topic"].as_str(), detect["command_topic"].as_str()),
+            (Some("jd/orin1/front/controls/detect"), Some("jd/orin1/front/controls/detect/set"))
+        );
+        assert_eq!(all["front_snapshot"]["image_topic"], "jd/orin1/front/snapshot");
+        assert_eq!(all["score_threshold"]["command_topic"], "jd/orin1/controls/score_threshold/set");
+        assert_eq!(
+            all["front_fps"]["value_template"],
+            r#"{{ ((value_json.get("cameras") or {}).get("front") or {}).get("fps") }}"#
+        );
+        let online = &all["online"];
+        assert!(online.get("availability_topic").is_none(), "the status entities stay available");
+        assert!(online["value_template"].as_str().is_some_and(|t| t.contains("building")), "building is understood");
+        assert_eq!(all["engine"]["options"], json!(["building", "running", "stopped"]));
+        assert!(all.values().all(|entity| entity["device"] == online["device"]), "one device");
+        assert!(online["device"].get("configuration_url").is_none(), "the page listens on loopback only");
+        assert!(all.values().all(|entity| entity["name"].as_str().is_some_and(|n| n.starts_with(char::is_uppercase))));
+    }
+
+    #[test]
+    fn the_device_links_to_a_page_that_others_can_reach() {
+        let listening = config("").http.listen.replace("127.0.0.1", "192.168.1.20");
+        let mut config = config("");
+        config.http.listen = listening;
+        let device = &messages(&config, BoardSensors::default())["online"]["device"];
+        assert_eq!(device["configuration_url"], "http://192.168.1.20:8090/");
+        config.homeassistant.configuration_url = Some("https://jetson.lan/".into());
+        let device = &messages(&config, BoardSensors::default())["online"]["device"];
+        assert_eq!(device["configuration_url"], "https://jetson.lan/");
+    }
+
+    /// Issue 35.16: camera `front` with zone `yard` and a camera `front_yard` made the same id.
+    #[test]
+    fn entities_that_would_share_an_id_are_a_collision_naming_both() {
+        assert_eq!(collision(&config("")), None);
+        let clash = config("[[camera]]\nname = \"front_yard\"\nsource = { kind = \"synthetic\" }\n");
+        let message = collision(&clash).expect("a collision");
+        assert!(
+            message.contains("Front yard person count") && message.contains("front_yard_person_count"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_reload_removes_the_entities_of_a_zone_that_is_gone() {
+        let mut discovery = Discovery::default();
+        let before = config("");
+        let context = DiscoveryContext { config: &before, sw_version: "0.1.0", board: BoardSensors::default() };
+        assert!(discovery.messages(&context).iter().all(|m| !m.payload.is_empty()));
+        let mut after = before.clone();
+        after.cameras[0].zones.retain(|zone| zone.name != "yard");
+        let context = DiscoveryContext { config: &after, ..context };
+        let removed: Vec<String> =
+            discovery.messages(&context).into_iter().filter(|m| m.payload.is_empty()).map(|m| m.topic).collect();
+        assert_eq!(removed.len(), 4, "{removed:?}");
+        assert!(removed.iter().all(|topic| topic.contains("front_yard_")));
     }
 }

@@ -1,5 +1,6 @@
 //! The MQTT publisher: one rumqttc client, a bounded outbox, the status topic and its Last Will,
-//! reconnection with backoff, and a bounded flush at shutdown.
+//! the retained state re-asserted after every connection, the subscriptions and what arrives on
+//! them, reconnection with backoff, and a bounded flush at shutdown.
 //!
 //! Owns: the broker connection and every message on its way to the broker. Must not: build
 //! payloads, decide what or how often to publish (the pipeline and telemetry do that), or ever block
@@ -8,7 +9,8 @@
 //! A handle apart from the task that owns the connection, as rumqttc's client and event loop:
 //! [`Publisher`] (here) is the cheap handle callers clone; `settings` resolves `[mqtt]` and reads
 //! the password and TLS files; `outbox` holds every message until the broker acknowledged it (and
-//! says why the daemon keeps its own); `connection` is the task that owns the event loop.
+//! says why the daemon keeps its own); `retained` keeps the latest state messages that every
+//! connection re-sends; `connection` is the task that owns the event loop.
 
 mod connection;
 pub mod counts;
@@ -16,20 +18,23 @@ pub mod homeassistant;
 mod outbox;
 pub mod outlet;
 pub mod policy;
+mod retained;
 mod settings;
+pub mod topics;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use rumqttc::QoS;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
-use outbox::{Message, Outbox, Shared, StatusPosition, MAX_TOPIC_BYTES};
+use outbox::{Message, Outbox, Shared, MAX_TOPIC_BYTES};
 pub use outbox::{
     MqttStats, Outgoing, MAX_IN_FLIGHT, MAX_PAYLOAD_BYTES, STATUS_BUILDING, STATUS_OFFLINE, STATUS_ONLINE,
 };
 pub use outlet::MqttOutlet;
+pub use retained::StateClass;
 pub use settings::{MqttError, MqttSettings, TlsMaterial};
 
 use crate::sys::lock::lock;
@@ -61,15 +66,35 @@ impl Drop for ConnectionTask {
     }
 }
 
+/// A message the broker delivered on one of the [`Inbound`] subscriptions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming {
+    pub topic: String,
+    pub payload: Vec<u8>,
+}
+
+/// Messages that arrive on these topic filters (subscribed after every CONNACK, QoS 1) go to
+/// `sender`; when its queue is full they are dropped and logged, never waited for.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    pub filters: Vec<String>,
+    pub sender: mpsc::Sender<Incoming>,
+}
+
 impl Publisher {
     /// Must be called inside a tokio runtime; spawns the connection task, which connects in the background.
     pub fn start(settings: MqttSettings) -> Result<Publisher, MqttError> {
-        Self::start_with_status(settings, STATUS_ONLINE)
+        Self::start_with_status(settings, STATUS_ONLINE, None)
     }
 
     /// [`start`](Self::start) with another retained status while connected ([`STATUS_BUILDING`]
-    /// before the engine is ready), until [`set_status`](Self::set_status) says otherwise.
-    pub fn start_with_status(settings: MqttSettings, status: &'static str) -> Result<Publisher, MqttError> {
+    /// before the engine is ready), until [`set_status`](Self::set_status) says otherwise, and
+    /// with subscriptions whose messages go to `inbound`.
+    pub fn start_with_status(
+        settings: MqttSettings,
+        status: &'static str,
+        inbound: Option<Inbound>,
+    ) -> Result<Publisher, MqttError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| MqttError::NoRuntime)?;
         let shared = Arc::new(Shared {
             outbox: Mutex::new(Outbox::new(settings.queue_capacity, settings.queue_max_bytes, settings.status_topic())),
@@ -78,7 +103,7 @@ impl Publisher {
         lock(&shared.outbox).status = status;
         let prefix: Arc<str> = settings.prefix.clone().into();
         let qos = settings.qos;
-        let handle = connection::spawn(&runtime, settings, Arc::clone(&shared));
+        let handle = connection::spawn(&runtime, settings, Arc::clone(&shared), inbound);
         Ok(Publisher { shared, prefix, qos, task: Arc::new(ConnectionTask(Mutex::new(Some(handle)))) })
     }
 
@@ -91,7 +116,7 @@ impl Publisher {
         }
         outbox.status = status;
         let message = outbox.status_message(status);
-        outbox.set_status(message, StatusPosition::Last);
+        outbox.set_status(message);
         drop(outbox);
         self.shared.wake.notify_one();
     }
@@ -127,8 +152,33 @@ impl Publisher {
             lock(&self.shared.outbox).dropped += 1;
             return;
         }
-        let message = Message { topic, payload, qos: self.qos, retain, is_status: false, per_frame };
+        let message = Message { topic, payload, qos: self.qos, retain, is_status: false, is_state: false, per_frame };
         lock(&self.shared.outbox).push(message);
+        self.shared.wake.notify_one();
+    }
+
+    /// Publishes a retained state (a discovery config, a count, a switch state, telemetry) and
+    /// keeps it: after every reconnect, and on [`Publisher::resync`], the latest state of every
+    /// topic is sent again before the status, so a broker that lost its retained messages, and
+    /// whoever subscribes to it, gets them back. An empty payload deletes the retained message and
+    /// forgets the topic. Never blocks; the configuration bounds how many states there are, so
+    /// they are not counted against the queue bounds.
+    pub fn publish_state(&self, class: StateClass, topic: String, payload: Vec<u8>) {
+        if topic.is_empty() || topic.len() > MAX_TOPIC_BYTES || topic.contains(['+', '#', '\0']) {
+            log::warn!("MQTT: dropping a state message for {topic:?}: invalid topic");
+            lock(&self.shared.outbox).dropped += 1;
+            return;
+        }
+        let message =
+            Message { topic, payload, qos: self.qos, retain: true, is_status: false, is_state: true, per_frame: false };
+        lock(&self.shared.outbox).push_state(class, message);
+        self.shared.wake.notify_one();
+    }
+
+    /// Sends every retained state, then the status, again (Home Assistant announced itself and
+    /// may have lost its entities). The connection does this by itself after every CONNACK.
+    pub fn resync(&self) {
+        lock(&self.shared.outbox).resync();
         self.shared.wake.notify_one();
     }
 
@@ -146,7 +196,7 @@ impl Publisher {
             if !outbox.closing {
                 outbox.closing = true;
                 let offline = outbox.status_message(STATUS_OFFLINE);
-                outbox.set_status(offline, StatusPosition::Last);
+                outbox.set_status(offline);
             }
         }
         self.shared.wake.notify_one();

@@ -2,7 +2,9 @@
 //! acknowledgement, bounded in messages and bytes.
 //!
 //! Owns: the queue bounds and what they drop first (per-frame messages, then the oldest data; the
-//! status is exempt, and only its latest value waits), the in-flight window, tying packet ids to
+//! status and the retained state are exempt, and only the latest value of each waits), the retained
+//! state ([`RetainedStates`]) and re-queueing it, with the status, after every CONNACK
+//! ([`Outbox::resync`]), the in-flight window, tying packet ids to
 //! messages, re-queueing what a lost connection did not acknowledge, and the counters
 //! ([`MqttStats`]). Must not: do I/O or wait: the handle and the connection task only lock it to
 //! change it.
@@ -26,6 +28,8 @@ use std::sync::Mutex;
 
 use rumqttc::QoS;
 use tokio::sync::Notify;
+
+use super::retained::{RetainedStates, StateClass};
 
 /// Payload of the retained status topic while connected.
 pub const STATUS_ONLINE: &str = "online";
@@ -67,6 +71,9 @@ pub(super) struct Message {
     pub(super) retain: bool,
     /// Status messages are exempt from the queue bound; only the latest waiting one is kept.
     pub(super) is_status: bool,
+    /// A retained state message ([`RetainedStates`]): exempt from the queue bound too (the
+    /// configuration bounds how many there are), and only the latest of each topic waits.
+    pub(super) is_state: bool,
     /// Detections and snapshots: dropped before anything else when the queue is full.
     pub(super) per_frame: bool,
 }
@@ -75,6 +82,11 @@ impl Message {
     /// What the byte bound counts.
     fn bytes(&self) -> usize {
         self.payload.len() + self.topic.len()
+    }
+
+    /// Counted against the queue bounds (everything but the status and the retained state).
+    fn is_data(&self) -> bool {
+        !self.is_status && !self.is_state
     }
 }
 
@@ -86,13 +98,6 @@ struct InFlight {
     qos: QoS,
     /// Set by `Outgoing::Publish`; `None` until rumqttc has written the packet.
     pkid: Option<u16>,
-}
-
-pub(super) enum StatusPosition {
-    /// Before everything waiting: `online` after a (re)connect.
-    First,
-    /// After everything waiting: `offline` at shutdown.
-    Last,
 }
 
 /// Messages not yet acknowledged, oldest first: `in_flight` (handed to rumqttc, in hand-over
@@ -109,6 +114,8 @@ pub(super) struct Outbox {
     status_topic: String,
     /// What the status topic says while connected: [`STATUS_ONLINE`], or [`STATUS_BUILDING`].
     pub(super) status: &'static str,
+    /// What is re-sent after every CONNACK, before the status.
+    states: RetainedStates,
     pub(super) connected: bool,
     pub(super) closing: bool,
     pub(super) dropped: u64,
@@ -128,6 +135,7 @@ impl Outbox {
             data_bytes: 0,
             status_topic,
             status: STATUS_ONLINE,
+            states: RetainedStates::default(),
             connected: false,
             closing: false,
             dropped: 0,
@@ -144,7 +152,39 @@ impl Outbox {
             qos: QoS::AtLeastOnce,
             retain: true,
             is_status: true,
+            is_state: false,
             per_frame: false,
+        }
+    }
+
+    /// Queues a retained state message and keeps it as its topic's state: a waiting older value of
+    /// the same topic is replaced (only the latest matters), and after every CONNACK the state is
+    /// sent again ([`Outbox::resync`]). An empty payload deletes the retained message and forgets
+    /// the topic.
+    pub(super) fn push_state(&mut self, class: StateClass, message: Message) {
+        if self.closing {
+            self.dropped += 1;
+            return;
+        }
+        let message = Message { retain: true, is_state: true, is_status: false, per_frame: false, ..message };
+        self.states.set(class, &message);
+        self.waiting.retain(|waiting| !(waiting.is_state && waiting.topic == message.topic));
+        self.waiting.push_back(message);
+    }
+
+    /// After a CONNACK (the broker may have lost every retained message) and when Home Assistant
+    /// announces itself (it may have lost its entities): every retained state, configs first, then
+    /// the status, ahead of the data still waiting. Waiting copies of them go (they are older or
+    /// the same). Not while closing: `offline` stays the last word.
+    pub(super) fn resync(&mut self) {
+        if self.closing {
+            return;
+        }
+        self.waiting.retain(|waiting| waiting.is_data());
+        let status = self.status_message(self.status);
+        let front: Vec<Message> = self.states.messages().cloned().chain(std::iter::once(status)).collect();
+        for message in front.into_iter().rev() {
+            self.waiting.push_front(message);
         }
     }
 
@@ -169,7 +209,7 @@ impl Outbox {
 
     /// Drops the oldest live data message that `wanted` picks; whether there was one.
     fn drop_oldest(&mut self, wanted: impl Fn(&Message) -> bool) -> bool {
-        let pick = |m: &Message| !m.is_status && wanted(m);
+        let pick = |m: &Message| m.is_data() && wanted(m);
         let bytes = if let Some(entry) = self.in_flight.iter_mut().find(|e| e.message.as_ref().is_some_and(pick)) {
             entry.message.take().map_or(0, |m| m.bytes())
         } else if let Some(index) = self.waiting.iter().position(pick) {
@@ -183,13 +223,12 @@ impl Outbox {
         true
     }
 
-    /// Replaces any waiting status message: only the latest state matters for a retained topic.
-    pub(super) fn set_status(&mut self, message: Message, position: StatusPosition) {
+    /// Replaces any waiting status message (only the latest state matters for a retained topic)
+    /// and queues it after everything waiting: `online` after the counts reset at start, `offline`
+    /// after the last events at shutdown.
+    pub(super) fn set_status(&mut self, message: Message) {
         self.waiting.retain(|m| !m.is_status);
-        match position {
-            StatusPosition::First => self.waiting.push_front(message),
-            StatusPosition::Last => self.waiting.push_back(message),
-        }
+        self.waiting.push_back(message);
     }
 
     /// Moves the next waiting message to `in_flight` and returns what to hand to rumqttc.
@@ -233,7 +272,7 @@ impl Outbox {
     fn complete(&mut self, index: usize) {
         if let Some(InFlight { message: Some(message), .. }) = self.in_flight.remove(index) {
             self.published += 1;
-            if !message.is_status {
+            if message.is_data() {
                 self.data_len -= 1;
                 self.data_bytes -= message.bytes();
             }
@@ -279,6 +318,7 @@ mod tests {
             qos: QoS::AtLeastOnce,
             retain: false,
             is_status: false,
+            is_state: false,
             per_frame: false,
         }
     }
@@ -292,7 +332,7 @@ mod tests {
     fn full_queue_drops_the_oldest_data_but_keeps_status() {
         let mut outbox = Outbox::new(3, usize::MAX, "p/status".into());
         let online = outbox.status_message(STATUS_ONLINE);
-        outbox.set_status(online, StatusPosition::First);
+        outbox.set_status(online);
         for n in 0..5 {
             outbox.push(data(n));
         }
@@ -396,6 +436,40 @@ mod tests {
         outbox.push(data(1));
         assert_eq!(outbox.stats().dropped, 1);
         assert!(outbox.is_flushed());
+    }
+
+    #[test]
+    fn after_a_connack_the_retained_state_and_the_status_go_first_and_replace_waiting_copies() {
+        let mut outbox = Outbox::new(10, usize::MAX, "p/status".into());
+        let state = |topic: &str, n: u32| Message { topic: topic.into(), ..data(n) };
+        outbox.push_state(StateClass::Config, state("ha/sensor/count/config", 7));
+        outbox.push_state(StateClass::Value, state("p/cam/counts/person", 1));
+        outbox.push(data(2));
+        outbox.push_state(StateClass::Value, state("p/cam/counts/person", 3));
+        assert_eq!(payloads(&outbox), ["7", "2", "3"], "only the newest count waits");
+        assert!(outbox.waiting.iter().filter(|m| m.is_state).all(|m| m.retain));
+        outbox.resync();
+        assert_eq!(payloads(&outbox), ["7", "3", "online", "2"]);
+        assert!(outbox.waiting[2].is_status);
+        outbox.push_state(StateClass::Value, state("p/cam/counts/person", 0));
+        outbox.push_state(StateClass::Config, state("ha/sensor/count/config", 8));
+        outbox.connected = true;
+        while outbox.hand_over_next().is_some() {}
+        outbox.on_connection_lost();
+        outbox.resync();
+        assert_eq!(payloads(&outbox), ["8", "0", "online", "2"], "what was in flight is re-sent once");
+        assert_eq!(outbox.stats().queued_bytes, data(2).bytes(), "state is not data");
+        assert_eq!(outbox.states.messages().count(), 2);
+    }
+
+    #[test]
+    fn a_full_queue_never_drops_the_retained_state() {
+        let mut outbox = Outbox::new(2, usize::MAX, "p/status".into());
+        outbox.push_state(StateClass::Value, Message { topic: "p/cam/counts/person".into(), ..data(9) });
+        for n in 0..4 {
+            outbox.push(data(n));
+        }
+        assert_eq!(payloads(&outbox), ["9", "2", "3"]);
     }
 
     #[test]

@@ -1,29 +1,41 @@
-//! The MQTT outlet: the one place where the pipeline's values become topics and bytes.
+//! The MQTT outlet: the one place where the pipeline's values become topics and bytes, and where
+//! what arrives on the daemon's subscriptions becomes a change of its controls.
 //!
-//! Owns: every topic under `<prefix>` and what goes on it — per camera `detections` (under
-//! `mqtt.publish` and `mqtt.max_rate_hz`, stamped with the run and a per-camera sequence),
-//! `events` and each `end`'s `events/snapshot/<label>/<track id>`, the retained `zones/…` and
-//! `counts/<label>` values and `snapshot`; `telemetry` (stamped with its own sequence) and
-//! `status`; Home Assistant discovery (at start and whenever the zones change). It runs on the
-//! inference worker, so it only encodes and hands each message to the publisher's bounded outbox
-//! ([`Publisher`]); the connection task does the rest. Must not: decide what happened (tracking
-//! and the sink do), or block.
+//! Owns: every topic under `<prefix>` and what goes on it ([`super::topics`] names them) — per
+//! camera `detections` (under `mqtt.publish` and `mqtt.max_rate_hz`, stamped with the run and a
+//! per-camera sequence), `events` and each `end`'s `events/snapshot/<label>/<track id>`, the
+//! retained `zones/…` and `counts/<label>` values, `snapshot` and `controls/<switch>`; the
+//! retained `telemetry` (stamped with its own sequence), `controls/score_threshold` and `status`;
+//! Home Assistant discovery ([`super::homeassistant`]: at start and whenever the config changes).
+//! Everything that says how things are now is published as retained *state*
+//! ([`Publisher::publish_state`]): the publisher sends it again after every reconnect, and this
+//! outlet has it sent again when Home Assistant announces itself (`online` on
+//! `homeassistant.status_topic`), so its entities come back after any restart of anything. At start
+//! every count a discovered sensor reads gets a value (0) before the status says `online`.
 //!
-//! The state Home Assistant's birth message will need re-sent (issue 34) lives here: the label
-//! counts ([`LabelCounts`]), the zone entities ([`ZoneDiscovery`]) and the status (the outbox's);
-//! zone counts come from tracking (`crate::publish::outlet` says how).
+//! Commands: `<prefix>/<camera>/controls/<switch>/set` (`ON`/`OFF`) and
+//! `<prefix>/controls/score_threshold/set` set the [`Controls`]; `crate::cmd::run` applies the
+//! change and tells the outlets ([`Outlet::controls`]), which is when the new state is published.
+//! The subscription's messages are read by a task of this outlet, never by the inference worker.
+//!
+//! Runs on the inference worker (frames, tracking), so it only encodes and hands each message to
+//! the publisher's bounded outbox; the connection task does the rest. Must not: decide what
+//! happened (tracking and the sink do), apply a control change, or block.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use tokio::sync::mpsc;
+
 use super::counts::LabelCounts;
-use super::homeassistant::{discovery_messages, DiscoveryContext, ZoneDiscovery};
-use super::outbox::Outgoing;
+use super::homeassistant::{Announcement, BoardSensors, Discovery, DiscoveryContext};
 use super::policy::PublishPolicy;
-use super::{MqttError, MqttSettings, Publisher, STATUS_BUILDING, STATUS_ONLINE};
+use super::topics::{self, CommandTopic};
+use super::{Inbound, Incoming, MqttError, MqttSettings, Publisher, StateClass, STATUS_BUILDING, STATUS_ONLINE};
 use crate::config::{topic_segment, Config};
+use crate::controls::{ControlValues, Controls, Switch};
 use crate::detection::Labels;
 use crate::publish::events::EventMessage;
 use crate::publish::outlet::{ConnectionStats, DaemonStatus, FrameResult, Outlet, TrackingUpdate};
@@ -32,6 +44,9 @@ use crate::service::run_id::Stamp;
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
 use crate::sys::lock::lock;
 use crate::track::events::EventKind;
+
+/// Commands and birth messages waiting for the outlet's task; more are dropped (and logged).
+const INBOUND_QUEUE: usize = 64;
 
 /// What the retained status topic says.
 fn status_payload(status: DaemonStatus) -> &'static str {
@@ -55,16 +70,25 @@ struct CameraTopics {
     detections_seq: AtomicU64,
 }
 
+/// Home Assistant discovery: what was announced, and the zone counts that have a value.
+struct HomeAssistant {
+    discovery: Discovery,
+    board: BoardSensors,
+    /// Zone count topics published in this run: a discovered one without a value gets 0.
+    zone_values: BTreeSet<String>,
+}
+
 /// The MQTT outlet; see the module doc.
 pub struct MqttOutlet {
     publisher: Publisher,
+    prefix: String,
     /// This start's run id (`crate::service::run_id::Stamp`).
     run: Arc<str>,
     labels: Arc<Labels>,
     cameras: HashMap<String, CameraTopics>,
-    /// With Home Assistant discovery and tracking: the zone entities published, so a reload can
-    /// remove the ones whose zone is gone.
-    zone_discovery: Option<Mutex<ZoneDiscovery>>,
+    /// With `homeassistant.discovery`.
+    home_assistant: Option<Mutex<HomeAssistant>>,
+    controls: Arc<Controls>,
     /// Telemetry messages so far in the run.
     telemetry_seq: AtomicU64,
 }
@@ -77,20 +101,41 @@ impl std::fmt::Debug for MqttOutlet {
 
 impl MqttOutlet {
     /// Connects in the background (inside a tokio runtime) with `status` on the retained status
-    /// topic; publishes nothing else until told. `run` (this start's id) and a per-kind sequence
-    /// number stamp every JSON message but the status.
+    /// topic, subscribed to the command topics (and with discovery to Home Assistant's status
+    /// topic); publishes nothing else until told. `run` (this start's id) and a per-kind sequence
+    /// number stamp every JSON message but the status. Commands set `controls`; `board` says which
+    /// board sensors Home Assistant gets.
     pub fn start(
         settings: MqttSettings,
         status: DaemonStatus,
         config: &Config,
         run: Arc<str>,
         labels: Arc<Labels>,
+        controls: Arc<Controls>,
+        board: BoardSensors,
     ) -> Result<MqttOutlet, MqttError> {
-        let publisher = Publisher::start_with_status(settings, status_payload(status))?;
-        Ok(MqttOutlet::new(config, publisher, run, labels))
+        let prefix = config.topic_prefix();
+        let home_assistant_status = config.homeassistant.discovery.then(|| config.homeassistant.status_topic());
+        let (sender, receiver) = mpsc::channel(INBOUND_QUEUE);
+        let mut filters: Vec<String> = topics::command_filters(&prefix).into();
+        filters.extend(home_assistant_status.clone());
+        let publisher =
+            Publisher::start_with_status(settings, status_payload(status), Some(Inbound { filters, sender }))?;
+        let commands =
+            Commands { publisher: publisher.clone(), controls: controls.clone(), prefix, home_assistant_status };
+        tokio::spawn(commands.serve(receiver));
+        Ok(MqttOutlet::new(config, publisher, run, labels, controls, board))
     }
 
-    fn new(config: &Config, publisher: Publisher, run: Arc<str>, labels: Arc<Labels>) -> MqttOutlet {
+    fn new(
+        config: &Config,
+        publisher: Publisher,
+        run: Arc<str>,
+        labels: Arc<Labels>,
+        controls: Arc<Controls>,
+        board: BoardSensors,
+    ) -> MqttOutlet {
+        let prefix = config.topic_prefix();
         let cameras = config
             .cameras
             .iter()
@@ -98,24 +143,32 @@ impl MqttOutlet {
                 let base = publisher.topic(&camera.name);
                 let topics = CameraTopics {
                     detections: format!("{base}/detections"),
-                    snapshot: format!("{base}/snapshot"),
+                    snapshot: topics::snapshot(&prefix, &camera.name),
                     events: format!("{base}/events"),
                     policy: Mutex::new(PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz)),
                     counts: config
                         .homeassistant
                         .discovery
-                        .then(|| Mutex::new(LabelCounts::new(&base, &config.homeassistant.labels))),
+                        .then(|| Mutex::new(LabelCounts::new(&prefix, &camera.name, &config.homeassistant.labels))),
                     detections_seq: AtomicU64::new(0),
                     base,
                 };
                 (camera.name.clone(), topics)
             })
             .collect();
-        let zone_discovery = (config.homeassistant.discovery && config.tracking.enabled).then(|| {
-            let names = config.cameras.iter().map(|c| c.name.clone()).collect();
-            Mutex::new(ZoneDiscovery::new(config, config.device_id(), config.topic_prefix(), names))
+        let home_assistant = config.homeassistant.discovery.then(|| {
+            Mutex::new(HomeAssistant { discovery: Discovery::default(), board, zone_values: BTreeSet::new() })
         });
-        MqttOutlet { publisher, run, labels, cameras, zone_discovery, telemetry_seq: AtomicU64::new(0) }
+        MqttOutlet {
+            publisher,
+            prefix,
+            run,
+            labels,
+            cameras,
+            home_assistant,
+            controls,
+            telemetry_seq: AtomicU64::new(0),
+        }
     }
 
     /// `<prefix>/`, for the log.
@@ -129,9 +182,35 @@ impl MqttOutlet {
         self.publisher.shutdown().await;
     }
 
-    fn publish_all(&self, messages: Vec<Outgoing>) {
+    fn publish_values(&self, messages: Vec<super::Outgoing>) {
         for message in messages {
-            self.publisher.publish(message.topic, message.payload, message.retain);
+            self.publisher.publish_state(StateClass::Value, message.topic, message.payload);
+        }
+    }
+
+    /// Discovery for `config` (removing the entities that are gone), then 0 for every zone count
+    /// of `homeassistant.labels` that a zone without labels of its own has a sensor for and that
+    /// has no value yet in this run. (Tracking itself starts every zone's total and its own labels'
+    /// counts at 0, at start and for a zone a reload adds.)
+    fn announce(&self, config: &Config) {
+        let Some(home_assistant) = &self.home_assistant else { return };
+        let mut home_assistant = lock(home_assistant);
+        let context = DiscoveryContext { config, sw_version: env!("CARGO_PKG_VERSION"), board: home_assistant.board };
+        for Announcement { topic, payload } in home_assistant.discovery.messages(&context) {
+            self.publisher.publish_state(StateClass::Config, topic, payload);
+        }
+        if !config.tracking.enabled {
+            return;
+        }
+        for camera in &config.cameras {
+            for zone in camera.zones.iter().filter(|zone| zone.labels.is_empty()) {
+                for label in &config.homeassistant.labels {
+                    let topic = topics::zone_label(&self.prefix, &camera.name, &zone.name, label);
+                    if home_assistant.zone_values.insert(topic.clone()) {
+                        self.publisher.publish_state(StateClass::Value, topic, b"0".to_vec());
+                    }
+                }
+            }
         }
     }
 
@@ -151,45 +230,53 @@ impl MqttOutlet {
         }
         for change in update.occupancy {
             let topic = match change.class_id {
-                None => format!("{}/zones/{}", topics.base, change.zone),
-                Some(class_id) => {
-                    format!("{}/zones/{}/{}", topics.base, change.zone, topic_segment(&self.labels.name(class_id)))
-                }
+                None => topics::zone_total(&self.prefix, camera, &change.zone),
+                Some(class_id) => topics::zone_label(&self.prefix, camera, &change.zone, &self.labels.name(class_id)),
             };
+            if let Some(home_assistant) = &self.home_assistant {
+                let mut home_assistant = lock(home_assistant);
+                match change.count {
+                    Some(_) => home_assistant.zone_values.insert(topic.clone()),
+                    None => home_assistant.zone_values.remove(&topic),
+                };
+            }
             // An empty retained message deletes the retained value of a zone that no longer exists.
             let payload = change.count.map(|count| count.to_string().into_bytes()).unwrap_or_default();
-            self.publisher.publish(topic, payload, true);
+            self.publisher.publish_state(StateClass::Value, topic, payload);
+        }
+    }
+
+    /// Every control's state.
+    fn publish_controls(&self, values: &ControlValues) {
+        let threshold = format!("{}", (values.score_threshold * 1000.0).round() / 1000.0);
+        self.publisher.publish_state(StateClass::Value, topics::threshold_state(&self.prefix), threshold.into_bytes());
+        for (camera, switches) in &values.cameras {
+            let states = [
+                (Switch::Detect, switches.detect),
+                (Switch::Snapshots, switches.snapshots),
+                (Switch::Record, switches.record),
+            ];
+            for (switch, on) in states {
+                let payload = if on { "ON" } else { "OFF" };
+                let topic = topics::switch_state(&self.prefix, camera, switch);
+                self.publisher.publish_state(StateClass::Value, topic, payload.as_bytes().to_vec());
+            }
         }
     }
 }
 
 impl Outlet for MqttOutlet {
-    /// Home Assistant discovery (count sensors, availability, zones) and every label count at 0.
+    /// Home Assistant discovery (every entity, and 0 for every zone count it reads), every label
+    /// count at 0 and every control's state.
     fn starting(&self, config: &Config) {
-        if config.homeassistant.discovery {
-            let prefix = config.topic_prefix();
-            let device_id = config.device_id();
-            let names: Vec<String> = config.cameras.iter().map(|c| c.name.clone()).collect();
-            let context = DiscoveryContext {
-                device_id: &device_id,
-                topic_prefix: &prefix,
-                cameras: &names,
-                sw_version: env!("CARGO_PKG_VERSION"),
-            };
-            for message in discovery_messages(&config.homeassistant, &context) {
-                self.publisher.publish(message.topic, message.payload, true);
-            }
-        }
-        if let Some(discovery) = &self.zone_discovery {
-            let messages = lock(discovery).messages(config);
-            self.publish_all(messages);
-        }
+        self.announce(config);
         for camera in &config.cameras {
             if let Some(counts) = self.cameras.get(&camera.name).and_then(|topics| topics.counts.as_ref()) {
                 let messages = lock(counts).startup();
-                self.publish_all(messages);
+                self.publish_values(messages);
             }
         }
+        self.publish_controls(&self.controls.values());
     }
 
     fn frame(&self, frame: &FrameResult<'_>) {
@@ -210,7 +297,7 @@ impl Outlet for MqttOutlet {
         self.publish_tracking(frame.camera, topics, &frame.tracking);
         if let Some(counts) = &topics.counts {
             let changed = lock(counts).frame(frame.detections, &self.labels);
-            self.publish_all(changed);
+            self.publish_values(changed);
         }
         if let Some(jpeg) = frame.snapshot {
             self.publisher.publish_per_frame(topics.snapshot.clone(), jpeg.to_vec(), true);
@@ -223,14 +310,25 @@ impl Outlet for MqttOutlet {
         }
     }
 
-    /// New publish settings; zone discovery for the zones as they are now (removing those gone).
+    /// New publish settings; discovery for the config as it is now (removing what is gone).
     fn reconfigured(&self, config: &Config) {
         for topics in self.cameras.values() {
             lock(&topics.policy).update(config.mqtt.publish, config.mqtt.max_rate_hz);
         }
-        if let Some(discovery) = &self.zone_discovery {
-            let messages = lock(discovery).messages(config);
-            self.publish_all(messages);
+        self.announce(config);
+    }
+
+    /// Every control's state; the label counts of a camera whose detection stopped go to 0.
+    fn controls(&self, values: &ControlValues) {
+        self.publish_controls(values);
+        for (camera, switches) in &values.cameras {
+            if switches.detect {
+                continue;
+            }
+            if let Some(counts) = self.cameras.get(camera).and_then(|topics| topics.counts.as_ref()) {
+                let messages = lock(counts).frame(&[], &self.labels);
+                self.publish_values(messages);
+            }
         }
     }
 
@@ -238,13 +336,82 @@ impl Outlet for MqttOutlet {
         self.publisher.set_status(status_payload(status));
     }
 
+    /// Retained, so that a subscriber (Home Assistant's diagnostic sensors) has the latest at once.
     fn telemetry(&self, report: &TelemetryReport<'_>) {
         let stamp = Stamp { run: &self.run, seq: self.telemetry_seq.fetch_add(1, Ordering::Relaxed) };
         let stamped = TelemetryReport { stamp: Some(stamp), ..report.clone() };
-        self.publisher.publish(self.publisher.topic("telemetry"), telemetry_message(&stamped), false);
+        self.publisher.publish_state(StateClass::Value, topics::telemetry(&self.prefix), telemetry_message(&stamped));
     }
 
     fn connection(&self) -> Option<ConnectionStats> {
         Some(self.publisher.stats())
+    }
+}
+
+/// The outlet's task: commands on the control topics, and Home Assistant's birth message.
+struct Commands {
+    publisher: Publisher,
+    controls: Arc<Controls>,
+    prefix: String,
+    /// With discovery: `homeassistant.status_topic`.
+    home_assistant_status: Option<String>,
+}
+
+impl Commands {
+    /// Until the publisher's connection task ends (it holds the sender).
+    async fn serve(self, mut receiver: mpsc::Receiver<Incoming>) {
+        while let Some(incoming) = receiver.recv().await {
+            self.handle(&incoming);
+        }
+    }
+
+    fn handle(&self, incoming: &Incoming) {
+        if self.home_assistant_status.as_deref() == Some(incoming.topic.as_str()) {
+            if incoming.payload == b"online" {
+                log::info!("MQTT: Home Assistant is online: sending discovery and every current value again");
+                self.publisher.resync();
+            }
+            return;
+        }
+        let Some(command) = CommandTopic::parse(&self.prefix, &incoming.topic) else { return };
+        let text = String::from_utf8_lossy(&incoming.payload);
+        let text = text.trim();
+        let outcome = match command {
+            CommandTopic::Switch { camera, switch } => match switch_payload(text) {
+                Some(on) => self.controls.set(&camera, switch, on).map_err(|e| e.to_string()),
+                None => Err(format!("{text:?} is neither ON nor OFF")),
+            },
+            CommandTopic::Threshold => match text.parse::<f32>() {
+                Ok(value) => self.controls.set_score_threshold(value).map_err(|e| e.to_string()),
+                Err(_) => Err(format!("{text:?} is not a number")),
+            },
+        };
+        if let Err(message) = outcome {
+            log::warn!("MQTT: command on {} refused: {message}", incoming.topic);
+        }
+    }
+}
+
+/// `ON` / `OFF`, as Home Assistant's switches send them (any case).
+fn switch_payload(text: &str) -> Option<bool> {
+    if text.eq_ignore_ascii_case("on") {
+        Some(true)
+    } else if text.eq_ignore_ascii_case("off") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switches_take_on_and_off_in_any_case_and_nothing_else() {
+        assert_eq!(switch_payload("ON"), Some(true));
+        assert_eq!(switch_payload("off"), Some(false));
+        assert_eq!(switch_payload("1"), None);
+        assert_eq!(switch_payload(""), None);
     }
 }

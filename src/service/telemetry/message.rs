@@ -14,7 +14,7 @@ use super::camera_stats::{CameraSnapshot, Percentiles};
 use super::jetson::{GpuState, JetsonSysfs, PowerRail};
 use super::system::{ProcessLoad, SystemLoad, SystemSample};
 use crate::frame::CaptureMode;
-use crate::service::run_id::Stamp;
+use crate::service::run_id::{Stamp, KIND_TELEMETRY};
 use crate::source::SourceState;
 use crate::sys::time::Rfc3339Millis;
 
@@ -61,6 +61,8 @@ struct TelemetryJson<'a> {
     run: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
     ts: String,
     cameras: BTreeMap<&'a str, CameraJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +108,7 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
         schema: TELEMETRY_SCHEMA,
         run: report.stamp.map(|stamp| stamp.run),
         seq: report.stamp.map(|stamp| stamp.seq),
+        kind: report.stamp.map(|_| KIND_TELEMETRY),
         ts: Rfc3339Millis(report.ts).to_string(),
         cameras,
         process: report.load.as_ref().map(|load| &load.process),
