@@ -65,11 +65,21 @@ pub struct SessionMemory {
     pub persistent_bytes: u64,
 }
 
+/// Which of the scheduler's inference workers a session is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerSeat {
+    /// 0-based, below `workers`.
+    pub index: usize,
+    /// The workers that run at the same time.
+    pub workers: usize,
+}
+
 /// A loaded model, shared by every camera. Sessions are created on the thread that will use them.
 pub trait Backend: Send + Sync {
     fn info(&self) -> BackendInfo;
     fn spec(&self) -> &PreprocessSpec;
-    /// Threads one inference runs on, for backends that choose it (the CPU backend).
+    /// Threads one inference runs on when its worker runs alone, for backends that choose it (the
+    /// CPU backend: its cores, which the scheduler's workers share).
     fn threads(&self) -> Option<usize> {
         None
     }
@@ -88,9 +98,16 @@ pub trait Backend: Send + Sync {
     fn session_memory(&self) -> SessionMemory {
         SessionMemory::default()
     }
-    /// One inference worker's state (execution context, scratch buffers). Call it on the worker's
-    /// own thread.
+    /// One inference worker's state (execution context, scratch buffers), for a worker that runs
+    /// alone (one-shot commands, the one-frame benchmark): on the CPU backend it has every core.
+    /// Call it on the worker's own thread.
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError>;
+    /// The state of the scheduler's worker `seat`: on the CPU backend it runs on that worker's
+    /// share of the cores ([`crate::config::CpuBudget`]); other backends make the session of
+    /// [`Backend::new_session`]. Call it on the worker's own thread.
+    fn new_worker_session(&self, _seat: WorkerSeat) -> Result<Box<dyn InferenceSession>, BackendError> {
+        self.new_session()
+    }
     /// Most sessions that can exist at once, when the backend limits them (a TensorRT engine with
     /// a dynamic input before 8.6: one optimisation profile per context); `None`: no limit.
     fn max_sessions(&self) -> Option<usize> {

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
 pub mod cache_dir;
+pub mod cpu_budget;
 mod merge;
 pub mod reload;
 pub mod scene;
@@ -25,6 +26,7 @@ use crate::preprocess::PreprocessSpec;
 /// The vocabulary of `[model.input]` is the preprocessing contract's; it is named here too because
 /// it is the config schema's as much.
 pub use crate::preprocess::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
+pub use cpu_budget::CpuBudget;
 pub use merge::data_dir;
 use merge::{merge, names_a_model};
 pub use scene::{camera_scene, camera_scenes, parse_scene, ParsedScene, SceneError};
@@ -149,12 +151,12 @@ pub struct DeviceConfig {
     /// CUDA device ordinal.
     pub gpu: u32,
     pub log_level: LogLevel,
-    /// Threads one CPU-backend inference (and its preprocessing) runs on; default: the cores this
-    /// process may use. See [`DeviceConfig::cpu_threads`].
+    /// CPU backend: the cores it uses in all, shared by its inference workers ([`CpuBudget`]);
+    /// default: the cores this process may use. See [`DeviceConfig::cpu_threads`].
     pub cpu_threads: Option<NonZeroUsize>,
-    /// CPU backend: inference workers, i.e. frames in inference at the same time. They share the
-    /// `cpu_threads` pool, so more workers never mean more compute threads. Default: see
-    /// [`cpu_workers`].
+    /// CPU backend: inference workers, i.e. frames in inference at the same time, each with its
+    /// share of the `cpu_threads` cores. Default: one per camera, at most one per core
+    /// ([`CpuBudget::for_cameras`]).
     pub cpu_workers: Option<NonZeroUsize>,
     /// CPU backend: the engine that runs the model.
     pub cpu_engine: CpuEngine,
@@ -163,24 +165,11 @@ pub struct DeviceConfig {
     pub onnxruntime_library: Option<PathBuf>,
 }
 
-/// Threads per CPU inference worker when `device.cpu_workers` is not set: one inference of a
-/// small detector uses extra threads poorly (SSD MobileNet v2 on a 16-core Xeon: 103 ms on 1
-/// thread, 65 on 2, 39 on 4, 29 on 16), so the cores serve more cameras as several inferences at
-/// once (8 cameras on 16 cores: 28 frames/s in all with 1 worker, 48 with 2, 72 with 4, 91 with 8).
-pub const THREADS_PER_DEFAULT_CPU_WORKER: usize = 2;
-
-/// The CPU backend's inference workers: `configured`, else one per
-/// [`THREADS_PER_DEFAULT_CPU_WORKER`] threads of the pool; at least 1 and, configured or not, at
-/// most one per camera (a camera never has two frames in inference, so more would only idle).
-pub fn cpu_workers(configured: Option<NonZeroUsize>, threads: usize, cameras: usize) -> usize {
-    configured.map_or(threads / THREADS_PER_DEFAULT_CPU_WORKER, NonZeroUsize::get).min(cameras).max(1)
-}
-
 /// Largest `device.cpu_threads` accepted: more threads than any Jetson or home server has cores.
 pub const MAX_CPU_THREADS: usize = 256;
 
 impl DeviceConfig {
-    /// Threads per CPU inference: `cpu_threads`, else the cores available to this process
+    /// Cores of the CPU backend: `cpu_threads`, else the cores available to this process
     /// (`sched_getaffinity`, cgroup quota), else 1.
     pub fn cpu_threads(&self) -> usize {
         self.cpu_threads
@@ -189,9 +178,9 @@ impl DeviceConfig {
             .min(MAX_CPU_THREADS)
     }
 
-    /// Inference workers of the CPU backend for `cameras` cameras ([`cpu_workers`]).
+    /// Inference workers of the CPU backend for `cameras` cameras ([`CpuBudget::for_cameras`]).
     pub fn cpu_workers(&self, cameras: usize) -> usize {
-        cpu_workers(self.cpu_workers, self.cpu_threads(), cameras)
+        CpuBudget::for_cameras(self.cpu_threads(), self.cpu_workers, cameras).workers()
     }
 }
 
@@ -850,18 +839,6 @@ mod tests {
             let error = parse(&format!("[{section}]\n{key} = {value}\n{MINIMAL}")).expect_err(key);
             assert!(error.to_string().contains(wanted), "{key} = {value}: {error}");
         }
-    }
-
-    #[test]
-    fn cpu_workers_default_to_one_per_2_threads_and_at_most_one_per_camera() {
-        let four = NonZeroUsize::new(4);
-        assert_eq!(cpu_workers(None, 16, 8), 8);
-        assert_eq!(cpu_workers(None, 16, 12), 8, "one per 2 threads");
-        assert_eq!(cpu_workers(None, 16, 2), 2, "never more workers than cameras");
-        assert_eq!(cpu_workers(None, 1, 8), 1, "at least one");
-        assert_eq!(cpu_workers(None, 16, 0), 1);
-        assert_eq!(cpu_workers(four, 2, 8), 4, "a configured count is taken as it is");
-        assert_eq!(cpu_workers(four, 2, 1), 1, "but never more than one per camera");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::step::{decode_frame, process, FrameError, FrameSink, PipelineError};
-use crate::backend::{Backend, BackendError, InferenceSession, MemoryReport};
+use crate::backend::{Backend, BackendError, InferenceSession, MemoryReport, WorkerSeat};
 use crate::config::Config;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
@@ -115,10 +115,10 @@ struct ModelSession {
 }
 
 impl ModelSession {
-    /// Opens a session of `model` on this thread; batches hold at most `max_batch` frames and
-    /// what the session takes.
-    fn open(model: &SharedModel, max_batch: usize) -> Result<ModelSession, PipelineError> {
-        let session = model.backend.new_session().map_err(|source| PipelineError::Worker { source })?;
+    /// Opens a session of `model` on this thread for the worker in `seat`; batches hold at most
+    /// `max_batch` frames and what the session takes.
+    fn open(model: &SharedModel, max_batch: usize, seat: WorkerSeat) -> Result<ModelSession, PipelineError> {
+        let session = model.backend.new_worker_session(seat).map_err(|source| PipelineError::Worker { source })?;
         let limit = max_batch.min(session.max_batch()).max(1);
         let (params_seen, params) = lock(&model.params).clone();
         Ok(ModelSession { session, decoder: Decoder::new(params), params_seen, limit })
@@ -202,7 +202,7 @@ impl Scheduler {
                 .name(format!("infer-{index}"))
                 .spawn(move || {
                     let shared = worker_shared;
-                    let result = shared.run_worker(&name, &liveness);
+                    let result = shared.run_worker(index, &name, &liveness);
                     match result {
                         Ok(()) => liveness.finish(),
                         Err(error) => {
@@ -293,8 +293,9 @@ fn worker_name(index: usize) -> String {
 }
 
 impl Shared {
-    fn run_worker(&self, name: &str, liveness: &LivenessHandle) -> Result<(), PipelineError> {
-        let mut model = ModelSession::open(&self.model, self.plan.max_batch)?;
+    fn run_worker(&self, index: usize, name: &str, liveness: &LivenessHandle) -> Result<(), PipelineError> {
+        let seat = WorkerSeat { index, workers: self.plan.workers };
+        let mut model = ModelSession::open(&self.model, self.plan.max_batch, seat)?;
         liveness.beat();
         let limit = model.limit;
         self.stats.max_batch.fetch_min(limit, Ordering::Relaxed);
@@ -504,6 +505,8 @@ mod tests {
     #[derive(Default)]
     struct Record {
         sessions: AtomicUsize,
+        /// The seat each worker's session was made for.
+        seats: Mutex<Vec<WorkerSeat>>,
         runs: AtomicUsize,
         /// Frame widths of every run, in order.
         batches: Mutex<Vec<Vec<u32>>>,
@@ -543,6 +546,10 @@ mod tests {
                 record: Arc::clone(&self.record),
                 outputs: ModelOutputs::default(),
             }))
+        }
+        fn new_worker_session(&self, seat: WorkerSeat) -> Result<Box<dyn InferenceSession>, BackendError> {
+            lock(&self.record.seats).push(seat);
+            self.new_session()
         }
     }
 
@@ -819,6 +826,17 @@ mod tests {
         }
         assert_eq!(report.memory.contexts, 2);
         assert_eq!(report.memory.saved_bytes, SCRATCH_BYTES + PERSISTENT_BYTES, "3 cameras on 2 contexts save one");
+    }
+
+    #[test]
+    fn each_worker_makes_its_session_for_its_own_seat() {
+        let rig = Rig::start(3, plan(3, 1, Duration::ZERO), 1, Duration::from_millis(1));
+        rig.wait_for("a frame of every camera", |rig| rig.sink.counts().len() == 3);
+        let Stopped { record, .. } = rig.stop();
+        let mut seats = lock(&record.seats).clone();
+        seats.sort_by_key(|seat| seat.index);
+        let expected: Vec<WorkerSeat> = (0..3).map(|index| WorkerSeat { index, workers: 3 }).collect();
+        assert_eq!(seats, expected, "the CPU backend gives each seat its share of the cores");
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The seam between the CPU backend and its engines: what an engine must offer (load a model,
-//! describe its inputs and outputs, run on its threads, one session per inference worker).
+//! describe its inputs and outputs, one session per inference worker on that worker's threads).
 //!
 //! Owns: [`Engine`], [`EngineSession`] and the model-input description they report. Must not:
-//! preprocess, decode, or know any engine's API.
+//! preprocess, decode, decide thread counts (the backend's budget does), or know any engine's API.
 
 use super::super::BackendError;
 use crate::config::TensorDtype;
@@ -16,16 +16,21 @@ pub(crate) trait Engine: Send + Sync {
     fn inputs(&self) -> &[ModelInput];
     /// The model's output names, in the model's order.
     fn outputs(&self) -> &[String];
-    /// Runs `work` on the engine's threads (preprocessing splits its rows across them).
-    fn on_threads(&self, work: &mut (dyn FnMut() + Send));
-    /// One inference worker's state, for an input of `shape` in `dtype`.
-    fn new_session(&self, shape: [usize; 4], dtype: TensorDtype) -> Result<Box<dyn EngineSession>, BackendError>;
+    /// One inference worker's state, for an input of `shape` in `dtype`, running inference and
+    /// preprocessing on `threads` threads of its own (the worker's thread counted among them).
+    fn new_session(
+        &self,
+        shape: [usize; 4],
+        dtype: TensorDtype,
+        threads: usize,
+    ) -> Result<Box<dyn EngineSession>, BackendError>;
 }
 
 /// One inference worker's state on an engine.
 pub(crate) trait EngineSession {
-    /// Where preprocessing writes: the input tensor's bytes, in the spec's dtype.
-    fn input(&mut self) -> &mut [u8];
+    /// Runs `fill` on the session's threads with the input tensor's bytes, in the spec's dtype
+    /// (preprocessing writes them, splitting its rows across the threads).
+    fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8]) + Send));
     /// Runs the model on the input and converts every output to f32 into `outputs`, in
     /// [`Engine::outputs`] order, reusing their buffers.
     fn run(&mut self, outputs: &mut [OutputTensor]) -> Result<(), BackendError>;

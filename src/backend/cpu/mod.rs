@@ -6,10 +6,12 @@
 //! Runtime when its library loads and says why it did not otherwise); what every engine shares:
 //! checking the model's input against the [`PreprocessSpec`] (fixed dimensions must match;
 //! symbolic ones such as `batch`, `height` or `floor(height/2 - 1/2) + 1` are pinned by the spec's
-//! shape at run time), preprocessing into each session's reused input tensor on the engine's
-//! threads (`device.cpu_threads`), the inference workers (`device.cpu_workers`) and their timings.
-//! The engines sit below it: [`engine`] (what an engine offers), [`rten`], [`onnxruntime`]. Must
-//! not: decode detections or know about sources.
+//! shape at run time), preprocessing into each session's reused input tensor on the session's
+//! threads, giving each inference worker its share of the cores as
+//! [`CpuBudget`](crate::config::CpuBudget) decides (`device.cpu_threads`, `device.cpu_workers`),
+//! and the timings. The engines sit below it: [`engine`] (what an engine offers), [`rten`],
+//! [`onnxruntime`]. Must not: decode detections, know about sources, or run a thread beyond the
+//! budget (a worker's engine threads and its preprocessing take turns on its share).
 //!
 //! rten computes in f32: a model whose input is f16 gets the preprocessed f16 values widened to
 //! f32, so it sees exactly what the f16 tensor holds. ONNX Runtime takes the f16 tensor as it is.
@@ -25,8 +27,8 @@ mod rten;
 mod rten_framing;
 
 use self::rten::{RtenEngine, RTEN_VERSION};
-use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession};
-use crate::config::CpuEngine;
+use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, WorkerSeat};
+use crate::config::{CpuBudget, CpuEngine};
 use crate::frame::FrameSlot;
 use crate::model::{ModelOutputs, OutputTensor};
 use crate::preprocess::{FastPreprocessor, PreprocessSpec};
@@ -112,9 +114,10 @@ impl EngineChoice {
 pub struct CpuBackend {
     engine: Arc<dyn Engine>,
     spec: PreprocessSpec,
-    threads: usize,
-    /// Inference workers the scheduler runs on this backend (they share the engine's threads);
-    /// `None`: the default for the number of cameras.
+    /// The cores of the budget: all of them for a worker alone, a share for each of several.
+    cores: usize,
+    /// Inference workers the scheduler runs on this backend (they share the cores); `None`: the
+    /// budget's default for the number of cameras.
     workers: Option<NonZeroUsize>,
     model_path: PathBuf,
     input_name: String,
@@ -127,7 +130,7 @@ impl std::fmt::Debug for CpuBackend {
             .field("model_path", &self.model_path)
             .field("input_name", &self.input_name)
             .field("outputs", &self.engine.outputs())
-            .field("threads", &self.threads)
+            .field("cores", &self.cores)
             .field("spec", &self.spec)
             .finish_non_exhaustive()
     }
@@ -135,30 +138,49 @@ impl std::fmt::Debug for CpuBackend {
 
 impl CpuBackend {
     /// Loads `onnx` on the engine `choice` names, checks that its single input (named
-    /// `input_name` when given) can take the tensor `spec` describes, and gives the engine
-    /// `threads` threads (at least 1).
+    /// `input_name` when given) can take the tensor `spec` describes, and gives the backend
+    /// `cores` cores (at least 1).
     pub fn open(
         onnx: &Path,
         spec: PreprocessSpec,
         input_name: Option<&str>,
-        threads: usize,
+        cores: usize,
         choice: &EngineChoice,
     ) -> Result<CpuBackend, BackendError> {
-        let threads = threads.max(1);
+        let cores = cores.max(1);
         let engine: Arc<dyn Engine> = match choice.kind {
-            EngineKind::Rten => Arc::new(RtenEngine::load(onnx, threads)?),
-            EngineKind::OnnxRuntime => Arc::new(OrtEngine::load(onnx, threads)?),
+            EngineKind::Rten => Arc::new(RtenEngine::load(onnx)?),
+            EngineKind::OnnxRuntime => Arc::new(OrtEngine::load(onnx, cores)?),
         };
         let input_name = check_input(engine.as_ref(), onnx, &spec, input_name)?;
-        Ok(CpuBackend { engine, spec, threads, workers: None, model_path: onnx.to_path_buf(), input_name })
+        Ok(CpuBackend { engine, spec, cores, workers: None, model_path: onnx.to_path_buf(), input_name })
     }
 
-    /// Lets `workers` inference workers run frames at the same time (`None`: the default for the
-    /// cameras served, [`crate::config::cpu_workers`]). They share the engine's threads, so the
-    /// compute threads stay `threads` however many there are.
+    /// Lets `workers` inference workers run frames at the same time (`None`: the budget's
+    /// default for the cameras served, [`CpuBudget::for_cameras`]). They share the cores, so the
+    /// threads that compute stay `cores` however many workers there are.
     pub fn with_workers(mut self, workers: Option<NonZeroUsize>) -> CpuBackend {
         self.workers = workers;
         self
+    }
+
+    /// A session on `threads` threads of its own.
+    fn session_on(&self, threads: usize) -> Result<Box<dyn InferenceSession>, BackendError> {
+        let outputs = ModelOutputs {
+            tensors: self
+                .engine
+                .outputs()
+                .iter()
+                .map(|name| OutputTensor { name: name.clone(), ..Default::default() })
+                .collect(),
+        };
+        Ok(Box::new(CpuSession {
+            session: self.engine.new_session(self.spec.shape(), self.spec.dtype, threads)?,
+            spec: self.spec.clone(),
+            threads,
+            preprocessor: FastPreprocessor::new(),
+            outputs,
+        }))
     }
 }
 
@@ -219,7 +241,7 @@ fn check_input(
 
 impl Backend for CpuBackend {
     fn info(&self) -> BackendInfo {
-        let threads = self.threads;
+        let threads = self.cores;
         BackendInfo {
             kind: "cpu",
             model: self.model_path.display().to_string(),
@@ -241,11 +263,11 @@ impl Backend for CpuBackend {
     }
 
     fn threads(&self) -> Option<usize> {
-        Some(self.threads)
+        Some(self.cores)
     }
 
     fn inference_workers(&self, cameras: usize) -> usize {
-        crate::config::cpu_workers(self.workers, self.threads, cameras)
+        CpuBudget::for_cameras(self.cores, self.workers, cameras).workers()
     }
 
     fn spec(&self) -> &PreprocessSpec {
@@ -253,31 +275,20 @@ impl Backend for CpuBackend {
     }
 
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
-        let outputs = ModelOutputs {
-            tensors: self
-                .engine
-                .outputs()
-                .iter()
-                .map(|name| OutputTensor { name: name.clone(), ..Default::default() })
-                .collect(),
-        };
-        Ok(Box::new(CpuSession {
-            engine: Arc::clone(&self.engine),
-            session: self.engine.new_session(self.spec.shape(), self.spec.dtype)?,
-            spec: self.spec.clone(),
-            threads: self.threads,
-            preprocessor: FastPreprocessor::new(),
-            outputs,
-        }))
+        self.session_on(self.cores)
+    }
+
+    fn new_worker_session(&self, seat: WorkerSeat) -> Result<Box<dyn InferenceSession>, BackendError> {
+        self.session_on(CpuBudget::new(self.cores, seat.workers).threads_of(seat.index))
     }
 }
 
-/// One inference worker's state: the engine's session (with its input tensor), preprocessing
-/// scratch and output buffers.
+/// One inference worker's state: the engine's session (with its input tensor and threads),
+/// preprocessing scratch and output buffers.
 struct CpuSession {
-    engine: Arc<dyn Engine>,
     session: Box<dyn EngineSession>,
     spec: PreprocessSpec,
+    /// The session's threads: preprocessing splits a frame into as many bands.
     threads: usize,
     preprocessor: FastPreprocessor,
     outputs: ModelOutputs,
@@ -286,11 +297,10 @@ struct CpuSession {
 impl InferenceSession for CpuSession {
     fn run(&mut self, slot: &FrameSlot) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
         let started = Instant::now();
-        let target = self.session.input();
         let (preprocessor, spec, threads) = (&mut self.preprocessor, &self.spec, self.threads);
         let (frame, meta) = (slot.data(), slot.meta());
         let mut preprocessed = Ok(());
-        self.engine.on_threads(&mut || preprocessed = preprocessor.run(frame, meta, spec, target, threads));
+        self.session.fill_input(&mut |target| preprocessed = preprocessor.run(frame, meta, spec, target, threads));
         preprocessed.map_err(|e| BackendError::Preprocess(e.to_string()))?;
         let inference_started = Instant::now();
         self.session.run(&mut self.outputs.tensors)?;
@@ -364,9 +374,30 @@ mod tests {
                 assert_eq!(boxes.shape, [1, 1917, 4]);
                 assert_eq!(scores.shape, [1, 1917, 91]);
                 assert_eq!(scores.data.len(), 1917 * 91);
-                // Column 18 is label id 17, "dog".
-                let best_dog = scores.data.chunks_exact(91).map(|row| row[18]).fold(f32::MIN, f32::max);
+                let best_dog = best_dog_score(outputs);
                 assert!(best_dog > 0.9, "{}: best dog score {best_dog}", engine.engine());
+            }
+        }
+    }
+
+    fn best_dog_score(outputs: &ModelOutputs) -> f32 {
+        let scores = outputs.by_name("scores").expect("scores output");
+        // Column 18 is label id 17, "dog".
+        scores.data.chunks_exact(91).map(|row| row[18]).fold(f32::MIN, f32::max)
+    }
+
+    #[test]
+    fn every_worker_detects_the_dog_on_its_share_of_the_cores() {
+        let slot = dog_slot();
+        for engine in engines() {
+            let backend = open(&engine, &model_path(), ssd_spec(), Some("image"), 3).expect("load");
+            assert_eq!(backend.inference_workers(2), 2, "one worker per camera");
+            assert_eq!(backend.inference_workers(8), 3, "at most one worker per core");
+            for seat in [WorkerSeat { index: 0, workers: 2 }, WorkerSeat { index: 1, workers: 2 }] {
+                let mut session = backend.new_worker_session(seat).expect("session");
+                let (outputs, _) = session.run(&slot).expect("run");
+                let best_dog = best_dog_score(outputs);
+                assert!(best_dog > 0.9, "{} worker {}: best dog score {best_dog}", engine.engine(), seat.index);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The rten engine: pure Rust, compiled in, runs everywhere (the always-there fallback).
 //!
-//! Owns: loading a model with rten, its thread pool, and converting tensors in and out. Must not:
+//! Owns: loading a model with rten, each session's thread pool (the worker's share of the cores,
+//! which preprocessing and inference take turns on), and converting tensors in and out. Must not:
 //! preprocess (the backend writes each session's input) or decode.
 
 use std::path::Path;
@@ -18,7 +19,7 @@ pub(super) const RTEN_VERSION: &str = "0.27";
 /// The first bytes of a model in rten's own format (rten reads every other file as ONNX).
 const RTEN_MAGIC: &[u8] = b"RTEN";
 
-/// A model optimised by rten and the pool its inferences run on.
+/// A model optimised by rten, shared by every worker's session.
 pub(super) struct RtenEngine {
     model: Arc<RtenModel>,
     inputs: Vec<ModelInput>,
@@ -27,7 +28,6 @@ pub(super) struct RtenEngine {
 
 struct RtenModel {
     model: Model,
-    pool: Arc<ThreadPool>,
     input_ids: Vec<NodeId>,
     output_ids: Vec<NodeId>,
 }
@@ -50,7 +50,7 @@ fn rten_input_element(dtype: ValueType) -> InputElement {
 }
 
 impl RtenEngine {
-    pub(super) fn load(onnx: &Path, threads: usize) -> Result<RtenEngine, BackendError> {
+    pub(super) fn load(onnx: &Path) -> Result<RtenEngine, BackendError> {
         let load_error = |message: String| BackendError::Load { path: onnx.to_path_buf(), message };
         let mut options = ModelOptions::with_all_ops();
         // Weights packed once at load for the matrix kernels, not again on every inference.
@@ -95,8 +95,7 @@ impl RtenEngine {
             .collect();
         let outputs = model.output_ids().iter().map(name).collect();
         let (input_ids, output_ids) = (model.input_ids().to_vec(), model.output_ids().to_vec());
-        let pool = Arc::new(ThreadPool::with_num_threads(threads));
-        Ok(RtenEngine { model: Arc::new(RtenModel { model, pool, input_ids, output_ids }), inputs, outputs })
+        Ok(RtenEngine { model: Arc::new(RtenModel { model, input_ids, output_ids }), inputs, outputs })
     }
 }
 
@@ -113,29 +112,38 @@ impl Engine for RtenEngine {
         &self.outputs
     }
 
-    fn on_threads(&self, work: &mut (dyn FnMut() + Send)) {
-        self.model.pool.run(work);
-    }
-
-    fn new_session(&self, shape: [usize; 4], dtype: TensorDtype) -> Result<Box<dyn EngineSession>, BackendError> {
-        Ok(Box::new(RtenSession { model: Arc::clone(&self.model), input: InputTensor::new(shape, dtype), shape }))
+    fn new_session(
+        &self,
+        shape: [usize; 4],
+        dtype: TensorDtype,
+        threads: usize,
+    ) -> Result<Box<dyn EngineSession>, BackendError> {
+        Ok(Box::new(RtenSession {
+            model: Arc::clone(&self.model),
+            pool: Arc::new(ThreadPool::with_num_threads(threads.max(1))),
+            input: InputTensor::new(shape, dtype),
+            shape,
+        }))
     }
 }
 
-/// One worker's input tensor on rten.
+/// One worker's thread pool and input tensor on rten.
 struct RtenSession {
     model: Arc<RtenModel>,
+    pool: Arc<ThreadPool>,
     input: InputTensor,
     shape: [usize; 4],
 }
 
 impl EngineSession for RtenSession {
-    fn input(&mut self) -> &mut [u8] {
-        self.input.preprocess_target()
+    fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8]) + Send)) {
+        let target = self.input.preprocess_target();
+        self.pool.run(|| fill(target));
     }
 
     fn run(&mut self, outputs: &mut [OutputTensor]) -> Result<(), BackendError> {
-        let RtenModel { model, pool, input_ids, output_ids } = &*self.model;
+        let RtenModel { model, input_ids, output_ids } = &*self.model;
+        let pool = &self.pool;
         let input_id = *input_ids.first().ok_or_else(|| BackendError::Inference("the model has no input".into()))?;
         let input = self.input.view(self.shape)?;
         let options = RunOptions::default().with_thread_pool(Some(Arc::clone(pool)));

@@ -1,21 +1,24 @@
 //! The CPU backend's ONNX Runtime engine, through the `ort` crate, with the library loaded at run
 //! time ([`library`]).
 //!
-//! Owns: the process's one ONNX Runtime environment, whose global intra-op thread pool of
-//! `device.cpu_threads` threads every session shares (as rten's sessions share one pool: more
-//! inference workers never mean more compute threads); one ONNX Runtime session per inference
-//! worker, built from the model file with every graph optimisation on, its input tensor reused
-//! from frame to frame (f16 inputs are fed as f16) and its outputs converted to f32; and the
-//! rayon pool of the same size that preprocessing runs on. Must not: call any `ort` function
-//! before [`library::load`] has succeeded (`ort` panics when it has no library), preprocess, or
-//! decode.
+//! Owns: the process's one ONNX Runtime environment; one ONNX Runtime session per inference
+//! worker, built from the model file with every graph optimisation on and an intra-op thread pool
+//! of its own, as many threads as the worker's share of the cores (the worker's own thread is one
+//! of them: ONNX Runtime runs part of every parallel section on the calling thread); the
+//! session's input tensor, reused from frame to frame (f16 inputs are fed as f16), and its
+//! outputs converted to f32; and the worker's preprocessing threads, a rayon pool of the same
+//! size, which runs only between inferences. The pool's threads spin for work during an inference
+//! (ONNX Runtime's default, which keeps a small model's many short operators fast) and stop the
+//! moment it returns (`session.force_spinning_stop`), so preprocessing has the worker's cores to
+//! itself. Must not: call any `ort` function before [`library::load`] has succeeded (`ort` panics
+//! when it has no library), share a thread pool between workers, preprocess, or decode.
 
 pub mod library;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use ort::environment::{Environment, GlobalThreadPoolOptions};
+use ort::environment::Environment;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
@@ -26,80 +29,69 @@ use crate::config::TensorDtype;
 use crate::model::OutputTensor;
 use crate::sys::lock::lock;
 
-/// The environment, made on the first load, and the size of its thread pool.
-static ENVIRONMENT: Mutex<Option<(Environment, usize)>> = Mutex::new(None);
+/// The environment, made on the first load (ONNX Runtime allows one per process).
+static ENVIRONMENT: Mutex<Option<Environment>> = Mutex::new(None);
 
-/// The process's environment with a global pool of `threads` intra-op threads, and whether its
-/// pool has that size. ONNX Runtime allows one environment per process, so a later load that asks
-/// for another size (tests do; the daemon loads once) gets sessions with pools of their own.
-fn environment(threads: usize) -> Result<(Environment, bool), String> {
+fn environment() -> Result<Environment, String> {
     let mut environment = lock(&ENVIRONMENT);
-    if let Some((env, pool)) = environment.as_ref() {
-        return Ok((env.clone(), *pool == threads));
+    if let Some(env) = environment.as_ref() {
+        return Ok(env.clone());
     }
-    let pool = GlobalThreadPoolOptions::default().with_intra_threads(threads).map_err(|e| e.to_string())?;
-    let env =
-        ort::init().with_name("jetson-detectd").with_global_thread_pool(pool).build().map_err(|e| e.to_string())?;
-    *environment = Some((env.clone(), threads));
-    Ok((env, true))
+    let env = ort::init().with_name("jetson-detectd").build().map_err(|e| e.to_string())?;
+    *environment = Some(env.clone());
+    Ok(env)
 }
 
-/// A model loaded by ONNX Runtime, shared by every inference worker.
+/// A model loaded by ONNX Runtime; every inference worker builds its own session of it.
 pub struct OrtEngine {
     name: String,
     model_path: PathBuf,
     env: Environment,
-    /// `None`: the sessions use the environment's pool; else their own of this many threads.
-    own_threads: Option<usize>,
-    preprocess_pool: rayon::ThreadPool,
-    /// The session made at load (to read the model's inputs), handed to the first worker.
-    spare: Mutex<Option<Session>>,
+    /// The session made at load (to read the model's inputs) and its threads, handed to the first
+    /// worker that asks for that many.
+    spare: Mutex<Option<(Session, usize)>>,
     inputs: Vec<ModelInput>,
     outputs: Vec<String>,
 }
 
 impl OrtEngine {
-    /// Loads `onnx` into a session on `threads` threads. The library must be loaded
-    /// ([`library::load`]).
+    /// Loads `onnx` into a session on `threads` threads, to be handed to the first worker with
+    /// that share. The library must be loaded ([`library::load`]).
     pub fn load(onnx: &Path, threads: usize) -> Result<OrtEngine, BackendError> {
         let unavailable = |message: String| BackendError::Unavailable("cpu", format!("ONNX Runtime: {message}"));
         let library = library::loaded().ok_or_else(|| unavailable("the library is not loaded".into()))?;
-        let (env, shared) = environment(threads).map_err(unavailable)?;
-        let preprocess_pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|index| format!("preprocess-{index}"))
-            .build()
-            .map_err(|e| unavailable(format!("preprocessing threads: {e}")))?;
+        let env = environment().map_err(unavailable)?;
         let mut engine = OrtEngine {
             name: format!("ONNX Runtime {}", library.version),
             model_path: onnx.to_path_buf(),
             env,
-            own_threads: (!shared).then_some(threads),
-            preprocess_pool,
             spare: Mutex::new(None),
             inputs: Vec::new(),
             outputs: Vec::new(),
         };
-        let session = engine.build_session()?;
+        let session = engine.build_session(threads)?;
         engine.inputs = session.inputs().iter().map(|input| model_input(input.name(), input.dtype())).collect();
         engine.outputs = session.outputs().iter().map(|output| output.name().to_string()).collect();
-        engine.spare = Mutex::new(Some(session));
+        engine.spare = Mutex::new(Some((session, threads)));
         Ok(engine)
     }
 
-    fn build_session(&self) -> Result<Session, BackendError> {
+    /// A session whose intra-op pool has `threads` threads (the calling one among them), whose
+    /// threads stop spinning when an inference returns.
+    fn build_session(&self, threads: usize) -> Result<Session, BackendError> {
         let load_error = |message: String| BackendError::Load { path: self.model_path.clone(), message };
         // The file's own error (as rten reports it), not ONNX Runtime's wording of it.
         std::fs::File::open(&self.model_path).map_err(|error| load_error(error.to_string()))?;
-        let mut builder = Session::builder(&self.env)
+        Session::builder(&self.env)
             .map_err(|e| load_error(e.to_string()))?
             .with_optimization_level(GraphOptimizationLevel::All)
-            .map_err(|e| load_error(e.to_string()))?;
-        if let Some(threads) = self.own_threads {
-            builder = builder.with_independent_thread_pool().map_err(|e| load_error(e.to_string()))?;
-            builder = builder.with_intra_threads(threads).map_err(|e| load_error(e.to_string()))?;
-        }
-        builder.commit_from_file(&self.model_path).map_err(|e| load_error(e.to_string()))
+            .map_err(|e| load_error(e.to_string()))?
+            .with_intra_threads(threads)
+            .map_err(|e| load_error(e.to_string()))?
+            .with_config_entry("session.force_spinning_stop", "1")
+            .map_err(|e| load_error(e.to_string()))?
+            .commit_from_file(&self.model_path)
+            .map_err(|e| load_error(e.to_string()))
     }
 }
 
@@ -150,15 +142,17 @@ impl Engine for OrtEngine {
         &self.outputs
     }
 
-    fn on_threads(&self, work: &mut (dyn FnMut() + Send)) {
-        self.preprocess_pool.install(work);
-    }
-
-    fn new_session(&self, shape: [usize; 4], dtype: TensorDtype) -> Result<Box<dyn EngineSession>, BackendError> {
+    fn new_session(
+        &self,
+        shape: [usize; 4],
+        dtype: TensorDtype,
+        threads: usize,
+    ) -> Result<Box<dyn EngineSession>, BackendError> {
+        let threads = threads.max(1);
         let spare = lock(&self.spare).take();
         let session = match spare {
-            Some(session) => session,
-            None => self.build_session()?,
+            Some((session, spare_threads)) if spare_threads == threads => session,
+            _ => self.build_session(threads)?,
         };
         let elements = shape.iter().product();
         let input = match dtype {
@@ -166,7 +160,24 @@ impl Engine for OrtEngine {
             TensorDtype::F16 => Input::F16(vec![0; elements]),
             TensorDtype::F32 => Input::F32(vec![0.0; elements]),
         };
-        Ok(Box::new(OrtSession { session, input, shape }))
+        let preprocess = PreprocessThreads::new(threads)
+            .map_err(|e| BackendError::Unavailable("cpu", format!("preprocessing threads: {e}")))?;
+        Ok(Box::new(OrtSession { session, input, shape, preprocess }))
+    }
+}
+
+/// A worker's preprocessing threads: a rayon pool of its share, none when the share is 1 thread
+/// (the worker's own thread preprocesses).
+struct PreprocessThreads(Option<rayon::ThreadPool>);
+
+impl PreprocessThreads {
+    fn new(threads: usize) -> Result<PreprocessThreads, rayon::ThreadPoolBuildError> {
+        if threads <= 1 {
+            return Ok(PreprocessThreads(None));
+        }
+        let pool =
+            rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("preprocess-{i}")).build()?;
+        Ok(PreprocessThreads(Some(pool)))
     }
 }
 
@@ -178,19 +189,24 @@ enum Input {
     F32(Vec<f32>),
 }
 
-/// One inference worker's ONNX Runtime session and input tensor.
+/// One inference worker's ONNX Runtime session, input tensor and preprocessing threads.
 struct OrtSession {
     session: Session,
     input: Input,
     shape: [usize; 4],
+    preprocess: PreprocessThreads,
 }
 
 impl EngineSession for OrtSession {
-    fn input(&mut self) -> &mut [u8] {
-        match &mut self.input {
+    fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8]) + Send)) {
+        let input: &mut [u8] = match &mut self.input {
             Input::U8(bytes) => bytes,
             Input::F16(bits) => bytemuck::cast_slice_mut(bits),
             Input::F32(values) => bytemuck::cast_slice_mut(values),
+        };
+        match &self.preprocess.0 {
+            Some(pool) => pool.install(|| fill(input)),
+            None => fill(input),
         }
     }
 
