@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{summarise, BenchError, StageSummary};
 use crate::backend::Backend;
-use crate::config::LimitsConfig;
+use crate::config::{CpuBudget, LimitsConfig};
 use crate::decode::DecodeParams;
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
@@ -25,6 +25,10 @@ use crate::sys::lock::{lock, wait_timeout_while};
 pub struct CamerasBench {
     pub cameras: usize,
     pub workers: usize,
+    /// CPU backend: each worker's share of the cores (`device.cpu_threads`), the threads its
+    /// inference and its preprocessing run on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads_per_worker: Option<Vec<usize>>,
     /// Frames one inference may take (`engine.max_batch`, or less where the model allows less).
     pub max_batch: usize,
     /// Frames each camera ran before the measurement window, and at least in it.
@@ -40,6 +44,9 @@ pub struct CamerasBench {
     /// Per frame outside inference: source → slot copy, preprocessing (a batch's, for a frame in a
     /// batch), decoding and message encoding.
     pub outside_inference: StageSummary,
+    /// Preprocessing per frame (a batch's, for a frame in a batch), the part of
+    /// `outside_inference` that runs on the worker's threads.
+    pub preprocess: StageSummary,
     /// Inferences by batch size, over the whole run.
     pub batch_sizes: std::collections::BTreeMap<usize, u64>,
     pub memory: crate::backend::MemoryReport,
@@ -146,6 +153,7 @@ struct Delivered {
     at: Instant,
     latency: Duration,
     outside_inference: Duration,
+    preprocess: Duration,
 }
 
 /// Counts frames per camera and encodes the message the daemon would publish.
@@ -170,6 +178,7 @@ impl step::FrameSink for BenchSink {
             at: Instant::now(),
             latency: source + stage(timings.total) + publish,
             outside_inference: source + stage(timings.pre) + stage(timings.post) + publish,
+            preprocess: stage(timings.pre),
         };
         lock(&self.delivered).push(delivered);
     }
@@ -206,6 +215,8 @@ pub fn bench_cameras(
     use std::sync::Arc;
 
     let (cameras, iterations) = (cameras.max(1), iterations.max(1));
+    let threads_per_worker =
+        backend.threads().map(|cores| CpuBudget::new(cores, plan.workers).shares().collect::<Vec<usize>>());
     let mut decoded = FrameSlot::new(Box::new(crate::frame::HeapMemory::default()));
     image_decode::decode_file(image, limits, &mut decoded)
         .map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
@@ -287,7 +298,8 @@ pub fn bench_cameras(
     outcome?;
     let report = scheduler.report();
     let delivered = std::mem::take(&mut *lock(&sink.delivered));
-    summarise_cameras(&delivered, cameras, warmup, iterations, report)
+    let summary = summarise_cameras(&delivered, cameras, warmup, iterations, report)?;
+    Ok(CamerasBench { threads_per_worker, ..summary })
 }
 
 fn frames_per_camera(sink: &BenchSink, cameras: usize) -> Vec<usize> {
@@ -319,6 +331,7 @@ fn summarise_cameras(
     Ok(CamerasBench {
         cameras,
         workers: report.workers,
+        threads_per_worker: None,
         max_batch: report.max_batch,
         warmup,
         iterations,
@@ -329,6 +342,7 @@ fn summarise_cameras(
             .collect(),
         latency: summarise(window.iter().map(|d| d.latency).collect()),
         outside_inference: summarise(window.iter().map(|d| d.outside_inference).collect()),
+        preprocess: summarise(window.iter().map(|d| d.preprocess).collect()),
         batch_sizes: report.batch_sizes,
         memory: report.memory,
     })

@@ -1,8 +1,9 @@
 //! The one-frame benchmark: an image through the same stages as a camera frame, many times.
 //!
 //! Owns: [`bench_backend`] (decode into a slot, preprocess, infer, decode/NMS, message encoding,
-//! each stage summarised) and the message encoding every benchmark times as its publish stage.
-//! Must not: start threads (the cameras benchmark does).
+//! each stage summarised; on the CPU backend also preprocessing alone, the uncontended time the
+//! pipeline's preprocessing is held against) and the message encoding every benchmark times as
+//! its publish stage. Must not: start threads beyond the backend's (the cameras benchmark does).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
 use crate::infer::step;
+use crate::preprocess::{FastPreprocessor, PreprocessSpec};
 use crate::publish::payload::{detections_message, Latency};
 use crate::source::image_decode;
 
@@ -47,6 +49,10 @@ pub struct BenchReport {
     /// Image file → frame slot (decode), standing in for a camera's capture.
     pub source: StageSummary,
     pub preprocess: StageSummary,
+    /// CPU backend: the same preprocessing with nothing else running (no inference before or
+    /// after it), on as many threads: what `preprocess` costs uncontended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preprocess_alone: Option<StageSummary>,
     pub infer: StageSummary,
     /// Decoding the outputs, NMS and class filter.
     pub postprocess: StageSummary,
@@ -83,6 +89,12 @@ pub fn bench_backend(
     let mut decoder = Decoder::new(params);
     let spec = backend.spec().clone();
     let mut slot = backend.slot_memory().map(FrameSlot::new).map_err(|e| BenchError::Setup(e.to_string()))?;
+    image_decode::decode_file(image, limits, &mut slot)
+        .map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
+    let preprocess_alone = match backend.threads() {
+        Some(threads) => Some(preprocess_alone(&slot, &spec, threads, warmup, iterations)?),
+        None => None,
+    };
     let mut detections = Vec::new();
     let mut samples: Vec<FrameTimings> = Vec::with_capacity(iterations);
     for iteration in 0..warmup + iterations {
@@ -110,6 +122,7 @@ pub fn bench_backend(
         detections: detections.len(),
         source: stage(|t| t.source),
         preprocess: stage(|t| t.pre),
+        preprocess_alone,
         infer: stage(|t| t.infer),
         postprocess: stage(|t| t.post),
         publish: stage(|t| t.publish),
@@ -119,6 +132,44 @@ pub fn bench_backend(
         fps_total: None,
         cameras: None,
     })
+}
+
+/// Preprocesses the frame in `slot` as the CPU backend's session does (the fast path, its rows in
+/// `threads` bands on a pool of `threads` threads, none for 1), `warmup + iterations` times with
+/// nothing else running, and summarises the last `iterations`.
+fn preprocess_alone(
+    slot: &FrameSlot,
+    spec: &PreprocessSpec,
+    threads: usize,
+    warmup: usize,
+    iterations: usize,
+) -> Result<StageSummary, BenchError> {
+    let pool = match threads {
+        0 | 1 => None,
+        _ => Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .map_err(|e| BenchError::Setup(format!("preprocessing threads: {e}")))?,
+        ),
+    };
+    let mut preprocessor = FastPreprocessor::new();
+    let mut tensor = vec![0u8; spec.bytes()];
+    let mut samples = Vec::with_capacity(iterations);
+    let (frame, meta) = (slot.data(), slot.meta());
+    for iteration in 0..warmup + iterations {
+        let started = Instant::now();
+        let mut run = || preprocessor.run(frame, meta, spec, &mut tensor, threads);
+        let outcome = match &pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        };
+        outcome.map_err(|e| BenchError::Frame { iteration, message: e.to_string() })?;
+        if iteration >= warmup {
+            samples.push(started.elapsed());
+        }
+    }
+    Ok(summarise(samples))
 }
 
 /// The publish stage: encodes the message the daemon would hand to the MQTT queue, and records
