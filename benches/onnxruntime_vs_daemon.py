@@ -15,9 +15,23 @@ device.cpu_threads = N. Prints median ms (median of the round medians, [min..max
 and the fastest single run) and daemon/python ratios of the medians. With --cameras, also `bench --cameras N` with each daemon engine at
 device.cpu_threads = --camera-threads (fps of all cameras together).
 
+With --streams N,... it runs the multi-stream comparison instead (issue 35): ONNX Runtime's Python
+API as N sessions × T intra-op threads (one Python thread per session, each running the model back
+to back for --seconds; T = 1, 2, 4, ... and cores / N, with N × T <= the cores), against each daemon's
+`bench --cameras N` with default settings (ONNX Runtime from the same package, every other key at
+its default: all cores, the default workers), in interleaved rounds. Also preprocessing: one worker
+(`cpu_workers = 1`) at `cpu_threads` = T for T = 1, 2, 4, ... cores, the pipeline's `preprocess`
+against `preprocess_alone` (the same preprocessing with nothing else running: its uncontended time),
+and in each cameras run the workers' preprocessing per frame against it at their share of the cores.
+Prints one table per question; --json writes every run. --daemon NAME=PATH names a binary (repeat it
+to compare builds: "before" and "after" of a change); the median `preprocess_alone` of the binaries
+that report one is the uncontended time every binary's preprocessing is held against.
+
     cargo build --release
     python3 benches/onnxruntime_vs_daemon.py --threads 1,2 --rounds 5
     python3 benches/onnxruntime_vs_daemon.py --daemon target/release/jetson-detectd --cameras 1,4,8
+    python3 benches/onnxruntime_vs_daemon.py --streams 1,2,4,8,16 --daemon before=old/jetson-detectd \
+        --daemon after=target/release/jetson-detectd --rounds 2
 """
 import argparse
 import glob
@@ -27,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -66,9 +81,9 @@ def write_config(work, engine, threads, library):
     return path
 
 
-def daemon_bench(daemon, config, args, cameras=None):
+def daemon_bench(daemon, config, args, cameras=None, iterations=None):
     command = [str(daemon), "bench", "--config", str(config), "--image", str(IMAGE),
-               "--iterations", str(args.iters), "--warmup", str(args.warmup)]
+               "--iterations", str(iterations or args.iters), "--warmup", str(args.warmup)]
     if cameras:
         command += ["--cameras", str(cameras)]
     result = subprocess.run(command, capture_output=True, text=True)
@@ -80,10 +95,18 @@ def daemon_bench(daemon, config, args, cameras=None):
         "median_ms": report["infer"]["median_ms"],
         "min_ms": report["infer"]["min_ms"],
         "preprocess_ms": report["preprocess"]["median_ms"],
+        "preprocess_min_ms": report["preprocess"]["min_ms"],
     }
+    if "preprocess_alone" in report:
+        out["preprocess_alone_ms"] = report["preprocess_alone"]["median_ms"]
     if cameras:
+        run = report.get("cameras", {})
         out["fps_total"] = report.get("fps_total")
-        out["workers"] = report.get("cameras", {}).get("workers")
+        out["workers"] = run.get("workers")
+        out["threads_per_worker"] = run.get("threads_per_worker")
+        out["outside_inference_ms"] = run.get("outside_inference", {}).get("median_ms")
+        if "preprocess" in run:
+            out["cameras_preprocess_ms"] = run["preprocess"]["median_ms"]
     return out
 
 
@@ -118,9 +141,177 @@ def python_run(inputs, threads, args):
             "min_ms": round(times[0], 2)}
 
 
+def python_streams(inputs, sessions, threads, args):
+    """Inferences per second of `sessions` ONNX Runtime sessions of `threads` intra-op threads each,
+    one Python thread per session running the model back to back (`run` releases the GIL). Each
+    thread warms up, waits for the others, then counts the inferences it completes in --seconds."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    made = [ort.InferenceSession(str(MODEL), options, providers=["CPUExecutionProvider"])
+            for _ in range(sessions)]
+    counts = [0] * sessions
+    ready = threading.Barrier(sessions)
+
+    def stream(index):
+        session = made[index]
+        feed = {session.get_inputs()[0].name: inputs}
+        for _ in range(args.warmup):
+            session.run(None, feed)
+        ready.wait()
+        deadline = time.perf_counter() + args.seconds
+        while True:
+            session.run(None, feed)
+            if time.perf_counter() > deadline:
+                break
+            counts[index] += 1
+
+    workers = [threading.Thread(target=stream, args=(index,)) for index in range(sessions)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return {"rate": round(sum(counts) / args.seconds, 1), "per_session": counts}
+
+
+def thread_counts_up_to(limit):
+    """1, 2, 4, ... up to `limit`, and `limit` itself."""
+    counts, value = [], 1
+    while value <= limit:
+        counts.append(value)
+        value *= 2
+    return counts + [limit] if limit > 0 and counts[-1] != limit else counts
+
+
+def parse_daemons(values):
+    """`--daemon PATH` or `--daemon NAME=PATH`, repeated; the default build when none is given."""
+    daemons = []
+    for value in values or [str(default_daemon())]:
+        name, _, path = value.rpartition("=")
+        path = Path(path)
+        daemons.append((name or ("daemon" if len(values or []) <= 1 else path.parent.name), path))
+    return daemons
+
+
+def streams_config(work, library, threads=None, workers=None):
+    """A config with ONNX Runtime from `library` and every other key at its default, unless set."""
+    name = f"streams-{threads or 'default'}-{workers or 'default'}.toml"
+    lines = ["[device]", 'cpu_engine = "onnxruntime"', f'onnxruntime_library = "{library}"']
+    if threads:
+        lines.append(f"cpu_threads = {threads}")
+    if workers:
+        lines.append(f"cpu_workers = {workers}")
+    path = work / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def streams_main(args, daemons, library, version, inputs, input_name, work):
+    cores = args.cores or os.cpu_count()
+    streams = [int(n) for n in args.streams.split(",") if n]
+    thread_counts = thread_counts_up_to(cores)
+    stream_threads = {n: thread_counts_up_to(cores // n) for n in streams}
+    columns = sorted({t for counts in stream_threads.values() for t in counts})
+    runs = []
+
+    def record(entry):
+        runs.append(entry)
+        print(json.dumps(entry), file=sys.stderr, flush=True)
+
+    for round_index in range(args.rounds):
+        for threads in thread_counts:
+            for name, daemon in daemons:
+                config = streams_config(work, library, threads=threads, workers=1)
+                report = daemon_bench(daemon, config, args, iterations=args.preprocess_iters)
+                record({"kind": "preprocess", "daemon": name, "threads": threads, "round": round_index, **report})
+        for n in streams:
+            jobs = [("python", t) for t in stream_threads[n]] + [("daemon", d) for d in daemons]
+            shift = round_index % len(jobs)
+            for kind, what in jobs[shift:] + jobs[:shift]:
+                if kind == "python":
+                    result = python_streams(inputs, n, what, args)
+                    record({"kind": "python", "sessions": n, "threads": what, "round": round_index, **result})
+                else:
+                    name, daemon = what
+                    iterations = max(args.camera_iters_min, args.camera_frames // n)
+                    report = daemon_bench(daemon, streams_config(work, library), args, cameras=n,
+                                          iterations=iterations)
+                    record({"kind": "cameras", "daemon": name, "cameras": n, "round": round_index, **report})
+
+    def median_of(values):
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    names = [name for name, _ in daemons]
+    print(f"\nSSD MobileNet v2 300x300 u8, ONNX Runtime {version} from {library}; python input {input_name};"
+          f" {args.rounds} rounds; {cores} cores; load avg now {os.getloadavg()[0]:.1f}")
+    alone = {}
+    for threads in thread_counts:
+        values = [r.get("preprocess_alone_ms") for r in runs if r["kind"] == "preprocess" and r["threads"] == threads]
+        alone[threads] = median_of(values)
+    print("\nPreprocessing of the 768x576 frame, one worker at cpu_threads = T, median ms (median of the rounds):"
+          " alone = nothing else running; in the pipeline = between inferences, and its ratio to alone")
+    print("| T | alone | " + " | ".join(f"{name} in the pipeline" for name in names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for threads in thread_counts:
+        cells = []
+        for name in names:
+            value = median_of([r.get("preprocess_ms") for r in runs if r["kind"] == "preprocess"
+                               and r["daemon"] == name and r["threads"] == threads])
+            ratio = f" ({value / alone[threads]:.2f}x)" if value and alone[threads] else ""
+            cells.append(f"{value:.2f}{ratio}" if value is not None else "error")
+        base = f"{alone[threads]:.2f}" if alone[threads] else "-"
+        print(f"| {threads} | {base} | " + " | ".join(cells) + " |")
+
+    print("\nN streams: ONNX Runtime's Python API, N sessions x T threads (inferences/s, median of the rounds),"
+          " against `bench --cameras N` with default settings (frames/s of all cameras; ratio to the best)")
+    print("| N | " + " | ".join(f"{t} thr" for t in columns) + " | best ORT | "
+          + " | ".join(f"{name} fps (ratio)" for name in names) + " |")
+    print("|---|" + "---|" * len(columns) + "---|" + "---|" * len(names))
+    for n in streams:
+        rates = {}
+        for threads in columns:
+            rates[threads] = median_of([r["rate"] for r in runs if r["kind"] == "python"
+                                        and r["sessions"] == n and r["threads"] == threads])
+        best_threads = max((t for t in rates if rates[t]), key=lambda t: rates[t], default=None)
+        best = rates.get(best_threads)
+        cells = [f"{rates[t]:.0f}" if rates[t] else "" for t in columns]
+        daemon_cells = []
+        for name in names:
+            fps = median_of([r.get("fps_total") for r in runs if r["kind"] == "cameras"
+                             and r["daemon"] == name and r["cameras"] == n])
+            daemon_cells.append(f"{fps:.0f} ({fps / best:.2f})" if fps and best else "error")
+        best_cell = f"{n}x{best_threads}: {best:.0f}" if best else "-"
+        print(f"| {n} | " + " | ".join(cells) + f" | {best_cell} | " + " | ".join(daemon_cells) + " |")
+
+    print("\nbench --cameras N, default settings: workers x threads, preprocessing per frame (median ms, ratio to"
+          " alone at the worker's threads), outside inference per frame (median ms)")
+    print("| N | " + " | ".join(f"{name}: workers x threads, preprocess, outside" for name in names) + " |")
+    print("|---|" + "---|" * len(names))
+    for n in streams:
+        cells = []
+        for name in names:
+            mine = [r for r in runs if r["kind"] == "cameras" and r["daemon"] == name and r["cameras"] == n]
+            if not mine or "error" in mine[0]:
+                cells.append("error")
+                continue
+            shares = mine[0].get("threads_per_worker")
+            layout = f"{mine[0]['workers']} x {shares[0] if shares else '?'}"
+            pre = median_of([r.get("cameras_preprocess_ms") for r in mine])
+            reference = alone.get(shares[0]) if shares else None
+            pre_cell = "-" if pre is None else f"{pre:.2f}" + (f" ({pre / reference:.2f}x)" if reference else "")
+            outside = median_of([r.get("outside_inference_ms") for r in mine])
+            cells.append(f"{layout}, {pre_cell}, {outside:.2f}" if outside is not None else f"{layout}, {pre_cell}")
+        print(f"| {n} | " + " | ".join(cells) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=1))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--daemon", type=Path, default=default_daemon())
+    parser.add_argument("--daemon", action="append",
+                        help="the binary to run, PATH or NAME=PATH; repeat to compare (default: target/release)")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=30)
@@ -128,12 +319,25 @@ def main():
     parser.add_argument("--cameras", default="", help="e.g. 1,4,8: also bench --cameras N per daemon engine")
     parser.add_argument("--camera-threads", type=int, default=os.cpu_count())
     parser.add_argument("--repo", type=Path, help="checkout whose models/ to use (default: this script's)")
+    parser.add_argument("--streams", default="", help="e.g. 1,2,4,8,16: the multi-stream comparison instead")
+    parser.add_argument("--seconds", type=float, default=3.0, help="--streams: each Python run's window")
+    parser.add_argument("--cores", type=int, help="--streams: cores to share (default: all of this machine's)")
+    parser.add_argument("--camera-frames", type=int, default=600,
+                        help="--streams: frames per `bench --cameras N` run, split over the cameras")
+    parser.add_argument("--camera-iters-min", type=int, default=60, help="--streams: at least this many per camera")
+    parser.add_argument("--preprocess-iters", type=int, default=100, help="--streams: frames per preprocessing run")
+    parser.add_argument("--json", type=Path, help="--streams: write every run to this file")
     args = parser.parse_args()
     if args.repo:
         use_repo(args.repo.resolve())
+    daemons = parse_daemons(args.daemon)
     library, version = python_library()
     inputs, input_name = python_input()
     work = Path(tempfile.mkdtemp(prefix="ort-vs-daemon-"))
+    if args.streams:
+        streams_main(args, daemons, library, version, inputs, input_name, work)
+        return
+    daemon = daemons[0][1]
     thread_counts = [int(t) for t in args.threads.split(",") if t]
     names = ["daemon-onnxruntime", "python-onnxruntime", "daemon-rten"]
     rounds = {}
@@ -145,7 +349,7 @@ def main():
                     report = python_run(inputs, threads, args)
                 else:
                     engine = name.split("-", 1)[1]
-                    report = daemon_bench(args.daemon, write_config(work, engine, threads, library), args)
+                    report = daemon_bench(daemon, write_config(work, engine, threads, library), args)
                 report.update(name=name, threads=threads, round=round_index)
                 print(json.dumps(report), file=sys.stderr, flush=True)
                 rounds.setdefault((name, threads), []).append(report)
@@ -184,7 +388,7 @@ def main():
             config.write_text("\n".join(lines) + "\n")
             cells = []
             for n in cameras:
-                report = daemon_bench(args.daemon, config, args, cameras=n)
+                report = daemon_bench(daemon, config, args, cameras=n)
                 print(json.dumps({"engine": engine, "cameras": n, **report}), file=sys.stderr, flush=True)
                 cells.append("error" if "error" in report else f"{report['fps_total']:.1f} ({report['workers']})")
             print(f"| {engine} | " + " | ".join(cells) + " |")
