@@ -11,9 +11,10 @@
 //!
 //! Why one session per camera with few threads each, not one pool shared by every worker: a
 //! small detector uses extra threads poorly. ONNX Runtime's own Python API on a 16-core Xeon runs
-//! SSD MobileNet v2 at 628 inferences/s as 16 sessions × 1 thread and 590 as 8 × 2, while 8
-//! sessions sharing one 16-thread pool reached 342 frames/s: the shared pool's threads spun
-//! between other workers' inferences and preprocessing ran on threads of its own against them.
+//! SSD MobileNet v2 at 588 inferences/s as 16 sessions × 1 thread, 541 as 8 × 2 and 254 as
+//! 1 × 16, while the daemon's 8 workers sharing one 16-thread pool ran 8 cameras at 268–311
+//! frames/s: the shared pool's threads spun between other workers' inferences, and preprocessing
+//! ran on 16 threads of its own against them (docs/src/performance/cpu-engines.md has the runs).
 
 use std::num::NonZeroUsize;
 
