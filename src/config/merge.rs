@@ -50,6 +50,7 @@ impl Config {
         }
         resolve(&mut self.http.zones_file, &["http", "zones_file"]);
         resolve(&mut self.controls.file, &["controls", "file"]);
+        resolve(&mut self.record.dir, &["record", "dir"]);
         if let Some(tls) = self.mqtt.tls.as_mut() {
             resolve(&mut tls.ca_file, &["mqtt", "tls"]);
             if let Some(p) = tls.client_cert.as_mut() {

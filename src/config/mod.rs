@@ -17,6 +17,7 @@ use toml::{Table, Value};
 pub mod cache_dir;
 pub mod cpu_budget;
 mod merge;
+pub mod record;
 pub mod reload;
 pub mod scene;
 mod validate;
@@ -82,6 +83,7 @@ pub struct Config {
     pub tracking: TrackingConfig,
     pub http: HttpConfig,
     pub controls: ControlsConfig,
+    pub record: record::RecordConfig,
     /// Where the config came from (not a TOML key).
     #[serde(skip, default = "embedded_origin")]
     pub origin: ConfigOrigin,
@@ -434,6 +436,9 @@ pub struct CameraConfig {
     /// `[[camera.line]]`: segments whose crossings are events.
     #[serde(default, rename = "line")]
     pub lines: Vec<LineConfig>,
+    /// This camera's event clips, over `[record]` (`record = { enabled = true, zones = [...] }`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<record::CameraRecordConfig>,
 }
 
 /// A zone: a polygon in frame fractions (x from the left, y from the top, 0.0..=1.0).

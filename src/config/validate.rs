@@ -32,7 +32,7 @@ impl Config {
         }
     }
 
-    fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
+    pub(super) fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid { origin: self.origin.clone(), key: key.into(), message: message.into() }
     }
 
@@ -311,6 +311,7 @@ impl Config {
             ));
         }
         self.validate_http()?;
+        self.validate_record()?;
         if !(1..=100).contains(&self.snapshot.jpeg_quality) {
             return Err(self.invalid("snapshot.jpeg_quality", "allowed: 1..=100"));
         }

@@ -359,6 +359,7 @@ mod tests {
             fps: 0.0,
             zones: Vec::new(),
             lines: vec![LineConfig { name: "old".into(), points: [[0.0, 0.0], [1.0, 1.0]] }],
+            record: None,
         }
     }
 

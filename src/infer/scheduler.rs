@@ -627,6 +627,7 @@ mod tests {
             fps: 0.0,
             zones: Vec::new(),
             lines: Vec::new(),
+            record: None,
         }
     }
 

@@ -256,6 +256,7 @@ pub fn bench_cameras(
             fps: 0.0,
             zones: Vec::new(),
             lines: Vec::new(),
+            record: None,
         };
         let source = StillSource {
             frame: decoded.data().to_vec(),
