@@ -20,6 +20,8 @@
 pub mod cmd;
 // http: the page, the API and /metrics, reading what publish and service expose
 pub mod http;
+// record ⑧: event clips (pre-roll of the compressed stream, clip files, their index, retention)
+pub mod record;
 // publish ⑦: the per-frame sink (tracking, snapshots), the outlets it feeds (MQTT with Home Assistant,
 // the live view), telemetry
 pub mod publish;

@@ -66,6 +66,7 @@ pub mod image_decode;
 pub mod images;
 pub mod reconnect;
 pub mod synthetic;
+pub mod tap;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

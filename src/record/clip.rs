@@ -1,0 +1,591 @@
+//! One clip file: written fragment by fragment while it records, put in place when it ends, and
+//! recovered after a crash or power cut.
+//!
+//! A clip records into `<camera>/<start>-<track>.mp4.part`; every fragment (at most
+//! [`FRAGMENT`] of video, a new one at each keyframe) is written whole and `fdatasync`ed, so what
+//! a power cut leaves plays up to the last second or so. Finishing appends the trailer (camera,
+//! start, end, tracks), syncs, renames the file to `<start>-<track>.mp4` and syncs the directory:
+//! a name without `.part` is always a whole clip. At start, [`recover`] cuts a `.part` file back
+//! to its last complete fragment and finishes it the same way, or removes it when nothing of it
+//! plays.
+//!
+//! Owns: the file's name ([`clip_name`]), its timeline (stream timestamps to 90 kHz ticks from 0,
+//! a stream restart bridged by one frame), the fragment cadence, the trailer's text, and reading a
+//! finished clip's [`ClipEntry`] back. Must not: decide when a clip starts or ends (the camera's
+//! recorder does), or leave a file without `.part` that is not whole.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::mp4::{self, Sample, Track, TIMESCALE, TRAILER_BYTES};
+use super::nal::{self, NalError, ParameterSets};
+use crate::source::tap::{AccessUnit, StreamFormat};
+
+/// Longest fragment: what a power cut can lose at most (plus the keyframe interval, when a
+/// fragment is cut at a keyframe only).
+pub const FRAGMENT: Duration = Duration::from_secs(1);
+/// The suffix of a clip that is still being written.
+pub const PART_SUFFIX: &str = ".part";
+/// A stream timestamp that jumps further than this (or back) is a restart of the stream: the
+/// clip's timeline goes on by one frame instead.
+const MAX_STEP: Duration = Duration::from_secs(10);
+/// The frame duration assumed when nothing better is known (30 fps).
+const DEFAULT_TICKS: u32 = TIMESCALE / 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClipError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Stream(#[from] NalError),
+    #[error("{path}: {reason}")]
+    Unreadable { path: PathBuf, reason: String },
+}
+
+impl ClipError {
+    /// Whether the file system is full (recording pauses instead of failing).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, ClipError::Io { source, .. } if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)))
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ClipError + '_ {
+    move |source| ClipError::Io { path: path.to_path_buf(), source }
+}
+
+/// A clip as the index knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClipEntry {
+    pub camera: String,
+    /// Relative to the record directory: `<camera>/<file>.mp4`.
+    pub path: String,
+    #[serde(serialize_with = "rfc3339")]
+    pub start: SystemTime,
+    #[serde(serialize_with = "rfc3339")]
+    pub end: SystemTime,
+    /// The events (track ids) it shows, the one that started it first.
+    pub tracks: Vec<u64>,
+    pub bytes: u64,
+    /// Still being written (its file is `path` + `.part`).
+    pub recording: bool,
+    /// Recovered at start from a clip cut short (a crash or a power cut).
+    pub recovered: bool,
+}
+
+fn rfc3339<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&crate::sys::time::Rfc3339Millis(*time))
+}
+
+/// The trailer's text: what a finished clip says of itself.
+#[derive(Debug, Serialize, Deserialize)]
+struct TrailerText {
+    camera: String,
+    start_ms: u64,
+    end_ms: u64,
+    tracks: Vec<u64>,
+    #[serde(default)]
+    recovered: bool,
+}
+
+/// Most track ids a trailer lists (a clip of a busy street keeps its first ones).
+const MAX_TRAILER_TRACKS: usize = 64;
+
+fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
+}
+
+fn from_unix_ms(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+/// `<camera>/<start, UTC, to the millisecond>-<track>.mp4`, e.g.
+/// `gate/20261122T100000.123Z-42.mp4`: sortable, and valid on every file system (no colons).
+pub fn clip_name(camera: &str, start: SystemTime, track: u64) -> String {
+    let stamp: String =
+        crate::sys::time::Rfc3339Millis(start).to_string().chars().filter(|c| !matches!(c, '-' | ':')).collect();
+    format!("{camera}/{stamp}-{track}.mp4")
+}
+
+/// The start and first track a clip's file name (without directory) says.
+pub fn parse_clip_name(file_name: &str) -> Option<(SystemTime, u64)> {
+    let stem = file_name.strip_suffix(".mp4")?;
+    let (stamp, track) = stem.rsplit_once('-')?;
+    let track = track.parse().ok()?;
+    let digits = |range: std::ops::Range<usize>| -> Option<u64> {
+        let text = stamp.get(range)?;
+        text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse().ok())?
+    };
+    if stamp.len() != 20 || stamp.get(8..9)? != "T" || stamp.get(15..16)? != "." || stamp.get(19..)? != "Z" {
+        return None;
+    }
+    let (year, month, day) = (digits(0..4)?, digits(4..6)?, digits(6..8)?);
+    let (hour, minute, second, millis) = (digits(9..11)?, digits(11..13)?, digits(13..15)?, digits(16..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day)?;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    Some((UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_millis(millis), track))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: u64, month: u64, day: u64) -> Option<u64> {
+    let year = if month <= 2 { year.checked_sub(1)? } else { year };
+    let era = year / 400;
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    (era * 146_097 + day_of_era).checked_sub(719_468)
+}
+
+/// A sample waiting for its fragment.
+struct Pending {
+    data: Vec<u8>,
+    ticks: u64,
+    composition_offset: i32,
+    keyframe: bool,
+}
+
+/// Stream timestamps to the clip's ticks.
+struct Timeline {
+    /// Raw ticks of the previous unit, and the clip ticks they became.
+    previous: Option<(u64, u64)>,
+    last_step: u32,
+}
+
+impl Timeline {
+    fn ticks(&mut self, raw: u64) -> u64 {
+        let ticks = match self.previous {
+            None => 0,
+            Some((previous_raw, previous)) => {
+                let step = raw.checked_sub(previous_raw).filter(|step| *step > 0 && *step <= to_ticks(MAX_STEP));
+                match step {
+                    Some(step) => {
+                        self.last_step = step.min(u64::from(u32::MAX)) as u32;
+                        previous + step
+                    }
+                    None => previous + u64::from(self.last_step),
+                }
+            }
+        };
+        self.previous = Some((raw, ticks));
+        ticks
+    }
+}
+
+fn to_ticks(time: Duration) -> u64 {
+    (time.as_nanos() * u128::from(TIMESCALE) / 1_000_000_000) as u64
+}
+
+/// A clip being recorded.
+pub struct ClipWriter {
+    root: PathBuf,
+    entry: ClipEntry,
+    file: File,
+    part: PathBuf,
+    format: Arc<StreamFormat>,
+    pending: Vec<Pending>,
+    sequence: u32,
+    timeline: Timeline,
+    /// Bytes of complete fragments on disk.
+    written: u64,
+}
+
+impl ClipWriter {
+    /// Creates `root/<name>.part` for a clip that starts with `first` (a keyframe) and whose
+    /// stream has the parameter sets `sets`, and writes its header.
+    pub fn create(
+        root: &Path,
+        camera: &str,
+        track: u64,
+        first: &AccessUnit,
+        sets: &ParameterSets,
+    ) -> Result<ClipWriter, ClipError> {
+        let path = clip_name(camera, first.captured_at, track);
+        let part = root.join(format!("{path}{PART_SUFFIX}"));
+        let format = first.format.clone();
+        let header = mp4::init_segment(&Track {
+            codec: format.codec,
+            width: format.width,
+            height: format.height,
+            decoder_record: sets.decoder_record(format.codec)?,
+        });
+        let folder = root.join(camera);
+        std::fs::create_dir_all(&folder).map_err(io(&folder))?;
+        let mut file = OpenOptions::new().write(true).create_new(true).open(&part).map_err(io(&part))?;
+        file.write_all(&header).and_then(|()| file.sync_data()).map_err(io(&part))?;
+        sync_dir(&folder).map_err(io(&folder))?;
+        Ok(ClipWriter {
+            root: root.to_path_buf(),
+            entry: ClipEntry {
+                camera: camera.to_owned(),
+                path,
+                start: first.captured_at,
+                end: first.captured_at,
+                tracks: vec![track],
+                bytes: header.len() as u64,
+                recording: true,
+                recovered: false,
+            },
+            file,
+            part,
+            format,
+            pending: Vec::new(),
+            sequence: 1,
+            timeline: Timeline { previous: None, last_step: DEFAULT_TICKS },
+            written: header.len() as u64,
+        })
+    }
+
+    /// The clip as the index shows it while it records.
+    pub fn entry(&self) -> &ClipEntry {
+        &self.entry
+    }
+
+    /// The stream format the clip was started with; a unit of another one needs a new clip.
+    pub fn format(&self) -> &Arc<StreamFormat> {
+        &self.format
+    }
+
+    /// Adds an event to those the clip shows.
+    pub fn add_track(&mut self, track: u64) {
+        if !self.entry.tracks.contains(&track) {
+            self.entry.tracks.push(track);
+        }
+    }
+
+    /// How much video the clip holds.
+    pub fn duration(&self) -> Duration {
+        self.entry.end.duration_since(self.entry.start).unwrap_or_default()
+    }
+
+    /// Appends one access unit; a fragment is written (and synced) when one is due.
+    pub fn push(&mut self, unit: &AccessUnit) -> Result<(), ClipError> {
+        let units = match unit.format.nal_length_size {
+            None => nal::split_annex_b(&unit.data),
+            Some(size) => nal::split_length_prefixed(&unit.data, size)?,
+        };
+        let mut data = Vec::with_capacity(unit.data.len() + 16);
+        let keyframe = nal::write_sample(unit.format.codec, &units, &mut data)? || unit.keyframe;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let raw = unit
+            .dts
+            .or(unit.pts)
+            .map_or_else(|| to_ticks(unit.captured_at.duration_since(UNIX_EPOCH).unwrap_or_default()), to_ticks);
+        let ticks = self.timeline.ticks(raw);
+        let composition_offset = match (unit.pts, unit.dts) {
+            (Some(pts), Some(dts)) if pts >= dts => to_ticks(pts - dts).min(i32::MAX as u64) as i32,
+            _ => 0,
+        };
+        if let Some(first) = self.pending.first() {
+            if keyframe || ticks.saturating_sub(first.ticks) >= to_ticks(FRAGMENT) {
+                self.flush(ticks)?;
+            }
+        }
+        self.pending.push(Pending { data, ticks, composition_offset, keyframe });
+        let shown = ticks + u64::from(self.timeline.last_step);
+        self.entry.end = self.entry.end.max(self.entry.start + ticks_duration(shown));
+        Ok(())
+    }
+
+    /// Writes the pending samples as one fragment; `next` is the decode time of the sample after
+    /// them (the last one's duration).
+    fn flush(&mut self, next: u64) -> Result<(), ClipError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let samples: Vec<Sample<'_>> = self
+            .pending
+            .iter()
+            .enumerate()
+            .map(|(i, pending)| {
+                let following = self.pending.get(i + 1).map_or(next, |after| after.ticks);
+                Sample {
+                    data: &pending.data,
+                    duration: following.saturating_sub(pending.ticks).clamp(1, u64::from(u32::MAX)) as u32,
+                    composition_offset: pending.composition_offset,
+                    keyframe: pending.keyframe,
+                }
+            })
+            .collect();
+        let bytes = mp4::fragment(self.sequence, self.pending[0].ticks, &samples);
+        let result = self.file.write_all(&bytes).and_then(|()| self.file.sync_data());
+        if let Err(source) = result {
+            // Cut back to the last whole fragment so that the file stays playable.
+            let _ = self.file.set_len(self.written);
+            let _ = self.file.seek(SeekFrom::Start(self.written));
+            self.pending.clear();
+            return Err(ClipError::Io { path: self.part.clone(), source });
+        }
+        self.written += bytes.len() as u64;
+        self.entry.bytes = self.written;
+        self.sequence += 1;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Writes what is pending, the trailer, and puts the clip in place under its final name.
+    /// After a write error the clip keeps what was written before it (its last whole fragment).
+    pub fn finish(mut self) -> Result<ClipEntry, ClipError> {
+        let last = self.pending.last().map(|pending| pending.ticks + u64::from(self.timeline.last_step));
+        let flushed = match last {
+            Some(next) => self.flush(next),
+            None => Ok(()),
+        };
+        let placed = put_in_place(&mut self.file, &self.part, &self.root, &mut self.entry, self.written);
+        flushed.and(placed)
+    }
+}
+
+/// Appends the trailer to the clip `file` (`written` bytes of it whole), renames it from `part`
+/// to its final name and syncs the directory.
+fn put_in_place(
+    file: &mut File,
+    part: &Path,
+    root: &Path,
+    entry: &mut ClipEntry,
+    written: u64,
+) -> Result<ClipEntry, ClipError> {
+    entry.tracks.truncate(MAX_TRAILER_TRACKS);
+    let text = TrailerText {
+        camera: entry.camera.clone(),
+        start_ms: unix_ms(entry.start),
+        end_ms: unix_ms(entry.end),
+        tracks: entry.tracks.clone(),
+        recovered: entry.recovered,
+    };
+    let json = serde_json::to_vec(&text).unwrap_or_default();
+    let trailer = mp4::trailer(&json).unwrap_or_default();
+    // A trailer that cannot be written (a full disk) is not needed: the clip is read back by
+    // scanning its fragments instead.
+    entry.bytes = written;
+    if file.write_all(&trailer).and_then(|()| file.sync_data()).is_err() {
+        let _ = file.set_len(written);
+    } else {
+        entry.bytes += trailer.len() as u64;
+    }
+    let target = root.join(&entry.path);
+    std::fs::rename(part, &target).map_err(io(part))?;
+    if let Some(folder) = target.parent() {
+        sync_dir(folder).map_err(io(folder))?;
+    }
+    entry.recording = false;
+    Ok(entry.clone())
+}
+
+fn ticks_duration(ticks: u64) -> Duration {
+    Duration::from_nanos(ticks * 1_000_000_000 / u64::from(TIMESCALE))
+}
+
+/// Makes a rename or a new file in `dir` survive a power cut.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Recovers `root/<camera>/<name>.mp4.part`, left by a crash or a power cut: cut back to its last
+/// complete fragment and finished (trailer, final name); removed when no fragment of it is whole.
+pub fn recover(root: &Path, camera: &str, part_name: &str) -> Result<Option<ClipEntry>, ClipError> {
+    let part = root.join(camera).join(part_name);
+    let name = part_name.strip_suffix(PART_SUFFIX).unwrap_or(part_name);
+    let unreadable = |reason: String| ClipError::Unreadable { path: part.clone(), reason };
+    let (start, track) = parse_clip_name(name).ok_or_else(|| unreadable("not a clip's name".into()))?;
+    let mut file = OpenOptions::new().read(true).write(true).open(&part).map_err(io(&part))?;
+    let len = file.metadata().map_err(io(&part))?.len();
+    let scan = mp4::scan(&mut file, len);
+    let scan = match scan {
+        Ok(scan) if scan.fragments > 0 => scan,
+        _ => {
+            std::fs::remove_file(&part).map_err(io(&part))?;
+            return Ok(None);
+        }
+    };
+    file.set_len(scan.complete_len).map_err(io(&part))?;
+    file.seek(SeekFrom::Start(scan.complete_len)).map_err(io(&part))?;
+    let mut entry = ClipEntry {
+        camera: camera.to_owned(),
+        path: format!("{camera}/{name}"),
+        start,
+        end: start + scan.duration(),
+        tracks: vec![track],
+        bytes: scan.complete_len,
+        recording: true,
+        recovered: true,
+    };
+    put_in_place(&mut file, &part, root, &mut entry, scan.complete_len).map(Some)
+}
+
+/// The index entry of the finished clip `root/<camera>/<file_name>`: from its trailer, else (a
+/// clip whose trailer could not be written) from its name and fragments.
+pub fn read_entry(root: &Path, camera: &str, file_name: &str) -> Result<ClipEntry, ClipError> {
+    let path = root.join(camera).join(file_name);
+    let unreadable = |reason: String| ClipError::Unreadable { path: path.clone(), reason };
+    let (start, track) = parse_clip_name(file_name).ok_or_else(|| unreadable("not a clip's name".into()))?;
+    let mut file = File::open(&path).map_err(io(&path))?;
+    let bytes = file.metadata().map_err(io(&path))?.len();
+    let entry = |end: SystemTime, tracks: Vec<u64>, recovered: bool| ClipEntry {
+        camera: camera.to_owned(),
+        path: format!("{camera}/{file_name}"),
+        start,
+        end,
+        tracks,
+        bytes,
+        recording: false,
+        recovered,
+    };
+    if bytes >= TRAILER_BYTES as u64 {
+        let mut tail = vec![0; TRAILER_BYTES];
+        file.seek(SeekFrom::End(-(TRAILER_BYTES as i64)))
+            .and_then(|_| file.read_exact(&mut tail))
+            .map_err(io(&path))?;
+        if let Some(text) = mp4::trailer_text(&tail).and_then(|text| serde_json::from_slice::<TrailerText>(text).ok()) {
+            let tracks = if text.tracks.is_empty() { vec![track] } else { text.tracks };
+            return Ok(entry(from_unix_ms(text.end_ms).max(start), tracks, text.recovered));
+        }
+    }
+    let scan = mp4::scan(&mut file, bytes).map_err(|e| unreadable(e.to_string()))?;
+    Ok(entry(start + scan.duration(), vec![track], false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::tap::VideoCodec;
+
+    const SPS: [u8; 11] = [0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8, 0x04];
+    const PPS: [u8; 4] = [0x68, 0xce, 0x3c, 0x80];
+
+    fn format() -> Arc<StreamFormat> {
+        Arc::new(StreamFormat {
+            codec: VideoCodec::H264,
+            width: 160,
+            height: 120,
+            nal_length_size: None,
+            codec_data: None,
+        })
+    }
+
+    /// Unit `n` of a 10 fps Annex B stream, a keyframe (with SPS and PPS) every 10th.
+    fn unit(format: &Arc<StreamFormat>, start: SystemTime, n: u64) -> AccessUnit {
+        let mut data = Vec::new();
+        if n % 10 == 0 {
+            for set in [&SPS[..], &PPS[..]] {
+                data.extend_from_slice(&[0, 0, 0, 1]);
+                data.extend_from_slice(set);
+            }
+            data.extend_from_slice(&[0, 0, 0, 1, 0x65, 0x88, n as u8]);
+        } else {
+            data.extend_from_slice(&[0, 0, 0, 1, 0x41, 0x9a, n as u8]);
+        }
+        AccessUnit {
+            data: Arc::from(data),
+            format: format.clone(),
+            keyframe: n % 10 == 0,
+            dts: None,
+            pts: Some(Duration::from_millis(5000 + n * 100)),
+            captured_at: start + Duration::from_millis(n * 100),
+        }
+    }
+
+    fn sets() -> ParameterSets {
+        let mut sets = ParameterSets::default();
+        sets.update(VideoCodec::H264, &[&SPS, &PPS]);
+        sets
+    }
+
+    fn start() -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(1_795_000_000_123)
+    }
+
+    #[test]
+    fn names_carry_the_start_and_track_and_parse_back() {
+        let name = clip_name("gate", start(), 42);
+        assert_eq!(name, "gate/20261118T110640.123Z-42.mp4");
+        let file = name.strip_prefix("gate/").expect("camera folder");
+        assert_eq!(parse_clip_name(file), Some((start(), 42)));
+        for bad in ["x.mp4", "20261018T081320.123Z.mp4", "20261318T081320.123Z-1.mp4", "20261018T081320.123Z-1.mkv"] {
+            assert_eq!(parse_clip_name(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_finished_clip_is_in_place_with_its_trailer_and_reads_back_the_same() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = format();
+        let mut writer = ClipWriter::create(dir.path(), "gate", 7, &unit(&f, start(), 0), &sets()).expect("create");
+        for n in 0..25 {
+            writer.push(&unit(&f, start(), n)).expect("push");
+        }
+        writer.add_track(9);
+        assert!(dir.path().join(format!("{}{PART_SUFFIX}", writer.entry().path)).exists());
+        let entry = writer.finish().expect("finish");
+        assert_eq!(entry.end.duration_since(entry.start).expect("ordered"), Duration::from_millis(2500));
+        assert_eq!(entry.tracks, [7, 9]);
+        assert!(!entry.recording);
+        let file = dir.path().join(&entry.path);
+        assert_eq!(std::fs::metadata(&file).expect("in place").len(), entry.bytes);
+        let name = entry.path.strip_prefix("gate/").expect("folder");
+        assert_eq!(read_entry(dir.path(), "gate", name).expect("read back"), entry);
+        let scan = mp4::scan(&mut File::open(&file).expect("open"), entry.bytes).expect("scan");
+        assert_eq!(scan.fragments, 3, "a fragment per keyframe interval");
+        assert_eq!(scan.duration(), Duration::from_millis(2500));
+        assert!(scan.has_trailer);
+    }
+
+    #[test]
+    fn a_part_file_cut_mid_fragment_is_recovered_to_its_last_whole_fragment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = format();
+        let mut writer = ClipWriter::create(dir.path(), "gate", 3, &unit(&f, start(), 0), &sets()).expect("create");
+        for n in 0..31 {
+            writer.push(&unit(&f, start(), n)).expect("push");
+        }
+        let part = dir.path().join(format!("{}{PART_SUFFIX}", writer.entry().path));
+        // A crash: the writer is gone without finishing, and the last fragment is half on disk.
+        drop(writer);
+        let len = std::fs::metadata(&part).expect("part").len();
+        let file = OpenOptions::new().append(true).open(&part).expect("open");
+        (&file)
+            .write_all(
+                &mp4::fragment(4, 0, &[Sample { data: &[0; 50], duration: 1, composition_offset: 0, keyframe: true }])
+                    [..40],
+            )
+            .expect("write");
+        let name = part.file_name().and_then(|n| n.to_str()).expect("name").to_owned();
+        let entry = recover(dir.path(), "gate", &name).expect("recover").expect("something plays");
+        assert!(entry.recovered && !part.exists());
+        assert_eq!(entry.end.duration_since(entry.start).expect("ordered"), Duration::from_secs(3));
+        assert_eq!(entry.bytes, len + TRAILER_BYTES as u64);
+        let file_name = entry.path.strip_prefix("gate/").expect("folder");
+        assert_eq!(read_entry(dir.path(), "gate", file_name).expect("read back"), entry);
+    }
+
+    #[test]
+    fn a_part_file_without_a_whole_fragment_is_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = format();
+        let writer = ClipWriter::create(dir.path(), "gate", 3, &unit(&f, start(), 0), &sets()).expect("create");
+        let part = dir.path().join(format!("{}{PART_SUFFIX}", writer.entry().path));
+        drop(writer);
+        let name = part.file_name().and_then(|n| n.to_str()).expect("name").to_owned();
+        assert_eq!(recover(dir.path(), "gate", &name).expect("recover"), None);
+        assert!(!part.exists());
+    }
+
+    #[test]
+    fn a_stream_restart_is_bridged_by_one_frame_on_the_clips_timeline() {
+        let mut timeline = Timeline { previous: None, last_step: DEFAULT_TICKS };
+        let step = to_ticks(Duration::from_millis(100));
+        assert_eq!(timeline.ticks(1_000_000), 0);
+        assert_eq!(timeline.ticks(1_000_000 + step), step);
+        assert_eq!(timeline.ticks(500), 2 * step, "back to 0: a restart");
+        assert_eq!(timeline.ticks(500 + step), 3 * step);
+        assert_eq!(timeline.ticks(500 + step + to_ticks(Duration::from_secs(60))), 4 * step, "a jump of a minute");
+    }
+}
