@@ -474,7 +474,7 @@ mod tests {
     /// Unit `n` of a 10 fps Annex B stream, a keyframe (with SPS and PPS) every 10th.
     fn unit(format: &Arc<StreamFormat>, start: SystemTime, n: u64) -> AccessUnit {
         let mut data = Vec::new();
-        if n % 10 == 0 {
+        if n.is_multiple_of(10) {
             for set in [&SPS[..], &PPS[..]] {
                 data.extend_from_slice(&[0, 0, 0, 1]);
                 data.extend_from_slice(set);
@@ -486,7 +486,7 @@ mod tests {
         AccessUnit {
             data: Arc::from(data),
             format: format.clone(),
-            keyframe: n % 10 == 0,
+            keyframe: n.is_multiple_of(10),
             dts: None,
             pts: Some(Duration::from_millis(5000 + n * 100)),
             captured_at: start + Duration::from_millis(n * 100),

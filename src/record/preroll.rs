@@ -119,7 +119,7 @@ mod tests {
         AccessUnit {
             data: Arc::from(vec![0u8; bytes]),
             format: format.clone(),
-            keyframe: n % 10 == 0,
+            keyframe: n.is_multiple_of(10),
             dts: None,
             pts: Some(Duration::from_millis(n * 100)),
             captured_at: start + Duration::from_millis(n * 100),
