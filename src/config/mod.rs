@@ -779,7 +779,7 @@ pub fn machine_suffix(root: &Path) -> Option<String> {
 
 /// A name usable as one topic level as it is (cameras, zones, lines): 1..=64 letters, digits, `_`
 /// or `-`.
-fn is_topic_segment(s: &str) -> bool {
+pub fn is_topic_segment(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 

@@ -92,6 +92,13 @@ struct TrailerText {
     recovered: bool,
 }
 
+/// The head box's text: what recovering a clip cut short needs beyond its name.
+#[derive(Debug, Serialize, Deserialize)]
+struct HeadText {
+    /// Capture time of the first frame (the name says when the clip was asked to start).
+    start_ms: u64,
+}
+
 /// Most track ids a trailer lists (a clip of a busy street keeps its first ones).
 const MAX_TRAILER_TRACKS: usize = 64;
 
@@ -197,24 +204,28 @@ pub struct ClipWriter {
 }
 
 impl ClipWriter {
-    /// Creates `root/<name>.part` for a clip that starts with `first` (a keyframe) and whose
-    /// stream has the parameter sets `sets`, and writes its header.
+    /// Creates `root/<path>.part` (`path` from [`clip_name`]) for a clip of `camera` that starts
+    /// with `first` (a keyframe) for event `track`, in a stream with the parameter sets `sets`,
+    /// and writes its header.
     pub fn create(
         root: &Path,
         camera: &str,
+        path: &str,
         track: u64,
         first: &AccessUnit,
         sets: &ParameterSets,
     ) -> Result<ClipWriter, ClipError> {
-        let path = clip_name(camera, first.captured_at, track);
+        let path = path.to_owned();
         let part = root.join(format!("{path}{PART_SUFFIX}"));
         let format = first.format.clone();
-        let header = mp4::init_segment(&Track {
+        let mut header = mp4::init_segment(&Track {
             codec: format.codec,
             width: format.width,
             height: format.height,
             decoder_record: sets.decoder_record(format.codec)?,
         });
+        let head = HeadText { start_ms: unix_ms(first.captured_at) };
+        header.extend(mp4::head(&serde_json::to_vec(&head).unwrap_or_default()).unwrap_or_default());
         let folder = root.join(camera);
         std::fs::create_dir_all(&folder).map_err(io(&folder))?;
         let mut file = OpenOptions::new().write(true).create_new(true).open(&part).map_err(io(&part))?;
@@ -395,7 +406,7 @@ pub fn recover(root: &Path, camera: &str, part_name: &str) -> Result<Option<Clip
     let part = root.join(camera).join(part_name);
     let name = part_name.strip_suffix(PART_SUFFIX).unwrap_or(part_name);
     let unreadable = |reason: String| ClipError::Unreadable { path: part.clone(), reason };
-    let (start, track) = parse_clip_name(name).ok_or_else(|| unreadable("not a clip's name".into()))?;
+    let (named, track) = parse_clip_name(name).ok_or_else(|| unreadable("not a clip's name".into()))?;
     let mut file = OpenOptions::new().read(true).write(true).open(&part).map_err(io(&part))?;
     let len = file.metadata().map_err(io(&part))?.len();
     let scan = mp4::scan(&mut file, len);
@@ -406,6 +417,11 @@ pub fn recover(root: &Path, camera: &str, part_name: &str) -> Result<Option<Clip
             return Ok(None);
         }
     };
+    let start = scan
+        .head
+        .as_deref()
+        .and_then(|text| serde_json::from_slice::<HeadText>(text).ok())
+        .map_or(named, |head| from_unix_ms(head.start_ms));
     file.set_len(scan.complete_len).map_err(io(&part))?;
     file.seek(SeekFrom::Start(scan.complete_len)).map_err(io(&part))?;
     let mut entry = ClipEntry {
@@ -426,10 +442,10 @@ pub fn recover(root: &Path, camera: &str, part_name: &str) -> Result<Option<Clip
 pub fn read_entry(root: &Path, camera: &str, file_name: &str) -> Result<ClipEntry, ClipError> {
     let path = root.join(camera).join(file_name);
     let unreadable = |reason: String| ClipError::Unreadable { path: path.clone(), reason };
-    let (start, track) = parse_clip_name(file_name).ok_or_else(|| unreadable("not a clip's name".into()))?;
+    let (named, track) = parse_clip_name(file_name).ok_or_else(|| unreadable("not a clip's name".into()))?;
     let mut file = File::open(&path).map_err(io(&path))?;
     let bytes = file.metadata().map_err(io(&path))?.len();
-    let entry = |end: SystemTime, tracks: Vec<u64>, recovered: bool| ClipEntry {
+    let entry = |start: SystemTime, end: SystemTime, tracks: Vec<u64>, recovered: bool| ClipEntry {
         camera: camera.to_owned(),
         path: format!("{camera}/{file_name}"),
         start,
@@ -446,11 +462,14 @@ pub fn read_entry(root: &Path, camera: &str, file_name: &str) -> Result<ClipEntr
             .map_err(io(&path))?;
         if let Some(text) = mp4::trailer_text(&tail).and_then(|text| serde_json::from_slice::<TrailerText>(text).ok()) {
             let tracks = if text.tracks.is_empty() { vec![track] } else { text.tracks };
-            return Ok(entry(from_unix_ms(text.end_ms).max(start), tracks, text.recovered));
+            let start = from_unix_ms(text.start_ms);
+            return Ok(entry(start, from_unix_ms(text.end_ms).max(start), tracks, text.recovered));
         }
     }
     let scan = mp4::scan(&mut file, bytes).map_err(|e| unreadable(e.to_string()))?;
-    Ok(entry(start + scan.duration(), vec![track], false))
+    let start = scan.head.as_deref().and_then(|text| serde_json::from_slice::<HeadText>(text).ok());
+    let start = start.map_or(named, |head| from_unix_ms(head.start_ms));
+    Ok(entry(start, start + scan.duration(), vec![track], false))
 }
 
 #[cfg(test)]
@@ -518,7 +537,9 @@ mod tests {
     fn a_finished_clip_is_in_place_with_its_trailer_and_reads_back_the_same() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
-        let mut writer = ClipWriter::create(dir.path(), "gate", 7, &unit(&f, start(), 0), &sets()).expect("create");
+        let mut writer =
+            ClipWriter::create(dir.path(), "gate", &clip_name("gate", start(), 7), 7, &unit(&f, start(), 0), &sets())
+                .expect("create");
         for n in 0..25 {
             writer.push(&unit(&f, start(), n)).expect("push");
         }
@@ -542,7 +563,9 @@ mod tests {
     fn a_part_file_cut_mid_fragment_is_recovered_to_its_last_whole_fragment() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
-        let mut writer = ClipWriter::create(dir.path(), "gate", 3, &unit(&f, start(), 0), &sets()).expect("create");
+        let mut writer =
+            ClipWriter::create(dir.path(), "gate", &clip_name("gate", start(), 3), 3, &unit(&f, start(), 0), &sets())
+                .expect("create");
         for n in 0..31 {
             writer.push(&unit(&f, start(), n)).expect("push");
         }
@@ -570,7 +593,9 @@ mod tests {
     fn a_part_file_without_a_whole_fragment_is_removed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
-        let writer = ClipWriter::create(dir.path(), "gate", 3, &unit(&f, start(), 0), &sets()).expect("create");
+        let writer =
+            ClipWriter::create(dir.path(), "gate", &clip_name("gate", start(), 3), 3, &unit(&f, start(), 0), &sets())
+                .expect("create");
         let part = dir.path().join(format!("{}{PART_SUFFIX}", writer.entry().path));
         drop(writer);
         let name = part.file_name().and_then(|n| n.to_str()).expect("name").to_owned();

@@ -1,11 +1,438 @@
-//! ⑧ Event clips: per camera a pre-roll of its compressed stream, and the clips that events start.
+//! ⑧ Event clips: per camera a pre-roll of its compressed stream, and the clips its events start.
 //!
-//! Owns: the recorder of every recording camera, the clip files and their index, retention
-//! within `[record]`'s budget, and pausing while the disk is full. Must not: slow detection (each
-//! camera records on its own thread, fed through a bounded queue that drops and counts), decode
-//! or re-encode an encoded camera's stream, or serialise events (the MQTT outlet does).
+//! Owns: the [`Recorder`] — for every recording camera a planner ([`plan`]: which events get a
+//! clip, named as the first event asks for it), a [`RecordTap`] for the camera's source side and a
+//! recorder thread ([`camera`]: pre-roll, clip file, encoder for raw frames) — the one
+//! [`index::ClipIndex`] of the record directory, retention within `[record]`'s byte and age budget,
+//! pausing while the disk is too full, and [`check`], what `check-config` refuses. Must not: slow
+//! detection (a camera records on its own thread, fed through bounded queues that drop and count;
+//! the planner does no I/O), decode or re-encode an encoded camera's stream, or serialise events
+//! (the MQTT outlet does).
 
+pub mod camera;
 pub mod clip;
+#[cfg(feature = "gstreamer")]
+pub mod encode;
+pub mod index;
 pub mod mp4;
 pub mod nal;
+pub mod plan;
 pub mod preroll;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+
+use crate::config::record::EncoderChoice;
+use crate::config::{Config, SourceConfig};
+use crate::detection::Labels;
+use crate::source::tap::RecordTap;
+use crate::sys::lock::lock;
+use camera::{CameraContext, CameraRecordStats, CameraThread, Feed, Pause};
+use index::ClipIndex;
+use plan::{ClipPlanner, Command, EventFacts};
+
+/// Commands a camera's recorder thread may have waiting (a few per event; it reads them at least
+/// every 200 ms).
+const COMMAND_QUEUE: usize = 256;
+/// How often the disk's free space is looked at.
+const ROOM_CHECK: Duration = Duration::from_secs(2);
+/// How often retention runs besides after every finished clip.
+const RETENTION_PERIOD: Duration = Duration::from_secs(60);
+/// Free space needed beyond `min_free_mib` before a paused recorder resumes, so that it does not
+/// pause and resume with every clip.
+const RESUME_MARGIN: u64 = 32 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("`record.dir` {path}: {source}")]
+    Dir { path: PathBuf, source: std::io::Error },
+    #[error("camera {camera}: `{key}`: {message}")]
+    Camera { camera: String, key: String, message: String },
+    #[error("cannot start a recorder thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Where an event's clip is: relative to the record directory, and on the daemon's HTTP server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClipRef {
+    pub path: String,
+    pub url: String,
+}
+
+impl ClipRef {
+    /// The clip at `path` (`<camera>/<file>`), with the API route that serves it.
+    pub fn new(path: &str) -> ClipRef {
+        let url = match path.split_once('/') {
+            Some((camera, file)) => clip_url(camera, file),
+            None => String::new(),
+        };
+        ClipRef { path: path.to_owned(), url }
+    }
+}
+
+/// The route that serves clip `file` of `camera`.
+pub fn clip_url(camera: &str, file: &str) -> String {
+    format!("/api/cameras/{camera}/clips/{file}")
+}
+
+/// What `check-config` refuses about recording: a recording camera whose `labels` are not in the
+/// label file, a raw camera (V4L2, CSI, images, test pattern) that no encoder here can encode as
+/// `[record.encoder]` asks, and any recording camera in a binary without GStreamer.
+pub fn check(config: &Config, labels: &Labels) -> Result<(), RecordError> {
+    for camera in &config.cameras {
+        let Some(recording) = config.recording(camera) else { continue };
+        let refuse =
+            |key: &str, message: String| RecordError::Camera { camera: camera.name.clone(), key: key.into(), message };
+        if let Some(label) = recording.labels.iter().find(|label| labels.id_of(label).is_none()) {
+            return Err(refuse(
+                "record.labels",
+                format!("{label:?} is not in the label file {}", config.model.labels.display()),
+            ));
+        }
+        let raw = matches!(
+            camera.source,
+            SourceConfig::V4l2 { .. }
+                | SourceConfig::Csi { .. }
+                | SourceConfig::Images { .. }
+                | SourceConfig::Synthetic { .. }
+        );
+        if raw {
+            encoder_for(recording.encoder.kind)
+                .map_err(|reason| refuse("record.encoder.kind", format!("it sends raw video: {reason}")))?;
+        } else if !cfg!(feature = "gstreamer") {
+            return Err(refuse("record.enabled", "recording needs a binary built with the `gstreamer` feature".into()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(feature = "gstreamer")]
+fn encoder_for(choice: EncoderChoice) -> Result<(), String> {
+    encode::choose(choice).map(drop)
+}
+
+#[cfg(not(feature = "gstreamer"))]
+fn encoder_for(choice: EncoderChoice) -> Result<(), String> {
+    match choice {
+        EncoderChoice::None => Err("record.encoder.kind = \"none\": raw cameras are not encoded".into()),
+        _ => Err("encoding needs a binary built with the `gstreamer` feature".into()),
+    }
+}
+
+/// One recording camera, as the recorder keeps it.
+struct CameraEntry {
+    name: String,
+    planner: Mutex<ClipPlanner>,
+    commands: SyncSender<Command>,
+    /// Taken by the camera's source side at its start.
+    tap: Mutex<Option<RecordTap>>,
+    stats: Arc<CameraRecordStats>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The recorder of every recording camera.
+pub struct Recorder {
+    root: PathBuf,
+    index: Arc<ClipIndex>,
+    pause: Arc<Pause>,
+    cameras: Vec<CameraEntry>,
+    max_bytes: u64,
+    /// Clips retention removed since start.
+    removed: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    janitor: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").field("root", &self.root).field("cameras", &self.cameras.len()).finish()
+    }
+}
+
+impl Recorder {
+    /// Creates the record directory, rebuilds the index from it (recovering clips cut short) and
+    /// starts a recorder thread per recording camera and the retention thread; `None` when no
+    /// camera records.
+    pub fn start(config: &Config) -> Result<Option<Arc<Recorder>>, RecordError> {
+        if !config.records() {
+            return Ok(None);
+        }
+        let root = config.record.dir.clone();
+        std::fs::create_dir_all(&root).map_err(|source| RecordError::Dir { path: root.clone(), source })?;
+        let (index, rebuilt) = ClipIndex::rebuild(&root);
+        log::info!(
+            "record: {} clip(s) in {} ({} recovered after being cut short, {} removed)",
+            rebuilt.clips,
+            root.display(),
+            rebuilt.recovered,
+            rebuilt.removed
+        );
+        let index = Arc::new(index);
+        let pause = Arc::new(Pause::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (finished, nudges) = sync_channel(1);
+        let mut cameras = Vec::new();
+        for camera in &config.cameras {
+            let Some(recording) = config.recording(camera) else { continue };
+            let planner = ClipPlanner::new(&camera.name, recording.clone());
+            let span = planner.preroll_span();
+            let frame_interval = (recording.encoder.kind != EncoderChoice::None)
+                .then(|| Duration::from_secs_f32(1.0 / recording.encoder.fps));
+            let (tap, items) = RecordTap::new(frame_interval);
+            let (commands, command_rx) = sync_channel(COMMAND_QUEUE);
+            let stats = Arc::new(CameraRecordStats::new(tap.stats().clone()));
+            let context = CameraContext {
+                camera: camera.name.clone(),
+                recording,
+                span,
+                root: root.clone(),
+                index: index.clone(),
+                pause: pause.clone(),
+                stats: stats.clone(),
+                finished: finished.clone(),
+            };
+            let thread_stop = stop.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("rec-{}", camera.name).chars().take(15).collect())
+                .spawn(move || CameraThread::new(context).run(items, command_rx, &thread_stop))
+                .map_err(RecordError::Thread)?;
+            cameras.push(CameraEntry {
+                name: camera.name.clone(),
+                planner: Mutex::new(planner),
+                commands,
+                tap: Mutex::new(Some(tap)),
+                stats,
+                thread: Mutex::new(Some(thread)),
+            });
+        }
+        let removed = Arc::new(AtomicU64::new(0));
+        let budget = Budget {
+            root: root.clone(),
+            max_bytes: (config.record.max_gib * (1u64 << 30) as f64) as u64,
+            max_age: (config.record.max_days > 0)
+                .then(|| Duration::from_secs(u64::from(config.record.max_days) * 86_400)),
+            min_free: u64::from(config.record.min_free_mib) << 20,
+        };
+        let max_bytes = budget.max_bytes;
+        let janitor = {
+            let (index, pause, stop, removed) = (index.clone(), pause.clone(), stop.clone(), removed.clone());
+            std::thread::Builder::new()
+                .name("rec-retention".into())
+                .spawn(move || budget.keep(&index, &pause, &removed, &nudges, &stop))
+                .map_err(RecordError::Thread)?
+        };
+        Ok(Some(Arc::new(Recorder {
+            root,
+            index,
+            pause,
+            cameras,
+            max_bytes,
+            removed,
+            stop,
+            janitor: Mutex::new(Some(janitor)),
+        })))
+    }
+
+    fn camera(&self, name: &str) -> Option<&CameraEntry> {
+        self.cameras.iter().find(|camera| camera.name == name)
+    }
+
+    /// The tap `camera`'s source side hands its stream or frames over with (once; `None` for a
+    /// camera that does not record).
+    pub fn take_tap(&self, camera: &str) -> Option<RecordTap> {
+        lock(&self.camera(camera)?.tap).take()
+    }
+
+    /// An event of `camera`: returns the clip it belongs to, if any, and tells the camera's
+    /// recorder what to record. Never waits.
+    pub fn event(&self, camera: &str, event: &EventFacts<'_>) -> Option<ClipRef> {
+        let entry = self.camera(camera)?;
+        let mut commands = Vec::new();
+        let clip = lock(&entry.planner).event(event, self.can_record(entry), &mut commands);
+        self.send(entry, commands);
+        clip.map(|path| ClipRef::new(&path))
+    }
+
+    /// A processed frame of `camera`, captured at `at`: events waiting for `min_event_s` may
+    /// start their clips. Never waits.
+    pub fn frame(&self, camera: &str, at: SystemTime) {
+        let Some(entry) = self.camera(camera) else { return };
+        let mut commands = Vec::new();
+        lock(&entry.planner).frame(at, self.can_record(entry), &mut commands);
+        self.send(entry, commands);
+    }
+
+    fn can_record(&self, entry: &CameraEntry) -> bool {
+        !self.pause.is_paused() && entry.stats.ready.load(Ordering::Relaxed)
+    }
+
+    fn send(&self, entry: &CameraEntry, commands: Vec<Command>) {
+        for command in commands {
+            if let Err(TrySendError::Full(_)) = entry.commands.try_send(command) {
+                entry.stats.failed.fetch_add(1, Ordering::Relaxed);
+                log::error!("camera {}: its recorder is not keeping up; a clip command was dropped", entry.name);
+            }
+        }
+    }
+
+    /// The record directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn index(&self) -> &ClipIndex {
+        &self.index
+    }
+
+    /// Whether `camera` records.
+    pub fn records(&self, camera: &str) -> bool {
+        self.camera(camera).is_some()
+    }
+
+    /// The recorder's figures: telemetry's `record` section, `/metrics`, the page.
+    pub fn report(&self) -> RecordReport {
+        let totals = self.index.totals();
+        let cameras = self
+            .cameras
+            .iter()
+            .map(|entry| {
+                let stats = &entry.stats;
+                let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+                let (clips, bytes) = totals.get(&entry.name).copied().unwrap_or_default();
+                let report = CameraRecordReport {
+                    feed: stats.feed(),
+                    recording: stats.recording.load(Ordering::Relaxed),
+                    clips,
+                    bytes,
+                    written: load(&stats.clips),
+                    written_bytes: load(&stats.bytes),
+                    preroll_bytes: load(&stats.preroll_bytes),
+                    dropped: load(&stats.tap.dropped) + load(&stats.preroll_dropped) + load(&stats.encoder_dropped),
+                    failed: load(&stats.failed) + load(&stats.malformed),
+                };
+                (entry.name.clone(), report)
+            })
+            .collect();
+        RecordReport {
+            dir: self.root.display().to_string(),
+            paused: self.pause.is_paused(),
+            paused_reason: self.pause.reason(),
+            clips: totals.values().map(|(clips, _)| clips).sum(),
+            bytes: totals.values().map(|(_, bytes)| bytes).sum(),
+            max_bytes: self.max_bytes,
+            removed: self.removed.load(Ordering::Relaxed),
+            cameras,
+        }
+    }
+
+    /// Finishes every clip being written and stops the threads (after the cameras stopped).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for entry in &self.cameras {
+            lock(&entry.tap).take();
+            if let Some(thread) = lock(&entry.thread).take() {
+                if thread.join().is_err() {
+                    log::error!("camera {}: its recorder thread panicked", entry.name);
+                }
+            }
+        }
+        if let Some(thread) = lock(&self.janitor).take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The recorder's figures (telemetry's `record` section).
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordReport {
+    pub dir: String,
+    /// Recording is paused (a disk too full); `paused_reason` says why.
+    pub paused: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_reason: Option<String>,
+    /// Clips in the record directory and their bytes, and the byte budget (`record.max_gib`).
+    pub clips: u64,
+    pub bytes: u64,
+    pub max_bytes: u64,
+    /// Clips retention removed since start.
+    pub removed: u64,
+    pub cameras: BTreeMap<String, CameraRecordReport>,
+}
+
+/// One camera's recording figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct CameraRecordReport {
+    pub feed: Feed,
+    /// A clip is being written now.
+    pub recording: bool,
+    /// The camera's clips in the directory and their bytes.
+    pub clips: u64,
+    pub bytes: u64,
+    /// Clips (and bytes) written since start.
+    pub written: u64,
+    pub written_bytes: u64,
+    /// Memory the pre-roll holds now.
+    pub preroll_bytes: u64,
+    /// Video dropped: the recorder's queue full, the pre-roll over its byte bound, the encoder
+    /// behind.
+    pub dropped: u64,
+    /// Clips that could not be started or written, and units that could not be read.
+    pub failed: u64,
+}
+
+/// Retention and the free-space watch.
+struct Budget {
+    root: PathBuf,
+    max_bytes: u64,
+    max_age: Option<Duration>,
+    min_free: u64,
+}
+
+impl Budget {
+    fn keep(self, index: &ClipIndex, pause: &Pause, removed: &AtomicU64, nudges: &Receiver<()>, stop: &AtomicBool) {
+        let mut last_retention: Option<Instant> = None;
+        while !stop.load(Ordering::Relaxed) {
+            let nudged = match nudges.recv_timeout(ROOM_CHECK) {
+                Ok(()) => true,
+                Err(RecvTimeoutError::Timeout) => false,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            if nudged || last_retention.is_none_or(|at| at.elapsed() >= RETENTION_PERIOD) {
+                last_retention = Some(Instant::now());
+                for entry in index.expire(self.max_bytes, self.max_age, SystemTime::now()) {
+                    match std::fs::remove_file(self.root.join(&entry.path)) {
+                        Ok(()) => {
+                            removed.fetch_add(1, Ordering::Relaxed);
+                            log::info!("record: removed {} (retention)", entry.path);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => log::warn!("record: cannot remove {}: {e}", entry.path),
+                    }
+                }
+            }
+            self.watch_room(pause);
+        }
+    }
+
+    fn watch_room(&self, pause: &Pause) {
+        let Ok(room) = crate::sys::disk::room(&self.root) else { return };
+        let mib = |bytes: u64| bytes >> 20;
+        if room.available < self.min_free.max(1) {
+            pause.pause(&format!(
+                "only {} MiB free on the disk of {} (record.min_free_mib = {})",
+                mib(room.available),
+                self.root.display(),
+                mib(self.min_free)
+            ));
+        } else if pause.is_paused() && room.available >= self.min_free + RESUME_MARGIN {
+            pause.resume(&format!("{} MiB free on the disk of {}", mib(room.available), self.root.display()));
+        }
+    }
+}

@@ -2,12 +2,13 @@
 //!
 //! A clip is `ftyp` + `moov` (the track, no samples) written once, then one `moof` + `mdat` pair
 //! per fragment, each complete in itself, so a file cut anywhere plays up to its last complete
-//! fragment. A finished clip ends in a fixed-size `free` box, the [trailer](trailer), whose text
-//! says what the clip holds; players skip it as any `free` box.
+//! fragment. Two fixed-size `free` boxes, which players skip as any `free` box, carry what the
+//! recorder needs to read a clip back: the [head](head) after `moov` (when the first frame was
+//! captured) and, once a clip is finished, the [trailer](trailer) (camera, start, end, events).
 //!
 //! Owns: the box layout the recorder writes (one track, timescale [`TIMESCALE`], per-sample
 //! durations, sizes, flags and composition offsets), [`scan`], which walks a file the recorder
-//! wrote and says where its last complete fragment ends and how long it plays, and the trailer's
+//! wrote and says where its last complete fragment ends and how long it plays, and the two notes'
 //! framing. Must not: do I/O beyond the reader it is given, or trust a size field: every box is
 //! checked against the file's length and a bound before anything is allocated for it.
 
@@ -21,6 +22,9 @@ pub const TIMESCALE: u32 = 90_000;
 pub const TRAILER_BYTES: usize = 1024;
 /// What a trailer's payload starts with.
 const TRAILER_MAGIC: &[u8] = b"jetson-detectd clip 1\n";
+/// Size of the head box, header included, and what its payload starts with.
+pub const HEAD_BYTES: usize = 256;
+const HEAD_MAGIC: &[u8] = b"jetson-detectd clip head 1\n";
 /// Largest `moov` or `moof` the scanner reads: ours are a few KiB (a `moof` is 16 bytes a sample).
 const MAX_HEADER_BOX: u64 = 1 << 20;
 
@@ -263,29 +267,45 @@ pub fn fragment(sequence: u32, decode_time: u64, samples: &[Sample<'_>]) -> Vec<
     b.out
 }
 
-/// The trailer box: `free`, [`TRAILER_BYTES`] long, holding `text` (padded with spaces). `None`
-/// when `text` does not fit.
-pub fn trailer(text: &[u8]) -> Option<Vec<u8>> {
-    if 8 + TRAILER_MAGIC.len() + text.len() > TRAILER_BYTES {
+/// A `free` box of `size` bytes holding `magic` and `text`, padded with spaces; `None` when the
+/// text does not fit.
+fn note(magic: &[u8], size: usize, text: &[u8]) -> Option<Vec<u8>> {
+    if 8 + magic.len() + text.len() > size {
         return None;
     }
-    let mut out = Vec::with_capacity(TRAILER_BYTES);
-    out.extend_from_slice(&(TRAILER_BYTES as u32).to_be_bytes());
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(&(size as u32).to_be_bytes());
     out.extend_from_slice(b"free");
-    out.extend_from_slice(TRAILER_MAGIC);
+    out.extend_from_slice(magic);
     out.extend_from_slice(text);
-    out.resize(TRAILER_BYTES, b' ');
+    out.resize(size, b' ');
     Some(out)
+}
+
+/// The text of `bytes` if they are a note of `magic` and `size`.
+fn note_text<'a>(magic: &[u8], size: usize, bytes: &'a [u8]) -> Option<&'a [u8]> {
+    if bytes.len() != size || bytes[..4] != (size as u32).to_be_bytes() || &bytes[4..8] != b"free" {
+        return None;
+    }
+    let text = bytes[8..].strip_prefix(magic)?;
+    let end = text.iter().rposition(|byte| *byte != b' ').map_or(0, |last| last + 1);
+    Some(&text[..end])
+}
+
+/// The trailer box: `free`, [`TRAILER_BYTES`] long, holding `text`. `None` when `text` does not fit.
+pub fn trailer(text: &[u8]) -> Option<Vec<u8>> {
+    note(TRAILER_MAGIC, TRAILER_BYTES, text)
 }
 
 /// The trailer's text, if `tail` (a file's last [`TRAILER_BYTES`]) is a trailer.
 pub fn trailer_text(tail: &[u8]) -> Option<&[u8]> {
-    if tail.len() != TRAILER_BYTES || tail[..4] != (TRAILER_BYTES as u32).to_be_bytes() || &tail[4..8] != b"free" {
-        return None;
-    }
-    let text = tail[8..].strip_prefix(TRAILER_MAGIC)?;
-    let end = text.iter().rposition(|byte| *byte != b' ').map_or(0, |last| last + 1);
-    Some(&text[..end])
+    note_text(TRAILER_MAGIC, TRAILER_BYTES, tail)
+}
+
+/// The head box, written right after `moov`: `free`, [`HEAD_BYTES`] long, holding what a clip
+/// cut short needs to be recovered (`text`). `None` when `text` does not fit.
+pub fn head(text: &[u8]) -> Option<Vec<u8>> {
+    note(HEAD_MAGIC, HEAD_BYTES, text)
 }
 
 /// What [`scan`] found in a clip file.
@@ -300,6 +320,8 @@ pub struct Scan {
     pub duration_ticks: u64,
     /// Whether the last complete fragment is followed by a trailer.
     pub has_trailer: bool,
+    /// The head box's text, when the clip has one.
+    pub head: Option<Vec<u8>>,
 }
 
 impl Scan {
@@ -313,7 +335,8 @@ impl Scan {
 /// inconsistent. An error when the file does not even start as a clip.
 pub fn scan<R: Read + Seek>(reader: &mut R, len: u64) -> Result<Scan, Mp4Error> {
     let mut at = 0u64;
-    let mut result = Scan { complete_len: 0, fragments: 0, timescale: 0, duration_ticks: 0, has_trailer: false };
+    let mut result =
+        Scan { complete_len: 0, fragments: 0, timescale: 0, duration_ticks: 0, has_trailer: false, head: None };
     let mut pending: Option<Fragment> = None;
     let mut seen_moov = false;
     while let Some((kind, header, size)) = read_header(reader, at, len)? {
@@ -340,6 +363,14 @@ pub fn scan<R: Read + Seek>(reader: &mut R, len: u64) -> Result<Scan, Mp4Error> 
                 }
                 _ => break,
             },
+            b"free" if seen_moov && result.fragments == 0 && result.head.is_none() && size == HEAD_BYTES as u64 => {
+                let body = read_body(reader, at, size)?;
+                match note_text(HEAD_MAGIC, HEAD_BYTES, &body) {
+                    Some(text) => result.head = Some(text.to_vec()),
+                    None => break,
+                }
+                result.complete_len = at + size;
+            }
             b"free" if seen_moov && pending.is_none() && size == TRAILER_BYTES as u64 => {
                 let mut tail = vec![0; TRAILER_BYTES];
                 reader.seek(SeekFrom::Start(at))?;
@@ -546,6 +577,17 @@ mod tests {
         assert_eq!(trailer_text(&file[file.len() - TRAILER_BYTES..]), Some(&br#"{"tracks":[4]}"#[..]));
         assert_eq!(trailer_text(&file[..TRAILER_BYTES]), None);
         assert!(trailer(&[b'x'; TRAILER_BYTES]).is_none());
+    }
+
+    #[test]
+    fn the_head_box_after_the_moov_is_read_back_and_fragments_follow_it() {
+        let mut file = init_segment(&track());
+        file.extend(head(br#"{"start_ms":5}"#).expect("fits"));
+        let data = [0, 0, 0, 1, 0x65];
+        file.extend(fragment(1, 0, &[Sample { data: &data, duration: 9, composition_offset: 0, keyframe: true }]));
+        let scan = scan(&mut Cursor::new(&file), file.len() as u64).expect("scan");
+        assert_eq!(scan.head.as_deref(), Some(&br#"{"start_ms":5}"#[..]));
+        assert_eq!((scan.fragments, scan.duration_ticks, scan.complete_len), (1, 9, file.len() as u64));
     }
 
     #[test]
