@@ -212,7 +212,7 @@ fn camera_probe(camera: &crate::config::CameraConfig, limits: crate::config::Lim
                 Err(e) => (false, e.to_string()),
             }
         }
-        other => match source::open(&camera.name, other, limits, stop, &SlotAllocator::heap()) {
+        other => match source::open(&camera.name, other, limits, stop, &SlotAllocator::heap(), None) {
             Ok(source) => (true, source.describe()),
             Err(e) => (false, e.to_string()),
         },

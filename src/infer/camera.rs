@@ -3,8 +3,10 @@
 //!
 //! Owns: the camera's source thread, its fps cap, its frame ring (slots sized by what the source
 //! delivers), the camera's [`SourceStatus`] (from a source that reconnects, else kept here), the
-//! source thread's [`Liveness`] party (it beats on every turn of its loop), and releasing frames
-//! unseen while the camera's detection is switched off ([`Switch::Detect`]).
+//! source thread's [`Liveness`] party (it beats on every turn of its loop), releasing frames
+//! unseen while the camera's detection is switched off ([`Switch::Detect`]), and offering each frame
+//! to a recording camera's [`RecordTap`] (which copies one only when its recorder needs raw frames;
+//! recording goes on while detection is off).
 //! Must not: run inference (the scheduler's workers do, through `super::step`), publish, format
 //! payloads, or block on the network.
 
@@ -19,6 +21,7 @@ use crate::config::{CameraConfig, LimitsConfig};
 use crate::controls::{Controls, Switch};
 use crate::frame::{FrameRing, FrameSlot, SlotAllocator, Stage};
 use crate::service::notify::{Liveness, LivenessHandle};
+use crate::source::tap::RecordTap;
 use crate::source::{self, Capture, FrameSource, SourceError, SourceReport, SourceState, SourceStatus};
 
 /// How often a blocked source thread looks at the stop flag.
@@ -57,11 +60,22 @@ impl CameraPipeline {
     /// thread and hands its ring to the scheduler. Every frame the source decodes is bounded by
     /// `shared.limits`.
     pub fn start(camera: &CameraConfig, shared: &PipelineShared) -> Result<CameraPipeline, PipelineError> {
+        CameraPipeline::start_recorded(camera, shared, None)
+    }
+
+    /// [`CameraPipeline::start`] for a camera that records: its source hands `record` its
+    /// compressed stream, or else the source thread hands it raw frames.
+    pub fn start_recorded(
+        camera: &CameraConfig,
+        shared: &PipelineShared,
+        record: Option<RecordTap>,
+    ) -> Result<CameraPipeline, PipelineError> {
         let backend = shared.scheduler.backend().clone();
         let slots = SlotAllocator::new(move || backend.slot_memory().map_err(|e| e.to_string()));
-        let source = source::open(&camera.name, &camera.source, shared.limits, shared.stop.clone(), &slots)
-            .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
-        CameraPipeline::start_with_source(camera, source, shared)
+        let source =
+            source::open(&camera.name, &camera.source, shared.limits, shared.stop.clone(), &slots, record.clone())
+                .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
+        CameraPipeline::run(camera, source, shared, record)
     }
 
     /// Starts the source thread on a source that is already open (`camera.source` is not used).
@@ -69,6 +83,15 @@ impl CameraPipeline {
         camera: &CameraConfig,
         source: Box<dyn FrameSource>,
         shared: &PipelineShared,
+    ) -> Result<CameraPipeline, PipelineError> {
+        CameraPipeline::run(camera, source, shared, None)
+    }
+
+    fn run(
+        camera: &CameraConfig,
+        source: Box<dyn FrameSource>,
+        shared: &PipelineShared,
+        record: Option<RecordTap>,
     ) -> Result<CameraPipeline, PipelineError> {
         let name = camera.name.clone();
         let backend = shared.scheduler.backend();
@@ -89,7 +112,8 @@ impl CameraPipeline {
             spawn(&format!("{}-source", camera.name), &camera.name, move || {
                 // A frame captured while detection is off goes back to the ring unseen.
                 let detecting = || switches.as_ref().is_none_or(|switches| switches.get(Switch::Detect));
-                let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness, &detecting)
+                let routes = FrameRoutes { detecting: &detecting, record };
+                let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness, &routes)
                     .map_err(|source| PipelineError::Source { camera: name.clone(), source });
                 ring.close();
                 match result {
@@ -161,8 +185,16 @@ fn sleep_until(deadline: Instant, stop: &AtomicBool, liveness: &LivenessHandle) 
     }
 }
 
-/// Captures until the source ends or the daemon stops; a frame captured while `detecting` says no
-/// goes back to the ring unseen (no drop is counted: nothing was behind).
+/// Who takes a captured frame besides the ring.
+struct FrameRoutes<'a> {
+    /// Inference takes it while this says yes.
+    detecting: &'a dyn Fn() -> bool,
+    /// The camera's recorder, which copies raw frames at its rate (whether detection is on or not).
+    record: Option<RecordTap>,
+}
+
+/// Captures until the source ends or the daemon stops; a frame captured while `routes.detecting`
+/// says no goes back to the ring unseen (no drop is counted: nothing was behind).
 fn run_source(
     mut source: Box<dyn FrameSource>,
     ring: &FrameRing,
@@ -170,7 +202,7 @@ fn run_source(
     stop: &AtomicBool,
     status: &SourceStatus,
     liveness: &LivenessHandle,
-    detecting: &dyn Fn() -> bool,
+    routes: &FrameRoutes<'_>,
 ) -> Result<(), SourceError> {
     let mut sequence = 0u64;
     let mut next_due = Instant::now();
@@ -201,7 +233,10 @@ fn run_source(
                     ring.stats().truncated.fetch_add(1, Ordering::Relaxed);
                 }
                 ring.stats().set_capture_mode(source.capture_mode());
-                if !detecting() {
+                if let Some(record) = &routes.record {
+                    record.offer_frame(&slot);
+                }
+                if !(routes.detecting)() {
                     ring.release(slot);
                     continue;
                 }

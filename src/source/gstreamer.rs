@@ -13,6 +13,7 @@
 
 pub mod csi;
 pub mod decoder;
+pub mod record_tap;
 pub mod rtsp;
 pub mod slot_pool;
 
@@ -31,6 +32,7 @@ use crate::config::LimitsConfig;
 use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
 use crate::source::image_decode::{self, ImageDecodeError};
 use crate::source::reconnect::{self, Backoff, Connection, DeviceError, SourceState, SourceStatus};
+use crate::source::tap::RecordTap;
 use crate::source::{Capture, FrameSource, SourceError};
 use slot_pool::{PoolOffer, TightLayout};
 
@@ -80,6 +82,8 @@ pub struct GstreamerOptions {
     pub stall_timeout: Duration,
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
+    /// The camera's recorder: every H.264/H.265 access unit before the decoder goes to it.
+    pub record: Option<RecordTap>,
 }
 
 impl Default for GstreamerOptions {
@@ -91,6 +95,7 @@ impl Default for GstreamerOptions {
             stall_timeout: Duration::from_secs(20),
             initial_backoff: reconnect::INITIAL_BACKOFF,
             max_backoff: reconnect::MAX_BACKOFF,
+            record: None,
         }
     }
 }
@@ -184,8 +189,8 @@ impl GstreamerSource {
             skip_log: reconnect::RateLimitedLog::new(Duration::from_secs(10)),
             description,
         };
-        let (spec, offer) = (&source.spec, source.offer.as_ref());
-        if let Err(message) = source.connection.open(|| start_pipeline(spec, offer)) {
+        let (spec, offer, record) = (&source.spec, source.offer.as_ref(), source.options.record.as_ref());
+        if let Err(message) = source.connection.open(|| start_pipeline(spec, offer, record)) {
             return Err(SourceError::Open { source_name: source.description, message });
         }
         Ok(source)
@@ -201,14 +206,28 @@ impl GstreamerSource {
     }
 }
 
-/// Builds the pipeline, configures its appsink (offering `offer`'s slot memory upstream) and sets
-/// it playing.
-fn start_pipeline(spec: &PipelineSpec, offer: Option<&PoolOffer>) -> Result<Running, DeviceError> {
+/// Builds the pipeline, configures its appsink (offering `offer`'s slot memory upstream), taps
+/// its compressed stream for `record` and sets it playing.
+fn start_pipeline(
+    spec: &PipelineSpec,
+    offer: Option<&PoolOffer>,
+    record: Option<&RecordTap>,
+) -> Result<Running, DeviceError> {
     let (pipeline, appsink) = match spec {
         PipelineSpec::Launch(description) => {
             let pipeline = gst::parse::launch(description)
                 .map_err(|err| DeviceError::Permanent(format!("cannot build the pipeline: {err}")))?;
             let appsink = find_appsink(&pipeline)?;
+            if let Some(tap) = record {
+                match record_tap::find_decoder(&pipeline) {
+                    Some(decoder) => {
+                        record_tap::attach(&decoder, tap.clone());
+                    }
+                    None => {
+                        log::info!("{}: no H.264/H.265 decoder in the pipeline; clips are encoded", spec.describe())
+                    }
+                }
+            }
             (pipeline, appsink)
         }
         PipelineSpec::Csi(csi) => {
@@ -224,7 +243,7 @@ fn start_pipeline(spec: &PipelineSpec, offer: Option<&PoolOffer>) -> Result<Runn
         }
         PipelineSpec::Rtsp(spec) => {
             let appsink = gst_app::AppSink::builder().name("sink").caps(&nv12_caps()).build();
-            let pipeline = rtsp::build(spec, appsink.upcast_ref()).map_err(DeviceError::Permanent)?;
+            let pipeline = rtsp::build(spec, appsink.upcast_ref(), record.cloned()).map_err(DeviceError::Permanent)?;
             (pipeline.upcast(), appsink)
         }
     };
@@ -454,8 +473,8 @@ impl FrameSource for GstreamerSource {
             self.connection.stop();
             return Ok(Capture::End);
         }
-        let (spec, offer) = (&self.spec, self.offer.as_ref());
-        let running = match self.connection.link_or_retry(|| start_pipeline(spec, offer)) {
+        let (spec, offer, record) = (&self.spec, self.offer.as_ref(), self.options.record.as_ref());
+        let running = match self.connection.link_or_retry(|| start_pipeline(spec, offer, record)) {
             Ok(running) => running,
             Err(capture) => return Ok(capture),
         };

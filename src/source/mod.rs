@@ -1,10 +1,11 @@
 //! Frame sources: where a camera's frames come from.
 //!
 //! Owns: the [`FrameSource`] trait, [`SourceError`], checking and opening the configured source,
-//! and [`image_decode`], the one bounded decoder every source (and `detect`) decodes untrusted
-//! image bytes through. Each implementation writes straight into the frame slot it is given.
-//! Must not: preprocess, run models, pace frames (a camera's fps cap is its source thread's, in
-//! `crate::infer::camera`), or block forever without checking its stop flag.
+//! [`image_decode`], the one bounded decoder every source (and `detect`) decodes untrusted image
+//! bytes through, and [`tap`], what a source hands a recording camera's recorder. Each
+//! implementation writes straight into the frame slot it is given. Must not: preprocess, run
+//! models, pace frames (a camera's fps cap is its source thread's, in `crate::infer::camera`), or
+//! block forever without checking its stop flag.
 
 #[cfg(feature = "gstreamer")]
 pub mod gstreamer;
@@ -108,12 +109,14 @@ fn no_gstreamer(camera: &str) -> SourceError {
 /// `limits`. `stop` is the daemon's shutdown flag: sources that block (cameras, GStreamer) check
 /// it so shutdown never waits on a silent device. Sources that lend the ring frames in memory of
 /// their own (a GStreamer buffer pool, V4L2 user-pointer buffers) allocate it through `slots`.
+/// `record`: the camera's recorder, which a GStreamer source hands its H.264/H.265 stream to.
 pub fn open(
     camera: &str,
     config: &SourceConfig,
     limits: LimitsConfig,
     stop: Arc<AtomicBool>,
     slots: &SlotAllocator,
+    record: Option<tap::RecordTap>,
 ) -> Result<Box<dyn FrameSource>, SourceError> {
     match config {
         SourceConfig::Images { path, mode, replay_fps } => {
@@ -127,11 +130,12 @@ pub fn open(
         SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
             let spec = gstreamer_spec(camera, config)?;
             let options =
-                gstreamer::GstreamerOptions { slots: slots.clone(), ..gstreamer::GstreamerOptions::default() };
+                gstreamer::GstreamerOptions { slots: slots.clone(), record, ..gstreamer::GstreamerOptions::default() };
             Ok(Box::new(gstreamer::GstreamerSource::with_options(spec, options, limits, stop)?))
         }
         #[cfg(not(feature = "gstreamer"))]
         SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
+            drop(record);
             Err(no_gstreamer(camera))
         }
     }

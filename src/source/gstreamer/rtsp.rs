@@ -3,7 +3,8 @@
 //! converter [`super::decoder::choose_chain`] picks, into the appsink.
 //!
 //! Owns: [`RtspSpec`] (the camera's URL, user and password), reading the password (bounded, from
-//! a file or the environment), and building the pipeline. Must not: put the password in a URL, a
+//! a file or the environment), and building the pipeline (with the recorder's tap on the
+//! decoder's input when the camera records). Must not: put the password in a URL, a
 //! description, a log line or an error (the URL is refused at config time when it holds
 //! credentials), or link more than one video stream.
 
@@ -19,6 +20,7 @@ use gstreamer::prelude::*;
 
 use super::decoder::{choose_chain, Chain, Codec, ElementRegistry, GstRegistry};
 use crate::config::RtspTransport;
+use crate::source::tap::RecordTap;
 use crate::sys::lock::lock;
 
 /// A password file larger than this is not a password file (a key, a log): refused unread.
@@ -131,8 +133,10 @@ fn cap_rtspsrc_debug() {
 }
 
 /// Builds the pipeline `rtspsrc` → (chosen on the stream's caps) → `appsink`; the appsink is
-/// named `sink` and is the caller's to configure. Errors are for elements that are not installed.
-pub fn build(spec: &RtspSpec, appsink: &gst::Element) -> Result<gst::Pipeline, String> {
+/// named `sink` and is the caller's to configure. With `record`, the decoder's input (H.264 and
+/// H.265 streams) is tapped for the camera's recorder. Errors are for elements that are not
+/// installed.
+pub fn build(spec: &RtspSpec, appsink: &gst::Element, record: Option<RecordTap>) -> Result<gst::Pipeline, String> {
     let source = make_source(spec)?;
     let pipeline = gst::Pipeline::new();
     pipeline.add_many([&source, appsink]).map_err(|err| format!("cannot assemble the pipeline: {err}"))?;
@@ -140,7 +144,7 @@ pub fn build(spec: &RtspSpec, appsink: &gst::Element) -> Result<gst::Pipeline, S
     let (weak_pipeline, weak_sink, camera) = (pipeline.downgrade(), appsink.downgrade(), spec.camera.clone());
     source.connect_pad_added(move |source, pad| {
         let (Some(pipeline), Some(appsink)) = (weak_pipeline.upgrade(), weak_sink.upgrade()) else { return };
-        if let Err(message) = link_stream(&pipeline, &appsink, pad, &video_linked, &camera) {
+        if let Err(message) = link_stream(&pipeline, &appsink, pad, &video_linked, &camera, record.as_ref()) {
             gst::element_error!(source, gst::StreamError::CodecNotFound, ("{}", message));
         }
     });
@@ -155,6 +159,7 @@ fn link_stream(
     pad: &gst::Pad,
     video_linked: &AtomicBool,
     camera: &str,
+    record: Option<&RecordTap>,
 ) -> Result<(), String> {
     let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
     let structure = caps.structure(0).ok_or("a stream without caps")?;
@@ -181,6 +186,12 @@ fn link_stream(
         if chain.hardware { "hardware" } else { "software" }
     );
     let elements = make_chain(&chain)?;
+    if let (Some(tap), Codec::H264 | Codec::H265) = (record, codec) {
+        // The decoder is the element after the depayloader and the parser.
+        if let Some(decoder) = elements.get(1 + usize::from(chain.parser.is_some())) {
+            super::record_tap::attach(decoder, tap.clone());
+        }
+    }
     pipeline.add_many(&elements).map_err(|err| err.to_string())?;
     let mut linked: Vec<&gst::Element> = elements.iter().collect();
     linked.push(appsink);
