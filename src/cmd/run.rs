@@ -1,15 +1,16 @@
-//! The `run` command: wires config, backend, cameras, the outlets (MQTT, the live view), the HTTP
-//! server, systemd notify, telemetry and signals.
+//! The `run` command: wires config, backend, cameras, the outlets (MQTT, the live view, the
+//! recorder), the HTTP server, systemd notify, telemetry and signals.
 //!
 //! Owns: start-up order (SIGHUP handler → [`preflight`], the file checks `check-config` shares →
 //! the web server's port, bound before anything is announced → MQTT outlet (status `building`) →
-//! model, checked on a blank frame as `check-config` checks it ([`check_model`]) → `online` → web
-//! server → sink and outlets (discovery and every count at 0 queued, then `online`) → inference
-//! workers → cameras → READY), signals and SIGHUP reload, zone changes saved from the page (applied
+//! model, checked on a blank frame as `check-config` checks it ([`check_model`]) → `online` →
+//! recorder (the clip index rebuilt) → web server → sink and outlets (discovery and every count at
+//! 0 queued, then `online`) → inference workers → cameras (a recording one with its recorder's
+//! tap) → READY), signals and SIGHUP reload, zone changes saved from the page (applied
 //! like a reload), the run-time controls (the threshold to the workers, a camera's detection
 //! stopped, saved to the controls file, announced by the outlets), the watchdog, the telemetry and
 //! live-view ticks, and orderly shutdown (STOPPING → cameras and workers joined → tracks ended →
-//! `offline` + bounded flush). Must not: do per-frame work (`crate::publish::sink` does), assemble
+//! clips finished → `offline` + bounded flush). Must not: do per-frame work (`crate::publish::sink` does), assemble
 //! figures (`crate::publish::telemetry` does), know topics or JSON (the MQTT outlet does), load
 //! backends itself (`crate::backend::load` does: it is how the daemon reaches the GPU), or call
 //! CUDA.
@@ -42,6 +43,7 @@ use crate::publish::mqtt::{MqttError, MqttOutlet, MqttSettings};
 use crate::publish::outlet::{DaemonStatus, Outlet, Outlets};
 use crate::publish::sink::PublishSink;
 use crate::publish::telemetry::{self, FigureSources, Telemetry};
+use crate::record::{RecordError, Recorder};
 use crate::service::notify::{Liveness, Notifier, WatchdogKeeper};
 use crate::service::run_id::new_run_id;
 use crate::source::SourceError;
@@ -79,6 +81,8 @@ pub enum DaemonError {
     Controls(#[from] ControlsFileError),
     #[error("{origin}: homeassistant.discovery: {message}")]
     Discovery { origin: crate::config::ConfigOrigin, message: String },
+    #[error("record: {0}")]
+    Record(#[from] RecordError),
 }
 
 impl DaemonError {
@@ -102,6 +106,8 @@ impl DaemonError {
                 | DaemonError::Pipeline(PipelineError::ModelOutputs { .. })
                 | DaemonError::Controls(_)
                 | DaemonError::Discovery { .. }
+                // A record directory that cannot be created, a raw camera that cannot be encoded.
+                | DaemonError::Record(RecordError::Dir { .. } | RecordError::Camera { .. })
         ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
             // A token file that cannot be read, or a port only root may take; not a port another
             // process holds or an address not up yet: a restart may find them free (exit 1).
@@ -127,7 +133,7 @@ pub struct Preflight {
 /// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
 /// reads and has `model.classes` and every zone label (the zones file's named as its own), the
 /// password and TLS files read and parse, each camera's source could be opened
-/// ([`crate::source::check`]), the controls file reads, and no two Home Assistant entities would
+/// ([`crate::source::check`]) and recorded ([`crate::record::check`]), the controls file reads, and no two Home Assistant entities would
 /// share an id.
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     check_model_files(&ModelSpec::from_config(config)?)?;
@@ -140,6 +146,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
         crate::source::check(&camera.name, &camera.source)
             .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
     }
+    crate::record::check(config, &labels)?;
     let http_token = match (config.http.listen_addr(), config.http.token_file.as_deref()) {
         (Some(_), Some(path)) => Some(Token::read(path)?),
         _ => None,
@@ -322,12 +329,29 @@ async fn serve(
     let facts = StartFacts { engine: engine.clone(), model_load, started: SystemTime::now() };
     let live = Arc::new(LiveView::new(Arc::new(config.clone()), labels.clone(), liveness.clone(), max_silence, facts));
     let (changes_tx, mut changes_rx) = mpsc::channel::<ZonesChange>(4);
+    // The clip index is rebuilt (clips cut short recovered) before anything serves it.
+    let recorder = {
+        let (config, labels, controls) = (config.clone(), labels.clone(), controls.clone());
+        tokio::task::spawn_blocking(move || Recorder::start(&config, labels, controls)).await
+    };
+    let recorder = match recorder {
+        Ok(Ok(recorder)) => recorder,
+        Ok(Err(e)) => {
+            mqtt.shutdown().await;
+            return Err(e.into());
+        }
+        Err(e) => {
+            mqtt.shutdown().await;
+            return Err(DaemonError::Runtime(std::io::Error::other(e)));
+        }
+    };
     let http = match http.map(|(listener, token)| {
-        HttpServer::start(listener, &config, token, live.clone(), changes_tx, controls.clone())
+        HttpServer::start(listener, &config, token, live.clone(), changes_tx, controls.clone(), recorder.clone())
     }) {
         None => None,
         Some(Ok(http)) => Some(http),
         Some(Err(e)) => {
+            stop_recorder(recorder).await;
             mqtt.shutdown().await;
             return Err(e.into());
         }
@@ -336,7 +360,11 @@ async fn serve(
         log::info!("http: the page is on http://{}/ (API under /api/, metrics at /metrics)", http.address);
     }
     let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
-    let outlets = Outlets::new(vec![mqtt.clone(), live.clone()]);
+    let mut outlets: Vec<Arc<dyn Outlet>> = vec![mqtt.clone(), live.clone()];
+    if let Some(recorder) = &recorder {
+        outlets.push(recorder.clone());
+    }
+    let outlets = Outlets::new(outlets);
     let stats = live.cameras.iter().map(|camera| camera.stats.clone()).collect();
     let sink =
         Arc::new(PublishSink::start(&config, run, labels, scenes, stats, ended_tx, outlets.clone(), controls.clone()));
@@ -350,6 +378,7 @@ async fn serve(
     let scheduler = match Scheduler::start(backend, params.clone(), plan, sink.clone(), stop.clone(), &liveness) {
         Ok(scheduler) => scheduler,
         Err(e) => {
+            stop_recorder(recorder).await;
             mqtt.shutdown().await;
             return Err(e.into());
         }
@@ -365,11 +394,13 @@ async fn serve(
     };
     let mut pipelines = Vec::new();
     for camera in &config.cameras {
-        match CameraPipeline::start(camera, &shared) {
+        let record = recorder.as_ref().and_then(|recorder| recorder.take_tap(&camera.name));
+        match CameraPipeline::start_recorded(camera, &shared, record) {
             Ok(pipeline) => pipelines.push(pipeline),
             Err(e) => {
                 stop.store(true, Ordering::SeqCst);
                 join_all(pipelines, scheduler).await;
+                stop_recorder(recorder).await;
                 mqtt.shutdown().await;
                 return Err(e.into());
             }
@@ -441,11 +472,20 @@ async fn serve(
     let join_failure = join_all(pipelines, scheduler).await;
     // Every camera thread is gone: the last `end` events go out before `offline`.
     sink.finish_tracking();
+    // The clips being written are finished (their post-roll cut at the camera's last frame).
+    stop_recorder(recorder).await;
     mqtt.shutdown().await;
     match (failure, join_failure) {
         (Some(message), _) => Err(DaemonError::CameraFailed(message)),
         (None, Some(e)) => Err(e.into()),
         (None, None) => Ok(()),
+    }
+}
+
+/// Finishes the clips being written and stops the recorder's threads, off the async threads.
+async fn stop_recorder(recorder: Option<Arc<Recorder>>) {
+    if let Some(recorder) = recorder {
+        let _ = tokio::task::spawn_blocking(move || recorder.stop()).await;
     }
 }
 

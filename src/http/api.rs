@@ -97,6 +97,7 @@ pub async fn status(State(state): State<HttpState>) -> Response {
         jetson: &figures.jetson,
         mqtt: serde_json::to_value(figures.connection).ok(),
         engine: Some(engine),
+        record: state.record.as_ref().and_then(|recorder| serde_json::to_value(recorder.report()).ok()),
         ts: figures.updated.unwrap_or_else(std::time::SystemTime::now),
     };
     let telemetry: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).unwrap_or_default();

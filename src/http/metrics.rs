@@ -4,8 +4,8 @@
 //! Owns: the metric names, units, help texts and labels. Names follow Prometheus' conventions:
 //! the `jetson_detectd_` prefix, base units in the name (`_seconds`, `_bytes`, `_hertz`,
 //! `_celsius`, `_watts`, `_ratio`), `_total` on counters; per-camera metrics carry a `camera`
-//! label. Everything is read from the [`LiveView`] at scrape time (one collector), so nothing is
-//! counted twice and nothing runs per frame. Must not: keep state of its own or block on the
+//! label. Everything is read from the [`LiveView`] (and the [`Recorder`]'s report) at scrape
+//! time, so nothing is counted twice and nothing runs per frame. Must not: keep state of its own or block on the
 //! pipeline.
 
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::exposition::{classic_from_openmetrics, Format};
 use crate::publish::live::LiveView;
+use crate::record::Recorder;
 use crate::service::telemetry::LATENCY_BUCKETS_S;
 use crate::source::SourceState;
 
@@ -29,9 +30,13 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(view: Arc<LiveView>) -> Metrics {
+    /// The live view's metrics, and the recorder's (`jetson_detectd_record_…`) when a camera records.
+    pub fn new(view: Arc<LiveView>, record: Option<Arc<Recorder>>) -> Metrics {
         let mut registry = Registry::with_prefix("jetson_detectd");
         registry.register_collector(Box::new(ViewCollector { view }));
+        if let Some(recorder) = record {
+            registry.register_collector(Box::new(RecordCollector { recorder }));
+        }
         Metrics { registry }
     }
 
@@ -372,6 +377,87 @@ impl Collector for ViewCollector {
                 jetson.power.iter().map(|(rail, power)| (vec![("rail", rail.clone())], power.mw as f64 / 1000.0)),
             )?;
         }
+        Ok(())
+    }
+}
+
+/// The recorder's figures: clips, bytes, drops, pre-roll memory and the paused state.
+#[derive(Debug)]
+struct RecordCollector {
+    recorder: Arc<Recorder>,
+}
+
+impl Collector for RecordCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let report = self.recorder.report();
+        let cameras = &report.cameras;
+        let mut family = Family { encoder: &mut encoder };
+        family.gauges(
+            "record_paused",
+            "1 while recording is paused because the disk of record.dir is too full (detection goes on), else 0.",
+            None,
+            [(Vec::new(), if report.paused { 1.0 } else { 0.0 })],
+        )?;
+        family.gauges(
+            "record_budget",
+            "The byte budget of record.dir (record.max_gib).",
+            Some(&Unit::Bytes),
+            [(Vec::new(), report.max_bytes as f64)],
+        )?;
+        family.counters(
+            "record_removed_clips",
+            "Clips retention removed (record.max_gib, record.max_days).",
+            None,
+            [(Vec::new(), report.removed)],
+        )?;
+        family.gauges(
+            "record_clips",
+            "Clips of the camera in record.dir.",
+            None,
+            cameras.iter().map(|(name, c)| (camera(name), c.clips as f64)),
+        )?;
+        family.gauges(
+            "record_stored",
+            "Bytes of the camera's clips in record.dir.",
+            Some(&Unit::Bytes),
+            cameras.iter().map(|(name, c)| (camera(name), c.bytes as f64)),
+        )?;
+        family.gauges(
+            "record_recording",
+            "1 while a clip of the camera is being written, else 0.",
+            None,
+            cameras.iter().map(|(name, c)| (camera(name), if c.recording { 1.0 } else { 0.0 })),
+        )?;
+        family.gauges(
+            "record_preroll",
+            "Memory the camera's encoded pre-roll holds.",
+            Some(&Unit::Bytes),
+            cameras.iter().map(|(name, c)| (camera(name), c.preroll_bytes as f64)),
+        )?;
+        family.counters(
+            "record_written_clips",
+            "Clips of the camera finished since start.",
+            None,
+            cameras.iter().map(|(name, c)| (camera(name), c.written)),
+        )?;
+        family.counters(
+            "record_written",
+            "Bytes of the camera's clips finished since start.",
+            Some(&Unit::Bytes),
+            cameras.iter().map(|(name, c)| (camera(name), c.written_bytes)),
+        )?;
+        family.counters(
+            "record_dropped",
+            "Video the recorder dropped (its queue full, the pre-roll over its byte bound, the encoder behind).",
+            None,
+            cameras.iter().map(|(name, c)| (camera(name), c.dropped)),
+        )?;
+        family.counters(
+            "record_failed",
+            "Clips that could not be started or written, and units that could not be read (the log says why).",
+            None,
+            cameras.iter().map(|(name, c)| (camera(name), c.failed)),
+        )?;
         Ok(())
     }
 }

@@ -3,17 +3,19 @@
 //!
 //! Owns: the listener (`[http] listen`) and its connections, bounded in number and time
 //! ([`connections`]), the names it answers to ([`hosts`]), the token (`[http] token_file`, read
-//! once at start, never logged), the routes ([`server`]), the handlers ([`api`]), the live
-//! pictures ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]) and
+//! once at start, never logged), the routes ([`server`]), the handlers ([`api`], and [`clips`] for
+//! event clips), the live pictures ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]) and
 //! the page's assets compiled into the binary ([`page`]: no files to install, no CDN). It reads the
-//! daemon only through the [`LiveView`] and the [`Controls`], and writes only the zones file and
-//! the controls; a zone change is applied by the daemon's loop, which it asks through a channel
+//! daemon only through the [`LiveView`], the [`Controls`] and the [`Recorder`]'s index, and writes
+//! only the zones file and the controls; a zone change is applied by the daemon's loop, which it asks through a channel
 //! ([`ZonesChange`]) and whose answer it waits for, so a saved zone is live when the request
 //! returns; a control change is applied by the daemon's loop, which the controls wake. Must not:
 //! touch a frame slot, hold a lock the pipeline waits on (it copies `Arc`s out of the view), or let
-//! a request path reach the file system beyond the one zones file.
+//! a request path reach the file system beyond the one zones file and the clips the recorder's
+//! index lists.
 
 pub mod api;
+pub mod clips;
 pub mod connections;
 pub mod exposition;
 pub mod hosts;
@@ -32,6 +34,7 @@ use crate::config::zones_file::CameraScene;
 use crate::config::Config;
 use crate::controls::Controls;
 use crate::publish::live::LiveView;
+use crate::record::Recorder;
 use crate::track::events::Scene;
 
 /// Longest wait at shutdown for running requests (a picture waits at most a second for its frame).
@@ -110,6 +113,8 @@ pub struct HttpState {
     pub pictures: Arc<picture::Pictures>,
     /// The run-time controls that `PUT /api/controls` sets.
     pub controls: Arc<Controls>,
+    /// The recorder, when a camera records clips.
+    pub record: Option<Arc<Recorder>>,
 }
 
 /// A running server; it stops when the daemon's runtime shuts down or on [`HttpServer::stop`].
@@ -148,8 +153,9 @@ pub fn bind(config: &Config) -> Result<Option<BoundListener>, HttpError> {
 
 impl HttpServer {
     /// Serves on `listener` ([`bind`]). `token` is the one read from `[http] token_file` by the
-    /// start-up checks (`crate::cmd::run::preflight`), so that `check-config` reads it too. Must
-    /// run inside the daemon's tokio runtime.
+    /// start-up checks (`crate::cmd::run::preflight`), so that `check-config` reads it too.
+    /// `record`: the recorder whose clips the API lists and serves. Must run inside the daemon's
+    /// tokio runtime.
     pub fn start(
         listener: BoundListener,
         config: &Config,
@@ -157,6 +163,7 @@ impl HttpServer {
         view: Arc<LiveView>,
         changes: mpsc::Sender<ZonesChange>,
         controls: Arc<Controls>,
+        record: Option<Arc<Recorder>>,
     ) -> Result<HttpServer, HttpError> {
         let BoundListener(listener) = listener;
         let address = listener.local_addr().map_err(|source| HttpError::Listen {
@@ -165,7 +172,7 @@ impl HttpServer {
         })?;
         let cameras = view.cameras.len();
         let state = HttpState {
-            metrics: Arc::new(metrics::Metrics::new(view.clone())),
+            metrics: Arc::new(metrics::Metrics::new(view.clone(), record.clone())),
             view,
             token,
             zones_file: config.http.zones_file.clone(),
@@ -174,6 +181,7 @@ impl HttpServer {
             hosts: Arc::new(hosts::AllowedHosts::new(address.ip(), &config.http.allowed_hosts)),
             pictures: Arc::new(picture::Pictures::new(cameras)),
             controls,
+            record,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let router = server::router(state);

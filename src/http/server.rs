@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::{api, page, HttpState};
+use super::{api, clips, page, HttpState};
 
 /// Largest request body: a camera's 64 zones of 64 points and 64 lines fit with room to spare.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -34,6 +34,8 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/cameras/{name}/latest.jpg", get(api::latest_jpeg))
         .route("/api/cameras/{name}/zones", get(api::zones).put(api::put_zones))
         .route("/api/controls", get(api::controls).put(api::put_controls))
+        .route("/api/cameras/{name}/clips", get(clips::list))
+        .route("/api/cameras/{name}/clips/{file}", get(clips::clip))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)

@@ -35,6 +35,15 @@ pub struct LineCrossing {
     pub direction: Direction,
 }
 
+/// Where an event's clip is (`[record]`): its path relative to the record directory, and the URL
+/// of the daemon's HTTP server that serves it. The clip is named when the event first needs it and
+/// complete `record.post_s` after the event (and any event that joined it) ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClipRef {
+    pub path: String,
+    pub url: String,
+}
+
 /// One event of a tracked object, as tracking reports it to the outlets.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectEvent {
@@ -65,11 +74,14 @@ pub struct ObjectEvent {
     pub stamp: Option<EventStamp>,
     /// `end` only, with `snapshot.events`: the track's best picture (JPEG, boxes drawn).
     pub picture: Option<Arc<Vec<u8>>>,
+    /// The clip that shows the event, once it has one (an outlet that records names it:
+    /// `super::outlet::Outlet::clip_of`).
+    pub clip: Option<ClipRef>,
 }
 
 impl ObjectEvent {
     /// The event `event` of `tracking`'s last update (`frame`: the frame that update was for);
-    /// `None` if its track is unknown or unconfirmed. Not stamped, no picture.
+    /// `None` if its track is unknown or unconfirmed. Not stamped, no picture, no clip.
     pub fn describe(event: &TrackEvent, tracking: &SceneTracker, frame: Option<u64>) -> Option<ObjectEvent> {
         let track = tracking.tracker().track(event.slot)?;
         let scene = tracking.scene();
@@ -98,6 +110,7 @@ impl ObjectEvent {
             frame,
             stamp: None,
             picture: None,
+            clip: None,
         })
     }
 }
@@ -142,6 +155,10 @@ pub struct EventMessage {
     pub stationary: bool,
     /// Frames the track was seen on.
     pub frames: u32,
+    /// The event's clip, with `[record]`, once it has one: every later message of the track names
+    /// it, its `end` included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip: Option<ClipRef>,
 }
 
 /// A line crossing.
@@ -187,6 +204,7 @@ impl EventMessage {
             },
             stationary: event.stationary,
             frames: event.frames,
+            clip: event.clip.clone(),
         }
     }
 

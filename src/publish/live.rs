@@ -343,6 +343,7 @@ mod tests {
             frame: Some(track_id),
             stamp: None,
             picture: Some(Arc::new(vec![0xff, 0xd8])),
+            clip: None,
         };
         for i in 0..EVENT_RING as u64 + 5 {
             let camera = if i % 2 == 0 { "front" } else { "back" };

@@ -26,19 +26,20 @@
 //! `crate::cmd::run` and add it to the [`Outlets`] there. Nothing else changes: no outlet knows
 //! another (the recording outlet of `tests/it/golden.rs` shows it). The values are shared, never
 //! edited by an outlet: what one outlet derives (a clip of an event, a webhook's answer) is its
-//! own output. The recorder of issue 31 reports a finished clip as a value of its own (a new
-//! method with a no-op default, say `clip`, that the MQTT outlet serialises on the camera's
-//! events topic next to the track's `end`), because a clip is complete only a post-roll after its
-//! event ends, and an `end` must not wait for it. Home Assistant's birth message and the command
-//! topics (issue 34) are the MQTT outlet's business alone: its publisher keeps the current state
-//! and sends it again, and it subscribes through its own connection; a command sets the shared
+//! own output. The one exception is the clip of an event (`crate::record`): the recorder names
+//! it at once, from the event alone ([`Outlet::clip_of`], asked before any outlet receives the
+//! event), so the event itself carries it ([`ObjectEvent::clip`]) and every outlet sees the same
+//! value — the MQTT outlet's `end` names the clip even though the clip is complete only a
+//! post-roll later. Home Assistant's birth message and the command topics (issue 34) are the MQTT
+//! outlet's business alone: its publisher keeps the current state and sends it again, and it
+//! subscribes through its own connection; a command sets the shared
 //! `crate::controls::Controls`, and every outlet hears the applied result ([`Outlet::controls`]).
 
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::events::ObjectEvent;
+use super::events::{ClipRef, ObjectEvent};
 use crate::config::Config;
 use crate::controls::ControlValues;
 use crate::detection::Detection;
@@ -139,6 +140,18 @@ pub trait Outlet: Send + Sync {
     fn connection(&self) -> Option<ConnectionStats> {
         None
     }
+
+    /// The figures of an outlet that records (`crate::record`): telemetry's `record` section.
+    fn recording(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// The clip `event` of `camera` belongs to, for an outlet that records (`crate::record`).
+    /// Asked for every event before any outlet receives it, on the inference worker: it answers
+    /// at once, from the event alone (no I/O, no waiting), and the answer travels in the event.
+    fn clip_of(&self, _camera: &str, _event: &ObjectEvent) -> Option<ClipRef> {
+        None
+    }
 }
 
 /// The dispatcher: hands everything to every outlet, in the order they were added.
@@ -191,5 +204,15 @@ impl Outlet for Outlets {
     /// The first outlet's that has a connection.
     fn connection(&self) -> Option<ConnectionStats> {
         self.0.iter().find_map(|outlet| outlet.connection())
+    }
+
+    /// The first recording outlet's figures (one recorder per daemon).
+    fn recording(&self) -> Option<serde_json::Value> {
+        self.0.iter().find_map(|outlet| outlet.recording())
+    }
+
+    /// The first outlet's answer (one recorder per daemon).
+    fn clip_of(&self, camera: &str, event: &ObjectEvent) -> Option<ClipRef> {
+        self.0.iter().find_map(|outlet| outlet.clip_of(camera, event))
     }
 }

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
+use super::events::ObjectEvent;
 use super::outlet::{FrameResult, Outlet, Outlets, TrackingUpdate};
 use super::snapshot::Snapshotter;
 use super::tracking::{tracking_params, CameraTracking};
@@ -149,7 +150,8 @@ impl PublishSink {
 
     fn finish_camera(&self, entry: &CameraEntry) {
         if let Some(tracking) = &entry.tracking {
-            self.outlets.tracking(&entry.name, &lock(tracking).finish());
+            let clips = |event: &ObjectEvent| self.outlets.clip_of(&entry.name, event);
+            self.outlets.tracking(&entry.name, &lock(tracking).finish(&clips));
         }
     }
 }
@@ -165,7 +167,9 @@ impl FrameSink for PublishSink {
         let publish_started = Instant::now();
         let mut tracking = entry.tracking.as_ref().map(lock);
         let (track_ids, update) = match tracking.as_mut() {
-            Some(tracking) => tracking.frame(slot, detections, &self.labels),
+            Some(tracking) => {
+                tracking.frame(slot, detections, &self.labels, &|event| self.outlets.clip_of(camera, event))
+            }
             None => (&[][..], TrackingUpdate::default()),
         };
         let snapshots_on = entry.switches.as_ref().is_none_or(|switches| switches.get(Switch::Snapshots));

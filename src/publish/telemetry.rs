@@ -55,6 +55,7 @@ pub fn building_report(progress: &str) -> TelemetryReport<'static> {
         jetson: &NO_READINGS,
         mqtt: None,
         engine: Some(serde_json::json!({ "status": "building", "progress": progress })),
+        record: None,
         ts: SystemTime::now(),
     }
 }
@@ -142,6 +143,7 @@ impl Telemetry {
             jetson: &jetson,
             mqtt: connection.and_then(|stats| serde_json::to_value(stats).ok()),
             engine: Some(engine),
+            record: sources.outlets.recording(),
             ts: SystemTime::now(),
         };
         sources.outlets.telemetry(&report);

@@ -1,7 +1,7 @@
 //! A camera's tracking as the daemon runs it: frames in, typed events and zone counts out.
 //!
 //! Owns: the camera's [`SceneTracker`], turning its events into [`ObjectEvent`]s (stamped with the
-//! run and this camera's event sequence), its occupancy changes, and the event snapshots — for
+//! run and this camera's event sequence, with the clip a [`ClipNamer`] names), its occupancy changes, and the event snapshots — for
 //! each confirmed live track, the JPEG of the frame where it scored best, kept until its `end`,
 //! which carries it. Must not: know outlets, topics or JSON (the sink hands the values to the
 //! outlets), or keep more than one JPEG per live track (the track cap bounds the memory).
@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::events::{EventStamp, ObjectEvent};
+use super::events::{ClipRef, EventStamp, ObjectEvent};
 use super::outlet::TrackingUpdate;
 use crate::config::TrackingConfig;
 use crate::detection::{Detection, Labels};
@@ -23,6 +23,9 @@ use crate::track::events::{EventKind, Scene, WatchParams};
 use crate::track::occupancy::OccupancyChange;
 use crate::track::scene_tracker::{SceneTracker, TrackingParams};
 use crate::track::tracker::{Lifecycle, TrackId, TrackerParams};
+
+/// Names the clip an event belongs to (the outlets' answer, `super::outlet::Outlet::clip_of`).
+pub type ClipNamer<'a> = dyn Fn(&ObjectEvent) -> Option<ClipRef> + 'a;
 
 /// A track's kept picture is replaced when a detection beats its score by this much.
 pub const RESHOOT_STEP: f32 = 0.05;
@@ -94,26 +97,27 @@ impl CameraTracking {
     }
 
     /// Tracks one processed frame: the track id of each detection (confirmed tracks only), and
-    /// the frame's events and changed counts.
+    /// the frame's events and changed counts. `clips` names the clip of each event, if it has one.
     pub fn frame(
         &mut self,
         slot: &FrameSlot,
         detections: &[Detection],
         labels: &Labels,
+        clips: &ClipNamer<'_>,
     ) -> (&[Option<TrackId>], TrackingUpdate<'_>) {
         let meta = slot.meta();
         self.tracking.update(detections, meta.width, meta.height, meta.captured_at);
-        self.collect_events(Some(meta.sequence));
+        self.collect_events(Some(meta.sequence), clips);
         self.occupancy.clear();
         self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
         self.take_pictures(slot, labels);
         (self.tracking.track_ids(), TrackingUpdate { events: &self.events, occupancy: &self.occupancy })
     }
 
-    /// Ends every track: `end` events (with their snapshots) and counts back to 0.
-    pub fn finish(&mut self) -> TrackingUpdate<'_> {
+    /// Ends every track: `end` events (with their snapshots and clips) and counts back to 0.
+    pub fn finish(&mut self, clips: &ClipNamer<'_>) -> TrackingUpdate<'_> {
         self.tracking.finish();
-        self.collect_events(None);
+        self.collect_events(None, clips);
         self.occupancy.clear();
         self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
         self.update()
@@ -139,8 +143,9 @@ impl CameraTracking {
         TrackingUpdate { events: &self.events, occupancy: &self.occupancy }
     }
 
-    /// The tracker's last events as typed events: stamped, an `end` with its track's picture.
-    fn collect_events(&mut self, frame: Option<u64>) {
+    /// The tracker's last events as typed events: stamped, an `end` with its track's picture, each
+    /// with its clip.
+    fn collect_events(&mut self, frame: Option<u64>, clips: &ClipNamer<'_>) {
         self.events.clear();
         for event in self.tracking.events() {
             let Some(mut described) = ObjectEvent::describe(event, &self.tracking, frame) else {
@@ -154,6 +159,7 @@ impl CameraTracking {
                 let shots = self.shots.as_mut().and_then(|shots| shots.shots.remove(&described.track_id));
                 described.picture = shots.map(|shot| shot.jpeg);
             }
+            described.clip = clips(&described);
             self.events.push(described);
         }
     }
@@ -265,7 +271,8 @@ mod tests {
         let mut events = Vec::new();
         let scores = [0.6, 0.62, 0.9, 0.7];
         for (frame, score) in scores.iter().enumerate() {
-            let (ids, update) = tracking.frame(&slot(frame as u64), &[light(*score, 10.0 + frame as f32)], &labels);
+            let (ids, update) =
+                tracking.frame(&slot(frame as u64), &[light(*score, 10.0 + frame as f32)], &labels, &|_| None);
             assert_eq!(ids, [(frame >= 1).then_some(1)]);
             events.extend(update.events.iter().cloned());
         }
@@ -279,7 +286,7 @@ mod tests {
         let shots = tracking.shots.as_ref().expect("snapshots on");
         assert_eq!(shots.shots[&1].score, 0.9, "the 0.9 frame is the best picture");
 
-        let finished = tracking.finish();
+        let finished = tracking.finish(&|_| None);
         let [end] = finished.events else { panic!("one end event: {:?}", finished.events) };
         assert_eq!((end.kind, end.stamp.clone(), end.frame), (EventKind::End, stamp(2), None));
         let picture = image::load_from_memory(end.picture.as_deref().expect("the best picture")).expect("a JPEG");

@@ -4,10 +4,11 @@
 //! clip, named as the first event asks for it), a [`RecordTap`] for the camera's source side and a
 //! recorder thread ([`camera`]: pre-roll, clip file, encoder for raw frames) — the one
 //! [`index::ClipIndex`] of the record directory, retention within `[record]`'s byte and age budget,
-//! pausing while the disk is too full, and [`check`], what `check-config` refuses. Must not: slow
-//! detection (a camera records on its own thread, fed through bounded queues that drop and count;
-//! the planner does no I/O), decode or re-encode an encoded camera's stream, or serialise events
-//! (the MQTT outlet does).
+//! pausing while the disk is too full, honouring each camera's run-time `record` switch
+//! (`crate::controls`: off, its events start no clip), and [`check`], what `check-config`
+//! refuses. Must not: slow detection (a camera records on its own thread, fed through bounded
+//! queues that drop and count; the planner does no I/O), decode or re-encode an encoded camera's
+//! stream, or serialise events (the MQTT outlet does).
 
 pub mod camera;
 pub mod clip;
@@ -31,7 +32,10 @@ use serde::Serialize;
 
 use crate::config::record::EncoderChoice;
 use crate::config::{Config, SourceConfig};
+use crate::controls::{CameraControls, Controls, Switch};
 use crate::detection::Labels;
+use crate::publish::events::{ClipRef, ObjectEvent};
+use crate::publish::outlet::{FrameResult, Outlet};
 use crate::source::tap::RecordTap;
 use crate::sys::lock::lock;
 use camera::{CameraContext, CameraRecordStats, CameraThread, Feed, Pause};
@@ -59,22 +63,13 @@ pub enum RecordError {
     Thread(std::io::Error),
 }
 
-/// Where an event's clip is: relative to the record directory, and on the daemon's HTTP server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ClipRef {
-    pub path: String,
-    pub url: String,
-}
-
-impl ClipRef {
-    /// The clip at `path` (`<camera>/<file>`), with the API route that serves it.
-    pub fn new(path: &str) -> ClipRef {
-        let url = match path.split_once('/') {
-            Some((camera, file)) => clip_url(camera, file),
-            None => String::new(),
-        };
-        ClipRef { path: path.to_owned(), url }
-    }
+/// The reference to the clip at `path` (`<camera>/<file>`), with the API route that serves it.
+pub fn clip_ref(path: &str) -> ClipRef {
+    let url = match path.split_once('/') {
+        Some((camera, file)) => clip_url(camera, file),
+        None => String::new(),
+    };
+    ClipRef { path: path.to_owned(), url }
 }
 
 /// The route that serves clip `file` of `camera`.
@@ -129,6 +124,8 @@ fn encoder_for(choice: EncoderChoice) -> Result<(), String> {
 /// One recording camera, as the recorder keeps it.
 struct CameraEntry {
     name: String,
+    /// Its run-time switches: with `record` off, its events start no clip.
+    switches: Option<Arc<CameraControls>>,
     planner: Mutex<ClipPlanner>,
     commands: SyncSender<Command>,
     /// Taken by the camera's source side at its start.
@@ -140,6 +137,8 @@ struct CameraEntry {
 /// The recorder of every recording camera.
 pub struct Recorder {
     root: PathBuf,
+    /// Names the events' labels for the trigger.
+    labels: Arc<Labels>,
     index: Arc<ClipIndex>,
     pause: Arc<Pause>,
     cameras: Vec<CameraEntry>,
@@ -160,7 +159,12 @@ impl Recorder {
     /// Creates the record directory, rebuilds the index from it (recovering clips cut short) and
     /// starts a recorder thread per recording camera and the retention thread; `None` when no
     /// camera records.
-    pub fn start(config: &Config) -> Result<Option<Arc<Recorder>>, RecordError> {
+    /// `controls`: the run-time switches, whose `record` turns a camera's new clips off and on.
+    pub fn start(
+        config: &Config,
+        labels: Arc<Labels>,
+        controls: Arc<Controls>,
+    ) -> Result<Option<Arc<Recorder>>, RecordError> {
         if !config.records() {
             return Ok(None);
         }
@@ -205,6 +209,7 @@ impl Recorder {
                 .map_err(RecordError::Thread)?;
             cameras.push(CameraEntry {
                 name: camera.name.clone(),
+                switches: controls.camera(&camera.name).cloned(),
                 planner: Mutex::new(planner),
                 commands,
                 tap: Mutex::new(Some(tap)),
@@ -230,6 +235,7 @@ impl Recorder {
         };
         Ok(Some(Arc::new(Recorder {
             root,
+            labels,
             index,
             pause,
             cameras,
@@ -257,20 +263,23 @@ impl Recorder {
         let mut commands = Vec::new();
         let clip = lock(&entry.planner).event(event, self.can_record(entry), &mut commands);
         self.send(entry, commands);
-        clip.map(|path| ClipRef::new(&path))
+        clip.map(|path| clip_ref(&path))
     }
 
     /// A processed frame of `camera`, captured at `at`: events waiting for `min_event_s` may
     /// start their clips. Never waits.
-    pub fn frame(&self, camera: &str, at: SystemTime) {
+    pub fn frame_at(&self, camera: &str, at: SystemTime) {
         let Some(entry) = self.camera(camera) else { return };
         let mut commands = Vec::new();
         lock(&entry.planner).frame(at, self.can_record(entry), &mut commands);
         self.send(entry, commands);
     }
 
+    /// Whether a new clip of `entry` could start now: recording not paused, switched on, and a
+    /// keyframe in the camera's pre-roll.
     fn can_record(&self, entry: &CameraEntry) -> bool {
-        !self.pause.is_paused() && entry.stats.ready.load(Ordering::Relaxed)
+        let switched_on = entry.switches.as_ref().is_none_or(|switches| switches.get(Switch::Record));
+        !self.pause.is_paused() && switched_on && entry.stats.ready.load(Ordering::Relaxed)
     }
 
     fn send(&self, entry: &CameraEntry, commands: Vec<Command>) {
@@ -346,6 +355,31 @@ impl Recorder {
         if let Some(thread) = lock(&self.janitor).take() {
             let _ = thread.join();
         }
+    }
+}
+
+/// The recorder as an outlet: it names each event's clip (and tells the camera's recorder thread
+/// what to record), and each processed frame lets events waiting for `min_event_s` start theirs.
+impl Outlet for Recorder {
+    fn frame(&self, frame: &FrameResult<'_>) {
+        self.frame_at(frame.camera, frame.slot.meta().captured_at);
+    }
+
+    fn recording(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self.report()).ok()
+    }
+
+    fn clip_of(&self, camera: &str, event: &ObjectEvent) -> Option<ClipRef> {
+        let label = self.labels.name(event.class_id);
+        let facts = EventFacts {
+            kind: event.kind,
+            track: event.track_id,
+            label: &label,
+            zones: &event.zones,
+            first_seen: event.first_seen,
+            last_seen: event.last_seen,
+        };
+        self.event(camera, &facts)
     }
 }
 

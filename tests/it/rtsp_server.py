@@ -4,8 +4,12 @@ serving a live test pattern at rtsp://127.0.0.1:PORT/test, as an IP camera does.
 
 Usage: rtsp_server.py PORT [CODEC [WIDTHxHEIGHT [FPS]]]. CODEC is mjpeg (default), h264 (x264enc)
 or h265 (x265enc). With RTSP_USER and RTSP_PASSWORD in the environment (not on the command line,
-where every process can read it) the stream needs basic authentication. Prints "listening" once
-the port is bound; exits with status 2 when it cannot bind (the port is taken). Runs until killed.
+where every process can read it) the stream needs basic authentication. With
+RTSP_SCENE=IMAGE:APPEAR:STAY:PERIOD the stream is a scene instead of the test pattern: a grey
+frame, on which the picture IMAGE (scaled to the frame) appears APPEAR seconds into every PERIOD
+seconds and stays STAY seconds; the scene's clock starts with the first client. Prints "listening"
+once the port is bound; exits with status 2 when it cannot bind (the port is taken). Runs until
+killed.
 """
 
 import os
@@ -27,13 +31,56 @@ ENCODERS = {
 }
 
 
-def stream(codec: str, size: str, fps: str) -> str:
+def stream(codec: str, size: str, fps: str, scene: bool) -> str:
     width, height = size.split("x")
+    source = "appsrc name=scene format=time" if scene else "videotestsrc is-live=true pattern=ball"
     return (
-        "( videotestsrc is-live=true pattern=ball"
+        f"( {source}"
         f" ! video/x-raw,format=I420,width={width},height={height},framerate={fps}/1"
         f" ! {ENCODERS[codec]} )"
     )
+
+
+def picture(path: str, width: int, height: int) -> bytes:
+    """The image file at `path` as one I420 frame of `width` x `height`."""
+    pipeline = Gst.parse_launch(
+        f'filesrc location="{path}" ! decodebin ! videoconvert ! videoscale'
+        f" ! video/x-raw,format=I420,width={width},height={height} ! appsink name=sink sync=false"
+    )
+    pipeline.set_state(Gst.State.PLAYING)
+    sample = pipeline.get_by_name("sink").emit("pull-sample")
+    pipeline.set_state(Gst.State.NULL)
+    if sample is None:
+        raise SystemExit(f"cannot decode {path}")
+    buffer = sample.get_buffer()
+    return buffer.extract_dup(0, buffer.get_size())
+
+
+class Scene:
+    """Feeds the appsrc `scene`: the grey frame, or the picture while it is due (see the module doc)."""
+
+    def __init__(self, spec: str, size: str, fps: str):
+        image, appear, stay, period = spec.rsplit(":", 3)
+        width, height = (int(side) for side in size.split("x"))
+        self.picture = picture(image, width, height)
+        luma = width * height
+        self.grey = bytes([128]) * (luma + luma // 2)
+        self.appear, self.stay, self.period = float(appear), float(stay), float(period)
+        self.fps = int(fps)
+        self.frame = 0
+
+    def configure(self, _factory, media) -> None:
+        source = media.get_element().get_child_by_name("scene")
+        source.connect("need-data", self.push)
+
+    def push(self, source, _length) -> None:
+        seconds = self.frame / self.fps
+        shown = self.appear <= seconds % self.period < self.appear + self.stay
+        buffer = Gst.Buffer.new_wrapped(self.picture if shown else self.grey)
+        buffer.pts = self.frame * Gst.SECOND // self.fps
+        buffer.duration = Gst.SECOND // self.fps
+        self.frame += 1
+        source.emit("push-buffer", buffer)
 
 
 def require_basic_auth(server, factory, user: str, password: str) -> None:
@@ -58,8 +105,11 @@ def main() -> int:
     server.set_address("127.0.0.1")
     server.set_service(port)
     factory = GstRtspServer.RTSPMediaFactory()
-    factory.set_launch(stream(codec, size, fps))
+    spec = os.environ.get("RTSP_SCENE")
+    factory.set_launch(stream(codec, size, fps, spec is not None))
     factory.set_shared(True)
+    if spec is not None:
+        factory.connect("media-configure", Scene(spec, size, fps).configure)
     user, password = os.environ.get("RTSP_USER"), os.environ.get("RTSP_PASSWORD")
     if user and password:
         require_basic_auth(server, factory, user, password)

@@ -129,6 +129,7 @@ fn telemetry_message_has_every_documented_field() {
         jetson: &jetson,
         mqtt: Some(serde_json::json!({"connected": true, "queued": 0, "dropped": 0, "published": 42, "reconnects": 1})),
         engine: Some(serde_json::json!({"kind": "cpu", "model": "ssd.onnx"})),
+        record: None,
         ts: SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_341_600),
     };
     let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("valid JSON");
@@ -174,6 +175,7 @@ fn telemetry_without_jetson_files_omits_their_sections() {
         jetson: &jetson,
         mqtt: None,
         engine: None,
+        record: None,
         ts: SystemTime::now(),
     };
     let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("valid JSON");

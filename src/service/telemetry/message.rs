@@ -21,8 +21,9 @@ use crate::sys::time::Rfc3339Millis;
 /// Version of the telemetry message layout; bumped on any incompatible change.
 pub const TELEMETRY_SCHEMA: u32 = 1;
 
-/// Everything one telemetry message carries. `mqtt` and `engine` are filled by their owners
-/// (the outlets' connection statistics, backend/engine info) and embedded as they are.
+/// Everything one telemetry message carries. `mqtt`, `engine` and `record` are filled by their
+/// owners (the outlets' connection statistics, backend/engine info, the recorder) and embedded as
+/// they are.
 #[derive(Debug, Clone)]
 pub struct TelemetryReport<'a> {
     /// The daemon's run and this message's sequence number (`crate::service::run_id::Stamp`).
@@ -32,6 +33,8 @@ pub struct TelemetryReport<'a> {
     pub jetson: &'a JetsonSysfs,
     pub mqtt: Option<serde_json::Value>,
     pub engine: Option<serde_json::Value>,
+    /// The recorder's figures (event clips), when a camera records.
+    pub record: Option<serde_json::Value>,
     pub ts: SystemTime,
 }
 
@@ -79,6 +82,8 @@ struct TelemetryJson<'a> {
     mqtt: Option<&'a serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     engine: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    record: Option<&'a serde_json::Value>,
     warnings: Vec<String>,
 }
 
@@ -118,6 +123,7 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
         power: &report.jetson.power,
         mqtt: report.mqtt.as_ref(),
         engine: report.engine.as_ref(),
+        record: report.record.as_ref(),
         warnings: report.jetson.clock_warning().into_iter().collect(),
     };
     // Serialising plain structs, string-keyed maps and finite numbers cannot fail; an empty payload
@@ -151,6 +157,7 @@ mod tests {
             jetson: &JetsonSysfs::default(),
             mqtt: None,
             engine: None,
+            record: None,
             ts: SystemTime::UNIX_EPOCH,
             stamp: None,
         }))
@@ -187,6 +194,7 @@ mod tests {
             jetson: &jetson,
             mqtt: None,
             engine: None,
+            record: None,
             ts: since,
         };
         let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("JSON");
@@ -288,6 +296,7 @@ mod properties {
                 jetson: &jetson,
                 mqtt: Some(serde_json::json!({"connected": true, "queued": 1})),
                 engine: None,
+                record: None,
                 ts: SystemTime::UNIX_EPOCH + Duration::from_secs(seconds),
             };
             let bytes = telemetry_message(&report);
