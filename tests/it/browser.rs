@@ -22,13 +22,13 @@ use crate::http::request;
 use jetson_detectd::publish::events::EventMessage;
 
 /// A chromedriver process; killed on drop.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     address: SocketAddr,
     session: Option<String>,
 }
 
-fn found(program: &str) -> bool {
+pub(crate) fn found(program: &str) -> bool {
     Command::new(program)
         .arg("--version")
         .stdout(Stdio::null())
@@ -38,7 +38,7 @@ fn found(program: &str) -> bool {
 }
 
 impl Driver {
-    fn start() -> Driver {
+    pub(crate) fn start() -> Driver {
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
         let child = Command::new("chromedriver")
             .arg(format!("--port={port}"))
@@ -64,7 +64,7 @@ impl Driver {
         value["value"].clone()
     }
 
-    fn new_session(&mut self, profile: &Path) {
+    pub(crate) fn new_session(&mut self, profile: &Path) {
         let args = [
             "--headless",
             "--no-sandbox",
@@ -88,11 +88,11 @@ impl Driver {
         format!("/session/{}/{rest}", self.session.as_deref().expect("a session"))
     }
 
-    fn go(&self, url: &str) {
+    pub(crate) fn go(&self, url: &str) {
         self.call("POST", &self.session_path("url"), Some(json!({ "url": url })));
     }
 
-    fn script(&self, script: &str) -> Value {
+    pub(crate) fn script(&self, script: &str) -> Value {
         self.call("POST", &self.session_path("execute/sync"), Some(json!({ "script": script, "args": [] })))
     }
 
@@ -162,7 +162,7 @@ fn base64_decode(text: &str) -> Vec<u8> {
 }
 
 /// Polls a script until it returns `true`; the guard is the daemon's (see [`RunningDaemon::wait_until`]).
-fn wait_for(daemon: &mut RunningDaemon, driver: &Driver, what: &str, script: &str) {
+pub(crate) fn wait_for(daemon: &mut RunningDaemon, driver: &Driver, what: &str, script: &str) {
     daemon.wait_until(what, || driver.script(script) == Value::Bool(true));
 }
 

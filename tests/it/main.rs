@@ -6,6 +6,8 @@ mod broker;
 #[cfg(target_arch = "x86_64")]
 mod browser;
 mod build_lock;
+#[cfg(feature = "gstreamer")]
+mod clips;
 mod daemon;
 mod detect;
 mod golden;

@@ -35,7 +35,7 @@ const ELEMENTS: [(&str, &str); 4] = [
 
 /// A codec the test server can send, with the elements each side needs for it.
 #[derive(Debug, Clone, Copy)]
-enum Codec {
+pub(crate) enum Codec {
     Mjpeg,
     H264,
     H265,
@@ -89,7 +89,7 @@ fn python_with_rtsp_server() -> Option<&'static str> {
 }
 
 /// `Ok(python)` when a test of `codec` can run, else why not.
-fn prerequisites(codec: Codec) -> Result<&'static str, String> {
+pub(crate) fn prerequisites(codec: Codec) -> Result<&'static str, String> {
     for &(element, package) in ELEMENTS.iter().chain(codec.elements()) {
         let found = Command::new("gst-inspect-1.0").arg(element).output().is_ok_and(|o| o.status.success());
         if !found {
@@ -101,18 +101,28 @@ fn prerequisites(codec: Codec) -> Result<&'static str, String> {
 }
 
 /// The RTSP server process; killed on drop.
-struct RtspServer {
+pub(crate) struct RtspServer {
     python: &'static str,
     codec: Codec,
     /// Basic authentication with [`USER`] and [`PASSWORD`].
     auth: bool,
+    /// `RTSP_SCENE` (see `rtsp_server.py`): a scene instead of the test pattern.
+    scene: Option<String>,
     port: u16,
     child: Option<Child>,
 }
 
 impl RtspServer {
     fn start(python: &'static str, codec: Codec, auth: bool) -> RtspServer {
-        let mut server = RtspServer { python, codec, auth, port: 0, child: None };
+        RtspServer::launch(RtspServer { python, codec, auth, scene: None, port: 0, child: None })
+    }
+
+    /// A server of `scene` (`IMAGE:APPEAR:STAY:PERIOD`, see `rtsp_server.py`), without a password.
+    pub(crate) fn scene(python: &'static str, codec: Codec, scene: &str) -> RtspServer {
+        RtspServer::launch(RtspServer { python, codec, auth: false, scene: Some(scene.into()), port: 0, child: None })
+    }
+
+    fn launch(mut server: RtspServer) -> RtspServer {
         // Another process can take the port between our probe and the server's bind; try a few.
         for _ in 0..5 {
             server.port = free_port();
@@ -123,7 +133,7 @@ impl RtspServer {
         panic!("the RTSP server did not start on a free port");
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("rtsp://127.0.0.1:{}/test", self.port)
     }
 
@@ -151,6 +161,9 @@ impl RtspServer {
         command.arg(script()).arg(self.port.to_string()).arg(self.codec.server_name());
         if self.auth {
             command.env("RTSP_USER", USER).env("RTSP_PASSWORD", PASSWORD);
+        }
+        if let Some(scene) = &self.scene {
+            command.env("RTSP_SCENE", scene);
         }
         let mut child = command
             .stdin(Stdio::null())
@@ -239,7 +252,7 @@ fn parse_detections(payload: &[u8]) -> Detections {
 }
 
 /// `2026-11-25T09:55:12.345Z` as milliseconds since the Unix epoch.
-fn unix_ms(ts: &str) -> f64 {
+pub(crate) fn unix_ms(ts: &str) -> f64 {
     let number = |range: std::ops::Range<usize>| -> i64 {
         ts.get(range).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("not an RFC 3339 UTC time: {ts}"))
     };

@@ -1,6 +1,7 @@
 'use strict';
 // jetson-detectd's page: live pictures (JPEG polling, one request after the other, none while the
-// tab is hidden), figures, events, and a zone and line editor that saves through the API.
+// tab is hidden), figures, events (an ended event's clip plays in the page), and a zone and line editor
+// that saves through the API.
 const SVG = 'http://www.w3.org/2000/svg';
 const cameras = new Map();
 const tokenInput = document.getElementById('token');
@@ -133,8 +134,9 @@ async function refreshStatus() {
     health.className = `badge ${status.healthy ? 'ok' : 'bad'}`;
     const t = status.telemetry;
     const engine = t.engine || {};
+    const record = t.record ? ` · clips ${t.record.clips}${t.record.paused ? ` · recording paused: ${t.record.paused_reason}` : ''}` : '';
     document.getElementById('summary').textContent =
-      `${engine.kind || ''} · ${engine.model || ''} · broker ${t.mqtt && t.mqtt.connected ? 'connected' : 'away'}`;
+      `${engine.kind || ''} · ${engine.model || ''} · broker ${t.mqtt && t.mqtt.connected ? 'connected' : 'away'}${record}`;
     for (const [name, c] of Object.entries(t.cameras || {})) {
       const cam = cameras.get(name);
       if (!cam) continue;
@@ -150,6 +152,23 @@ async function refreshStatus() {
   }
 }
 
+// An `end` event's clip: a button that plays it in the events panel's player (the clip is
+// complete post_s after the end). The player is outside the list, which is rebuilt every refresh.
+function clipButton(clip) {
+  const button = document.createElement('button');
+  button.type = 'button';
+  button.className = 'play';
+  button.dataset.clip = clip.url;
+  button.textContent = '▶ clip';
+  button.addEventListener('click', () => {
+    const player = document.getElementById('player');
+    player.src = clip.url;
+    player.hidden = false;
+    player.play().catch(() => { player.title = 'not ready yet (still recording?)'; });
+  });
+  return button;
+}
+
 async function refreshEvents() {
   try {
     const { events } = await json('/api/events?limit=30');
@@ -158,7 +177,8 @@ async function refreshEvents() {
       const li = document.createElement('li');
       const zones = event.zones && event.zones.length ? ` in ${event.zones.join(', ')}` : '';
       const crossed = event.crossed ? ` crossed ${event.crossed.line} ${event.crossed.direction || ''}` : '';
-      li.textContent = `${event.last_ts} ${camera} ${event.type} ${event.label} #${event.track_id}${zones}${crossed}`;
+      li.textContent = `${event.last_ts} ${camera} ${event.type} ${event.label} #${event.track_id}${zones}${crossed} `;
+      if (event.type === 'end' && event.clip) li.append(clipButton(event.clip));
       return li;
     }));
   } catch (e) { /* the status badge says so */ }

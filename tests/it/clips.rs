@@ -1,0 +1,528 @@
+//! Event clips end to end (feature `gstreamer`), with real parts: the RTSP server of
+//! `rtsp_server.py` (gst-rtsp-server + x264enc) serving a scene built from the bundled pictures — a
+//! grey frame on which `person.jpg` appears for a few seconds, every period —, the bundled model,
+//! a real mosquitto, Debian's ffprobe/ffmpeg and headless Chromium:
+//! - an event's clip exists, ffprobe reads it, it starts with a keyframe at most `pre_s` + one GOP
+//!   before the event's first detection (and before it), lasts through `post_s` after the end, the
+//!   `end` message and the API name it, a byte range of it is served, and Chromium plays it;
+//! - kill -9 mid-clip and restart: the clip cut short plays up to the cut, and the index (the API)
+//!   agrees with the directory;
+//! - a tiny `max_gib` keeps the directory under it;
+//! - a full disk (a tmpfs) pauses recording, says so, and detections go on;
+//! - a raw camera is refused at `check-config` without an encoder and records with x264 with one.
+//!
+//! Skipped, saying what to install, where the RTSP server, the GStreamer plugins or ffmpeg are
+//! missing (CI installs them: `.ci/run`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::arch::daemon_command;
+use crate::broker::{Broker, Subscriber};
+use crate::daemon::{sample, sample_source, toml_string, RunningDaemon, TestConfig};
+use crate::http::request;
+use crate::rtsp::{prerequisites, unix_ms, Codec, RtspServer};
+use jetson_detectd::publish::events::EventMessage;
+
+/// The scene: `person.jpg` from 4 s to 8 s of every 16 s. The server sends 10 frames a second and
+/// a keyframe every 10 frames (`rtsp_server.py`): one GOP is a second.
+fn scene() -> String {
+    format!("{}:4:4:16", sample("person.jpg").display())
+}
+const GOP_MS: f64 = 1000.0;
+const FRAME_MS: f64 = 100.0;
+const PRE_S: f64 = 2.0;
+const POST_S: f64 = 2.0;
+
+/// What the clip tests need, or why they cannot run here.
+fn tools() -> Result<&'static str, String> {
+    let python = prerequisites(Codec::H264)?;
+    for tool in ["ffprobe", "ffmpeg"] {
+        if !Command::new(tool).arg("-version").output().is_ok_and(|o| o.status.success()) {
+            return Err(format!("no {tool} (apt-get install ffmpeg)"));
+        }
+    }
+    Ok(python)
+}
+
+/// A daemon recording the RTSP scene camera `gate` into `dir/clips`, its page on a free port.
+struct Rig {
+    server: RtspServer,
+    broker: Broker,
+    dir: tempfile::TempDir,
+    prefix: String,
+}
+
+impl Rig {
+    fn start(python: &'static str, prefix: &str) -> Rig {
+        let server = RtspServer::scene(python, Codec::H264, &scene());
+        Rig { server, broker: Broker::start(), dir: tempfile::tempdir().expect("tempdir"), prefix: prefix.into() }
+    }
+
+    fn clips(&self) -> PathBuf {
+        self.dir.path().join("clips")
+    }
+
+    fn config(&self, url: &str) -> TestConfig {
+        TestConfig::new(self.broker.port(), &self.prefix)
+            .set("http", "listen", "\"127.0.0.1:0\"")
+            .set("telemetry", "interval_s", "1")
+            .set("record", "enabled", "true")
+            .set("record", "dir", &toml_string(&self.clips().display().to_string()))
+            .set("record", "pre_s", &format!("{PRE_S:?}"))
+            .set("record", "post_s", &format!("{POST_S:?}"))
+            .set("record", "labels", "[\"person\"]")
+            .set("record", "min_free_mib", "0")
+            .camera("gate", 0.0, &format!("{{ kind = \"rtsp\", url = \"{url}\" }}"))
+    }
+}
+
+/// The address of the daemon's page, from its log.
+fn page_address(daemon: &mut RunningDaemon) -> SocketAddr {
+    let log = daemon.log_handle();
+    let mut address = None;
+    daemon.wait_until("the page's address", || {
+        address = log.text().lines().find_map(|line| {
+            let rest = line.split("the page is on http://").nth(1)?;
+            rest.split('/').next()?.parse().ok()
+        });
+        address.is_some()
+    });
+    address.expect("waited for it")
+}
+
+/// The first `end` of a person with a clip on `topic`.
+fn ended_with_clip(subscriber: &Subscriber, topic: &str) -> Option<EventMessage> {
+    subscriber
+        .messages(topic)
+        .iter()
+        .filter_map(|m| serde_json::from_slice::<EventMessage>(&m.payload).ok())
+        .find(|event| event.kind == "end" && event.label == "person" && event.clip.is_some())
+}
+
+/// The API's entry of the clip at `path`, once it is complete.
+fn complete_clip(daemon: &mut RunningDaemon, address: SocketAddr, camera: &str, path: &str) -> serde_json::Value {
+    let mut entry = serde_json::Value::Null;
+    daemon.wait_until(&format!("clip {path} complete in the API"), || {
+        let answer = request(address, "GET", &format!("/api/cameras/{camera}/clips"), &[], &[]);
+        let list = answer.json();
+        let found = list["clips"].as_array().and_then(|clips| clips.iter().find(|c| c["path"] == path).cloned());
+        match found {
+            Some(found) if found["recording"] == false => {
+                entry = found;
+                true
+            }
+            _ => false,
+        }
+    });
+    entry
+}
+
+/// ffprobe's view of a clip: its duration, and its frames' key flags and times (the first `frames`).
+fn probe(file: &Path) -> (f64, Vec<(bool, f64)>) {
+    let output = Command::new("ffprobe")
+        .args(["-v", "error", "-of", "json", "-show_entries", "format=duration:frame=key_frame,pts_time"])
+        .args(["-read_intervals", "%+#5", "-select_streams", "v:0"])
+        .arg(file)
+        .output()
+        .expect("run ffprobe");
+    assert!(output.status.success(), "ffprobe {}: {}", file.display(), String::from_utf8_lossy(&output.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("ffprobe's JSON");
+    let duration = json["format"]["duration"].as_str().and_then(|d| d.parse().ok()).expect("a duration");
+    let frames = json["frames"]
+        .as_array()
+        .expect("frames")
+        .iter()
+        .map(|f| (f["key_frame"] == 1, f["pts_time"].as_str().and_then(|t| t.parse().ok()).unwrap_or(-1.0)))
+        .collect();
+    (duration, frames)
+}
+
+/// Decodes the whole clip with ffmpeg: it must decode without an error.
+fn decodes_cleanly(file: &Path) {
+    let output = Command::new("ffmpeg")
+        .args(["-v", "error", "-xerror", "-i"])
+        .arg(file)
+        .args(["-f", "null", "-"])
+        .output()
+        .expect("run ffmpeg");
+    let errors = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && errors.trim().is_empty(), "{} does not decode: {errors}", file.display());
+}
+
+#[test]
+fn an_event_clip_starts_before_the_object_appeared_lasts_past_its_end_and_plays_in_a_browser() {
+    let python = match tools() {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let rig = Rig::start(python, "e2e-clips");
+    let config = rig.config(&rig.server.url()).write(&rig.dir.path().join("config.toml"));
+    let subscriber = Subscriber::connect(&rig.broker, "e2e-clips-sub", &[&format!("{}/#", rig.prefix)]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = page_address(&mut daemon);
+    let events = format!("{}/gate/events", rig.prefix);
+    daemon.wait_for_messages(&subscriber, &events, "a person's end with its clip", |_| {
+        ended_with_clip(&subscriber, &events).is_some()
+    });
+    let end = ended_with_clip(&subscriber, &events).expect("waited for it");
+    let clip = end.clip.clone().expect("a clip");
+    let file = clip.path.strip_prefix("gate/").expect("the camera's folder").to_owned();
+    assert_eq!(clip.url, format!("/api/cameras/gate/clips/{file}"));
+    // Every message of the track names the same clip, the start's included.
+    let start = subscriber
+        .messages(&events)
+        .iter()
+        .filter_map(|m| serde_json::from_slice::<EventMessage>(&m.payload).ok())
+        .find(|e| e.kind == "start" && e.track_id == end.track_id)
+        .expect("the track's start");
+    assert_eq!(start.clip.as_ref(), Some(&clip));
+
+    let entry = complete_clip(&mut daemon, address, "gate", &clip.path);
+    let on_disk = rig.clips().join(&clip.path);
+    let bytes = std::fs::metadata(&on_disk).expect("the clip is in place").len();
+    assert_eq!(entry["bytes"], bytes, "{entry}");
+    let (clip_start, clip_end) =
+        (unix_ms(entry["start"].as_str().expect("start")), unix_ms(entry["end"].as_str().expect("end")));
+    let (first_seen, last_seen) = (unix_ms(&start.first_ts), unix_ms(&end.last_ts));
+    eprintln!(
+        "clip {}: starts {:.0} ms before the first detection, ends {:.0} ms after the last; {bytes} bytes",
+        clip.path,
+        first_seen - clip_start,
+        clip_end - last_seen
+    );
+    assert!(clip_start <= first_seen, "the clip starts before the object was detected: {entry}");
+    assert!(
+        clip_start >= first_seen - PRE_S * 1000.0 - GOP_MS - FRAME_MS,
+        "at most pre_s + one GOP before the first detection: {entry}"
+    );
+    assert!(clip_end >= last_seen + POST_S * 1000.0 - FRAME_MS, "it lasts through post_s after the end: {entry}");
+
+    let (duration, frames) = probe(&on_disk);
+    assert!(
+        frames.first().is_some_and(|(key, at)| *key && *at == 0.0),
+        "the first frame is a keyframe at 0: {frames:?}"
+    );
+    assert!(
+        (duration * 1000.0 - (clip_end - clip_start)).abs() <= 2.0 * FRAME_MS,
+        "ffprobe's duration {duration} s against the index's {} ms",
+        clip_end - clip_start
+    );
+    decodes_cleanly(&on_disk);
+
+    // Served whole and by range, as a browser seeks.
+    let whole = request(address, "GET", &clip.url, &[], &[]);
+    assert_eq!((whole.status, whole.header("content-type")), (200, Some("video/mp4")));
+    assert_eq!(whole.body, std::fs::read(&on_disk).expect("read the clip"));
+    let part = request(address, "GET", &clip.url, &[("Range", "bytes=100-199")], &[]);
+    assert_eq!(part.status, 206);
+    assert_eq!(part.header("content-range"), Some(format!("bytes 100-199/{bytes}").as_str()));
+    assert_eq!(part.body, whole.body[100..200]);
+    assert_eq!(request(address, "GET", &clip.url, &[("Range", &format!("bytes={bytes}-"))], &[]).status, 416);
+    assert_eq!(request(address, "GET", "/api/cameras/gate/clips/nothing.mp4", &[], &[]).status, 404);
+    assert_eq!(request(address, "GET", "/api/cameras/gate/clips/..%2Fconfig.toml", &[], &[]).status, 404);
+
+    #[cfg(target_arch = "x86_64")]
+    plays_in_chromium(&mut daemon, address, &clip.url, rig.dir.path());
+
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+}
+
+/// Headless Chromium plays the clip from the page: the ended event's play button plays the clip's
+/// URL in the page's player, which gets enough data to play (`readyState` ≥ 3) and whose time
+/// advances.
+#[cfg(target_arch = "x86_64")]
+fn plays_in_chromium(daemon: &mut RunningDaemon, address: SocketAddr, url: &str, dir: &Path) {
+    use crate::browser::{found, wait_for, Driver};
+    if !(found("chromium") && found("chromedriver")) {
+        eprintln!("browser part skipped: no chromium or chromedriver (apt-get install chromium chromium-driver)");
+        return;
+    }
+    let mut driver = Driver::start();
+    driver.new_session(&dir.join("profile"));
+    driver.go(&format!("http://{address}/"));
+    let button = format!("#events button.play[data-clip=\"{url}\"]");
+    wait_for(daemon, &driver, "the event's play button", &format!("return !!document.querySelector('{button}');"));
+    driver.script(&format!("document.querySelector('{button}').click(); return true;"));
+    let video = format!("document.querySelector('#player[src$=\"{url}\"]')");
+    wait_for(
+        daemon,
+        &driver,
+        "the clip playing in the page",
+        &format!("const v = {video}; return !!v && v.readyState >= 3 && v.currentTime > 0.5;"),
+    );
+    let error = driver.script(&format!("const v = {video}; return v.error ? v.error.message : null;"));
+    assert_eq!(error, serde_json::Value::Null);
+}
+
+/// The finished clips (`.mp4`) under `dir/<camera>/` and their bytes.
+fn finished_clips(dir: &Path) -> Vec<(String, u64)> {
+    let mut clips = Vec::new();
+    for camera in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(camera.path()).into_iter().flatten().flatten() {
+            let name = file.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".mp4") {
+                let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+                clips.push((format!("{}/{name}", camera.file_name().to_string_lossy()), bytes));
+            }
+        }
+    }
+    clips.sort();
+    clips
+}
+
+/// The API's clips of `camera`, by path.
+fn api_clips(address: SocketAddr, camera: &str) -> Vec<serde_json::Value> {
+    let answer = request(address, "GET", &format!("/api/cameras/{camera}/clips?limit=1000"), &[], &[]);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    answer.json()["clips"].as_array().cloned().unwrap_or_default()
+}
+
+/// The recorder's figures in `/api/status`.
+fn record_status(address: SocketAddr) -> serde_json::Value {
+    request(address, "GET", "/api/status", &[], &[]).json()["telemetry"]["record"].clone()
+}
+
+#[test]
+fn a_clip_cut_by_kill_9_plays_up_to_the_cut_after_a_restart_and_the_index_agrees_with_the_directory() {
+    let python = match tools() {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let rig = Rig::start(python, "e2e-clips-kill");
+    // A long post-roll: the clip is still recording when the daemon is killed.
+    let config =
+        rig.config(&rig.server.url()).set("record", "post_s", "120.0").write(&rig.dir.path().join("config.toml"));
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = page_address(&mut daemon);
+    let mut recording = serde_json::Value::Null;
+    daemon.wait_until("a clip with a few seconds recorded", || {
+        recording = api_clips(address, "gate").into_iter().find(|c| c["recording"] == true).unwrap_or_default();
+        recording["bytes"].as_u64().is_some_and(|bytes| bytes > 120_000)
+    });
+    daemon.signal(libc::SIGKILL);
+    daemon.wait_exit();
+    let path = recording["path"].as_str().expect("a path").to_owned();
+    let part = rig.clips().join(format!("{path}.part"));
+    let cut = std::fs::metadata(&part).unwrap_or_else(|e| panic!("{} after kill -9: {e}", part.display())).len();
+
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = page_address(&mut daemon);
+    let log = daemon.log_handle();
+    daemon.wait_until("the recovery in the log", || log.text().contains("was cut short; recovered"));
+    let entry = api_clips(address, "gate")
+        .into_iter()
+        .find(|c| c["path"] == path.as_str())
+        .expect("the clip cut short is indexed");
+    assert_eq!((&entry["recording"], &entry["recovered"]), (&false.into(), &true.into()), "{entry}");
+    let file = rig.clips().join(&path);
+    let bytes = std::fs::metadata(&file).expect("recovered in place").len();
+    assert_eq!(entry["bytes"], bytes);
+    assert!(bytes <= cut + 1024 && bytes > cut / 2, "cut at its last whole fragment: {cut} -> {bytes} bytes");
+    assert!(!part.exists(), "no .part is left");
+    let (duration, frames) = probe(&file);
+    let indexed = unix_ms(entry["end"].as_str().expect("end")) - unix_ms(entry["start"].as_str().expect("start"));
+    eprintln!("cut at {cut} bytes; recovered {bytes} bytes, {duration:.2} s (index: {indexed:.0} ms)");
+    assert!(duration > 2.0 && frames.first().is_some_and(|(key, _)| *key), "{duration} s, {frames:?}");
+    assert!((duration * 1000.0 - indexed).abs() <= 2.0 * FRAME_MS, "{duration} s against {indexed} ms");
+    decodes_cleanly(&file);
+
+    // The index is the directory: every clip in it is listed with its bytes (one that finished
+    // between the listing and the look at the directory is listed as recording), every finished
+    // clip listed is there, and every clip listed as recording has its .part file.
+    let listed = api_clips(address, "gate");
+    for (path, bytes) in finished_clips(&rig.clips()) {
+        let entry = listed.iter().find(|c| c["path"] == path.as_str());
+        let entry = entry.unwrap_or_else(|| panic!("{path} is in the directory, not in the index: {listed:?}"));
+        if entry["recording"] == false {
+            assert_eq!(entry["bytes"], bytes, "{path}");
+        }
+    }
+    for clip in &listed {
+        let path = rig.clips().join(clip["path"].as_str().unwrap_or_default());
+        if clip["recording"] == true {
+            assert!(path.with_extension("mp4.part").exists(), "{clip}: its .part file");
+        } else {
+            assert_eq!(std::fs::metadata(&path).map(|m| m.len()).ok(), clip["bytes"].as_u64(), "{clip}");
+        }
+    }
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+}
+
+#[test]
+fn a_tiny_max_gib_keeps_the_clip_directory_under_it() {
+    let python = match tools() {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    // A person every 4 s for a second: a clip of a few seconds every 4 s.
+    let server = RtspServer::scene(python, Codec::H264, &format!("{}:1:1:4", sample("person.jpg").display()));
+    let rig = Rig {
+        server,
+        broker: Broker::start(),
+        dir: tempfile::tempdir().expect("tempdir"),
+        prefix: "e2e-clips-budget".into(),
+    };
+    let max_bytes: u64 = 400 * 1024;
+    let config = rig
+        .config(&rig.server.url())
+        .set("record", "pre_s", "1.0")
+        .set("record", "post_s", "1.0")
+        .set("record", "max_gib", &format!("{:?}", max_bytes as f64 / f64::from(1u32 << 30)))
+        .write(&rig.dir.path().join("config.toml"));
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = page_address(&mut daemon);
+    let mut kept = Vec::new();
+    daemon.wait_until("retention to remove clips and keep the directory under max_gib", || {
+        kept = finished_clips(&rig.clips());
+        let total: u64 = kept.iter().map(|(_, bytes)| bytes).sum();
+        record_status(address)["removed"].as_u64().is_some_and(|removed| removed >= 2) && total <= max_bytes
+    });
+    let status = record_status(address);
+    eprintln!("kept {kept:?}; {status}");
+    assert!(!kept.is_empty(), "the newest clips stay");
+    assert_eq!(status["max_bytes"], max_bytes, "{status}");
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+}
+
+/// A small tmpfs mounted for the test (root only); unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, kib: u32) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).ok()?;
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .is_ok_and(|output| output.status.success());
+        mounted.then(|| Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).output();
+    }
+}
+
+#[test]
+fn a_full_disk_pauses_recording_and_says_so_while_detections_go_on() {
+    let python = match tools() {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let rig = Rig::start(python, "e2e-clips-full");
+    // A tmpfs with room for one clip: the second fills it. Without the right to mount one, the
+    // free-space watch is what pauses: record.min_free_mib above what any disk has.
+    let tmpfs = Tmpfs::mount(&rig.clips(), 400);
+    let config = rig.config(&rig.server.url());
+    let config = match &tmpfs {
+        Some(_) => config,
+        None => {
+            eprintln!("cannot mount a tmpfs here (not root?): the disk counts as full through record.min_free_mib");
+            config.set("record", "min_free_mib", "1048576")
+        }
+    }
+    .write(&rig.dir.path().join("config.toml"));
+    let subscriber = Subscriber::connect(&rig.broker, "e2e-clips-full-sub", &[&format!("{}/#", rig.prefix)]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = page_address(&mut daemon);
+    let telemetry = format!("{}/telemetry", rig.prefix);
+    let paused = |messages: &[crate::broker::Received]| {
+        messages.iter().any(|m| {
+            let report: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+            report["record"]["paused"] == true
+        })
+    };
+    daemon.wait_for_messages(&subscriber, &telemetry, "telemetry saying recording is paused", paused);
+    let status = record_status(address);
+    let reason = status["paused_reason"].as_str().unwrap_or_default().to_owned();
+    assert!(reason.contains("full") || reason.contains("free"), "{status}");
+    assert!(daemon.log().contains("recording paused"), "the log says so:\n{}", daemon.log());
+    let metrics = request(address, "GET", "/metrics", &[], &[]).text();
+    let paused_metric = metrics.lines().find(|line| line.starts_with("jetson_detectd_record_paused"));
+    assert!(paused_metric.is_some_and(|line| line.ends_with(" 1.0") || line.ends_with(" 1")), "{metrics}");
+    let detections = format!("{}/gate/detections", rig.prefix);
+    let before = subscriber.messages(&detections).len();
+    daemon.wait_for_messages(&subscriber, &detections, "detections while recording is paused", |m| {
+        m.len() >= before + 10
+    });
+    assert!(daemon.is_running());
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+    drop(tmpfs);
+}
+
+#[test]
+fn a_raw_camera_is_refused_at_check_config_without_an_encoder_and_recorded_with_x264_with_one() {
+    if !Command::new("gst-inspect-1.0").arg("x264enc").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: no x264enc (apt-get install gstreamer1.0-plugins-ugly)");
+        return;
+    }
+    if !Command::new("ffprobe").arg("-version").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: no ffprobe (apt-get install ffmpeg)");
+        return;
+    }
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clips = dir.path().join("clips");
+    let config = |kind: &str| {
+        TestConfig::new(broker.port(), "e2e-clips-raw")
+            .set("http", "listen", "\"127.0.0.1:0\"")
+            .set("record", "enabled", "true")
+            .set("record", "dir", &toml_string(&clips.display().to_string()))
+            .set("record", "min_free_mib", "0")
+            .set("record.encoder", "kind", &toml_string(kind))
+            .set("record.encoder", "max_width", "320")
+            .camera("door", 5.0, &sample_source("person.jpg", "loop"))
+            .write(&dir.path().join(format!("{kind}.toml")))
+    };
+    let refused = daemon_command().args(["check-config", "--config"]).arg(config("none")).output().expect("run");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("door") && stderr.contains("record.encoder.kind"), "{stderr}");
+
+    let software = config("software");
+    let checked = daemon_command().args(["check-config", "--config"]).arg(&software).output().expect("run");
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    let mut daemon = RunningDaemon::start(&software, &[]);
+    let address = page_address(&mut daemon);
+    daemon.wait_until("a clip of the raw camera with video in it", || {
+        api_clips(address, "door").iter().any(|c| c["bytes"].as_u64().is_some_and(|bytes| bytes > 20_000))
+    });
+    // Shutdown ends the person's event: its clip is finished with the post-roll cut short.
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+    let clips = finished_clips(&clips);
+    let (path, _) = clips.first().expect("the clip in place");
+    let file = dir.path().join("clips").join(path);
+    let output = Command::new("ffprobe")
+        .args(["-v", "error", "-of", "json", "-show_entries", "stream=codec_name,width"])
+        .arg(&file)
+        .output()
+        .expect("run ffprobe");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("ffprobe's JSON");
+    assert_eq!(
+        (&json["streams"][0]["codec_name"], &json["streams"][0]["width"]),
+        (&"h264".into(), &320.into()),
+        "{json}"
+    );
+    decodes_cleanly(&file);
+}
