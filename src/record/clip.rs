@@ -229,7 +229,11 @@ impl ClipWriter {
         let folder = root.join(camera);
         std::fs::create_dir_all(&folder).map_err(io(&folder))?;
         let mut file = OpenOptions::new().write(true).create_new(true).open(&part).map_err(io(&part))?;
-        file.write_all(&header).and_then(|()| file.sync_data()).map_err(io(&part))?;
+        if let Err(source) = file.write_all(&header).and_then(|()| file.sync_data()) {
+            // A header cut short (a full disk) is no clip: nothing of it would play.
+            let _ = std::fs::remove_file(&part);
+            return Err(ClipError::Io { path: part, source });
+        }
         sync_dir(&folder).map_err(io(&folder))?;
         Ok(ClipWriter {
             root: root.to_path_buf(),

@@ -52,6 +52,8 @@ const RETENTION_PERIOD: Duration = Duration::from_secs(60);
 /// Free space needed beyond `min_free_mib` before a paused recorder resumes, so that it does not
 /// pause and resume with every clip.
 const RESUME_MARGIN: u64 = 32 << 20;
+/// Longest wait at shutdown for the cameras' recorder threads to write what their queues hold.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -341,11 +343,20 @@ impl Recorder {
         }
     }
 
-    /// Finishes every clip being written and stops the threads (after the cameras stopped).
+    /// Finishes every clip being written and stops the threads (after the cameras stopped: a
+    /// camera's thread first writes what its queue still holds, for at most [`STOP_GRACE`]).
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
         for entry in &self.cameras {
             lock(&entry.tap).take();
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        let finished =
+            || self.cameras.iter().all(|entry| lock(&entry.thread).as_ref().is_none_or(JoinHandle::is_finished));
+        while !finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        for entry in &self.cameras {
             if let Some(thread) = lock(&entry.thread).take() {
                 if thread.join().is_err() {
                     log::error!("camera {}: its recorder thread panicked", entry.name);
