@@ -6,7 +6,8 @@
 //!    for the whole stream: NAL units rewritten, fragments written and synced), as CPU time per
 //!    second of video, i.e. the share of one core at 30 frames/s.
 //! 2. Memory, 4 cameras: the pre-roll of 4 recorder threads fed the stream in real time
-//!    (`pre_s` = 5), against bitrate × span + one GOP, and the process's RSS before and after.
+//!    (`pre_s` = 5), as their own counters say, against bitrate × span + one GOP. (This process's
+//!    RSS cannot show it: the allocator reuses what building the stream freed.)
 //! 3. The software encoder (x264 on one thread, `superfast`) per 1080p frame, encoding at 1280 wide
 //!    (the default `max_width`) and at 1920: CPU time of the whole process per frame.
 //!
@@ -57,15 +58,6 @@ fn process_cpu_time() -> Duration {
         .map(|f| f.parse().unwrap_or(0))
         .collect();
     Duration::from_millis(fields.iter().sum::<u64>() * 10)
-}
-
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
 }
 
 /// A pipeline's appsink samples, pulled to the end of the stream.
@@ -163,16 +155,22 @@ fn passthrough(units: &[AccessUnit], dir: &std::path::Path) {
     let (tap, commands, stats, thread) = recorder("pass", dir, &stop);
     let first = units[0].captured_at;
     commands.send(Command::Start { name: clip_name("pass", first, 1), track: 1, from: UNIX_EPOCH }).expect("command");
-    let mut tap_cpu = Duration::ZERO;
+    // Ten times real time: the recorder's queue never fills. The pacing's own CPU time (the
+    // sleeps) is measured apart and taken off.
+    let pause = Duration::from_micros(1_000_000 / FPS / 10);
+    let pacing = {
+        let started = thread_cpu_time();
+        units.iter().for_each(|_| std::thread::sleep(pause));
+        thread_cpu_time() - started
+    };
+    let started = thread_cpu_time();
     for unit in units {
         // The probe's work: the access unit's bytes copied out of the buffer, handed over.
-        let started = thread_cpu_time();
         let copy = AccessUnit { data: Arc::from(&unit.data[..]), ..unit.clone() };
         tap.offer_unit(copy);
-        tap_cpu += thread_cpu_time() - started;
-        // Ten times real time: the recorder's queue never fills.
-        std::thread::sleep(Duration::from_micros(1_000_000 / FPS / 10));
+        std::thread::sleep(pause);
     }
+    let tap_cpu = (thread_cpu_time() - started).saturating_sub(pacing);
     drop(tap);
     let recorder_cpu = thread.join().expect("the recorder thread");
     let seconds = units.len() as f64 / FPS as f64;
@@ -195,7 +193,6 @@ fn passthrough(units: &[AccessUnit], dir: &std::path::Path) {
 
 fn memory(units: &[AccessUnit], dir: &std::path::Path, seconds: u64) {
     let stop = Arc::new(AtomicBool::new(false));
-    let before = rss_kib();
     let cameras: Vec<_> = (0..4).map(|n| recorder(&format!("cam{n}"), dir, &stop)).collect();
     let started = Instant::now();
     let start = SystemTime::now();
@@ -219,20 +216,16 @@ fn memory(units: &[AccessUnit], dir: &std::path::Path, seconds: u64) {
     }
     std::thread::sleep(Duration::from_millis(300));
     let preroll: u64 = cameras.iter().map(|(_, _, stats, _)| stats.preroll_bytes.load(Ordering::Relaxed)).sum();
-    let after = rss_kib();
     let gop: u64 = units.iter().take(FPS as usize).map(|u| u.data.len() as u64).sum();
     let per_second: u64 = units.iter().map(|u| u.data.len() as u64).sum::<u64>() / STREAM_SECONDS;
     let span = PRE_S + EVENT_LAG.as_secs();
     println!(
         "4 cameras, pre_s = {PRE_S} (+ {} s of event lag) in real time for {seconds} s: pre-roll {:.1} MiB in all, \
-         {:.2} MiB a camera (bitrate x {span} s + one GOP = {:.2} MiB); process RSS {:.1} -> {:.1} MiB (+{:.1} MiB)",
+         {:.2} MiB a camera (bitrate x {span} s + one GOP = {:.2} MiB)",
         EVENT_LAG.as_secs(),
         preroll as f64 / 1048576.0,
         preroll as f64 / 4.0 / 1048576.0,
         (per_second * span + gop) as f64 / 1048576.0,
-        before as f64 / 1024.0,
-        after as f64 / 1024.0,
-        after.saturating_sub(before) as f64 / 1024.0,
     );
     stop.store(true, Ordering::SeqCst);
     for (tap, commands, _, thread) in cameras {
