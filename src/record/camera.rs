@@ -114,6 +114,8 @@ pub struct CameraRecordStats {
     /// with, units that could not be read.
     pub preroll_dropped: AtomicU64,
     pub encoder_dropped: AtomicU64,
+    /// Units left out after a drop until the next keyframe (they refer to what was dropped).
+    pub resync_skipped: AtomicU64,
     pub malformed: AtomicU64,
     /// Clips that could not be started or written (the log says why).
     pub failed: AtomicU64,
@@ -169,6 +171,9 @@ pub struct CameraThread {
     sets: ParameterSets,
     writer: Option<ClipWriter>,
     target: Option<Target>,
+    /// The tap's drop count as last seen, and whether units wait for a keyframe after a drop.
+    dropped_seen: u64,
+    resync: bool,
     #[cfg(feature = "gstreamer")]
     encoder: Option<super::encode::Encoder>,
 }
@@ -183,6 +188,8 @@ impl CameraThread {
             sets: ParameterSets::default(),
             writer: None,
             target: None,
+            dropped_seen: 0,
+            resync: false,
             #[cfg(feature = "gstreamer")]
             encoder: None,
         }
@@ -257,6 +264,18 @@ impl CameraThread {
             log::info!("camera {}: its compressed stream is recorded; the encoder stops", self.camera());
         }
         self.context.stats.set_feed(Feed::Passthrough);
+        // A unit dropped on the way (the queue was full) leaves the units after it without their
+        // reference: nothing is kept until the next keyframe, so every clip decodes.
+        let dropped = self.context.stats.tap.dropped.load(Ordering::Relaxed);
+        if dropped != self.dropped_seen {
+            self.dropped_seen = dropped;
+            self.resync = true;
+        }
+        if self.resync && !unit.keyframe {
+            self.context.stats.resync_skipped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.resync = false;
         self.unit(unit);
     }
 
@@ -624,6 +643,24 @@ mod tests {
         assert_eq!(clips[1].end, rig.time(100), "10 s, ended at the keyframe that starts the next one");
         assert_eq!(clips[0].start, rig.time(100));
         assert!(clips[0].recording);
+    }
+
+    #[test]
+    fn after_a_drop_nothing_is_kept_until_the_next_keyframe() {
+        let mut rig = rig();
+        for n in 0..14 {
+            rig.push(n);
+        }
+        rig.thread.command(Command::Start { name: clip_name("gate", rig.time(0), 1), track: 1, from: rig.time(0) });
+        rig.thread.context.stats.tap.dropped.fetch_add(1, Ordering::Relaxed);
+        for n in 15..25 {
+            rig.push(n);
+        }
+        assert_eq!(rig.thread.context.stats.resync_skipped.load(Ordering::Relaxed), 5, "units 15 to 19");
+        rig.thread.command(Command::Until(Some(rig.time(22))));
+        rig.push(25);
+        let entry = rig.index.list(Some("gate"), 1).pop().expect("the clip");
+        assert_eq!((entry.start, entry.end), (rig.time(0), rig.time(25)), "0-13, then 20-24 (the last 0.1 s long)");
     }
 
     #[test]

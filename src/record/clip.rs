@@ -305,8 +305,8 @@ impl ClipWriter {
             }
         }
         self.pending.push(Pending { data, ticks, composition_offset, keyframe });
-        let shown = ticks + u64::from(self.timeline.last_step);
-        self.entry.end = self.entry.end.max(self.entry.start + ticks_duration(shown));
+        // Through this unit, as long as the last step (the duration the sample gets at the end).
+        self.entry.end = self.entry.start + ticks_duration(ticks + u64::from(self.timeline.last_step));
         Ok(())
     }
 

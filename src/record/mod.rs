@@ -325,7 +325,10 @@ impl Recorder {
                     written: load(&stats.clips),
                     written_bytes: load(&stats.bytes),
                     preroll_bytes: load(&stats.preroll_bytes),
-                    dropped: load(&stats.tap.dropped) + load(&stats.preroll_dropped) + load(&stats.encoder_dropped),
+                    dropped: load(&stats.tap.dropped)
+                        + load(&stats.preroll_dropped)
+                        + load(&stats.encoder_dropped)
+                        + load(&stats.resync_skipped),
                     failed: load(&stats.failed) + load(&stats.malformed),
                 };
                 (entry.name.clone(), report)
@@ -425,8 +428,8 @@ pub struct CameraRecordReport {
     pub written_bytes: u64,
     /// Memory the pre-roll holds now.
     pub preroll_bytes: u64,
-    /// Video dropped: the recorder's queue full, the pre-roll over its byte bound, the encoder
-    /// behind.
+    /// Video dropped: the recorder's queue full (and what followed until the next keyframe), the
+    /// pre-roll over its byte bound, the encoder behind.
     pub dropped: u64,
     /// Clips that could not be started or written, and units that could not be read.
     pub failed: u64,
@@ -479,5 +482,47 @@ impl Budget {
         } else if pause.is_paused() && room.available >= self.min_free + RESUME_MARGIN {
             pause.resume(&format!("{} MiB free on the disk of {}", mib(room.available), self.root.display()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+    use crate::config::ConfigOrigin;
+    use crate::track::events::EventKind;
+
+    fn recorder(dir: &Path) -> (Arc<Recorder>, Arc<Controls>) {
+        let text = format!(
+            "[record]\nenabled = true\ndir = {:?}\n[[camera]]\nname = \"gate\"\nsource = {{ kind = \"synthetic\" }}\n",
+            dir.display().to_string()
+        );
+        let config = Config::from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/")).expect("config");
+        let labels = Arc::new(Labels::parse("person\n", Path::new("labels")).expect("labels"));
+        let controls = Arc::new(Controls::new(&config));
+        let recorder = Recorder::start(&config, labels, controls.clone()).expect("start").expect("a camera records");
+        (recorder, controls)
+    }
+
+    fn start(track: u64) -> EventFacts<'static> {
+        let at = UNIX_EPOCH + Duration::from_secs(1_800_000_000 + track * 100);
+        EventFacts { kind: EventKind::Start, track, label: "person", zones: &[], first_seen: at, last_seen: at }
+    }
+
+    #[test]
+    fn an_event_gets_a_clip_with_its_url_only_while_the_camera_can_record_and_is_switched_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (recorder, controls) = recorder(dir.path());
+        assert_eq!(recorder.event("gate", &start(1)), None, "no keyframe in the pre-roll yet");
+        recorder.cameras[0].stats.ready.store(true, Ordering::Relaxed);
+        let clip = recorder.event("gate", &start(2)).expect("a clip");
+        let file = clip.path.strip_prefix("gate/").expect("the camera's folder");
+        assert_eq!(clip.url, format!("/api/cameras/gate/clips/{file}"));
+        assert_eq!(controls.set("gate", Switch::Record, false), Ok(true));
+        assert_eq!(recorder.event("gate", &start(3)), None, "switched off");
+        assert_eq!(recorder.event("side", &start(4)), None, "not a recording camera");
+        recorder.stop();
     }
 }

@@ -97,7 +97,8 @@ impl ClipPlanner {
 
     /// Takes one event; returns the clip (relative path) the event belongs to, if any, and pushes
     /// the recorder's commands to `out`. `can_record`: whether a clip could be written now (not
-    /// paused, a stream is there); an event that would start a clip while it cannot gets none.
+    /// paused, switched on, a stream is there); an event that would start or join a clip while it
+    /// cannot gets none.
     pub fn event(&mut self, event: &EventFacts<'_>, can_record: bool, out: &mut Vec<Command>) -> Option<String> {
         self.expire(event.last_seen);
         let lasted = event.last_seen.duration_since(event.first_seen).unwrap_or_default();
@@ -156,6 +157,11 @@ impl ClipPlanner {
     }
 
     fn trigger(&mut self, track: u64, first_seen: SystemTime, can_record: bool, out: &mut Vec<Command>) {
+        if !can_record {
+            // Neither a new clip nor a longer one: recording is paused or switched off.
+            self.declined.insert(track);
+            return;
+        }
         match self.current.as_mut() {
             Some(current) => {
                 current.open.insert(track);
@@ -165,15 +171,12 @@ impl ClipPlanner {
                 out.push(Command::Join { track });
                 self.clips.insert(track, current.name.clone());
             }
-            None if can_record => {
+            None => {
                 let from = first_seen.checked_sub(self.recording.pre).unwrap_or(first_seen);
                 let name = clip_name(&self.camera, from, track);
                 out.push(Command::Start { name: name.clone(), track, from });
                 self.current = Some(Planned { name: name.clone(), open: BTreeSet::from([track]), until: None });
                 self.clips.insert(track, name);
-            }
-            None => {
-                self.declined.insert(track);
             }
         }
     }
@@ -279,11 +282,16 @@ mod tests {
     }
 
     #[test]
-    fn while_recording_is_impossible_an_event_gets_no_clip() {
+    fn while_recording_is_impossible_an_event_neither_starts_nor_joins_a_clip() {
         let mut planner = ClipPlanner::new("gate", recording(&[], &[], 0));
         let mut out = Vec::new();
         assert_eq!(planner.event(&event(EventKind::Start, 1, "person", &[], 100, 100), false, &mut out), None);
         assert!(out.is_empty());
         assert_eq!(planner.event(&event(EventKind::End, 1, "person", &[], 100, 105), true, &mut out), None);
+        let recording = planner.event(&event(EventKind::Start, 2, "person", &[], 200, 200), true, &mut out);
+        assert!(recording.is_some());
+        out.clear();
+        assert_eq!(planner.event(&event(EventKind::Start, 3, "car", &[], 201, 201), false, &mut out), None);
+        assert!(out.is_empty(), "the clip being written is not extended");
     }
 }
