@@ -194,6 +194,17 @@ impl Config {
         if !(64..=MAX_BITRATE_KBPS).contains(&e.bitrate_kbps) {
             return Err(self.invalid("record.encoder.bitrate_kbps", format!("allowed: 64..={MAX_BITRATE_KBPS}")));
         }
+        if !self.tracking.enabled {
+            if let Some(camera) = self.cameras.iter().find(|camera| self.recording(camera).is_some()) {
+                return Err(self.invalid(
+                    "record.enabled",
+                    format!(
+                        "camera {:?} records clips, which follow tracked events: set [tracking] enabled = true",
+                        camera.name
+                    ),
+                ));
+            }
+        }
         for (i, camera) in self.cameras.iter().enumerate() {
             let Some(own) = &camera.record else { continue };
             let key = |name: &str| format!("camera[{i}].record.{name}");
@@ -296,6 +307,13 @@ mod tests {
             other => panic!("an unknown zone must be refused, got {other:?}"),
         }
         assert!(parse(&format!("{CAMERA}record = {{ pre_s = 99.0 }}\n")).is_err());
+        match parse(&format!("[tracking]\nenabled = false\n[record]\nenabled = true\n{CAMERA}")) {
+            Err(ConfigError::Invalid { key, message, .. }) => {
+                assert_eq!(key, "record.enabled");
+                assert!(message.contains("tracking") && message.contains("gate"), "{message}");
+            }
+            other => panic!("clips without tracking must be refused, got {other:?}"),
+        }
         assert!(parse(&format!("{CAMERA}record = {{ dir = \"/x\" }}\n")).is_err(), "the directory is shared");
     }
 }
