@@ -152,22 +152,37 @@ async function refreshStatus() {
   }
 }
 
-// An `end` event's clip: a button that plays it in the events panel's player (the clip is
-// complete post_s after the end). The player is outside the list, which is rebuilt every refresh.
+// An `end` event's clip: a button that plays it in the events panel's player. The player is
+// outside the list, which is rebuilt every refresh. A clip is complete post_s after its end (409
+// until then): the player tries again every 3 s, a minute at most.
+function playClip(url, tries) {
+  const player = document.getElementById('player');
+  player.dataset.tries = String(tries);
+  player.src = url;
+  player.hidden = false;
+  player.title = '';
+  player.play().catch(() => {});
+}
+
 function clipButton(clip) {
   const button = document.createElement('button');
   button.type = 'button';
   button.className = 'play';
   button.dataset.clip = clip.url;
   button.textContent = '▶ clip';
-  button.addEventListener('click', () => {
-    const player = document.getElementById('player');
-    player.src = clip.url;
-    player.hidden = false;
-    player.play().catch(() => { player.title = 'not ready yet (still recording?)'; });
-  });
+  button.addEventListener('click', () => playClip(clip.url, 0));
   return button;
 }
+
+document.getElementById('player').addEventListener('error', (event) => {
+  const player = event.target;
+  const tries = Number(player.dataset.tries || 0);
+  player.title = 'not ready yet (still recording?)';
+  if (tries < 20) {
+    const url = player.getAttribute('src');
+    setTimeout(() => { if (player.getAttribute('src') === url) playClip(url, tries + 1); }, 3000);
+  }
+});
 
 async function refreshEvents() {
   try {
