@@ -299,10 +299,8 @@ impl CameraThread {
             self.context.stats.malformed.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        if self.sets.update(unit.format.codec, &units) && unit.keyframe && self.writer.is_some() {
-            // New parameter sets: a new sample entry, so a new clip from this keyframe.
-            self.continue_in_new_clip(Some(&unit));
-        }
+        // New parameter sets need a new sample entry: a new clip from their keyframe.
+        let new_sets = self.sets.update(unit.format.codec, &units) && unit.keyframe;
         drop(units);
         self.preroll.push(unit.clone());
         let stats = &self.context.stats;
@@ -320,7 +318,8 @@ impl CameraThread {
             return;
         }
         let too_long = self.writer.as_ref().is_some_and(|writer| writer.duration() >= self.context.recording.max_clip);
-        if too_long && unit.keyframe {
+        if new_sets || too_long && unit.keyframe {
+            // The new clip starts with this unit: it is not written again here.
             self.continue_in_new_clip(Some(&unit));
             return;
         }
@@ -550,6 +549,8 @@ mod tests {
         thread: CameraThread,
         start: SystemTime,
         format: Arc<StreamFormat>,
+        /// The SPS the keyframes carry.
+        sps: Vec<u8>,
         _dir: tempfile::TempDir,
         index: Arc<ClipIndex>,
         pause: Arc<Pause>,
@@ -577,7 +578,8 @@ mod tests {
             nal_length_size: None,
             codec_data: None,
         });
-        Rig { thread: CameraThread::new(context), start: SystemTime::now(), format, _dir: dir, index, pause }
+        let sps = SPS.to_vec();
+        Rig { thread: CameraThread::new(context), start: SystemTime::now(), format, sps, _dir: dir, index, pause }
     }
 
     impl Rig {
@@ -590,7 +592,7 @@ mod tests {
             let key = n.is_multiple_of(10);
             let mut data = Vec::new();
             if key {
-                for set in [&SPS[..], &PPS[..]] {
+                for set in [&self.sps[..], &PPS[..]] {
                     data.extend_from_slice(&[0, 0, 0, 1]);
                     data.extend_from_slice(set);
                 }
@@ -643,6 +645,29 @@ mod tests {
         assert_eq!(clips[1].end, rig.time(100), "10 s, ended at the keyframe that starts the next one");
         assert_eq!(clips[0].start, rig.time(100));
         assert!(clips[0].recording);
+    }
+
+    #[test]
+    fn new_parameter_sets_go_on_in_a_new_clip_that_shows_their_keyframe_once() {
+        let mut rig = rig();
+        rig.push(0);
+        rig.thread.command(Command::Start { name: clip_name("gate", rig.time(0), 1), track: 1, from: rig.time(0) });
+        for n in 1..30 {
+            rig.push(n);
+        }
+        // The camera changes its level: a new SPS with the keyframe at unit 30.
+        rig.sps[3] = 0x1f;
+        for n in 30..45 {
+            rig.push(n);
+        }
+        rig.thread.command(Command::Until(Some(rig.time(44))));
+        rig.push(45);
+        let clips = rig.index.list(Some("gate"), 10);
+        assert_eq!(clips.len(), 2, "{clips:?}");
+        assert_eq!((clips[1].start, clips[1].end), (rig.time(0), rig.time(30)));
+        // Units 30 to 44, each 0.1 s long: a keyframe written twice would make it 0.1 s longer.
+        assert_eq!((clips[0].start, clips[0].end), (rig.time(30), rig.time(45)), "{clips:?}");
+        assert!(!clips[0].recording);
     }
 
     #[test]
