@@ -594,6 +594,44 @@ mod tests {
     }
 
     #[test]
+    fn a_part_file_cut_at_any_byte_is_recovered_to_a_prefix_whose_decode_times_strictly_increase() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = format();
+        let name = clip_name("gate", start(), 3);
+        let mut writer =
+            ClipWriter::create(dir.path(), "gate", &name, 3, &unit(&f, start(), 0), &sets()).expect("create");
+        for n in 0..36 {
+            writer.push(&unit(&f, start(), n)).expect("push");
+        }
+        let part = dir.path().join(format!("{name}{PART_SUFFIX}"));
+        drop(writer);
+        let whole = std::fs::read(&part).expect("the part file");
+        let part_name = part.file_name().and_then(|n| n.to_str()).expect("name").to_owned();
+        let mut recovered_fragments = Vec::new();
+        for cut in 0..=whole.len() {
+            std::fs::write(&part, &whole[..cut]).expect("write the cut file");
+            let Some(entry) = recover(dir.path(), "gate", &part_name).expect("recover") else {
+                assert!(!part.exists(), "cut at {cut}: removed");
+                continue;
+            };
+            let file = std::fs::read(dir.path().join(&entry.path)).expect("recovered in place");
+            std::fs::remove_file(dir.path().join(&entry.path)).expect("remove");
+            let body = &file[..file.len() - TRAILER_BYTES];
+            assert!(whole.starts_with(body), "cut at {cut}: the recovered clip is a prefix of what was written");
+            assert_eq!(entry.bytes, file.len() as u64, "cut at {cut}");
+            let fragments = mp4::sample_times(&file);
+            let sequences: Vec<u32> = fragments.iter().map(|(sequence, _)| *sequence).collect();
+            assert_eq!(sequences, (1..=fragments.len() as u32).collect::<Vec<_>>(), "cut at {cut}: each fragment once");
+            let times: Vec<u64> = fragments.into_iter().flat_map(|(_, times)| times).collect();
+            assert!(times.windows(2).all(|pair| pair[0] < pair[1]), "cut at {cut}: decode times {times:?}");
+            assert_eq!(times.first(), Some(&0), "cut at {cut}");
+            recovered_fragments.push(sequences.len());
+        }
+        assert_eq!(recovered_fragments.iter().max(), Some(&3), "the cut after the last fragment keeps 3");
+        assert!(recovered_fragments.windows(2).all(|pair| pair[0] <= pair[1]), "more bytes, never fewer fragments");
+    }
+
+    #[test]
     fn a_part_file_without_a_whole_fragment_is_removed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();

@@ -455,6 +455,28 @@ fn find_timescale(moov: &[u8]) -> Option<u32> {
     (timescale > 0).then_some(timescale)
 }
 
+/// Each fragment of a clip the recorder wrote (`file`, whole in memory): its sequence number and
+/// the decode time of each of its samples. What tests check a clip's timeline with.
+#[cfg(test)]
+pub fn sample_times(file: &[u8]) -> Vec<(u32, Vec<u64>)> {
+    let fragment = |moof: &[u8]| -> Option<(u32, Vec<u64>)> {
+        let sequence = be32(child(moof, b"mfhd")?, 4)?;
+        let traf = child(moof, b"traf")?;
+        let mut time = be64(child(traf, b"tfdt")?, 4)?;
+        let trun = child(traf, b"trun")?;
+        // The recorder's `trun`: flags, count, data offset, then 16 bytes a sample, duration first.
+        let times = (0..be32(trun, 4)? as usize)
+            .map(|sample| {
+                let at = time;
+                time += u64::from(be32(trun, 12 + 16 * sample)?);
+                Some(at)
+            })
+            .collect::<Option<Vec<u64>>>()?;
+        Some((sequence, times))
+    };
+    children(file).filter(|(kind, _)| kind == b"moof").filter_map(|(_, moof)| fragment(moof)).collect()
+}
+
 /// What one `moof` says of its fragment.
 struct Fragment {
     decode_time: u64,
