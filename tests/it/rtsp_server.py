@@ -7,7 +7,9 @@ or h265 (x265enc). With RTSP_USER and RTSP_PASSWORD in the environment (not on t
 where every process can read it) the stream needs basic authentication. With
 RTSP_SCENE=IMAGE:APPEAR:STAY:PERIOD the stream is a scene instead of the test pattern: a grey
 frame, on which the picture IMAGE (scaled to the frame) appears APPEAR seconds into every PERIOD
-seconds and stays STAY seconds; the scene's clock starts with the first client. Prints "listening"
+seconds and stays STAY seconds; the scene's clock starts with the first client. RTSP_PATTERN picks
+the test pattern (videotestsrc's, default ball) and RTSP_BITRATE_KBPS the H.264/H.265 bitrate
+(x264enc's default otherwise), for benchmarks that need a camera's bitrate. Prints "listening"
 once the port is bound; exits with status 2 when it cannot bind (the port is taken). Runs until
 killed.
 """
@@ -33,11 +35,16 @@ ENCODERS = {
 
 def stream(codec: str, size: str, fps: str, scene: bool) -> str:
     width, height = size.split("x")
-    source = "appsrc name=scene format=time" if scene else "videotestsrc is-live=true pattern=ball"
+    pattern = os.environ.get("RTSP_PATTERN", "ball")
+    source = "appsrc name=scene format=time" if scene else f"videotestsrc is-live=true pattern={pattern}"
+    encoder = ENCODERS[codec]
+    bitrate = os.environ.get("RTSP_BITRATE_KBPS")
+    if bitrate and codec != "mjpeg":
+        encoder = encoder.replace(" key-int-max=10", f" key-int-max=10 bitrate={int(bitrate)}", 1)
     return (
         f"( {source}"
         f" ! video/x-raw,format=I420,width={width},height={height},framerate={fps}/1"
-        f" ! {ENCODERS[codec]} )"
+        f" ! {encoder} )"
     )
 
 
