@@ -107,6 +107,8 @@ def daemon_bench(daemon, config, args, cameras=None, iterations=None):
         out["outside_inference_ms"] = run.get("outside_inference", {}).get("median_ms")
         if "preprocess" in run:
             out["cameras_preprocess_ms"] = run["preprocess"]["median_ms"]
+        if "inference" in run:
+            out["cameras_inference_ms"] = run["inference"]["median_ms"]
     return out
 
 
@@ -222,6 +224,8 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
     for round_index in range(args.rounds):
         for threads in thread_counts:
             for name, daemon in daemons:
+                if args.preprocess_of and name != args.preprocess_of:
+                    continue
                 config = streams_config(work, library, threads=threads, workers=1)
                 report = daemon_bench(daemon, config, args, iterations=args.preprocess_iters)
                 record({"kind": "preprocess", "daemon": name, "threads": threads, "round": round_index, **report})
@@ -252,11 +256,12 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
         alone[threads] = median_of(values)
     print("\nPreprocessing of the 768x576 frame, one worker at cpu_threads = T, median ms (median of the rounds):"
           " alone = nothing else running; in the pipeline = between inferences, and its ratio to alone")
-    print("| T | alone | " + " | ".join(f"{name} in the pipeline" for name in names) + " |")
-    print("|---|---|" + "---|" * len(names))
+    preprocess_names = [args.preprocess_of] if args.preprocess_of else names
+    print("| T | alone | " + " | ".join(f"{name} in the pipeline" for name in preprocess_names) + " |")
+    print("|---|---|" + "---|" * len(preprocess_names))
     for threads in thread_counts:
         cells = []
-        for name in names:
+        for name in preprocess_names:
             value = median_of([r.get("preprocess_ms") for r in runs if r["kind"] == "preprocess"
                                and r["daemon"] == name and r["threads"] == threads])
             ratio = f" ({value / alone[threads]:.2f}x)" if value and alone[threads] else ""
@@ -286,8 +291,9 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
         print(f"| {n} | " + " | ".join(cells) + f" | {best_cell} | " + " | ".join(daemon_cells) + " |")
 
     print("\nbench --cameras N, default settings: workers x threads, preprocessing per frame (median ms, ratio to"
-          " alone at the worker's threads), outside inference per frame (median ms)")
-    print("| N | " + " | ".join(f"{name}: workers x threads, preprocess, outside" for name in names) + " |")
+          " alone at the worker's threads), outside inference per frame (median ms), and inference per frame"
+          " (median ms, where the binary reports it)")
+    print("| N | " + " | ".join(f"{name}: workers x threads, preprocess, outside, inference" for name in names) + " |")
     print("|---|" + "---|" * len(names))
     for n in streams:
         cells = []
@@ -302,7 +308,9 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
             reference = alone.get(shares[0]) if shares else None
             pre_cell = "-" if pre is None else f"{pre:.2f}" + (f" ({pre / reference:.2f}x)" if reference else "")
             outside = median_of([r.get("outside_inference_ms") for r in mine])
-            cells.append(f"{layout}, {pre_cell}, {outside:.2f}" if outside is not None else f"{layout}, {pre_cell}")
+            inference = median_of([r.get("cameras_inference_ms") for r in mine])
+            cell = f"{layout}, {pre_cell}, " + ("-" if outside is None else f"{outside:.2f}")
+            cells.append(cell + ("" if inference is None else f", {inference:.2f}"))
         print(f"| {n} | " + " | ".join(cells) + " |")
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1))
@@ -326,6 +334,9 @@ def main():
                         help="--streams: frames per `bench --cameras N` run, split over the cameras")
     parser.add_argument("--camera-iters-min", type=int, default=60, help="--streams: at least this many per camera")
     parser.add_argument("--preprocess-iters", type=int, default=100, help="--streams: frames per preprocessing run")
+    parser.add_argument("--preprocess-of", metavar="NAME",
+                        help="--streams: measure preprocessing with this --daemon only (builds whose one-worker"
+                             " preprocessing is the same code)")
     parser.add_argument("--json", type=Path, help="--streams: write every run to this file")
     args = parser.parse_args()
     if args.repo:

@@ -47,6 +47,9 @@ pub struct CamerasBench {
     /// Preprocessing per frame (a batch's, for a frame in a batch), the part of
     /// `outside_inference` that runs on the worker's threads.
     pub preprocess: StageSummary,
+    /// Inference per frame (a batch's, for a frame in a batch): the model's run on the worker's
+    /// threads and its outputs' conversion.
+    pub inference: StageSummary,
     /// Inferences by batch size, over the whole run.
     pub batch_sizes: std::collections::BTreeMap<usize, u64>,
     pub memory: crate::backend::MemoryReport,
@@ -54,10 +57,12 @@ pub struct CamerasBench {
 
 /// A camera that shows one decoded image forever: each frame is a copy of it into the slot, the
 /// cost of a camera handing over a frame (no file decoding, which would swamp the numbers). It
-/// hands over its next frame as soon as its previous one has been delivered: so every camera
-/// always has a frame ready for the worker, as a camera faster than the worker has, but neither
-/// spins on copies (an uncapped source would take CPU time from the CPU backend's inference that a
-/// live camera, delivering at its frame rate, does not) nor queues stale frames.
+/// keeps one frame ready beyond the one in the works: frame n + 1 is copied while frame n is in
+/// inference (once frame n − 1 has been delivered), so a worker that delivers frame n finds
+/// n + 1 waiting, as it finds a live camera's newest frame when the camera is faster than the
+/// worker. It neither spins on copies (an uncapped source would take CPU time from the CPU
+/// backend's inference that a live camera, delivering at its frame rate, does not) nor queues
+/// stale frames (never more than one waits).
 struct StillSource {
     frame: Vec<u8>,
     meta: crate::frame::FrameMeta,
@@ -67,18 +72,19 @@ struct StillSource {
 }
 
 /// Per camera: frames delivered, for the sources that wait for their turn, and how long the
-/// source took to copy its last frame. The pipeline's `source` stage cannot tell that copy from the
-/// wait for the turn, which also happens inside the source; one frame per camera is in the works
-/// at a time, so the last copy is the delivered frame's.
+/// source took to copy each frame not yet delivered. The pipeline's `source` stage cannot tell
+/// that copy from the wait for the turn, which also happens inside the source; a camera's frames
+/// are delivered in the order they were copied, so the oldest copy is the delivered frame's.
 struct Turns {
     cameras: std::sync::Mutex<Vec<Turn>>,
     changed: std::sync::Condvar,
 }
 
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct Turn {
     delivered: u64,
-    copy: Duration,
+    /// At most two: the frame in the works and the one ready.
+    copies: std::collections::VecDeque<Duration>,
 }
 
 impl Turns {
@@ -94,7 +100,7 @@ impl Turns {
     fn delivered(&self, camera: usize) -> Duration {
         let copy = self.lock().get_mut(camera).map_or(Duration::ZERO, |turn| {
             turn.delivered += 1;
-            turn.copy
+            turn.copies.pop_front().unwrap_or_default()
         });
         self.changed.notify_all();
         copy
@@ -102,7 +108,7 @@ impl Turns {
 
     fn copied(&self, camera: usize, took: Duration) {
         if let Some(turn) = self.lock().get_mut(camera) {
-            turn.copy = took;
+            turn.copies.push_back(took);
         }
     }
 
@@ -130,8 +136,10 @@ impl crate::source::FrameSource for StillSource {
     }
 
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<crate::source::Capture, crate::source::SourceError> {
+        // One frame in the works and one ready: frame n + 1 waits for frame n − 1's delivery.
         // Bounded, so that the pipeline sees its stop flag when the worker has gone.
-        if !self.turns.wait_for(self.camera, self.handed_over, Duration::from_millis(200)) {
+        let delivered = self.handed_over.saturating_sub(1);
+        if !self.turns.wait_for(self.camera, delivered, Duration::from_millis(200)) {
             return Ok(crate::source::Capture::Retry);
         }
         let copy_started = Instant::now();
@@ -154,6 +162,7 @@ struct Delivered {
     latency: Duration,
     outside_inference: Duration,
     preprocess: Duration,
+    inference: Duration,
 }
 
 /// Counts frames per camera and encodes the message the daemon would publish.
@@ -179,6 +188,7 @@ impl step::FrameSink for BenchSink {
             latency: source + stage(timings.total) + publish,
             outside_inference: source + stage(timings.pre) + stage(timings.post) + publish,
             preprocess: stage(timings.pre),
+            inference: stage(timings.infer),
         };
         lock(&self.delivered).push(delivered);
     }
@@ -344,6 +354,7 @@ fn summarise_cameras(
         latency: summarise(window.iter().map(|d| d.latency).collect()),
         outside_inference: summarise(window.iter().map(|d| d.outside_inference).collect()),
         preprocess: summarise(window.iter().map(|d| d.preprocess).collect()),
+        inference: summarise(window.iter().map(|d| d.inference).collect()),
         batch_sizes: report.batch_sizes,
         memory: report.memory,
     })
