@@ -103,8 +103,9 @@ pub trait Backend: Send + Sync {
     /// Call it on the worker's own thread.
     fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError>;
     /// The state of the scheduler's worker `seat`: on the CPU backend it runs on that worker's
-    /// share of the cores ([`crate::config::CpuBudget`]); other backends make the session of
-    /// [`Backend::new_session`]. Call it on the worker's own thread.
+    /// share of the cores ([`crate::config::CpuBudget`]), and the calling thread is kept to the
+    /// worker's own CPUs; other backends make the session of [`Backend::new_session`]. Call it on
+    /// the worker's own thread.
     fn new_worker_session(&self, _seat: WorkerSeat) -> Result<Box<dyn InferenceSession>, BackendError> {
         self.new_session()
     }

@@ -2,12 +2,15 @@
 //! inference workers, and what each worker does with its share.
 //!
 //! Owns: [`CpuBudget`], the single place that decides how many inference workers run N cameras
-//! (`device.cpu_workers`, else one per camera, at most one per core) and how many threads each
-//! worker has. A worker's threads are all it may keep busy: its engine's intra-op threads (the
-//! worker's own thread among them) and its preprocessing threads, which take turns — the engine's
-//! threads stop spinning when an inference returns, preprocessing runs only between inferences —
-//! so the workers together never ask for more than the budget's cores. Must not: create threads
-//! or know an engine (the CPU backend applies the shares).
+//! (`device.cpu_workers`, else one per camera, at most one per core), how many threads each
+//! worker has, and which CPUs each worker's threads are kept to. A worker's threads are all it may
+//! keep busy: its engine's intra-op threads (the worker's own thread among them) and its
+//! preprocessing threads, which take turns — the engine's threads stop spinning when an inference
+//! returns, preprocessing runs only between inferences — so the workers together never ask for
+//! more than the budget's cores. Several workers each get CPUs of their own (as many as their
+//! threads), so that a worker's threads, woken after every inference and every preprocessing,
+//! never wait for a core another worker's inference holds. Must not: create threads, pin them, or
+//! know an engine (the CPU backend applies the shares).
 //!
 //! Why one session per camera with few threads each, not one pool shared by every worker: a
 //! small detector uses extra threads poorly. ONNX Runtime's own Python API on a 16-core Xeon runs
@@ -63,6 +66,19 @@ impl CpuBudget {
     pub fn shares(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.workers).map(|worker| self.threads_of(worker))
     }
+
+    /// The CPUs worker `worker`'s threads are kept to, out of `allowed` (the CPUs this process may
+    /// use, in order): the next [`threads_of`](Self::threads_of) of them after the earlier
+    /// workers' shares, so no two workers share one. `None` (run anywhere) for a worker alone,
+    /// which has every core anyway, and when the budget does not fit `allowed` (more cores than
+    /// CPUs, or more workers than cores): then shares of CPUs would overlap.
+    pub fn cpus_of(&self, worker: usize, allowed: &[usize]) -> Option<Vec<usize>> {
+        if self.workers < 2 || self.workers > self.cores || self.cores > allowed.len() || worker >= self.workers {
+            return None;
+        }
+        let first: usize = (0..worker).map(|earlier| self.threads_of(earlier)).sum();
+        allowed.get(first..first + self.threads_of(worker)).map(<[usize]>::to_vec)
+    }
 }
 
 #[cfg(test)]
@@ -102,6 +118,26 @@ mod tests {
         let budget = CpuBudget::new(16, 5);
         assert_eq!(budget.shares().collect::<Vec<_>>(), [4, 3, 3, 3, 3]);
         assert_eq!(CpuBudget::new(16, 1).threads_of(0), 16, "one worker alone has every core");
+    }
+
+    #[test]
+    fn several_workers_get_cpus_of_their_own_as_many_as_their_threads() {
+        let allowed: Vec<usize> = (0..16).collect();
+        let budget = CpuBudget::new(16, 5);
+        let cpus: Vec<Vec<usize>> = (0..5).filter_map(|worker| budget.cpus_of(worker, &allowed)).collect();
+        assert_eq!(cpus, [vec![0, 1, 2, 3], vec![4, 5, 6], vec![7, 8, 9], vec![10, 11, 12], vec![13, 14, 15]]);
+        let gaps = [2, 3, 5, 7, 11, 13];
+        assert_eq!(CpuBudget::new(4, 2).cpus_of(1, &gaps), Some(vec![5, 7]), "the allowed CPUs, in order");
+        assert_eq!(CpuBudget::new(4, 4).cpus_of(3, &gaps), Some(vec![7]));
+    }
+
+    #[test]
+    fn a_worker_alone_or_a_budget_that_does_not_fit_the_cpus_runs_anywhere() {
+        let allowed: Vec<usize> = (0..8).collect();
+        assert_eq!(CpuBudget::new(8, 1).cpus_of(0, &allowed), None, "a worker alone has every core");
+        assert_eq!(CpuBudget::new(16, 4).cpus_of(0, &allowed), None, "more cores than CPUs");
+        assert_eq!(CpuBudget::for_cameras(2, NonZeroUsize::new(4), 8).cpus_of(0, &allowed), None, "workers > cores");
+        assert_eq!(CpuBudget::new(8, 2).cpus_of(2, &allowed), None, "no such worker");
     }
 
     #[test]

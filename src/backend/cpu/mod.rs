@@ -8,10 +8,11 @@
 //! symbolic ones such as `batch`, `height` or `floor(height/2 - 1/2) + 1` are pinned by the spec's
 //! shape at run time), preprocessing into each session's reused input tensor on the session's
 //! threads, giving each inference worker its share of the cores as
-//! [`CpuBudget`](crate::config::CpuBudget) decides (`device.cpu_threads`, `device.cpu_workers`),
-//! and the timings. The engines sit below it: [`engine`] (what an engine offers), [`rten`],
-//! [`onnxruntime`]. Must not: decode detections, know about sources, or run a thread beyond the
-//! budget (a worker's engine threads and its preprocessing take turns on its share).
+//! [`CpuBudget`](crate::config::CpuBudget) decides (`device.cpu_threads`, `device.cpu_workers`)
+//! and keeping the worker's threads to the CPUs the budget gives it, and the timings. The engines
+//! sit below it: [`engine`] (what an engine offers), [`rten`], [`onnxruntime`]. Must not: decode
+//! detections, know about sources, or run a thread beyond the budget (a worker's engine threads
+//! and its preprocessing take turns on its share).
 //!
 //! rten computes in f32: a model whose input is f16 gets the preprocessed f16 values widened to
 //! f32, so it sees exactly what the f16 tensor holds. ONNX Runtime takes the f16 tensor as it is.
@@ -278,8 +279,35 @@ impl Backend for CpuBackend {
         self.session_on(self.cores)
     }
 
+    /// The session of worker `seat` on its share of the cores. Called on the worker's own thread,
+    /// which it keeps (with the engine's and preprocessing's threads, created here and inheriting
+    /// the set) to the worker's own CPUs when the budget gives it some.
     fn new_worker_session(&self, seat: WorkerSeat) -> Result<Box<dyn InferenceSession>, BackendError> {
-        self.session_on(CpuBudget::new(self.cores, seat.workers).threads_of(seat.index))
+        let budget = CpuBudget::new(self.cores, seat.workers);
+        keep_to_own_cpus(&budget, seat.index);
+        self.session_on(budget.threads_of(seat.index))
+    }
+}
+
+/// Keeps the calling thread, and every thread it creates from now on, to the CPUs `budget` gives
+/// worker `worker` ([`CpuBudget::cpus_of`]); where it gives none, or the system refuses, the
+/// threads run anywhere (slower with several workers, never wrong: the log says why).
+fn keep_to_own_cpus(budget: &CpuBudget, worker: usize) {
+    let allowed = match crate::sys::affinity::allowed_cpus() {
+        Ok(allowed) => allowed,
+        Err(error) => {
+            log::warn!(
+                "inference worker {worker}: cannot read the CPUs it may use ({error}); its threads run anywhere"
+            );
+            return;
+        }
+    };
+    let Some(cpus) = budget.cpus_of(worker, &allowed) else { return };
+    match crate::sys::affinity::keep_current_thread_to(&cpus) {
+        Ok(()) => log::debug!("inference worker {worker}: threads kept to CPUs {cpus:?}"),
+        Err(error) => log::warn!(
+            "inference worker {worker}: cannot keep its threads to CPUs {cpus:?} ({error}); they run anywhere"
+        ),
     }
 }
 
@@ -400,6 +428,23 @@ mod tests {
                 assert!(best_dog > 0.9, "{} worker {}: best dog score {best_dog}", engine.engine(), seat.index);
             }
         }
+    }
+
+    #[test]
+    fn a_worker_of_several_keeps_its_thread_to_its_own_cpus_and_a_worker_alone_runs_anywhere() {
+        let engine = EngineChoice::rten("test");
+        std::thread::spawn(move || {
+            let allowed = crate::sys::affinity::allowed_cpus().expect("sched_getaffinity");
+            let backend = open(&engine, &model_path(), ssd_spec(), Some("image"), allowed.len()).expect("load");
+            backend.new_session().expect("a worker alone");
+            assert_eq!(crate::sys::affinity::allowed_cpus().expect("after"), allowed, "alone: every CPU");
+            let seat = WorkerSeat { index: 1, workers: 2 };
+            backend.new_worker_session(seat).expect("worker 1 of 2");
+            let expected = CpuBudget::new(allowed.len(), 2).cpus_of(1, &allowed).unwrap_or(allowed);
+            assert_eq!(crate::sys::affinity::allowed_cpus().expect("kept"), expected);
+        })
+        .join()
+        .expect("the worker thread");
     }
 
     /// Just enough of the ONNX protobuf encoding to build test models by hand.

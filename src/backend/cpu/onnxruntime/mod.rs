@@ -48,7 +48,9 @@ pub struct OrtEngine {
     model_path: PathBuf,
     env: Environment,
     /// The session made at load (to read the model's inputs) and its threads, handed to the first
-    /// worker that asks for that many.
+    /// worker that asks for that many: a worker alone, which has every core and is kept to no
+    /// CPUs, so that the session's threads (created on the loading thread) run where its own
+    /// would.
     spare: Mutex<Option<(Session, usize)>>,
     inputs: Vec<ModelInput>,
     outputs: Vec<String>,
