@@ -413,6 +413,17 @@ impl Subscriber {
         }
     }
 
+    /// Publishes `payload` on `topic` (QoS 1, not retained) and waits until it comes back: every
+    /// message the broker had for this subscriber on `topic` before, a retained one included, came
+    /// first (a broker keeps one topic's messages in order). Returns what came before it.
+    pub fn barrier(&self, topic: &str, payload: &[u8]) -> Vec<Received> {
+        let seen = self.messages(topic).len();
+        self.client.publish(topic, QoS::AtLeastOnce, false, payload.to_vec()).expect("publish the barrier");
+        let messages = self.wait_for_payload_after(topic, seen, payload);
+        let at = messages.iter().skip(seen).position(|m| m.payload == payload).unwrap_or_default();
+        messages[..seen + at].to_vec()
+    }
+
     /// Waits until the newest message on `topic` is `payload`.
     pub fn wait_for_payload(&self, topic: &str, payload: &[u8]) -> Vec<Received> {
         let what = format!("latest payload {:?}", String::from_utf8_lossy(payload));
