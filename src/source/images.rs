@@ -12,7 +12,7 @@
 //! decoded images (memory stays bounded by the slots).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use super::image_decode::{self, Decoded, ImageDecodeError};
 use super::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog, SourceStatus, INITIAL_BACKOFF};
@@ -217,13 +217,7 @@ impl FrameSource for ImagesSource {
                 Ok(Capture::TruncatedFrame)
             }
             Err(reason) => {
-                if let Some(suppressed) = self.skip_log.admit(Instant::now()) {
-                    log::warn!(
-                        "{}: skipping {}: {reason} ({suppressed} more skipped since the last report)",
-                        self.describe(),
-                        path.display()
-                    );
-                }
+                self.skip_log.skipped(&self.describe(), &path.display().to_string(), &reason.to_string());
                 match reason {
                     ImageDecodeError::OverLimit(_) => Ok(Capture::OverLimit),
                     ImageDecodeError::Invalid(_) | ImageDecodeError::Slot(_) => Ok(Capture::Retry),

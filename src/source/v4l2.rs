@@ -820,21 +820,11 @@ impl FrameSource for V4l2Source {
                 Ok(Capture::TruncatedFrame)
             }
             Step::Corrupt(message) => {
-                if let Some(suppressed) = self.corrupt_log.admit(Instant::now()) {
-                    log::warn!(
-                        "{}: skipped a corrupt frame ({message}); {suppressed} more since the last report",
-                        self.description
-                    );
-                }
+                self.corrupt_log.skipped(&self.description, "a corrupt frame", &message);
                 Ok(Capture::Retry)
             }
             Step::OverLimit(message) => {
-                if let Some(suppressed) = self.corrupt_log.admit(Instant::now()) {
-                    log::warn!(
-                        "{}: skipped a frame over the limits ({message}); {suppressed} more skipped since the last report",
-                        self.description
-                    );
-                }
+                self.corrupt_log.skipped(&self.description, "a frame over the limits", &message);
                 Ok(Capture::OverLimit)
             }
             Step::Nothing => Ok(Capture::Retry),
