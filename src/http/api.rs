@@ -8,7 +8,7 @@
 //! loop before the answer; a control change (checked, set on the shared `Controls`, which the
 //! daemon's loop applies, saves and announces). Must not: hold a view lock across an await, render
 //! a picture itself ([`super::picture`] does, once per frame), or touch a file (the daemon's loop
-//! writes the zones file; the clips are [`super::clips`]').
+//! writes the zones file; [`super::clips`] serves the clips).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -122,6 +122,8 @@ impl Broker {
 
     /// Stops the broker and starts it again on the same port without what it had persisted: every
     /// retained message and session is gone, as after a restart of a broker without persistence.
+    /// (Only the Home Assistant test, x86_64 only, needs it.)
+    #[cfg(target_arch = "x86_64")]
     pub fn restart_forgetting(&mut self) {
         self.stop();
         let _ = fs::remove_file(self.dir.path().join("mosquitto.db"));
