@@ -32,11 +32,7 @@ pub fn load_backend_noting_fallback(
     progress: impl FnMut(BuildProgress),
 ) -> Result<Loaded, BackendError> {
     check_model_files(model)?;
-    let may_fall_back = match device.backend {
-        BackendChoice::Cpu => return Ok((load_cpu(model, device)?, None)),
-        BackendChoice::Auto => true,
-        BackendChoice::Tensorrt => device.fallback == Fallback::Cpu,
-    };
+    let Some(may_fall_back) = tensorrt_first(device) else { return Ok((load_cpu(model, device)?, None)) };
     match load_tensorrt(model, device, progress) {
         Ok(backend) => Ok((backend, None)),
         Err(BackendError::Unavailable(_, reason)) if may_fall_back => {
@@ -62,17 +58,23 @@ pub type Loaded = (Arc<dyn Backend>, Option<String>);
 /// and `build-engine` check the model then). Fails where `load_backend` would fail first.
 pub fn load_backend_for_check(model: &ModelSpec, device: &DeviceSpec) -> Result<Option<Loaded>, BackendError> {
     check_model_files(model)?;
-    let may_fall_back = match device.backend {
-        BackendChoice::Cpu => return Ok(Some((load_cpu(model, device)?, None))),
-        BackendChoice::Auto => true,
-        BackendChoice::Tensorrt => device.fallback == Fallback::Cpu,
-    };
+    let Some(may_fall_back) = tensorrt_first(device) else { return Ok(Some((load_cpu(model, device)?, None))) };
     match tensorrt_device(device) {
         Ok(()) => Ok(None),
         Err(BackendError::Unavailable(_, reason)) if may_fall_back => {
             Ok(Some((load_cpu(model, device)?, Some(reason))))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Whether `device` asks for TensorRT first, and then whether it may fall back to the CPU (`auto`,
+/// or `tensorrt` with `fallback = "cpu"`); `None` for the CPU alone.
+fn tensorrt_first(device: &DeviceSpec) -> Option<bool> {
+    match device.backend {
+        BackendChoice::Cpu => None,
+        BackendChoice::Auto => Some(true),
+        BackendChoice::Tensorrt => Some(device.fallback == Fallback::Cpu),
     }
 }
 

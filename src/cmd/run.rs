@@ -436,7 +436,7 @@ async fn serve(
                     params = reloaded;
                 }
             }
-            Some(change) = changes_rx.recv() => apply_zones(change, &sink, &live),
+            Some(change) = changes_rx.recv() => save_and_apply_zones(change, &config.http.zones_file, &sink, &live).await,
             Ok(()) = controls_changes.changed() => {
                 controls_changes.mark_unchanged();
                 let change = ControlsChange { controls: &controls, file: &config.controls.file, params: &params };
@@ -464,6 +464,8 @@ async fn serve(
         }
     }
 
+    // A zone change that comes from now on (or waits unread) is answered 503 and saved nowhere.
+    drop(changes_rx);
     let _ = notifier.stopping();
     if let Some(http) = http {
         http.stop().await;
@@ -501,23 +503,26 @@ async fn join_all(pipelines: Vec<CameraPipeline>, scheduler: Arc<Scheduler>) -> 
     .flatten()
 }
 
-/// Zones and lines saved from the page (parsed and already in the zones file): applied to the
-/// camera's tracking like a SIGHUP reload (live tracks continue), then answered.
-fn apply_zones(change: ZonesChange, sink: &PublishSink, live: &LiveView) {
+/// Zones and lines from the page (parsed and checked): saved to the zones file, then applied to the
+/// camera's tracking like a SIGHUP reload (live tracks continue), then answered. A change that
+/// cannot be saved is not applied.
+async fn save_and_apply_zones(change: ZonesChange, zones_file: &Path, sink: &PublishSink, live: &LiveView) {
     let ZonesChange { scene, tracked, applied } = change;
-    let result = (|| {
-        let mut config = (*live.config()).clone();
-        let index = config
-            .cameras
-            .iter()
-            .position(|camera| camera.name == scene.name)
-            .ok_or_else(|| format!("no camera named {:?}", scene.name))?;
-        config.cameras[index].zones = scene.zones;
-        config.cameras[index].lines = scene.lines;
-        sink.apply_scene(&config, &scene.name, tracked);
-        Ok(())
-    })();
-    // The requester may have gone (its connection closed); the change is applied either way.
+    let mut config = (*live.config()).clone();
+    let result = match config.cameras.iter_mut().find(|camera| camera.name == scene.name) {
+        None => Err(format!("no camera named {:?}", scene.name)),
+        Some(camera) => {
+            camera.zones.clone_from(&scene.zones);
+            camera.lines.clone_from(&scene.lines);
+            let (path, name) = (zones_file.to_path_buf(), scene.name.clone());
+            let saved = tokio::task::spawn_blocking(move || ZonesFile::update(&path, |file| file.set(scene)).map(drop))
+                .await
+                .map_err(|e| format!("save task failed: {e}"))
+                .and_then(|saved| saved.map_err(|e| e.to_string()));
+            saved.map(|()| sink.apply_scene(&config, &name, tracked))
+        }
+    };
+    // The requester may have gone (its connection closed); the change is saved and applied either way.
     let _ = applied.send(result);
 }
 

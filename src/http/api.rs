@@ -3,11 +3,12 @@
 //!
 //! Owns: each route's answer and error codes (404 for an unknown camera, 400 naming the field of a
 //! bad zone body, 503 while a camera has no frame yet or the watchdog sees a stall), and the zone
-//! save: parsed by the one zone parser (`config::scene`, labels against the label file) into the
-//! tracking scene, written to the zones file, then applied by the daemon's loop before the answer;
-//! a control change (checked, set on the shared `Controls`, which the daemon's loop applies, saves
-//! and announces). Must not: hold a view lock across an await, render a picture itself
-//! ([`super::picture`] does, once per frame), or read any file but the zones file.
+//! change: parsed by the one zone parser (`config::scene`, labels against the label file) into the
+//! tracking scene, one change at a time, then saved to the zones file and applied by the daemon's
+//! loop before the answer; a control change (checked, set on the shared `Controls`, which the
+//! daemon's loop applies, saves and announces). Must not: hold a view lock across an await, render
+//! a picture itself ([`super::picture`] does, once per frame), or touch a file (the daemon's loop
+//! writes the zones file; [`super::clips`] serves the clips).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,7 +24,7 @@ use tokio::sync::oneshot;
 use super::exposition::Format;
 use super::picture::Overlay;
 use super::{HttpState, ZonesChange};
-use crate::config::zones_file::{CameraScene, ZonesFile};
+use crate::config::zones_file::CameraScene;
 use crate::config::{parse_scene as parse_zones_and_lines, LineConfig, ZoneConfig};
 use crate::controls::{ControlError, Switch};
 use crate::publish::events::EventMessage;
@@ -223,9 +224,14 @@ pub async fn zones(State(state): State<HttpState>, Path(name): Path<String>) -> 
     }
 }
 
-/// `PUT /api/cameras/{name}/zones`: replaces the camera's zones and lines, saves them to the zones
-/// file and applies them (live tracks continue, as with SIGHUP). Answers the zones as applied.
+/// `PUT /api/cameras/{name}/zones`: replaces the camera's zones and lines; the daemon's loop saves
+/// them to the zones file and applies them (live tracks continue, as with SIGHUP). Answers the
+/// zones as applied.
 pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>, body: Bytes) -> Response {
+    // One change at a time, from reading the running zones to their being applied: a change merges
+    // into, and is checked against, what the one before left (two at once each kept the other's
+    // camera as it was before both, and the second undid the first).
+    let _saving = state.saving.lock().await;
     // The running config names the running cameras (a SIGHUP keeps them): the change is checked
     // against what runs before anything is written, so a refused write changes nothing.
     let config = state.view.config();
@@ -238,28 +244,15 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
         Ok(parsed) => parsed,
         Err((field, message)) => return error(StatusCode::BAD_REQUEST, message, Some(field)),
     };
-    let mut with_scene = (*state.view.config()).clone();
+    let mut with_scene = (*config).clone();
     if let Some(camera) = with_scene.cameras.iter_mut().find(|camera| camera.name == name) {
         camera.zones.clone_from(&scene.zones);
     }
     if let Some(message) = crate::publish::mqtt::homeassistant::collision(&with_scene) {
         return error(StatusCode::BAD_REQUEST, message, Some("zones".into()));
     }
-    // One save at a time: read, change and write the file, then apply.
-    let _saving = state.saving.lock().await;
-    let path = state.zones_file.clone();
-    let saved = {
-        let scene = scene.clone();
-        tokio::task::spawn_blocking(move || -> Result<(), String> {
-            ZonesFile::update(&path, |file| file.set(scene)).map(drop).map_err(|e| e.to_string())
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("save task failed: {e}")))
-    };
-    if let Err(message) = saved {
-        log::error!("http: zones of camera {name:?} not saved: {message}");
-        return error(StatusCode::INTERNAL_SERVER_ERROR, message, None);
-    }
+    // The daemon's loop saves and applies the change, or, once it has stopped (shutdown), drops
+    // it unsaved: a save is answered 200 or changes nothing.
     let (applied, answer) = oneshot::channel();
     let body = SceneBody { zones: scene.zones.clone(), lines: scene.lines.clone() };
     if state.changes.send(ZonesChange { scene, tracked, applied }).await.is_err() {
@@ -270,7 +263,10 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
             log::info!("http: zones and lines of camera {name:?} saved and applied");
             Json(body).into_response()
         }
-        Ok(Err(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, message, None),
+        Ok(Err(message)) => {
+            log::error!("http: zones of camera {name:?} not saved: {message}");
+            error(StatusCode::INTERNAL_SERVER_ERROR, message, None)
+        }
         Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the daemon is shutting down", None),
     }
 }

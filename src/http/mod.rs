@@ -6,10 +6,11 @@
 //! once at start, never logged), the routes ([`server`]), the handlers ([`api`], and [`clips`] for
 //! event clips), the live pictures ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]) and
 //! the page's assets compiled into the binary ([`page`]: no files to install, no CDN). It reads the
-//! daemon only through the [`LiveView`], the [`Controls`] and the [`Recorder`]'s index, and writes
-//! only the zones file and the controls; a zone change is applied by the daemon's loop, which it asks through a channel
-//! ([`ZonesChange`]) and whose answer it waits for, so a saved zone is live when the request
-//! returns; a control change is applied by the daemon's loop, which the controls wake. Must not:
+//! daemon only through the [`LiveView`], the [`Controls`] and the [`Recorder`]'s index, and changes
+//! only the zones and the controls; a zone change is saved to the zones file and applied by the
+//! daemon's loop, which it asks through a channel ([`ZonesChange`]) and whose answer it waits for,
+//! so a saved zone is live when the request returns, and a change that comes once the loop has
+//! stopped is saved nowhere; a control change is applied by the daemon's loop, which the controls wake. Must not:
 //! touch a frame slot, hold a lock the pipeline waits on (it copies `Arc`s out of the view), or let
 //! a request path reach the file system beyond the one zones file and the clips the recorder's
 //! index lists.
@@ -51,8 +52,8 @@ pub enum HttpError {
     Listen { address: SocketAddr, source: std::io::Error },
 }
 
-/// A zone and line change for one camera, already parsed and saved; the daemon's loop applies it
-/// to the camera's tracking and answers.
+/// A zone and line change for one camera, already parsed and checked; the daemon's loop saves it
+/// to the zones file, applies it to the camera's tracking and answers (an error: not saved).
 #[derive(Debug)]
 pub struct ZonesChange {
     /// As the zones file keeps it (and the running config shows it).
@@ -102,9 +103,8 @@ impl Token {
 pub struct HttpState {
     pub view: Arc<LiveView>,
     pub token: Option<Token>,
-    pub zones_file: PathBuf,
     pub changes: mpsc::Sender<ZonesChange>,
-    /// Serialises zone saves (read, change, write the file, apply).
+    /// Serialises zone changes (read the running zones, merge, check, save, apply).
     pub saving: Arc<tokio::sync::Mutex<()>>,
     pub metrics: Arc<metrics::Metrics>,
     /// The `Host` values requests may carry (DNS rebinding).
@@ -175,7 +175,6 @@ impl HttpServer {
             metrics: Arc::new(metrics::Metrics::new(view.clone(), record.clone())),
             view,
             token,
-            zones_file: config.http.zones_file.clone(),
             changes,
             saving: Arc::default(),
             hosts: Arc::new(hosts::AllowedHosts::new(address.ip(), &config.http.allowed_hosts)),

@@ -4,12 +4,14 @@
 //! with 421: [`super::hosts`]), the write guard (a request that is not `GET`/`HEAD` must come from the
 //! page's own origin — an `Origin` header, when present, names the `Host` the request was sent to,
 //! and `Sec-Fetch-Site` is not cross-site — and carry `Authorization: Bearer <token>` when a token
-//! is set: 403 and 401 otherwise), the request body bound (413 beyond [`MAX_BODY_BYTES`]) and the
-//! response headers that keep the page from being framed or sniffed. Must not: log a request's
+//! is set: 403 and 401 otherwise), the request body bounds (413 beyond [`MAX_BODY_BYTES`]; a
+//! write's whole body within [`BODY_TIMEOUT`], or 408 and the connection closed) and the response
+//! headers that keep the page from being framed or sniffed. Must not: log a request's
 //! headers (the token travels in one).
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -20,6 +22,10 @@ use super::{api, clips, page, HttpState};
 
 /// Largest request body: a camera's 64 zones of 64 points and 64 lines fit with room to spare.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
+/// A write's whole body must arrive within this, counted from the end of its headers: a client
+/// that trickles a body, or never sends it, must not keep a connection (there are at most
+/// `connections::MAX_CONNECTIONS`) for as long as it likes.
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Every route of the page, the API and `/metrics`.
 pub fn router(state: HttpState) -> Router {
@@ -41,8 +47,9 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// Refuses requests for another host (421), writes from another origin (403) and writes without
-/// the token (401); adds the headers every response carries.
+/// Refuses requests for another host (421), writes from another origin (403), writes without the
+/// token (401) and writes whose body is too large (413) or late (408); adds the headers every
+/// response carries.
 async fn guard(State(state): State<HttpState>, request: Request<Body>, next: Next) -> Response {
     let host = request.headers().get(header::HOST).map(|host| host.to_str().unwrap_or(""));
     if !state.hosts.admits(host) {
@@ -74,12 +81,39 @@ async fn guard(State(state): State<HttpState>, request: Request<Body>, next: Nex
             }
         }
     }
+    let request = if is_write {
+        match body_in_time(request).await {
+            Ok(request) => request,
+            Err(refusal) => return refusal,
+        }
+    } else {
+        request
+    };
     let mut response = next.run(request).await.into_response();
     let headers = response.headers_mut();
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     response
+}
+
+/// `request` with its whole body read, within [`BODY_TIMEOUT`] and [`MAX_BODY_BYTES`]: 408 with
+/// `Connection: close` when it is late (what came of it is not read on), 413 when it is too large.
+async fn body_in_time(request: Request<Body>) -> Result<Request<Body>, Response> {
+    let (parts, body) = request.into_parts();
+    // The body's extractor applies the router's `DefaultBodyLimit`, which travels in the extensions.
+    let mut reading = Request::new(body);
+    *reading.extensions_mut() = parts.extensions.clone();
+    match tokio::time::timeout(BODY_TIMEOUT, Bytes::from_request(reading, &())).await {
+        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, Body::from(bytes))),
+        Ok(Err(rejection)) => Err(rejection.into_response()),
+        Err(_) => {
+            let message = format!("the request's body did not arrive within {} s", BODY_TIMEOUT.as_secs());
+            let mut response = api::error(StatusCode::REQUEST_TIMEOUT, message, None);
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            Err(response)
+        }
+    }
 }
 
 /// Whether a request comes from the page's own origin, as far as the browser says: no `Origin`

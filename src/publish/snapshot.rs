@@ -60,7 +60,8 @@ impl Snapshotter {
     }
 }
 
-/// Converts the frame to RGB in `rgb`, draws `detections`, and encodes a JPEG of the frame's size.
+/// Converts the frame to RGB in `rgb`, draws `detections`, and encodes a JPEG of the frame's size:
+/// the live picture without track ids or zones ([`render_live_jpeg`]).
 pub fn render_jpeg(
     data: &[u8],
     meta: &FrameMeta,
@@ -69,24 +70,7 @@ pub fn render_jpeg(
     quality: u8,
     rgb: &mut Vec<u8>,
 ) -> Result<Vec<u8>, SnapshotError> {
-    to_rgb(data, meta, rgb)?;
-    let mut canvas = Canvas { pixels: rgb, width: meta.width as usize, height: meta.height as usize };
-    // Lines and text grow with the frame so that they stay legible on 1080p and above.
-    let scale = (canvas.width.min(canvas.height) / 480).max(1);
-    for detection in detections {
-        let colour = PALETTE[detection.class_id % PALETTE.len()];
-        canvas.draw_box(detection, 2 * scale, colour);
-        let caption = format!("{} {:.2}", labels.name(detection.class_id), detection.score);
-        canvas.draw_caption(detection, &caption, scale, colour);
-    }
-    let mut jpeg = Vec::new();
-    JpegEncoder::new_with_quality(&mut jpeg, quality).encode(
-        canvas.pixels,
-        meta.width,
-        meta.height,
-        ExtendedColorType::Rgb8,
-    )?;
-    Ok(jpeg)
+    render_live_jpeg(data, meta, detections, &[], labels, None, quality, rgb)
 }
 
 /// Zones (closed polygons) and lines in frame fractions, drawn with their names.
@@ -100,7 +84,7 @@ const ZONE_COLOUR: [u8; 3] = [255, 214, 0];
 const LINE_COLOUR: [u8; 3] = [0, 229, 255];
 
 /// The JPEG of a live frame: boxes captioned `#<track id> <label> <score>` (the id of confirmed
-/// tracks only) and, with `overlay`, every zone and line with its name.
+/// tracks only; `<label> <score>` for a box without an id in `track_ids`) and, with `overlay`, every zone and line with its name.
 #[allow(clippy::too_many_arguments)]
 pub fn render_live_jpeg(
     data: &[u8],
@@ -114,6 +98,7 @@ pub fn render_live_jpeg(
 ) -> Result<Vec<u8>, SnapshotError> {
     to_rgb(data, meta, rgb)?;
     let mut canvas = Canvas { pixels: rgb, width: meta.width as usize, height: meta.height as usize };
+    // Lines and text grow with the frame so that they stay legible on 1080p and above.
     let scale = (canvas.width.min(canvas.height) / 480).max(1);
     if let Some(overlay) = overlay {
         for zone in overlay.zones {

@@ -135,10 +135,6 @@ impl CameraTracking {
         self.update()
     }
 
-    pub fn scene(&self) -> &Scene {
-        self.tracking.scene()
-    }
-
     fn update(&self) -> TrackingUpdate<'_> {
         TrackingUpdate { events: &self.events, occupancy: &self.occupancy }
     }

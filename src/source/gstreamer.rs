@@ -505,21 +505,11 @@ impl FrameSource for GstreamerSource {
                 Ok(Capture::Frame)
             }
             Err(SampleError::Skip(message)) => {
-                if let Some(suppressed) = self.skip_log.admit(Instant::now()) {
-                    log::warn!(
-                        "{}: skipped a sample ({message}); {suppressed} more since the last report",
-                        self.description
-                    );
-                }
+                self.skip_log.skipped(&self.description, "a sample", &message);
                 Ok(Capture::Retry)
             }
             Err(SampleError::OverLimit(message)) => {
-                if let Some(suppressed) = self.skip_log.admit(Instant::now()) {
-                    log::warn!(
-                        "{}: skipped a sample over the limits ({message}); {suppressed} more skipped since the last report",
-                        self.description
-                    );
-                }
+                self.skip_log.skipped(&self.description, "a sample over the limits", &message);
                 Ok(Capture::OverLimit)
             }
             Err(SampleError::Fatal(message)) => {

@@ -12,7 +12,7 @@
 //! decoded images (memory stays bounded by the slots).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use super::image_decode::{self, Decoded, ImageDecodeError};
 use super::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog, SourceStatus, INITIAL_BACKOFF};
@@ -217,13 +217,7 @@ impl FrameSource for ImagesSource {
                 Ok(Capture::TruncatedFrame)
             }
             Err(reason) => {
-                if let Some(suppressed) = self.skip_log.admit(Instant::now()) {
-                    log::warn!(
-                        "{}: skipping {}: {reason} ({suppressed} more skipped since the last report)",
-                        self.describe(),
-                        path.display()
-                    );
-                }
+                self.skip_log.skipped(&self.describe(), &path.display().to_string(), &reason.to_string());
                 match reason {
                     ImageDecodeError::OverLimit(_) => Ok(Capture::OverLimit),
                     ImageDecodeError::Invalid(_) | ImageDecodeError::Slot(_) => Ok(Capture::Retry),
@@ -305,9 +299,16 @@ mod tests {
         assert_eq!(source.next_frame(&mut slot).expect("waits"), Capture::Retry);
         let state = source.connection_status().expect("a status").get();
         assert!(matches!(&state, SourceState::Reconnecting { last_error, .. } if last_error.contains("none of the 1")));
-        let started = Instant::now();
-        assert_eq!(source.next_frame(&mut slot).expect("still waiting"), Capture::Retry);
-        assert!(started.elapsed() >= POLL / 2, "waits between looks instead of spinning");
+        // Until the next look is due, each call sleeps (at most one poll) instead of returning at
+        // once: the folder is listed again (`connecting`) within this many calls however slowly
+        // they come, where a source that did not wait would take a call per microsecond.
+        let most_calls = INITIAL_BACKOFF.as_millis().div_ceil(POLL.as_millis()) + 1;
+        let mut calls = 0;
+        while matches!(source.connection_status().expect("a status").get(), SourceState::Reconnecting { .. }) {
+            assert!(calls < most_calls, "{calls} calls before the folder was listed again: no wait between looks");
+            assert_eq!(source.next_frame(&mut slot).expect("still waiting"), Capture::Retry);
+            calls += 1;
+        }
     }
 
     #[test]

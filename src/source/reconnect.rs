@@ -296,6 +296,14 @@ impl RateLimitedLog {
         RateLimitedLog { interval, last_logged: None, suppressed: 0 }
     }
 
+    /// Warns `<source>: skipped <what> (<why>); <n> more skipped since the last report` when this
+    /// occurrence should be logged: the one warning of every source that drops a frame it cannot use.
+    pub fn skipped(&mut self, source: &str, what: &str, why: &str) {
+        if let Some(suppressed) = self.admit(Instant::now()) {
+            log::warn!("{source}: skipped {what} ({why}); {suppressed} more skipped since the last report");
+        }
+    }
+
     /// `Some(suppressed_since_last)` when this occurrence should be logged, `None` to stay quiet.
     pub fn admit(&mut self, now: Instant) -> Option<u64> {
         match self.last_logged {

@@ -820,21 +820,11 @@ impl FrameSource for V4l2Source {
                 Ok(Capture::TruncatedFrame)
             }
             Step::Corrupt(message) => {
-                if let Some(suppressed) = self.corrupt_log.admit(Instant::now()) {
-                    log::warn!(
-                        "{}: skipped a corrupt frame ({message}); {suppressed} more since the last report",
-                        self.description
-                    );
-                }
+                self.corrupt_log.skipped(&self.description, "a corrupt frame", &message);
                 Ok(Capture::Retry)
             }
             Step::OverLimit(message) => {
-                if let Some(suppressed) = self.corrupt_log.admit(Instant::now()) {
-                    log::warn!(
-                        "{}: skipped a frame over the limits ({message}); {suppressed} more skipped since the last report",
-                        self.description
-                    );
-                }
+                self.corrupt_log.skipped(&self.description, "a frame over the limits", &message);
                 Ok(Capture::OverLimit)
             }
             Step::Nothing => Ok(Capture::Retry),
@@ -1016,6 +1006,13 @@ mod tests {
         V4l2Options { slots: Some(patterned_slots()), ..quick_options() }
     }
 
+    /// A source opened on `device` alone, asking for `format`.
+    fn source_on(format: V4l2Format, device: FakeDevice) -> V4l2Source {
+        let stop = Arc::new(AtomicBool::new(false));
+        V4l2Source::with_opener(request(format), quick_options(), scripted_opener(vec![Ok(device)]), stop)
+            .expect("open")
+    }
+
     fn userptr_source(options: V4l2Options, devices: Vec<Result<FakeDevice, DeviceError>>) -> V4l2Source {
         let stop = Arc::new(AtomicBool::new(false));
         V4l2Source::with_opener(request(V4l2Format::Yuyv), options, scripted_opener(devices), stop).expect("open")
@@ -1145,14 +1142,7 @@ mod tests {
     fn frames_flow_into_the_slot_with_the_driver_timestamp() {
         let journal = Arc::new(Mutex::new(Vec::new()));
         let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(7))], &journal);
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut source = V4l2Source::with_opener(
-            request(V4l2Format::Yuyv),
-            quick_options(),
-            scripted_opener(vec![Ok(device)]),
-            stop,
-        )
-        .expect("open");
+        let mut source = source_on(V4l2Format::Yuyv, device);
         let mut slot = heap_slot();
         assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
         assert_eq!((slot.meta().width, slot.meta().height, slot.meta().format), (4, 2, PixelFormat::Yuyv));
@@ -1254,14 +1244,7 @@ mod tests {
     fn an_idle_poll_within_the_stall_timeout_keeps_the_device() {
         let journal = Arc::new(Mutex::new(Vec::new()));
         let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Nothing, Event::Frame(yuyv_frame(3))], &journal);
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut source = V4l2Source::with_opener(
-            request(V4l2Format::Yuyv),
-            quick_options(),
-            scripted_opener(vec![Ok(device)]),
-            stop,
-        )
-        .expect("open");
+        let mut source = source_on(V4l2Format::Yuyv, device);
         let mut slot = heap_slot();
         assert_eq!(source.next_frame(&mut slot).expect("idle"), Capture::Retry);
         assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
@@ -1277,14 +1260,7 @@ mod tests {
         ];
         let mut device = FakeDevice::new(yuyv_answer(4, 2), events, &journal);
         device.answer.fourcc = FourCc::MJPG;
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut source = V4l2Source::with_opener(
-            request(V4l2Format::Mjpeg),
-            quick_options(),
-            scripted_opener(vec![Ok(device)]),
-            stop,
-        )
-        .expect("open");
+        let mut source = source_on(V4l2Format::Mjpeg, device);
         let mut slot = heap_slot();
         for _ in 0..3 {
             assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::Retry);
@@ -1333,14 +1309,7 @@ mod tests {
     fn a_slot_too_small_for_the_negotiated_mode_ends_the_camera() {
         let journal = Arc::new(Mutex::new(Vec::new()));
         let device = FakeDevice::new(yuyv_answer(4, 2), vec![Event::Frame(yuyv_frame(1))], &journal);
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut source = V4l2Source::with_opener(
-            request(V4l2Format::Yuyv),
-            quick_options(),
-            scripted_opener(vec![Ok(device)]),
-            stop,
-        )
-        .expect("open");
+        let mut source = source_on(V4l2Format::Yuyv, device);
         let mut slot = FrameSlot::new(Box::new(FixedMemory(vec![0; 8])));
         let err = source.next_frame(&mut slot).expect_err("slot too small");
         assert!(matches!(err, SourceError::Read { .. }), "{err}");

@@ -1,4 +1,5 @@
-//! Planar primitives shared by zones and lines: orientation and closed-segment intersection.
+//! Planar primitives shared by zones and lines: orientation, closed-segment intersection, and the
+//! check that points lie in the frame.
 //!
 //! Owns: exact-as-f64-allows predicates on points in frame fractions. Must not: know what a zone,
 //! a line or a track is. Closed means endpoints count: a segment touching another at an endpoint
@@ -6,6 +7,26 @@
 
 /// A point in frame fractions: x from the left edge, y from the top edge, 0.0..=1.0 inside the frame.
 pub type Point = [f64; 2];
+
+/// A point outside the frame (or not a number): its place in its list and its coordinates.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "point {index} [{x}, {y}] is outside the frame: coordinates are fractions of the frame's width and height, \
+     0.0..=1.0"
+)]
+pub struct OutsideFrame {
+    pub index: usize,
+    pub x: f64,
+    pub y: f64,
+}
+
+/// The first of `points` that is not in the frame (0.0..=1.0 on both axes), if any.
+pub fn check_in_frame(points: &[Point]) -> Result<(), OutsideFrame> {
+    match points.iter().position(|&[x, y]| !((0.0..=1.0).contains(&x) && (0.0..=1.0).contains(&y))) {
+        Some(index) => Err(OutsideFrame { index, x: points[index][0], y: points[index][1] }),
+        None => Ok(()),
+    }
+}
 
 /// Twice the signed area of the triangle a, b, c: positive when c lies to the right of a→b as the
 /// image is displayed (y grows downwards), negative to the left, 0 when the three are collinear.

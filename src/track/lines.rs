@@ -10,7 +10,7 @@
 //! moving down the image as `in`; drawn bottom to top (`[[0.5, 1], [0.5, 0]]`), objects moving to the
 //! right. A point exactly on the line is on neither side.
 
-use super::geometry::{orientation, segments_intersect, Point};
+use super::geometry::{check_in_frame, orientation, segments_intersect, OutsideFrame, Point};
 
 /// Most lines per camera (a track's line sides are 64-bit sets).
 pub const MAX_LINES: usize = 64;
@@ -18,11 +18,8 @@ pub const MAX_LINES: usize = 64;
 /// Why two points cannot be a line.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LineError {
-    #[error(
-        "point {index} [{x}, {y}] is outside the frame: coordinates are fractions of the frame's width and \
-         height, 0.0..=1.0"
-    )]
-    OutsideFrame { index: usize, x: f64, y: f64 },
+    #[error(transparent)]
+    OutsideFrame(#[from] OutsideFrame),
     #[error("both points are [{x}, {y}]: a line needs two different points")]
     SameEndpoints { x: f64, y: f64 },
 }
@@ -69,11 +66,7 @@ pub struct Segment {
 
 impl Segment {
     pub fn new(points: [Point; 2]) -> Result<Segment, LineError> {
-        for (index, &[x, y]) in points.iter().enumerate() {
-            if !((0.0..=1.0).contains(&x) && (0.0..=1.0).contains(&y)) {
-                return Err(LineError::OutsideFrame { index, x, y });
-            }
-        }
+        check_in_frame(&points)?;
         if points[0] == points[1] {
             return Err(LineError::SameEndpoints { x: points[0][0], y: points[0][1] });
         }
@@ -139,7 +132,10 @@ mod tests {
     #[test]
     fn invalid_lines_say_why() {
         assert_eq!(Segment::new([[0.5, 0.5], [0.5, 0.5]]), Err(LineError::SameEndpoints { x: 0.5, y: 0.5 }));
-        assert_eq!(Segment::new([[0.0, 0.0], [1.0, -0.1]]), Err(LineError::OutsideFrame { index: 1, x: 1.0, y: -0.1 }));
-        assert!(matches!(Segment::new([[f64::NAN, 0.0], [1.0, 1.0]]), Err(LineError::OutsideFrame { .. })));
+        assert_eq!(
+            Segment::new([[0.0, 0.0], [1.0, -0.1]]),
+            Err(LineError::OutsideFrame(OutsideFrame { index: 1, x: 1.0, y: -0.1 }))
+        );
+        assert!(matches!(Segment::new([[f64::NAN, 0.0], [1.0, 1.0]]), Err(LineError::OutsideFrame(_))));
     }
 }

@@ -56,7 +56,13 @@ impl Occupancy {
     /// Every count not reported yet, as it stands (the zeros at start and after a reload).
     pub fn take_unreported(&mut self) -> &[OccupancyChange] {
         self.changes.clear();
-        for entry in self.entries.iter_mut().filter(|e| e.reported.is_none()) {
+        self.report(|entry| entry.reported.is_none());
+        &self.changes
+    }
+
+    /// Adds every entry `due` picks to the changes, as reported now.
+    fn report(&mut self, due: impl Fn(&Entry) -> bool) {
+        for entry in self.entries.iter_mut().filter(|entry| due(entry)) {
             entry.reported = Some(entry.count);
             self.changes.push(OccupancyChange {
                 zone: entry.zone_name.clone(),
@@ -64,7 +70,6 @@ impl Occupancy {
                 count: Some(entry.count),
             });
         }
-        &self.changes
     }
 
     /// Recounts after the tracker and the watcher have seen a frame.
@@ -84,25 +89,9 @@ impl Occupancy {
             }
         }
         self.changes.clear();
-        for entry in &mut self.entries {
-            if entry.reported.is_some_and(|reported| reported != entry.count) {
-                entry.reported = Some(entry.count);
-                self.changes.push(OccupancyChange {
-                    zone: entry.zone_name.clone(),
-                    class_id: entry.class_id,
-                    count: Some(entry.count),
-                });
-            }
-        }
+        self.report(|entry| entry.reported.is_some_and(|reported| reported != entry.count));
         // Counts seen for the first time (a label the zone does not list) go out as they are.
-        for entry in self.entries.iter_mut().filter(|e| e.reported.is_none()) {
-            entry.reported = Some(entry.count);
-            self.changes.push(OccupancyChange {
-                zone: entry.zone_name.clone(),
-                class_id: entry.class_id,
-                count: Some(entry.count),
-            });
-        }
+        self.report(|entry| entry.reported.is_none());
     }
 
     /// The zones changed (SIGHUP): counts follow their zone's name, a removed zone's counts are

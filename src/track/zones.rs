@@ -8,7 +8,7 @@
 //! an RTSP stream renegotiated, a second camera of another model), and one config works for all.
 //! A point exactly on the boundary (an edge or a vertex) is inside.
 
-use super::geometry::{on_segment, orientation, segments_intersect, Point};
+use super::geometry::{check_in_frame, on_segment, orientation, segments_intersect, OutsideFrame, Point};
 
 /// Most points a zone polygon may have (each tracked object tests each edge once per frame).
 pub const MAX_POLYGON_POINTS: usize = 64;
@@ -22,11 +22,8 @@ pub enum PolygonError {
     TooFewPoints(usize),
     #[error("a zone polygon may have at most {MAX_POLYGON_POINTS} points, this one has {0}")]
     TooManyPoints(usize),
-    #[error(
-        "point {index} [{x}, {y}] is outside the frame: coordinates are fractions of the frame's width and \
-         height, 0.0..=1.0"
-    )]
-    OutsideFrame { index: usize, x: f64, y: f64 },
+    #[error(transparent)]
+    OutsideFrame(#[from] OutsideFrame),
     #[error("points {first} and {second} are the same point")]
     RepeatedPoint { first: usize, second: usize },
     #[error("the polygon has no area (its points lie on one line)")]
@@ -56,11 +53,7 @@ impl Polygon {
         if points.len() > MAX_POLYGON_POINTS {
             return Err(PolygonError::TooManyPoints(points.len()));
         }
-        for (index, &[x, y]) in points.iter().enumerate() {
-            if !((0.0..=1.0).contains(&x) && (0.0..=1.0).contains(&y)) {
-                return Err(PolygonError::OutsideFrame { index, x, y });
-            }
-        }
+        check_in_frame(&points)?;
         for first in 0..points.len() {
             if let Some(second) = (first + 1..points.len()).find(|&second| points[second] == points[first]) {
                 return Err(PolygonError::RepeatedPoint { first, second });
@@ -201,12 +194,9 @@ mod tests {
         assert_eq!(Polygon::new(&[[0.0, 0.0], [1.0, 0.0]]), Err(PolygonError::TooFewPoints(2)));
         assert_eq!(
             Polygon::new(&[[0.0, 0.0], [1.5, 0.0], [1.0, 1.0]]),
-            Err(PolygonError::OutsideFrame { index: 1, x: 1.5, y: 0.0 })
+            Err(PolygonError::OutsideFrame(OutsideFrame { index: 1, x: 1.5, y: 0.0 }))
         );
-        assert!(matches!(
-            Polygon::new(&[[0.0, 0.0], [f64::NAN, 0.0], [1.0, 1.0]]),
-            Err(PolygonError::OutsideFrame { .. })
-        ));
+        assert!(matches!(Polygon::new(&[[0.0, 0.0], [f64::NAN, 0.0], [1.0, 1.0]]), Err(PolygonError::OutsideFrame(_))));
         assert_eq!(Polygon::new(&[[0.0, 0.0], [0.5, 0.5], [1.0, 1.0]]), Err(PolygonError::Degenerate));
         assert_eq!(
             Polygon::new(&[[0.0, 0.0], [1.0, 0.0], [0.0, 0.0], [1.0, 1.0]]),

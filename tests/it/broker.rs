@@ -122,6 +122,8 @@ impl Broker {
 
     /// Stops the broker and starts it again on the same port without what it had persisted: every
     /// retained message and session is gone, as after a restart of a broker without persistence.
+    /// (Only the Home Assistant test, x86_64 only, needs it.)
+    #[cfg(target_arch = "x86_64")]
     pub fn restart_forgetting(&mut self) {
         self.stop();
         let _ = fs::remove_file(self.dir.path().join("mosquitto.db"));
@@ -411,6 +413,17 @@ impl Subscriber {
             }
             inbox = self.inbox.1.wait_timeout(inbox, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
         }
+    }
+
+    /// Publishes `payload` on `topic` (QoS 1, not retained) and waits until it comes back: every
+    /// message the broker had for this subscriber on `topic` before, a retained one included, came
+    /// first (a broker keeps one topic's messages in order). Returns what came before it.
+    pub fn barrier(&self, topic: &str, payload: &[u8]) -> Vec<Received> {
+        let seen = self.messages(topic).len();
+        self.client.publish(topic, QoS::AtLeastOnce, false, payload.to_vec()).expect("publish the barrier");
+        let messages = self.wait_for_payload_after(topic, seen, payload);
+        let at = messages.iter().skip(seen).position(|m| m.payload == payload).unwrap_or_default();
+        messages[..seen + at].to_vec()
     }
 
     /// Waits until the newest message on `topic` is `payload`.

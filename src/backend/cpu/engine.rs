@@ -5,8 +5,8 @@
 //! preprocess, decode, decide thread counts (the backend's budget does), or know any engine's API.
 
 use super::super::BackendError;
-use crate::config::TensorDtype;
 use crate::model::OutputTensor;
+use crate::preprocess::TensorDtype;
 
 /// One model loaded by a CPU engine, shared by every inference worker.
 pub(crate) trait Engine: Send + Sync {

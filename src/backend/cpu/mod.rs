@@ -340,8 +340,8 @@ impl InferenceSession for CpuSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ResizeFilter, TensorDtype, TensorLayout};
     use crate::frame::{HeapMemory, PixelFormat};
+    use crate::preprocess::{ResizeFilter, TensorDtype, TensorLayout};
 
     /// Every engine this machine can run: rten, and ONNX Runtime when its library is found
     /// (`ORT_DYLIB_PATH`, the library directories, a pip package). The host suite in CI

@@ -11,8 +11,8 @@ use rten::{DataType, Dimension, Model, ModelOptions, NodeId, RunOptions, ThreadP
 
 use super::engine::{Dim, Engine, EngineSession, InputElement, ModelInput};
 use crate::backend::BackendError;
-use crate::config::TensorDtype;
 use crate::model::OutputTensor;
+use crate::preprocess::TensorDtype;
 
 /// The rten version in `info()`; kept in step with Cargo.toml by a test.
 pub(super) const RTEN_VERSION: &str = "0.27";

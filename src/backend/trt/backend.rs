@@ -25,10 +25,9 @@ use super::version::TrtVersion;
 use crate::backend::{
     Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, MemoryReport, SessionMemory,
 };
-use crate::config::TensorDtype;
 use crate::frame::FrameSlot;
 use crate::model::{DeviceSpec, ModelOutputs, ModelSpec, OutputTensor};
-use crate::preprocess::PreprocessSpec;
+use crate::preprocess::{PreprocessSpec, TensorDtype};
 use crate::sys::lock::lock;
 
 /// Writes the model input for a frame into device memory, on the session's stream.
@@ -566,7 +565,7 @@ fn convert_to_f32(dtype: DataType, bytes: &[u8], out: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ResizeFilter, TensorLayout};
+    use crate::preprocess::{ResizeFilter, TensorLayout};
 
     fn tensor(name: &str, is_input: bool, dtype: DataType, shape: &[i64]) -> TensorInfo {
         TensorInfo::for_tests(name, is_input, dtype, shape)

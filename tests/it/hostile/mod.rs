@@ -24,6 +24,8 @@ use crate::pace::Pace;
 
 mod models;
 mod names;
+#[cfg(target_arch = "x86_64")]
+mod pictures;
 mod sources;
 mod state;
 mod web;

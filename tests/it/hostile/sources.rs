@@ -9,9 +9,10 @@ use super::{run_command, shared_dir, web_config};
 use crate::daemon::{images_source, sample, RunningDaemon};
 use crate::http::{http_address, request};
 
-/// `front`'s state and frames as `/api/status` reports them, and the `/healthz` answer.
+/// `front`'s state, last error and frames as `/api/status` reports them, and the `/healthz` answer.
 struct Seen {
     state: String,
+    last_error: String,
     frames: u64,
     health: (u16, String),
 }
@@ -22,6 +23,7 @@ fn look(address: SocketAddr) -> Seen {
     let health = request(address, "GET", "/healthz", &[], b"");
     Seen {
         state: camera["state"].as_str().unwrap_or_default().to_owned(),
+        last_error: camera["last_error"].as_str().unwrap_or_default().to_owned(),
         frames: camera["frames"].as_u64().unwrap_or(0),
         health: (health.status, health.text()),
     }
@@ -95,7 +97,12 @@ fn a_folder_of_only_unusable_images_is_a_camera_offline() {
         .write(&dir.path().join("config.toml"));
     let mut daemon = RunningDaemon::start(&config, &[]);
     let address = http_address(&mut daemon);
-    daemon.wait_until("the camera offline", || offline(&look(address)));
+    // `reconnecting` after a whole pass, not `connecting` (the state from the moment the camera
+    // opens): the pass that found nothing usable is what used to end the daemon.
+    daemon.wait_until("the camera offline after a pass with nothing usable", || {
+        let seen = look(address);
+        offline(&seen) && seen.state == "reconnecting" && seen.last_error.contains("none of the")
+    });
     assert!(daemon.is_running(), "{}", daemon.log());
     assert_eq!(look(address).frames, 0);
 }

@@ -1,12 +1,16 @@
 //! The zones file under concurrent and interrupted saves (issue 35): two daemons sharing one file,
-//! and the temp files of a save killed half-way.
+//! two saves on one camera at once, a save during shutdown, and the temp files of a save killed
+//! half-way.
 
 use std::ffi::OsStr;
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Barrier};
 
 use super::{shared_dir, web_config};
 use crate::daemon::{sample_source, RunningDaemon};
 use crate::http::{http_address, request};
+use crate::pace::Pace;
 
 fn zone_body(zone: &str) -> Vec<u8> {
     format!(r#"{{"zones":[{{"name":"{zone}","polygon":[[0,0.5],[1,0.5],[1,1]]}}]}}"#).into_bytes()
@@ -45,6 +49,90 @@ fn two_daemons_saving_into_one_zones_file_keep_each_others_cameras() {
             "round {round}:\n{text}"
         );
     }
+}
+
+/// The names of the zones or lines (`kind`) of a `GET .../zones` answer.
+fn names(scene: &serde_json::Value, kind: &str) -> Vec<String> {
+    let list = scene[kind].as_array().cloned().unwrap_or_default();
+    list.iter().filter_map(|item| item["name"].as_str().map(str::to_owned)).collect()
+}
+
+/// Two saves on one camera at once, one of its zones and one of its lines, both answered 200 while
+/// the second undid the first: each took the running zones as its base before the other was
+/// applied (review 1, S2). Saves now run one at a time from reading the running zones to applying
+/// the change: after every round the camera runs, and the file keeps, both changes.
+#[test]
+fn two_saves_on_one_camera_at_once_keep_both_changes() {
+    const ROUNDS: usize = 8;
+    let dir = shared_dir();
+    let config = web_config(1, "hostile-one-camera-saves", dir.path())
+        .camera("front", 1.0, &sample_source("dog.jpg", "loop"))
+        .write(&dir.path().join("config.toml"));
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = http_address(&mut daemon);
+    for round in 0..ROUNDS {
+        let cleared = put_body(address, "front", br#"{"zones":[],"lines":[]}"#);
+        assert_eq!(cleared.status, 200, "{}", cleared.text());
+        let (zone, line) = (format!("lane{round}"), format!("gate{round}"));
+        let both_ready = Arc::new(Barrier::new(2));
+        let saving_line = std::thread::spawn({
+            let (both_ready, line) = (both_ready.clone(), line.clone());
+            move || {
+                let body = format!(r#"{{"lines":[{{"name":"{line}","points":[[0.5,1],[0.5,0]]}}]}}"#);
+                both_ready.wait();
+                put_body(address, "front", body.as_bytes())
+            }
+        });
+        both_ready.wait();
+        let zone_saved = put_body(address, "front", &zone_body(&zone));
+        let line_saved = saving_line.join().expect("the line's save");
+        assert_eq!((zone_saved.status, line_saved.status), (200, 200), "{}\n{}", zone_saved.text(), line_saved.text());
+        let running = zones_of(address, "front").1;
+        assert_eq!((names(&running, "zones"), names(&running, "lines")), (vec![zone.clone()], vec![line.clone()]));
+        let text = std::fs::read_to_string(dir.path().join("zones.toml")).expect("the zones file");
+        assert!(
+            text.contains(&format!("\"{zone}\"")) && text.contains(&format!("\"{line}\"")),
+            "round {round}:\n{text}"
+        );
+    }
+}
+
+/// A zone save whose body arrived during shutdown wrote the zones file and was then answered 503,
+/// or not at all once the server's grace ran out: the client was told it failed, and the next
+/// start ran it. Now a save is applied and answered 200, or writes nothing.
+#[test]
+fn a_zone_save_during_shutdown_is_answered_200_or_writes_nothing() {
+    let dir = shared_dir();
+    let config = web_config(1, "hostile-save-at-shutdown", dir.path())
+        .set("mqtt", "shutdown_flush_ms", "0")
+        .camera("front", 1.0, &sample_source("dog.jpg", "loop"))
+        .write(&dir.path().join("config.toml"));
+    let mut daemon = RunningDaemon::start(&config, &[("RUST_LOG", OsStr::new("info"))]);
+    let address = http_address(&mut daemon);
+    let log = daemon.log_handle();
+    daemon.wait_until("running", || log.text().contains("running:"));
+
+    // The head and the body's first byte now, the rest once the daemon is shutting down.
+    let body = zone_body("late");
+    let mut stream = TcpStream::connect(address).expect("connect");
+    let head = format!(
+        "PUT /api/cameras/front/zones HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(&body[..1])).expect("send the head");
+    daemon.signal(libc::SIGTERM);
+    daemon.wait_until("the shutdown", || log.text().contains("SIGTERM: shutting down"));
+    let _ = stream.write_all(&body[1..]);
+    stream.set_read_timeout(Some(Pace::measured().daemon_wait())).expect("timeout");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "{}", daemon.log());
+
+    let answer = String::from_utf8_lossy(&answer);
+    let saved = std::fs::read_to_string(dir.path().join("zones.toml")).is_ok_and(|text| text.contains("\"late\""));
+    let answered_200 = answer.starts_with("HTTP/1.1 200");
+    assert_eq!(saved, answered_200, "saved: {saved}, answer: {answer:?}\n{}", daemon.log());
 }
 
 /// `kill -9` in the middle of a save left `.zones.toml.tmp-<pid>` files behind for good. The next

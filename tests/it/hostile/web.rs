@@ -1,9 +1,9 @@
 //! The web server under attack (issue 35): a page whose name was rebound to this machine, a flood
-//! of half-open connections, and many concurrent readers of a large camera's picture.
+//! of half-open connections, and a write whose body never comes (many readers of one picture:
+//! [`super::pictures`]).
 
-use std::ffi::OsStr;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
@@ -17,16 +17,8 @@ use super::{shared_dir, web_config};
 /// The server's own bounds (`jetson_detectd::http::connections`), as the docs state them.
 const MAX_CONNECTIONS: usize = 64;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// The longest a stop waits for running requests (`jetson_detectd::http::STOP_GRACE`).
-const STOP_GRACE: Duration = Duration::from_secs(2);
-
-/// A field of `/proc/<pid>/status` in bytes (`VmRSS`, `VmHWM`: reported in kB).
-fn proc_status_bytes(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/<pid>/status");
-    let line = status.lines().find(|line| line.starts_with(field)).unwrap_or_else(|| panic!("no {field}"));
-    let kb: u64 = line.split_whitespace().nth(1).and_then(|kb| kb.parse().ok()).expect("a number of kB");
-    kb * 1024
-}
+/// How long a write's body may take (`jetson_detectd::http::server::BODY_TIMEOUT`).
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The process's open descriptors, and how many of them are sockets.
 fn open_descriptors(pid: u32) -> (usize, usize) {
@@ -175,110 +167,31 @@ fn half_open_connections_neither_exhaust_descriptors_nor_stop_the_camera() {
     assert_eq!(daemon.wait_exit().code(), Some(0), "{}", daemon.log());
 }
 
-/// Requests `latest.jpg` `readers` times at once; panics unless every answer is a JPEG.
-fn concurrent_pictures(address: SocketAddr, readers: usize) {
-    let threads: Vec<_> = (0..readers)
-        .map(|_| std::thread::spawn(move || request(address, "GET", "/api/cameras/front/latest.jpg", &[], b"")))
-        .collect();
-    for thread in threads {
-        let answer = thread.join().expect("reader thread");
-        assert_eq!(answer.status, 200, "{}", answer.text());
-        assert!(answer.body.starts_with(&[0xff, 0xd8]), "a JPEG");
-    }
-}
-
-/// Asks for `latest.jpg` and reads whatever comes until the server closes: the daemon may stop
-/// meanwhile.
-fn ask_for_picture(address: SocketAddr) {
-    let Ok(mut stream) = TcpStream::connect(address) else { return };
-    let head = format!("GET /api/cameras/front/latest.jpg HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-    if stream.write_all(head.as_bytes()).is_ok() {
-        let _ = stream.read_to_end(&mut Vec::new());
-    }
-}
-
-fn frames_processed(address: SocketAddr) -> u64 {
-    let status = request(address, "GET", "/api/status", &[], b"").json();
-    status["telemetry"]["cameras"]["front"]["frames"].as_u64().unwrap_or(0)
-}
-
-/// 40 readers of a 12 MP camera's picture took the daemon from 195 MB to 1.66 GB, detection from
-/// 2 fps to 0-0.5, and SIGTERM 19-25 s: each request rendered a JPEG of its own. Here with a
-/// 3.7 MP camera (the test suite's debug build draws and preprocesses slowly). Now a frame is
-/// rendered once for all its readers and at most two renders run: the peak memory of rounds of 40
-/// readers stays within a few frames of what one reader at a time took, the camera goes on at a
-/// good part of its rate meanwhile, `HEAD` renders nothing, and SIGTERM in the middle of a round
-/// ends the daemon within the stop's grace and a few of the renders measured before.
-#[cfg(target_arch = "x86_64")]
+/// A client that sent a write's head and then trickled its body, or sent nothing more, kept its
+/// connection for as long as it liked: 64 of them took every place. The whole body must now come
+/// within the guard's deadline: 408, the connection closed, nothing saved.
 #[test]
-fn concurrent_readers_of_a_large_frame_share_one_render_and_leave_detection_and_shutdown_alone() {
-    const WIDTH: u64 = 2560;
-    const HEIGHT: u64 = 1440;
-    const READERS: usize = 40;
-    const ROUNDS: usize = 3;
-    let frame_bytes = WIDTH * HEIGHT * 3;
+fn a_write_whose_body_does_not_come_is_answered_408_and_its_connection_closed() {
     let dir = shared_dir();
-    let config = web_config(1, "hostile-pictures", dir.path())
-        .camera("front", 2.0, &format!("{{ kind = \"synthetic\", width = {WIDTH}, height = {HEIGHT} }}"))
+    let config = web_config(1, "hostile-slow-body", dir.path())
+        .camera("front", 2.0, &sample_source("dog.jpg", "loop"))
         .write(&dir.path().join("config.toml"));
-    let mut daemon = RunningDaemon::start(&config, &[("RUST_LOG", OsStr::new("info"))]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
     let address = http_address(&mut daemon);
-    let pid = daemon.pid();
-
-    // A frame is kept once a reader asked for one: until then the picture is 503.
-    daemon.wait_until("the first picture", || {
-        request(address, "GET", "/api/cameras/front/latest.jpg", &[], b"").status == 200
-    });
-    // One reader at a time: what one render costs, in memory and time.
-    let mut one_reader = Duration::ZERO;
-    for _ in 0..3 {
-        let started = Instant::now();
-        concurrent_pictures(address, 1);
-        one_reader = one_reader.max(started.elapsed());
-    }
-    let head = request(address, "HEAD", "/api/cameras/front/latest.jpg", &[], b"");
-    assert_eq!((head.status, head.header("content-type")), (200, Some("image/jpeg")), "{head:?}");
-    let peak_one = proc_status_bytes(pid, "VmHWM");
-    let (frames_before, idle_started) = (frames_processed(address), Instant::now());
-    daemon.wait_until("two frames without readers", || frames_processed(address) >= frames_before + 2);
-    let idle_rate = 2.0 / idle_started.elapsed().as_secs_f64();
-
-    let (frames_start, storm_started) = (frames_processed(address), Instant::now());
-    for _ in 0..ROUNDS {
-        concurrent_pictures(address, READERS);
-    }
-    daemon.wait_until("two more frames after the rounds", || frames_processed(address) >= frames_start + 2);
-    let storm_rate = (frames_processed(address) - frames_start) as f64 / storm_started.elapsed().as_secs_f64();
-    let peak_storm = proc_status_bytes(pid, "VmHWM");
-    println!(
-        "{READERS} readers x {ROUNDS} rounds of a {WIDTH}x{HEIGHT} picture: peak RSS {} MiB (one reader: {} MiB), \
-         {storm_rate:.2} frames/s (idle {idle_rate:.2}), one reader {one_reader:?}",
-        peak_storm >> 20,
-        peak_one >> 20
+    let mut stream = TcpStream::connect(address).expect("connect");
+    let head = format!(
+        "PUT /api/cameras/front/zones HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{\"zones\""
     );
-    assert!(
-        peak_storm <= peak_one + 4 * frame_bytes,
-        "peak RSS {} MiB with {READERS} readers against {} MiB with one: more than 4 frames ({} MiB) more",
-        peak_storm >> 20,
-        peak_one >> 20,
-        (4 * frame_bytes) >> 20
-    );
-    assert!(storm_rate >= idle_rate / 4.0, "detection fell from {idle_rate:.2} to {storm_rate:.2} frames/s");
-
-    // SIGTERM while a round is running.
-    let readers: Vec<_> = (0..READERS).map(|_| std::thread::spawn(move || ask_for_picture(address))).collect();
-    std::thread::sleep(one_reader / 2);
-    let stopping = Instant::now();
-    daemon.signal(libc::SIGTERM);
-    let status = daemon.wait_exit();
-    let stop_took = stopping.elapsed();
-    for reader in readers {
-        let _ = reader.join();
-    }
-    println!("SIGTERM during {READERS} readers: {stop_took:?}");
-    assert!(status.success(), "{status}:\n{}", daemon.log());
-    let bound = STOP_GRACE + one_reader * 4 + Pace::measured().frame * 4;
-    assert!(stop_took <= bound, "SIGTERM took {stop_took:?}, more than {bound:?}:\n{}", daemon.log());
+    stream.write_all(head.as_bytes()).expect("send the head and the body's first bytes");
+    stream.set_read_timeout(Some(BODY_TIMEOUT + Pace::measured().daemon_wait())).expect("timeout");
+    let mut answer = Vec::new();
+    let closed = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(closed.is_ok(), "no answer and still open: {closed:?}, {answer:?}");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(!dir.path().join("zones.toml").exists(), "nothing saved");
+    assert!(daemon.is_running(), "{}", daemon.log());
 }
 
 /// A port conflict published `building` and `online` before exiting 78, and 78 means systemd never
@@ -307,12 +220,12 @@ fn a_busy_port_ends_the_start_before_anything_is_announced_with_a_status_systemd
         outcome.stderr
     );
     assert!(outcome.stderr.contains("in use"), "{}", outcome.stderr);
-    // A retained status would reach a new subscriber at once; the first one saw every message.
+    // A retained status would reach a new subscriber before anything published after it
+    // subscribed; the first subscriber saw every message.
     let late = Subscriber::connect(&broker, "hostile-busy-port-late", &[&status]);
-    std::thread::sleep(Duration::from_millis(500));
-    for messages in [late.messages(&status), subscriber.messages(&status)] {
-        let texts: Vec<String> = messages.iter().map(Received::text).collect();
-        assert!(texts.is_empty(), "the start was announced: {texts:?}");
+    for (subscriber, barrier) in [(&late, "barrier-late"), (&subscriber, "barrier-first")] {
+        let texts: Vec<String> = subscriber.barrier(&status, barrier.as_bytes()).iter().map(Received::text).collect();
+        assert!(texts.iter().all(|text| text.starts_with("barrier-")), "the start was announced: {texts:?}");
     }
     drop(taken);
 }

@@ -25,8 +25,8 @@ use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 
 use super::engine::{Dim, Engine, EngineSession, InputElement, ModelInput};
 use crate::backend::BackendError;
-use crate::config::TensorDtype;
 use crate::model::OutputTensor;
+use crate::preprocess::TensorDtype;
 use crate::sys::lock::lock;
 
 /// The environment, made on the first load (ONNX Runtime allows one per process).
