@@ -197,6 +197,24 @@ pub enum DecoderKind {
     Yolov8,
     /// NMS inside the model: num_dets, boxes (x1,y1,x2,y2 input pixels), scores, classes.
     End2end,
+    /// NMS-free `[1,K,6]`: x1,y1,x2,y2 in input pixels, score, class id (YOLOv10, YOLO26).
+    NmsFree,
+    /// Boxes `[1,Q,4]` (cx,cy,w,h in 0..1 of the input) + class logits `[1,Q,C]` (the DETR family:
+    /// RT-DETR, D-FINE, RF-DETR, DETR); how logits become scores is [`ClassScores`].
+    Detr,
+}
+
+/// How the `detr` decoder turns a query's class outputs into scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassScores {
+    /// Logits, one independent sigmoid per class (RT-DETR, D-FINE, RF-DETR).
+    Sigmoid,
+    /// Logits, one softmax over the classes and a last "no object" column, which is never reported
+    /// (the original DETR).
+    Softmax,
+    /// Already scores in 0..1, every column a class (the graph ends in a sigmoid).
+    Probabilities,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,24 +1,30 @@
 //! Raw model outputs → detections in source-frame pixels.
 //!
-//! Owns: the output decoders (SSD, YOLOv5, YOLOv8/11, end-to-end NMS), score thresholding, the class
+//! Owns: the output decoders (SSD, YOLOv5, YOLOv8/11, end-to-end NMS, NMS-free YOLOv10/YOLO26, the
+//! DETR family), score thresholding, the class
 //! allow-list, per-class NMS, max detections, and mapping boxes back through the resize geometry.
 //! Must not: run models, read files, or know about MQTT.
 //!
 //! Every decoder turns its tensors into candidates (class, score, box in input-tensor pixels); a
 //! candidate survives only if its score is at least `score_threshold`, its class is allowed, its box
 //! is finite and still has an area once mapped to source pixels. The survivors go through greedy
-//! per-class NMS in descending score order (skipped for `end2end`, whose model already did it), and
+//! per-class NMS in descending score order (skipped for `end2end`, `nmsfree` and `detr`, whose models
+//! give one box per object), and
 //! the first `max_detections` kept are the result, highest score first. NMS compares the boxes in
 //! tensor space, as the model produced them, which is what reference implementations do.
 //! Malformed outputs (wrong count, shape or length, invalid values) are a [`DecodeError`], never a panic.
 
+mod detr;
 mod end2end;
 mod nms;
+mod nms_free;
 mod ssd;
 mod tensor;
 mod yolo;
 
-use crate::config::{DecoderKind, ModelConfig};
+pub use detr::{BOX_NAMES as DETR_BOX_NAMES, LOGIT_NAMES as DETR_LOGIT_NAMES};
+
+use crate::config::{ClassScores, DecoderKind, ModelConfig};
 use crate::detection::{BoundingBox, Detection, Labels};
 use crate::model::ModelOutputs;
 use crate::preprocess::ResizeGeometry;
@@ -50,6 +56,9 @@ pub struct DecodeParams {
     pub max_detections: usize,
     /// Class ids to report; `None` reports every class.
     pub allowed_classes: Option<Vec<usize>>,
+    /// How the `detr` decoder makes scores of its class outputs (the other decoders' models give
+    /// scores).
+    pub class_scores: ClassScores,
 }
 
 impl DecodeParams {
@@ -71,6 +80,7 @@ impl DecodeParams {
             nms_iou: model.nms_iou,
             max_detections: model.max_detections,
             allowed_classes,
+            class_scores: ClassScores::Sigmoid,
         })
     }
 }
@@ -213,10 +223,14 @@ impl Decoder {
             DecoderKind::Yolov5 => yolo::collect_v5(outputs, &mut sink)?,
             DecoderKind::Yolov8 => yolo::collect_v8(outputs, &mut self.best_per_anchor, &mut sink)?,
             DecoderKind::End2end => end2end::collect(outputs, &mut sink)?,
+            DecoderKind::NmsFree => nms_free::collect(outputs, &mut sink)?,
+            DecoderKind::Detr => {
+                detr::collect(outputs, self.params.class_scores, input_width as f32, input_height as f32, &mut sink)?
+            }
         }
         let nms_iou = match self.params.kind {
-            DecoderKind::End2end => None,
-            _ => Some(self.params.nms_iou),
+            DecoderKind::End2end | DecoderKind::NmsFree | DecoderKind::Detr => None,
+            DecoderKind::Ssd | DecoderKind::Yolov5 | DecoderKind::Yolov8 => Some(self.params.nms_iou),
         };
         let kept = nms::select(&mut self.candidates, nms_iou, self.params.max_detections);
         out.extend(kept.iter().map(|c| Detection { class_id: c.class_id, score: c.score, bbox: c.source_box }));

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 
 use super::{DecodeParams, Decoder};
-use crate::config::{DecoderKind, ResizeKind};
+use crate::config::{ClassScores, DecoderKind, ResizeKind};
 use crate::model::{ModelOutputs, OutputTensor};
 use crate::preprocess::ResizeGeometry;
 
@@ -69,6 +69,11 @@ fn well_formed(kind: DecoderKind, rows: usize, classes: usize, values: &[f32], t
                 tensor(names[3], vec![1, rows], values),
             ]
         }
+        DecoderKind::NmsFree => vec![tensor("output0", vec![1, rows, 6], values)],
+        DecoderKind::Detr => {
+            let (boxes, logits) = if tweak { ("a", "b") } else { ("pred_boxes", "logits") };
+            vec![tensor(logits, vec![1, rows, classes], values), tensor(boxes, vec![1, rows, 4], values)]
+        }
     };
     ModelOutputs { tensors }
 }
@@ -76,7 +81,17 @@ fn well_formed(kind: DecoderKind, rows: usize, classes: usize, values: &[f32], t
 /// Any number of tensors of any shape, with data lengths that may not match.
 fn malformed() -> impl Strategy<Value = ModelOutputs> {
     let one = (
-        prop::sample::select(vec!["boxes", "scores", "num_dets", "det_boxes", "det_scores", "det_classes", "x"]),
+        prop::sample::select(vec![
+            "boxes",
+            "scores",
+            "num_dets",
+            "det_boxes",
+            "det_scores",
+            "det_classes",
+            "pred_boxes",
+            "logits",
+            "x",
+        ]),
         prop::collection::vec(0usize..8, 0..4),
         prop::collection::vec(value(), 0..64),
     )
@@ -85,7 +100,14 @@ fn malformed() -> impl Strategy<Value = ModelOutputs> {
 }
 
 fn kind() -> impl Strategy<Value = DecoderKind> {
-    prop::sample::select(vec![DecoderKind::Ssd, DecoderKind::Yolov5, DecoderKind::Yolov8, DecoderKind::End2end])
+    prop::sample::select(vec![
+        DecoderKind::Ssd,
+        DecoderKind::Yolov5,
+        DecoderKind::Yolov8,
+        DecoderKind::End2end,
+        DecoderKind::NmsFree,
+        DecoderKind::Detr,
+    ])
 }
 
 fn outputs(kind: DecoderKind) -> impl Strategy<Value = ModelOutputs> {
@@ -95,15 +117,17 @@ fn outputs(kind: DecoderKind) -> impl Strategy<Value = ModelOutputs> {
 }
 
 fn params(kind: DecoderKind) -> impl Strategy<Value = DecodeParams> {
-    (0.0f32..=1.0, 0.0f32..=1.0, 1usize..50, prop::option::of(prop::collection::vec(0usize..8, 0..4))).prop_map(
-        move |(score_threshold, nms_iou, max_detections, allowed_classes)| DecodeParams {
+    let class_scores =
+        prop::sample::select(vec![ClassScores::Sigmoid, ClassScores::Softmax, ClassScores::Probabilities]);
+    (0.0f32..=1.0, 0.0f32..=1.0, 1usize..50, prop::option::of(prop::collection::vec(0usize..8, 0..4)), class_scores)
+        .prop_map(move |(score_threshold, nms_iou, max_detections, allowed_classes, class_scores)| DecodeParams {
             kind,
             score_threshold,
             nms_iou,
             max_detections,
             allowed_classes,
-        },
-    )
+            class_scores,
+        })
 }
 
 /// Source frame size, model input size and how one was fitted into the other.

@@ -1,15 +1,22 @@
 //! Builders and assertions shared by the decoder tests.
 
-use crate::config::{DecoderKind, ResizeKind};
+use crate::config::{ClassScores, DecoderKind, ResizeKind};
 use crate::detection::{BoundingBox, Detection};
 use crate::model::{ModelOutputs, OutputTensor};
 use crate::preprocess::ResizeGeometry;
 
 use super::DecodeParams;
 
-/// The config defaults: threshold 0.4, NMS IoU 0.5, 100 detections, every class.
+/// The config defaults: threshold 0.4, NMS IoU 0.5, 100 detections, every class, sigmoid DETR scores.
 pub(super) fn params(kind: DecoderKind) -> DecodeParams {
-    DecodeParams { kind, score_threshold: 0.4, nms_iou: 0.5, max_detections: 100, allowed_classes: None }
+    DecodeParams {
+        kind,
+        score_threshold: 0.4,
+        nms_iou: 0.5,
+        max_detections: 100,
+        allowed_classes: None,
+        class_scores: ClassScores::Sigmoid,
+    }
 }
 
 /// Source frame and input tensor are the same square: tensor pixels are source pixels.

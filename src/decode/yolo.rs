@@ -32,12 +32,12 @@ fn first_matrix<'a>(
     matrix(decoder, first)?.ok_or_else(|| unexpected(decoder, expected, outputs))
 }
 
-fn centre_box(cx: f32, cy: f32, width: f32, height: f32) -> BoundingBox {
+pub(super) fn centre_box(cx: f32, cy: f32, width: f32, height: f32) -> BoundingBox {
     BoundingBox { x1: cx - width / 2.0, y1: cy - height / 2.0, x2: cx + width / 2.0, y2: cy + height / 2.0 }
 }
 
 /// (class id, score) of the highest score; the first one wins ties, NaN never wins.
-fn best_class(scores: &[f32]) -> (usize, f32) {
+pub(super) fn best_class(scores: &[f32]) -> (usize, f32) {
     scores.iter().enumerate().fold(
         (0, f32::NEG_INFINITY),
         |best, (class_id, &score)| {

@@ -487,7 +487,7 @@ mod tests {
 
     use super::*;
     use crate::backend::{BackendInfo, BackendTimings, SessionMemory};
-    use crate::config::{CameraConfig, DecoderKind, SourceConfig};
+    use crate::config::{CameraConfig, ClassScores, DecoderKind, SourceConfig};
     use crate::infer::camera::{CameraPipeline, PipelineShared};
     use crate::model::OutputTensor;
     use crate::preprocess::PreprocessSpec;
@@ -616,6 +616,7 @@ mod tests {
             nms_iou: 0.5,
             max_detections: 10,
             allowed_classes: None,
+            class_scores: ClassScores::Sigmoid,
         }
     }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use jetson_detectd::backend::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession};
-use jetson_detectd::config::{CameraConfig, Config, DecoderKind};
+use jetson_detectd::config::{CameraConfig, ClassScores, Config, DecoderKind};
 use jetson_detectd::controls::Controls;
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Detection;
@@ -201,6 +201,7 @@ fn params() -> DecodeParams {
         nms_iou: 0.5,
         max_detections: 10,
         allowed_classes: None,
+        class_scores: ClassScores::Sigmoid,
     }
 }
 
