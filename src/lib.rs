@@ -32,6 +32,9 @@ pub mod service;
 // controls: the run-time switches and threshold that MQTT commands and the HTTP API set and the
 // pipeline reads, and their file
 pub mod controls;
+// onnx: what a model file says about itself (its interface, the decoder and input it calls for),
+// completing a loaded config's model description
+pub mod onnx;
 // backend ④ (CPU and TensorRT inference) and decode ⑤ (outputs → detections): peers
 pub mod backend;
 pub mod decode;

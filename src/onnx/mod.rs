@@ -1,0 +1,424 @@
+//! What an ONNX file says about itself: its inputs and outputs (names, element types,
+//! dimensions), which operator produces each output, and the scaling the graph applies to its
+//! first input before anything else. [`recognise`] turns that into a decoder and an input contract.
+//!
+//! Owns: reading a `ModelProto`'s main graph straight from the protobuf wire format ([`wire`]),
+//! bounded and without copying weights: only names, shapes and constants of at most
+//! [`MAX_CONSTANT_VALUES`] values are kept. Must not: run the model, open files other than the one
+//! it is given, or trust the bytes: a hostile file ends in an [`OnnxError`], never a panic, a hang
+//! or an allocation larger than the file.
+//!
+//! Why not rten's or ONNX Runtime's loader: both load every weight to answer what the names and
+//! shapes already say, and a file that is not ONNX must be refused at `check-config` before either
+//! runs.
+
+pub mod recognise;
+pub mod wire;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use wire::{Field, Fields, WireError};
+
+/// Constants with more values than this are not read (a scale or a per-channel mean has 1 or 3).
+pub const MAX_CONSTANT_VALUES: usize = 3;
+/// The longest chain of element-wise operators followed from the first input.
+const MAX_PRELUDE_STEPS: usize = 16;
+/// Most inputs or outputs kept: real models have a handful.
+const MAX_INTERFACE_TENSORS: usize = 64;
+/// Most dimensions of one input or output kept.
+const MAX_RANK: usize = 8;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OnnxError {
+    #[error("cannot read {path}: {message}")]
+    Read { path: std::path::PathBuf, message: String },
+    #[error("not a valid ONNX (protobuf) file: {0}")]
+    Malformed(#[from] WireError),
+    #[error("not an ONNX model: {0}")]
+    NotAModel(&'static str),
+}
+
+/// The element type of a tensor (`TensorProto.DataType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElementType {
+    Float,
+    Float16,
+    Uint8,
+    Int8,
+    Int32,
+    Int64,
+    Bool,
+    /// Any other `DataType` number.
+    Other(u64),
+}
+
+impl ElementType {
+    fn from_onnx(number: u64) -> ElementType {
+        match number {
+            1 => ElementType::Float,
+            2 => ElementType::Uint8,
+            3 => ElementType::Int8,
+            6 => ElementType::Int32,
+            7 => ElementType::Int64,
+            9 => ElementType::Bool,
+            10 => ElementType::Float16,
+            other => ElementType::Other(other),
+        }
+    }
+}
+
+impl std::fmt::Display for ElementType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ElementType::Float => f.write_str("float32"),
+            ElementType::Float16 => f.write_str("float16"),
+            ElementType::Uint8 => f.write_str("uint8"),
+            ElementType::Int8 => f.write_str("int8"),
+            ElementType::Int32 => f.write_str("int32"),
+            ElementType::Int64 => f.write_str("int64"),
+            ElementType::Bool => f.write_str("bool"),
+            ElementType::Other(number) => write!(f, "data type {number}"),
+        }
+    }
+}
+
+/// One dimension of a declared shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dim {
+    Fixed(u64),
+    /// A named (`batch`, `N`) or unknown dimension.
+    Symbolic,
+}
+
+/// A graph input or output as the file declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub element: ElementType,
+    /// `None`: the file declares no shape.
+    pub dims: Option<Vec<Dim>>,
+    /// The operator that produces it (outputs only; `None` for inputs and unknown producers).
+    pub producer: Option<String>,
+}
+
+impl TensorInfo {
+    /// The fixed dimensions, or `None` when any is symbolic or the shape is unknown.
+    pub fn fixed_dims(&self) -> Option<Vec<u64>> {
+        self.dims.as_ref()?.iter().map(|dim| if let Dim::Fixed(value) = dim { Some(*value) } else { None }).collect()
+    }
+}
+
+impl std::fmt::Display for TensorInfo {
+    /// "`output0` float32 [1, 300, 6]", symbolic dimensions as `?`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` {}", self.name, self.element)?;
+        match &self.dims {
+            None => f.write_str(" (no shape)"),
+            Some(dims) => {
+                let dims = dims
+                    .iter()
+                    .map(|dim| match dim {
+                        Dim::Fixed(value) => value.to_string(),
+                        Dim::Symbolic => "?".to_string(),
+                    })
+                    .collect::<Vec<_>>();
+                write!(f, " [{}]", dims.join(", "))
+            }
+        }
+    }
+}
+
+/// The element-wise affine map `value * scale[c] + offset[c]` that the graph applies to its first
+/// input before any other operator (identity when it applies none).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InputScaling {
+    pub scale: [f32; 3],
+    pub offset: [f32; 3],
+}
+
+impl InputScaling {
+    pub const IDENTITY: InputScaling = InputScaling { scale: [1.0; 3], offset: [0.0; 3] };
+}
+
+/// The interface of an ONNX model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInterface {
+    /// Graph inputs that are not initializers, in order.
+    pub inputs: Vec<TensorInfo>,
+    pub outputs: Vec<TensorInfo>,
+    /// What the graph does to its first input before anything else.
+    pub input_scaling: InputScaling,
+    /// `ModelProto.producer_name`, e.g. `pytorch`.
+    pub producer: String,
+}
+
+impl ModelInterface {
+    /// The outputs' names and shapes, e.g. "`boxes` float32 [1, 1917, 4], `scores` float32 [1, 1917, 91]".
+    pub fn describe_outputs(&self) -> String {
+        if self.outputs.is_empty() {
+            return "no outputs".to_string();
+        }
+        self.outputs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// Reads the interface of the ONNX model in `path` (a regular file within the model size bound).
+pub fn read_file(path: &Path) -> Result<ModelInterface, OnnxError> {
+    let bytes = crate::sys::files::read(path, crate::sys::files::MAX_MODEL_BYTES)
+        .map_err(|error| OnnxError::Read { path: path.to_path_buf(), message: error.to_string() })?;
+    read(&bytes)
+}
+
+/// Reads the interface of the ONNX model in `model` (the bytes of an `.onnx` file).
+pub fn read(model: &[u8]) -> Result<ModelInterface, OnnxError> {
+    let mut graph = None;
+    let mut producer = String::new();
+    for field in Fields::new(model) {
+        match field? {
+            Field::Bytes(2, name) => producer = String::from_utf8_lossy(name).into_owned(),
+            Field::Bytes(7, bytes) => graph = Some(bytes),
+            _ => {}
+        }
+    }
+    let graph = graph.ok_or(OnnxError::NotAModel("it has no graph"))?;
+
+    // Pass 1: declared inputs and outputs, initializer names and small constants.
+    let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
+    let mut constants = HashMap::new();
+    let mut initializers = std::collections::HashSet::new();
+    for field in Fields::new(graph) {
+        match field? {
+            Field::Bytes(11, info) if inputs.len() < MAX_INTERFACE_TENSORS => inputs.push(value_info(info)?),
+            Field::Bytes(12, info) if outputs.len() < MAX_INTERFACE_TENSORS => outputs.push(value_info(info)?),
+            Field::Bytes(5, tensor) => {
+                let (name, values) = small_tensor(tensor)?;
+                if let Some(values) = values {
+                    constants.insert(String::from_utf8_lossy(name).into_owned(), values);
+                }
+                initializers.insert(name);
+            }
+            _ => {}
+        }
+    }
+    // Older exports list weights among the inputs too.
+    inputs.retain(|input: &TensorInfo| !initializers.contains(input.name.as_bytes()));
+    if inputs.is_empty() && outputs.is_empty() {
+        return Err(OnnxError::NotAModel("its graph declares no inputs and no outputs"));
+    }
+
+    // Pass 2: the nodes, in their (topological) order.
+    let mut prelude = inputs.first().map(|input| Prelude::new(&input.name));
+    for field in Fields::new(graph) {
+        let Field::Bytes(1, node) = field? else { continue };
+        let mut node = Node::read(node)?;
+        if node.op_type == b"Constant" {
+            if let (Some(output), Some(values)) = (node.outputs.first(), node.constant_value.take()) {
+                constants.insert(String::from_utf8_lossy(output).into_owned(), values);
+            }
+        }
+        if let Some(chain) = prelude.as_mut() {
+            chain.step(&node, &constants);
+        }
+        for output in outputs.iter_mut().filter(|output| node.outputs.contains(&output.name.as_bytes())) {
+            output.producer = Some(String::from_utf8_lossy(node.op_type).into_owned());
+        }
+    }
+    let input_scaling = prelude.map_or(InputScaling::IDENTITY, |chain| chain.scaling);
+    Ok(ModelInterface { inputs, outputs, input_scaling, producer })
+}
+
+/// A `ValueInfoProto`: name (1), type (2) → `tensor_type` (1) → `elem_type` (1), `shape` (2) →
+/// `dim` (1) → `dim_value` (1) or `dim_param` (2).
+fn value_info(bytes: &[u8]) -> Result<TensorInfo, OnnxError> {
+    let mut info = TensorInfo { name: String::new(), element: ElementType::Other(0), dims: None, producer: None };
+    for field in Fields::new(bytes) {
+        match field? {
+            Field::Bytes(1, name) => info.name = String::from_utf8_lossy(name).into_owned(),
+            Field::Bytes(2, type_proto) => {
+                for field in Fields::new(type_proto) {
+                    if let Field::Bytes(1, tensor_type) = field? {
+                        tensor_type_into(tensor_type, &mut info)?;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(info)
+}
+
+fn tensor_type_into(bytes: &[u8], info: &mut TensorInfo) -> Result<(), OnnxError> {
+    for field in Fields::new(bytes) {
+        match field? {
+            Field::Varint(1, element) => info.element = ElementType::from_onnx(element),
+            Field::Bytes(2, shape) => {
+                let mut dims = Vec::new();
+                for field in Fields::new(shape) {
+                    let Field::Bytes(1, dim) = field? else { continue };
+                    let mut value = Dim::Symbolic;
+                    for field in Fields::new(dim) {
+                        if let Field::Varint(1, fixed) = field? {
+                            // A negative dim_value (two's complement) is not a size.
+                            value = if i64::try_from(fixed).is_ok() { Dim::Fixed(fixed) } else { Dim::Symbolic };
+                        }
+                    }
+                    if dims.len() < MAX_RANK {
+                        dims.push(value);
+                    }
+                }
+                info.dims = Some(dims);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A `TensorProto`'s name, and its values when it is a float tensor of at most
+/// [`MAX_CONSTANT_VALUES`] values stored inside the file.
+fn small_tensor(bytes: &[u8]) -> Result<(&[u8], Option<Vec<f32>>), OnnxError> {
+    let (mut name, mut data_type, mut count) = (&b""[..], 0, 1usize);
+    let (mut raw, mut floats) = (None, Vec::new());
+    for field in Fields::new(bytes) {
+        match field? {
+            Field::Bytes(8, value) => name = value,
+            Field::Varint(2, value) => data_type = value,
+            Field::Varint(1, dim) => count = count.saturating_mul(usize::try_from(dim).unwrap_or(usize::MAX)),
+            Field::Bytes(1, packed) => {
+                for dim in wire::packed_varints(packed) {
+                    count = count.saturating_mul(usize::try_from(dim?).unwrap_or(usize::MAX));
+                }
+            }
+            Field::Bytes(9, value) => raw = Some(value),
+            Field::Bytes(4, packed) if packed.len() <= 4 * MAX_CONSTANT_VALUES => {
+                floats.extend(packed.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+            }
+            Field::Fixed32(4, value) if floats.len() < MAX_CONSTANT_VALUES => floats.push(f32::from_le_bytes(value)),
+            _ => {}
+        }
+    }
+    if count == 0 || count > MAX_CONSTANT_VALUES {
+        return Ok((name, None));
+    }
+    let values = match (data_type, raw) {
+        (1, Some(raw)) if raw.len() == 4 * count => {
+            raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+        }
+        (10, Some(raw)) if raw.len() == 2 * count => {
+            raw.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect()
+        }
+        (11, Some(raw)) if raw.len() == 8 * count => raw
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32)
+            .collect(),
+        (1, None) if floats.len() == count => floats,
+        _ => return Ok((name, None)),
+    };
+    Ok((name, Some(values)))
+}
+
+/// The parts of a `NodeProto` the reader uses.
+struct Node<'a> {
+    op_type: &'a [u8],
+    inputs: Vec<&'a [u8]>,
+    outputs: Vec<&'a [u8]>,
+    /// A `Constant` node's small float `value` (or `value_float`).
+    constant_value: Option<Vec<f32>>,
+}
+
+impl<'a> Node<'a> {
+    fn read(bytes: &'a [u8]) -> Result<Node<'a>, OnnxError> {
+        let mut node = Node { op_type: b"", inputs: Vec::new(), outputs: Vec::new(), constant_value: None };
+        for field in Fields::new(bytes) {
+            match field? {
+                Field::Bytes(1, input) => node.inputs.push(input),
+                Field::Bytes(2, output) => node.outputs.push(output),
+                Field::Bytes(4, op_type) => node.op_type = op_type,
+                Field::Bytes(5, attribute) => {
+                    for field in Fields::new(attribute) {
+                        match field? {
+                            Field::Bytes(5, tensor) => node.constant_value = small_tensor(tensor)?.1,
+                            Field::Fixed32(2, value) => node.constant_value = Some(vec![f32::from_le_bytes(value)]),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if node.op_type != b"Constant" {
+            node.constant_value = None;
+        }
+        Ok(node)
+    }
+}
+
+/// Follows the first input through element-wise operators with constant operands.
+struct Prelude {
+    /// The tensor that currently holds the scaled input; `None` once the chain has ended.
+    current: Option<String>,
+    steps: usize,
+    scaling: InputScaling,
+}
+
+impl Prelude {
+    fn new(input: &str) -> Prelude {
+        Prelude { current: Some(input.to_string()), steps: 0, scaling: InputScaling::IDENTITY }
+    }
+
+    fn step(&mut self, node: &Node<'_>, constants: &HashMap<String, Vec<f32>>) {
+        let Some(current) = self.current.as_deref() else { return };
+        let Some(position) = node.inputs.iter().position(|input| *input == current.as_bytes()) else { return };
+        if node.op_type == b"Shape" {
+            return;
+        }
+        self.steps += 1;
+        let next = node.outputs.first().map(|output| String::from_utf8_lossy(output).into_owned());
+        let other = node
+            .inputs
+            .get(1 - position.min(1))
+            .filter(|_| node.inputs.len() == 2)
+            .and_then(|name| constants.get(String::from_utf8_lossy(name).as_ref()))
+            .and_then(|values| per_channel(values));
+        let passes_through = matches!(
+            node.op_type,
+            b"Cast" | b"Identity" | b"Transpose" | b"Reshape" | b"Unsqueeze" | b"Squeeze" | b"Flatten"
+        );
+        let applied = match (node.op_type, other) {
+            _ if passes_through => true,
+            (b"Div", Some(c)) if position == 0 && c.iter().all(|v| *v != 0.0) => {
+                self.apply(|s, o, i| (s / c[i], o / c[i]))
+            }
+            (b"Mul", Some(c)) => self.apply(|s, o, i| (s * c[i], o * c[i])),
+            (b"Add", Some(c)) => self.apply(|s, o, i| (s, o + c[i])),
+            (b"Sub", Some(c)) if position == 0 => self.apply(|s, o, i| (s, o - c[i])),
+            (b"Sub", Some(c)) => self.apply(|s, o, i| (-s, c[i] - o)),
+            _ => false,
+        };
+        self.current = next.filter(|_| applied && self.steps < MAX_PRELUDE_STEPS);
+    }
+
+    fn apply(&mut self, map: impl Fn(f32, f32, usize) -> (f32, f32)) -> bool {
+        for channel in 0..3 {
+            let (scale, offset) = map(self.scaling.scale[channel], self.scaling.offset[channel], channel);
+            self.scaling.scale[channel] = scale;
+            self.scaling.offset[channel] = offset;
+        }
+        true
+    }
+}
+
+/// One value for all three channels, or one per channel.
+fn per_channel(values: &[f32]) -> Option<[f32; 3]> {
+    match *values {
+        [value] if value.is_finite() => Some([value; 3]),
+        [r, g, b] if [r, g, b].iter().all(|v| v.is_finite()) => Some([r, g, b]),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_models;
+#[cfg(test)]
+mod tests;
