@@ -60,6 +60,9 @@ pub enum GpuError {
     RowOutsideBatch { row: usize, rows: usize },
     #[error("impossible input tensor size {width}x{height}")]
     TensorSize { width: u32, height: u32 },
+    /// A region of interest that is not inside its frame ([`Roi::check`](crate::preprocess::Roi::check)).
+    #[error("{0}")]
+    Roi(crate::preprocess::PreprocessError),
     #[error("CPU preprocessing (benchmark reference) failed: {0}")]
     CpuReference(#[from] crate::preprocess::PreprocessError),
 }

@@ -25,6 +25,10 @@
 //
 // A launch writes one [C, H, W] or [H, W, C] tensor at `dst`; batched tensors get one launch per
 // row, each with the address of its row.
+//
+// The source is `src_w` x `src_h` pixels whose rows lie `src_pitch` pixels apart: the whole frame,
+// or a region of interest in it (`src` its first pixel, `chroma` its first NV12 chroma row; the
+// host starts regions on the chroma grid, so every pixel converts as it does in the whole frame).
 
 #define FMT_RGB 0
 #define FMT_BGR 1
@@ -63,7 +67,12 @@ struct Params {
     const unsigned int* x_taps;
     // The same per content row.
     const unsigned int* y_taps;
+    // NV12: the chroma row of the source's first row pair (the source is a region of a frame whose
+    // rows are `src_pitch` pixels apart; `src` is its first pixel).
+    const unsigned char* chroma;
+    // The source (the frame, or a region of interest in it) is src_w x src_h pixels.
     int src_w, src_h;
+    int src_pitch;
     int out_w, out_h;
     int content_w, content_h;
     int pad_x, pad_y;
@@ -140,21 +149,21 @@ __device__ __forceinline__ Rgb load_rgb(const Params& p, int x, int y) {
     const unsigned char* s = p.src;
     Rgb q;
     if constexpr (FMT == FMT_RGB) {
-        const unsigned char* px = s + ((size_t)y * p.src_w + x) * 3;
+        const unsigned char* px = s + ((size_t)y * p.src_pitch + x) * 3;
         q.r = px[0]; q.g = px[1]; q.b = px[2];
     } else if constexpr (FMT == FMT_BGR) {
-        const unsigned char* px = s + ((size_t)y * p.src_w + x) * 3;
+        const unsigned char* px = s + ((size_t)y * p.src_pitch + x) * 3;
         q.r = px[2]; q.g = px[1]; q.b = px[0];
     } else if constexpr (FMT == FMT_RGBA) {
-        uchar4 px = *reinterpret_cast<const uchar4*>(s + ((size_t)y * p.src_w + x) * 4);
+        uchar4 px = *reinterpret_cast<const uchar4*>(s + ((size_t)y * p.src_pitch + x) * 4);
         q.r = px.x; q.g = px.y; q.b = px.z;
     } else if constexpr (FMT == FMT_YUYV) {
         // One aligned 4-byte load holds Y0 U Y1 V of the pixel's pair.
-        uchar4 pair = *reinterpret_cast<const uchar4*>(s + (size_t)y * p.src_w * 2 + (x & ~1) * 2);
+        uchar4 pair = *reinterpret_cast<const uchar4*>(s + (size_t)y * p.src_pitch * 2 + (x & ~1) * 2);
         q = yuv_to_rgb((x & 1) ? pair.z : pair.x, pair.y, pair.w);
     } else {
-        const unsigned char* luma = s + (size_t)y * p.src_w;
-        const unsigned char* chroma = s + (size_t)p.src_w * p.src_h + (size_t)(y / 2) * p.src_w + (x & ~1);
+        const unsigned char* luma = s + (size_t)y * p.src_pitch;
+        const unsigned char* chroma = p.chroma + (size_t)(y / 2) * p.src_pitch + (x & ~1);
         uchar2 uv = *reinterpret_cast<const uchar2*>(chroma);
         q = yuv_to_rgb(luma[x], uv.x, uv.y);
     }
@@ -317,7 +326,7 @@ __device__ __forceinline__ uint4 load_chunk(const Params& p, const unsigned char
         // Per pair a word Y0 Y1 U V.
         const unsigned char* luma = row + x;
         const unsigned short* chroma = reinterpret_cast<const unsigned short*>(
-            p.src + (size_t)p.src_w * p.src_h + (size_t)(y / 2) * p.src_w + x);
+            p.chroma + (size_t)(y / 2) * p.src_pitch + x);
         raw.x = (unsigned int)__ldg(luma) | ((unsigned int)__ldg(luma + 1) << 8) | ((unsigned int)__ldg(chroma) << 16);
         if (x + 2 < p.src_w) {
             raw.y = (unsigned int)__ldg(luma + 2) | ((unsigned int)__ldg(luma + 3) << 8) |
@@ -390,7 +399,7 @@ __device__ __forceinline__ void stage_chunk(const Params& p, uint4 raw, int x, f
 }
 
 __device__ __forceinline__ int row_bytes(const Params& p, int format) {
-    return format == FMT_YUYV ? 2 * p.src_w : format == FMT_RGBA ? 4 * p.src_w : format == FMT_NV12 ? p.src_w : 3 * p.src_w;
+    return format == FMT_YUYV ? 2 * p.src_pitch : format == FMT_RGBA ? 4 * p.src_pitch : format == FMT_NV12 ? p.src_pitch : 3 * p.src_pitch;
 }
 
 // Phase B for one content column and G staged rows r0, r0 + BLOCK_ROWS, ...: the definition's

@@ -1,11 +1,13 @@
 //! The preprocessing kernels' host side: NVRTC compilation with an on-disk PTX cache, and launches
-//! that write one frame into one row of a (batched) input tensor on a stream.
+//! that write one frame, or a region of interest of it ([`Roi`]: a classifier's crop, read in place
+//! through its offset and the frame's row pitch), into one row of a (batched) input tensor on a
+//! stream.
 //!
 //! Owns: `preprocess.cu` (included at build time), the PTX cache files
 //! `<cache_dir>/preprocess-<key>.ptx` (key = hash of kernel source, compile options, device name
 //! and compute capability), the device staging buffer of discrete GPUs (sized like the largest
 //! slot it has staged: a driver that negotiates a larger mode than configured grows it once), and the device copies of
-//! the sampling tables ([`KernelTaps`]) and tile plans of the last [`TAP_CACHE_SIZES`] frame sizes.
+//! the sampling tables ([`KernelTaps`]) and tile plans of the last [`TAP_CACHE_SIZES`] source sizes.
 //! Must not: synchronise the stream (the caller does, once per batch, after inference), or
 //! allocate per frame (only when a frame size not in the cache arrives).
 
@@ -24,7 +26,7 @@ use super::taps::{KernelTaps, TilePlan, BLOCK_ROWS, TILE_WIDTH};
 use super::{DriverContext, GpuDevice, GpuError};
 use crate::config::{ColorOrder, ResizeFilter, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat};
-use crate::preprocess::{AxisTaps, PreprocessSpec};
+use crate::preprocess::{AxisTaps, PreprocessSpec, Roi};
 
 const KERNEL_SOURCE: &str = include_str!("preprocess.cu");
 
@@ -55,8 +57,10 @@ struct KernelParams {
     dst: CUdeviceptr,
     x_taps: CUdeviceptr,
     y_taps: CUdeviceptr,
+    chroma: CUdeviceptr,
     src_w: i32,
     src_h: i32,
+    src_pitch: i32,
     out_w: i32,
     out_h: i32,
     content_w: i32,
@@ -75,7 +79,7 @@ struct KernelParams {
     stage_pitch: i32,
 }
 
-// SAFETY: #[repr(C)] plain-old-data whose layout matches `struct Params` of the kernel (four 64-bit
+// SAFETY: #[repr(C)] plain-old-data whose layout matches `struct Params` of the kernel (five 64-bit
 // pointers, then 32-bit fields only, no padding differences); it is passed by value.
 unsafe impl DeviceRepr for KernelParams {}
 
@@ -230,6 +234,21 @@ impl GpuPreprocessor {
         unsafe { self.enqueue_row_into(slot, batch_ptr, batch_bytes, row) }
     }
 
+    /// [`GpuPreprocessor::enqueue_row`] with `roi` of the slot's frame as the source.
+    pub fn enqueue_roi_row(
+        &mut self,
+        slot: &FrameSlot,
+        roi: Roi,
+        batch: &mut CudaSlice<u8>,
+        row: usize,
+    ) -> Result<(), GpuError> {
+        let stream = self.stream.clone();
+        let batch_bytes = batch.len();
+        let (batch_ptr, _batch_written) = batch.device_ptr_mut(&stream);
+        // SAFETY: as in `enqueue_row`.
+        unsafe { self.enqueue_roi_row_into(slot, roi, batch_ptr, batch_bytes, row) }
+    }
+
     /// [`GpuPreprocessor::enqueue_row`] into raw device memory (e.g. a TensorRT input binding).
     ///
     /// # Safety
@@ -242,6 +261,24 @@ impl GpuPreprocessor {
         batch_bytes: usize,
         row: usize,
     ) -> Result<(), GpuError> {
+        // SAFETY: the caller's contract is this function's.
+        unsafe { self.enqueue_roi_row_into(slot, Roi::full(slot.meta()), batch, batch_bytes, row) }
+    }
+
+    /// [`GpuPreprocessor::enqueue_row_into`] with `roi` of the slot's frame as the source (a
+    /// detection's crop for a classifier): the kernel reads the region in place.
+    ///
+    /// # Safety
+    /// As [`GpuPreprocessor::enqueue_row_into`].
+    pub unsafe fn enqueue_roi_row_into(
+        &mut self,
+        slot: &FrameSlot,
+        roi: Roi,
+        batch: CUdeviceptr,
+        batch_bytes: usize,
+        row: usize,
+    ) -> Result<(), GpuError> {
+        roi.check(slot.meta()).map_err(GpuError::Roi)?;
         let dst = self.row_address(batch, batch_bytes, row)?;
         let frame = slot.data();
         let mapped = slot
@@ -254,7 +291,7 @@ impl GpuPreprocessor {
             // SAFETY: `src` is the mapped slot's device address, valid for the frame's bytes while
             // the slot is held (until the stream is synchronised); `dst` is a row inside `batch`,
             // which the caller keeps allocated until then.
-            Some(src) => unsafe { self.launch(src, slot.meta(), dst) },
+            Some(src) => unsafe { self.launch(src, slot.meta(), roi, dst) },
             None => {
                 self.device.bind_to_thread()?;
                 let stream = self.stream.clone();
@@ -292,7 +329,7 @@ impl GpuPreprocessor {
                     .during("cuMemcpyHtoDAsync")
                     // SAFETY: `src` now holds the frame on this stream; `dst` is a row inside
                     // `batch`, which the caller keeps allocated until the stream has run the kernel.
-                    .and_then(|()| unsafe { self.launch(src, slot.meta(), dst) });
+                    .and_then(|()| unsafe { self.launch(src, slot.meta(), roi, dst) });
                 drop(staging_written);
                 self.staging = Some(staging);
                 result
@@ -310,6 +347,19 @@ impl GpuPreprocessor {
         batch: &mut CudaSlice<u8>,
         row: usize,
     ) -> Result<(), GpuError> {
+        self.enqueue_device_roi_row(src, meta, Roi::full(meta), batch, row)
+    }
+
+    /// [`GpuPreprocessor::enqueue_device_row`] with `roi` of the frame as the source.
+    pub fn enqueue_device_roi_row(
+        &mut self,
+        src: &CudaSlice<u8>,
+        meta: &FrameMeta,
+        roi: Roi,
+        batch: &mut CudaSlice<u8>,
+        row: usize,
+    ) -> Result<(), GpuError> {
+        roi.check(meta).map_err(GpuError::Roi)?;
         let needed = meta
             .format
             .frame_bytes(meta.width, meta.height)
@@ -324,7 +374,7 @@ impl GpuPreprocessor {
         let dst = self.row_address(batch_ptr, batch_bytes, row)?;
         // SAFETY: both pointers address live device allocations of the checked sizes, ordered
         // on this stream by their guards.
-        unsafe { self.launch(src_ptr, meta, dst) }
+        unsafe { self.launch(src_ptr, meta, roi, dst) }
     }
 
     fn check_output(&self, actual: usize) -> Result<(), GpuError> {
@@ -348,12 +398,12 @@ impl GpuPreprocessor {
         Ok(batch + (row * row_bytes) as CUdeviceptr)
     }
 
-    /// Moves the tap tables and tile plan for frames of `meta`'s size to the front of the cache:
+    /// Moves the tap tables and tile plan for sources of `width` × `height` to the front of the cache:
     /// cached, or built with the CPU code's [`AxisTaps`] and uploaded (dropping the least recently
     /// used size beyond [`TAP_CACHE_SIZES`]; its device memory is freed in stream order, after the
     /// kernels that read it).
-    fn cache_taps(&mut self, meta: &FrameMeta) -> Result<(), GpuError> {
-        let size = (meta.width, meta.height);
+    fn cache_taps(&mut self, width: u32, height: u32) -> Result<(), GpuError> {
+        let size = (width, height);
         match self.taps.iter().position(|taps| (taps.src_width, taps.src_height) == size) {
             Some(0) => {}
             Some(index) => {
@@ -361,13 +411,13 @@ impl GpuPreprocessor {
                 self.taps.insert(0, taps);
             }
             None => {
-                let geometry = self.spec.geometry(meta.width, meta.height);
+                let geometry = self.spec.geometry(width, height);
                 let filter = self.spec.filter;
                 let kernel_taps = |src: u32, content: u32| {
                     KernelTaps::trimmed(&AxisTaps::new(filter, src, content)).ok_or(too_large(src as usize))
                 };
-                let x = kernel_taps(meta.width, geometry.content_width)?;
-                let y = kernel_taps(meta.height, geometry.content_height)?;
+                let x = kernel_taps(width, geometry.content_width)?;
+                let y = kernel_taps(height, geometry.content_height)?;
                 let plan = match self.antialias_kernel {
                     AntialiasKernel::Resample { tile_rows } => TilePlan::new(
                         &x,
@@ -381,8 +431,8 @@ impl GpuPreprocessor {
                     AntialiasKernel::SinglePass => None,
                 };
                 let taps = DeviceTaps {
-                    src_width: meta.width,
-                    src_height: meta.height,
+                    src_width: width,
+                    src_height: height,
                     x: DeviceAxisTaps::upload(&self.stream, &x)?,
                     y: DeviceAxisTaps::upload(&self.stream, &y)?,
                     plan,
@@ -396,16 +446,37 @@ impl GpuPreprocessor {
 
     /// # Safety
     /// `src` addresses the whole frame described by `meta` and `dst` `spec.bytes()` bytes, both
-    /// device-accessible in this context until the stream has run the kernel.
-    unsafe fn launch(&mut self, src: CUdeviceptr, meta: &FrameMeta, dst: CUdeviceptr) -> Result<(), GpuError> {
-        let geometry = self.spec.geometry(meta.width, meta.height);
+    /// device-accessible in this context until the stream has run the kernel; `roi` has been
+    /// checked against `meta`.
+    unsafe fn launch(
+        &mut self,
+        src: CUdeviceptr,
+        meta: &FrameMeta,
+        roi: Roi,
+        dst: CUdeviceptr,
+    ) -> Result<(), GpuError> {
+        let geometry = self.spec.geometry(roi.width, roi.height);
+        // The region's first pixel and (NV12) its first chroma row, inside the checked frame.
+        let (frame_width, frame_height) = (u64::from(meta.width), u64::from(meta.height));
+        let (roi_x, roi_y) = (u64::from(roi.x), u64::from(roi.y));
+        let bytes_per_pixel = match meta.format {
+            PixelFormat::Rgb8 | PixelFormat::Bgr8 => 3,
+            PixelFormat::Rgba8 => 4,
+            PixelFormat::Yuyv => 2,
+            PixelFormat::Nv12 => 1,
+        };
+        let roi_src = src + (roi_y * frame_width + roi_x) * bytes_per_pixel;
+        let chroma = match meta.format {
+            PixelFormat::Nv12 => src + frame_width * frame_height + (roi_y / 2) * frame_width + roi_x,
+            _ => 0,
+        };
         let stream = self.stream.clone();
         // Bilinear computes its two taps per axis in the kernel (no dependent table loads; the
         // same f32 operations as `AxisTaps`); antialias reads the tables.
         let taps = match self.spec.filter {
             ResizeFilter::Bilinear => None,
             ResizeFilter::Antialias => {
-                self.cache_taps(meta)?;
+                self.cache_taps(roi.width, roi.height)?;
                 self.taps.first()
             }
         };
@@ -414,12 +485,14 @@ impl GpuPreprocessor {
         let (x_taps, _x_taps_read) = taps.map(|taps| taps.x.records.device_ptr(&stream)).unzip();
         let (y_taps, _y_taps_read) = taps.map(|taps| taps.y.records.device_ptr(&stream)).unzip();
         let params = KernelParams {
-            src,
+            src: roi_src,
             dst,
             x_taps: x_taps.unwrap_or(0),
             y_taps: y_taps.unwrap_or(0),
-            src_w: to_i32(meta.width)?,
-            src_h: to_i32(meta.height)?,
+            chroma,
+            src_w: to_i32(roi.width)?,
+            src_h: to_i32(roi.height)?,
+            src_pitch: to_i32(meta.width)?,
             out_w: to_i32(spec.width)?,
             out_h: to_i32(spec.height)?,
             content_w: to_i32(geometry.content_width)?,
@@ -458,8 +531,9 @@ impl GpuPreprocessor {
         let mut launch = stream.launch_builder(kernel);
         launch.arg(&params);
         // SAFETY: the kernels read only the frame bytes `src` was checked to hold (every tap
-        // index lies inside the frame the tables were built for, which is this frame's size, and
-        // the resample kernel stages only source pixels inside the frame) and write exactly
+        // index lies inside the source the tables were built for, which is this ROI's size; the
+        // ROI lies inside the frame, starts on its chroma grid, and its rows are `src_pitch` apart
+        // as the frame's are; the resample kernel stages only source pixels inside the ROI) and write exactly
         // `spec.bytes()` bytes at `dst` (caller contract); the tap tables live in `self.taps` and
         // are ordered on this stream by their guards (and freed in stream order when evicted); the
         // shared memory matches the plan the kernel indexes with; `params` matches the kernel's

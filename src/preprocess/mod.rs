@@ -35,12 +35,17 @@
 //! 4. Value: f32/f16 outputs hold `(v − mean[c]) / std[c]`; u8 outputs hold `round(v)` (half away
 //!    from zero) clamped to 0..255. The pad value goes through the same step 4.
 //! 5. Layout: NCHW index `c·H·W + y·W + x`, NHWC index `(y·W + x)·3 + c`; batch 1.
+//!
+//! A [`Roi`] narrows the source to a rectangle of the frame (a detection's crop for a
+//! classifier); `roi.rs` states how the definition reads it.
 
 mod fast;
+mod roi;
 mod simd;
 mod spec;
 
 pub use fast::FastPreprocessor;
+pub use roi::Roi;
 pub use spec::{ColorOrder, PreprocessSpec, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 
 use crate::frame::{FrameMeta, PixelFormat};
@@ -108,6 +113,8 @@ pub enum PreprocessError {
     ImpossibleTensorSize { width: u32, height: u32 },
     #[error("output buffer has {actual} bytes, the input tensor needs {expected}")]
     OutputLength { expected: usize, actual: usize },
+    #[error("region {roi} is empty, outside the {width}x{height} {format} frame or off its chroma grid")]
+    Roi { roi: Roi, format: &'static str, width: u32, height: u32 },
 }
 
 /// Preprocesses one frame into `out` (exactly [`PreprocessSpec::bytes`] bytes of native-endian
@@ -322,26 +329,37 @@ fn mix_row(taps: &AxisTaps, out: &mut [f32], pixel: impl Fn(usize) -> [f32; 3]) 
     }
 }
 
-/// Fills `out` with the horizontally filtered RGB of source row `y`. The frame length has been
-/// checked against the format, so every index below is in bounds.
-fn sample_source_row(frame: &[u8], meta: &FrameMeta, y: usize, taps: &AxisTaps, out: &mut [f32]) {
+/// Fills `out` with the horizontally filtered RGB of frame row `y`, whose source pixel `i` is
+/// frame pixel `x0 + i`. The frame length and the ROI have been checked against the format, so
+/// every index below is in bounds.
+fn sample_source_row(frame: &[u8], meta: &FrameMeta, y: usize, x0: usize, taps: &AxisTaps, out: &mut [f32]) {
     let width = meta.width as usize;
     match meta.format {
         PixelFormat::Rgb8 => {
             let row = &frame[y * width * 3..(y + 1) * width * 3];
-            mix_row(taps, out, |x| [row[3 * x] as f32, row[3 * x + 1] as f32, row[3 * x + 2] as f32]);
+            mix_row(taps, out, |i| {
+                let x = x0 + i;
+                [row[3 * x] as f32, row[3 * x + 1] as f32, row[3 * x + 2] as f32]
+            });
         }
         PixelFormat::Bgr8 => {
             let row = &frame[y * width * 3..(y + 1) * width * 3];
-            mix_row(taps, out, |x| [row[3 * x + 2] as f32, row[3 * x + 1] as f32, row[3 * x] as f32]);
+            mix_row(taps, out, |i| {
+                let x = x0 + i;
+                [row[3 * x + 2] as f32, row[3 * x + 1] as f32, row[3 * x] as f32]
+            });
         }
         PixelFormat::Rgba8 => {
             let row = &frame[y * width * 4..(y + 1) * width * 4];
-            mix_row(taps, out, |x| [row[4 * x] as f32, row[4 * x + 1] as f32, row[4 * x + 2] as f32]);
+            mix_row(taps, out, |i| {
+                let x = x0 + i;
+                [row[4 * x] as f32, row[4 * x + 1] as f32, row[4 * x + 2] as f32]
+            });
         }
         PixelFormat::Yuyv => {
             let row = &frame[y * width * 2..(y + 1) * width * 2];
-            mix_row(taps, out, |x| {
+            mix_row(taps, out, |i| {
+                let x = x0 + i;
                 let pair = 4 * (x / 2);
                 yuv_to_rgb(row[2 * x], row[pair + 1], row[pair + 3])
             });
@@ -350,7 +368,8 @@ fn sample_source_row(frame: &[u8], meta: &FrameMeta, y: usize, taps: &AxisTaps, 
             let luma = &frame[y * width..(y + 1) * width];
             let chroma_start = width * meta.height as usize + (y / 2) * width;
             let chroma = &frame[chroma_start..chroma_start + width];
-            mix_row(taps, out, |x| {
+            mix_row(taps, out, |i| {
+                let x = x0 + i;
                 let pair = 2 * (x / 2);
                 yuv_to_rgb(luma[x], chroma[pair], chroma[pair + 1])
             });
@@ -409,11 +428,24 @@ impl CpuPreprocessor {
         spec: &PreprocessSpec,
         out: &mut [u8],
     ) -> Result<(), PreprocessError> {
+        self.run_roi(frame, meta, Roi::full(meta), spec, out)
+    }
+
+    /// [`CpuPreprocessor::run`] with `roi` of the frame as the source.
+    pub fn run_roi(
+        &mut self,
+        frame: &[u8],
+        meta: &FrameMeta,
+        roi: Roi,
+        spec: &PreprocessSpec,
+        out: &mut [u8],
+    ) -> Result<(), PreprocessError> {
         check_sizes(frame, meta, spec, out)?;
-        if !self.plan.as_ref().is_some_and(|plan| plan.matches(meta.width, meta.height, spec)) {
+        roi.check(meta)?;
+        if !self.plan.as_ref().is_some_and(|plan| plan.matches(roi.width, roi.height, spec)) {
             self.plan = None;
         }
-        let plan = self.plan.get_or_insert_with(|| SamplingPlan::new(meta.width, meta.height, spec));
+        let plan = self.plan.get_or_insert_with(|| SamplingPlan::new(roi.width, roi.height, spec));
         let ring = plan.y_taps.stride;
         let row_len = 3 * plan.geometry.content_width as usize;
         self.rows.buffers.resize_with(ring, Vec::new);
@@ -438,7 +470,7 @@ impl CpuPreprocessor {
             let content = &mut self.out_row[content_cols.clone()];
             content.fill(0.0);
             for (k, weight) in weights.iter().enumerate() {
-                let row = self.rows.load(first + k, frame, meta, &plan.x_taps);
+                let row = self.rows.load(first + k, frame, meta, roi, &plan.x_taps);
                 for (sum, value) in content.iter_mut().zip(row) {
                     *sum += weight * value;
                 }
@@ -454,11 +486,12 @@ impl CpuPreprocessor {
 }
 
 impl SourceRows {
-    /// The horizontally filtered source row `y`, sampled now unless its ring buffer holds it.
-    fn load(&mut self, y: usize, frame: &[u8], meta: &FrameMeta, x_taps: &AxisTaps) -> &[f32] {
+    /// The horizontally filtered source row `y` of `roi`, sampled now unless its ring buffer holds it.
+    fn load(&mut self, y: usize, frame: &[u8], meta: &FrameMeta, roi: Roi, x_taps: &AxisTaps) -> &[f32] {
         let slot = y % self.buffers.len();
         if self.tags[slot] != Some(y) {
-            sample_source_row(frame, meta, y, x_taps, &mut self.buffers[slot]);
+            let (frame_y, x0) = (roi.y as usize + y, roi.x as usize);
+            sample_source_row(frame, meta, frame_y, x0, x_taps, &mut self.buffers[slot]);
             self.tags[slot] = Some(y);
         }
         &self.buffers[slot]

@@ -1,5 +1,5 @@
 //! GPU tests against a real device: the preprocessing kernels against the CPU implementation (bit
-//! for bit), batches whose rows come from different cameras, and the mapped, pinned and heap slot
+//! for bit), also on regions of interest (classifier crops), batches whose rows come from different cameras, and the mapped, pinned and heap slot
 //! paths (frames copied into slots, and frames lent to them) against each other. They run only with `JETSON_DETECTD_GPU_TESTS=1 cargo test --features
 //! cuda`; otherwise each prints why it skipped.
 
@@ -11,7 +11,7 @@ use jetson_detectd::frame::{FrameMeta, FrameSlot, HeapMemory, LentFrame, PixelFo
 use jetson_detectd::gpu::{
     self, CudaSlice, CudaStream, GpuDevice, GpuPreprocessor, HostMemoryKind, HostSlotMemory, TAP_CACHE_SIZES,
 };
-use jetson_detectd::preprocess::{preprocess_cpu, PreprocessSpec};
+use jetson_detectd::preprocess::{preprocess_cpu, CpuPreprocessor, PreprocessSpec, Roi};
 
 const FORMATS: [PixelFormat; 5] =
     [PixelFormat::Rgb8, PixelFormat::Bgr8, PixelFormat::Rgba8, PixelFormat::Yuyv, PixelFormat::Nv12];
@@ -544,4 +544,55 @@ fn the_telemetry_gpu_section_sees_memory_taken_after_start() {
     let after = free(sampler.section());
     drop(buffer);
     assert!(before.saturating_sub(after) >= (TAKEN as u64) / 2, "free memory {before} -> {after} after taking {TAKEN}");
+}
+
+#[test]
+fn kernel_matches_cpu_on_regions_of_interest_of_every_slot_kind() {
+    let Some(device) = gpu_or_skip("kernel_matches_cpu_on_regions_of_interest_of_every_slot_kind") else { return };
+    let stream = device.new_stream().expect("stream");
+    let mut random = Random::fresh("kernel_matches_cpu_on_regions_of_interest");
+    let mut cases = 0;
+    for format in FORMATS {
+        for (resize, filter) in RESIZES.into_iter().flat_map(|r| FILTERS.map(|f| (r, f))) {
+            for case in 0..6 {
+                let (width, height) = random_frame_size(&mut random, format);
+                let layout = LAYOUTS[case % 2];
+                let dtype = DTYPES[case % 3];
+                let spec = random_spec(&mut random, layout, dtype, resize, filter);
+                let meta = meta(width, height, format);
+                let frame = random.bytes(format.frame_bytes(width, height).expect("frame size"));
+                let (x1, y1) = (random.below(width) as f32, random.below(height) as f32);
+                let (x2, y2) = (x1 + 1.0 + random.below(width) as f32, y1 + 1.0 + random.below(height) as f32);
+                let roi = Roi::around_box(&meta, x1, y1, x2, y2).expect("a region inside the frame");
+                let mut cpu = vec![0u8; spec.bytes()];
+                CpuPreprocessor::new().run_roi(&frame, &meta, roi, &spec, &mut cpu).expect("cpu preprocessing");
+                let mut preprocessor =
+                    GpuPreprocessor::new(&device, stream.clone(), &spec, None, frame.len()).expect("preprocessor");
+                let slot = slot_of_kind(&device, case, &frame, &meta);
+                let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
+                let results = [0x00u8, 0xFF].map(|poison| {
+                    stream.memcpy_htod(&vec![poison; dst.len()], &mut dst).expect("poison output");
+                    preprocessor.enqueue_roi_row(&slot, roi, &mut dst, 0).expect("enqueue preprocessing");
+                    let tensor = stream.clone_dtoh(&dst).expect("download tensor");
+                    stream.synchronize().expect("kernel ran without error");
+                    tensor
+                });
+                assert!(results[0] == results[1], "some output bytes were not written");
+                let label = format!("{} {width}x{height} region {roi} → {spec:?}", format.name());
+                assert_bit_identical(dtype, &results[0], &cpu, &label);
+                cases += 1;
+            }
+        }
+    }
+    let outside = Roi { x: 1, y: 0, width: 4, height: 4 };
+    let spec =
+        random_spec(&mut random, TensorLayout::Nchw, TensorDtype::U8, ResizeKind::Stretch, ResizeFilter::Bilinear);
+    let nv12 = meta(16, 16, PixelFormat::Nv12);
+    let frame = vec![0u8; PixelFormat::Nv12.frame_bytes(16, 16).expect("size")];
+    let mut preprocessor =
+        GpuPreprocessor::new(&device, stream.clone(), &spec, None, frame.len()).expect("preprocessor");
+    let slot = slot_of_kind(&device, 2, &frame, &nv12);
+    let mut dst = stream.alloc_zeros::<u8>(spec.bytes()).expect("output");
+    assert!(preprocessor.enqueue_roi_row(&slot, outside, &mut dst, 0).is_err(), "an odd NV12 origin is refused");
+    let _ = writeln!(std::io::stderr(), "{cases} region cases, all bit-identical to the CPU implementation");
 }
