@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::frame::{FrameSlot, HeapMemory, SlotMemory};
 use crate::model::ModelOutputs;
-use crate::preprocess::PreprocessSpec;
+use crate::preprocess::{PreprocessSpec, Roi};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
@@ -145,6 +145,17 @@ pub trait InferenceSession {
                 self.max_batch()
             ))),
         }
+    }
+
+    /// [`InferenceSession::run_batch`] on regions of one frame (a classifier's crops): row `k` of
+    /// the input is `rois[k]` of the frame in `slot`, preprocessed as a whole frame would be
+    /// ([`Roi`]). `rois.len()` is 1..=[`InferenceSession::max_batch`].
+    fn run_regions(
+        &mut self,
+        _slot: &FrameSlot,
+        rois: &[Roi],
+    ) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        Err(BackendError::Inference(format!("this backend cannot run regions of a frame ({} given)", rois.len())))
     }
 }
 /// Device memory of the execution contexts, against one context per camera (the design before

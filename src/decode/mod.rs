@@ -1,7 +1,7 @@
 //! Raw model outputs → detections in source-frame pixels.
 //!
 //! Owns: the output decoders (SSD, YOLOv5, YOLOv8/11, end-to-end NMS, NMS-free YOLOv10/YOLO26, the
-//! DETR family), score thresholding, the class
+//! DETR family, and classifiers' class scores in [`classify`]), score thresholding, the class
 //! allow-list, per-class NMS, max detections, and mapping boxes back through the resize geometry.
 //! Must not: run models, read files, or know about MQTT.
 //!
@@ -14,6 +14,7 @@
 //! tensor space, as the model produced them, which is what reference implementations do.
 //! Malformed outputs (wrong count, shape or length, invalid values) are a [`DecodeError`], never a panic.
 
+pub mod classify;
 mod detr;
 mod end2end;
 mod nms;

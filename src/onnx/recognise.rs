@@ -38,6 +38,8 @@ pub enum RecogniseError {
     NoDecoder { outputs: String, hint: String },
     #[error("its input {0}")]
     Input(String),
+    #[error("as a classifier it {0}")]
+    Classifier(String),
 }
 
 /// The decoder a model's outputs call for, and why.
@@ -158,6 +160,41 @@ pub fn recognise_decoder(
         )),
         _ => Err(refuse("")),
     }
+}
+
+/// How a classifier's scores are read, after checking that its output is one row of `labels`
+/// class scores per crop (`[1, C]`, `[N, C]`, `[C]` or `[N, C, 1, 1]`, batch symbolic or 1): a
+/// graph ending in a softmax or sigmoid gives probabilities, anything else logits for a softmax
+/// (what ImageNet-style classifiers are trained with).
+pub fn recognise_classifier(interface: &ModelInterface, labels: usize) -> Result<ClassScores, RecogniseError> {
+    let output = match interface.outputs.as_slice() {
+        [output] => output,
+        _ => {
+            return Err(RecogniseError::Classifier(format!(
+                "has {} outputs ({}); a classifier has one, [1, C] or [N, C]",
+                interface.outputs.len(),
+                interface.describe_outputs()
+            )))
+        }
+    };
+    let classes = match output.dims.as_deref() {
+        Some([Dim::Fixed(classes)]) => Some(*classes),
+        Some([Dim::Symbolic | Dim::Fixed(1), Dim::Fixed(classes)])
+        | Some([Dim::Symbolic | Dim::Fixed(1), Dim::Fixed(classes), Dim::Fixed(1), Dim::Fixed(1)]) => Some(*classes),
+        _ => None,
+    };
+    let Some(classes) = classes else {
+        return Err(RecogniseError::Classifier(format!("output {output} is not [1, C] or [N, C]")));
+    };
+    if u64::try_from(labels).ok() != Some(classes) {
+        return Err(RecogniseError::Classifier(format!(
+            "output {output} scores {classes} classes, but the label file has {labels} labels"
+        )));
+    }
+    Ok(match output.producer.as_deref() {
+        Some("Softmax" | "Sigmoid") => ClassScores::Probabilities,
+        _ => ClassScores::Softmax,
+    })
 }
 
 /// How a DETR head's class outputs become scores: a graph that ends in a sigmoid or softmax has

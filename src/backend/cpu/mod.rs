@@ -32,7 +32,7 @@ use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession
 use crate::config::{CpuBudget, CpuEngine};
 use crate::frame::FrameSlot;
 use crate::model::{ModelOutputs, OutputTensor};
-use crate::preprocess::{FastPreprocessor, PreprocessSpec};
+use crate::preprocess::{CpuPreprocessor, FastPreprocessor, PreprocessSpec, Roi};
 use engine::{dtype_name, Dim, Engine, EngineSession};
 use onnxruntime::library::{self, Library, LibraryError};
 use onnxruntime::OrtEngine;
@@ -180,6 +180,7 @@ impl CpuBackend {
             spec: self.spec.clone(),
             threads,
             preprocessor: FastPreprocessor::new(),
+            region_preprocessor: CpuPreprocessor::new(),
             outputs,
         }))
     }
@@ -319,6 +320,9 @@ struct CpuSession {
     /// The session's threads: preprocessing splits a frame into as many bands.
     threads: usize,
     preprocessor: FastPreprocessor,
+    /// Regions (classifier crops, a few thousand pixels each) take the reference implementation:
+    /// the fast path's threads pay off on whole frames only.
+    region_preprocessor: CpuPreprocessor,
     outputs: ModelOutputs,
 }
 
@@ -329,6 +333,22 @@ impl InferenceSession for CpuSession {
         let (frame, meta) = (slot.data(), slot.meta());
         let mut preprocessed = Ok(());
         self.session.fill_input(&mut |target| preprocessed = preprocessor.run(frame, meta, spec, target, threads));
+        preprocessed.map_err(|e| BackendError::Preprocess(e.to_string()))?;
+        let inference_started = Instant::now();
+        self.session.run(&mut self.outputs.tensors)?;
+        let timings = BackendTimings { preprocess: inference_started - started, infer: inference_started.elapsed() };
+        Ok((&self.outputs, timings))
+    }
+
+    fn run_regions(&mut self, slot: &FrameSlot, rois: &[Roi]) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        let &[roi] = rois else {
+            return Err(BackendError::Inference(format!("{} regions given to a session that takes 1", rois.len())));
+        };
+        let started = Instant::now();
+        let (preprocessor, spec) = (&mut self.region_preprocessor, &self.spec);
+        let (frame, meta) = (slot.data(), slot.meta());
+        let mut preprocessed = Ok(());
+        self.session.fill_input(&mut |target| preprocessed = preprocessor.run_roi(frame, meta, roi, spec, target));
         preprocessed.map_err(|e| BackendError::Preprocess(e.to_string()))?;
         let inference_started = Instant::now();
         self.session.run(&mut self.outputs.tensors)?;
@@ -445,6 +465,38 @@ mod tests {
         })
         .join()
         .expect("the worker thread");
+    }
+
+    #[test]
+    fn every_engine_classifies_regions_of_a_frame_by_their_dominant_colour() {
+        // Three stripes of 40 columns: red, green, blue; the test classifier's answer is the
+        // crop's dominant colour (tests/models/NOTICE.md).
+        let (width, height) = (120u32, 30u32);
+        let stripes: Vec<u8> = (0..height)
+            .flat_map(|_| (0..width).flat_map(|x| [[220, 30, 30], [30, 200, 40], [20, 40, 210]][(x / 40) as usize]))
+            .collect();
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+        slot.prepare(width, height, PixelFormat::Rgb8).expect("prepare slot").copy_from_slice(&stripes);
+        let onnx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/colour_classifier.onnx");
+        let mut spec = PreprocessSpec::plain(32, 32, TensorLayout::Nchw, TensorDtype::F32, ResizeFilter::Antialias);
+        spec.std = [255.0; 3];
+        for engine in engines() {
+            let backend = open(&engine, &onnx, spec.clone(), None, 1).expect("load");
+            let mut session = backend.new_session().expect("session");
+            for (stripe, expected) in [(0u32, 0usize), (1, 1), (2, 2)] {
+                let roi = Roi { x: stripe * 40 + 5, y: 2, width: 30, height: 20 };
+                let (outputs, _) = session.run_regions(&slot, &[roi]).expect("run");
+                let mut classes = Vec::new();
+                crate::decode::classify::classify(outputs, 1, crate::config::ClassScores::Probabilities, &mut classes)
+                    .expect("classify");
+                let class = classes[0].expect("a class");
+                assert_eq!(class.class_id, expected, "{}: stripe {stripe} gave {class:?}", engine.engine());
+                assert!(class.score > 0.9, "{class:?}");
+            }
+            let outside = Roi { x: 100, y: 0, width: 40, height: 10 };
+            assert!(matches!(session.run_regions(&slot, &[outside]), Err(BackendError::Preprocess(_))));
+            assert!(session.run_regions(&slot, &[]).is_err(), "a CPU session takes one region at a time");
+        }
     }
 
     /// Just enough of the ONNX protobuf encoding to build test models by hand.

@@ -27,7 +27,7 @@ use crate::backend::{
 };
 use crate::frame::FrameSlot;
 use crate::model::{DeviceSpec, ModelOutputs, ModelSpec, OutputTensor};
-use crate::preprocess::{PreprocessSpec, TensorDtype};
+use crate::preprocess::{PreprocessSpec, Roi, TensorDtype};
 use crate::sys::lock::lock;
 
 /// Writes the model input for a frame into device memory, on the session's stream.
@@ -36,6 +36,33 @@ pub trait InputStage {
     /// tensors of [`PreprocessSpec::bytes`] bytes each. Must not synchronise: the session
     /// synchronises once per batch, after inference; the slot stays untouched until then.
     fn enqueue_row(&mut self, slot: &FrameSlot, input: &mut CudaSlice<u8>, row: usize) -> Result<(), BackendError>;
+
+    /// [`InputStage::enqueue_row`] with `roi` of the frame as the source (a classifier's crop).
+    fn enqueue_roi_row(
+        &mut self,
+        _slot: &FrameSlot,
+        roi: Roi,
+        _input: &mut CudaSlice<u8>,
+        _row: usize,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::Preprocess(format!("this input stage cannot preprocess a region ({roi})")))
+    }
+}
+
+/// What one inference's input rows are: whole frames, or regions of one frame.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    Frames(&'a [&'a FrameSlot]),
+    Regions(&'a FrameSlot, &'a [Roi]),
+}
+
+impl Rows<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Rows::Frames(slots) => slots.len(),
+            Rows::Regions(_, rois) => rois.len(),
+        }
+    }
 }
 
 /// Creates a session's [`InputStage`] on the inference worker's thread, for the session's stream. The
@@ -498,19 +525,38 @@ impl InferenceSession for TrtSession {
     }
 
     fn run_batch(&mut self, slots: &[&FrameSlot]) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
-        if slots.is_empty() || slots.len() > self.max_batch {
+        self.run_rows(Rows::Frames(slots))
+    }
+
+    fn run_regions(&mut self, slot: &FrameSlot, rois: &[Roi]) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        self.run_rows(Rows::Regions(slot, rois))
+    }
+}
+
+impl TrtSession {
+    fn run_rows(&mut self, rows: Rows<'_>) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        if rows.len() == 0 || rows.len() > self.max_batch {
             return Err(BackendError::Inference(format!(
-                "a batch of {} frames given to a context that takes 1..={}",
-                slots.len(),
+                "a batch of {} inputs given to a context that takes 1..={}",
+                rows.len(),
                 self.max_batch
             )));
         }
         let stream = Arc::clone(&self.stream);
-        self.set_rows(slots.len())?;
+        self.set_rows(rows.len())?;
         self.lease.rebind(&mut self.context)?;
         self.started.record(&stream).map_err(cuda("recording an event"))?;
-        for (row, slot) in slots.iter().enumerate() {
-            self.input_stage.enqueue_row(slot, &mut self.input, row)?;
+        match rows {
+            Rows::Frames(slots) => {
+                for (row, slot) in slots.iter().enumerate() {
+                    self.input_stage.enqueue_row(slot, &mut self.input, row)?;
+                }
+            }
+            Rows::Regions(slot, rois) => {
+                for (row, roi) in rois.iter().enumerate() {
+                    self.input_stage.enqueue_roi_row(slot, *roi, &mut self.input, row)?;
+                }
+            }
         }
         self.preprocessed.record(&stream).map_err(cuda("recording an event"))?;
         // SAFETY: device memory and every tensor address were set at creation (and rebound above)

@@ -13,16 +13,31 @@ use crate::backend::trt::{InputStage, InputStageFactory, TrtBackend};
 use crate::backend::{Backend, BackendError, BackendInfo, InferenceSession, SessionMemory};
 use crate::frame::{FrameSlot, SlotMemory};
 use crate::gpu::{slot_memory, GpuDevice, GpuError, GpuPreprocessor};
-use crate::preprocess::PreprocessSpec;
+use crate::preprocess::{PreprocessSpec, Roi};
 
 struct KernelInputStage(GpuPreprocessor);
 
 impl InputStage for KernelInputStage {
     fn enqueue_row(&mut self, slot: &FrameSlot, input: &mut CudaSlice<u8>, row: usize) -> Result<(), BackendError> {
-        self.0.enqueue_row(slot, input, row).map_err(|error| match error {
-            GpuError::FrameTooLarge { .. } => BackendError::Preprocess(error.to_string()),
-            other => BackendError::Inference(other.to_string()),
-        })
+        self.0.enqueue_row(slot, input, row).map_err(stage_error)
+    }
+
+    fn enqueue_roi_row(
+        &mut self,
+        slot: &FrameSlot,
+        roi: Roi,
+        input: &mut CudaSlice<u8>,
+        row: usize,
+    ) -> Result<(), BackendError> {
+        self.0.enqueue_roi_row(slot, roi, input, row).map_err(stage_error)
+    }
+}
+
+/// A frame or region the kernel cannot take is the frame's problem; anything else is the GPU's.
+fn stage_error(error: GpuError) -> BackendError {
+    match error {
+        GpuError::FrameTooLarge { .. } | GpuError::Roi(_) => BackendError::Preprocess(error.to_string()),
+        other => BackendError::Inference(other.to_string()),
     }
 }
 

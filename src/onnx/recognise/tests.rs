@@ -177,3 +177,19 @@ fn a_graph_that_divides_by_255_itself_is_fed_pixels() {
     assert_eq!((input.input.mean, input.input.std), ([0.0; 3], [1.0; 3]));
     assert!(input.value_range.contains("scales its input itself"), "{}", input.value_range);
 }
+
+#[test]
+fn a_classifier_has_one_row_of_scores_per_crop_and_as_many_as_labels() {
+    let colour = repo_model("tests/models/colour_classifier.onnx");
+    assert_eq!(recognise_classifier(&colour, 3), Ok(ClassScores::Probabilities), "its graph ends in a softmax");
+    let message = recognise_classifier(&colour, 4).expect_err("labels").to_string();
+    assert!(message.contains("scores 3 classes, but the label file has 4 labels"), "{message}");
+
+    let logits = outputs(vec![tensor("logits", &[1, 1000, 1, 1])]);
+    assert_eq!(recognise_classifier(&logits, 1000), Ok(ClassScores::Softmax));
+    let detector = repo_model("tests/models/yolo26t_160_random.onnx");
+    let message = recognise_classifier(&detector, 80).expect_err("a detector").to_string();
+    assert!(message.contains("is not [1, C] or [N, C]") && message.contains("[1, 300, 6]"), "{message}");
+    let two = outputs(vec![tensor("a", &[1, 3]), tensor("b", &[1, 3])]);
+    assert!(recognise_classifier(&two, 3).expect_err("two outputs").to_string().contains("has 2 outputs"));
+}
