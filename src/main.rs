@@ -115,11 +115,14 @@ enum Command {
     },
 }
 
+/// The config, its model description completed from the ONNX file where it leaves keys unset.
 fn load_config(arg: &ConfigArg) -> Result<Config, ConfigError> {
-    match &arg.config {
+    let mut config = match &arg.config {
         Some(path) => Config::load(path),
         None => Config::embedded_default(),
-    }
+    }?;
+    jetson_detectd::onnx::describe::describe(&mut config)?;
+    Ok(config)
 }
 
 /// A failed command: what to print and which exit code to use.
@@ -241,10 +244,16 @@ fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
     let preflight = run::preflight(&config).map_err(Failure::from)?;
     let model = run::check_model(&config, &preflight).map_err(Failure::from)?;
     if print {
-        let text = config.to_toml().map_err(Failure::config)?;
+        // What was recognised leads the effective config as TOML comments.
+        let recognised = config.model.recognised.iter().map(|line| format!("# recognised: {line}\n"));
+        let text = recognised.collect::<String>() + &config.to_toml().map_err(Failure::config)?;
         return write_stdout(&mut std::io::stdout().lock(), text.as_bytes());
     }
-    print_line(&format!("{}: ok ({} camera(s); {model})", config.origin, config.cameras.len()))
+    print_line(&format!("{}: ok ({} camera(s); {model})", config.origin, config.cameras.len()))?;
+    for line in &config.model.recognised {
+        print_line(&format!("recognised: {line}"))?;
+    }
+    Ok(())
 }
 
 /// The labels and decode parameters of `config`, with an optional threshold override.

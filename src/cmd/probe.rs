@@ -38,6 +38,9 @@ pub struct ProbeReport {
     pub video_devices: Vec<String>,
     pub cameras: Vec<CameraProbe>,
     pub broker: BrokerProbe,
+    /// What the config's model description took from the ONNX file (the keys the config leaves
+    /// unset), one line each; empty when the config describes its model itself.
+    pub recognised: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -118,6 +121,7 @@ pub fn probe(config: &Config) -> ProbeReport {
         video_devices: video_devices(),
         cameras: config.cameras.iter().map(|camera| camera_probe(camera, config.limits)).collect(),
         broker: broker_probe(&config.mqtt.host, config.mqtt.port),
+        recognised: config.model.recognised.clone(),
     }
 }
 

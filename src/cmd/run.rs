@@ -200,6 +200,9 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         signal(SignalKind::hangup()).map_err(DaemonError::Runtime)?
     };
     log::info!("jetson-detectd {} starting with {}", env!("CARGO_PKG_VERSION"), config.origin);
+    for line in &config.model.recognised {
+        log::info!("recognised from the model file: {line}");
+    }
     let notifier = Arc::new(Notifier::from_env().unwrap_or_else(|e| {
         log::warn!("systemd notify socket unusable ({e}); continuing without sd_notify");
         Notifier::disabled()
@@ -554,7 +557,9 @@ fn reload(
         return None;
     };
     let running = live.config();
-    let reloaded = Config::load(path).map_err(|e| e.to_string()).and_then(|config| {
+    let loaded =
+        Config::load(path).and_then(|mut config| crate::onnx::describe::describe(&mut config).map(|()| config));
+    let reloaded = loaded.map_err(|e| e.to_string()).and_then(|config| {
         let mut params = DecodeParams::from_config(&config.model, sink.labels()).map_err(|e| e.to_string())?;
         check_zones_file_labels(&config, sink.labels()).map_err(|e| e.to_string())?;
         // Every camera's zones and lines are checked; the running cameras' are applied: what runs

@@ -234,7 +234,35 @@ pub struct ModelConfig {
     pub max_detections: usize,
     /// Allow-list of label names; empty = every class.
     pub classes: Vec<String>,
+    /// How `decoder = "detr"` turns class outputs into scores; default: recognised from the model.
+    pub class_scores: Option<ClassScores>,
+    /// The description keys ([`DESCRIPTION_KEYS`]) this config leaves to be recognised from the
+    /// ONNX file (not a TOML key): those a config that names its own `onnx` does not set. Empty
+    /// for the bundled model, whose defaults describe it, and for a prebuilt engine.
+    #[serde(skip)]
+    pub recognise: Vec<&'static str>,
+    /// What was recognised, one line per key or group (not a TOML key): filled by
+    /// `crate::onnx::describe`, shown by `check-config`, `probe` and the daemon's log.
+    #[serde(skip)]
+    pub recognised: Vec<String>,
 }
+
+/// The keys of `[model]` that describe a model's outputs and input, relative to the table; any of
+/// them a config leaves unset is recognised from the ONNX file (`crate::onnx::recognise`).
+pub const DESCRIPTION_KEYS: [&str; 12] = [
+    "decoder",
+    "class_scores",
+    "input.width",
+    "input.height",
+    "input.layout",
+    "input.dtype",
+    "input.color",
+    "input.resize",
+    "input.filter",
+    "input.pad",
+    "input.mean",
+    "input.std",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -727,6 +755,7 @@ impl Config {
         config.origin = origin;
         config.resolve_paths(&user, base, &data_dir());
         config.check_model_is_described(&user)?;
+        config.model.recognise = config.keys_to_recognise(&user);
         zones_file::ZonesFile::load(&config.http.zones_file)?.apply(&mut config.cameras);
         config.validate()?;
         Ok(config)
@@ -1058,23 +1087,53 @@ mod tests {
     }
 
     #[test]
-    fn a_user_model_must_be_described() {
+    fn a_user_onnx_needs_its_labels_and_leaves_what_it_does_not_set_to_recognition() {
         let err = parse("[model]\nonnx = \"yolov8n.onnx\"").unwrap_err();
         match &err {
             ConfigError::Invalid { key, message, .. } => {
                 assert_eq!(key, "model.labels");
-                assert!(message.contains("model.input") && message.contains("model.decoder"), "{message}");
+                assert!(message.contains("bundled model"), "{message}");
             }
             other => panic!("expected an invalid key, got {other:?}"),
         }
+        let labelled = parse("[model]\nonnx = \"y.onnx\"\nlabels = \"l.txt\"").expect("labels are enough");
+        assert_eq!(labelled.model.recognise, DESCRIPTION_KEYS, "everything else is recognised");
         let partly = "[model]\nonnx = \"y.onnx\"\nlabels = \"l.txt\"\ndecoder = \"yolov8\"\n\
+                      input = { width = 640, height = 640, layout = \"nchw\" }";
+        let described = parse(partly).expect("a partly described model");
+        assert_eq!(described.model.onnx.as_deref(), Some(Path::new("/base/y.onnx")));
+        assert_eq!(described.model.labels, Path::new("/base/l.txt"));
+        assert_eq!(
+            described.model.recognise,
+            [
+                "class_scores",
+                "input.dtype",
+                "input.color",
+                "input.resize",
+                "input.filter",
+                "input.pad",
+                "input.mean",
+                "input.std"
+            ]
+        );
+        assert!(parse("").expect("default").model.recognise.is_empty(), "the bundled model is described");
+    }
+
+    #[test]
+    fn a_prebuilt_engine_alone_must_be_described() {
+        let err = parse("[model]\nengine = \"y.engine\"\nlabels = \"l.txt\"").unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Invalid { key, message, .. }
+            if key == "model.decoder" && message.contains("cannot be read")),
+            "{err:?}"
+        );
+        let partly = "[model]\nengine = \"y.engine\"\nlabels = \"l.txt\"\ndecoder = \"yolov8\"\n\
                       input = { width = 640, height = 640, layout = \"nchw\" }";
         assert!(matches!(parse(partly), Err(ConfigError::Invalid { key, .. }) if key == "model.input.dtype"));
         let described = parse(&partly.replace("layout = \"nchw\"", "layout = \"nchw\", dtype = \"f32\""))
-            .expect("a described model");
-        assert_eq!(described.model.onnx.as_deref(), Some(Path::new("/base/y.onnx")));
-        assert_eq!(described.model.labels, Path::new("/base/l.txt"));
+            .expect("a described engine");
         assert_eq!(described.model.input.pad, 114, "undescribed input keys keep their defaults");
+        assert!(described.model.recognise.is_empty());
     }
 
     #[test]

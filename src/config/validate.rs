@@ -15,21 +15,42 @@ use super::*;
 
 impl Config {
     /// The `[model]` defaults describe the bundled model; with another model they would be silently
-    /// wrong (a YOLO export fed 300×300 u8 NHWC input, decoded as SSD, labelled as COCO), so a
-    /// config that names its own model file must describe it too.
+    /// wrong (a YOLO export fed 300×300 u8 NHWC input, decoded as SSD, labelled as COCO). A config
+    /// that names its own ONNX file must name its labels (the rest is recognised from the file);
+    /// one that names only a prebuilt engine, which cannot be read here, must describe it all.
     pub(super) fn check_model_is_described(&self, user: &Table) -> Result<(), ConfigError> {
         if !names_a_model(user) {
             return Ok(());
         }
-        match MODEL_DESCRIPTION.iter().find(|key| !is_set(user, key)) {
+        let required: &[&[&str]] = if self.model.onnx.is_some() { &MODEL_DESCRIPTION[..1] } else { &MODEL_DESCRIPTION };
+        match required.iter().find(|key| !is_set(user, key)) {
             None => Ok(()),
+            Some(missing) if self.model.onnx.is_some() => Err(self.invalid(
+                &missing.join("."),
+                "must be set when `model.onnx` is: the default labels are the bundled model's, not yours",
+            )),
             Some(missing) => Err(self.invalid(
                 &missing.join("."),
-                "must be set when `model.onnx` or `model.engine` is: the defaults of `model.labels`, \
-                 `model.decoder` and `model.input` (width, height, layout, dtype) describe the bundled model, \
-                 not yours",
+                "must be set when only `model.engine` is: a prebuilt engine cannot be read to recognise it, and \
+                 the defaults of `model.labels`, `model.decoder` and `model.input` (width, height, layout, dtype) \
+                 describe the bundled model, not yours",
             )),
         }
+    }
+
+    /// The [`DESCRIPTION_KEYS`] to recognise from the ONNX file: those `user` leaves unset when it
+    /// names its own `model.onnx`.
+    pub(super) fn keys_to_recognise(&self, user: &Table) -> Vec<&'static str> {
+        if !is_set(user, &["model", "onnx"]) {
+            return Vec::new();
+        }
+        DESCRIPTION_KEYS
+            .into_iter()
+            .filter(|key| {
+                let path = std::iter::once("model").chain(key.split('.')).collect::<Vec<_>>();
+                !is_set(user, &path)
+            })
+            .collect()
     }
 
     pub(super) fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {

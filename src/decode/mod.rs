@@ -81,7 +81,7 @@ impl DecodeParams {
             nms_iou: model.nms_iou,
             max_detections: model.max_detections,
             allowed_classes,
-            class_scores: ClassScores::Sigmoid,
+            class_scores: model.class_scores.unwrap_or(ClassScores::Sigmoid),
         })
     }
 }

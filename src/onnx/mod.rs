@@ -1,6 +1,7 @@
 //! What an ONNX file says about itself: its inputs and outputs (names, element types,
 //! dimensions), which operator produces each output, and the scaling the graph applies to its
-//! first input before anything else. [`recognise`] turns that into a decoder and an input contract.
+//! first input before anything else. [`recognise`] turns that into a decoder and an input contract,
+//! and [`describe`] completes a loaded config with what the config leaves unset.
 //!
 //! Owns: reading a `ModelProto`'s main graph straight from the protobuf wire format ([`wire`]),
 //! bounded and without copying weights: only names, shapes and constants of at most
@@ -12,6 +13,7 @@
 //! shapes already say, and a file that is not ONNX must be refused at `check-config` before either
 //! runs.
 
+pub mod describe;
 pub mod recognise;
 pub mod wire;
 

@@ -20,6 +20,7 @@ mod homeassistant;
 mod hostile;
 mod http;
 mod layering;
+mod models;
 mod mqtt;
 mod notify;
 mod onnxruntime;

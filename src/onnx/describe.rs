@@ -1,0 +1,176 @@
+//! Completes a config's model description from the ONNX file: every key of
+//! [`DESCRIPTION_KEYS`](crate::config::DESCRIPTION_KEYS) the config left unset
+//! ([`ModelConfig::recognise`]) takes the recognised value, and [`ModelConfig::recognised`] says
+//! what was recognised and why.
+//!
+//! Owns: applying [`super::recognise`] to a loaded config, once after every load (start, every
+//! command, SIGHUP), so that everything downstream sees a fully described model. Must not: change a
+//! key the config sets (an explicit value always wins), or load weights: it reads names and shapes.
+//! A model that fits no decoder, or whose input cannot be recognised, is a configuration error
+//! naming the key to set.
+
+use crate::config::{ClassScores, Config, ConfigError, ConfigOrigin, DecoderKind, ModelConfig, TensorDtype};
+use crate::preprocess::PreprocessSpec;
+use crate::detection::Labels;
+
+use super::recognise::{recognise_decoder, recognise_input};
+
+/// Completes `config.model` from its ONNX file (a no-op when the config describes it all).
+pub fn describe(config: &mut Config) -> Result<(), ConfigError> {
+    describe_model(&mut config.model, "model", &config.origin)
+}
+
+fn describe_model(model: &mut ModelConfig, table: &str, origin: &ConfigOrigin) -> Result<(), ConfigError> {
+    let wanted = std::mem::take(&mut model.recognise);
+    let Some(onnx) = model.onnx.clone().filter(|_| !wanted.is_empty()) else { return Ok(()) };
+    let invalid = |key: &str, message: String| ConfigError::Invalid {
+        origin: origin.clone(),
+        key: format!("{table}.{key}"),
+        message: format!("{}: {message}", onnx.display()),
+    };
+    let interface = super::read_file(&onnx).map_err(|error| invalid("onnx", error.to_string()))?;
+    let wants = |key: &str| wanted.contains(&key);
+    // The label count separates YOLOv5 from anchor-major YOLOv8 and softmax DETR heads; a label
+    // file that does not load is reported where it is loaded.
+    let labels = Labels::load(&model.labels).ok().map(|labels| labels.len());
+
+    let decoder = match recognise_decoder(&interface, labels) {
+        Ok(decoder) => Some(decoder),
+        Err(error) if wants("decoder") => return Err(invalid("decoder", error.to_string())),
+        Err(_) => None,
+    };
+    if wants("decoder") {
+        if let Some(decoder) = &decoder {
+            model.decoder = decoder.kind;
+            model.recognised.push(format!("{table}.decoder = \"{}\": {}", decoder_name(decoder.kind), decoder.why));
+        }
+    }
+    if wants("class_scores") && model.decoder == DecoderKind::Detr {
+        let scores = decoder.filter(|d| d.kind == DecoderKind::Detr).map_or(ClassScores::Sigmoid, |d| d.class_scores);
+        model.class_scores = Some(scores);
+        model.recognised.push(format!("{table}.class_scores = \"{}\"", scores_name(scores)));
+    }
+
+    let input_keys = wanted.iter().filter(|key| key.starts_with("input.")).collect::<Vec<_>>();
+    if input_keys.is_empty() {
+        return Ok(());
+    }
+    let recognised = recognise_input(&interface, model.decoder).map_err(|error| invalid("input", error.to_string()))?;
+    let (from, to) = (&recognised.input, &mut model.input);
+    for key in &input_keys {
+        match **key {
+            "input.width" => to.width = from.width,
+            "input.height" => to.height = from.height,
+            "input.layout" => to.layout = from.layout,
+            "input.dtype" => to.dtype = from.dtype,
+            "input.color" => to.color = from.color,
+            "input.resize" => to.resize = from.resize,
+            "input.filter" => to.filter = from.filter,
+            "input.pad" => to.pad = from.pad,
+            "input.mean" => to.mean = from.mean,
+            "input.std" => to.std = from.std,
+            _ => {}
+        }
+    }
+    // A uint8 input the config chose takes raw pixels, whatever the file's float input would.
+    if to.dtype == TensorDtype::U8 && from.dtype != TensorDtype::U8 {
+        to.mean = [0.0; 3];
+        to.std = [1.0; 3];
+    }
+    let value_range = if wants("input.mean") || wants("input.std") { recognised.value_range } else { "as configured" };
+    model.recognised.push(format!("{table}.input = {}: {value_range}", describe_input(to)));
+    Ok(())
+}
+
+fn decoder_name(kind: DecoderKind) -> String {
+    serde_json::to_value(kind).ok().and_then(|value| value.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+fn scores_name(scores: ClassScores) -> String {
+    serde_json::to_value(scores).ok().and_then(|value| value.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// "160x160 nchw f32 rgb, letterbox bilinear pad 114, mean [0, 0, 0] std [255, 255, 255]".
+fn describe_input(input: &PreprocessSpec) -> String {
+    let name = |value: serde_json::Result<serde_json::Value>| {
+        value.ok().and_then(|value| value.as_str().map(str::to_string)).unwrap_or_default()
+    };
+    format!(
+        "{}x{} {} {} {}, {} {} pad {}, mean {:?} std {:?}",
+        input.width,
+        input.height,
+        name(serde_json::to_value(input.layout)),
+        name(serde_json::to_value(input.dtype)),
+        name(serde_json::to_value(input.color)),
+        name(serde_json::to_value(input.resize)),
+        name(serde_json::to_value(input.filter)),
+        input.pad,
+        input.mean,
+        input.std
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ResizeKind, TensorLayout};
+    use std::path::Path;
+
+    fn config(model: &str) -> Result<Config, ConfigError> {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let text = format!("[model]\n{model}\nlabels = \"{root}/models/coco_labels.txt\"\n");
+        let mut config = Config::from_toml(&text, ConfigOrigin::Embedded, Path::new(root))?;
+        describe(&mut config)?;
+        Ok(config)
+    }
+
+    #[test]
+    fn the_bundled_ssd_named_without_a_description_is_described_as_the_defaults_describe_it() {
+        let default = Config::embedded_default().expect("default");
+        let named = config("onnx = \"models/ssd_mobilenet_v2_coco_prenms_fp32.onnx\"").expect("recognised");
+        assert_eq!(named.model.decoder, default.model.decoder);
+        assert_eq!(named.model.input, default.model.input);
+        assert_eq!(named.model.recognised.len(), 2, "{:?}", named.model.recognised);
+        assert!(
+            named.model.recognised[0].starts_with("model.decoder = \"ssd\": outputs `boxes`"),
+            "{:?}",
+            named.model.recognised
+        );
+    }
+
+    #[test]
+    fn yolo26_and_rt_detr_are_described_from_their_files_and_explicit_keys_win() {
+        let yolo = config("onnx = \"tests/models/yolo26t_160_random.onnx\"").expect("yolo26");
+        assert_eq!(yolo.model.decoder, DecoderKind::NmsFree);
+        assert_eq!((yolo.model.input.width, yolo.model.input.layout), (160, TensorLayout::Nchw));
+        assert_eq!((yolo.model.input.resize, yolo.model.input.std), (ResizeKind::Letterbox, [255.0; 3]));
+        assert!(
+            yolo.model.recognised[1].contains("160x160 nchw f32 rgb, letterbox bilinear pad 114"),
+            "{:?}",
+            yolo.model.recognised
+        );
+
+        let detr = config("onnx = \"tests/models/rtdetr_tiny_160_random.onnx\"").expect("rt-detr");
+        assert_eq!((detr.model.decoder, detr.model.class_scores), (DecoderKind::Detr, Some(ClassScores::Sigmoid)));
+        assert_eq!(detr.model.input.resize, ResizeKind::Stretch);
+
+        let explicit =
+            config("onnx = \"tests/models/yolo26t_160_random.onnx\"\ninput = { resize = \"stretch\", pad = 0 }")
+                .expect("explicit keys");
+        assert_eq!((explicit.model.input.resize, explicit.model.input.pad), (ResizeKind::Stretch, 0));
+        assert_eq!(explicit.model.decoder, DecoderKind::NmsFree);
+    }
+
+    #[test]
+    fn a_model_that_fits_no_decoder_is_a_config_error_naming_the_key_and_the_values() {
+        let error = config("onnx = \"tests/models/colour_classifier.onnx\"").expect_err("a classifier").to_string();
+        assert!(error.contains("`model.decoder`") && error.contains("colour_classifier.onnx"), "{error}");
+        assert!(error.contains("`probabilities` float32 [1, 3]") && error.contains("\"nmsfree\""), "{error}");
+        let explicit = config("onnx = \"tests/models/colour_classifier.onnx\"\ndecoder = \"yolov8\"")
+            .expect("an explicit decoder is taken as it is");
+        assert_eq!((explicit.model.decoder, explicit.model.input.width), (DecoderKind::Yolov8, 32));
+
+        let missing = config("onnx = \"/nonexistent.onnx\"").expect_err("missing").to_string();
+        assert!(missing.contains("`model.onnx`") && missing.contains("/nonexistent.onnx"), "{missing}");
+    }
+}

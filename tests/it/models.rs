@@ -1,0 +1,111 @@
+//! Models other than the bundled one, described by their files alone: the `detect` and
+//! `check-config` commands on real exports (YOLO26, YOLO11, RT-DETR with random weights, a
+//! classifier; `tests/models/NOTICE.md`) and on the bundled SSD named without its description.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::arch::daemon_command as daemon;
+use crate::daemon::{sample, toml_string, TestConfig};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// A config that names `onnx` and its labels and nothing else of the model.
+fn model_only(dir: &Path, onnx: &Path, labels: &Path) -> PathBuf {
+    let text = format!(
+        "[device]\nbackend = \"cpu\"\n[model]\nonnx = {}\nlabels = {}\n",
+        toml_string(&onnx.display().to_string()),
+        toml_string(&labels.display().to_string())
+    );
+    let path = dir.join(format!("{}.toml", onnx.file_stem().and_then(|stem| stem.to_str()).unwrap_or("model")));
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn run(args: &[&str], config: &Path, files: &[PathBuf]) -> Output {
+    let output = daemon().args(args).arg("--config").arg(config).args(files).output().expect("run jetson-detectd");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
+    output
+}
+
+fn samples() -> Vec<PathBuf> {
+    ["astronaut.png", "chelsea.png", "coffee.png", "dog.jpg", "person.jpg"].map(sample).to_vec()
+}
+
+/// `detect`'s lines without their timings, which differ from run to run.
+fn detections_of(output: &Output) -> Vec<serde_json::Value> {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let mut value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            value.as_object_mut().expect("an object").remove("latency_ms");
+            value
+        })
+        .collect()
+}
+
+#[test]
+fn the_bundled_ssd_named_with_only_its_labels_detects_exactly_as_the_described_default() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let described = TestConfig::new(1883, "models-test").write(&dir.path().join("described.toml"));
+    let named = model_only(dir.path(), &TestConfig::bundled_model(), &TestConfig::bundled_labels());
+    let expected = detections_of(&run(&["detect"], &described, &samples()));
+    assert_eq!(expected.len(), 5);
+    assert_eq!(detections_of(&run(&["detect"], &named, &samples())), expected);
+
+    let check = run(&["check-config"], &named, &[]);
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    assert!(stdout.contains("recognised: model.decoder = \"ssd\""), "{stdout}");
+    assert!(stdout.contains("recognised: model.input = 300x300 nhwc u8 rgb, stretch antialias"), "{stdout}");
+}
+
+#[test]
+fn yolo26_yolo11_and_rt_detr_exports_run_from_their_files_alone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (file, decoder) in [
+        ("tests/models/yolo26t_160_random.onnx", "nmsfree"),
+        ("tests/models/yolo11t_160_random.onnx", "yolov8"),
+        ("tests/models/rtdetr_tiny_160_random.onnx", "detr"),
+    ] {
+        let config = model_only(dir.path(), &repo(file), &TestConfig::bundled_labels());
+        let printed = run(&["check-config", "--print"], &config, &[]);
+        let text = String::from_utf8_lossy(&printed.stdout);
+        assert!(printed.status.success(), "{file}: {}", String::from_utf8_lossy(&printed.stderr));
+        assert!(text.contains(&format!("# recognised: model.decoder = \"{decoder}\"")), "{file}: {text}");
+        assert!(text.contains(&format!("decoder = \"{decoder}\"\n")), "the effective config says it: {text}");
+
+        // Random weights: whatever they find, every box lies inside its picture.
+        let output = run(&["detect", "--threshold", "0.0"], &config, &samples());
+        for line in detections_of(&output) {
+            let (width, height) = (line["width"].as_f64().expect("width"), line["height"].as_f64().expect("height"));
+            let detections = line["detections"].as_array().expect("detections");
+            assert!(detections.len() <= 100, "{file}: max_detections holds");
+            for detection in detections {
+                let b = &detection["box"];
+                let [x1, y1, x2, y2] = ["x1", "y1", "x2", "y2"].map(|k| b[k].as_f64().expect("a coordinate"));
+                assert!(
+                    0.0 <= x1 && x1 < x2 && x2 <= width && 0.0 <= y1 && y1 < y2 && y2 <= height,
+                    "{file}: {detection}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_model_that_fits_no_decoder_is_refused_at_check_config_with_exit_78() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let labels = repo("tests/models/colour_labels.txt");
+    let config = model_only(dir.path(), &repo("tests/models/colour_classifier.onnx"), &labels);
+    let output = run(&["check-config"], &config, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("`model.decoder`") && stderr.contains("`probabilities` float32 [1, 3]"), "{stderr}");
+    assert!(stderr.contains("\"ssd\", \"yolov5\", \"yolov8\", \"end2end\", \"nmsfree\", \"detr\""), "{stderr}");
+    assert!(stderr.contains("classifier"), "the hint says what it looks like: {stderr}");
+}
