@@ -245,12 +245,12 @@ fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
     let model = run::check_model(&config, &preflight).map_err(Failure::from)?;
     if print {
         // What was recognised leads the effective config as TOML comments.
-        let recognised = config.model.recognised.iter().map(|line| format!("# recognised: {line}\n"));
+        let recognised = config.recognised().map(|line| format!("# recognised: {line}\n"));
         let text = recognised.collect::<String>() + &config.to_toml().map_err(Failure::config)?;
         return write_stdout(&mut std::io::stdout().lock(), text.as_bytes());
     }
     print_line(&format!("{}: ok ({} camera(s); {model})", config.origin, config.cameras.len()))?;
-    for line in &config.model.recognised {
+    for line in config.recognised() {
         print_line(&format!("recognised: {line}"))?;
     }
     Ok(())

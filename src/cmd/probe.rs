@@ -121,7 +121,7 @@ pub fn probe(config: &Config) -> ProbeReport {
         video_devices: video_devices(),
         cameras: config.cameras.iter().map(|camera| camera_probe(camera, config.limits)).collect(),
         broker: broker_probe(&config.mqtt.host, config.mqtt.port),
-        recognised: config.model.recognised.clone(),
+        recognised: config.recognised().map(str::to_string).collect(),
     }
 }
 

@@ -200,7 +200,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         signal(SignalKind::hangup()).map_err(DaemonError::Runtime)?
     };
     log::info!("jetson-detectd {} starting with {}", env!("CARGO_PKG_VERSION"), config.origin);
-    for line in &config.model.recognised {
+    for line in config.recognised() {
         log::info!("recognised from the model file: {line}");
     }
     let notifier = Arc::new(Notifier::from_env().unwrap_or_else(|e| {

@@ -17,6 +17,7 @@ use toml::{Table, Value};
 pub mod cache_dir;
 pub mod cpu_budget;
 mod merge;
+pub mod models;
 pub mod record;
 pub mod reload;
 pub mod scene;
@@ -84,6 +85,9 @@ pub struct Config {
     pub http: HttpConfig,
     pub controls: ControlsConfig,
     pub record: record::RecordConfig,
+    /// `[models.<name>]`: detectors that cameras name, and classifiers of their detections.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub models: models::NamedModels,
     /// Where the config came from (not a TOML key).
     #[serde(skip, default = "embedded_origin")]
     pub origin: ConfigOrigin,
@@ -485,6 +489,9 @@ pub struct CameraConfig {
     /// This camera's event clips, over `[record]` (`record = { enabled = true, zones = [...] }`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<record::CameraRecordConfig>,
+    /// The `[models.<name>]` detector that runs on this camera; default: `[model]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// A zone: a polygon in frame fractions (x from the left, y from the top, 0.0..=1.0).
@@ -743,7 +750,12 @@ impl Config {
                 model.remove("engine");
             }
         }
+        let model_defaults = match merged.get("model") {
+            Some(Value::Table(model)) => model.clone(),
+            _ => Table::new(),
+        };
         merge(&mut merged, &user);
+        models::fill_model_defaults(&mut merged, &model_defaults);
         let mut config: Config = serde_path_to_error::deserialize(Value::Table(merged)).map_err(|error| {
             let key = error.path().to_string();
             let message = error.into_inner().message().trim_end().to_string();
@@ -756,6 +768,8 @@ impl Config {
         config.resolve_paths(&user, base, &data_dir());
         config.check_model_is_described(&user)?;
         config.model.recognise = config.keys_to_recognise(&user);
+        config.prepare_named_models(&user, base);
+        config.validate_named_models(&user)?;
         zones_file::ZonesFile::load(&config.http.zones_file)?.apply(&mut config.cameras);
         config.validate()?;
         Ok(config)

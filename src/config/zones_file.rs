@@ -360,6 +360,7 @@ mod tests {
             zones: Vec::new(),
             lines: vec![LineConfig { name: "old".into(), points: [[0.0, 0.0], [1.0, 1.0]] }],
             record: None,
+            model: None,
         }
     }
 

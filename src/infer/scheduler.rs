@@ -629,6 +629,7 @@ mod tests {
             zones: Vec::new(),
             lines: Vec::new(),
             record: None,
+            model: None,
         }
     }
 

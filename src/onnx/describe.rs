@@ -9,18 +9,30 @@
 //! A model that fits no decoder, or whose input cannot be recognised, is a configuration error
 //! naming the key to set.
 
+use crate::config::models::ModelKind;
 use crate::config::{ClassScores, Config, ConfigError, ConfigOrigin, DecoderKind, ModelConfig, TensorDtype};
 use crate::preprocess::PreprocessSpec;
 use crate::detection::Labels;
 
-use super::recognise::{recognise_decoder, recognise_input};
+use super::recognise::{recognise_classifier, recognise_decoder, recognise_input};
 
-/// Completes `config.model` from its ONNX file (a no-op when the config describes it all).
+/// Completes `config.model` and every `[models.<name>]` from their ONNX files (a no-op for what
+/// the config describes itself).
 pub fn describe(config: &mut Config) -> Result<(), ConfigError> {
-    describe_model(&mut config.model, "model", &config.origin)
+    describe_model(&mut config.model, "model", false, &config.origin)?;
+    for (name, named) in &mut config.models {
+        let classifier = named.kind == ModelKind::Classifier;
+        describe_model(&mut named.model, &format!("models.{name}"), classifier, &config.origin)?;
+    }
+    Ok(())
 }
 
-fn describe_model(model: &mut ModelConfig, table: &str, origin: &ConfigOrigin) -> Result<(), ConfigError> {
+fn describe_model(
+    model: &mut ModelConfig,
+    table: &str,
+    classifier: bool,
+    origin: &ConfigOrigin,
+) -> Result<(), ConfigError> {
     let wanted = std::mem::take(&mut model.recognise);
     let Some(onnx) = model.onnx.clone().filter(|_| !wanted.is_empty()) else { return Ok(()) };
     let invalid = |key: &str, message: String| ConfigError::Invalid {
@@ -33,6 +45,17 @@ fn describe_model(model: &mut ModelConfig, table: &str, origin: &ConfigOrigin) -
     // The label count separates YOLOv5 from anchor-major YOLOv8 and softmax DETR heads; a label
     // file that does not load is reported where it is loaded.
     let labels = Labels::load(&model.labels).ok().map(|labels| labels.len());
+    if classifier {
+        // A classifier's output must be one row of as many scores as it has labels (item 6 of
+        // issue 32), whatever the config says about its scores.
+        let labels = Labels::load(&model.labels).map_err(|error| invalid("labels", error.to_string()))?.len();
+        let scores = recognise_classifier(&interface, labels).map_err(|error| invalid("onnx", error.to_string()))?;
+        if wants("class_scores") {
+            model.class_scores = Some(scores);
+            model.recognised.push(format!("{table}.class_scores = \"{}\"", scores_name(scores)));
+        }
+        return describe_input(model, &interface, None, &wanted, table, &invalid);
+    }
 
     let decoder = match recognise_decoder(&interface, labels) {
         Ok(decoder) => Some(decoder),
@@ -51,11 +74,25 @@ fn describe_model(model: &mut ModelConfig, table: &str, origin: &ConfigOrigin) -
         model.recognised.push(format!("{table}.class_scores = \"{}\"", scores_name(scores)));
     }
 
+    let decoder = model.decoder;
+    describe_input(model, &interface, Some(decoder), &wanted, table, &invalid)
+}
+
+/// Fills the `input.*` keys of `wanted` from the interface's first input.
+fn describe_input(
+    model: &mut ModelConfig,
+    interface: &super::ModelInterface,
+    decoder: Option<DecoderKind>,
+    wanted: &[&'static str],
+    table: &str,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let wants = |key: &str| wanted.contains(&key);
     let input_keys = wanted.iter().filter(|key| key.starts_with("input.")).collect::<Vec<_>>();
     if input_keys.is_empty() {
         return Ok(());
     }
-    let recognised = recognise_input(&interface, model.decoder).map_err(|error| invalid("input", error.to_string()))?;
+    let recognised = recognise_input(interface, decoder).map_err(|error| invalid("input", error.to_string()))?;
     let (from, to) = (&recognised.input, &mut model.input);
     for key in &input_keys {
         match **key {
@@ -78,7 +115,7 @@ fn describe_model(model: &mut ModelConfig, table: &str, origin: &ConfigOrigin) -
         to.std = [1.0; 3];
     }
     let value_range = if wants("input.mean") || wants("input.std") { recognised.value_range } else { "as configured" };
-    model.recognised.push(format!("{table}.input = {}: {value_range}", describe_input(to)));
+    model.recognised.push(format!("{table}.input = {}: {value_range}", input_line(to)));
     Ok(())
 }
 
@@ -91,7 +128,7 @@ fn scores_name(scores: ClassScores) -> String {
 }
 
 /// "160x160 nchw f32 rgb, letterbox bilinear pad 114, mean [0, 0, 0] std [255, 255, 255]".
-fn describe_input(input: &PreprocessSpec) -> String {
+fn input_line(input: &PreprocessSpec) -> String {
     let name = |value: serde_json::Result<serde_json::Value>| {
         value.ok().and_then(|value| value.as_str().map(str::to_string)).unwrap_or_default()
     };
@@ -172,5 +209,29 @@ mod tests {
 
         let missing = config("onnx = \"/nonexistent.onnx\"").expect_err("missing").to_string();
         assert!(missing.contains("`model.onnx`") && missing.contains("/nonexistent.onnx"), "{missing}");
+    }
+
+    #[test]
+    fn named_detectors_and_classifiers_are_described_and_a_classifier_must_match_its_labels() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let text = |labels: &str| {
+            format!(
+                "[models.yard]\nonnx = \"tests/models/yolo26t_160_random.onnx\"\nlabels = \"models/coco_labels.txt\"\n\
+                 [models.colour]\nkind = \"classifier\"\non = [\"car\"]\nonnx = \"tests/models/colour_classifier.onnx\"\n\
+                 labels = \"{labels}\"\n"
+            )
+        };
+        let mut config =
+            Config::from_toml(&text("tests/models/colour_labels.txt"), ConfigOrigin::Embedded, Path::new(root)).expect("config");
+        describe(&mut config).expect("described");
+        assert_eq!(config.models["yard"].model.decoder, DecoderKind::NmsFree);
+        let colour = &config.models["colour"].model;
+        assert_eq!((colour.class_scores, colour.input.width, colour.input.resize), (Some(ClassScores::Probabilities), 32, ResizeKind::Stretch));
+        assert_eq!(config.recognised().filter(|line| line.starts_with("models.")).count(), 4, "{:?}", config.recognised().collect::<Vec<_>>());
+
+        let mut mismatched =
+            Config::from_toml(&text("models/coco_labels.txt"), ConfigOrigin::Embedded, Path::new(root)).expect("config");
+        let message = describe(&mut mismatched).expect_err("3 scores, 90 labels").to_string();
+        assert!(message.contains("`models.colour.onnx`") && message.contains("scores 3 classes, but the label file has 90 labels"), "{message}");
     }
 }

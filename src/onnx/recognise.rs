@@ -220,9 +220,12 @@ fn detr_class_scores(scores: &TensorInfo, columns: u64, labels: Option<usize>) -
 }
 
 /// The input contract for `interface`'s first input, with the resize that `decoder`'s family
-/// was trained with (YOLO: letterbox padded with 114, OpenCV's bilinear; DETR and SSD: stretched,
-/// Pillow's antialiasing filter).
-pub fn recognise_input(interface: &ModelInterface, decoder: DecoderKind) -> Result<RecognisedInput, RecogniseError> {
+/// was trained with (YOLO: letterbox padded with 114, OpenCV's bilinear; DETR, SSD and
+/// classifiers (`None`): stretched, Pillow's antialiasing filter).
+pub fn recognise_input(
+    interface: &ModelInterface,
+    decoder: Option<DecoderKind>,
+) -> Result<RecognisedInput, RecogniseError> {
     let input = match interface.inputs.as_slice() {
         [input] => input,
         [] => return Err(RecogniseError::Input("is missing: the graph declares no input".to_string())),
@@ -258,8 +261,10 @@ pub fn recognise_input(interface: &ModelInterface, decoder: DecoderKind) -> Resu
         }
     };
     let (mean, std, value_range) = value_range(interface, dtype);
-    let yolo =
-        matches!(decoder, DecoderKind::Yolov5 | DecoderKind::Yolov8 | DecoderKind::NmsFree | DecoderKind::End2end);
+    let yolo = matches!(
+        decoder,
+        Some(DecoderKind::Yolov5 | DecoderKind::Yolov8 | DecoderKind::NmsFree | DecoderKind::End2end)
+    );
     let (resize, filter) = if yolo {
         (ResizeKind::Letterbox, ResizeFilter::Bilinear)
     } else {

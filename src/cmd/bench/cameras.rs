@@ -267,6 +267,7 @@ pub fn bench_cameras(
             zones: Vec::new(),
             lines: Vec::new(),
             record: None,
+            model: None,
         };
         let source = StillSource {
             frame: decoded.data().to_vec(),

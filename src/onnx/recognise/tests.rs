@@ -35,7 +35,7 @@ fn the_bundled_ssd_is_recognised_with_exactly_the_default_configs_contract() {
     let decoder = recognise_decoder(&interface, Some(90)).expect("recognised");
     assert_eq!(decoder.kind, config.model.decoder);
     assert!(decoder.why.contains("SSD"), "{}", decoder.why);
-    let input = recognise_input(&interface, decoder.kind).expect("input");
+    let input = recognise_input(&interface, Some(decoder.kind)).expect("input");
     let expected = PreprocessSpec { name: None, ..config.model.input.clone() };
     assert_eq!(input.input, expected);
     assert!(input.value_range.contains("uint8"), "{}", input.value_range);
@@ -47,7 +47,7 @@ fn yolo26_is_recognised_as_nms_free_with_a_letterboxed_unit_range_input() {
     let decoder = recognise_decoder(&interface, None).expect("recognised");
     assert_eq!(decoder.kind, DecoderKind::NmsFree);
     assert!(decoder.why.contains("`output0` float32 [1, 300, 6]"), "{}", decoder.why);
-    let input = recognise_input(&interface, decoder.kind).expect("input").input;
+    let input = recognise_input(&interface, Some(decoder.kind)).expect("input").input;
     assert_eq!(
         (input.width, input.height, input.layout, input.dtype),
         (160, 160, TensorLayout::Nchw, TensorDtype::F32)
@@ -69,7 +69,7 @@ fn rt_detr_is_recognised_with_sigmoid_scores_and_a_stretched_input() {
     let interface = repo_model("tests/models/rtdetr_tiny_160_random.onnx");
     let decoder = recognise_decoder(&interface, Some(80)).expect("recognised");
     assert_eq!((decoder.kind, decoder.class_scores), (DecoderKind::Detr, ClassScores::Sigmoid));
-    let input = recognise_input(&interface, decoder.kind).expect("input").input;
+    let input = recognise_input(&interface, Some(decoder.kind)).expect("input").input;
     assert_eq!((input.width, input.resize, input.filter), (160, ResizeKind::Stretch, ResizeFilter::Antialias));
     assert_eq!(input.std, [255.0; 3]);
 }
@@ -90,7 +90,7 @@ fn detr_scores_follow_the_graph_then_the_label_count() {
 
     let rf_detr = outputs(vec![tensor("dets", &[1, 300, 4]), tensor("labels", &[1, 300, 91])]);
     assert_eq!(kind_of(&rf_detr, Some(91)), DecoderKind::Detr);
-    let input = recognise_input(&rf_detr, DecoderKind::Detr).expect("input");
+    let input = recognise_input(&rf_detr, Some(DecoderKind::Detr)).expect("input");
     assert_eq!(input.input.mean, IMAGENET_MEAN, "RF-DETR is fed ImageNet-normalised pixels");
 }
 
@@ -155,7 +155,7 @@ fn a_model_that_fits_no_decoder_is_refused_with_its_outputs_and_the_values_to_se
 fn inputs_that_are_not_one_fixed_image_are_refused_naming_what_to_set() {
     let with = |inputs: Vec<TensorInfo>| ModelInterface { inputs, ..outputs(vec![tensor("output0", &[1, 300, 6])]) };
     let error =
-        |interface: &ModelInterface| recognise_input(interface, DecoderKind::NmsFree).expect_err("refused").to_string();
+        |interface: &ModelInterface| recognise_input(interface, Some(DecoderKind::NmsFree)).expect_err("refused").to_string();
 
     let mut dynamic = tensor("images", &[1, 3, 640, 640]);
     dynamic.dims = Some(vec![Dim::Symbolic, Dim::Fixed(3), Dim::Symbolic, Dim::Symbolic]);
@@ -173,7 +173,7 @@ fn inputs_that_are_not_one_fixed_image_are_refused_naming_what_to_set() {
 fn a_graph_that_divides_by_255_itself_is_fed_pixels() {
     let mut interface = outputs(vec![tensor("output0", &[1, 300, 6])]);
     interface.input_scaling = InputScaling { scale: [1.0 / 255.0; 3], offset: [0.0; 3] };
-    let input = recognise_input(&interface, DecoderKind::NmsFree).expect("input");
+    let input = recognise_input(&interface, Some(DecoderKind::NmsFree)).expect("input");
     assert_eq!((input.input.mean, input.input.std), ([0.0; 3], [1.0; 3]));
     assert!(input.value_range.contains("scales its input itself"), "{}", input.value_range);
 }

@@ -1,0 +1,286 @@
+//! Named models: `[models.<name>]` tables beside the default `[model]`. A detector there serves
+//! the cameras that name it (`[[camera]] model = "<name>"`); a classifier (`kind = "classifier"`)
+//! runs on crops of the detections whose label it lists in `on`.
+//!
+//! Owns: [`NamedModel`] (a [`ModelConfig`] with its role), filling each table's unset keys with
+//! the built-in `[model]` defaults before it is typed, resolving its paths, and the checks between
+//! models and cameras: a camera names a known detector, a classifier lists labels to run on and
+//! sizes in range, a named model is described as `[model]` must be. Must not: open model or label
+//! files (whether `on` names real labels is checked where the labels are loaded, with the
+//! detectors').
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
+
+use super::merge::{is_set, merge};
+use super::{Config, ConfigError, ModelConfig, DESCRIPTION_KEYS};
+
+/// Smallest box side a classifier's `min_size` may ask for, and the largest.
+const MIN_SIZE_RANGE: std::ops::RangeInclusive<u32> = 1..=8192;
+/// Largest `every`: a frame count, more than a day at 1 frame/s.
+const MAX_EVERY: u32 = 100_000;
+
+/// What a named model does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// Finds objects in the frames of the cameras that name it.
+    #[default]
+    Detector,
+    /// Labels crops of detections (vehicle type, colour, species).
+    Classifier,
+}
+
+/// One `[models.<name>]` table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NamedModel {
+    #[serde(default)]
+    pub kind: ModelKind,
+    /// Classifier: the detector labels whose boxes it classifies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on: Vec<String>,
+    /// Classifier: boxes narrower or lower than this many source pixels are not classified
+    /// ([`NamedModel::min_size`]: default 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_size: Option<u32>,
+    /// Classifier: 0 (the default) classifies each track once, at its best-scoring detection so
+    /// far (again only when a detection scores higher); N classifies a track every N of its
+    /// camera's frames ([`NamedModel::every`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<u32>,
+    #[serde(flatten)]
+    pub model: ModelConfig,
+}
+
+impl NamedModel {
+    pub fn min_size(&self) -> u32 {
+        self.min_size.unwrap_or(32)
+    }
+
+    pub fn every(&self) -> u32 {
+        self.every.unwrap_or(0)
+    }
+}
+
+/// The `[model]` keys a `[models.<name>]` table may set besides [`ROLE_KEYS`] (the flattened
+/// [`ModelConfig`] cannot refuse unknown keys itself).
+const MODEL_KEYS: [&str; 10] = [
+    "onnx",
+    "engine",
+    "labels",
+    "decoder",
+    "input",
+    "score_threshold",
+    "nms_iou",
+    "max_detections",
+    "classes",
+    "class_scores",
+];
+
+/// The keys of a `[models.<name>]` table that are not `[model]` keys.
+const ROLE_KEYS: [&str; 4] = ["kind", "on", "min_size", "every"];
+
+/// Fills every `[models.<name>]` table of `merged` with the built-in `[model]` defaults
+/// (`defaults`, without its model file) under the keys it does not set.
+pub(super) fn fill_model_defaults(merged: &mut Table, defaults: &Table) {
+    let Some(Value::Table(models)) = merged.get_mut("models") else { return };
+    let mut base = defaults.clone();
+    base.remove("onnx");
+    base.remove("engine");
+    for (_, table) in models.iter_mut() {
+        if let Value::Table(named) = table {
+            let mut filled = base.clone();
+            merge(&mut filled, named);
+            *named = filled;
+        }
+    }
+}
+
+impl Config {
+    /// Resolves each named model's paths against `base` (they are always the user's) and records
+    /// the description keys it leaves to recognition.
+    pub(super) fn prepare_named_models(&mut self, user: &Table, base: &Path) {
+        for (name, named) in &mut self.models {
+            for path in [named.model.onnx.as_mut(), named.model.engine.as_mut(), Some(&mut named.model.labels)]
+                .into_iter()
+                .flatten()
+            {
+                if path.is_relative() {
+                    *path = base.join(&*path);
+                }
+            }
+            if named.model.onnx.is_some() {
+                named.model.recognise = DESCRIPTION_KEYS
+                    .into_iter()
+                    .filter(|key| {
+                        let path = ["models", name.as_str()].into_iter().chain(key.split('.')).collect::<Vec<_>>();
+                        !is_set(user, &path)
+                    })
+                    .collect();
+            }
+        }
+    }
+
+    /// The checks between named models and cameras.
+    pub(super) fn validate_named_models(&self, user: &Table) -> Result<(), ConfigError> {
+        for (name, named) in &self.models {
+            let key = |suffix: &str| format!("models.{name}.{suffix}");
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+                return Err(self.invalid_key(&format!("models.{name}"), "a model name uses letters, digits, `_` and `-`"));
+            }
+            if let Some(Value::Table(table)) = user.get("models").and_then(|models| models.get(name.as_str())) {
+                if let Some(unknown) = table.keys().find(|k| !ROLE_KEYS.contains(&k.as_str()) && !MODEL_KEYS.contains(&k.as_str())) {
+                    return Err(self.invalid_key(&key(unknown), "unknown key of a `[models.<name>]` table"));
+                }
+            }
+            if !is_set(user, &["models", name, "labels"]) {
+                return Err(self.invalid_key(&key("labels"), "must be set: a named model has no default labels"));
+            }
+            match (&named.model.onnx, &named.model.engine) {
+                (None, None) => return Err(self.invalid_key(&key("onnx"), "must be set (or `engine`, a prebuilt TensorRT engine)")),
+                (None, Some(_)) => {
+                    let described = ["decoder", "input.width", "input.height", "input.layout", "input.dtype"];
+                    if let Some(missing) = described.iter().find(|k| {
+                        let path = ["models", name.as_str()].into_iter().chain(k.split('.')).collect::<Vec<_>>();
+                        !is_set(user, &path)
+                    }) {
+                        return Err(self.invalid_key(&key(missing), "must be set when only `engine` is: a prebuilt engine cannot be read to recognise it"));
+                    }
+                }
+                _ => {}
+            }
+            match named.kind {
+                ModelKind::Classifier => {
+                    if named.on.is_empty() {
+                        return Err(self.invalid_key(&key("on"), "a classifier lists the detector labels it runs on, e.g. [\"car\", \"truck\"]"));
+                    }
+                    if !MIN_SIZE_RANGE.contains(&named.min_size()) {
+                        return Err(self.invalid_key(&key("min_size"), format!("{} is outside 1..=8192", named.min_size())));
+                    }
+                    if named.every() > MAX_EVERY {
+                        return Err(self.invalid_key(&key("every"), format!("{} is outside 0..={MAX_EVERY}", named.every())));
+                    }
+                }
+                ModelKind::Detector => {
+                    if let Some(role_key) = ROLE_KEYS[1..].iter().find(|k| is_set(user, &["models", name, k])) {
+                        return Err(self.invalid_key(&key(role_key), "only a classifier (`kind = \"classifier\"`) takes it"));
+                    }
+                }
+            }
+        }
+        for (i, camera) in self.cameras.iter().enumerate() {
+            let Some(wanted) = &camera.model else { continue };
+            match self.models.get(wanted) {
+                Some(named) if named.kind == ModelKind::Detector => {}
+                Some(_) => {
+                    return Err(self.invalid_key(
+                        &format!("camera[{i}].model"),
+                        format!("`{wanted}` is a classifier; a camera names a detector"),
+                    ))
+                }
+                None => {
+                    let detectors = self.detector_names().map(|name| format!("`{name}`")).collect::<Vec<_>>();
+                    let known = if detectors.is_empty() { "there are no `[models.<name>]` detectors".to_string() } else { format!("the detectors are {}", detectors.join(", ")) };
+                    return Err(self.invalid_key(&format!("camera[{i}].model"), format!("unknown model `{wanted}`: {known}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn detector_names(&self) -> impl Iterator<Item = &str> {
+        self.models.iter().filter(|(_, named)| named.kind == ModelKind::Detector).map(|(name, _)| name.as_str())
+    }
+
+    fn invalid_key(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid { origin: self.origin.clone(), key: key.into(), message: message.into() }
+    }
+
+    /// What was recognised from the model files of `[model]` and every `[models.<name>]`.
+    pub fn recognised(&self) -> impl Iterator<Item = &str> {
+        let named = self.models.values().flat_map(|named| &named.model.recognised);
+        self.model.recognised.iter().chain(named).map(String::as_str)
+    }
+
+    /// The classifiers, by name.
+    pub fn classifiers(&self) -> impl Iterator<Item = (&str, &NamedModel)> {
+        self.models.iter().filter(|(_, named)| named.kind == ModelKind::Classifier).map(|(name, named)| (name.as_str(), named))
+    }
+
+    /// The detector of camera `camera` (its `model`, else `[model]`), with its name (`None`: `[model]`).
+    pub fn detector_of(&self, camera: &super::CameraConfig) -> (Option<&str>, &ModelConfig) {
+        match camera.model.as_deref().and_then(|name| self.models.get_key_value(name)) {
+            Some((name, named)) => (Some(name.as_str()), &named.model),
+            None => (None, &self.model),
+        }
+    }
+}
+
+/// The named models as the effective config has them, for `check-config --print`.
+pub type NamedModels = BTreeMap<String, NamedModel>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ClassScores, ConfigOrigin, DecoderKind};
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml(text, ConfigOrigin::Embedded, Path::new("/base"))
+    }
+
+    const TWO_MODELS: &str = "[models.yard]\nonnx = \"yolo26.onnx\"\nlabels = \"coco.txt\"\n\
+        [models.vehicle_type]\nkind = \"classifier\"\non = [\"car\", \"truck\"]\nonnx = \"vehicles.onnx\"\n\
+        labels = \"vehicles.txt\"\nevery = 10\n\
+        [[camera]]\nname = \"front\"\nsource = { kind = \"synthetic\" }\n\
+        [[camera]]\nname = \"yard\"\nmodel = \"yard\"\nsource = { kind = \"synthetic\" }\n";
+
+    #[test]
+    fn named_models_take_the_built_in_defaults_and_cameras_pick_their_detector() {
+        let config = parse(TWO_MODELS).expect("valid");
+        let yard = &config.models["yard"];
+        assert_eq!((yard.kind, yard.model.onnx.as_deref()), (ModelKind::Detector, Some(Path::new("/base/yolo26.onnx"))));
+        assert_eq!(yard.model.score_threshold, config.model.score_threshold, "unset keys take the defaults");
+        assert_eq!(yard.model.recognise.len(), DESCRIPTION_KEYS.len(), "the rest is recognised from its file");
+        let vehicle = &config.models["vehicle_type"];
+        assert_eq!((vehicle.kind, vehicle.on.as_slice(), vehicle.min_size(), vehicle.every()), (ModelKind::Classifier, &["car".to_string(), "truck".to_string()][..], 32, 10));
+        assert_eq!(config.detector_of(&config.cameras[0]).0, None);
+        assert_eq!(config.detector_of(&config.cameras[1]).0, Some("yard"));
+        assert_eq!(config.classifiers().map(|(name, _)| name).collect::<Vec<_>>(), ["vehicle_type"]);
+        let printed = config.to_toml().expect("print");
+        let again = parse(&printed).expect("the printed config reads back");
+        assert_eq!(again.models["vehicle_type"].every(), 10);
+        assert_eq!(again.models["yard"].model.decoder, DecoderKind::Ssd);
+        assert_eq!(again.models["yard"].model.class_scores, None::<ClassScores>);
+    }
+
+    #[test]
+    fn a_camera_naming_an_unknown_model_or_a_classifier_is_refused_naming_the_detectors() {
+        let unknown = TWO_MODELS.replace("model = \"yard\"", "model = \"yrad\"");
+        let message = parse(&unknown).expect_err("unknown").to_string();
+        assert!(message.contains("`camera[1].model`: unknown model `yrad`: the detectors are `yard`"), "{message}");
+        let classifier = TWO_MODELS.replace("model = \"yard\"", "model = \"vehicle_type\"");
+        assert!(parse(&classifier).expect_err("a classifier").to_string().contains("is a classifier"));
+    }
+
+    #[test]
+    fn named_models_are_checked_like_the_default_one() {
+        for (text, key) in [
+            (TWO_MODELS.replace("on = [\"car\", \"truck\"]\n", ""), "models.vehicle_type.on"),
+            (TWO_MODELS.replace("every = 10", "every = 100001"), "models.vehicle_type.every"),
+            (TWO_MODELS.replace("every = 10", "min_size = 0"), "models.vehicle_type.min_size"),
+            (TWO_MODELS.replace("labels = \"coco.txt\"\n", ""), "models.yard.labels"),
+            (TWO_MODELS.replace("onnx = \"yolo26.onnx\"\n", ""), "models.yard.onnx"),
+            (TWO_MODELS.replace("labels = \"coco.txt\"\n", "labels = \"coco.txt\"\nevery = 3\n"), "models.yard.every"),
+            (TWO_MODELS.replace("[models.yard]", "[models.\"ya rd\"]"), "models.ya rd"),
+            (TWO_MODELS.replace("labels = \"coco.txt\"\n", "labels = \"coco.txt\"\nbogus = 1\n"), "models.yard"),
+        ] {
+            match parse(&text) {
+                Err(ConfigError::Invalid { key: found, .. }) => assert!(found.starts_with(key), "{found} for {key}"),
+                other => panic!("{key}: expected an invalid key, got {other:?}"),
+            }
+        }
+    }
+}
