@@ -123,6 +123,22 @@ impl Labels {
         self.0.len()
     }
 
+    /// Adds the names of `other` that this list lacks (after its own ids) and returns, for each
+    /// class id of `other`, the id of its name here: how the detections of a second detector are
+    /// named with the same list as the first's (a name keeps one id across models).
+    pub fn absorb(&mut self, other: &Labels) -> Vec<usize> {
+        other
+            .0
+            .iter()
+            .map(|name| {
+                self.id_of(name).unwrap_or_else(|| {
+                    self.0.push(name.clone());
+                    self.0.len() - 1
+                })
+            })
+            .collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -131,6 +147,16 @@ impl Labels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absorbing_a_second_label_list_keeps_every_name_on_one_id() {
+        let path = Path::new("labels.txt");
+        let mut first = Labels::parse("0 person\n2 car\n", path).expect("first");
+        let second = Labels::parse("car\nperson\ntruck\n", path).expect("second");
+        assert_eq!(first.absorb(&second), [2, 0, 3]);
+        assert_eq!((first.name(3).as_ref(), first.len()), ("truck", 4));
+        assert_eq!(first.absorb(&second), [2, 0, 3], "absorbing again adds nothing");
+    }
 
     #[test]
     fn iou_of_half_overlapping_boxes() {

@@ -34,7 +34,7 @@ use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
 use crate::http::{BoundListener, HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
-use crate::infer::scheduler::{SchedulePlan, Scheduler};
+use crate::infer::scheduler::{ModelLane, SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
 use crate::model::{DeviceSpec, ModelSpec};
 use crate::publish::live::{LiveView, StartFacts};
@@ -118,8 +118,12 @@ impl DaemonError {
 /// What `run` reads and checks before it opens a device or a socket; `check-config` runs the very
 /// same checks ([`preflight`]), so a config it accepts does not fail these at start.
 pub struct Preflight {
+    /// `[model]`'s labels, with the names of every named detector a camera uses added after them
+    /// ([`Labels::absorb`]): the one list every outlet names classes with.
     pub labels: Arc<Labels>,
     pub params: DecodeParams,
+    /// The `[models.<name>]` detectors that cameras name, in name order.
+    pub detectors: Vec<NamedDetector>,
     /// Each camera's zones and lines, in config order.
     pub scenes: Vec<Scene>,
     pub mqtt: MqttSettings,
@@ -127,6 +131,53 @@ pub struct Preflight {
     pub http_token: Option<Token>,
     /// What users set at run time before (the controls file), if anything.
     pub saved_controls: Option<ControlValues>,
+}
+
+/// A `[models.<name>]` detector the cameras in `cameras` use.
+pub struct NamedDetector {
+    pub name: String,
+    pub params: DecodeParams,
+    /// The shared label list's id of each of its class ids.
+    pub class_ids: Vec<usize>,
+    pub cameras: Vec<String>,
+}
+
+/// The named detectors that cameras use, their decode parameters from their own labels, and
+/// `labels` grown by their names; classifiers are refused until the pipeline runs them.
+fn named_detectors(config: &Config, labels: &mut Labels) -> Result<Vec<NamedDetector>, DaemonError> {
+    if let Some((name, _)) = config.classifiers().next() {
+        return Err(DaemonError::Config(ConfigError::Invalid {
+            origin: config.origin.clone(),
+            key: format!("models.{name}.kind"),
+            message: "classifiers are recognised and checked, but this build does not run them on detections yet"
+                .to_string(),
+        }));
+    }
+    let mut detectors = Vec::new();
+    for (name, named) in &config.models {
+        let cameras: Vec<String> = config
+            .cameras
+            .iter()
+            .filter(|camera| camera.model.as_deref() == Some(name.as_str()))
+            .map(|camera| camera.name.clone())
+            .collect();
+        if cameras.is_empty() {
+            continue;
+        }
+        let files = [("onnx", &named.model.onnx), ("engine", &named.model.engine)];
+        for (key, path) in files {
+            if let Some(path) = path {
+                crate::sys::files::open_regular(path, crate::sys::files::MAX_MODEL_BYTES).map_err(|e| {
+                    BackendError::Load { path: path.clone(), message: format!("`models.{name}.{key}`: {e}") }
+                })?;
+            }
+        }
+        let own = Labels::load(&named.model.labels)?;
+        let params = DecodeParams::from_config(&named.model, &own).map_err(DaemonError::Classes)?;
+        let class_ids = labels.absorb(&own);
+        detectors.push(NamedDetector { name: name.clone(), params, class_ids, cameras });
+    }
+    Ok(detectors)
 }
 
 /// Every check of `config` that needs no device, socket or model load: the model files are
@@ -137,8 +188,10 @@ pub struct Preflight {
 /// share an id.
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     check_model_files(&ModelSpec::from_config(config)?)?;
-    let labels = Arc::new(Labels::load(&config.model.labels)?);
+    let mut labels = Labels::load(&config.model.labels)?;
     let params = DecodeParams::from_config(&config.model, &labels).map_err(DaemonError::Classes)?;
+    let detectors = named_detectors(config, &mut labels)?;
+    let labels = Arc::new(labels);
     check_zones_file_labels(config, &labels)?;
     let scenes = camera_scenes(config, &labels)?;
     let mqtt = MqttSettings::from_config(config)?;
@@ -155,7 +208,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     if let Some(message) = crate::publish::mqtt::homeassistant::collision(config) {
         return Err(DaemonError::Discovery { origin: config.origin.clone(), message });
     }
-    Ok(Preflight { labels, params, scenes, mqtt, http_token, saved_controls })
+    Ok(Preflight { labels, params, detectors, scenes, mqtt, http_token, saved_controls })
 }
 
 /// `check-config`'s model and library checks: the backend `run` would load, loaded the same way
@@ -208,7 +261,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         Notifier::disabled()
     }));
     // Everything `check-config` checks too, before anything is published.
-    let Preflight { labels, mut params, scenes, mqtt, http_token, saved_controls } = preflight(&config)?;
+    let Preflight { labels, mut params, detectors, scenes, mqtt, http_token, saved_controls } = preflight(&config)?;
     let controls = Arc::new(Controls::new(&config));
     if let Some(saved) = &saved_controls {
         controls.restore(saved);
@@ -255,13 +308,18 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
     let load_started = Instant::now();
-    let model = ModelSpec::from_config(&config)?;
-    let loaded = {
+    // `[model]`, then each named detector a camera uses (its engine cached under its own file name).
+    let mut models = vec![ModelSpec::from_config(&config)?];
+    for detector in &detectors {
+        models.push(ModelSpec::from_config(&Config { model: config.models[&detector.name].model.clone(), ..config.clone() })?);
+    }
+    let device = DeviceSpec::from_config(&config);
+    let loaded = models.iter().map(|model| {
         let mut display = BuildDisplay::default();
         let limit = model.engine.build_timeout;
         let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s));
         let mut last_telemetry: Option<std::time::Instant> = None;
-        load_backend_noting_fallback(&model, &DeviceSpec::from_config(&config), |event| {
+        load_backend_noting_fallback(model, &device, |event| {
             display.report(&event);
             if display.extends_start(&event, limit) {
                 let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
@@ -274,25 +332,48 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
                 mqtt.telemetry(&telemetry::building_report(&display.line()));
             }
         })
-    };
-    let (backend, fallback) = match loaded {
-        Ok(loaded) => loaded,
-        Err(e) => {
-            runtime.block_on(mqtt.shutdown());
-            return Err(e.into());
+    });
+    let (mut backends, mut fallback) = (Vec::new(), None);
+    for result in loaded {
+        match result {
+            Ok((backend, reason)) => {
+                backends.push(backend);
+                fallback = fallback.or(reason);
+            }
+            Err(e) => {
+                runtime.block_on(mqtt.shutdown());
+                return Err(e.into());
+            }
         }
-    };
-    if let Err(e) = check_model_outputs(backend.as_ref(), &params) {
-        runtime.block_on(mqtt.shutdown());
-        return Err(e);
     }
+    let mut backends = backends.into_iter();
+    let Some(backend) = backends.next() else { return Err(DaemonError::CameraFailed("no model loaded".into())) };
+    let checked = std::iter::once((backend.clone(), &params))
+        .chain(backends.clone().zip(detectors.iter().map(|detector| &detector.params)));
+    for (model_backend, model_params) in checked {
+        if let Err(e) = check_model_outputs(model_backend.as_ref(), model_params) {
+            runtime.block_on(mqtt.shutdown());
+            return Err(e);
+        }
+    }
+    let lanes = std::iter::once(ModelLane::new(backend.clone(), params.clone()))
+        .chain(backends.zip(detectors).map(|(backend, detector)| {
+            log::info!(
+                "backend of models.{} (cameras {}): {:?}",
+                detector.name,
+                detector.cameras.join(", "),
+                backend.info()
+            );
+            ModelLane::renamed(&detector.name, backend, detector.params, detector.class_ids, detector.cameras)
+        }))
+        .collect::<Vec<_>>();
     let model_load = load_started.elapsed();
     log::info!("backend: {:?}", backend.info());
 
     let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
     let http = http_listener.map(|listener| (listener, http_token));
     let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls };
-    runtime.block_on(serve(config, config_path, backend, labels, params, notifier, started))
+    runtime.block_on(serve(config, config_path, lanes, labels, params, notifier, started))
 }
 
 /// What `run` prepared before serving: the telemetry's `engine` section (what the backend said,
@@ -315,7 +396,7 @@ struct Started {
 async fn serve(
     config: Config,
     config_path: Option<PathBuf>,
-    backend: Arc<dyn Backend>,
+    lanes: Vec<ModelLane>,
     labels: Arc<Labels>,
     mut params: DecodeParams,
     notifier: Arc<Notifier>,
@@ -377,8 +458,8 @@ async fn serve(
     let mut controls_applied = controls.values();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let plan = SchedulePlan::new(&config, backend.as_ref(), config.cameras.len());
-    let scheduler = match Scheduler::start(backend, params.clone(), plan, sink.clone(), stop.clone(), &liveness) {
+    let plan = SchedulePlan::new(&config, lanes[0].backend.as_ref(), config.cameras.len());
+    let scheduler = match Scheduler::start_lanes(lanes, plan, sink.clone(), stop.clone(), &liveness) {
         Ok(scheduler) => scheduler,
         Err(e) => {
             stop_recorder(recorder).await;
@@ -561,6 +642,7 @@ fn reload(
         Config::load(path).and_then(|mut config| crate::onnx::describe::describe(&mut config).map(|()| config));
     let reloaded = loaded.map_err(|e| e.to_string()).and_then(|config| {
         let mut params = DecodeParams::from_config(&config.model, sink.labels()).map_err(|e| e.to_string())?;
+        let detectors = named_detectors(&config, &mut sink.labels().clone()).map_err(|e| e.to_string())?;
         check_zones_file_labels(&config, sink.labels()).map_err(|e| e.to_string())?;
         // Every camera's zones and lines are checked; the running cameras' are applied: what runs
         // after the reload is the running config with the reloadable keys taken from the file
@@ -576,11 +658,20 @@ fn reload(
             let _ = controls.set_score_threshold(config.model.score_threshold);
         }
         params.score_threshold = controls.score_threshold();
-        Ok((config, running_now, params, scenes))
+        Ok((config, running_now, params, detectors, scenes))
     });
     match reloaded {
-        Ok((config, running_now, params, scenes)) => {
+        Ok((config, running_now, params, detectors, scenes)) => {
             scheduler.reload(params.clone());
+            // Lanes 1.. are the named detectors in name order, as at start; when which detectors
+            // run changed (a restart applies that, the log below names the keys), they keep theirs.
+            let running_names =
+                running.models.keys().filter(|name| running.cameras.iter().any(|c| c.model.as_ref() == Some(*name)));
+            if running_names.eq(detectors.iter().map(|detector| &detector.name)) {
+                for (lane, detector) in detectors.into_iter().enumerate() {
+                    scheduler.reload_lane(lane + 1, detector.params);
+                }
+            }
             sink.reload(&running_now, scenes);
             let not_applied = keys_needing_a_restart(&running, &config);
             if !not_applied.is_empty() {

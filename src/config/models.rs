@@ -129,10 +129,14 @@ impl Config {
         for (name, named) in &self.models {
             let key = |suffix: &str| format!("models.{name}.{suffix}");
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-                return Err(self.invalid_key(&format!("models.{name}"), "a model name uses letters, digits, `_` and `-`"));
+                return Err(
+                    self.invalid_key(&format!("models.{name}"), "a model name uses letters, digits, `_` and `-`")
+                );
             }
             if let Some(Value::Table(table)) = user.get("models").and_then(|models| models.get(name.as_str())) {
-                if let Some(unknown) = table.keys().find(|k| !ROLE_KEYS.contains(&k.as_str()) && !MODEL_KEYS.contains(&k.as_str())) {
+                if let Some(unknown) =
+                    table.keys().find(|k| !ROLE_KEYS.contains(&k.as_str()) && !MODEL_KEYS.contains(&k.as_str()))
+                {
                     return Err(self.invalid_key(&key(unknown), "unknown key of a `[models.<name>]` table"));
                 }
             }
@@ -140,14 +144,19 @@ impl Config {
                 return Err(self.invalid_key(&key("labels"), "must be set: a named model has no default labels"));
             }
             match (&named.model.onnx, &named.model.engine) {
-                (None, None) => return Err(self.invalid_key(&key("onnx"), "must be set (or `engine`, a prebuilt TensorRT engine)")),
+                (None, None) => {
+                    return Err(self.invalid_key(&key("onnx"), "must be set (or `engine`, a prebuilt TensorRT engine)"))
+                }
                 (None, Some(_)) => {
                     let described = ["decoder", "input.width", "input.height", "input.layout", "input.dtype"];
                     if let Some(missing) = described.iter().find(|k| {
                         let path = ["models", name.as_str()].into_iter().chain(k.split('.')).collect::<Vec<_>>();
                         !is_set(user, &path)
                     }) {
-                        return Err(self.invalid_key(&key(missing), "must be set when only `engine` is: a prebuilt engine cannot be read to recognise it"));
+                        return Err(self.invalid_key(
+                            &key(missing),
+                            "must be set when only `engine` is: a prebuilt engine cannot be read to recognise it",
+                        ));
                     }
                 }
                 _ => {}
@@ -155,18 +164,27 @@ impl Config {
             match named.kind {
                 ModelKind::Classifier => {
                     if named.on.is_empty() {
-                        return Err(self.invalid_key(&key("on"), "a classifier lists the detector labels it runs on, e.g. [\"car\", \"truck\"]"));
+                        return Err(self.invalid_key(
+                            &key("on"),
+                            "a classifier lists the detector labels it runs on, e.g. [\"car\", \"truck\"]",
+                        ));
                     }
                     if !MIN_SIZE_RANGE.contains(&named.min_size()) {
-                        return Err(self.invalid_key(&key("min_size"), format!("{} is outside 1..=8192", named.min_size())));
+                        return Err(
+                            self.invalid_key(&key("min_size"), format!("{} is outside 1..=8192", named.min_size()))
+                        );
                     }
                     if named.every() > MAX_EVERY {
-                        return Err(self.invalid_key(&key("every"), format!("{} is outside 0..={MAX_EVERY}", named.every())));
+                        return Err(
+                            self.invalid_key(&key("every"), format!("{} is outside 0..={MAX_EVERY}", named.every()))
+                        );
                     }
                 }
                 ModelKind::Detector => {
                     if let Some(role_key) = ROLE_KEYS[1..].iter().find(|k| is_set(user, &["models", name, k])) {
-                        return Err(self.invalid_key(&key(role_key), "only a classifier (`kind = \"classifier\"`) takes it"));
+                        return Err(
+                            self.invalid_key(&key(role_key), "only a classifier (`kind = \"classifier\"`) takes it")
+                        );
                     }
                 }
             }
@@ -183,8 +201,14 @@ impl Config {
                 }
                 None => {
                     let detectors = self.detector_names().map(|name| format!("`{name}`")).collect::<Vec<_>>();
-                    let known = if detectors.is_empty() { "there are no `[models.<name>]` detectors".to_string() } else { format!("the detectors are {}", detectors.join(", ")) };
-                    return Err(self.invalid_key(&format!("camera[{i}].model"), format!("unknown model `{wanted}`: {known}")));
+                    let known = if detectors.is_empty() {
+                        "there are no `[models.<name>]` detectors".to_string()
+                    } else {
+                        format!("the detectors are {}", detectors.join(", "))
+                    };
+                    return Err(
+                        self.invalid_key(&format!("camera[{i}].model"), format!("unknown model `{wanted}`: {known}"))
+                    );
                 }
             }
         }
@@ -207,7 +231,10 @@ impl Config {
 
     /// The classifiers, by name.
     pub fn classifiers(&self) -> impl Iterator<Item = (&str, &NamedModel)> {
-        self.models.iter().filter(|(_, named)| named.kind == ModelKind::Classifier).map(|(name, named)| (name.as_str(), named))
+        self.models
+            .iter()
+            .filter(|(_, named)| named.kind == ModelKind::Classifier)
+            .map(|(name, named)| (name.as_str(), named))
     }
 
     /// The detector of camera `camera` (its `model`, else `[model]`), with its name (`None`: `[model]`).
@@ -241,11 +268,17 @@ mod tests {
     fn named_models_take_the_built_in_defaults_and_cameras_pick_their_detector() {
         let config = parse(TWO_MODELS).expect("valid");
         let yard = &config.models["yard"];
-        assert_eq!((yard.kind, yard.model.onnx.as_deref()), (ModelKind::Detector, Some(Path::new("/base/yolo26.onnx"))));
+        assert_eq!(
+            (yard.kind, yard.model.onnx.as_deref()),
+            (ModelKind::Detector, Some(Path::new("/base/yolo26.onnx")))
+        );
         assert_eq!(yard.model.score_threshold, config.model.score_threshold, "unset keys take the defaults");
         assert_eq!(yard.model.recognise.len(), DESCRIPTION_KEYS.len(), "the rest is recognised from its file");
         let vehicle = &config.models["vehicle_type"];
-        assert_eq!((vehicle.kind, vehicle.on.as_slice(), vehicle.min_size(), vehicle.every()), (ModelKind::Classifier, &["car".to_string(), "truck".to_string()][..], 32, 10));
+        assert_eq!(
+            (vehicle.kind, vehicle.on.as_slice(), vehicle.min_size(), vehicle.every()),
+            (ModelKind::Classifier, &["car".to_string(), "truck".to_string()][..], 32, 10)
+        );
         assert_eq!(config.detector_of(&config.cameras[0]).0, None);
         assert_eq!(config.detector_of(&config.cameras[1]).0, Some("yard"));
         assert_eq!(config.classifiers().map(|(name, _)| name).collect::<Vec<_>>(), ["vehicle_type"]);

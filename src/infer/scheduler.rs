@@ -7,8 +7,14 @@
 //! decoding each frame and handing the result to the sink; the current decode parameters (SIGHUP);
 //! the batch-size and memory statistics that telemetry and `bench` report; the workers' [`Liveness`]
 //! parties (a worker beats after every batch and every idle wait). What belongs to a model is kept
-//! apart from the worker that runs it: the model's backend and decode parameters (`SharedModel`)
-//! and, in each worker, its session and decoder (`ModelSession`). One model runs today.
+//! apart from the worker that runs it: the model's backend and decode parameters ([`ModelLane`])
+//! and, in each worker, its session and decoder (`ModelSession`).
+//!
+//! Models: every camera is served by one detector, its [`ModelLane`] (lane 0: `[model]`; others:
+//! the `[models.<name>]` detectors cameras name). Every worker holds a session of every lane, so
+//! one worker per GPU serves every model on its one stream; a batch holds frames of one lane only
+//! (the lane of the first camera the round finds ready). A lane's class ids are renamed into the
+//! shared label list before the sink sees them, so every outlet names classes with one list.
 //!
 //! Fairness and order: a worker takes at most one frame per camera into a batch, starting after the
 //! camera it served last, and a camera with a frame in flight is skipped until that frame is done.
@@ -85,7 +91,8 @@ pub struct Scheduler {
 
 /// What the workers share.
 struct Shared {
-    model: SharedModel,
+    /// Lane 0 serves cameras no other lane lists.
+    lanes: Vec<ModelLane>,
     sink: Arc<dyn FrameSink>,
     stop: Arc<AtomicBool>,
     plan: SchedulePlan,
@@ -94,14 +101,46 @@ struct Shared {
     stats: BatchStats,
 }
 
-/// A model the workers run: its backend (loaded from its `crate::model::ModelSpec`) and its
-/// decode parameters. The workers run one model today; each keeps a [`ModelSession`] for it, so
-/// that serving more than one (a camera naming its own) is one more of each per model, not
-/// another kind of worker.
-struct SharedModel {
-    backend: Arc<dyn Backend>,
+/// A model the workers run: its backend (loaded from its `crate::model::ModelSpec`), its decode
+/// parameters, the cameras it serves and its class ids in the shared label list. Each worker
+/// keeps a [`ModelSession`] for every lane.
+pub struct ModelLane {
+    pub backend: Arc<dyn Backend>,
     /// Decode parameters and their generation: a worker adopts them when the generation changes.
     params: Mutex<(u64, DecodeParams)>,
+    /// The shared label list's id of each of this model's class ids (`None`: the ids are the
+    /// shared list's, as for `[model]`). A detection whose id has no entry is dropped: its label
+    /// file does not name it.
+    class_ids: Option<Vec<usize>>,
+    /// The cameras it serves (lane 0 also serves every camera no lane names).
+    cameras: Vec<String>,
+    /// The `[models.<name>]` it runs (`None`: `[model]`).
+    name: Option<String>,
+}
+
+impl ModelLane {
+    /// A lane whose class ids are the shared list's.
+    pub fn new(backend: Arc<dyn Backend>, params: DecodeParams) -> ModelLane {
+        ModelLane { backend, params: Mutex::new((0, params)), class_ids: None, cameras: Vec::new(), name: None }
+    }
+
+    /// The lane of `[models.<name>]` for `cameras`, whose class id `i` is the shared list's
+    /// `class_ids[i]` ([`crate::detection::Labels::absorb`]).
+    pub fn renamed(
+        name: &str,
+        backend: Arc<dyn Backend>,
+        params: DecodeParams,
+        class_ids: Vec<usize>,
+        cameras: Vec<String>,
+    ) -> ModelLane {
+        let params = Mutex::new((0, params));
+        ModelLane { backend, params, class_ids: Some(class_ids), cameras, name: Some(name.to_string()) }
+    }
+
+    /// The `[models.<name>]` it runs (`None`: `[model]`).
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
 }
 
 /// One worker's state for one model: its session (on the GPU its execution context, created on
@@ -117,7 +156,7 @@ struct ModelSession {
 impl ModelSession {
     /// Opens a session of `model` on this thread for the worker in `seat`; batches hold at most
     /// `max_batch` frames and what the session takes.
-    fn open(model: &SharedModel, max_batch: usize, seat: WorkerSeat) -> Result<ModelSession, PipelineError> {
+    fn open(model: &ModelLane, max_batch: usize, seat: WorkerSeat) -> Result<ModelSession, PipelineError> {
         let session = model.backend.new_worker_session(seat).map_err(|source| PipelineError::Worker { source })?;
         let limit = max_batch.min(session.max_batch()).max(1);
         let (params_seen, params) = lock(&model.params).clone();
@@ -125,7 +164,7 @@ impl ModelSession {
     }
 
     /// Adopts `model`'s decode parameters if they changed since; true when they did.
-    fn adopt_params(&mut self, model: &SharedModel) -> bool {
+    fn adopt_params(&mut self, model: &ModelLane) -> bool {
         let params = lock(&model.params);
         if params.0 == self.params_seen {
             return false;
@@ -147,6 +186,8 @@ struct Feeds {
 struct Feed {
     name: Arc<str>,
     ring: Arc<FrameRing>,
+    /// Its detector's lane.
+    lane: usize,
     /// A frame of this camera is in a worker's hands.
     in_flight: bool,
     /// Its ring closed and drained, and the sink was told.
@@ -163,6 +204,7 @@ struct BatchStats {
 /// A frame a worker took, with where it goes back.
 struct Taken {
     feed: usize,
+    lane: usize,
     name: Arc<str>,
     ring: Arc<FrameRing>,
     slot: FrameSlot,
@@ -180,9 +222,25 @@ impl Scheduler {
         stop: Arc<AtomicBool>,
         liveness: &Arc<Liveness>,
     ) -> Result<Arc<Scheduler>, PipelineError> {
+        Self::start_lanes(vec![ModelLane::new(backend, params)], plan, sink, stop, liveness)
+    }
+
+    /// [`Scheduler::start`] with one lane per detector (at least one: lane 0 is `[model]`'s).
+    pub fn start_lanes(
+        lanes: Vec<ModelLane>,
+        plan: SchedulePlan,
+        sink: Arc<dyn FrameSink>,
+        stop: Arc<AtomicBool>,
+        liveness: &Arc<Liveness>,
+    ) -> Result<Arc<Scheduler>, PipelineError> {
+        if lanes.is_empty() {
+            return Err(PipelineError::Worker {
+                source: BackendError::Unavailable("scheduler", "no model to run".to_string()),
+            });
+        }
         let plan = SchedulePlan { workers: plan.workers.max(1), max_batch: plan.max_batch.max(1), ..plan };
         let shared = Arc::new(Shared {
-            model: SharedModel { backend, params: Mutex::new((0, params)) },
+            lanes,
             sink,
             stop,
             plan,
@@ -228,9 +286,14 @@ impl Scheduler {
         Ok(scheduler)
     }
 
-    /// The backend the workers run (slot memory comes from it).
+    /// The backend of lane 0 (slot memory comes from it: every lane's backend is of one kind).
     pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.shared.model.backend
+        &self.shared.lanes[0].backend
+    }
+
+    /// The backends of every lane, lane 0 first.
+    pub fn backends(&self) -> impl Iterator<Item = &Arc<dyn Backend>> {
+        self.shared.lanes.iter().map(|lane| &lane.backend)
     }
 
     /// The bell every camera's ring must ring ([`FrameRing::with_doorbell`]).
@@ -240,15 +303,25 @@ impl Scheduler {
 
     /// Starts serving a camera whose source publishes into `ring` (made with [`Scheduler::doorbell`]).
     /// When the ring is closed and drained, the sink hears [`FrameSink::camera_ended`] with `Ok`.
+    /// Its lane is the one that lists it, else lane 0.
     pub fn add_camera(&self, name: &str, ring: Arc<FrameRing>) {
-        lock(&self.shared.feeds).cameras.push(Feed { name: name.into(), ring, in_flight: false, ended: false });
+        let lanes = &self.shared.lanes;
+        let lane = lanes.iter().position(|lane| lane.cameras.iter().any(|camera| camera == name)).unwrap_or(0);
+        lock(&self.shared.feeds).cameras.push(Feed { name: name.into(), ring, lane, in_flight: false, ended: false });
         self.shared.doorbell.ring();
     }
 
-    /// New thresholds and class filter, applied by every worker before its next batch.
+    /// New thresholds and class filter for lane 0, applied by every worker before its next batch.
     pub fn reload(&self, params: DecodeParams) {
-        let mut current = lock(&self.shared.model.params);
-        *current = (current.0 + 1, params);
+        self.reload_lane(0, params);
+    }
+
+    /// [`Scheduler::reload`] for lane `lane`.
+    pub fn reload_lane(&self, lane: usize, params: DecodeParams) {
+        if let Some(lane) = self.shared.lanes.get(lane) {
+            let mut current = lock(&lane.params);
+            *current = (current.0 + 1, params);
+        }
     }
 
     pub fn report(&self) -> ScheduleReport {
@@ -271,7 +344,7 @@ impl Scheduler {
             batches,
             frames,
             batch_sizes,
-            memory: MemoryReport::new(shared.plan.workers, cameras, shared.model.backend.session_memory()),
+            memory: MemoryReport::new(shared.plan.workers, cameras, shared.lanes[0].backend.session_memory()),
         }
     }
 
@@ -294,28 +367,38 @@ fn worker_name(index: usize) -> String {
 
 impl Shared {
     fn run_worker(&self, index: usize, name: &str, liveness: &LivenessHandle) -> Result<(), PipelineError> {
+        // One session of every lane, all created here on the worker's thread (on the GPU: on its
+        // one stream, their contexts on its one arena), each on the worker's seat: its share of
+        // the cores applies to every model's session.
         let seat = WorkerSeat { index, workers: self.plan.workers };
-        let mut model = ModelSession::open(&self.model, self.plan.max_batch, seat)?;
-        liveness.beat();
-        let limit = model.limit;
-        self.stats.max_batch.fetch_min(limit, Ordering::Relaxed);
+        let mut models = Vec::with_capacity(self.lanes.len());
+        for lane in &self.lanes {
+            let model = ModelSession::open(lane, self.plan.max_batch, seat)?;
+            liveness.beat();
+            self.stats.max_batch.fetch_min(model.limit, Ordering::Relaxed);
+            models.push(model);
+        }
+        let limits: Vec<usize> = models.iter().map(|model| model.limit).collect();
         let mut work = WorkerState { detections: Vec::new(), row_outputs: ModelOutputs::default() };
-        let mut batch: Vec<Taken> = Vec::with_capacity(limit);
+        let mut batch: Vec<Taken> = Vec::with_capacity(limits.iter().copied().max().unwrap_or(1));
         while !self.stop.load(Ordering::SeqCst) {
-            if model.adopt_params(&self.model) {
-                log::info!("{name}: reloaded thresholds and class filter");
+            for (model, lane) in models.iter_mut().zip(&self.lanes) {
+                if model.adopt_params(lane) {
+                    log::info!("{name}: reloaded thresholds and class filter");
+                }
             }
             let rung = self.doorbell.rung();
-            self.gather(&mut batch, limit);
+            self.gather(&mut batch, &limits);
             if batch.is_empty() {
                 // Idle because no frame came: alive, not hung.
                 self.doorbell.wait(rung, POLL);
                 liveness.beat();
                 continue;
             }
-            self.fill_within_timeout(&mut batch, limit);
+            self.fill_within_timeout(&mut batch, &limits);
             liveness.enter(Stage::Infer);
-            let outcome = work.run(&mut model, &batch, self.model.backend.spec(), self.sink.as_ref());
+            let lane = batch[0].lane;
+            let outcome = work.run(&mut models[lane], &self.lanes[lane], &batch, self.sink.as_ref());
             self.stats.by_size[batch.len() - 1].fetch_add(1, Ordering::Relaxed);
             self.give_back(&mut batch);
             liveness.beat();
@@ -324,26 +407,34 @@ impl Shared {
         Ok(())
     }
 
-    /// Takes up to `limit` frames in all, at most one per camera, round robin from where the last
-    /// round stopped. Tells the sink about cameras whose ring has closed and drained.
-    fn gather(&self, batch: &mut Vec<Taken>, limit: usize) {
+    /// Takes up to its lane's limit of frames in all, at most one per camera and all of the lane of
+    /// the first one taken, round robin from where the last round stopped. Tells the sink about
+    /// cameras whose ring has closed and drained.
+    fn gather(&self, batch: &mut Vec<Taken>, limits: &[usize]) {
         let mut ended = Vec::new();
         {
             let mut feeds = lock(&self.feeds);
             let count = feeds.cameras.len();
             let start = feeds.next;
             for offset in 0..count {
-                if batch.len() >= limit {
+                if batch.first().is_some_and(|first| batch.len() >= limits[first.lane]) {
                     break;
                 }
                 let index = (start + offset) % count;
                 let feed = &mut feeds.cameras[index];
-                if feed.in_flight || feed.ended {
+                let other_lane = batch.first().is_some_and(|first| first.lane != feed.lane);
+                if feed.in_flight || feed.ended || other_lane {
                     continue;
                 }
                 if let Some(slot) = feed.ring.try_take_ready() {
                     feed.in_flight = true;
-                    batch.push(Taken { feed: index, name: Arc::clone(&feed.name), ring: Arc::clone(&feed.ring), slot });
+                    batch.push(Taken {
+                        feed: index,
+                        lane: feed.lane,
+                        name: Arc::clone(&feed.name),
+                        ring: Arc::clone(&feed.ring),
+                        slot,
+                    });
                     feeds.next = (index + 1) % count;
                 } else if feed.ring.is_finished() {
                     feed.ended = true;
@@ -358,14 +449,15 @@ impl Shared {
 
     /// With `engine.batch_timeout_ms`, waits up to that long for other cameras' frames to fill a
     /// batch that has room left.
-    fn fill_within_timeout(&self, batch: &mut Vec<Taken>, limit: usize) {
+    fn fill_within_timeout(&self, batch: &mut Vec<Taken>, limits: &[usize]) {
+        let limit = batch.first().map_or(1, |first| limits[first.lane]);
         if self.plan.batch_timeout.is_zero() || batch.len() >= limit {
             return;
         }
         let deadline = Instant::now() + self.plan.batch_timeout;
         loop {
             let rung = self.doorbell.rung();
-            self.gather(batch, limit);
+            self.gather(batch, limits);
             let now = Instant::now();
             if batch.len() >= limit || now >= deadline || self.stop.load(Ordering::SeqCst) {
                 return;
@@ -402,10 +494,11 @@ impl WorkerState {
     fn run(
         &mut self,
         model: &mut ModelSession,
+        lane: &ModelLane,
         batch: &[Taken],
-        spec: &crate::preprocess::PreprocessSpec,
         sink: &dyn FrameSink,
     ) -> Result<(), PipelineError> {
+        let spec = lane.backend.spec();
         if batch.len() > 1 {
             let slots: Vec<&FrameSlot> = batch.iter().map(|taken| &taken.slot).collect();
             let started = Instant::now();
@@ -425,7 +518,7 @@ impl WorkerState {
                                     &mut self.detections,
                                 )
                             });
-                        self.deliver(taken, started, decoded, sink)?;
+                        self.deliver(taken, started, decoded, lane, sink)?;
                     }
                     return Ok(());
                 }
@@ -438,7 +531,7 @@ impl WorkerState {
         for taken in batch {
             let started = Instant::now();
             let outcome = process(&mut *model.session, &mut model.decoder, spec, &taken.slot, &mut self.detections);
-            self.deliver(taken, started, outcome, sink)?;
+            self.deliver(taken, started, outcome, lane, sink)?;
         }
         Ok(())
     }
@@ -447,15 +540,25 @@ impl WorkerState {
     /// waited in its ring since the source published it becomes the `wait` stage (and part of
     /// `total`, which runs from the hand-over to the message).
     fn deliver(
-        &self,
+        &mut self,
         taken: &Taken,
         started: Instant,
         outcome: Result<crate::frame::FrameTimings, FrameError>,
+        lane: &ModelLane,
         sink: &dyn FrameSink,
     ) -> Result<(), PipelineError> {
         let camera = &*taken.name;
         match outcome {
             Ok(mut timings) => {
+                if let Some(class_ids) = &lane.class_ids {
+                    self.detections.retain_mut(|detection| match class_ids.get(detection.class_id) {
+                        Some(&shared) => {
+                            detection.class_id = shared;
+                            true
+                        }
+                        None => false,
+                    });
+                }
                 if let Some(ready) = taken.slot.ready_at() {
                     let wait = started.saturating_duration_since(ready);
                     timings.wait = Some(wait);
@@ -717,6 +820,97 @@ mod tests {
 
     fn plan(workers: usize, max_batch: usize, batch_timeout: Duration) -> SchedulePlan {
         SchedulePlan { workers, max_batch, batch_timeout }
+    }
+
+    #[test]
+    fn one_worker_serves_two_detectors_batching_each_ones_cameras_and_renaming_their_classes() {
+        let config = Config::embedded_default().expect("embedded default config");
+        let records = [Arc::new(Record::default()), Arc::new(Record::default())];
+        let backend = |record: &Arc<Record>| {
+            Arc::new(FakeBackend {
+                spec: config.model.input.clone(),
+                session_batch: 4,
+                workers: 1,
+                inference_time: Duration::from_millis(2),
+                record: Arc::clone(record),
+            })
+        };
+        let lanes = vec![
+            ModelLane::new(backend(&records[0]), params()),
+            ModelLane::renamed("yard", backend(&records[1]), params(), vec![7, 3], vec!["cam1".into(), "cam3".into()]),
+        ];
+        let sink = Arc::new(RecordingSink::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let liveness = Liveness::new();
+        let plan = plan(1, 4, Duration::from_millis(5));
+        let scheduler =
+            Scheduler::start_lanes(lanes, plan, sink.clone(), stop.clone(), &liveness).expect("start the scheduler");
+        let shared = PipelineShared {
+            slots: 3,
+            limits: config.limits,
+            scheduler: Arc::clone(&scheduler),
+            sink: sink.clone(),
+            stop: stop.clone(),
+            liveness,
+            controls: Arc::new(crate::controls::Controls::new(&config)),
+        };
+        let pipelines: Vec<CameraPipeline> =
+            (0..4).map(|i| CameraPipeline::start(&camera(i), &shared).expect("start a camera")).collect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while sink.counts().len() < 4 || sink.counts().iter().any(|n| *n < 20) {
+            assert!(Instant::now() < deadline, "timed out waiting for frames of every camera");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::SeqCst);
+        for pipeline in pipelines {
+            pipeline.join().expect("source thread");
+        }
+        scheduler.join().expect("workers");
+        // Cameras 0 and 2 (64 and 68 wide) are lane 0's, 1 and 3 (66 and 70) lane 1's.
+        for (record, widths) in records.iter().zip([[64, 68], [66, 70]]) {
+            assert_eq!(record.sessions.load(Ordering::SeqCst), 1, "one worker holds one session of each model");
+            let batches = lock(&record.batches).clone();
+            assert!(batches.iter().flatten().all(|width| widths.contains(width)), "a batch mixes models: {batches:?}");
+            assert!(
+                batches.iter().any(|batch| batch.len() == 2),
+                "a model's cameras are batched together: {batches:?}"
+            );
+        }
+        assert_eq!(scheduler.backends().count(), 2);
+    }
+
+    #[test]
+    fn a_renamed_lane_gives_the_shared_ids_and_drops_ids_its_labels_lack() {
+        let lane = ModelLane::renamed(
+            "yard",
+            Arc::new(FakeBackend {
+                spec: Config::embedded_default().expect("config").model.input,
+                session_batch: 1,
+                workers: 1,
+                inference_time: Duration::ZERO,
+                record: Arc::default(),
+            }),
+            params(),
+            vec![7, 3],
+            Vec::new(),
+        );
+        let mut state = WorkerState { detections: Vec::new(), row_outputs: ModelOutputs::default() };
+        let detection = |class_id| Detection {
+            class_id,
+            score: 0.9,
+            bbox: crate::detection::BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 },
+        };
+        state.detections = vec![detection(1), detection(0), detection(2)];
+        let sink = RecordingSink::default();
+        let heap = || FrameSlot::new(Box::new(crate::frame::HeapMemory::default()));
+        let ring = Arc::new(FrameRing::new(vec![heap(), heap()]));
+        let mut slot = heap();
+        slot.prepare(2, 2, crate::frame::PixelFormat::Rgb8).expect("prepare");
+        let taken = Taken { feed: 0, lane: 1, name: "cam".into(), ring, slot };
+        state
+            .deliver(&taken, Instant::now(), Ok(crate::frame::FrameTimings::default()), &lane, &sink)
+            .expect("deliver");
+        assert_eq!(state.detections.iter().map(|d| d.class_id).collect::<Vec<_>>(), [3, 7]);
     }
 
     #[test]

@@ -222,16 +222,30 @@ mod tests {
             )
         };
         let mut config =
-            Config::from_toml(&text("tests/models/colour_labels.txt"), ConfigOrigin::Embedded, Path::new(root)).expect("config");
+            Config::from_toml(&text("tests/models/colour_labels.txt"), ConfigOrigin::Embedded, Path::new(root))
+                .expect("config");
         describe(&mut config).expect("described");
         assert_eq!(config.models["yard"].model.decoder, DecoderKind::NmsFree);
         let colour = &config.models["colour"].model;
-        assert_eq!((colour.class_scores, colour.input.width, colour.input.resize), (Some(ClassScores::Probabilities), 32, ResizeKind::Stretch));
-        assert_eq!(config.recognised().filter(|line| line.starts_with("models.")).count(), 4, "{:?}", config.recognised().collect::<Vec<_>>());
+        assert_eq!(
+            (colour.class_scores, colour.input.width, colour.input.resize),
+            (Some(ClassScores::Probabilities), 32, ResizeKind::Stretch)
+        );
+        assert_eq!(
+            config.recognised().filter(|line| line.starts_with("models.")).count(),
+            4,
+            "{:?}",
+            config.recognised().collect::<Vec<_>>()
+        );
 
         let mut mismatched =
-            Config::from_toml(&text("models/coco_labels.txt"), ConfigOrigin::Embedded, Path::new(root)).expect("config");
+            Config::from_toml(&text("models/coco_labels.txt"), ConfigOrigin::Embedded, Path::new(root))
+                .expect("config");
         let message = describe(&mut mismatched).expect_err("3 scores, 90 labels").to_string();
-        assert!(message.contains("`models.colour.onnx`") && message.contains("scores 3 classes, but the label file has 90 labels"), "{message}");
+        assert!(
+            message.contains("`models.colour.onnx`")
+                && message.contains("scores 3 classes, but the label file has 90 labels"),
+            "{message}"
+        );
     }
 }

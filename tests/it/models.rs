@@ -109,3 +109,62 @@ fn a_model_that_fits_no_decoder_is_refused_at_check_config_with_exit_78() {
     assert!(stderr.contains("\"ssd\", \"yolov5\", \"yolov8\", \"end2end\", \"nmsfree\", \"detr\""), "{stderr}");
     assert!(stderr.contains("classifier"), "the hint says what it looks like: {stderr}");
 }
+
+/// Two cameras, two detectors, one inference worker: the front camera runs the bundled SSD and
+/// finds the dog; the yard camera runs a YOLO26 export named in `[models.yard]` (random weights:
+/// whatever it reports is named from its own label file). Both publish detections.
+#[test]
+fn two_cameras_with_two_detectors_run_on_one_worker() {
+    let prefix = "e2e-two-detectors";
+    let broker = crate::broker::Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let labels = dir.path().join("yard-labels.txt");
+    // Class ids 0..79 of the YOLO export, with names the SSD's list lacks after the first two.
+    let names = (0..80).map(|id| match id {
+        0 => "person".to_string(),
+        1 => "dog".to_string(),
+        id => format!("yard-thing-{id}"),
+    });
+    std::fs::write(&labels, names.collect::<Vec<_>>().join("\n")).expect("labels");
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("device", "cpu_workers", "1")
+        .camera("front", 4.0, &crate::daemon::sample_source("dog.jpg", "loop"))
+        .camera("yard", 4.0, &crate::daemon::sample_source("person.jpg", "loop"))
+        .append("model = \"yard\"")
+        .append(&format!(
+            "[models.yard]\nonnx = {}\nlabels = {}\nscore_threshold = 0.0\n",
+            toml_string(&repo("tests/models/yolo26t_160_random.onnx").display().to_string()),
+            toml_string(&labels.display().to_string())
+        ))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = crate::broker::Subscriber::connect(&broker, "e2e-two-detectors-sub", &[&format!("{prefix}/#")]);
+    let mut daemon = crate::daemon::RunningDaemon::start(&config, &[("RUST_LOG", std::ffi::OsStr::new("info"))]);
+    let front = format!("{prefix}/front/detections");
+    let yard = format!("{prefix}/yard/detections");
+    let has_label = |messages: &[crate::broker::Received], wanted: &dyn Fn(&str) -> bool| {
+        messages.iter().any(|message| {
+            let value: serde_json::Value = serde_json::from_slice(&message.payload).unwrap_or_default();
+            value["detections"].as_array().is_some_and(|d| d.iter().any(|d| d["label"].as_str().is_some_and(wanted)))
+        })
+    };
+    daemon.wait_for_messages(&subscriber, &front, "the SSD's dog", |messages| has_label(messages, &|l| l == "dog"));
+    let yard_messages =
+        daemon.wait_for_messages(&subscriber, &yard, "the YOLO26's detections", |messages| !messages.is_empty());
+    let yard_labels: std::collections::BTreeSet<String> = yard_messages
+        .iter()
+        .flat_map(|message| {
+            let value: serde_json::Value = serde_json::from_slice(&message.payload).unwrap_or_default();
+            value["detections"].as_array().cloned().unwrap_or_default()
+        })
+        .filter_map(|detection| detection["label"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        yard_labels.iter().all(|label| label == "person" || label == "dog" || label.starts_with("yard-thing-")),
+        "the yard's detections are named from its own label file: {yard_labels:?}"
+    );
+    daemon.signal(libc::SIGTERM);
+    daemon.wait_exit();
+    let log = daemon.log();
+    assert!(log.contains("backend of models.yard (cameras yard)"), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+}

@@ -154,8 +154,9 @@ fn a_model_that_fits_no_decoder_is_refused_with_its_outputs_and_the_values_to_se
 #[test]
 fn inputs_that_are_not_one_fixed_image_are_refused_naming_what_to_set() {
     let with = |inputs: Vec<TensorInfo>| ModelInterface { inputs, ..outputs(vec![tensor("output0", &[1, 300, 6])]) };
-    let error =
-        |interface: &ModelInterface| recognise_input(interface, Some(DecoderKind::NmsFree)).expect_err("refused").to_string();
+    let error = |interface: &ModelInterface| {
+        recognise_input(interface, Some(DecoderKind::NmsFree)).expect_err("refused").to_string()
+    };
 
     let mut dynamic = tensor("images", &[1, 3, 640, 640]);
     dynamic.dims = Some(vec![Dim::Symbolic, Dim::Fixed(3), Dim::Symbolic, Dim::Symbolic]);
