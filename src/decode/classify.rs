@@ -5,8 +5,8 @@
 //! or probabilities as they are. Must not: choose crops, threshold (the caller keeps what it
 //! wants), or know labels beyond their count.
 
-use crate::model::ModelOutputs;
 use crate::config::ClassScores;
+use crate::model::ModelOutputs;
 
 use super::tensor::values;
 use super::DecodeError;

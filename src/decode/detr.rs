@@ -6,8 +6,8 @@
 //! query costs one sigmoid, not one per class. Must not: run NMS — each query is one object by
 //! construction (set prediction); threshold, allow-list and `max_detections` still apply.
 
-use crate::model::{ModelOutputs, OutputTensor};
 use crate::config::ClassScores;
+use crate::model::{ModelOutputs, OutputTensor};
 
 use super::tensor::{matrix, matrix_dims, unexpected};
 use super::yolo::{best_class, centre_box};

@@ -5,8 +5,8 @@
 //! one-to-one head already gives one box per object; threshold, allow-list and `max_detections`
 //! still apply.
 
-use crate::model::ModelOutputs;
 use crate::detection::BoundingBox;
+use crate::model::ModelOutputs;
 
 use super::tensor::{matrix, unexpected};
 use super::{CandidateSink, DecodeError};
@@ -42,9 +42,9 @@ pub(super) fn collect(outputs: &ModelOutputs, sink: &mut CandidateSink<'_>) -> R
 mod tests {
     use super::super::test_support::*;
     use super::super::{DecodeParams, Decoder};
-    use crate::model::{ModelOutputs, OutputTensor};
     use crate::config::DecoderKind;
     use crate::detection::{BoundingBox, Detection};
+    use crate::model::{ModelOutputs, OutputTensor};
 
     fn outputs(rows: &[[f32; 6]]) -> ModelOutputs {
         ModelOutputs {
