@@ -1114,6 +1114,9 @@ mod tests {
         assert_eq!(labelled.model.recognise, DESCRIPTION_KEYS, "everything else is recognised");
         let partly = "[model]\nonnx = \"y.onnx\"\nlabels = \"l.txt\"\ndecoder = \"yolov8\"\n\
                       input = { width = 640, height = 640, layout = \"nchw\" }";
+        let old_style = parse(&partly.replace("layout = \"nchw\"", "layout = \"nchw\", dtype = \"f32\""))
+            .expect("a model described as before recognition");
+        assert!(old_style.model.recognise.is_empty(), "its other keys keep their defaults, as they always did");
         let described = parse(partly).expect("a partly described model");
         assert_eq!(described.model.onnx.as_deref(), Some(Path::new("/base/y.onnx")));
         assert_eq!(described.model.labels, Path::new("/base/l.txt"));

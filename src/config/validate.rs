@@ -39,9 +39,12 @@ impl Config {
     }
 
     /// The [`DESCRIPTION_KEYS`] to recognise from the ONNX file: those `user` leaves unset when it
-    /// names its own `model.onnx`.
+    /// names its own `model.onnx`. A config that describes its model as versions before
+    /// recognition required (`decoder` and the input's `width`, `height`, `layout`, `dtype`) keeps
+    /// the defaults for the rest, as it always had: upgrading changes none of its detections.
     pub(super) fn keys_to_recognise(&self, user: &Table) -> Vec<&'static str> {
-        if !is_set(user, &["model", "onnx"]) {
+        let described_before = MODEL_DESCRIPTION[1..].iter().all(|key| is_set(user, key));
+        if !is_set(user, &["model", "onnx"]) || described_before {
             return Vec::new();
         }
         DESCRIPTION_KEYS

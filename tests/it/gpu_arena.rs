@@ -106,3 +106,42 @@ fn a_growth_that_cannot_be_allocated_leaves_every_lease_as_it_was() {
     assert_eq!(first.memory(), second.memory(), "after a growth both leases see the new buffer");
     assert_eq!(second.memory().1, 128 * MIB);
 }
+
+/// Stand-in scratch sizes of the contexts one worker holds when it serves two detectors and a
+/// classifier (issue 32): a YOLO-size detector batched for 4 cameras, an SSD, a small classifier
+/// batched for 16 crops. Added one model at a time, as a worker creates its sessions.
+const MODELS: [(&str, u64); 3] = [("detector A", 210 * MIB), ("detector B", 72 * MIB), ("classifier", 36 * MIB)];
+
+#[test]
+fn the_contexts_of_every_model_a_worker_serves_take_the_largest_scratch_not_the_sum() {
+    let Some(device) = gpu_or_skip("the_contexts_of_every_model_a_worker_serves_take_the_largest_scratch_not_the_sum")
+    else {
+        return;
+    };
+    device.bind_to_thread().expect("bind the context");
+    let before = free_bytes();
+    let mut leases = Vec::new();
+    let mut lines = Vec::new();
+    for (count, (model, bytes)) in MODELS.iter().enumerate() {
+        leases.push(ArenaLease::acquire(0, device.context(), *bytes).expect("lease scratch"));
+        let used = before.saturating_sub(free_bytes());
+        let report = arena_report();
+        let largest = MODELS[..=count].iter().map(|(_, bytes)| *bytes).max().unwrap_or(0);
+        let sum: u64 = MODELS[..=count].iter().map(|(_, bytes)| *bytes).sum();
+        assert_eq!(report, ArenaPlan { arena_bytes: largest, separate_bytes: sum, saved_bytes: sum - largest });
+        assert!((largest..largest + SLACK).contains(&used), "{used} bytes used for {largest} of scratch");
+        lines.push(format!(
+            "+ {model} ({} MiB): arena {} MiB, one allocation per context {} MiB, saved {} MiB, device memory used {} MiB",
+            bytes / MIB,
+            report.arena_bytes / MIB,
+            report.separate_bytes / MIB,
+            report.saved_bytes / MIB,
+            used / MIB
+        ));
+    }
+    let buffer = leases[0].memory();
+    assert!(leases.iter().all(|lease| lease.memory() == buffer), "every model's context points into one buffer");
+    drop(leases);
+    assert_eq!(arena_report(), ArenaPlan::default());
+    let _ = writeln!(std::io::stderr(), "scratch of the models of one worker:\n{}", lines.join("\n"));
+}
