@@ -18,7 +18,7 @@ use jetson_detectd::config::{ClassScores, CpuEngine};
 use jetson_detectd::decode::classify::classify;
 use jetson_detectd::frame::{FrameSlot, HeapMemory, PixelFormat};
 use jetson_detectd::onnx::recognise::recognise_input;
-use jetson_detectd::preprocess::{PreprocessSpec, Roi};
+use jetson_detectd::preprocess::Roi;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)

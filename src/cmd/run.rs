@@ -370,7 +370,15 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let model_load = load_started.elapsed();
     log::info!("backend: {:?}", backend.info());
 
-    let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
+    let (mut engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
+    // Every named detector's backend, by name, beside `[model]`'s (telemetry `engine.models`).
+    let named: serde_json::Map<String, serde_json::Value> = lanes
+        .iter()
+        .filter_map(|lane| Some((lane.name()?.to_string(), serde_json::to_value(lane.backend.info()).ok()?)))
+        .collect();
+    if !named.is_empty() {
+        engine["models"] = serde_json::Value::Object(named);
+    }
     let http = http_listener.map(|listener| (listener, http_token));
     let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls };
     runtime.block_on(serve(config, config_path, lanes, labels, params, notifier, started))
