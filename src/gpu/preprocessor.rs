@@ -661,9 +661,9 @@ mod tests {
 
     #[test]
     fn kernel_params_match_the_cuda_struct_size() {
-        // Four pointers, ten ints, nine floats and five ints: 32 + 40 + 36 + 20 = 128 bytes, a
-        // multiple of the pointers' alignment (in C as in Rust).
-        assert_eq!(std::mem::size_of::<KernelParams>(), 128);
+        // Five pointers, eleven ints, nine floats and five ints: 40 + 44 + 36 + 20 = 140 bytes,
+        // padded to 144, a multiple of the pointers' alignment (in C as in Rust).
+        assert_eq!(std::mem::size_of::<KernelParams>(), 144);
     }
 
     #[test]
