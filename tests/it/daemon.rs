@@ -474,15 +474,24 @@ fn a_partial_config_is_complete_and_prints_with_defaults_filled_in() {
 }
 
 #[test]
-fn a_config_naming_its_own_model_must_describe_it() {
+fn a_config_naming_its_own_engine_must_describe_it_and_its_own_onnx_must_be_readable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("yolo.toml");
-    std::fs::write(&path, "[model]\nonnx = \"yolov8n.onnx\"\nlabels = \"coco.txt\"\ndecoder = \"yolov8\"\n")
+    std::fs::write(&path, "[model]\nengine = \"yolov8n.engine\"\nlabels = \"coco.txt\"\ndecoder = \"yolov8\"\n")
         .expect("write config");
     let output = daemon().args(["check-config", "--config"]).arg(&path).output().expect("run");
     assert_eq!(output.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("yolo.toml") && stderr.contains("model.input.width"), "{stderr}");
+
+    // An ONNX file describes itself: what the config leaves out is read from it, so a file that
+    // is not there is the error.
+    std::fs::write(&path, "[model]\nonnx = \"yolov8n.onnx\"\nlabels = \"coco.txt\"\ndecoder = \"yolov8\"\n")
+        .expect("write config");
+    let output = daemon().args(["check-config", "--config"]).arg(&path).output().expect("run");
+    assert_eq!(output.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("`model.onnx`") && stderr.contains("yolov8n.onnx"), "{stderr}");
 }
 
 #[test]
