@@ -311,7 +311,10 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     // `[model]`, then each named detector a camera uses (its engine cached under its own file name).
     let mut models = vec![ModelSpec::from_config(&config)?];
     for detector in &detectors {
-        models.push(ModelSpec::from_config(&Config { model: config.models[&detector.name].model.clone(), ..config.clone() })?);
+        models.push(ModelSpec::from_config(&Config {
+            model: config.models[&detector.name].model.clone(),
+            ..config.clone()
+        })?);
     }
     let device = DeviceSpec::from_config(&config);
     let loaded = models.iter().map(|model| {

@@ -11,8 +11,8 @@
 
 use crate::config::models::ModelKind;
 use crate::config::{ClassScores, Config, ConfigError, ConfigOrigin, DecoderKind, ModelConfig, TensorDtype};
-use crate::preprocess::PreprocessSpec;
 use crate::detection::Labels;
+use crate::preprocess::PreprocessSpec;
 
 use super::recognise::{recognise_classifier, recognise_decoder, recognise_input};
 
