@@ -258,9 +258,10 @@ fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
 
 /// The labels and decode parameters of `config`, with an optional threshold override.
 fn decode_setup(config: &Config, threshold: Option<f32>) -> Result<(Arc<Labels>, DecodeParams), Failure> {
-    let labels = Arc::new(Labels::load(&config.model.labels).map_err(|e| Failure::from(DaemonError::from(e)))?);
+    let model = ModelSpec::from_config(config).map_err(Failure::config)?;
+    let labels = Arc::new(Labels::load(&model.labels).map_err(|e| Failure::from(DaemonError::from(e)))?);
     let mut params =
-        DecodeParams::from_config(&config.model, &labels).map_err(|e| Failure::from(DaemonError::Classes(e)))?;
+        DecodeParams::new(&model, &config.model, &labels).map_err(|e| Failure::from(DaemonError::Classes(e)))?;
     if let Some(threshold) = threshold {
         if !(0.0..=1.0).contains(&threshold) {
             return Err(Failure::other(anyhow::anyhow!("--threshold {threshold}: must be between 0 and 1")));

@@ -118,6 +118,8 @@ impl DaemonError {
 /// What `run` reads and checks before it opens a device or a socket; `check-config` runs the very
 /// same checks ([`preflight`]), so a config it accepts does not fail these at start.
 pub struct Preflight {
+    /// `[model]`, as loaded: the one source of its files, labels, decoder and input.
+    pub model: ModelSpec,
     /// `[model]`'s labels, with the names of every named detector a camera uses added after them
     /// ([`Labels::absorb`]): the one list every outlet names classes with.
     pub labels: Arc<Labels>,
@@ -136,6 +138,8 @@ pub struct Preflight {
 /// A `[models.<name>]` detector the cameras in `cameras` use.
 pub struct NamedDetector {
     pub name: String,
+    /// Its model, as loaded.
+    pub model: ModelSpec,
     pub params: DecodeParams,
     /// The shared label list's id of each of its class ids.
     pub class_ids: Vec<usize>,
@@ -143,8 +147,11 @@ pub struct NamedDetector {
 }
 
 /// The named detectors that cameras use, their decode parameters from their own labels, and
-/// `labels` grown by their names; classifiers are refused until the pipeline runs them.
-fn named_detectors(config: &Config, labels: &mut Labels) -> Result<Vec<NamedDetector>, DaemonError> {
+/// `labels` grown by their names; classifiers are refused until the pipeline runs them. Each
+/// model is `loaded`'s table of that name (on a reload, the running config's: the files, labels
+/// and decoder of a loaded model change only with a restart), else `config`'s; the thresholds
+/// and class filter are `config`'s.
+fn named_detectors(config: &Config, loaded: &Config, labels: &mut Labels) -> Result<Vec<NamedDetector>, DaemonError> {
     if let Some((name, _)) = config.classifiers().next() {
         return Err(DaemonError::Config(ConfigError::Invalid {
             origin: config.origin.clone(),
@@ -164,18 +171,22 @@ fn named_detectors(config: &Config, labels: &mut Labels) -> Result<Vec<NamedDete
         if cameras.is_empty() {
             continue;
         }
-        let files = [("onnx", &named.model.onnx), ("engine", &named.model.engine)];
+        let Some(model) = ModelSpec::named(loaded, name).or_else(|| ModelSpec::named(config, name)) else {
+            continue;
+        };
+        let model = model?;
+        let files = [("onnx", model.files.onnx()), ("engine", model.files.engine())];
         for (key, path) in files {
             if let Some(path) = path {
                 crate::sys::files::open_regular(path, crate::sys::files::MAX_MODEL_BYTES).map_err(|e| {
-                    BackendError::Load { path: path.clone(), message: format!("`models.{name}.{key}`: {e}") }
+                    BackendError::Load { path: path.to_path_buf(), message: format!("`models.{name}.{key}`: {e}") }
                 })?;
             }
         }
-        let own = Labels::load(&named.model.labels)?;
-        let params = DecodeParams::from_config(&named.model, &own).map_err(DaemonError::Classes)?;
+        let own = Labels::load(&model.labels)?;
+        let params = DecodeParams::new(&model, &named.model, &own).map_err(DaemonError::Classes)?;
         let class_ids = labels.absorb(&own);
-        detectors.push(NamedDetector { name: name.clone(), params, class_ids, cameras });
+        detectors.push(NamedDetector { name: name.clone(), model, params, class_ids, cameras });
     }
     Ok(detectors)
 }
@@ -187,10 +198,11 @@ fn named_detectors(config: &Config, labels: &mut Labels) -> Result<Vec<NamedDete
 /// ([`crate::source::check`]) and recorded ([`crate::record::check`]), the controls file reads, and no two Home Assistant entities would
 /// share an id.
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
-    check_model_files(&ModelSpec::from_config(config)?)?;
-    let mut labels = Labels::load(&config.model.labels)?;
-    let params = DecodeParams::from_config(&config.model, &labels).map_err(DaemonError::Classes)?;
-    let detectors = named_detectors(config, &mut labels)?;
+    let model = ModelSpec::from_config(config)?;
+    check_model_files(&model)?;
+    let mut labels = Labels::load(&model.labels)?;
+    let params = DecodeParams::new(&model, &config.model, &labels).map_err(DaemonError::Classes)?;
+    let detectors = named_detectors(config, config, &mut labels)?;
     let labels = Arc::new(labels);
     check_zones_file_labels(config, &labels)?;
     let scenes = camera_scenes(config, &labels)?;
@@ -208,7 +220,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     if let Some(message) = crate::publish::mqtt::homeassistant::collision(config) {
         return Err(DaemonError::Discovery { origin: config.origin.clone(), message });
     }
-    Ok(Preflight { labels, params, detectors, scenes, mqtt, http_token, saved_controls })
+    Ok(Preflight { model, labels, params, detectors, scenes, mqtt, http_token, saved_controls })
 }
 
 /// `check-config`'s model and library checks: the backend `run` would load, loaded the same way
@@ -216,7 +228,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
 /// build), and a blank frame through it and the decoder ([`check_model_outputs`], which `run`
 /// makes after its load). Says what was checked.
 pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, DaemonError> {
-    match load_backend_for_check(&ModelSpec::from_config(config)?, &DeviceSpec::from_config(config))? {
+    match load_backend_for_check(&preflight.model, &DeviceSpec::from_config(config))? {
         Some((backend, fallback)) => {
             check_model_outputs(backend.as_ref(), &preflight.params)?;
             let engine = backend.engine().unwrap_or_else(|| backend.info().kind.to_owned());
@@ -261,7 +273,8 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         Notifier::disabled()
     }));
     // Everything `check-config` checks too, before anything is published.
-    let Preflight { labels, mut params, detectors, scenes, mqtt, http_token, saved_controls } = preflight(&config)?;
+    let Preflight { model, labels, mut params, detectors, scenes, mqtt, http_token, saved_controls } =
+        preflight(&config)?;
     let controls = Arc::new(Controls::new(&config));
     if let Some(saved) = &saved_controls {
         controls.restore(saved);
@@ -309,13 +322,8 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let _ = notifier.status("loading model");
     let load_started = Instant::now();
     // `[model]`, then each named detector a camera uses (its engine cached under its own file name).
-    let mut models = vec![ModelSpec::from_config(&config)?];
-    for detector in &detectors {
-        models.push(ModelSpec::from_config(&Config {
-            model: config.models[&detector.name].model.clone(),
-            ..config.clone()
-        })?);
-    }
+    let models: Vec<ModelSpec> =
+        std::iter::once(model).chain(detectors.iter().map(|detector| detector.model.clone())).collect();
     let device = DeviceSpec::from_config(&config);
     let loaded = models.iter().map(|model| {
         let mut display = BuildDisplay::default();
@@ -652,8 +660,11 @@ fn reload(
     let loaded =
         Config::load(path).and_then(|mut config| crate::onnx::describe::describe(&mut config).map(|()| config));
     let reloaded = loaded.map_err(|e| e.to_string()).and_then(|config| {
-        let mut params = DecodeParams::from_config(&config.model, sink.labels()).map_err(|e| e.to_string())?;
-        let detectors = named_detectors(&config, &mut sink.labels().clone()).map_err(|e| e.to_string())?;
+        // The loaded models are the running config's: a reload changes their thresholds and
+        // class filters, never their decoders.
+        let model = ModelSpec::from_config(&running).map_err(|e| e.to_string())?;
+        let mut params = DecodeParams::new(&model, &config.model, sink.labels()).map_err(|e| e.to_string())?;
+        let detectors = named_detectors(&config, &running, &mut sink.labels().clone()).map_err(|e| e.to_string())?;
         check_zones_file_labels(&config, sink.labels()).map_err(|e| e.to_string())?;
         // Every camera's zones and lines are checked; the running cameras' are applied: what runs
         // after the reload is the running config with the reloadable keys taken from the file

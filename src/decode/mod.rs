@@ -27,7 +27,7 @@ pub use detr::{BOX_NAMES as DETR_BOX_NAMES, LOGIT_NAMES as DETR_LOGIT_NAMES};
 
 use crate::config::{ClassScores, DecoderKind, ModelConfig};
 use crate::detection::{BoundingBox, Detection, Labels};
-use crate::model::ModelOutputs;
+use crate::model::{ModelOutputs, ModelSpec};
 use crate::preprocess::ResizeGeometry;
 
 /// How many label names an unknown-class error lists.
@@ -63,12 +63,14 @@ pub struct DecodeParams {
 }
 
 impl DecodeParams {
-    /// Parameters from the `[model]` section; `classes` names are resolved through `labels`.
-    pub fn from_config(model: &ModelConfig, labels: &Labels) -> Result<DecodeParams, DecodeError> {
-        let allowed_classes = if model.classes.is_empty() {
+    /// Parameters for the outputs of `model` (its decoder and class scores, fixed while it is
+    /// loaded) with the thresholds and class filter of `choices`, its config table (reloadable);
+    /// `classes` names are resolved through `labels`, the model's label file.
+    pub fn new(model: &ModelSpec, choices: &ModelConfig, labels: &Labels) -> Result<DecodeParams, DecodeError> {
+        let allowed_classes = if choices.classes.is_empty() {
             None
         } else {
-            let ids = model
+            let ids = choices
                 .classes
                 .iter()
                 .map(|name| labels.id_of(name).ok_or_else(|| unknown_class(name, labels)))
@@ -77,11 +79,11 @@ impl DecodeParams {
         };
         Ok(DecodeParams {
             kind: model.decoder,
-            score_threshold: model.score_threshold,
-            nms_iou: model.nms_iou,
-            max_detections: model.max_detections,
+            score_threshold: choices.score_threshold,
+            nms_iou: choices.nms_iou,
+            max_detections: choices.max_detections,
             allowed_classes,
-            class_scores: model.class_scores.unwrap_or(ClassScores::Sigmoid),
+            class_scores: model.class_scores,
         })
     }
 }
@@ -264,11 +266,16 @@ mod tests {
         Labels::parse("0 person\n1 bicycle\n2 car\n4 airplane\n17 dog\n", Path::new("labels.txt")).expect("labels")
     }
 
+    /// The parameters of `config`'s `[model]`, as `run` makes them.
+    fn params_of(config: &Config, labels: &Labels) -> Result<DecodeParams, DecodeError> {
+        DecodeParams::new(&ModelSpec::from_config(config).expect("spec"), &config.model, labels)
+    }
+
     #[test]
-    fn from_config_resolves_class_names() {
+    fn the_parameters_resolve_class_names() {
         let mut config = Config::embedded_default().expect("embedded config");
         config.model.classes = vec!["dog".into(), "person".into()];
-        let params = DecodeParams::from_config(&config.model, &labels()).expect("params");
+        let params = params_of(&config, &labels()).expect("params");
         assert_eq!(params.kind, config.model.decoder);
         assert_eq!(params.score_threshold, config.model.score_threshold);
         assert_eq!(params.nms_iou, config.model.nms_iou);
@@ -276,19 +283,33 @@ mod tests {
         assert_eq!(params.allowed_classes, Some(vec![17, 0]));
 
         config.model.classes.clear();
-        assert_eq!(DecodeParams::from_config(&config.model, &labels()).expect("params").allowed_classes, None);
+        assert_eq!(params_of(&config, &labels()).expect("params").allowed_classes, None);
+    }
+
+    /// A reload's table changes the thresholds, never how the loaded model's outputs are read.
+    #[test]
+    fn the_decoder_and_class_scores_come_from_the_model_and_the_thresholds_from_the_table() {
+        let mut config = Config::embedded_default().expect("embedded config");
+        config.model.decoder = DecoderKind::Detr;
+        config.model.class_scores = Some(ClassScores::Softmax);
+        let model = ModelSpec::from_config(&config).expect("spec");
+        let mut choices = Config::embedded_default().expect("embedded config").model;
+        choices.score_threshold = 0.25;
+        let params = DecodeParams::new(&model, &choices, &labels()).expect("params");
+        assert_eq!((params.kind, params.class_scores), (DecoderKind::Detr, ClassScores::Softmax));
+        assert_eq!(params.score_threshold, 0.25);
     }
 
     #[test]
-    fn from_config_names_an_unknown_class_and_offers_real_ones() {
+    fn the_parameters_name_an_unknown_class_and_offer_real_ones() {
         let mut config = Config::embedded_default().expect("embedded config");
         config.model.classes = vec!["person".into(), "cars".into()];
-        let message = DecodeParams::from_config(&config.model, &labels()).expect_err("unknown").to_string();
+        let message = params_of(&config, &labels()).expect_err("unknown").to_string();
         assert!(message.contains("`cars`"), "{message}");
         assert!(message.contains("`car`"), "{message}");
 
         config.model.classes = vec!["zebra".into()];
-        let message = DecodeParams::from_config(&config.model, &labels()).expect_err("unknown").to_string();
+        let message = params_of(&config, &labels()).expect_err("unknown").to_string();
         assert!(message.contains("`zebra`") && message.contains("5 labels"), "{message}");
         assert!(message.contains("`person`, `bicycle`"), "{message}");
         assert!(!message.contains("class3"), "gap fillers are not offered: {message}");
@@ -300,7 +321,7 @@ mod tests {
         let mut config = Config::embedded_default().expect("embedded config");
         config.model.classes = vec!["person".into()];
         let labels = Labels::parse("person\u{200b}\ncar\n", std::path::Path::new("labels.txt")).unwrap();
-        let message = DecodeParams::from_config(&config.model, &labels).expect_err("unknown").to_string();
+        let message = params_of(&config, &labels).expect_err("unknown").to_string();
         assert!(message.contains("`person\\u{200b}`"), "{message}");
     }
 

@@ -10,7 +10,7 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::{Config, ConfigError, DecoderKind, Precision};
+use crate::config::{ClassScores, Config, ConfigError, DecoderKind, ModelConfig, Precision};
 use crate::preprocess::PreprocessSpec;
 
 /// The files a model comes as: at least one of an ONNX model and a prebuilt TensorRT engine.
@@ -59,14 +59,19 @@ pub struct EngineOptions {
 }
 
 /// One model, as `crate::backend` loads it (the CPU engines, the TensorRT build and its engine
-/// cache) and as the decoders read its outputs. Today's config describes one (`[model]`); every
-/// command builds its spec once and hands it down.
+/// cache) and as the decoders read its outputs: `[model]` and each `[models.<name>]` is one; every
+/// command builds its specs once and hands them down, and they are the one source of each model's
+/// files, labels, decoder and input.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSpec {
     pub files: ModelFiles,
     /// Label file: one `id name` or `name` per line.
     pub labels: PathBuf,
+    /// How its outputs are read: the decoder, and (for `detr`) how class outputs become scores.
+    /// Fixed for the life of a loaded model: a reload changes only the thresholds and the class
+    /// filter (`crate::decode::DecodeParams`).
     pub decoder: DecoderKind,
+    pub class_scores: ClassScores,
     /// The input tensor and how a frame fills it (`[model.input]`).
     pub input: PreprocessSpec,
     pub engine: EngineOptions,
@@ -76,7 +81,18 @@ impl ModelSpec {
     /// The model `config`'s `[model]` section describes, built as its `[engine]` section says.
     /// Fails only for a config without a model file, which validation refuses anyway.
     pub fn from_config(config: &Config) -> Result<ModelSpec, ConfigError> {
-        let model = &config.model;
+        ModelSpec::of(&config.model, "model", config)
+    }
+
+    /// The model of `config`'s `[models.<name>]`, built as its `[engine]` section says (each
+    /// model's engine is cached under its own file's name). `None`: no such table.
+    pub fn named(config: &Config, name: &str) -> Option<Result<ModelSpec, ConfigError>> {
+        let named = config.models.get(name)?;
+        Some(ModelSpec::of(&named.model, &format!("models.{name}"), config))
+    }
+
+    /// `model` (the table at `key`) with `config`'s `[engine]` options.
+    fn of(model: &ModelConfig, key: &str, config: &Config) -> Result<ModelSpec, ConfigError> {
         let files = match (model.onnx.clone(), model.engine.clone()) {
             (Some(onnx), None) => ModelFiles::Onnx(onnx),
             (None, Some(engine)) => ModelFiles::Engine(engine),
@@ -84,7 +100,7 @@ impl ModelSpec {
             (None, None) => {
                 return Err(ConfigError::Invalid {
                     origin: config.origin.clone(),
-                    key: "model".into(),
+                    key: key.into(),
                     message: "set `onnx` (a model file) or `engine` (a prebuilt TensorRT engine)".into(),
                 })
             }
@@ -94,6 +110,7 @@ impl ModelSpec {
             files,
             labels: model.labels.clone(),
             decoder: model.decoder,
+            class_scores: model.class_scores.unwrap_or(ClassScores::Sigmoid),
             input: model.input.clone(),
             engine: EngineOptions {
                 precision: engine.precision,
@@ -146,5 +163,25 @@ mod tests {
         config.model.engine = None;
         let error = ModelSpec::from_config(&config).expect_err("no model file");
         assert!(matches!(&error, ConfigError::Invalid { key, .. } if key == "model"), "{error}");
+    }
+
+    #[test]
+    fn a_named_model_is_its_own_table_built_as_the_engine_section_says() {
+        let mut config = config(
+            "[engine]\nmax_batch = 4\n[models.yard]\nonnx = \"/m/yolo26.onnx\"\nlabels = \"/m/coco.txt\"\n\
+             decoder = \"detr\"\nclass_scores = \"softmax\"",
+        );
+        let yard = ModelSpec::named(&config, "yard").expect("a table").expect("spec");
+        assert_eq!(
+            (yard.files.onnx(), yard.labels.as_path()),
+            (Some(Path::new("/m/yolo26.onnx")), Path::new("/m/coco.txt"))
+        );
+        assert_eq!((yard.decoder, yard.class_scores), (DecoderKind::Detr, ClassScores::Softmax));
+        assert_eq!(yard.engine.max_batch.get(), 4);
+        assert!(ModelSpec::named(&config, "gate").is_none());
+        let table = config.models.get_mut("yard").expect("yard");
+        table.model.onnx = None;
+        let error = ModelSpec::named(&config, "yard").expect("a table").expect_err("no model file");
+        assert!(matches!(&error, ConfigError::Invalid { key, .. } if key == "models.yard"), "{error}");
     }
 }

@@ -599,8 +599,9 @@ fn run_images(
         report.check("agreement", Status::Skip, "no backend to compare");
         return None;
     };
-    let detector = Labels::load(&config.model.labels).map_err(|e| e.to_string()).and_then(|labels| {
-        let params = DecodeParams::from_config(&config.model, &labels).map_err(|e| format!("model.classes: {e}"))?;
+    let detector = ModelSpec::from_config(config).map_err(|e| e.to_string()).and_then(|model| {
+        let labels = Labels::load(&model.labels).map_err(|e| e.to_string())?;
+        let params = DecodeParams::new(&model, &config.model, &labels).map_err(|e| format!("model.classes: {e}"))?;
         Ok(Detector { threshold: params.score_threshold, decoder: Decoder::new(params), labels })
     });
     let files = images::list_images(source).map_err(|e| e.to_string());
