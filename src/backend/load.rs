@@ -139,6 +139,22 @@ fn tensorrt_device(device: &DeviceSpec) -> Result<(), BackendError> {
     open_gpu(device).map(drop)
 }
 
+/// The free memory of the GPU that TensorRT would build engines on (`None` where `run` would run
+/// on the CPU: `device.backend = "cpu"`, or no GPU opens), for the check that the engines fit
+/// (`crate::model::footprint`).
+#[cfg(feature = "tensorrt")]
+pub fn tensorrt_free_memory(device: &DeviceSpec) -> Option<u64> {
+    if device.backend == BackendChoice::Cpu {
+        return None;
+    }
+    open_gpu(device).ok()?.sample().ok().map(|probe| probe.free_memory_bytes)
+}
+
+#[cfg(not(feature = "tensorrt"))]
+pub fn tensorrt_free_memory(_device: &DeviceSpec) -> Option<u64> {
+    None
+}
+
 #[cfg(not(feature = "tensorrt"))]
 fn tensorrt_device(_device: &DeviceSpec) -> Result<(), BackendError> {
     Err(no_tensorrt())

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::backend::load::{check_model_files, load_backend_for_check, load_backend_noting_fallback, GpuSampler};
+use crate::backend::load::{
+    check_model_files, load_backend_for_check, load_backend_noting_fallback, tensorrt_free_memory, GpuSampler,
+};
 use crate::backend::{Backend, BackendError, BuildDisplay};
 use crate::config::reload::{applied, keys_needing_a_restart};
 use crate::config::zones_file::ZonesFile;
@@ -36,7 +38,8 @@ use crate::http::{BoundListener, HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::scheduler::{ModelLane, SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
-use crate::model::{DeviceSpec, ModelSpec};
+use crate::model::footprint::{check_fit, EngineEstimate, FitError};
+use crate::model::{DeviceSpec, ModelFiles, ModelSpec};
 use crate::publish::live::{LiveView, StartFacts};
 use crate::publish::mqtt::homeassistant::BoardSensors;
 use crate::publish::mqtt::{MqttError, MqttOutlet, MqttSettings};
@@ -83,6 +86,8 @@ pub enum DaemonError {
     Discovery { origin: crate::config::ConfigOrigin, message: String },
     #[error("record: {0}")]
     Record(#[from] RecordError),
+    #[error(transparent)]
+    EnginesWontFit(#[from] FitError),
 }
 
 impl DaemonError {
@@ -108,6 +113,8 @@ impl DaemonError {
                 | DaemonError::Discovery { .. }
                 // A record directory that cannot be created, a raw camera that cannot be encoded.
                 | DaemonError::Record(RecordError::Dir { .. } | RecordError::Camera { .. })
+                // Models too large for the GPU together: the config must run fewer or smaller ones.
+                | DaemonError::EnginesWontFit(_)
         ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
             // A token file that cannot be read, or a port only root may take; not a port another
             // process holds or an address not up yet: a restart may find them free (exit 1).
@@ -237,7 +244,35 @@ pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, Dae
                 None => format!("model checked on the CPU backend ({engine})"),
             })
         }
-        None => Ok("the model is checked by TensorRT when `run` or `build-engine` loads it".to_owned()),
+        None => {
+            check_engines_fit(&preflight.model, &preflight.detectors, &DeviceSpec::from_config(config))?;
+            Ok("the model is checked by TensorRT when `run` or `build-engine` loads it".to_owned())
+        }
+    }
+}
+
+/// Where TensorRT would build the engines, refuses models whose engines together would not fit
+/// the GPU's free memory, before any build ([`crate::model::footprint`] says what is estimated).
+fn check_engines_fit(model: &ModelSpec, detectors: &[NamedDetector], device: &DeviceSpec) -> Result<(), DaemonError> {
+    let Some(free) = tensorrt_free_memory(device) else { return Ok(()) };
+    let models = std::iter::once(("model".to_owned(), model))
+        .chain(detectors.iter().map(|detector| (format!("models.{}", detector.name), &detector.model)));
+    let mut engines = Vec::new();
+    for (key, model) in models {
+        engines.push(EngineEstimate::from_weights(key, weight_bytes(model)?));
+    }
+    Ok(check_fit(&engines, free)?)
+}
+
+/// The bytes of `model`'s weights: a prebuilt engine's file, else the ONNX file's initializers.
+fn weight_bytes(model: &ModelSpec) -> Result<u64, BackendError> {
+    match &model.files {
+        ModelFiles::Engine(engine) | ModelFiles::OnnxAndEngine { engine, .. } => std::fs::metadata(engine)
+            .map(|metadata| metadata.len())
+            .map_err(|e| BackendError::Load { path: engine.clone(), message: e.to_string() }),
+        ModelFiles::Onnx(onnx) => crate::onnx::read_file(onnx)
+            .map(|interface| interface.weight_bytes)
+            .map_err(|e| BackendError::Load { path: onnx.clone(), message: e.to_string() }),
     }
 }
 
@@ -320,11 +355,15 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     };
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
+    let device = DeviceSpec::from_config(&config);
+    if let Err(e) = check_engines_fit(&model, &detectors, &device) {
+        runtime.block_on(mqtt.shutdown());
+        return Err(e);
+    }
     let load_started = Instant::now();
     // `[model]`, then each named detector a camera uses (its engine cached under its own file name).
     let models: Vec<ModelSpec> =
         std::iter::once(model).chain(detectors.iter().map(|detector| detector.model.clone())).collect();
-    let device = DeviceSpec::from_config(&config);
     let loaded = models.iter().map(|model| {
         let mut display = BuildDisplay::default();
         let limit = model.engine.build_timeout;

@@ -4,10 +4,12 @@
 //! contract, engine options) and [`DeviceSpec`] (which GPU, which CPU engine and threads, the
 //! fallback, the cache directory), which are all `crate::backend` sees of the config; and
 //! [`ModelOutputs`] / [`OutputTensor`], the raw tensors of one inference in the model's output
-//! order, which a backend fills and a decoder reads. Below both `backend` and `decode`, so that
+//! order, which a backend fills and a decoder reads; and whether the engines of several models fit
+//! the GPU's free memory ([`footprint`]). Below both `backend` and `decode`, so that
 //! neither imports the other. Must not: run models, decode detections or read files.
 
 mod device;
+pub mod footprint;
 mod outputs;
 mod spec;
 

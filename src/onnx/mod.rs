@@ -153,6 +153,10 @@ pub struct ModelInterface {
     pub input_scaling: InputScaling,
     /// `ModelProto.producer_name`, e.g. `pytorch`.
     pub producer: String,
+    /// Bytes of the graph's initializers (its weights): their messages in the file, plus the
+    /// `length` of those stored in another file (`external_data`). Weights a graph keeps in
+    /// `Constant` nodes are not counted.
+    pub weight_bytes: u64,
 }
 
 impl ModelInterface {
@@ -189,6 +193,7 @@ pub fn read(model: &[u8]) -> Result<ModelInterface, OnnxError> {
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
     let mut constants = HashMap::new();
     let mut initializers = std::collections::HashSet::new();
+    let mut weight_bytes = 0u64;
     for field in Fields::new(graph) {
         match field? {
             Field::Bytes(11, info) if inputs.len() < MAX_INTERFACE_TENSORS => inputs.push(value_info(info)?),
@@ -199,6 +204,7 @@ pub fn read(model: &[u8]) -> Result<ModelInterface, OnnxError> {
                     constants.insert(String::from_utf8_lossy(name).into_owned(), values);
                 }
                 initializers.insert(name);
+                weight_bytes = weight_bytes.saturating_add(initializer_bytes(tensor)?);
             }
             _ => {}
         }
@@ -227,7 +233,29 @@ pub fn read(model: &[u8]) -> Result<ModelInterface, OnnxError> {
         }
     }
     let input_scaling = prelude.map_or(InputScaling::IDENTITY, |chain| chain.scaling);
-    Ok(ModelInterface { inputs, outputs, input_scaling, producer })
+    Ok(ModelInterface { inputs, outputs, input_scaling, producer, weight_bytes })
+}
+
+/// The bytes of one initializer (`TensorProto`): its message, which holds inline data, plus the
+/// `length` entry of its `external_data` (13: `StringStringEntryProto` key 1, value 2), if any.
+fn initializer_bytes(tensor: &[u8]) -> Result<u64, OnnxError> {
+    let mut bytes = tensor.len() as u64;
+    for field in Fields::new(tensor) {
+        let Field::Bytes(13, entry) = field? else { continue };
+        let (mut key, mut value) = (&b""[..], &b""[..]);
+        for field in Fields::new(entry) {
+            match field? {
+                Field::Bytes(1, text) => key = text,
+                Field::Bytes(2, text) => value = text,
+                _ => {}
+            }
+        }
+        if key == b"length" {
+            let length = std::str::from_utf8(value).ok().and_then(|text| text.parse::<u64>().ok());
+            bytes = bytes.saturating_add(length.unwrap_or(0));
+        }
+    }
+    Ok(bytes)
 }
 
 /// A `ValueInfoProto`: name (1), type (2) → `tensor_type` (1) → `elem_type` (1), `shape` (2) →

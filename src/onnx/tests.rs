@@ -28,6 +28,7 @@ fn inputs_outputs_and_their_producers_are_read() {
     assert_eq!(interface.outputs[1].fixed_dims(), Some(vec![1, 300, 4]));
     assert_eq!(interface.inputs[0].fixed_dims(), None);
     assert_eq!(interface.input_scaling, InputScaling::IDENTITY);
+    assert_eq!(interface.weight_bytes, float_tensor("w", &[1.0, 2.0]).len() as u64, "the initializer's message");
 }
 
 #[test]
@@ -82,6 +83,13 @@ fn the_bundled_and_test_models_are_read() {
     assert_eq!(ssd.inputs.iter().map(ToString::to_string).collect::<Vec<_>>(), ["`image` uint8 [1, 300, 300, 3]"]);
     let names = ssd.outputs.iter().map(|output| output.name.as_str()).collect::<Vec<_>>();
     assert_eq!(names, ["boxes", "scores"]);
+    // Nearly all of the bundled model's 24 MB are its weights.
+    let file_bytes = repo_file("models/ssd_mobilenet_v2_coco_prenms_fp32.onnx").len() as u64;
+    assert!(
+        ssd.weight_bytes > file_bytes * 9 / 10 && ssd.weight_bytes <= file_bytes,
+        "{} of {file_bytes}",
+        ssd.weight_bytes
+    );
 
     let yolo26 = read(&repo_file("tests/models/yolo26t_160_random.onnx")).expect("yolo26");
     assert_eq!(yolo26.describe_outputs(), "`output0` float32 [1, 300, 6]");

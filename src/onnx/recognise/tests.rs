@@ -21,6 +21,7 @@ fn outputs(outputs: Vec<TensorInfo>) -> ModelInterface {
         outputs,
         input_scaling: InputScaling::IDENTITY,
         producer: "test".into(),
+        weight_bytes: 0,
     }
 }
 
