@@ -54,7 +54,9 @@ pub mod track;
 // detection and frame: what a detection is; frames, their slots and rings
 pub mod detection;
 pub mod frame;
-// sys: panic-proof locks, bounded file reads, atomic writes, the wire form of a time
+// sys: panic-proof locks, bounded file reads, atomic writes, the wire form of a time; protobuf:
+// the protobuf wire format (ONNX files), read in place
+pub mod protobuf;
 pub mod sys;
 
 // test support (cfg(test) only)

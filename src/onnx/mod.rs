@@ -3,7 +3,7 @@
 //! first input before anything else. [`recognise`] turns that into a decoder and an input contract,
 //! and [`describe`] completes a loaded config with what the config leaves unset.
 //!
-//! Owns: reading a `ModelProto`'s main graph straight from the protobuf wire format ([`wire`]),
+//! Owns: reading a `ModelProto`'s main graph straight from the protobuf wire format ([`crate::protobuf`]),
 //! bounded and without copying weights: only names, shapes and constants of at most
 //! [`MAX_CONSTANT_VALUES`] values are kept. Must not: run the model, open files other than the one
 //! it is given, or trust the bytes: a hostile file ends in an [`OnnxError`], never a panic, a hang
@@ -15,12 +15,11 @@
 
 pub mod describe;
 pub mod recognise;
-pub mod wire;
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use wire::{Field, Fields, WireError};
+use crate::protobuf::{self, Field, Fields, WireError};
 
 /// Constants with more values than this are not read (a scale or a per-channel mean has 1 or 3).
 pub const MAX_CONSTANT_VALUES: usize = 3;
@@ -316,7 +315,7 @@ fn small_tensor(bytes: &[u8]) -> Result<(&[u8], Option<Vec<f32>>), OnnxError> {
             Field::Varint(2, value) => data_type = value,
             Field::Varint(1, dim) => count = count.saturating_mul(usize::try_from(dim).unwrap_or(usize::MAX)),
             Field::Bytes(1, packed) => {
-                for dim in wire::packed_varints(packed) {
+                for dim in protobuf::packed_varints(packed) {
                     count = count.saturating_mul(usize::try_from(dim?).unwrap_or(usize::MAX));
                 }
             }

@@ -1,6 +1,6 @@
 //! Builds ONNX model bytes for tests: declared inputs and outputs, nodes and small constants.
 
-use super::wire::encode::{bytes_field, fixed32_field, varint_field};
+use crate::protobuf::encode::{bytes_field, fixed32_field, varint_field};
 
 /// A dimension for [`value_info`]: `None` is a symbolic `batch`.
 pub type TestDim = Option<u64>;

@@ -70,7 +70,7 @@ fn a_constant_divided_by_the_input_ends_the_scaling() {
 #[test]
 fn what_is_not_a_model_is_refused() {
     assert!(matches!(read(b""), Err(OnnxError::NotAModel(_))));
-    assert!(matches!(read(&wire::encode::bytes_field(7, b"")), Err(OnnxError::NotAModel(_))));
+    assert!(matches!(read(&crate::protobuf::encode::bytes_field(7, b"")), Err(OnnxError::NotAModel(_))));
     assert!(matches!(read(&[0xff; 4096]), Err(OnnxError::Malformed(_))));
     assert!(matches!(read(b"\x89PNG\r\n\x1a\n"), Err(OnnxError::Malformed(_))));
     let missing = read_file(std::path::Path::new("/nonexistent/model.onnx")).expect_err("missing");
