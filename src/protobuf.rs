@@ -1,10 +1,16 @@
 //! The protobuf wire format, as far as reading ONNX files needs it: fields of one message, read
-//! in place without copying.
+//! in place without copying. The one reader of it: `crate::onnx` (a model's interface) and
+//! `crate::backend`'s walks of an ONNX file (external data, quantize nodes, the framing rten
+//! reads) all use it.
 //!
 //! Owns: splitting a message's bytes into (field number, value) pairs and decoding the few scalar
 //! encodings ONNX uses (varints, little-endian fixed 32/64-bit). Must not: know ONNX's messages
 //! (that is the caller's business) or trust its input: every length is checked against the bytes
 //! that remain, so a hostile file ends in an error, never a panic or an allocation.
+
+/// Nesting limit for a walk down nested messages (graphs inside attributes inside nodes inside
+/// graphs …): real models nest a few levels; a hostile file must not exhaust the stack.
+pub const MAX_DEPTH: usize = 64;
 
 /// Why bytes are not a protobuf message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -17,6 +23,9 @@ pub enum WireError {
     PastTheEnd,
     #[error("unsupported wire type (groups are not used by ONNX)")]
     WireType,
+    /// A walk went deeper than [`MAX_DEPTH`] (reported by the walks, which know the nesting).
+    #[error("messages nested more than {MAX_DEPTH} levels deep")]
+    TooDeep,
 }
 
 /// One field of a message: its number and value.

@@ -11,7 +11,7 @@
 //!
 //! Owns: that schema and the walk. Must not: copy or decode tensor data, or recurse without bound.
 
-use crate::backend::trt::onnx_external_data::{Field, Fields, OnnxError, MAX_DEPTH};
+use crate::protobuf::{packed_varints, Field, Fields, WireError, MAX_DEPTH};
 
 /// The messages rten decodes (`rten_onnx::onnx`'s `DecodeMessage` types).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,23 +60,21 @@ impl Message {
 }
 
 /// Refuses `model` (the bytes of an ONNX file) when rten's reader could not read its framing.
-pub fn check(model: &[u8]) -> Result<(), OnnxError> {
+pub fn check(model: &[u8]) -> Result<(), WireError> {
     walk(Message::Model, model, 0)
 }
 
-fn walk(message: Message, bytes: &[u8], depth: usize) -> Result<(), OnnxError> {
+fn walk(message: Message, bytes: &[u8], depth: usize) -> Result<(), WireError> {
     if depth > MAX_DEPTH {
-        return Err(OnnxError::TooDeep);
+        return Err(WireError::TooDeep);
     }
-    let mut fields = Fields::new(bytes);
-    while let Some(field) = fields.next_field() {
+    for field in Fields::new(bytes) {
         if let Field::Bytes(number, value) = field? {
             if let Some(child) = message.child(number) {
                 walk(child, value, depth + 1)?;
             } else if message.packed_varints(number) {
-                let mut values = Fields::new(value);
-                while !values.is_empty() {
-                    values.varint()?;
+                for value in packed_varints(value) {
+                    value?;
                 }
             }
         }
@@ -87,7 +85,7 @@ fn walk(message: Message, bytes: &[u8], depth: usize) -> Result<(), OnnxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::trt::onnx_external_data::encode::{bytes_field, varint_field};
+    use crate::protobuf::encode::{bytes_field, varint_field};
 
     #[test]
     fn the_bundled_model_passes() {
@@ -119,6 +117,6 @@ mod tests {
         for _ in 0..100 {
             graph = bytes_field(1, &bytes_field(5, &bytes_field(6, &graph)));
         }
-        assert!(matches!(check(&bytes_field(7, &graph)), Err(OnnxError::TooDeep)));
+        assert!(matches!(check(&bytes_field(7, &graph)), Err(WireError::TooDeep)));
     }
 }

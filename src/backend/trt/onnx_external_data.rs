@@ -19,9 +19,7 @@
 
 use std::collections::BTreeSet;
 
-/// Nesting limit (graphs inside attributes inside nodes inside graphs …): real models nest a few
-/// levels; a hostile file must not exhaust the stack.
-pub(crate) const MAX_DEPTH: usize = 64;
+use crate::protobuf::{Field, Fields, WireError, MAX_DEPTH};
 
 /// `TensorProto.DataLocation.EXTERNAL`.
 const DATA_LOCATION_EXTERNAL: u64 = 1;
@@ -29,9 +27,9 @@ const DATA_LOCATION_EXTERNAL: u64 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OnnxError {
     #[error("not a valid ONNX (protobuf) file: {0}")]
-    Malformed(&'static str),
-    #[error("subgraphs are nested more than {MAX_DEPTH} levels deep")]
-    TooDeep,
+    Malformed(#[from] WireError),
+    #[error("not a valid ONNX file: an external-data location is not UTF-8")]
+    LocationNotUtf8,
 }
 
 /// The message types on the way from a model to its tensors.
@@ -73,74 +71,6 @@ impl Message {
     }
 }
 
-/// One field of a message: its number and value (fixed-width values are skipped unread: no field
-/// on the way to a location has one).
-pub(crate) enum Field<'a> {
-    Varint(u64, u64),
-    Bytes(u64, &'a [u8]),
-    Fixed,
-}
-
-/// Reads the fields of one message without copying.
-pub(crate) struct Fields<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Fields<'a> {
-    /// The fields of the message `bytes` holds (or the values of a packed array).
-    pub(crate) fn new(bytes: &'a [u8]) -> Fields<'a> {
-        Fields { rest: bytes }
-    }
-
-    /// Whether every byte was read.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.rest.is_empty()
-    }
-
-    pub(crate) fn varint(&mut self) -> Result<u64, OnnxError> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let (&byte, rest) = self.rest.split_first().ok_or(OnnxError::Malformed("truncated varint"))?;
-            self.rest = rest;
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(OnnxError::Malformed("varint longer than 10 bytes"))
-    }
-
-    fn take(&mut self, length: u64) -> Result<&'a [u8], OnnxError> {
-        let length = usize::try_from(length).map_err(|_| OnnxError::Malformed("length out of range"))?;
-        if length > self.rest.len() {
-            return Err(OnnxError::Malformed("a field runs past the end"));
-        }
-        let (bytes, rest) = self.rest.split_at(length);
-        self.rest = rest;
-        Ok(bytes)
-    }
-
-    pub(crate) fn next_field(&mut self) -> Option<Result<Field<'a>, OnnxError>> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        let field = self.varint().and_then(|key| {
-            let number = key >> 3;
-            match key & 7 {
-                0 => Ok(Field::Varint(number, self.varint()?)),
-                1 => self.take(8).map(|_| Field::Fixed),
-                2 => {
-                    let length = self.varint()?;
-                    Ok(Field::Bytes(number, self.take(length)?))
-                }
-                5 => self.take(4).map(|_| Field::Fixed),
-                _ => Err(OnnxError::Malformed("unsupported wire type (groups are not used by ONNX)")),
-            }
-        });
-        Some(field)
-    }
-}
-
 /// The `location`s of every tensor in `model` (the bytes of an `.onnx` file) whose data is stored
 /// externally, deduplicated and sorted. Paths are as written in the model: relative to its
 /// directory.
@@ -168,21 +98,18 @@ pub struct GraphInput {
 /// in order.
 pub fn graph_inputs(model: &[u8]) -> Result<Vec<GraphInput>, OnnxError> {
     let mut graph = None;
-    let mut fields = Fields { rest: model };
-    while let Some(field) = fields.next_field() {
+    for field in Fields::new(model) {
         if let Field::Bytes(7, bytes) = field? {
             graph = Some(bytes);
         }
     }
     let Some(graph) = graph else { return Ok(Vec::new()) };
     let (mut inputs, mut initializers) = (Vec::new(), BTreeSet::new());
-    let mut fields = Fields { rest: graph };
-    while let Some(field) = fields.next_field() {
+    for field in Fields::new(graph) {
         match field? {
             Field::Bytes(11, value_info) => inputs.push(value_info_input(value_info)?),
             Field::Bytes(5, tensor) => {
-                let mut fields = Fields { rest: tensor };
-                while let Some(field) = fields.next_field() {
+                for field in Fields::new(tensor) {
                     if let Field::Bytes(8, name) = field? {
                         initializers.insert(String::from_utf8_lossy(name).into_owned());
                     }
@@ -200,8 +127,7 @@ pub fn graph_inputs(model: &[u8]) -> Result<Vec<GraphInput>, OnnxError> {
 fn value_info_input(bytes: &[u8]) -> Result<GraphInput, OnnxError> {
     fn sub(bytes: &[u8], number: u64) -> Result<Vec<&[u8]>, OnnxError> {
         let mut found = Vec::new();
-        let mut fields = Fields { rest: bytes };
-        while let Some(field) = fields.next_field() {
+        for field in Fields::new(bytes) {
             if let Field::Bytes(n, child) = field? {
                 if n == number {
                     found.push(child);
@@ -219,8 +145,7 @@ fn value_info_input(bytes: &[u8]) -> Result<GraphInput, OnnxError> {
             for shape in sub(tensor_type, 2)? {
                 for dim in sub(shape, 1)? {
                     let mut value = None;
-                    let mut fields = Fields { rest: dim };
-                    while let Some(field) = fields.next_field() {
+                    for field in Fields::new(dim) {
                         if let Field::Varint(1, v) = field? {
                             value = i64::try_from(v).ok().filter(|v| *v > 0);
                         }
@@ -235,10 +160,9 @@ fn value_info_input(bytes: &[u8]) -> Result<GraphInput, OnnxError> {
 
 fn find_quantize_node(message: Message, bytes: &[u8], depth: usize) -> Result<bool, OnnxError> {
     if depth > MAX_DEPTH {
-        return Err(OnnxError::TooDeep);
+        return Err(WireError::TooDeep.into());
     }
-    let mut fields = Fields { rest: bytes };
-    while let Some(field) = fields.next_field() {
+    for field in Fields::new(bytes) {
         match (message, field?) {
             // NodeProto.op_type
             (Message::Node, Field::Bytes(4, op)) if op == b"QuantizeLinear" || op == b"DequantizeLinear" => {
@@ -263,12 +187,11 @@ fn find_quantize_node(message: Message, bytes: &[u8], depth: usize) -> Result<bo
 
 fn walk(message: Message, bytes: &[u8], depth: usize, out: &mut BTreeSet<String>) -> Result<(), OnnxError> {
     if depth > MAX_DEPTH {
-        return Err(OnnxError::TooDeep);
+        return Err(WireError::TooDeep.into());
     }
-    let mut fields = Fields { rest: bytes };
     let mut external = false;
     let mut locations = Vec::new();
-    while let Some(field) = fields.next_field() {
+    for field in Fields::new(bytes) {
         match (message, field?) {
             (Message::Tensor, Field::Varint(14, location)) => external = location == DATA_LOCATION_EXTERNAL,
             (Message::Tensor, Field::Bytes(13, entry)) => {
@@ -292,9 +215,8 @@ fn walk(message: Message, bytes: &[u8], depth: usize, out: &mut BTreeSet<String>
 
 /// The value of a `StringStringEntryProto` whose key is `location`.
 fn location_entry(entry: &[u8]) -> Result<Option<String>, OnnxError> {
-    let mut fields = Fields { rest: entry };
     let (mut key, mut value) = (None, None);
-    while let Some(field) = fields.next_field() {
+    for field in Fields::new(entry) {
         match field? {
             Field::Bytes(1, bytes) => key = Some(bytes),
             Field::Bytes(2, bytes) => value = Some(bytes),
@@ -302,9 +224,9 @@ fn location_entry(entry: &[u8]) -> Result<Option<String>, OnnxError> {
         }
     }
     match (key, value) {
-        (Some(b"location"), Some(value)) => std::str::from_utf8(value)
-            .map(|location| Some(location.to_owned()))
-            .map_err(|_| OnnxError::Malformed("an external-data location is not UTF-8")),
+        (Some(b"location"), Some(value)) => {
+            std::str::from_utf8(value).map(|location| Some(location.to_owned())).map_err(|_| OnnxError::LocationNotUtf8)
+        }
         _ => Ok(None),
     }
 }
@@ -312,28 +234,7 @@ fn location_entry(entry: &[u8]) -> Result<Option<String>, OnnxError> {
 /// Writes ONNX protobuf messages for tests (here and in the engine cache's).
 #[cfg(test)]
 pub(crate) mod encode {
-    pub fn varint(mut value: u64, out: &mut Vec<u8>) {
-        while value >= 0x80 {
-            out.push((value as u8) | 0x80);
-            value >>= 7;
-        }
-        out.push(value as u8);
-    }
-
-    pub fn bytes_field(number: u64, bytes: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        varint(number << 3 | 2, &mut out);
-        varint(bytes.len() as u64, &mut out);
-        out.extend_from_slice(bytes);
-        out
-    }
-
-    pub fn varint_field(number: u64, value: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        varint(number << 3, &mut out);
-        varint(value, &mut out);
-        out
-    }
+    pub use crate::protobuf::encode::{bytes_field, varint_field};
 
     /// A `TensorProto` named `name`, stored externally in `location` when given, else with 16
     /// bytes of `raw_data`.
@@ -480,10 +381,7 @@ mod tests {
             let _ = external_data_locations(&model[..cut]);
         }
         assert!(external_data_locations(&model[..model.len() - 3]).is_err());
-        assert_eq!(
-            external_data_locations(&[0x0b]),
-            Err(OnnxError::Malformed("unsupported wire type (groups are not used by ONNX)"))
-        );
+        assert_eq!(external_data_locations(&[0x0b]), Err(OnnxError::Malformed(WireError::WireType)));
         assert!(
             external_data_locations(&[0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).is_err()
         );
@@ -494,7 +392,7 @@ mod tests {
             let node = bytes_field(5, &bytes_field(6, &graph));
             graph = bytes_field(1, &node);
         }
-        assert_eq!(external_data_locations(&bytes_field(7, &graph)), Err(OnnxError::TooDeep));
+        assert_eq!(external_data_locations(&bytes_field(7, &graph)), Err(OnnxError::Malformed(WireError::TooDeep)));
     }
 
     #[test]
