@@ -1,0 +1,170 @@
+//! Which of one camera's tracks a classifier looks at on a frame: the rule of a
+//! `[models.<name>]` table with `kind = "classifier"` (`on`, `min_size`, `every`), bounded per
+//! frame.
+//!
+//! Owns: per track, when and at which score it was last chosen, and the choice of a frame's crops
+//! ([`ClassifyPlan::choose`]). Must not: run the classifier, cut crops, keep its results (the
+//! caller attaches them to the track) or read the config.
+//!
+//! A track is due when its class is one of the rule's, its box is at least `min_size` source
+//! pixels wide and high, and either it was never chosen, or (`every = 0`) its detection now scores
+//! higher than when it was last chosen, or (`every = N`) N of its camera's frames have passed
+//! since. At most `max_per_frame` due tracks are chosen, those never chosen first, then those
+//! waiting longest; the others are counted as skipped and stay due for the next frame, so the
+//! classifier never adds more than `max_per_frame` crops to one frame's work.
+
+use std::collections::HashMap;
+
+use super::tracker::TrackId;
+use crate::detection::BoundingBox;
+
+/// What makes a track worth classifying.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassifyRule {
+    /// The detector class ids whose tracks are classified.
+    pub classes: Vec<usize>,
+    /// Smallest width and height of a box, in source pixels.
+    pub min_size: f32,
+    /// 0: once per track, again only at a better score; N: every N frames of the camera.
+    pub every: u32,
+}
+
+/// One confirmed track on this frame.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub track: TrackId,
+    pub class_id: usize,
+    /// This frame's detection score.
+    pub score: f32,
+    /// Source pixels.
+    pub bbox: BoundingBox,
+}
+
+/// The tracks chosen on one frame, in the order they were chosen, and how many due tracks the
+/// bound left for a later frame.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Choice {
+    pub chosen: Vec<TrackId>,
+    pub skipped: usize,
+}
+
+/// When a track was last chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Chosen {
+    frame: u64,
+    score: f32,
+}
+
+/// One camera's classifier plan.
+#[derive(Debug, Clone)]
+pub struct ClassifyPlan {
+    rule: ClassifyRule,
+    max_per_frame: usize,
+    /// Frames seen, this one included.
+    frame: u64,
+    chosen: HashMap<TrackId, Chosen>,
+}
+
+impl ClassifyPlan {
+    pub fn new(rule: ClassifyRule, max_per_frame: usize) -> ClassifyPlan {
+        ClassifyPlan { rule, max_per_frame, frame: 0, chosen: HashMap::new() }
+    }
+
+    /// The tracks to classify on this frame, of `tracks` (the camera's confirmed tracks); called
+    /// once per frame of the camera. The chosen tracks count as classified at this frame's score.
+    pub fn choose(&mut self, tracks: &[Candidate]) -> Choice {
+        self.frame += 1;
+        let mut due: Vec<(Option<u64>, &Candidate)> = tracks
+            .iter()
+            .filter(|track| self.is_due(track))
+            .map(|track| (self.chosen.get(&track.track).map(|chosen| chosen.frame), track))
+            .collect();
+        // Never chosen (`None`) first, then the longest waiting; ties keep the tracks' order.
+        due.sort_by_key(|(last, _)| *last);
+        let skipped = due.len().saturating_sub(self.max_per_frame);
+        let mut choice = Choice { chosen: Vec::with_capacity(due.len() - skipped), skipped };
+        for (_, track) in due.into_iter().take(self.max_per_frame) {
+            self.chosen.insert(track.track, Chosen { frame: self.frame, score: track.score });
+            choice.chosen.push(track.track);
+        }
+        choice
+    }
+
+    /// Forgets a track that ended: its id is never seen again, and the plan holds no more
+    /// tracks than the tracker does.
+    pub fn forget(&mut self, track: TrackId) {
+        self.chosen.remove(&track);
+    }
+
+    fn is_due(&self, track: &Candidate) -> bool {
+        let (width, height) = (track.bbox.x2 - track.bbox.x1, track.bbox.y2 - track.bbox.y1);
+        if !self.rule.classes.contains(&track.class_id) || width < self.rule.min_size || height < self.rule.min_size {
+            return false;
+        }
+        match self.chosen.get(&track.track) {
+            None => true,
+            Some(last) if self.rule.every == 0 => track.score > last.score,
+            Some(last) => self.frame - last.frame >= u64::from(self.rule.every),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAR: usize = 2;
+    const PERSON: usize = 0;
+
+    fn track(track: TrackId, class_id: usize, score: f32, size: f32) -> Candidate {
+        Candidate { track, class_id, score, bbox: BoundingBox { x1: 10.0, y1: 20.0, x2: 10.0 + size, y2: 20.0 + size } }
+    }
+
+    fn plan(every: u32, max_per_frame: usize) -> ClassifyPlan {
+        ClassifyPlan::new(ClassifyRule { classes: vec![CAR], min_size: 32.0, every }, max_per_frame)
+    }
+
+    #[test]
+    fn a_track_is_classified_once_and_again_only_at_a_better_score() {
+        let mut plan = plan(0, 4);
+        assert_eq!(plan.choose(&[track(1, CAR, 0.6, 64.0)]).chosen, [1]);
+        assert_eq!(plan.choose(&[track(1, CAR, 0.6, 64.0)]).chosen, Vec::<TrackId>::new());
+        assert_eq!(plan.choose(&[track(1, CAR, 0.5, 64.0)]).chosen, Vec::<TrackId>::new());
+        assert_eq!(plan.choose(&[track(1, CAR, 0.8, 64.0)]).chosen, [1], "a better detection");
+        assert_eq!(plan.choose(&[track(1, CAR, 0.7, 64.0)]).chosen, Vec::<TrackId>::new());
+    }
+
+    #[test]
+    fn only_the_rules_classes_and_boxes_of_at_least_min_size_are_classified() {
+        let mut plan = plan(0, 4);
+        let tracks = [track(1, PERSON, 0.9, 64.0), track(2, CAR, 0.9, 31.0), track(3, CAR, 0.9, 32.0)];
+        assert_eq!(plan.choose(&tracks).chosen, [3]);
+        assert_eq!(plan.choose(&[track(2, CAR, 0.9, 40.0)]).chosen, [2], "the box grew");
+    }
+
+    #[test]
+    fn with_every_a_track_is_classified_every_n_frames_of_its_camera() {
+        let mut plan = plan(3, 4);
+        let chosen_at: Vec<usize> =
+            (1..=10).filter(|_| !plan.choose(&[track(7, CAR, 0.5, 64.0)]).chosen.is_empty()).collect();
+        assert_eq!(chosen_at, [1, 4, 7, 10]);
+    }
+
+    #[test]
+    fn the_bound_counts_what_it_skips_and_serves_the_skipped_tracks_first_next() {
+        let mut plan = plan(2, 2);
+        let tracks: Vec<Candidate> = (1..=5).map(|id| track(id, CAR, 0.9, 64.0)).collect();
+        assert_eq!(plan.choose(&tracks), Choice { chosen: vec![1, 2], skipped: 3 });
+        assert_eq!(plan.choose(&tracks), Choice { chosen: vec![3, 4], skipped: 1 });
+        // Frame 3: 5 was never chosen; 1 and 2 are due again (every 2) and wait longest after it.
+        assert_eq!(plan.choose(&tracks), Choice { chosen: vec![5, 1], skipped: 1 });
+    }
+
+    #[test]
+    fn a_forgotten_track_is_no_longer_held() {
+        let mut plan = plan(0, 4);
+        plan.choose(&[track(1, CAR, 0.9, 64.0), track(2, CAR, 0.9, 64.0)]);
+        plan.forget(1);
+        assert_eq!(plan.chosen.len(), 1);
+    }
+}
