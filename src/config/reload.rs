@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use super::{Config, TrackingConfig};
 
 /// Keys a SIGHUP applies; every other change needs a restart. `camera[i].zone` and
-/// `camera[i].line` are applied too (see [`keys_needing_a_restart`]).
+/// `camera[i].line` are applied too, and the `model.` keys here of every `[models.<name>]` table
+/// that runs already (see [`keys_needing_a_restart`]).
 const RELOADABLE_KEYS: [&str; 7] = [
     "model.score_threshold",
     "model.nms_iou",
@@ -50,7 +51,14 @@ pub fn keys_needing_a_restart(running: &Config, reloaded: &Config) -> Vec<String
         let scene = key.split_once('.').is_some_and(|(head, rest)| {
             head.starts_with("camera[") && (rest.starts_with("zone") || rest.starts_with("line"))
         });
+        // `models.yard.score_threshold` is `model.score_threshold` of a model that runs already.
+        let named = key.strip_prefix("models.").and_then(|rest| rest.split_once('.')).is_some_and(|(name, rest)| {
+            running.models.contains_key(name)
+                && reloaded.models.contains_key(name)
+                && RELOADABLE_KEYS.iter().any(|k| k.strip_prefix("model.") == Some(rest))
+        });
         scene
+            || named
             || (key != "tracking.enabled"
                 && RELOADABLE_KEYS.iter().any(|k| key == *k || (k.ends_with('.') && key.starts_with(k))))
     };
@@ -66,7 +74,8 @@ pub fn keys_needing_a_restart(running: &Config, reloaded: &Config) -> Vec<String
 }
 
 /// The config a SIGHUP leaves running: `running` with what a reload applies taken from `reloaded`
-/// — the [`RELOADABLE_KEYS`], and each running camera's zones and lines from the reloaded camera
+/// — the [`RELOADABLE_KEYS`] (of `[model]` and of each running `[models.<name>]`), and each
+/// running camera's zones and lines from the reloaded camera
 /// of the same name — and nothing else. Cameras keep the names they run under: one that the
 /// reload renamed or removed keeps its zones until a restart, so the web page and the API go on
 /// answering for the cameras that run.
@@ -76,6 +85,14 @@ pub fn applied(running: &Config, reloaded: &Config) -> Config {
     config.model.nms_iou = reloaded.model.nms_iou;
     config.model.max_detections = reloaded.model.max_detections;
     config.model.classes.clone_from(&reloaded.model.classes);
+    for (name, named) in &mut config.models {
+        if let Some(reloaded) = reloaded.models.get(name) {
+            named.model.score_threshold = reloaded.model.score_threshold;
+            named.model.nms_iou = reloaded.model.nms_iou;
+            named.model.max_detections = reloaded.model.max_detections;
+            named.model.classes.clone_from(&reloaded.model.classes);
+        }
+    }
     config.mqtt.publish = reloaded.mqtt.publish;
     config.mqtt.max_rate_hz = reloaded.mqtt.max_rate_hz;
     config.tracking = TrackingConfig { enabled: running.tracking.enabled, ..reloaded.tracking.clone() };
@@ -152,6 +169,16 @@ mod tests {
         );
         assert_eq!(applied.cameras.len(), 1);
         assert_eq!((applied.cameras[0].name.as_str(), applied.cameras[0].zones[0].name.as_str()), ("front", "new"));
+        let yard = "[models.yard]\nonnx = \"y.onnx\"\nlabels = \"l.txt\"\n";
+        let (before, after) = (config(yard), config(&format!("{yard}score_threshold = 0.8\nclasses = [\"car\"]\n")));
+        assert_eq!(keys_needing_a_restart(&before, &after), Vec::<String>::new(), "a named model's thresholds");
+        let applied = super::applied(&before, &after);
+        assert_eq!(
+            (applied.models["yard"].model.score_threshold, &applied.models["yard"].model.classes[..]),
+            (0.8, &["car".to_string()][..])
+        );
+        let moved = config(&format!("{yard}onnx = \"other.onnx\"\n").replace("onnx = \"y.onnx\"\n", ""));
+        assert_eq!(keys_needing_a_restart(&before, &moved), ["models.yard.onnx"], "its file needs a restart");
         let renamed = config(&CAMERA.replace("front", "porch"));
         assert_eq!(
             super::applied(&running, &renamed).cameras[0].zones[0].name,
