@@ -19,7 +19,8 @@ use rumqttc::{
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::outbox::{Shared, MAX_IN_FLIGHT, MAX_PAYLOAD_BYTES, MAX_TOPIC_BYTES, STATUS_OFFLINE};
+use super::message::{MAX_PAYLOAD_BYTES, MAX_TOPIC_BYTES};
+use super::outbox::{Shared, MAX_IN_FLIGHT, STATUS_OFFLINE};
 use super::settings::MqttSettings;
 use super::{Inbound, Incoming};
 use crate::sys::lock::lock;

@@ -11,7 +11,7 @@
 
 use crate::detection::{Detection, Labels};
 
-use super::outbox::Outgoing;
+use super::message::Outgoing;
 use super::topics;
 
 /// The counts of one camera.

@@ -1,20 +1,25 @@
-//! The MQTT publisher: one rumqttc client, a bounded outbox, the status topic and its Last Will,
-//! the retained state re-asserted after every connection, the subscriptions and what arrives on
-//! them, reconnection with backoff, and a bounded flush at shutdown.
+//! MQTT: the outlet that turns the pipeline's values into topics and payloads, and the publisher
+//! that gets them to the broker. Two layers, each its own files:
 //!
-//! Owns: the broker connection and every message on its way to the broker. Must not: build
-//! payloads, decide what or how often to publish (the pipeline and telemetry do that), or ever block
-//! or fail the caller because of the broker.
+//! - **What to publish** — [`outlet`] (the MQTT outlet: every topic and payload, the commands that
+//!   arrive), [`topics`] (the topic layout), [`policy`] (how often detections go out), [`counts`]
+//!   (per-camera label counts) and [`homeassistant`] (discovery). They decide what goes out and
+//!   build it, and reach the broker only through the [`Publisher`] handle.
+//! - **Getting it there** — [`Publisher`] (here: the cheap handle callers clone; the status topic
+//!   and its Last Will), `settings` (resolves `[mqtt]`, reads the password and TLS files),
+//!   `message` (one queued message and the limits it must meet), `outbox` (every message until
+//!   the broker acknowledged it, and why the daemon keeps its own), `retained` (the latest state
+//!   messages that every connection re-sends) and `connection`
+//!   (the task that owns rumqttc's event loop: reconnection with backoff, the subscriptions and
+//!   what arrives on them, a bounded flush at shutdown). These must not build payloads or decide
+//!   what or how often to publish, and must never block or fail the caller because of the broker.
 //!
-//! A handle apart from the task that owns the connection, as rumqttc's client and event loop:
-//! [`Publisher`] (here) is the cheap handle callers clone; `settings` resolves `[mqtt]` and reads
-//! the password and TLS files; `outbox` holds every message until the broker acknowledged it (and
-//! says why the daemon keeps its own); `retained` keeps the latest state messages that every
-//! connection re-sends; `connection` is the task that owns the event loop.
+//! A handle apart from the task that owns the connection, as rumqttc's client and event loop.
 
 mod connection;
 pub mod counts;
 pub mod homeassistant;
+mod message;
 mod outbox;
 pub mod outlet;
 pub mod policy;
@@ -29,10 +34,10 @@ use rumqttc::QoS;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
-use outbox::{Message, Outbox, Shared, MAX_TOPIC_BYTES};
-pub use outbox::{
-    MqttStats, Outgoing, MAX_IN_FLIGHT, MAX_PAYLOAD_BYTES, STATUS_BUILDING, STATUS_OFFLINE, STATUS_ONLINE,
-};
+use message::Message;
+pub use message::{Outgoing, MAX_PAYLOAD_BYTES};
+pub use outbox::{MqttStats, MAX_IN_FLIGHT, STATUS_BUILDING, STATUS_OFFLINE, STATUS_ONLINE};
+use outbox::{Outbox, Shared};
 pub use outlet::MqttOutlet;
 pub use retained::StateClass;
 pub use settings::{MqttError, MqttSettings, TlsMaterial};
@@ -140,14 +145,7 @@ impl Publisher {
     }
 
     fn enqueue(&self, topic: String, payload: Vec<u8>, retain: bool, per_frame: bool) {
-        let rejection = if payload.len() > MAX_PAYLOAD_BYTES {
-            Some("payload too large")
-        } else if topic.is_empty() || topic.len() > MAX_TOPIC_BYTES || topic.contains(['+', '#', '\0']) {
-            Some("invalid topic")
-        } else {
-            None
-        };
-        if let Some(reason) = rejection {
+        if let Some(reason) = message::refusal(&topic, payload.len()) {
             log::warn!("MQTT: dropping a {} byte message for {topic:?}: {reason}", payload.len());
             lock(&self.shared.outbox).dropped += 1;
             return;
@@ -164,8 +162,8 @@ impl Publisher {
     /// forgets the topic. Never blocks; the configuration bounds how many states there are, so
     /// they are not counted against the queue bounds.
     pub fn publish_state(&self, class: StateClass, topic: String, payload: Vec<u8>) {
-        if topic.is_empty() || topic.len() > MAX_TOPIC_BYTES || topic.contains(['+', '#', '\0']) {
-            log::warn!("MQTT: dropping a state message for {topic:?}: invalid topic");
+        if let Some(reason) = message::refusal(&topic, payload.len()) {
+            log::warn!("MQTT: dropping a {} byte state message for {topic:?}: {reason}", payload.len());
             lock(&self.shared.outbox).dropped += 1;
             return;
         }

@@ -29,6 +29,7 @@ use std::sync::Mutex;
 use rumqttc::QoS;
 use tokio::sync::Notify;
 
+use super::message::Message;
 use super::retained::{RetainedStates, StateClass};
 
 /// Payload of the retained status topic while connected.
@@ -38,56 +39,17 @@ pub const STATUS_ONLINE: &str = "online";
 pub const STATUS_BUILDING: &str = "building";
 /// Payload of the status topic after a clean shutdown, and of the Last Will.
 pub const STATUS_OFFLINE: &str = "offline";
-/// Largest payload accepted; bigger ones are dropped (and counted) instead of breaking the connection.
-pub const MAX_PAYLOAD_BYTES: usize = 8 * 1024 * 1024;
 /// Messages handed to rumqttc and not yet acknowledged; also rumqttc's in-flight window.
 pub const MAX_IN_FLIGHT: u16 = 64;
-/// Longest topic accepted.
-pub(super) const MAX_TOPIC_BYTES: usize = 1024;
 
 /// The outbox's counters, in the neutral form every outlet with a connection reports.
 pub use crate::publish::outlet::ConnectionStats as MqttStats;
-
-/// One message as the MQTT outlet builds it: the publisher adds the QoS.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outgoing {
-    pub topic: String,
-    pub payload: Vec<u8>,
-    pub retain: bool,
-}
 
 /// What the handle and the connection task share.
 pub(super) struct Shared {
     pub(super) outbox: Mutex<Outbox>,
     /// Wakes the connection task: new message, or shutdown.
     pub(super) wake: Notify,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Message {
-    pub(super) topic: String,
-    pub(super) payload: Vec<u8>,
-    pub(super) qos: QoS,
-    pub(super) retain: bool,
-    /// Status messages are exempt from the queue bound; only the latest waiting one is kept.
-    pub(super) is_status: bool,
-    /// A retained state message ([`RetainedStates`]): exempt from the queue bound too (the
-    /// configuration bounds how many there are), and only the latest of each topic waits.
-    pub(super) is_state: bool,
-    /// Detections and snapshots: dropped before anything else when the queue is full.
-    pub(super) per_frame: bool,
-}
-
-impl Message {
-    /// What the byte bound counts.
-    fn bytes(&self) -> usize {
-        self.payload.len() + self.topic.len()
-    }
-
-    /// Counted against the queue bounds (everything but the status and the retained state).
-    fn is_data(&self) -> bool {
-        !self.is_status && !self.is_state
-    }
 }
 
 /// A message handed to rumqttc. `message` is `None` once the queue bound dropped it: the entry

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use super::outbox::Message;
+use super::message::Message;
 
 /// Which group a state message belongs to; configs are re-sent before values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
