@@ -45,6 +45,13 @@ impl Message {
     pub(super) fn is_data(&self) -> bool {
         !self.is_status && !self.is_state
     }
+
+    /// A state message with an empty payload: it deletes the topic's retained message. The
+    /// retained states forget the topic at once, so only the queue holds it, until the broker
+    /// acknowledged it.
+    pub(super) fn is_deletion(&self) -> bool {
+        self.is_state && self.payload.is_empty()
+    }
 }
 
 /// Why a message for `topic` with `payload_len` bytes cannot be queued, if it cannot: a payload

@@ -122,7 +122,7 @@ impl Outbox {
     /// Queues a retained state message and keeps it as its topic's state: a waiting older value of
     /// the same topic is replaced (only the latest matters), and after every CONNACK the state is
     /// sent again ([`Outbox::resync`]). An empty payload deletes the retained message and forgets
-    /// the topic.
+    /// the topic; the deletion itself waits, through reconnects, until the broker acknowledged it.
     pub(super) fn push_state(&mut self, class: StateClass, message: Message) {
         if self.closing {
             self.dropped += 1;
@@ -137,12 +137,15 @@ impl Outbox {
     /// After a CONNACK (the broker may have lost every retained message) and when Home Assistant
     /// announces itself (it may have lost its entities): every retained state, configs first, then
     /// the status, ahead of the data still waiting. Waiting copies of them go (they are older or
-    /// the same). Not while closing: `offline` stays the last word.
+    /// the same); waiting deletions stay where they are, since the retained states no longer hold
+    /// their topics: a deletion is done only when the broker acknowledged it (an entity removed
+    /// during an outage must not stay in Home Assistant). Not while closing: `offline` stays the
+    /// last word.
     pub(super) fn resync(&mut self) {
         if self.closing {
             return;
         }
-        self.waiting.retain(|waiting| waiting.is_data());
+        self.waiting.retain(|waiting| waiting.is_data() || waiting.is_deletion());
         let status = self.status_message(self.status);
         let front: Vec<Message> = self.states.messages().cloned().chain(std::iter::once(status)).collect();
         for message in front.into_iter().rev() {
@@ -422,6 +425,50 @@ mod tests {
         assert_eq!(payloads(&outbox), ["8", "0", "online", "2"], "what was in flight is re-sent once");
         assert_eq!(outbox.stats().queued_bytes, data(2).bytes(), "state is not data");
         assert_eq!(outbox.states.messages().count(), 2);
+    }
+
+    /// Review M1: a deletion (the empty retained config of an entity that is gone, the count of a
+    /// removed zone) was dropped by every resync, so the entity stayed in Home Assistant for good.
+    #[test]
+    fn a_deletion_waiting_or_in_flight_survives_reconnects_and_home_assistants_birth_until_acknowledged() {
+        let mut outbox = Outbox::new(10, usize::MAX, "p/status".into());
+        let state = |topic: &str, payload: &str| Message { topic: topic.into(), payload: payload.into(), ..data(0) };
+        outbox.push_state(StateClass::Config, state("ha/sensor/yard/config", "{}"));
+        outbox.push_state(StateClass::Value, state("p/front/zones/yard", "1"));
+        outbox.push_state(StateClass::Config, state("ha/sensor/yard/config", ""));
+        outbox.push_state(StateClass::Value, state("p/front/zones/yard", ""));
+        outbox.push_state(StateClass::Value, state("p/front/counts/person", "2"));
+        let topics = |outbox: &Outbox| -> Vec<(String, String)> {
+            let in_flight = outbox.in_flight.iter().filter_map(|e| e.message.as_ref());
+            in_flight
+                .chain(&outbox.waiting)
+                .map(|m| (m.topic.clone(), String::from_utf8_lossy(&m.payload).into_owned()))
+                .collect()
+        };
+        let deletions = |outbox: &Outbox| -> Vec<String> {
+            topics(outbox).into_iter().filter(|(_, payload)| payload.is_empty()).map(|(topic, _)| topic).collect()
+        };
+        let both = ["ha/sensor/yard/config", "p/front/zones/yard"];
+        outbox.resync();
+        assert_eq!(deletions(&outbox), both, "Home Assistant's birth message keeps the waiting deletions");
+        outbox.connected = true;
+        while outbox.hand_over_next().is_some() {}
+        outbox.on_connection_lost();
+        outbox.resync();
+        assert_eq!(deletions(&outbox), both, "in flight when the connection dropped: sent again");
+        assert_eq!(topics(&outbox).iter().filter(|(t, _)| t == "p/front/counts/person").count(), 1);
+        outbox.connected = true;
+        let mut pkid = 0;
+        while let Some(message) = outbox.hand_over_next() {
+            pkid += 1;
+            outbox.on_written(pkid);
+            if message.payload.is_empty() {
+                outbox.on_acknowledged(pkid);
+            }
+        }
+        outbox.on_connection_lost();
+        outbox.resync();
+        assert!(deletions(&outbox).is_empty(), "an acknowledged deletion is done: {:?}", topics(&outbox));
     }
 
     #[test]
