@@ -330,7 +330,7 @@ impl Connection {
                 // The broker may have lost every retained message: the state, then the status,
                 // go first. During shutdown the queued `offline` stays the last word.
                 outbox.resync();
-                let queued = outbox.waiting.len();
+                let queued = outbox.stats().queued;
                 drop(outbox);
                 *ever_connected = true;
                 log::info!("MQTT: connected to {broker} as {} ({queued} messages queued)", self.settings.client_id);

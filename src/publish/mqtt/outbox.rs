@@ -23,7 +23,7 @@
 //! and only while connected. rumqttc reports every publish it writes as `Outgoing::Publish(pkid)`
 //! in hand-over order, which is how a packet id — and so its acknowledgement — is tied to a message.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use rumqttc::QoS;
@@ -62,11 +62,61 @@ struct InFlight {
     pkid: Option<u16>,
 }
 
+/// Superseded copies of waiting state messages are dropped in one pass once there are this many,
+/// and at least as many as live waiting messages.
+const COMPACT_AFTER: usize = 64;
+
+/// The state messages in `waiting`, by topic. A newer value of a topic that still waits does not
+/// search the queue for the older copy (that would cost the inference worker a pass over a queue
+/// of thousands during an outage, per count change): it joins at the back, and the older copy is
+/// skipped when its turn comes. Older copies are always ahead of newer ones (new copies join at
+/// the back; what joins at the front, taken back from rumqttc, is older than all that waits).
+#[derive(Debug, Default)]
+struct WaitingStates {
+    /// Copies waiting per topic.
+    copies: HashMap<String, usize>,
+    /// Copies with a newer one of their topic behind them.
+    superseded: usize,
+}
+
+impl WaitingStates {
+    /// A copy of `topic` joined the queue.
+    fn joined(&mut self, topic: &str) {
+        let copies = self.copies.entry(topic.to_string()).or_default();
+        *copies += 1;
+        if *copies > 1 {
+            self.superseded += 1;
+        }
+    }
+
+    /// The foremost copy of `topic` left the queue: whether it was the newest (else it is skipped).
+    fn left(&mut self, topic: &str) -> bool {
+        match self.copies.get_mut(topic) {
+            Some(copies) if *copies > 1 => {
+                *copies -= 1;
+                self.superseded -= 1;
+                false
+            }
+            _ => {
+                self.copies.remove(topic);
+                true
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.copies.clear();
+        self.superseded = 0;
+    }
+}
+
 /// Messages not yet acknowledged, oldest first: `in_flight` (handed to rumqttc, in hand-over
 /// order) then `waiting`.
 #[derive(Debug)]
 pub(super) struct Outbox {
+    /// Superseded state copies included ([`WaitingStates`]).
     pub(super) waiting: VecDeque<Message>,
+    waiting_states: WaitingStates,
     in_flight: VecDeque<InFlight>,
     capacity: usize,
     max_bytes: usize,
@@ -90,6 +140,7 @@ impl Outbox {
     pub(super) fn new(capacity: usize, max_bytes: usize, status_topic: String) -> Outbox {
         Outbox {
             waiting: VecDeque::with_capacity(capacity.min(1024)),
+            waiting_states: WaitingStates::default(),
             in_flight: VecDeque::with_capacity(usize::from(MAX_IN_FLIGHT)),
             capacity: capacity.max(1),
             max_bytes,
@@ -130,8 +181,31 @@ impl Outbox {
         }
         let message = Message { retain: true, is_state: true, is_status: false, per_frame: false, ..message };
         self.states.set(class, &message);
-        self.waiting.retain(|waiting| !(waiting.is_state && waiting.topic == message.topic));
+        self.waiting_states.joined(&message.topic);
         self.waiting.push_back(message);
+        let superseded = self.waiting_states.superseded;
+        if superseded >= COMPACT_AFTER && superseded * 2 >= self.waiting.len() {
+            self.drop_superseded();
+        }
+    }
+
+    /// Removes every superseded state copy from `waiting` in one pass: walking from the front,
+    /// a copy of a topic with more copies left behind it is superseded.
+    fn drop_superseded(&mut self) {
+        let copies = &mut self.waiting_states.copies;
+        self.waiting.retain(|message| {
+            if !message.is_state {
+                return true;
+            }
+            match copies.get_mut(&message.topic) {
+                Some(left) if *left > 1 => {
+                    *left -= 1;
+                    false
+                }
+                _ => true,
+            }
+        });
+        self.waiting_states.superseded = 0;
     }
 
     /// After a CONNACK (the broker may have lost every retained message) and when Home Assistant
@@ -146,9 +220,16 @@ impl Outbox {
             return;
         }
         self.waiting.retain(|waiting| waiting.is_data() || waiting.is_deletion());
+        self.waiting_states.clear();
+        for deletion in self.waiting.iter().filter(|message| message.is_state) {
+            self.waiting_states.joined(&deletion.topic);
+        }
         let status = self.status_message(self.status);
         let front: Vec<Message> = self.states.messages().cloned().chain(std::iter::once(status)).collect();
         for message in front.into_iter().rev() {
+            if message.is_state {
+                self.waiting_states.joined(&message.topic);
+            }
             self.waiting.push_front(message);
         }
     }
@@ -201,7 +282,12 @@ impl Outbox {
         if !self.connected || self.in_flight.len() >= usize::from(MAX_IN_FLIGHT) {
             return None;
         }
-        let message = self.waiting.pop_front()?;
+        let message = loop {
+            let message = self.waiting.pop_front()?;
+            if !message.is_state || self.waiting_states.left(&message.topic) {
+                break message;
+            }
+        };
         let handed = message.clone();
         self.in_flight.push_back(InFlight { qos: message.qos, message: Some(message), pkid: None });
         Some(handed)
@@ -210,7 +296,7 @@ impl Outbox {
     /// Undoes the last [`Outbox::hand_over_next`] when rumqttc did not take the message.
     pub(super) fn take_back_last(&mut self) {
         if let Some(InFlight { message: Some(message), .. }) = self.in_flight.pop_back() {
-            self.waiting.push_front(message);
+            self.wait_again(message);
         }
     }
 
@@ -249,9 +335,17 @@ impl Outbox {
         self.connected = false;
         while let Some(entry) = self.in_flight.pop_back() {
             if let Some(message) = entry.message {
-                self.waiting.push_front(message);
+                self.wait_again(message);
             }
         }
+    }
+
+    /// A message handed over and not acknowledged goes back to the front of the queue.
+    fn wait_again(&mut self, message: Message) {
+        if message.is_state {
+            self.waiting_states.joined(&message.topic);
+        }
+        self.waiting.push_front(message);
     }
 
     /// Nothing waits and nothing handed over awaits an acknowledgement.
@@ -262,7 +356,8 @@ impl Outbox {
     pub(super) fn stats(&self) -> MqttStats {
         MqttStats {
             connected: self.connected,
-            queued: self.waiting.len() + self.in_flight.iter().filter(|e| e.message.is_some()).count(),
+            queued: self.waiting.len() - self.waiting_states.superseded
+                + self.in_flight.iter().filter(|e| e.message.is_some()).count(),
             queued_bytes: self.data_bytes,
             dropped: self.dropped,
             published: self.published,
@@ -288,9 +383,18 @@ mod tests {
         }
     }
 
-    fn payloads(outbox: &Outbox) -> Vec<String> {
+    /// What will be sent, in order: in flight, then waiting without the superseded state copies.
+    fn sendable(outbox: &Outbox) -> Vec<&Message> {
         let in_flight = outbox.in_flight.iter().filter_map(|e| e.message.as_ref());
-        in_flight.chain(&outbox.waiting).map(|m| String::from_utf8_lossy(&m.payload).into_owned()).collect()
+        let waiting = outbox.waiting.iter().enumerate().filter(|(index, message)| {
+            let newer = |later: &Message| later.is_state && later.topic == message.topic;
+            !message.is_state || !outbox.waiting.iter().skip(index + 1).any(newer)
+        });
+        in_flight.chain(waiting.map(|(_, message)| message)).collect()
+    }
+
+    fn payloads(outbox: &Outbox) -> Vec<String> {
+        sendable(outbox).into_iter().map(|m| String::from_utf8_lossy(&m.payload).into_owned()).collect()
     }
 
     #[test]
@@ -439,11 +543,8 @@ mod tests {
         outbox.push_state(StateClass::Value, state("p/front/zones/yard", ""));
         outbox.push_state(StateClass::Value, state("p/front/counts/person", "2"));
         let topics = |outbox: &Outbox| -> Vec<(String, String)> {
-            let in_flight = outbox.in_flight.iter().filter_map(|e| e.message.as_ref());
-            in_flight
-                .chain(&outbox.waiting)
-                .map(|m| (m.topic.clone(), String::from_utf8_lossy(&m.payload).into_owned()))
-                .collect()
+            let sendable = sendable(outbox).into_iter();
+            sendable.map(|m| (m.topic.clone(), String::from_utf8_lossy(&m.payload).into_owned())).collect()
         };
         let deletions = |outbox: &Outbox| -> Vec<String> {
             topics(outbox).into_iter().filter(|(_, payload)| payload.is_empty()).map(|(topic, _)| topic).collect()
@@ -469,6 +570,37 @@ mod tests {
         outbox.on_connection_lost();
         outbox.resync();
         assert!(deletions(&outbox).is_empty(), "an acknowledged deletion is done: {:?}", topics(&outbox));
+    }
+
+    /// Review: pushing a state searched the whole queue for its older copy, on the inference
+    /// worker, for every count change. Older copies are skipped instead, and dropped in one pass
+    /// before they can outnumber what waits.
+    #[test]
+    fn a_state_that_changes_on_every_frame_during_an_outage_sends_only_its_newest_value_and_stays_bounded() {
+        let mut outbox = Outbox::new(1000, usize::MAX, "p/status".into());
+        let count =
+            |n: usize| Message { topic: "p/front/counts/person".into(), payload: n.to_string().into(), ..data(0) };
+        for n in 0..100 {
+            outbox.push(data(n));
+        }
+        for n in 0..10_000 {
+            outbox.push_state(StateClass::Value, count(n % 3));
+            assert!(outbox.waiting.len() <= 100 + 1 + 2 * COMPACT_AFTER, "{} waiting", outbox.waiting.len());
+        }
+        outbox.push_state(StateClass::Value, count(7));
+        assert_eq!(outbox.stats().queued, 101, "one count waits, whatever its copies");
+        outbox.connected = true;
+        let mut sent = Vec::new();
+        for pkid in 1.. {
+            let Some(message) = outbox.hand_over_next() else { break };
+            sent.push(String::from_utf8_lossy(&message.payload).into_owned());
+            outbox.on_written(pkid);
+            outbox.on_acknowledged(pkid);
+        }
+        assert_eq!(sent.len(), 101);
+        assert_eq!(sent.last().map(String::as_str), Some("7"), "only the newest count is sent");
+        assert!(outbox.is_flushed());
+        assert_eq!(outbox.stats().queued, 0);
     }
 
     #[test]
