@@ -395,10 +395,12 @@ pub fn collision(config: &Config) -> Option<String> {
     None
 }
 
-/// What was published, so that the next [`Discovery::messages`] removes what is gone.
+/// What was published, so that the next [`Discovery::messages`] removes what is gone and sends
+/// only what changed.
 #[derive(Debug, Default)]
 pub struct Discovery {
-    published: BTreeSet<String>,
+    /// Each published config's topic and a hash of its payload.
+    published: BTreeMap<String, u64>,
 }
 
 /// A discovery message to hand over: an empty payload removes the entity.
@@ -409,20 +411,39 @@ pub struct Announcement {
 }
 
 impl Discovery {
-    /// The config messages of `context.config`'s entities, after an empty one for every entity
-    /// published before that is gone (a zone removed by a reload or from the page).
+    /// An empty config message for every entity published before that is gone (a zone removed by
+    /// a reload or from the page), then the config messages of `context.config`'s entities that
+    /// are new or changed. An unchanged entity is not sent again: the publisher already keeps its
+    /// config and re-sends it whenever the broker or Home Assistant may have lost it.
     pub fn messages(&mut self, context: &DiscoveryContext<'_>) -> Vec<Announcement> {
-        let messages = discovery_messages(context);
-        let current: BTreeSet<String> = messages.iter().map(|m| m.topic.clone()).collect();
+        // In the entities' order: the daemon's, then per camera, then per zone.
+        let current: Vec<(String, u64, Vec<u8>)> = discovery_messages(context)
+            .into_iter()
+            .map(|message| (message.topic, payload_hash(&message.payload), message.payload))
+            .collect();
+        let topics: BTreeSet<&str> = current.iter().map(|(topic, ..)| topic.as_str()).collect();
         let mut out: Vec<Announcement> = self
             .published
-            .difference(&current)
+            .keys()
+            .filter(|topic| !topics.contains(topic.as_str()))
             .map(|topic| Announcement { topic: topic.clone(), payload: Vec::new() })
             .collect();
-        out.extend(messages.into_iter().map(|m| Announcement { topic: m.topic, payload: m.payload }));
-        self.published = current;
+        self.published.retain(|topic, _| topics.contains(topic.as_str()));
+        for (topic, hash, payload) in current {
+            if self.published.insert(topic.clone(), hash) != Some(hash) {
+                out.push(Announcement { topic, payload });
+            }
+        }
         out
     }
+}
+
+/// Tells one config payload from another within a run.
+fn payload_hash(payload: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    payload.hash(&mut hasher);
+    hasher.finish()
 }
 
 #[cfg(test)]
@@ -535,6 +556,28 @@ mod tests {
             message.contains("Front yard person count") && message.contains("front_yard_person_count"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_reload_sends_only_the_entities_that_are_new_or_changed() {
+        let mut discovery = Discovery::default();
+        let before = config("");
+        let context = DiscoveryContext { config: &before, sw_version: "0.1.0", board: BoardSensors::default() };
+        let first = discovery.messages(&context);
+        assert_eq!(first.len(), discovery_messages(&context).len(), "everything at first");
+        assert!(discovery.messages(&context).is_empty(), "nothing changed, nothing sent");
+        let mut after = before.clone();
+        after.cameras[0].zones[1].name = "lawn".into();
+        let context = DiscoveryContext { config: &after, ..context };
+        let sent: Vec<(String, bool)> = discovery
+            .messages(&context)
+            .into_iter()
+            .map(|m| (m.topic.rsplit('/').nth(1).expect("object id").to_string(), m.payload.is_empty()))
+            .collect();
+        let removed = sent.iter().filter(|(_, empty)| *empty).count();
+        assert_eq!(removed, 4, "the yard's entities go: {sent:?}");
+        assert_eq!(sent.len(), 8, "the lawn's entities come, nothing else: {sent:?}");
+        assert!(sent.iter().all(|(id, empty)| id.starts_with(if *empty { "front_yard" } else { "front_" })));
     }
 
     #[test]
