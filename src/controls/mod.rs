@@ -27,8 +27,9 @@ use crate::config::Config;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Switch {
-    /// Frames go to inference. Off: the camera's frames are released as they come (its picture,
-    /// and recording, go on), its tracks end and its counts go to 0.
+    /// Frames go to inference. Off: the camera's frames skip inference and go to its picture alone
+    /// (the live view, the periodic snapshot; recording goes on too), its tracks end, its counts go
+    /// to 0 and it has no current inference time.
     Detect,
     /// The periodic snapshot (`[snapshot]`) of the camera is made.
     Snapshots,

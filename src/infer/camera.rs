@@ -4,9 +4,10 @@
 //! Owns: the camera's source thread, its fps cap, its frame ring (slots sized by what the source
 //! delivers), the camera's [`SourceStatus`] (from a source that reconnects, else kept here), the
 //! source thread's [`Liveness`] party (it beats on every turn of its loop), releasing frames
-//! unseen while the camera's detection is switched off ([`Switch::Detect`]), and offering each frame
-//! to a recording camera's [`RecordTap`] (which copies one only when its recorder needs raw frames;
-//! recording goes on while detection is off).
+//! from inference while the camera's detection is switched off ([`Switch::Detect`]: the sink gets
+//! them for the camera's picture, [`FrameSink::picture`], then they go back to the ring), and
+//! offering each frame to a recording camera's [`RecordTap`] (which copies one only when its
+//! recorder needs raw frames; recording goes on while detection is off).
 //! Must not: run inference (the scheduler's workers do, through `super::step`), publish, format
 //! payloads, or block on the network.
 
@@ -110,9 +111,10 @@ impl CameraPipeline {
             let (name, ring, status) = (name.clone(), ring.clone(), status.clone());
             let (sink, stop) = (shared.sink.clone(), shared.stop.clone());
             spawn(&format!("{}-source", camera.name), &camera.name, move || {
-                // A frame captured while detection is off goes back to the ring unseen.
+                // A frame captured while detection is off goes to the camera's picture alone.
                 let detecting = || switches.as_ref().is_none_or(|switches| switches.get(Switch::Detect));
-                let routes = FrameRoutes { detecting: &detecting, record };
+                let picture = |slot: &FrameSlot| sink.picture(&name, slot);
+                let routes = FrameRoutes { detecting: &detecting, picture: &picture, record };
                 let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness, &routes)
                     .map_err(|source| PipelineError::Source { camera: name.clone(), source });
                 ring.close();
@@ -189,12 +191,14 @@ fn sleep_until(deadline: Instant, stop: &AtomicBool, liveness: &LivenessHandle) 
 struct FrameRoutes<'a> {
     /// Inference takes it while this says yes.
     detecting: &'a dyn Fn() -> bool,
+    /// Else the camera's picture does (no inference), on this thread.
+    picture: &'a dyn Fn(&FrameSlot),
     /// The camera's recorder, which copies raw frames at its rate (whether detection is on or not).
     record: Option<RecordTap>,
 }
 
 /// Captures until the source ends or the daemon stops; a frame captured while `routes.detecting`
-/// says no goes back to the ring unseen (no drop is counted: nothing was behind).
+/// says no goes to `routes.picture`, then back to the ring (no drop is counted: nothing was behind).
 fn run_source(
     mut source: Box<dyn FrameSource>,
     ring: &FrameRing,
@@ -237,6 +241,7 @@ fn run_source(
                     record.offer_frame(&slot);
                 }
                 if !(routes.detecting)() {
+                    (routes.picture)(&slot);
                     ring.release(slot);
                     continue;
                 }

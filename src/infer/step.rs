@@ -39,6 +39,9 @@ pub enum PipelineError {
 /// (for snapshots); must not block: it holds up every camera's next frame.
 pub trait FrameSink: Send + Sync {
     fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings);
+    /// A frame of a camera whose detection is off, on the camera's source thread (no inference):
+    /// for its picture. Must not block either: it holds up the camera's capture.
+    fn picture(&self, _camera: &str, _slot: &FrameSlot) {}
     /// The camera stopped: `Ok` for a finite source that ended or a requested shutdown.
     fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>);
     /// An inference worker (named `worker`) failed; the stop flag is already set.

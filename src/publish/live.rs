@@ -250,6 +250,13 @@ impl Outlet for LiveView {
         self.record_events(frame.camera, frame.tracking.events);
     }
 
+    /// The picture goes on while detection is off: a reader that asked gets the frame, bare.
+    fn picture(&self, camera: &str, slot: &FrameSlot, _snapshot: Option<&[u8]>) {
+        if let Some(camera) = self.camera(camera) {
+            camera.offer(slot, &[], &[]);
+        }
+    }
+
     fn tracking(&self, camera: &str, update: &TrackingUpdate<'_>) {
         self.record_events(camera, update.events);
     }

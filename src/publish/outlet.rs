@@ -10,7 +10,8 @@
 //! # What an outlet may do, and where
 //!
 //! [`Outlet::frame`] and [`Outlet::tracking`] run on the inference worker that processed the
-//! frame, one outlet after the other, while every camera's next frame waits. An outlet may do
+//! frame, one outlet after the other, while every camera's next frame waits ([`Outlet::picture`],
+//! a frame of a camera whose detection is off, runs on that camera's source thread instead). An outlet may do
 //! there what is bounded and never waits: look at the values, update its own counters, encode a
 //! small message (a detections message is a few hundred bytes), copy what a reader asked for, and
 //! hand the result to its own task through a bounded queue that drops (and counts) instead of
@@ -120,6 +121,16 @@ pub trait Outlet: Send + Sync {
     /// Every processed frame, on the inference worker.
     fn frame(&self, _frame: &FrameResult<'_>) {}
 
+    /// A frame of a camera whose detection is off, on the camera's source thread: its picture
+    /// alone (no detections, no tracking), and the camera's periodic snapshot when one was made
+    /// of it. Bounded and never waiting, as [`Outlet::frame`].
+    fn picture(&self, _camera: &str, _slot: &FrameSlot, _snapshot: Option<&[u8]>) {}
+
+    /// `camera`'s detection was switched off and its tracks have ended: what counts its
+    /// detections goes to 0. Called with the camera's frames held off, so no frame of it is
+    /// processed meanwhile (a frame already on its way is dropped, never published after this).
+    fn detection_stopped(&self, _camera: &str) {}
+
     /// Tracking outside a frame (start-up counts, a camera that ended, shutdown, a reload).
     fn tracking(&self, _camera: &str, _update: &TrackingUpdate<'_>) {}
 
@@ -177,6 +188,14 @@ impl Outlet for Outlets {
 
     fn frame(&self, frame: &FrameResult<'_>) {
         self.0.iter().for_each(|outlet| outlet.frame(frame));
+    }
+
+    fn picture(&self, camera: &str, slot: &FrameSlot, snapshot: Option<&[u8]>) {
+        self.0.iter().for_each(|outlet| outlet.picture(camera, slot, snapshot));
+    }
+
+    fn detection_stopped(&self, camera: &str) {
+        self.0.iter().for_each(|outlet| outlet.detection_stopped(camera));
     }
 
     fn tracking(&self, camera: &str, update: &TrackingUpdate<'_>) {

@@ -2,10 +2,14 @@
 //! and statistics.
 //!
 //! Owns: per camera, the step "track → periodic snapshot (while its snapshots switch is on) →
-//! outlets" and the frame's statistics; tracking outside frames (start-up counts, reloads, zone
-//! changes from the page, a camera that ended or whose detection was switched off, shutdown); the end reports of cameras and inference workers. Runs on the inference
-//! worker, so it must not block: the outlets only hand over (`super::outlet` says what they may
-//! do there). Must not: know topics or JSON, run inference, touch frame rings, or read files.
+//! outlets" and the frame's statistics, serialised with the end of its detection (a frame already
+//! on its way when detection was switched off is dropped, never published after its counts went
+//! to 0); the picture of a camera whose detection is off (its periodic snapshot, the live view);
+//! tracking outside frames (start-up counts, reloads, zone changes from the page, a camera that
+//! ended or whose detection was switched off, shutdown); the end reports of cameras and inference
+//! workers. Runs on the inference worker (a picture: on the camera's source thread), so it must
+//! not block: the outlets only hand over (`super::outlet` says what they may do there). Must not:
+//! know topics or JSON, run inference, touch frame rings, or read files.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -30,8 +34,9 @@ struct CameraEntry {
     name: String,
     stats: Arc<CameraStats>,
     snapshotter: Option<Mutex<Snapshotter>>,
-    /// With `tracking.enabled`.
-    tracking: Option<Mutex<CameraTracking>>,
+    /// The camera's tracking (with `tracking.enabled`), and the lock that serialises its frames
+    /// with the end of its detection.
+    step: Mutex<Option<CameraTracking>>,
     /// The camera's run-time switches (detection, snapshots).
     switches: Option<Arc<CameraControls>>,
 }
@@ -83,13 +88,13 @@ impl PublishSink {
                         Some(run.clone()),
                     );
                     outlets.tracking(&camera.name, &tracking.startup());
-                    Mutex::new(tracking)
+                    tracking
                 });
                 CameraEntry {
                     name: camera.name.clone(),
                     stats,
                     snapshotter: config.snapshot.enabled.then(|| Mutex::new(Snapshotter::new(&config.snapshot))),
-                    tracking,
+                    step: Mutex::new(tracking),
                     switches: controls.camera(&camera.name).cloned(),
                 }
             })
@@ -117,8 +122,10 @@ impl PublishSink {
     pub fn reload(&self, config: &Config, scenes: Vec<Scene>) {
         let params = tracking_params(&config.tracking);
         for (camera, scene) in config.cameras.iter().zip(scenes) {
-            if let Some(tracking) = self.camera(&camera.name).and_then(|entry| entry.tracking.as_ref()) {
-                self.outlets.tracking(&camera.name, &lock(tracking).reload(params, scene));
+            if let Some(entry) = self.camera(&camera.name) {
+                if let Some(tracking) = lock(&entry.step).as_mut() {
+                    self.outlets.tracking(&camera.name, &tracking.reload(params, scene));
+                }
             }
         }
         self.outlets.reconfigured(config);
@@ -127,18 +134,24 @@ impl PublishSink {
     /// Applies one camera's new zones and lines (saved from the page; `config` is the running
     /// config with them in place): its live tracks continue, as with [`PublishSink::reload`].
     pub fn apply_scene(&self, config: &Config, camera: &str, scene: Scene) {
-        if let Some(tracking) = self.camera(camera).and_then(|entry| entry.tracking.as_ref()) {
-            self.outlets.tracking(camera, &lock(tracking).reload(tracking_params(&config.tracking), scene));
+        if let Some(entry) = self.camera(camera) {
+            if let Some(tracking) = lock(&entry.step).as_mut() {
+                self.outlets.tracking(camera, &tracking.reload(tracking_params(&config.tracking), scene));
+            }
         }
         self.outlets.reconfigured(config);
     }
 
-    /// `camera`'s detection was switched off: its frames stop coming, so its tracks end now
-    /// (`end` events, counts back to 0) instead of staying in view.
+    /// `camera`'s detection was switched off (call it after the switch): its frames stop coming,
+    /// so its tracks end now (`end` events, counts back to 0) instead of staying in view, its
+    /// label counts go to 0 and its recent inference times are forgotten. A frame on its way
+    /// meanwhile waits for this, then is dropped.
     pub fn stop_detection(&self, camera: &str) {
-        if let Some(entry) = self.camera(camera) {
-            self.finish_camera(entry);
-        }
+        let Some(entry) = self.camera(camera) else { return };
+        let mut step = lock(&entry.step);
+        self.finish(&entry.name, &mut step);
+        self.outlets.detection_stopped(camera);
+        entry.stats.forget_latencies();
     }
 
     /// Ends every camera's tracks: `end` events, event snapshots, counts back to 0 (shutdown).
@@ -149,39 +162,58 @@ impl PublishSink {
     }
 
     fn finish_camera(&self, entry: &CameraEntry) {
-        if let Some(tracking) = &entry.tracking {
-            let clips = |event: &ObjectEvent| self.outlets.clip_of(&entry.name, event);
-            self.outlets.tracking(&entry.name, &lock(tracking).finish(&clips));
+        self.finish(&entry.name, &mut lock(&entry.step));
+    }
+
+    fn finish(&self, camera: &str, tracking: &mut Option<CameraTracking>) {
+        if let Some(tracking) = tracking {
+            let clips = |event: &ObjectEvent| self.outlets.clip_of(camera, event);
+            self.outlets.tracking(camera, &tracking.finish(&clips));
         }
     }
+
+    /// The camera's periodic snapshot of this frame, if one is due and its snapshots are on.
+    fn snapshot(
+        &self,
+        entry: &CameraEntry,
+        slot: &FrameSlot,
+        detections: &[Detection],
+        now: Instant,
+    ) -> Option<Vec<u8>> {
+        let snapshots_on = entry.switches.as_ref().is_none_or(|switches| switches.get(Switch::Snapshots));
+        let snapshotter = entry.snapshotter.as_ref().filter(|_| snapshots_on)?;
+        match lock(snapshotter).maybe_render(slot, detections, &self.labels, now) {
+            Ok(jpeg) => jpeg,
+            Err(e) => {
+                log::warn!("camera {}: snapshot failed: {e}", entry.name);
+                None
+            }
+        }
+    }
+}
+
+fn detecting(entry: &CameraEntry) -> bool {
+    entry.switches.as_ref().is_none_or(|switches| switches.get(Switch::Detect))
 }
 
 impl FrameSink for PublishSink {
     fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings) {
         let Some(entry) = self.camera(camera) else { return };
+        let publish_started = Instant::now();
+        let mut step = lock(&entry.step);
         // A frame that was on its way when the camera's detection was switched off: its tracks have
-        // ended and its counts are 0; it must not bring them back.
-        if entry.switches.as_ref().is_some_and(|switches| !switches.get(Switch::Detect)) {
+        // ended and its counts are 0 (or will be, once this lock is free); it must not bring them
+        // back. Checked under the lock, which `stop_detection` takes after the switch.
+        if !detecting(entry) {
             return;
         }
-        let publish_started = Instant::now();
-        let mut tracking = entry.tracking.as_ref().map(lock);
-        let (track_ids, update) = match tracking.as_mut() {
+        let (track_ids, update) = match step.as_mut() {
             Some(tracking) => {
                 tracking.frame(slot, detections, &self.labels, &|event| self.outlets.clip_of(camera, event))
             }
             None => (&[][..], TrackingUpdate::default()),
         };
-        let snapshots_on = entry.switches.as_ref().is_none_or(|switches| switches.get(Switch::Snapshots));
-        let snapshot = entry.snapshotter.as_ref().filter(|_| snapshots_on).and_then(|snapshotter| {
-            match lock(snapshotter).maybe_render(slot, detections, &self.labels, publish_started) {
-                Ok(jpeg) => jpeg,
-                Err(e) => {
-                    log::warn!("camera {camera}: snapshot failed: {e}");
-                    None
-                }
-            }
-        });
+        let snapshot = self.snapshot(entry, slot, detections, publish_started);
         self.outlets.frame(&FrameResult {
             camera,
             slot,
@@ -191,10 +223,18 @@ impl FrameSink for PublishSink {
             tracking: update,
             snapshot: snapshot.as_deref(),
         });
-        drop(tracking);
         let mut timings = *timings;
         timings.publish = Some(publish_started.elapsed());
+        // Under the step's lock too: `stop_detection` forgets the inference times after this.
         entry.stats.record_frame(&timings);
+    }
+
+    /// The picture goes on while detection is off: the periodic snapshot (no boxes) and the live
+    /// view; nothing is tracked or counted.
+    fn picture(&self, camera: &str, slot: &FrameSlot) {
+        let Some(entry) = self.camera(camera) else { return };
+        let snapshot = self.snapshot(entry, slot, &[], Instant::now());
+        self.outlets.picture(camera, slot, snapshot.as_deref());
     }
 
     fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>) {
@@ -212,5 +252,76 @@ impl FrameSink for PublishSink {
         if self.ended.try_send((worker.to_string(), Err(error.to_string()))).is_err() {
             log::error!("{worker}: failure report lost (daemon already shutting down): {error}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::{camera_scenes, ConfigOrigin};
+    use crate::frame::{HeapMemory, PixelFormat};
+
+    /// Writes down what reaches the outlets.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<String>>);
+
+    impl Outlet for Seen {
+        fn frame(&self, frame: &FrameResult<'_>) {
+            lock(&self.0).push(format!("frame of {}", frame.camera));
+        }
+
+        fn picture(&self, camera: &str, _slot: &FrameSlot, snapshot: Option<&[u8]>) {
+            lock(&self.0).push(format!("picture of {camera}, snapshot: {}", snapshot.is_some()));
+        }
+
+        fn detection_stopped(&self, camera: &str) {
+            lock(&self.0).push(format!("detection of {camera} stopped"));
+        }
+    }
+
+    #[test]
+    fn with_detection_off_no_frame_is_published_but_the_picture_and_its_snapshot_go_on() {
+        let text = "[snapshot]\nenabled = true\n[[camera]]\nname = \"front\"\nsource = { kind = \"synthetic\" }\n";
+        let config = Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/")).expect("config");
+        let labels = Arc::new(Labels::parse("person\n", Path::new("labels.txt")).expect("labels"));
+        let scenes = camera_scenes(&config, &labels).expect("scenes");
+        let stats = Arc::new(CameraStats::new("front"));
+        let controls = Arc::new(Controls::new(&config));
+        let seen = Arc::new(Seen::default());
+        let outlets = Outlets::new(vec![seen.clone()]);
+        let (ended, _) = mpsc::channel(1);
+        let sink = PublishSink::start(
+            &config,
+            "run".into(),
+            labels,
+            scenes,
+            vec![stats.clone()],
+            ended,
+            outlets,
+            controls.clone(),
+        );
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+        slot.prepare(32, 24, PixelFormat::Rgb8).expect("a small frame").fill(90);
+        let timings = FrameTimings { infer: Some(Duration::from_millis(5)), ..FrameTimings::default() };
+
+        controls.set("front", Switch::Snapshots, false).expect("a known camera");
+        sink.frame("front", &slot, &[], &timings);
+        assert!(!stats.peek().latency_ms.is_empty(), "an inference time while detecting");
+        controls.set("front", Switch::Detect, false).expect("a known camera");
+        // A frame that was on its way when the switch flipped.
+        sink.frame("front", &slot, &[], &timings);
+        sink.stop_detection("front");
+        sink.frame("front", &slot, &[], &timings);
+        assert!(stats.peek().latency_ms.is_empty(), "no current inference time with detection off");
+        controls.set("front", Switch::Snapshots, true).expect("a known camera");
+        sink.picture("front", &slot);
+        assert_eq!(
+            *lock(&seen.0),
+            ["frame of front", "detection of front stopped", "picture of front, snapshot: true"],
+            "the frames after the switch are dropped; the picture goes on with the periodic snapshot"
+        );
     }
 }

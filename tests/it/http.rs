@@ -544,7 +544,7 @@ fn listening_beyond_loopback_without_a_token_is_a_config_error() {
 /// Issue 34: the controls over the HTTP API. A write needs the token; a body naming an unknown
 /// camera or a threshold outside 0–1 changes nothing (400 naming the field); a good one is applied
 /// at once, answered, published on the MQTT state topics (retained) and kept in the controls file,
-/// from which a restarted daemon starts.
+/// from which a restarted daemon starts, showing the picture of a camera whose detection is off.
 #[test]
 fn controls_set_through_the_api_are_published_kept_and_survive_a_restart() {
     let mut fixture = Fixture::start("http-controls", true, |config| config);
@@ -598,4 +598,9 @@ fn controls_set_through_the_api_are_published_kept_and_survive_a_restart() {
         after["camera"]["front"]["detect"] == false
     });
     assert_eq!(after["score_threshold"], 0.55, "{after}");
+    // Detection off is not the camera off: its picture goes on (no frame was ever detected in
+    // this run).
+    restarted.wait_until("a picture of front with its detection off", || {
+        request(address, "GET", "/api/cameras/front/latest.jpg", &[], &[]).status == 200
+    });
 }

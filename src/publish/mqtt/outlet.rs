@@ -37,6 +37,7 @@ use super::{Inbound, Incoming, MqttError, MqttSettings, Publisher, StateClass, S
 use crate::config::{topic_segment, Config};
 use crate::controls::{ControlValues, Controls, Switch};
 use crate::detection::Labels;
+use crate::frame::FrameSlot;
 use crate::publish::events::EventMessage;
 use crate::publish::outlet::{ConnectionStats, DaemonStatus, FrameResult, Outlet, TrackingUpdate};
 use crate::publish::payload::{tracked_detections_message, Latency};
@@ -318,17 +319,23 @@ impl Outlet for MqttOutlet {
         self.announce(config);
     }
 
-    /// Every control's state; the label counts of a camera whose detection stopped go to 0.
+    /// Every control's state.
     fn controls(&self, values: &ControlValues) {
         self.publish_controls(values);
-        for (camera, switches) in &values.cameras {
-            if switches.detect {
-                continue;
-            }
-            if let Some(counts) = self.cameras.get(camera).and_then(|topics| topics.counts.as_ref()) {
-                let messages = lock(counts).frame(&[], &self.labels);
-                self.publish_values(messages);
-            }
+    }
+
+    /// The snapshot image goes on while detection is off.
+    fn picture(&self, camera: &str, _slot: &FrameSlot, snapshot: Option<&[u8]>) {
+        if let (Some(topics), Some(jpeg)) = (self.cameras.get(camera), snapshot) {
+            self.publisher.publish_per_frame(topics.snapshot.clone(), jpeg.to_vec(), true);
+        }
+    }
+
+    /// The camera's label counts go to 0.
+    fn detection_stopped(&self, camera: &str) {
+        if let Some(counts) = self.cameras.get(camera).and_then(|topics| topics.counts.as_ref()) {
+            let messages = lock(counts).frame(&[], &self.labels);
+            self.publish_values(messages);
         }
     }
 

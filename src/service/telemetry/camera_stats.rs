@@ -37,6 +37,11 @@ impl LatencyRing {
         self.len = (self.len + 1).min(LATENCY_SAMPLES);
     }
 
+    fn clear(&mut self) {
+        self.len = 0;
+        self.next = 0;
+    }
+
     /// Nearest-rank p50 and p99, or `None` without samples.
     fn percentiles(&self) -> Option<Percentiles> {
         if self.len == 0 {
@@ -190,6 +195,15 @@ impl CameraStats {
                 latencies.rings[stage.index()].push(duration.as_secs_f32() * 1000.0);
                 latencies.histograms[stage.index()].record(duration.as_secs_f64());
             }
+        }
+    }
+
+    /// Forgets the recent latencies (the percentiles), not the histograms since start: the
+    /// camera's detection stopped, so there is no current inference time until it goes on again.
+    pub fn forget_latencies(&self) {
+        let mut latencies = lock(&self.latencies);
+        for ring in &mut latencies.rings {
+            ring.clear();
         }
     }
 
