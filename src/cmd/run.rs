@@ -316,6 +316,10 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         log::info!("controls: as set before, from {}", config.controls.file.display());
     }
     params.score_threshold = controls.score_threshold();
+    // From here on, a change (a command during the model load, the page) is applied and saved once
+    // the pipeline runs, like any later one.
+    let controls_changes = controls.changes();
+    let controls_applied = controls.values();
     match crate::config::zones_file::remove_leftovers(&config.http.zones_file) {
         Ok(removed) if !removed.is_empty() => {
             log::info!("zones file: removed {} left by a save that was cut short: {removed:?}", removed.len());
@@ -430,6 +434,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         engine["models"] = serde_json::Value::Object(named);
     }
     let http = http_listener.map(|listener| (listener, http_token));
+    let controls = StartControls { controls, changes: controls_changes, applied: controls_applied };
     let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls };
     runtime.block_on(serve(config, config_path, lanes, labels, params, notifier, started))
 }
@@ -448,7 +453,15 @@ struct Started {
     model_load: Duration,
     /// The web server's bound port and token, when it is on.
     http: Option<(BoundListener, Option<Token>)>,
+    controls: StartControls,
+}
+
+/// The run-time controls, watched since before anything could change them (the MQTT outlet's
+/// commands, the web server), and their values then: what serving applies and saves first.
+struct StartControls {
     controls: Arc<Controls>,
+    changes: tokio::sync::watch::Receiver<u64>,
+    applied: ControlValues,
 }
 
 async fn serve(
@@ -461,6 +474,7 @@ async fn serve(
     started: Started,
 ) -> Result<(), DaemonError> {
     let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http, controls } = started;
+    let StartControls { controls, changes: mut controls_changes, applied: mut controls_applied } = controls;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
 
@@ -512,8 +526,6 @@ async fn serve(
         Arc::new(PublishSink::start(&config, run, labels, scenes, stats, ended_tx, outlets.clone(), controls.clone()));
     // Discovery, every count at 0 and the controls are queued: now the status may say `online`.
     outlets.status(DaemonStatus::Online);
-    let mut controls_changes = controls.changes();
-    let mut controls_applied = controls.values();
 
     let stop = Arc::new(AtomicBool::new(false));
     let plan = SchedulePlan::new(&config, lanes[0].backend.as_ref(), config.cameras.len());

@@ -604,3 +604,34 @@ fn controls_set_through_the_api_are_published_kept_and_survive_a_restart() {
         request(address, "GET", "/api/cameras/front/latest.jpg", &[], &[]).status == 200
     });
 }
+
+/// Review S3: a control set while the model loads — here a command the broker kept, delivered the
+/// moment the daemon subscribes, long before its model is ready — is applied and kept in the
+/// controls file like any later one.
+#[test]
+fn a_control_set_while_the_model_loads_is_applied_and_kept() {
+    let prefix = "early-controls";
+    let broker = Broker::start();
+    let published = std::process::Command::new("mosquitto_pub")
+        .args(["-h", broker.host(), "-p", &broker.port().to_string(), "-r", "-q", "1"])
+        .args(["-t", &format!("{prefix}/controls/score_threshold/set"), "-m", "0.65"])
+        .status()
+        .expect("mosquitto_pub (mosquitto-clients) runs");
+    assert!(published.success(), "the retained command is published");
+    let subscriber = Subscriber::connect(&broker, "early-controls-sub", &[&format!("{prefix}/controls/#")]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = TestConfig::new(broker.port(), prefix)
+        .camera("front", 4.0, &sample_source("dog.jpg", "loop"))
+        .write(&dir.path().join("config.toml"));
+    let file = std::fs::read_to_string(&config)
+        .expect("the config")
+        .lines()
+        .find_map(|line| line.strip_prefix("file = "))
+        .map(|value| value.trim_matches('"').to_string())
+        .expect("the test config names its controls file");
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    subscriber.wait_for_payload(&format!("{prefix}/controls/score_threshold"), b"0.65");
+    daemon.wait_until("the early threshold in the controls file", || {
+        std::fs::read_to_string(&file).is_ok_and(|text| text.contains("score_threshold = 0.65"))
+    });
+}
