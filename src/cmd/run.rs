@@ -2,18 +2,18 @@
 //! recorder), the HTTP server, systemd notify, telemetry and signals.
 //!
 //! Owns: start-up order (SIGHUP handler → [`preflight`], the file checks `check-config` shares →
-//! the web server's port, bound before anything is announced → MQTT outlet (status `building`) →
-//! model, checked on a blank frame as `check-config` checks it ([`check_model`]) → `online` →
-//! recorder (the clip index rebuilt) → web server → sink and outlets (discovery and every count at
-//! 0 queued, then `online`) → inference workers → cameras (a recording one with its recorder's
-//! tap) → READY), signals and SIGHUP reload, zone changes saved from the page (applied
-//! like a reload), the run-time controls (the threshold to the workers, a camera's detection
-//! stopped, saved to the controls file, announced by the outlets), the watchdog, the telemetry and
-//! live-view ticks, and orderly shutdown (STOPPING → cameras and workers joined → tracks ended →
-//! clips finished → `offline` + bounded flush). Must not: do per-frame work (`crate::publish::sink` does), assemble
-//! figures (`crate::publish::telemetry` does), know topics or JSON (the MQTT outlet does), load
-//! backends itself (`crate::backend::load` does: it is how the daemon reaches the GPU), or call
-//! CUDA.
+//! the controls restored from their file and watched from here on → the web server's port, bound
+//! before anything is announced → MQTT outlet (status `building`) → model, checked on a blank frame
+//! as `check-config` checks it ([`check_model`]) → recorder (the clip index rebuilt) → web server →
+//! sink and outlets (discovery and every count at 0 queued, then `online`) → inference workers →
+//! cameras (a recording one with its recorder's tap) → READY), signals and SIGHUP reload, zone
+//! changes saved from the page (applied like a reload), the run-time controls (the threshold to the
+//! workers, a camera's detection stopped, saved to the controls file, announced by the outlets),
+//! the watchdog, the telemetry and live-view ticks, and orderly shutdown (STOPPING → cameras and
+//! workers joined → tracks ended → clips finished → `offline` + bounded flush). Must not: do
+//! per-frame work (`crate::publish::sink` does), assemble figures (`crate::publish::telemetry`
+//! does), know topics or JSON (the MQTT outlet does), load backends itself (`crate::backend::load`
+//! does: it is how the daemon reaches the GPU), or call CUDA.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
