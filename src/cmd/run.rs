@@ -30,7 +30,6 @@ use crate::backend::{Backend, BackendError, BuildDisplay};
 use crate::config::reload::{applied, keys_needing_a_restart};
 use crate::config::zones_file::ZonesFile;
 use crate::config::{camera_scenes, Config, ConfigError};
-use crate::controls::file::ControlsFileError;
 use crate::controls::{ControlValues, Controls};
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
@@ -80,8 +79,6 @@ pub enum DaemonError {
     Runtime(std::io::Error),
     #[error(transparent)]
     Http(#[from] HttpError),
-    #[error(transparent)]
-    Controls(#[from] ControlsFileError),
     #[error("{origin}: homeassistant.discovery: {message}")]
     Discovery { origin: crate::config::ConfigOrigin, message: String },
     #[error("record: {0}")]
@@ -109,7 +106,6 @@ impl DaemonError {
                 | DaemonError::Pipeline(PipelineError::Source { source: SourceError::Open { .. }, .. })
                 // Outputs that do not fit `model.decoder` (a blank frame at start).
                 | DaemonError::Pipeline(PipelineError::ModelOutputs { .. })
-                | DaemonError::Controls(_)
                 | DaemonError::Discovery { .. }
                 // A record directory that cannot be created, a raw camera that cannot be encoded.
                 | DaemonError::Record(RecordError::Dir { .. } | RecordError::Camera { .. })
@@ -138,8 +134,6 @@ pub struct Preflight {
     pub mqtt: MqttSettings,
     /// The bearer token of `[http] token_file`, when the web server is on and has one.
     pub http_token: Option<Token>,
-    /// What users set at run time before (the controls file), if anything.
-    pub saved_controls: Option<ControlValues>,
 }
 
 /// A `[models.<name>]` detector the cameras in `cameras` use.
@@ -198,12 +192,12 @@ fn named_detectors(config: &Config, loaded: &Config, labels: &mut Labels) -> Res
     Ok(detectors)
 }
 
-/// Every check of `config` that needs no device, socket or model load: the model files are
-/// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
-/// reads and has `model.classes` and every zone label (the zones file's named as its own), the
-/// password and TLS files read and parse, each camera's source could be opened
-/// ([`crate::source::check`]) and recorded ([`crate::record::check`]), the controls file reads, and no two Home Assistant entities would
-/// share an id.
+/// Every check of `config` that needs no device, socket or model load: the model files are regular
+/// files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file reads and
+/// has `model.classes` and every zone label (the zones file's named as its own), the password and
+/// TLS files read and parse, each camera's source could be opened ([`crate::source::check`]) and
+/// recorded ([`crate::record::check`]), and no two Home Assistant entities would share an id. (The
+/// controls file is the daemon's own: [`restore_controls`] sets a bad one aside at start.)
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     let model = ModelSpec::from_config(config)?;
     check_model_files(&model)?;
@@ -223,11 +217,10 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
         (Some(_), Some(path)) => Some(Token::read(path)?),
         _ => None,
     };
-    let saved_controls = crate::controls::file::load(&config.controls.file)?;
     if let Some(message) = crate::publish::mqtt::homeassistant::collision(config) {
         return Err(DaemonError::Discovery { origin: config.origin.clone(), message });
     }
-    Ok(Preflight { model, labels, params, detectors, scenes, mqtt, http_token, saved_controls })
+    Ok(Preflight { model, labels, params, detectors, scenes, mqtt, http_token })
 }
 
 /// `check-config`'s model and library checks: the backend `run` would load, loaded the same way
@@ -308,13 +301,9 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         Notifier::disabled()
     }));
     // Everything `check-config` checks too, before anything is published.
-    let Preflight { model, labels, mut params, detectors, scenes, mqtt, http_token, saved_controls } =
-        preflight(&config)?;
+    let Preflight { model, labels, mut params, detectors, scenes, mqtt, http_token } = preflight(&config)?;
     let controls = Arc::new(Controls::new(&config));
-    if let Some(saved) = &saved_controls {
-        controls.restore(saved);
-        log::info!("controls: as set before, from {}", config.controls.file.display());
-    }
+    restore_controls(&controls, &config.controls.file);
     params.score_threshold = controls.score_threshold();
     // From here on, a change (a command during the model load, the page) is applied and saved once
     // the pipeline runs, like any later one.
@@ -437,6 +426,33 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let controls = StartControls { controls, changes: controls_changes, applied: controls_applied };
     let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls };
     runtime.block_on(serve(config, config_path, lanes, labels, params, notifier, started))
+}
+
+/// Takes over what users set before from the controls file at `path`; a file that cannot be read
+/// or checked is set aside, and the config's values apply (a warning, never a failed start).
+fn restore_controls(controls: &Controls, path: &Path) {
+    let restored = crate::controls::file::restore(path);
+    if !restored.removed.is_empty() {
+        log::info!(
+            "controls: removed {} left by a save that was cut short: {:?}",
+            restored.removed.len(),
+            restored.removed
+        );
+    }
+    match &restored.set_aside {
+        Some((error, Some(aside))) => {
+            log::warn!("controls: {error}; moved to {}, starting from the config's values", aside.display())
+        }
+        Some((error, None)) => log::warn!("controls: {error}; starting from the config's values"),
+        None => {}
+    }
+    for problem in &restored.problems {
+        log::warn!("controls: {problem}");
+    }
+    if let Some(saved) = &restored.values {
+        controls.restore(saved);
+        log::info!("controls: as set before, from {}", path.display());
+    }
 }
 
 /// What `run` prepared before serving: the telemetry's `engine` section (what the backend said,

@@ -13,11 +13,10 @@
 //! and its directory; it knows no HTTP and no camera beyond its name.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::sys::files::ReadError;
+use crate::sys::files::{lock_beside, remove_temp_leftovers, LockError, ReadError};
 
 use super::{parse_scene, CameraConfig, ConfigError, ConfigOrigin, LineConfig, ZoneConfig};
 
@@ -56,60 +55,23 @@ pub struct WriteError {
     pub source: std::io::Error,
 }
 
-/// How long a save waits for another process's save of the same file to finish.
-const LOCK_WAIT: Duration = Duration::from_secs(5);
-/// Pause between two tries of a lock another process holds.
-const LOCK_RETRY: Duration = Duration::from_millis(10);
-
 /// Why a save ([`ZonesFile::update`]) or the clean-up at start ([`remove_leftovers`]) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SaveError {
-    #[error("{path}: cannot lock the zones file: {source}")]
-    Lock { path: PathBuf, source: std::io::Error },
-    #[error("{path}: another process has held the zones file's lock for {LOCK_WAIT:?}")]
-    Busy { path: PathBuf },
+    #[error("the zones file's lock: {0}")]
+    Lock(#[from] LockError),
+    #[error("{path}: {source}")]
+    Clean { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Read(#[from] ConfigError),
     #[error(transparent)]
     Write(#[from] WriteError),
 }
 
-/// An exclusive lock (`flock`) on `.<name>.lock` next to the zones file, held while one process
-/// reads, changes and writes the file: two daemons saving into one file (a shared state
-/// directory) each keep the other's cameras. Released when dropped (the descriptor closes).
-struct SaveLock {
-    _file: std::fs::File,
-}
-
-fn lock_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.lock"))
-}
-
-/// Takes the save lock of the zones file at `path`, waiting up to [`LOCK_WAIT`] for another
-/// process's save; creates the file's directory when missing.
-fn lock_for_saving(path: &Path) -> Result<SaveLock, SaveError> {
-    let lock = lock_path(path);
-    let failed = |source| SaveError::Lock { path: lock.clone(), source };
-    if let Some(dir) = lock.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(failed)?;
-    }
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock).map_err(failed)?;
-    let started = Instant::now();
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(SaveLock { _file: file }),
-            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => std::thread::sleep(LOCK_RETRY),
-            Err(std::fs::TryLockError::WouldBlock) => return Err(SaveError::Busy { path: lock }),
-            Err(std::fs::TryLockError::Error(source)) => return Err(failed(source)),
-        }
-    }
-}
-
 /// Removes what saves killed half-way (`kill -9`, a power cut) left next to the zones file at
-/// `path`: `.<name>.tmp-<pid>` temp files. Under the save lock, so never the temp file of a save in
-/// flight; nothing to do (and nothing created) when the file's directory does not exist. Returns
-/// the files removed.
+/// `path`: `.<name>.tmp-<pid>` temp files, under the save lock
+/// ([`crate::sys::files::remove_temp_leftovers`]); nothing to do (and nothing created) when the
+/// file's directory does not exist. Returns the files removed.
 pub fn remove_leftovers(path: &Path) -> Result<Vec<PathBuf>, SaveError> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -118,22 +80,8 @@ pub fn remove_leftovers(path: &Path) -> Result<Vec<PathBuf>, SaveError> {
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
-    let _lock = lock_for_saving(path)?;
-    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let prefix = format!(".{name}{}", crate::sys::files::TEMP_INFIX);
-    let entries = std::fs::read_dir(dir).map_err(|source| SaveError::Lock { path: dir.to_path_buf(), source })?;
-    let mut removed = Vec::new();
-    for entry in entries.flatten() {
-        let leftover = entry
-            .file_name()
-            .to_string_lossy()
-            .strip_prefix(&prefix)
-            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
-        if leftover && std::fs::remove_file(entry.path()).is_ok() {
-            removed.push(entry.path());
-        }
-    }
-    Ok(removed)
+    let lock = lock_beside(path)?;
+    remove_temp_leftovers(path, &lock).map_err(|source| SaveError::Clean { path: dir.to_path_buf(), source })
 }
 
 impl ZonesFile {
@@ -211,7 +159,7 @@ impl ZonesFile {
     /// of another process (a second daemon on the same state directory) in between is never lost.
     /// Returns the file as written.
     pub fn update(path: &Path, change: impl FnOnce(&mut ZonesFile)) -> Result<ZonesFile, SaveError> {
-        let _lock = lock_for_saving(path)?;
+        let _lock = lock_beside(path)?;
         let mut file = ZonesFile::load(path)?;
         change(&mut file);
         file.write(path)?;

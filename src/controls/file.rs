@@ -3,13 +3,17 @@
 //!
 //! Owns: the file's format (TOML: `score_threshold`, then a `[camera.<name>]` table of switches
 //! per camera), reading it (bounded, a regular file only; a missing file means nothing was set)
-//! and checking it, and writing it atomically (`crate::sys::files::atomic_write`). Must not:
-//! open anything but that one file and its directory.
+//! and checking it, restoring it at start ([`restore`]: the file is the daemon's own, so one that
+//! cannot be read or checked is set aside as `<name>.bad-<unix time>` and the daemon starts from
+//! the config's values, rather than staying down; temp files of a save killed half-way are
+//! removed), and writing it atomically (`crate::sys::files::atomic_write`) under the lock beside
+//! it (`crate::sys::files::lock_beside`): two daemons on one state directory keep each other's
+//! cameras. Must not: open anything but that one file, its lock and its directory, or log.
 
 use std::path::{Path, PathBuf};
 
 use super::ControlValues;
-use crate::sys::files::ReadError;
+use crate::sys::files::{lock_beside, remove_temp_leftovers, LockError, ReadError};
 
 /// Largest controls file read: 64 cameras take a few KiB.
 pub const MAX_CONTROLS_FILE_BYTES: u64 = 1 << 20;
@@ -28,6 +32,65 @@ pub enum ControlsFileError {
     Invalid { path: PathBuf, message: String },
     #[error("cannot write the controls file: {0}")]
     Write(#[from] crate::sys::files::WriteError),
+    #[error("the controls file's lock: {0}")]
+    Lock(#[from] LockError),
+    #[error("{path}: cannot remove what a save cut short left: {source}")]
+    Clean { path: PathBuf, source: std::io::Error },
+    #[error("{path}: cannot set it aside as {aside}: {source}")]
+    SetAside { path: PathBuf, aside: PathBuf, source: std::io::Error },
+}
+
+/// What [`restore`] found at start.
+#[derive(Debug, Default)]
+pub struct Restored {
+    /// What users set before; `None` when nothing was, or the file was set aside.
+    pub values: Option<ControlValues>,
+    /// Temp files of saves cut short, removed.
+    pub removed: Vec<PathBuf>,
+    /// A file that could not be read or checked, and where it went (`None`: it could not be
+    /// moved, see `problems`).
+    pub set_aside: Option<(ControlsFileError, Option<PathBuf>)>,
+    /// What else went wrong; none of it keeps the daemon from starting.
+    pub problems: Vec<ControlsFileError>,
+}
+
+/// At start, under the file's lock: removes the temp files of saves cut short, then reads the
+/// file at `path`. A file that cannot be read or checked is renamed to `<name>.bad-<unix time>`
+/// beside it, and the daemon starts from the config's values; nothing here is fatal.
+pub fn restore(path: &Path) -> Restored {
+    let mut restored = Restored::default();
+    let lock = match lock_beside(path) {
+        Ok(lock) => Some(lock),
+        Err(error) => {
+            restored.problems.push(error.into());
+            None
+        }
+    };
+    if let Some(lock) = &lock {
+        match remove_temp_leftovers(path, lock) {
+            Ok(removed) => restored.removed = removed,
+            Err(source) => restored.problems.push(ControlsFileError::Clean { path: path.to_path_buf(), source }),
+        }
+    }
+    match load(path) {
+        Ok(values) => restored.values = values,
+        Err(error) => {
+            let seconds = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|since| since.as_secs())
+                .unwrap_or_default();
+            let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+            let aside = path.with_file_name(format!("{name}.bad-{seconds}"));
+            match std::fs::rename(path, &aside) {
+                Ok(()) => restored.set_aside = Some((error, Some(aside))),
+                Err(source) => {
+                    restored.set_aside = Some((error, None));
+                    restored.problems.push(ControlsFileError::SetAside { path: path.to_path_buf(), aside, source });
+                }
+            }
+        }
+    }
+    restored
 }
 
 /// What the file at `path` holds; `None` when there is no file (nothing was set yet).
@@ -39,16 +102,20 @@ pub fn load(path: &Path) -> Result<Option<ControlValues>, ControlsFileError> {
     };
     let invalid = |message: String| ControlsFileError::Invalid { path: path.to_path_buf(), message };
     let values: ControlValues = toml::from_str(&text).map_err(|e| invalid(e.message().to_string()))?;
-    if !(0.0..=1.0).contains(&values.score_threshold) {
-        return Err(invalid(format!("score_threshold {} is outside 0.0..=1.0", values.score_threshold)));
-    }
+    super::check_threshold(values.score_threshold).map_err(|error| invalid(error.to_string()))?;
     Ok(Some(values))
 }
 
-/// Replaces the file at `path` with `values`.
+/// Writes `values` to the file at `path`, under its lock: the cameras the file holds that
+/// `values` does not name (another daemon's on the same state directory) are kept; a file that
+/// does not read is replaced.
 pub fn save(path: &Path, values: &ControlValues) -> Result<(), ControlsFileError> {
+    let _lock = lock_beside(path)?;
+    let mut merged = load(path).ok().flatten().map(|saved| saved.cameras).unwrap_or_default();
+    merged.extend(values.cameras.iter().map(|(name, camera)| (name.clone(), *camera)));
+    let merged = ControlValues { score_threshold: values.score_threshold, cameras: merged };
     // Plain data (numbers, booleans, tables): serialising it cannot fail.
-    let body = toml::to_string(values).unwrap_or_default();
+    let body = toml::to_string(&merged).unwrap_or_default();
     Ok(crate::sys::files::atomic_write(path, format!("{HEADER}\n{body}").as_bytes())?)
 }
 
@@ -82,5 +149,37 @@ mod tests {
         assert!(error.contains("controls.toml") && error.contains("0.0..=1.0"), "{error}");
         std::fs::write(&path, "score_threshold = 0.5\n[camera.front]\ndetect = \"yes\"\n").expect("write");
         assert!(load(&path).is_err());
+    }
+
+    #[test]
+    fn a_bad_file_is_set_aside_at_start_and_the_config_values_apply() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("controls.toml");
+        std::fs::write(&path, "score_threshold = \"high\"\n").expect("write");
+        std::fs::write(dir.path().join(".controls.toml.tmp-4242"), "cut short").expect("write");
+        let restored = restore(&path);
+        assert!(restored.values.is_none() && restored.problems.is_empty(), "{restored:?}");
+        let (error, aside) = restored.set_aside.expect("set aside");
+        assert!(error.to_string().contains("controls.toml"), "{error}");
+        let aside = aside.expect("moved");
+        assert!(aside.file_name().unwrap().to_string_lossy().starts_with("controls.toml.bad-"), "{aside:?}");
+        assert_eq!(std::fs::read_to_string(&aside).expect("kept"), "score_threshold = \"high\"\n");
+        assert!(!path.exists());
+        assert_eq!(restored.removed, [dir.path().join(".controls.toml.tmp-4242")]);
+        assert!(restore(&path).values.is_none(), "no file now: nothing set");
+    }
+
+    #[test]
+    fn a_save_keeps_the_cameras_of_another_daemon_on_the_same_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("controls.toml");
+        let camera = |detect| CameraValues { detect, snapshots: true, record: true };
+        let other = ControlValues { score_threshold: 0.4, cameras: [("back".to_string(), camera(false))].into() };
+        save(&path, &other).expect("save");
+        let ours = ControlValues { score_threshold: 0.6, cameras: [("front".to_string(), camera(true))].into() };
+        save(&path, &ours).expect("save");
+        let saved = load(&path).expect("load").expect("a file");
+        assert_eq!(saved.score_threshold, 0.6);
+        assert_eq!(saved.cameras, [("back".to_string(), camera(false)), ("front".to_string(), camera(true))].into());
     }
 }

@@ -207,7 +207,8 @@ impl Controls {
     }
 }
 
-fn check_threshold(value: f32) -> Result<(), ControlError> {
+/// A score threshold is within `0.0..=1.0` (a control set, the controls file, the HTTP API).
+pub fn check_threshold(value: f32) -> Result<(), ControlError> {
     if (0.0..=1.0).contains(&value) {
         Ok(())
     } else {

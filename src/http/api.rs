@@ -26,7 +26,7 @@ use super::picture::Overlay;
 use super::{HttpState, ZonesChange};
 use crate::config::zones_file::CameraScene;
 use crate::config::{parse_scene as parse_zones_and_lines, LineConfig, ZoneConfig};
-use crate::controls::{ControlError, Switch};
+use crate::controls::{check_threshold, ControlError, Switch};
 use crate::publish::events::EventMessage;
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
 use crate::track::events::Scene;
@@ -304,9 +304,8 @@ pub async fn put_controls(State(state): State<HttpState>, body: Bytes) -> Respon
         Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string(), Some(".".into())),
     };
     let controls = &state.controls;
-    if let Some(value) = body.score_threshold.filter(|value| !(0.0..=1.0).contains(value)) {
-        let message = ControlError::Threshold(value).to_string();
-        return error(StatusCode::BAD_REQUEST, message, Some("score_threshold".into()));
+    if let Some(Err(refused)) = body.score_threshold.map(check_threshold) {
+        return error(StatusCode::BAD_REQUEST, refused.to_string(), Some("score_threshold".into()));
     }
     if let Some(name) = body.cameras.keys().find(|name| controls.camera(name).is_none()) {
         let message = ControlError::UnknownCamera(name.clone()).to_string();

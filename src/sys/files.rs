@@ -11,13 +11,16 @@
 //! crash or a power cut at any moment leaves the old file or the new one whole under the name,
 //! never a torn one; the temp file is given to the directory's owner when root writes into
 //! another user's directory ([`adopt_dir_owner`]), so the service can replace what
-//! `sudo jetson-detectd build-engine` wrote. Must not: know what the bytes mean, name config keys
-//! (callers add the key and path to the error), or log.
+//! `sudo jetson-detectd build-engine` wrote. And the lock beside such a file ([`lock_beside`]),
+//! which processes sharing a state directory take around a read-change-write of it, and the
+//! clean-up of temp files a write killed half-way left ([`remove_temp_leftovers`]). Must not: know
+//! what the bytes mean, name config keys (callers add the key and path to the error), or log.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Largest config file (`--config`): a config is a few KiB.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -166,6 +169,82 @@ pub fn adopt_dir_owner(file: &File, dir: &Path) -> io::Result<()> {
         return Ok(());
     }
     std::os::unix::fs::fchown(file, Some(owner.uid()), Some(owner.gid()))
+}
+
+/// How long [`lock_beside`] waits for another process that holds the lock.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+/// Pause between two tries of a lock another process holds.
+const LOCK_RETRY: Duration = Duration::from_millis(10);
+
+/// Why [`lock_beside`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("{path}: cannot lock: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path}: another process has held this lock for {LOCK_WAIT:?}")]
+    Busy { path: PathBuf },
+}
+
+/// An exclusive lock (`flock`) on `.<name>.lock` beside a file the daemon reads, changes and
+/// writes, so that two processes sharing it (two daemons on one state directory) never lose each
+/// other's changes. Released when dropped (the descriptor closes).
+#[derive(Debug)]
+pub struct FileLock {
+    _file: File,
+}
+
+/// The lock file of the file at `path`: `.<name>.lock` beside it.
+pub fn lock_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.lock"))
+}
+
+/// Takes the lock of the file at `path`, waiting up to [`LOCK_WAIT`] for another process; creates
+/// the file's directory when missing.
+pub fn lock_beside(path: &Path) -> Result<FileLock, LockError> {
+    let lock = lock_path(path);
+    let failed = |source| LockError::Io { path: lock.clone(), source };
+    if let Some(dir) = lock.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&lock).map_err(failed)?;
+    let started = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(FileLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => std::thread::sleep(LOCK_RETRY),
+            Err(std::fs::TryLockError::WouldBlock) => return Err(LockError::Busy { path: lock }),
+            Err(std::fs::TryLockError::Error(source)) => return Err(failed(source)),
+        }
+    }
+}
+
+/// Removes what writes of the file at `path` killed half-way (`kill -9`, a power cut) left beside
+/// it: `.<name>.tmp-<pid>` temp files of [`atomic_write`]. The caller holds the file's lock, so
+/// this never removes the temp file of a write in flight; nothing to do when the file's directory
+/// does not exist. Returns the files removed.
+pub fn remove_temp_leftovers(path: &Path, _lock: &FileLock) -> io::Result<Vec<PathBuf>> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let prefix = format!(".{name}{TEMP_INFIX}");
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let leftover = entry
+            .file_name()
+            .to_string_lossy()
+            .strip_prefix(&prefix)
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+        if leftover && std::fs::remove_file(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]

@@ -346,13 +346,13 @@ fn show(view: &Path, sample: &str) {
 }
 
 /// The whole life of a Home Assistant user's setup against a real Home Assistant: the daemon's
-/// entities appear with values; counts follow a person into and out of view; after a Home
-/// Assistant restart and after a broker restart that loses every retained message, every entity
-/// is back, available and right; the score threshold is set from Home Assistant; switching
-/// detection off ends the counts and stops processing (fps 0, no inference time) with the person
-/// still in view while the snapshot goes on, and on again brings them back; the switch survives a restart of the daemon (controls file); and
-/// Home Assistant never complains about the daemon's messages. Waits are failure guards of the
-/// daemon's measured pace.
+/// entities appear with values; counts follow a person into and out of view; after a Home Assistant
+/// restart and after a broker restart that loses every retained message, every entity is back,
+/// available and right; the score threshold is set from Home Assistant; switching detection off
+/// ends the counts and stops processing (fps 0, no inference time) with the person still in view
+/// while the snapshot goes on, and on again brings them back; the switch survives a restart of the
+/// daemon (controls file); and Home Assistant never complains about the daemon's messages. Waits
+/// are failure guards of the daemon's measured pace.
 #[test]
 fn home_assistant_shows_every_entity_right_through_restarts_and_switches() {
     let Some(hass) = installed_hass() else { return };

@@ -605,11 +605,12 @@ fn controls_set_through_the_api_are_published_kept_and_survive_a_restart() {
     });
 }
 
-/// Review S3: a control set while the model loads — here a command the broker kept, delivered the
-/// moment the daemon subscribes, long before its model is ready — is applied and kept in the
-/// controls file like any later one.
+/// Review S5 and S3: a controls file that does not read (the daemon's own file) is set aside and
+/// the daemon starts anyway; a control set while the model loads — here a command the broker kept,
+/// delivered the moment the daemon subscribes, long before its model is ready — is applied and
+/// kept in the controls file like any later one.
 #[test]
-fn a_control_set_while_the_model_loads_is_applied_and_kept() {
+fn a_bad_controls_file_is_set_aside_and_a_control_set_while_the_model_loads_is_kept() {
     let prefix = "early-controls";
     let broker = Broker::start();
     let published = std::process::Command::new("mosquitto_pub")
@@ -629,8 +630,18 @@ fn a_control_set_while_the_model_loads_is_applied_and_kept() {
         .find_map(|line| line.strip_prefix("file = "))
         .map(|value| value.trim_matches('"').to_string())
         .expect("the test config names its controls file");
+    std::fs::write(&file, "score_threshold = \"high\"\n").expect("a bad controls file");
     let mut daemon = RunningDaemon::start(&config, &[]);
     subscriber.wait_for_payload(&format!("{prefix}/controls/score_threshold"), b"0.65");
+    let file_name = Path::new(&file).file_name().expect("a file name").to_string_lossy().into_owned();
+    let set_aside: Vec<_> = std::fs::read_dir(Path::new(&file).parent().expect("a directory"))
+        .expect("the state directory")
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with(&format!("{file_name}.bad-")))
+        .map(|entry| entry.path())
+        .collect();
+    assert!(!set_aside.is_empty(), "the bad file is set aside");
+    set_aside.iter().for_each(|path| std::fs::remove_file(path).expect("clean up"));
     daemon.wait_until("the early threshold in the controls file", || {
         std::fs::read_to_string(&file).is_ok_and(|text| text.contains("score_threshold = 0.65"))
     });

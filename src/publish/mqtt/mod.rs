@@ -159,8 +159,9 @@ impl Publisher {
     /// keeps it: after every reconnect, and on [`Publisher::resync`], the latest state of every
     /// topic is sent again before the status, so a broker that lost its retained messages, and
     /// whoever subscribes to it, gets them back. An empty payload deletes the retained message and
-    /// forgets the topic (the deletion is sent until the broker acknowledged it). Never blocks; the configuration bounds how many states there are, so
-    /// they are not counted against the queue bounds.
+    /// forgets the topic (the deletion is sent until the broker acknowledged it). Never blocks; the
+    /// configuration bounds how many states there are, so they are not counted against the queue
+    /// bounds.
     pub fn publish_state(&self, class: StateClass, topic: String, payload: Vec<u8>) {
         if let Some(reason) = message::refusal(&topic, payload.len()) {
             log::warn!("MQTT: dropping a {} byte state message for {topic:?}: {reason}", payload.len());
