@@ -131,7 +131,12 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
                 }),
             )
         },
-        entity(
+    ];
+    // The diagnostic sensors read telemetry: without reports (`telemetry.interval_s` = 0) they
+    // would never get a value.
+    let reports = config.telemetry.interval_s > 0;
+    if reports {
+        out.push(entity(
             "sensor",
             "cpu".into(),
             "CPU".into(),
@@ -143,9 +148,9 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
                 "entity_category": "diagnostic",
                 "icon": "mdi:cpu-64-bit",
             }),
-        ),
-    ];
-    if context.board.temperature {
+        ));
+    }
+    if reports && context.board.temperature {
         out.push(entity(
             "sensor",
             "temperature".into(),
@@ -160,7 +165,7 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
             }),
         ));
     }
-    if context.board.gpu_load {
+    if reports && context.board.gpu_load {
         out.push(entity(
             "sensor",
             "gpu_load".into(),
@@ -231,6 +236,9 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
                 format!("{name} snapshot"),
                 json!({ "image_topic": topics::snapshot(&prefix, name), "content_type": "image/jpeg" }),
             ));
+        }
+        if !reports {
+            continue;
         }
         out.push(entity(
             "sensor",
@@ -556,6 +564,23 @@ mod tests {
             message.contains("Front yard person count") && message.contains("front_yard_person_count"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn without_telemetry_reports_no_diagnostic_sensor_is_discovered() {
+        let config = config("[telemetry]\ninterval_s = 0\n");
+        let all = messages(&config, BoardSensors { temperature: true, gpu_load: true });
+        let reading_telemetry: Vec<&String> = all
+            .iter()
+            .filter(|(_, entity)| entity["state_topic"].as_str().is_some_and(|topic| topic.ends_with("/telemetry")))
+            .map(|(id, _)| id)
+            .collect();
+        assert!(reading_telemetry.is_empty(), "{reading_telemetry:?}");
+        assert!(all.contains_key("engine") && all.contains_key("front_detect"), "the rest stays");
+        let with_reports = messages(&self::config(""), BoardSensors { temperature: true, gpu_load: true });
+        for id in ["cpu", "temperature", "gpu_load", "front_fps", "front_dropped_frames", "front_inference_time"] {
+            assert!(with_reports.contains_key(id) && !all.contains_key(id), "{id}");
+        }
     }
 
     #[test]
