@@ -800,3 +800,49 @@ fn home_assistant_counts_return_to_zero_when_the_object_leaves() {
     let late = retained(&broker, "e2e-ha-counts-late", &counts);
     assert_eq!(late.text(), "0", "the retained count is 0 for a subscriber that comes later");
 }
+
+/// Review S6: an entity removed from the config between two runs (here a whole camera) leaves
+/// Home Assistant: the next run finds its retained discovery config on the broker and deletes it,
+/// and the retained value only it read; what is still configured stays.
+#[test]
+fn home_assistant_entities_removed_between_runs_are_deleted_at_the_next_start() {
+    let prefix = "e2e-ha-stale";
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = |cameras: &[&str]| {
+        let mut config = TestConfig::new(broker.port(), prefix).set("device", "id", "\"stalehost\"").set(
+            "homeassistant",
+            "discovery",
+            "true",
+        );
+        for camera in cameras {
+            config = config.camera(camera, 2.0, &sample_source("dog.jpg", "loop"));
+        }
+        config.write(&dir.path().join("config.toml"))
+    };
+    let gone = "homeassistant/sensor/jetson-detectd_stalehost/back_fps/config";
+    let gone_count = format!("{prefix}/back/counts/person");
+    let kept = "homeassistant/sensor/jetson-detectd_stalehost/front_fps/config";
+    let subscriber = Subscriber::connect(&broker, "e2e-ha-stale-sub", &[gone, &gone_count, kept]);
+
+    let mut daemon = RunningDaemon::start(&config(&["front", "back"]), &[]);
+    daemon.wait_for_messages(&subscriber, gone, "back's discovery", |m| m.iter().any(|m| !m.payload.is_empty()));
+    daemon.wait_for_messages(&subscriber, &gone_count, "back's count", |m| !m.is_empty());
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit().success(), "a clean stop:\n{}", daemon.log());
+
+    let seen_kept = subscriber.messages(kept).len();
+    let mut daemon = RunningDaemon::start(&config(&["front"]), &[]);
+    daemon.wait_for_messages(&subscriber, gone, "back's discovery deleted", |m| {
+        m.last().is_some_and(|last| last.payload.is_empty())
+    });
+    daemon.wait_for_messages(&subscriber, &gone_count, "back's count deleted", |m| {
+        m.last().is_some_and(|last| last.payload.is_empty())
+    });
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit().success(), "a clean stop:\n{}", daemon.log());
+    let kept_messages = subscriber.messages(kept);
+    assert!(kept_messages[seen_kept..].iter().all(|m| !m.payload.is_empty()), "front's entity was never deleted");
+    let late = retained(&broker, "e2e-ha-stale-late", kept);
+    assert!(!late.payload.is_empty(), "front's discovery stays retained");
+}

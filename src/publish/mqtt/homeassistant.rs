@@ -404,11 +404,35 @@ pub fn collision(config: &Config) -> Option<String> {
 }
 
 /// What was published, so that the next [`Discovery::messages`] removes what is gone and sends
-/// only what changed.
+/// only what changed; and the configs of this device that the broker kept from earlier runs
+/// ([`Discovery::found`]), so that entities removed from the config between runs go too.
 #[derive(Debug, Default)]
 pub struct Discovery {
     /// Each published config's topic and a hash of its payload.
     published: BTreeMap<String, u64>,
+    /// The state topics (`state_topic`, `image_topic`) the published configs name.
+    state_topics: BTreeSet<String>,
+    /// `<prefix>/`, of the config announced.
+    topic_root: String,
+    /// Whether [`Discovery::messages`] ran: before, what is current is not known yet.
+    announced: bool,
+    /// Configs found on the broker before the first announcement: topic, and the state topic
+    /// they name.
+    found_early: BTreeMap<String, Option<String>>,
+}
+
+/// Retained messages of earlier runs to delete (empty payloads): discovery configs of entities
+/// that are gone, and the values their sensors read where no current entity reads them.
+#[derive(Debug, Default, PartialEq)]
+pub struct Stale {
+    pub configs: Vec<String>,
+    pub values: Vec<String>,
+}
+
+/// The filter the configs of `config`'s device match, whatever their component and object id:
+/// what [`Discovery::found`] is fed with.
+pub fn discovery_filter(config: &Config) -> String {
+    format!("{}/+/jetson-detectd_{}/+/config", config.homeassistant.discovery_prefix, config.device_id())
 }
 
 /// A discovery message to hand over: an empty payload removes the entity.
@@ -437,6 +461,9 @@ impl Discovery {
             .map(|topic| Announcement { topic: topic.clone(), payload: Vec::new() })
             .collect();
         self.published.retain(|topic, _| topics.contains(topic.as_str()));
+        self.state_topics = current.iter().flat_map(|(_, _, payload)| named_state_topics(payload)).collect();
+        self.topic_root = format!("{}/", context.config.topic_prefix());
+        self.announced = true;
         for (topic, hash, payload) in current {
             if self.published.insert(topic.clone(), hash) != Some(hash) {
                 out.push(Announcement { topic, payload });
@@ -444,6 +471,51 @@ impl Discovery {
         }
         out
     }
+
+    /// A config of this device the broker delivered (a retained one of an earlier run, or our own
+    /// coming back): what to delete when it is not current. Before the first announcement it is
+    /// kept until then ([`Discovery::take_early`]).
+    pub fn found(&mut self, topic: &str, payload: &[u8]) -> Stale {
+        if payload.is_empty() || self.published.contains_key(topic) {
+            return Stale::default();
+        }
+        let state_topic = named_state_topics(payload).into_iter().next();
+        if !self.announced {
+            self.found_early.insert(topic.to_string(), state_topic);
+            return Stale::default();
+        }
+        self.stale([(topic.to_string(), state_topic)])
+    }
+
+    /// What [`Discovery::found`] kept before the first announcement and is not current: call it
+    /// after [`Discovery::messages`].
+    pub fn take_early(&mut self) -> Stale {
+        let found = std::mem::take(&mut self.found_early);
+        self.stale(found.into_iter().filter(|(topic, _)| !self.published.contains_key(topic)).collect::<Vec<_>>())
+    }
+
+    fn stale(&self, found: impl IntoIterator<Item = (String, Option<String>)>) -> Stale {
+        let mut stale = Stale::default();
+        for (topic, state_topic) in found {
+            stale.configs.push(topic);
+            // A value of ours (under this config's prefix) that no current entity reads.
+            stale.values.extend(
+                state_topic.filter(|value| value.starts_with(&self.topic_root) && !self.state_topics.contains(value)),
+            );
+        }
+        stale.values.sort();
+        stale.values.dedup();
+        stale
+    }
+}
+
+/// The state topics a discovery config names.
+fn named_state_topics(payload: &[u8]) -> Vec<String> {
+    let Ok(config) = serde_json::from_slice::<Value>(payload) else { return Vec::new() };
+    ["state_topic", "image_topic"]
+        .into_iter()
+        .filter_map(|key| config.get(key).and_then(Value::as_str).map(str::to_string))
+        .collect()
 }
 
 /// Tells one config payload from another within a run.
@@ -581,6 +653,33 @@ mod tests {
         for id in ["cpu", "temperature", "gpu_load", "front_fps", "front_dropped_frames", "front_inference_time"] {
             assert!(with_reports.contains_key(id) && !all.contains_key(id), "{id}");
         }
+    }
+
+    #[test]
+    fn configs_of_entities_gone_since_an_earlier_run_are_deleted_with_the_values_only_they_read() {
+        let config = config("");
+        let context = DiscoveryContext { config: &config, sw_version: "0.1.0", board: BoardSensors::default() };
+        let stale_zone = (
+            "homeassistant/sensor/jetson-detectd_orin1/front_lawn_count/config",
+            br#"{"state_topic": "jd/orin1/front/zones/lawn"}"#,
+        );
+        let kept = discovery_messages(&context).into_iter().find(|m| m.topic.ends_with("/front_fps/config")).unwrap();
+        let mut discovery = Discovery::default();
+        // Found while the model loads: judged at the first announcement.
+        assert_eq!(discovery.found(stale_zone.0, stale_zone.1), Stale::default());
+        assert_eq!(discovery.found(&kept.topic, &kept.payload), Stale::default());
+        assert!(!discovery.messages(&context).is_empty());
+        let early = discovery.take_early();
+        assert_eq!(early.configs, [stale_zone.0]);
+        assert_eq!(early.values, ["jd/orin1/front/zones/lawn"]);
+        assert_eq!(discovery.take_early(), Stale::default(), "once");
+        // Found later (a camera gone whose fps sensor read telemetry, which others still read).
+        let stale_fps = "homeassistant/sensor/jetson-detectd_orin1/back_fps/config";
+        let found = discovery.found(stale_fps, br#"{"state_topic": "jd/orin1/telemetry"}"#);
+        assert_eq!(found, Stale { configs: vec![stale_fps.to_string()], values: vec![] });
+        assert_eq!(discovery.found(&kept.topic, &kept.payload), Stale::default(), "our own config");
+        assert_eq!(discovery.found(stale_fps, b""), Stale::default(), "our own deletion");
+        assert_eq!(discovery_filter(&config), "homeassistant/+/jetson-detectd_orin1/+/config");
     }
 
     #[test]

@@ -16,7 +16,10 @@
 //! Commands: `<prefix>/<camera>/controls/<switch>/set` (`ON`/`OFF`) and
 //! `<prefix>/controls/score_threshold/set` set the [`Controls`]; `crate::cmd::run` applies the
 //! change and tells the outlets ([`Outlet::controls`]), which is when the new state is published.
-//! The subscription's messages are read by a task of this outlet, never by the inference worker.
+//! With discovery, the outlet also subscribes to this device's discovery configs: those the broker
+//! kept of entities no longer configured (removed while the daemon was stopped) are deleted, with
+//! the retained values only they read. The subscription's messages are read by a task of this
+//! outlet, never by the inference worker.
 //!
 //! Runs on the inference worker (frames, tracking), so it only encodes and hands each message to
 //! the publisher's bounded outbox; the connection task does the rest. Must not: decide what
@@ -30,7 +33,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 use super::counts::LabelCounts;
-use super::homeassistant::{Announcement, BoardSensors, Discovery, DiscoveryContext};
+use super::homeassistant::{discovery_filter, Announcement, BoardSensors, Discovery, DiscoveryContext, Stale};
 use super::policy::PublishPolicy;
 use super::topics::{self, CommandTopic};
 use super::{Inbound, Incoming, MqttError, MqttSettings, Publisher, StateClass, STATUS_BUILDING, STATUS_ONLINE};
@@ -46,8 +49,10 @@ use crate::service::telemetry::{telemetry_message, TelemetryReport};
 use crate::sys::lock::lock;
 use crate::track::events::EventKind;
 
-/// Commands and birth messages waiting for the outlet's task; more are dropped (and logged).
-const INBOUND_QUEUE: usize = 64;
+/// Commands, birth messages and this device's discovery configs (at each subscription the broker
+/// sends every retained one: about a dozen per camera) waiting for the outlet's task; more are
+/// dropped (and logged).
+const INBOUND_QUEUE: usize = 1024;
 
 /// What the retained status topic says.
 fn status_payload(status: DaemonStatus) -> &'static str {
@@ -88,7 +93,7 @@ pub struct MqttOutlet {
     labels: Arc<Labels>,
     cameras: HashMap<String, CameraTopics>,
     /// With `homeassistant.discovery`.
-    home_assistant: Option<Mutex<HomeAssistant>>,
+    home_assistant: Option<Arc<Mutex<HomeAssistant>>>,
     controls: Arc<Controls>,
     /// Telemetry messages so far in the run.
     telemetry_seq: AtomicU64,
@@ -117,15 +122,30 @@ impl MqttOutlet {
     ) -> Result<MqttOutlet, MqttError> {
         let prefix = config.topic_prefix();
         let home_assistant_status = config.homeassistant.discovery.then(|| config.homeassistant.status_topic());
+        let home_assistant = config.homeassistant.discovery.then(|| {
+            Arc::new(Mutex::new(HomeAssistant { discovery: Discovery::default(), board, zone_values: BTreeSet::new() }))
+        });
         let (sender, receiver) = mpsc::channel(INBOUND_QUEUE);
         let mut filters: Vec<String> = topics::command_filters(&prefix).into();
         filters.extend(home_assistant_status.clone());
+        // The configs of this device the broker kept: those of entities gone since an earlier run
+        // are deleted.
+        let discovered = home_assistant.as_ref().map(|home_assistant| {
+            let filter = discovery_filter(config);
+            filters.push(filter.clone());
+            DiscoveredConfigs { filter, home_assistant: home_assistant.clone() }
+        });
         let publisher =
             Publisher::start_with_status(settings, status_payload(status), Some(Inbound { filters, sender }))?;
-        let commands =
-            Commands { publisher: publisher.clone(), controls: controls.clone(), prefix, home_assistant_status };
+        let commands = Commands {
+            publisher: publisher.clone(),
+            controls: controls.clone(),
+            prefix,
+            home_assistant_status,
+            discovered,
+        };
         tokio::spawn(commands.serve(receiver));
-        Ok(MqttOutlet::new(config, publisher, run, labels, controls, board))
+        Ok(MqttOutlet::new(config, publisher, run, labels, controls, home_assistant))
     }
 
     fn new(
@@ -134,7 +154,7 @@ impl MqttOutlet {
         run: Arc<str>,
         labels: Arc<Labels>,
         controls: Arc<Controls>,
-        board: BoardSensors,
+        home_assistant: Option<Arc<Mutex<HomeAssistant>>>,
     ) -> MqttOutlet {
         let prefix = config.topic_prefix();
         let cameras = config
@@ -157,9 +177,6 @@ impl MqttOutlet {
                 (camera.name.clone(), topics)
             })
             .collect();
-        let home_assistant = config.homeassistant.discovery.then(|| {
-            Mutex::new(HomeAssistant { discovery: Discovery::default(), board, zone_values: BTreeSet::new() })
-        });
         MqttOutlet {
             publisher,
             prefix,
@@ -200,6 +217,8 @@ impl MqttOutlet {
         for Announcement { topic, payload } in home_assistant.discovery.messages(&context) {
             self.publisher.publish_state(StateClass::Config, topic, payload);
         }
+        let early = home_assistant.discovery.take_early();
+        delete_stale(&self.publisher, early);
         if !config.tracking.enabled {
             return;
         }
@@ -362,6 +381,33 @@ struct Commands {
     prefix: String,
     /// With discovery: `homeassistant.status_topic`.
     home_assistant_status: Option<String>,
+    /// With discovery: the configs of this device that arrive.
+    discovered: Option<DiscoveredConfigs>,
+}
+
+/// Where this device's discovery configs arrive, and the discovery state that judges them.
+struct DiscoveredConfigs {
+    /// [`discovery_filter`]: `<discovery_prefix>/+/jetson-detectd_<id>/+/config`.
+    filter: String,
+    home_assistant: Arc<Mutex<HomeAssistant>>,
+}
+
+/// Deletes retained messages of entities gone since an earlier run: their configs, then the values
+/// only they read.
+fn delete_stale(publisher: &Publisher, stale: Stale) {
+    if !stale.configs.is_empty() {
+        log::info!(
+            "Home Assistant: removing {} entities no longer configured: {:?}",
+            stale.configs.len(),
+            stale.configs
+        );
+    }
+    for topic in stale.configs {
+        publisher.publish_state(StateClass::Config, topic, Vec::new());
+    }
+    for topic in stale.values {
+        publisher.publish_state(StateClass::Value, topic, Vec::new());
+    }
 }
 
 impl Commands {
@@ -378,6 +424,11 @@ impl Commands {
                 log::info!("MQTT: Home Assistant is online: sending discovery and every current value again");
                 self.publisher.resync();
             }
+            return;
+        }
+        if let Some(discovered) = self.discovered.as_ref().filter(|d| topic_matches(&d.filter, &incoming.topic)) {
+            let stale = lock(&discovered.home_assistant).discovery.found(&incoming.topic, &incoming.payload);
+            delete_stale(&self.publisher, stale);
             return;
         }
         let Some(command) = CommandTopic::parse(&self.prefix, &incoming.topic) else { return };
@@ -399,6 +450,19 @@ impl Commands {
     }
 }
 
+/// Whether `topic` matches the MQTT filter `filter` (`+` one level; no `#`).
+fn topic_matches(filter: &str, topic: &str) -> bool {
+    let (mut filter, mut topic) = (filter.split('/'), topic.split('/'));
+    loop {
+        match (filter.next(), topic.next()) {
+            (None, None) => return true,
+            (Some("+"), Some(_)) => {}
+            (Some(level), Some(wanted)) if level == wanted => {}
+            _ => return false,
+        }
+    }
+}
+
 /// `ON` / `OFF`, as Home Assistant's switches send them (any case).
 fn switch_payload(text: &str) -> Option<bool> {
     if text.eq_ignore_ascii_case("on") {
@@ -413,6 +477,15 @@ fn switch_payload(text: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_filter_matches_one_level_per_plus_and_nothing_longer_or_shorter() {
+        let filter = "homeassistant/+/jetson-detectd_orin1/+/config";
+        assert!(topic_matches(filter, "homeassistant/sensor/jetson-detectd_orin1/front_fps/config"));
+        assert!(!topic_matches(filter, "homeassistant/sensor/jetson-detectd_orin2/front_fps/config"));
+        assert!(!topic_matches(filter, "homeassistant/sensor/jetson-detectd_orin1/front_fps/config/x"));
+        assert!(!topic_matches(filter, "homeassistant/status"));
+    }
 
     #[test]
     fn switches_take_on_and_off_in_any_case_and_nothing_else() {
