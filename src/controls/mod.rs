@@ -64,10 +64,6 @@ pub struct CameraControls {
 }
 
 impl CameraControls {
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     fn flag(&self, switch: Switch) -> &AtomicBool {
         match switch {
             Switch::Detect => &self.detect,
@@ -81,11 +77,9 @@ impl CameraControls {
     }
 
     pub fn values(&self) -> CameraValues {
-        CameraValues {
-            detect: self.get(Switch::Detect),
-            snapshots: self.get(Switch::Snapshots),
-            record: self.get(Switch::Record),
-        }
+        let mut values = CameraValues { detect: false, snapshots: false, record: false };
+        Switch::ALL.into_iter().for_each(|switch| *values.field(switch) = self.get(switch));
+        values
     }
 }
 
@@ -105,6 +99,20 @@ pub struct CameraValues {
     pub detect: bool,
     pub snapshots: bool,
     pub record: bool,
+}
+
+impl CameraValues {
+    pub fn get(mut self, switch: Switch) -> bool {
+        *self.field(switch)
+    }
+
+    fn field(&mut self, switch: Switch) -> &mut bool {
+        match switch {
+            Switch::Detect => &mut self.detect,
+            Switch::Snapshots => &mut self.snapshots,
+            Switch::Record => &mut self.record,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -158,9 +166,9 @@ impl Controls {
         }
         for camera in &self.cameras {
             if let Some(values) = saved.cameras.get(&camera.name) {
-                camera.detect.store(values.detect, Ordering::Relaxed);
-                camera.snapshots.store(values.snapshots, Ordering::Relaxed);
-                camera.record.store(values.record, Ordering::Relaxed);
+                for switch in Switch::ALL {
+                    camera.flag(switch).store(values.get(switch), Ordering::Relaxed);
+                }
             }
         }
     }

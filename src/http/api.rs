@@ -294,6 +294,17 @@ pub struct SwitchesBody {
     pub record: Option<bool>,
 }
 
+impl SwitchesBody {
+    /// The wanted state of `switch`, if the body names it.
+    fn get(&self, switch: Switch) -> Option<bool> {
+        match switch {
+            Switch::Detect => self.detect,
+            Switch::Snapshots => self.snapshots,
+            Switch::Record => self.record,
+        }
+    }
+}
+
 /// `PUT /api/controls`: sets the controls the body names, all or none (400 naming the field of an
 /// unknown camera or a threshold out of range); answers every control's value. The daemon applies
 /// the change at once (the threshold, a camera's detection), saves it to the controls file and
@@ -315,13 +326,8 @@ pub async fn put_controls(State(state): State<HttpState>, body: Bytes) -> Respon
         let _ = controls.set_score_threshold(value);
     }
     for (name, switches) in &body.cameras {
-        let wanted = [
-            (Switch::Detect, switches.detect),
-            (Switch::Snapshots, switches.snapshots),
-            (Switch::Record, switches.record),
-        ];
-        for (switch, on) in wanted {
-            if let Some(on) = on {
+        for switch in Switch::ALL {
+            if let Some(on) = switches.get(switch) {
                 let _ = controls.set(name, switch, on);
             }
         }

@@ -144,10 +144,17 @@ impl Publisher {
         self.enqueue(topic, payload, retain, true);
     }
 
+    /// Whether a message for `topic` of `len` bytes may be queued; a refused one (an invalid
+    /// topic, too large) is logged and counted as dropped.
+    fn admits(&self, what: &str, topic: &str, len: usize) -> bool {
+        let Some(reason) = message::refusal(topic, len) else { return true };
+        log::warn!("MQTT: dropping a {len} byte {what} for {topic:?}: {reason}");
+        lock(&self.shared.outbox).dropped += 1;
+        false
+    }
+
     fn enqueue(&self, topic: String, payload: Vec<u8>, retain: bool, per_frame: bool) {
-        if let Some(reason) = message::refusal(&topic, payload.len()) {
-            log::warn!("MQTT: dropping a {} byte message for {topic:?}: {reason}", payload.len());
-            lock(&self.shared.outbox).dropped += 1;
+        if !self.admits("message", &topic, payload.len()) {
             return;
         }
         let message = Message { topic, payload, qos: self.qos, retain, is_status: false, is_state: false, per_frame };
@@ -163,9 +170,7 @@ impl Publisher {
     /// configuration bounds how many states there are, so they are not counted against the queue
     /// bounds.
     pub fn publish_state(&self, class: StateClass, topic: String, payload: Vec<u8>) {
-        if let Some(reason) = message::refusal(&topic, payload.len()) {
-            log::warn!("MQTT: dropping a {} byte state message for {topic:?}: {reason}", payload.len());
-            lock(&self.shared.outbox).dropped += 1;
+        if !self.admits("state message", &topic, payload.len()) {
             return;
         }
         let message =

@@ -271,13 +271,8 @@ impl MqttOutlet {
         let threshold = format!("{}", (values.score_threshold * 1000.0).round() / 1000.0);
         self.publisher.publish_state(StateClass::Value, topics::threshold_state(&self.prefix), threshold.into_bytes());
         for (camera, switches) in &values.cameras {
-            let states = [
-                (Switch::Detect, switches.detect),
-                (Switch::Snapshots, switches.snapshots),
-                (Switch::Record, switches.record),
-            ];
-            for (switch, on) in states {
-                let payload = if on { "ON" } else { "OFF" };
+            for switch in Switch::ALL {
+                let payload = if switches.get(switch) { "ON" } else { "OFF" };
                 let topic = topics::switch_state(&self.prefix, camera, switch);
                 self.publisher.publish_state(StateClass::Value, topic, payload.as_bytes().to_vec());
             }
