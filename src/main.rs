@@ -12,7 +12,7 @@ use jetson_detectd::backend::{load, Backend, BuildDisplay};
 use jetson_detectd::cmd::run::{self, DaemonError};
 use jetson_detectd::cmd::selftest::{self, SelftestOptions, Status};
 use jetson_detectd::cmd::{bench, detect, probe};
-use jetson_detectd::config::{Config, ConfigError};
+use jetson_detectd::config::{secrets, Config, ConfigError};
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Labels;
 use jetson_detectd::model::{DeviceSpec, ModelSpec};
@@ -238,11 +238,17 @@ fn run(arg: &ConfigArg) -> Result<(), Stop> {
 /// The config, every check `run` makes before it opens a device or a socket
 /// ([`run::preflight`]), and the model and library checks of the backend `run` would load
 /// ([`run::check_model`]) wherever that needs no engine build: what this accepts, `run` does not
-/// refuse at start.
+/// refuse at start. Secrets are checked the way the service will see them
+/// ([`secrets::check_for_service`]); what that says goes to stderr as notes, so that `--print`
+/// stays TOML.
 fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
-    let preflight = run::preflight(&config).map_err(Failure::from)?;
-    let model = run::check_model(&config, &preflight).map_err(Failure::from)?;
+    let secrets = secrets::check_for_service(&config).map_err(Failure::config)?;
+    let preflight = run::preflight(&secrets.rest).map_err(Failure::from)?;
+    let model = run::check_model(&secrets.rest, &preflight).map_err(Failure::from)?;
+    for note in &secrets.notes {
+        eprintln!("note: {note}");
+    }
     if print {
         // What was recognised leads the effective config as TOML comments.
         let recognised = config.recognised().map(|line| format!("# recognised: {line}\n"));

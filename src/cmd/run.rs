@@ -192,13 +192,16 @@ fn named_detectors(config: &Config, loaded: &Config, labels: &mut Labels) -> Res
     Ok(detectors)
 }
 
-/// Every check of `config` that needs no device, socket or model load: the model files are regular
-/// files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file reads and
-/// has `model.classes` and every zone label (the zones file's named as its own), the password and
-/// TLS files read and parse, each camera's source could be opened ([`crate::source::check`]) and
-/// recorded ([`crate::record::check`]), and no two Home Assistant entities would share an id. (The
-/// controls file is the daemon's own: [`restore_controls`] sets a bad one aside at start.)
+/// Every check of `config` that needs no device, socket or model load: every secret file is
+/// readable by this process ([`crate::config::secrets::check_for_run`]), the model files are
+/// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
+/// reads and has `model.classes`, every zone label (the zones file's named as its own), the
+/// password and TLS files read and parse, each camera's source could be opened
+/// ([`crate::source::check`]) and recorded ([`crate::record::check`]), and no two Home Assistant
+/// entities would share an id. (The controls file is the daemon's own: [`restore_controls`] sets a
+/// bad one aside at start.)
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
+    crate::config::secrets::check_for_run(config)?;
     let model = ModelSpec::from_config(config)?;
     check_model_files(&model)?;
     let mut labels = Labels::load(&model.labels)?;

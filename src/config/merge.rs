@@ -1,8 +1,7 @@
 //! How a user's partial config meets the built-in default: tables merge key by key, and each
 //! relative path resolves against the directory of the file that set it.
 //!
-//! Owns: [`merge`], path resolution (a systemd credential in place of `mqtt.password_file`) and
-//! [`data_dir`]. Must not: type or validate values (that is
+//! Owns: [`merge`], path resolution and [`data_dir`]. Must not: type or validate values (that is
 //! `super`'s schema and `super::validate`), or read any file.
 
 use std::path::{Path, PathBuf};
@@ -40,10 +39,6 @@ impl Config {
         }
         if let Some(p) = self.mqtt.password_file.as_mut() {
             resolve(p, &["mqtt", "password_file"]);
-            let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
-            if let Some(credential) = systemd_credential(p, credentials.as_deref()) {
-                *p = credential;
-            }
         }
         if let Some(p) = self.http.token_file.as_mut() {
             resolve(p, &["http", "token_file"]);
@@ -61,16 +56,6 @@ impl Config {
             }
         }
     }
-}
-
-/// The systemd credential that stands for `password_file` in the service, if there is one: the
-/// file of the same name in `$CREDENTIALS_DIRECTORY`. The unit passes
-/// `/etc/jetson-detectd/mqtt-password` (root's, mode 0600, which the unit's `DynamicUser=` cannot
-/// read) with `LoadCredential=mqtt-password:…`, so one `password_file` serves the service and
-/// root's commands alike.
-pub(super) fn systemd_credential(password_file: &Path, credentials_dir: Option<&Path>) -> Option<PathBuf> {
-    let credential = credentials_dir?.join(password_file.file_name()?);
-    credential.is_file().then_some(credential)
 }
 
 /// Whether `table` sets the key at `path` (nested tables, e.g. `["mqtt", "tls"]`).

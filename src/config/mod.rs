@@ -21,6 +21,7 @@ pub mod models;
 pub mod record;
 pub mod reload;
 pub mod scene;
+pub mod secrets;
 mod validate;
 pub mod zones_file;
 
@@ -1276,19 +1277,6 @@ mod tests {
         let config = parse(&daily).expect("once a day is allowed");
         let _ = crate::publish::snapshot::Snapshotter::new(&config.snapshot);
         let _ = crate::publish::mqtt::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
-    }
-
-    #[test]
-    fn the_password_file_is_read_from_the_services_credential_of_the_same_name() {
-        let credentials = tempfile::tempdir().expect("tempdir");
-        let configured = Path::new("/etc/jetson-detectd/mqtt-password");
-        assert_eq!(merge::systemd_credential(configured, Some(credentials.path())), None, "no such credential");
-        assert_eq!(merge::systemd_credential(configured, None), None, "outside systemd");
-        std::fs::write(credentials.path().join("mqtt-password"), "secret\n").expect("write");
-        assert_eq!(
-            merge::systemd_credential(configured, Some(credentials.path())),
-            Some(credentials.path().join("mqtt-password"))
-        );
     }
 
     #[test]

@@ -2,12 +2,13 @@
 //! survive a panicked holder ([`lock`]), bounded, non-blocking reads of the files a config or a
 //! command names and atomic replacement of the files the daemon writes ([`files`]), the wire
 //! form of a wall-clock time ([`time`]), the resource limits the daemon sizes itself by
-//! ([`limits`]), the room left on a file system ([`disk`]) and the CPUs a thread may run on
-//! ([`affinity`]).
+//! ([`limits`]), the room left on a file system ([`disk`]), the CPUs a thread may run on
+//! ([`affinity`]) and who may read a file ([`access`]: users, groups, permission bits).
 //!
 //! Owns: these rules and nothing else. Must not: import any other module of the crate (every
 //! stage may use this one, so it stands below them all).
 
+pub mod access;
 pub mod affinity;
 pub mod disk;
 pub mod files;

@@ -34,16 +34,31 @@ fn through_runner(binary: &std::path::Path) -> Command {
     }
 }
 
-/// `command` as the service user would run it: as root (CI), under `setpriv` as `nobody`
+/// `command` as an unprivileged user would run it: as root (CI), under `setpriv` as `nobody`
 /// (uid and gid 65534, no supplementary groups), for whom permission bits apply; otherwise as is.
 /// Files it must read need to be readable by others, and their directories searchable.
 pub fn as_unprivileged_user(command: Command) -> Command {
+    as_nobody_in(command, None)
+}
+
+/// `command` as the packaged service runs it: as root (CI), under `setpriv` as `nobody` with
+/// `group` as its one supplementary group (the unit's `DynamicUser=` in `SupplementaryGroups=
+/// jetson-detectd`, whose members read the secrets); otherwise as is.
+pub fn as_service_user(command: Command, group: u32) -> Command {
+    as_nobody_in(command, Some(group))
+}
+
+fn as_nobody_in(command: Command, group: Option<u32>) -> Command {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return command;
     }
+    let groups = match group {
+        Some(group) => format!("--groups={group}"),
+        None => "--clear-groups".into(),
+    };
     let mut setpriv = Command::new("setpriv");
-    setpriv.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(command.get_program());
+    setpriv.args(["--reuid=65534", "--regid=65534", &groups, "--"]).arg(command.get_program());
     setpriv.args(command.get_args());
     for (name, value) in command.get_envs() {
         match value {

@@ -149,15 +149,16 @@ impl RunningDaemon {
     }
 
     /// [`RunningDaemon::start`], with `adjust` applied to the command before it starts (limits,
-    /// a wrapper).
+    /// a wrapper such as [`crate::arch::as_service_user`], which may replace the command: its
+    /// standard streams are set afterwards).
     pub fn start_with(config: &Path, env: &[(&str, &OsStr)], adjust: impl FnOnce(&mut Command)) -> RunningDaemon {
         let mut command = daemon();
-        command.arg("run").arg("--config").arg(config).stdin(Stdio::null()).stdout(Stdio::null());
-        command.stderr(Stdio::piped()).env_remove("NOTIFY_SOCKET").env_remove("WATCHDOG_USEC");
+        command.arg("run").arg("--config").arg(config).env_remove("NOTIFY_SOCKET").env_remove("WATCHDOG_USEC");
         for (name, value) in env {
             command.env(name, value);
         }
         adjust(&mut command);
+        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = command.spawn().expect("start jetson-detectd run");
         let stderr = child.stderr.take().expect("piped stderr");
         let log = Arc::new(Mutex::new(String::new()));

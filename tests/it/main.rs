@@ -28,6 +28,7 @@ mod pace;
 mod prometheus;
 #[cfg(feature = "gstreamer")]
 mod rtsp;
+mod secrets;
 mod selftest;
 mod sources;
 mod telemetry;
