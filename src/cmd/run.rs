@@ -195,7 +195,11 @@ fn named_detectors(config: &Config, loaded: &Config, labels: &mut Labels) -> Res
 /// Every check of `config` that needs no device, socket or model load: every secret file is
 /// readable by this process ([`crate::config::secrets::check_for_run`]), the model files are
 /// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
-/// reads and has `model.classes`, every zone label (the zones file's named as its own), the
+/// Every check of `config` that needs no device, socket or model load: every secret file is
+/// readable by this process ([`crate::config::secrets::check_for_run`]), the model files are
+/// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
+/// reads and has `model.classes`, every zone label (the zones file's named as its own) and (with
+/// discovery on) every `homeassistant.labels` entry, the
 /// password and TLS files read and parse, each camera's source could be opened
 /// ([`crate::source::check`]) and recorded ([`crate::record::check`]), and no two Home Assistant
 /// entities would share an id. (The controls file is the daemon's own: [`restore_controls`] sets a
@@ -210,6 +214,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     let labels = Arc::new(labels);
     check_zones_file_labels(config, &labels)?;
     let scenes = camera_scenes(config, &labels)?;
+    crate::publish::mqtt::homeassistant::check_labels(config, &labels)?;
     let mqtt = MqttSettings::from_config(config)?;
     for camera in &config.cameras {
         crate::source::check(&camera.name, &camera.source)

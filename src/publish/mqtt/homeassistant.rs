@@ -26,8 +26,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 
 use super::topics;
-use crate::config::{topic_segment, Config};
+use crate::config::{topic_segment, Config, ConfigError};
 use crate::controls::Switch;
+use crate::detection::Labels;
 
 /// One config message, and the entity's unique id.
 #[derive(Debug, Clone, PartialEq)]
@@ -403,6 +404,40 @@ pub fn collision(config: &Config) -> Option<String> {
     None
 }
 
+/// With discovery on, every `homeassistant.labels` entry must be a label of the model's label file:
+/// a count sensor for a label no detection can carry (`"persn"`) would sit at 0 for ever.
+pub fn check_labels(config: &Config, labels: &Labels) -> Result<(), ConfigError> {
+    if !config.homeassistant.discovery {
+        return Ok(());
+    }
+    for (index, label) in config.homeassistant.labels.iter().enumerate() {
+        if labels.id_of(label).is_none() {
+            let close: Vec<String> = (0..labels.len())
+                .map(|id| labels.name(id).into_owned())
+                .filter(|name| name.eq_ignore_ascii_case(label) || shares_a_prefix(name, label))
+                .take(3)
+                .map(|name| format!("{name:?}"))
+                .collect();
+            let hint = if close.is_empty() { String::new() } else { format!(" (did you mean {}?)", close.join(", ")) };
+            return Err(ConfigError::Invalid {
+                origin: config.origin.clone(),
+                key: format!("homeassistant.labels[{index}]"),
+                message: format!(
+                    "{label:?} is not in the label file {}{hint}: its count sensors would stay at 0",
+                    config.model.labels.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether two labels start alike (the first three characters, ignoring case): a likely typo.
+fn shares_a_prefix(a: &str, b: &str) -> bool {
+    let start = |s: &str| s.chars().take(3).flat_map(char::to_lowercase).collect::<String>();
+    a.chars().count() >= 3 && start(a) == start(b)
+}
+
 /// What was published, so that the next [`Discovery::messages`] removes what is gone and sends
 /// only what changed; and the configs of this device that the broker kept from earlier runs
 /// ([`Discovery::found`]), so that entities removed from the config between runs go too.
@@ -532,6 +567,20 @@ mod tests {
 
     use super::*;
     use crate::config::ConfigOrigin;
+
+    #[test]
+    fn a_discovery_label_the_label_file_lacks_is_refused_with_the_likely_one() {
+        let labels = Labels::parse("person\nbicycle\ncar\n", Path::new("labels.txt")).expect("labels");
+        let mut config = Config::embedded_default().expect("default");
+        config.homeassistant.labels = vec!["car".into(), "persn".into()];
+        assert!(check_labels(&config, &labels).is_ok(), "discovery off: the labels are not used");
+        config.homeassistant.discovery = true;
+        let error = check_labels(&config, &labels).expect_err("persn is no label").to_string();
+        assert!(error.contains("homeassistant.labels[1]") && error.contains("\"persn\""), "{error}");
+        assert!(error.contains("did you mean \"person\""), "{error}");
+        config.homeassistant.labels = vec!["person".into(), "car".into()];
+        assert!(check_labels(&config, &labels).is_ok());
+    }
 
     fn config(extra: &str) -> Config {
         let text = format!(
