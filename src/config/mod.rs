@@ -14,7 +14,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
-pub mod cache_dir;
 pub mod cpu_budget;
 mod merge;
 pub mod models;
@@ -22,6 +21,7 @@ pub mod record;
 pub mod reload;
 pub mod scene;
 pub mod secrets;
+pub mod service_dirs;
 mod validate;
 pub mod zones_file;
 
@@ -331,7 +331,7 @@ impl EngineConfig {
 }
 
 fn default_cache_dir() -> PathBuf {
-    crate::config::cache_dir::default_dir_from(&crate::config::cache_dir::CacheEnv::current())
+    crate::config::service_dirs::default_dir_from(&crate::config::service_dirs::CacheEnv::current())
 }
 
 /// Bounds on every decode of untrusted image bytes (image files, MJPEG frames, GStreamer samples),
