@@ -304,6 +304,9 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     for line in config.recognised() {
         log::info!("recognised from the model file: {line}");
     }
+    for camera in &config.zones_from_file {
+        log::info!("{}", camera.describe(&config.http.zones_file));
+    }
     let notifier = Arc::new(Notifier::from_env().unwrap_or_else(|e| {
         log::warn!("systemd notify socket unusable ({e}); continuing without sd_notify");
         Notifier::disabled()

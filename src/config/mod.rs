@@ -33,6 +33,7 @@ pub use cpu_budget::CpuBudget;
 pub use merge::data_dir;
 use merge::{merge, names_a_model};
 pub use scene::{camera_scene, camera_scenes, parse_scene, ParsedScene, SceneError};
+use service_dirs::ServiceDir;
 
 /// The documented example, also used when no `--config` is given.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/jetson-detectd.toml");
@@ -92,6 +93,9 @@ pub struct Config {
     /// Where the config came from (not a TOML key).
     #[serde(skip, default = "embedded_origin")]
     pub origin: ConfigOrigin,
+    /// The cameras whose zones and lines `http.zones_file` replaced (not a TOML key).
+    #[serde(skip)]
+    pub zones_from_file: Vec<zones_file::ZonesFromFile>,
 }
 
 fn embedded_origin() -> ConfigOrigin {
@@ -331,7 +335,7 @@ impl EngineConfig {
 }
 
 fn default_cache_dir() -> PathBuf {
-    crate::config::service_dirs::default_dir_from(&crate::config::service_dirs::CacheEnv::current())
+    service_dirs::default_dir_from(ServiceDir::Cache, &ServiceDir::Cache.env())
 }
 
 /// Bounds on every decode of untrusted image bytes (image files, MJPEG frames, GStreamer samples),
@@ -697,6 +701,8 @@ impl HttpConfig {
     }
 }
 
+/// `zones.toml` in the state directory: the service's (`$STATE_DIRECTORY`), root's commands the
+/// same one, a user's own otherwise ([`service_dirs::default_dir_from`], as `engine.cache_dir`).
 fn default_zones_file() -> PathBuf {
     state_dir().join("zones.toml")
 }
@@ -705,17 +711,10 @@ fn default_controls_file() -> PathBuf {
     state_dir().join("controls.toml")
 }
 
-/// systemd's StateDirectory= sets STATE_DIRECTORY; outside systemd the per-user state directory.
+/// The state directory, by the rule of `engine.cache_dir` ([`service_dirs::default_dir_from`]):
+/// systemd's `$STATE_DIRECTORY`; root's commands the service's; a user's own otherwise.
 fn state_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("STATE_DIRECTORY") {
-        PathBuf::from(dir)
-    } else if let Some(xdg) = std::env::var_os("XDG_STATE_HOME") {
-        PathBuf::from(xdg).join("jetson-detectd")
-    } else if let Some(home) = std::env::var_os("HOME") {
-        PathBuf::from(home).join(".local/state/jetson-detectd")
-    } else {
-        PathBuf::from("/var/lib/jetson-detectd")
-    }
+    service_dirs::default_dir_from(ServiceDir::State, &ServiceDir::State.env())
 }
 
 impl Config {
@@ -771,7 +770,7 @@ impl Config {
         config.model.recognise = config.keys_to_recognise(&user);
         config.prepare_named_models(&user, base);
         config.validate_named_models(&user)?;
-        zones_file::ZonesFile::load(&config.http.zones_file)?.apply(&mut config.cameras);
+        config.zones_from_file = zones_file::ZonesFile::load(&config.http.zones_file)?.apply(&mut config.cameras);
         config.validate()?;
         Ok(config)
     }

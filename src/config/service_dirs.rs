@@ -1,12 +1,15 @@
-//! The cache directory that the service, `build-engine` and `selftest` share: where it is by
-//! default.
+//! The service's directories that root's commands share with it: the cache (engines, timing cache)
+//! and the state (the zones file saved from the page). Where each is by default.
 //!
 //! The systemd unit's `CacheDirectory=jetson-detectd` gives the service `/var/cache/jetson-detectd`
 //! (as `$CACHE_DIRECTORY`), owned by its `DynamicUser=`. The README's install steps prebuild the
 //! engine with `sudo jetson-detectd build-engine`, outside systemd: that must land in the same
 //! directory (this module's rule), and the service must be able to replace, lock and read what
 //! root wrote there (`crate::sys::files::adopt_dir_owner`, which every atomic write and the build
-//! lock apply). It reads no config and writes no file of its own.
+//! lock apply). Its `StateDirectory=jetson-detectd` (`$STATE_DIRECTORY`, `/var/lib/jetson-detectd`)
+//! holds the zones file, which `sudo jetson-detectd check-config --print` must merge as the service
+//! does. One rule for both: systemd's variable; else, for root, the service's directory; else the
+//! user's own. It reads no config and writes no file of its own.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -14,43 +17,77 @@ use std::path::PathBuf;
 /// The service's cache directory (systemd's `CacheDirectory=jetson-detectd`).
 pub const SERVICE_CACHE_DIR: &str = "/var/cache/jetson-detectd";
 
-/// The environment [`default_dir_from`] decides from.
+/// The service's state directory (systemd's `StateDirectory=jetson-detectd`).
+pub const SERVICE_STATE_DIR: &str = "/var/lib/jetson-detectd";
+
+/// The environment [`default_dir_from`] decides from, for one kind of directory.
 #[derive(Debug, Clone, Default)]
-pub struct CacheEnv {
-    /// `$CACHE_DIRECTORY`, set by systemd's `CacheDirectory=`.
-    pub cache_directory: Option<OsString>,
-    pub xdg_cache_home: Option<OsString>,
+pub struct DirEnv {
+    /// systemd's variable for the directory: `$CACHE_DIRECTORY` (`CacheDirectory=`) or
+    /// `$STATE_DIRECTORY` (`StateDirectory=`).
+    pub systemd: Option<OsString>,
+    /// `$XDG_CACHE_HOME` or `$XDG_STATE_HOME`.
+    pub xdg: Option<OsString>,
     pub home: Option<OsString>,
     /// The effective user is root.
     pub root: bool,
 }
 
-impl CacheEnv {
-    /// This process's environment.
-    pub fn current() -> Self {
-        CacheEnv {
-            cache_directory: std::env::var_os("CACHE_DIRECTORY"),
-            xdg_cache_home: std::env::var_os("XDG_CACHE_HOME"),
+/// A kind of directory the service has: its systemd variable, its XDG variable and the fallback
+/// under `$HOME`, and the service's own path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceDir {
+    Cache,
+    State,
+}
+
+impl ServiceDir {
+    /// Where the service has it.
+    pub fn service_path(self) -> &'static str {
+        match self {
+            ServiceDir::Cache => SERVICE_CACHE_DIR,
+            ServiceDir::State => SERVICE_STATE_DIR,
+        }
+    }
+
+    /// This process's environment for this directory.
+    pub fn env(self) -> DirEnv {
+        let (systemd, xdg) = match self {
+            ServiceDir::Cache => ("CACHE_DIRECTORY", "XDG_CACHE_HOME"),
+            ServiceDir::State => ("STATE_DIRECTORY", "XDG_STATE_HOME"),
+        };
+        DirEnv {
+            systemd: std::env::var_os(systemd),
+            xdg: std::env::var_os(xdg),
             home: std::env::var_os("HOME"),
             root: is_root(),
         }
     }
+
+    /// The per-user directory under `$HOME` when the XDG variable is unset.
+    fn under_home(self) -> &'static str {
+        match self {
+            ServiceDir::Cache => ".cache/jetson-detectd",
+            ServiceDir::State => ".local/state/jetson-detectd",
+        }
+    }
 }
 
-/// `engine.cache_dir` when the config does not set it: systemd's `$CACHE_DIRECTORY`; else, for
-/// root, the service's directory (root's commands are the install steps that prebuild for the
-/// service); else the per-user cache.
-pub fn default_dir_from(env: &CacheEnv) -> PathBuf {
-    if let Some(dir) = &env.cache_directory {
+/// The directory of `kind` when the config does not name one (`engine.cache_dir`, the directory of
+/// `http.zones_file`): systemd's variable; else, for root, the service's directory (root's commands
+/// are the install steps that prebuild for the service and check what it will run); else the
+/// per-user one.
+pub fn default_dir_from(kind: ServiceDir, env: &DirEnv) -> PathBuf {
+    if let Some(dir) = &env.systemd {
         PathBuf::from(dir)
     } else if env.root {
-        PathBuf::from(SERVICE_CACHE_DIR)
-    } else if let Some(xdg) = &env.xdg_cache_home {
+        PathBuf::from(kind.service_path())
+    } else if let Some(xdg) = &env.xdg {
         PathBuf::from(xdg).join("jetson-detectd")
     } else if let Some(home) = &env.home {
-        PathBuf::from(home).join(".cache/jetson-detectd")
+        PathBuf::from(home).join(kind.under_home())
     } else {
-        PathBuf::from(SERVICE_CACHE_DIR)
+        PathBuf::from(kind.service_path())
     }
 }
 
@@ -64,19 +101,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn systemd_cache_directory_wins_then_root_gets_the_service_directory_then_the_user_cache() {
-        let env = CacheEnv {
-            cache_directory: Some("/var/cache/other".into()),
-            xdg_cache_home: Some("/home/u/.xdg".into()),
-            home: Some("/root".into()),
-            root: true,
-        };
-        assert_eq!(default_dir_from(&env), PathBuf::from("/var/cache/other"));
-        let root = CacheEnv { cache_directory: None, ..env.clone() };
-        assert_eq!(default_dir_from(&root), PathBuf::from(SERVICE_CACHE_DIR));
-        let user = CacheEnv { root: false, ..root.clone() };
-        assert_eq!(default_dir_from(&user), PathBuf::from("/home/u/.xdg/jetson-detectd"));
-        let plain = CacheEnv { xdg_cache_home: None, home: Some("/home/u".into()), ..user };
-        assert_eq!(default_dir_from(&plain), PathBuf::from("/home/u/.cache/jetson-detectd"));
+    fn systemds_directory_wins_then_root_gets_the_services_directory_then_the_users() {
+        for (kind, service, under_home) in [
+            (ServiceDir::Cache, SERVICE_CACHE_DIR, "/home/u/.cache/jetson-detectd"),
+            (ServiceDir::State, SERVICE_STATE_DIR, "/home/u/.local/state/jetson-detectd"),
+        ] {
+            let env = DirEnv {
+                systemd: Some("/var/other".into()),
+                xdg: Some("/home/u/.xdg".into()),
+                home: Some("/root".into()),
+                root: true,
+            };
+            assert_eq!(default_dir_from(kind, &env), PathBuf::from("/var/other"));
+            let root = DirEnv { systemd: None, ..env.clone() };
+            assert_eq!(default_dir_from(kind, &root), PathBuf::from(service), "{kind:?}");
+            let user = DirEnv { root: false, ..root.clone() };
+            assert_eq!(default_dir_from(kind, &user), PathBuf::from("/home/u/.xdg/jetson-detectd"));
+            let plain = DirEnv { xdg: None, home: Some("/home/u".into()), ..user };
+            assert_eq!(default_dir_from(kind, &plain), PathBuf::from(under_home), "{kind:?}");
+        }
     }
 }

@@ -48,6 +48,35 @@ pub struct ZonesFile {
     pub cameras: Vec<CameraScene>,
 }
 
+/// A camera whose zones and lines the zones file replaced, with how many of each the config had and
+/// the file has: `run` logs it and `check-config` says it, since the config then no longer shows
+/// what the daemon runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZonesFromFile {
+    pub camera: String,
+    pub config_zones: usize,
+    pub config_lines: usize,
+    pub zones: usize,
+    pub lines: usize,
+}
+
+impl ZonesFromFile {
+    /// One line for the log and `check-config`, naming the zones file `path`.
+    pub fn describe(&self, path: &Path) -> String {
+        format!(
+            "camera {:?}: the zones file {} (saved from the web page) replaces the config's zones and lines \
+             ({} zone(s), {} line(s) in the config; {} zone(s), {} line(s) in the file); \
+             `check-config --print` shows the result",
+            self.camera,
+            path.display(),
+            self.config_zones,
+            self.config_lines,
+            self.zones,
+            self.lines
+        )
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: cannot write the zones file: {source}")]
 pub struct WriteError {
@@ -118,14 +147,23 @@ impl ZonesFile {
         Ok(file)
     }
 
-    /// Replaces the zones and lines of every configured camera this file names.
-    pub fn apply(&self, cameras: &mut [CameraConfig]) {
+    /// Replaces the zones and lines of every configured camera this file names; says which.
+    pub fn apply(&self, cameras: &mut [CameraConfig]) -> Vec<ZonesFromFile> {
+        let mut applied = Vec::new();
         for scene in &self.cameras {
             if let Some(camera) = cameras.iter_mut().find(|camera| camera.name == scene.name) {
+                applied.push(ZonesFromFile {
+                    camera: camera.name.clone(),
+                    config_zones: camera.zones.len(),
+                    config_lines: camera.lines.len(),
+                    zones: scene.zones.len(),
+                    lines: scene.lines.len(),
+                });
                 camera.zones.clone_from(&scene.zones);
                 camera.lines.clone_from(&scene.lines);
             }
         }
+        applied
     }
 
     /// Refuses a zone label `known` does not know (the label file's) in the zones of a configured
@@ -318,7 +356,14 @@ mod tests {
         let mut file = ZonesFile::default();
         file.set(lane());
         file.set(CameraScene { name: "gone".into(), zones: Vec::new(), lines: Vec::new() });
-        file.apply(&mut cameras);
+        let applied = file.apply(&mut cameras);
+        assert_eq!(
+            applied,
+            [ZonesFromFile { camera: "front".into(), config_zones: 0, config_lines: 1, zones: 1, lines: 1 }],
+            "only the configured camera the file names"
+        );
+        let line = applied[0].describe(Path::new("/var/lib/jetson-detectd/zones.toml"));
+        assert!(line.contains("\"front\"") && line.contains("/var/lib/jetson-detectd/zones.toml"), "{line}");
         assert_eq!(cameras[0].zones, lane().zones);
         assert_eq!(cameras[0].lines, lane().lines);
         assert_eq!(cameras[1].lines[0].name, "old");

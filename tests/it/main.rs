@@ -34,3 +34,4 @@ mod sources;
 mod telemetry;
 mod tracking;
 mod watchdog;
+mod zones_file;
