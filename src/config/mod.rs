@@ -388,6 +388,11 @@ pub enum SourceConfig {
         /// waits for a free slot). Absent: stamped when read, dropped like a live camera's frames.
         #[serde(default)]
         replay_fps: Option<f32>,
+        /// Show each file for this many seconds before the next (at the camera's `fps`). Each file
+        /// of a directory is a scene of its own for tracking, unless `replay_fps` makes the files a
+        /// recording; absent: the next file on every frame.
+        #[serde(default)]
+        hold_s: Option<f32>,
     },
     /// A moving test pattern.
     Synthetic {
@@ -1042,6 +1047,16 @@ mod tests {
         assert!(
             matches!(parse(&replay), Err(ConfigError::Invalid { key, .. }) if key == "camera[0].source.replay_fps")
         );
+        let images = |keys: &str| {
+            MINIMAL.replace("{ kind = \"synthetic\" }", &format!("{{ kind = \"images\", path = \"d\", {keys} }}"))
+        };
+        for keys in ["hold_s = -1.0", "hold_s = nan", "hold_s = 3.0, replay_fps = 10.0"] {
+            assert!(
+                matches!(parse(&images(keys)), Err(ConfigError::Invalid { key, .. }) if key == "camera[0].source.hold_s"),
+                "{keys}"
+            );
+        }
+        assert!(parse(&images("hold_s = 3.0")).is_ok());
     }
 
     #[test]
@@ -1076,7 +1091,7 @@ mod tests {
         assert_eq!(camera_only.cameras[0].fps, 0.0);
         assert_eq!(
             camera_only.cameras[0].source,
-            SourceConfig::Images { path: "/base/pics".into(), mode: ImageMode::Loop, replay_fps: None },
+            SourceConfig::Images { path: "/base/pics".into(), mode: ImageMode::Loop, replay_fps: None, hold_s: None },
             "a path the user sets resolves against the user's directory"
         );
         assert_eq!(camera_only.model.onnx, default.model.onnx);

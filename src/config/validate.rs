@@ -260,6 +260,21 @@ impl Config {
                         "allowed: from 1/86400 (one frame a day) up, per second",
                     ));
                 }
+                SourceConfig::Images { hold_s: Some(hold), .. }
+                    if !(hold.is_finite() && (0.0..=86400.0).contains(hold)) =>
+                {
+                    return Err(self.invalid(
+                        &format!("camera[{i}].source.hold_s"),
+                        "allowed: 0 to 86400 seconds (a day) per file",
+                    ));
+                }
+                SourceConfig::Images { hold_s: Some(_), replay_fps: Some(_), .. } => {
+                    return Err(self.invalid(
+                        &format!("camera[{i}].source.hold_s"),
+                        "`replay_fps` plays the files as one recording, `hold_s` shows each as a scene of its own: \
+                         set one of them",
+                    ));
+                }
                 _ => {}
             }
             // Labels are resolved once the label file is read (`scene::camera_scene`).

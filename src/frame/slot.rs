@@ -151,6 +151,8 @@ pub struct FrameSlot {
     pub(super) ready_at: Option<Instant>,
     /// Full-frame copies the source made of the frame in this slot (reset by [`FrameSlot::prepare`]).
     pub(super) copies: u32,
+    /// The continuity the frame belongs to ([`FrameSlot::continuity`]).
+    continuity: u64,
 }
 
 impl FrameSlot {
@@ -169,6 +171,7 @@ impl FrameSlot {
             capture_time: Duration::ZERO,
             ready_at: None,
             copies: 0,
+            continuity: 0,
         }
     }
 
@@ -252,6 +255,19 @@ impl FrameSlot {
     /// Full-frame copies made of the frame in this slot since [`FrameSlot::prepare`].
     pub fn copies(&self) -> u32 {
         self.copies
+    }
+
+    /// Which continuous view the frame belongs to: frames with one value continue one another,
+    /// and a frame with another value shows something unrelated (the next of a folder of
+    /// pictures: a new scene, in the user's words), so tracking ends every track when it changes.
+    /// Cameras never change it (0); [`FrameSlot::prepare`] and [`FrameSlot::lend`] keep it, so a
+    /// source that sets it sets it for every frame.
+    pub fn continuity(&self) -> u64 {
+        self.continuity
+    }
+
+    pub fn set_continuity(&mut self, continuity: u64) {
+        self.continuity = continuity;
     }
 
     pub fn meta(&self) -> &FrameMeta {

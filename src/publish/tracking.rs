@@ -59,6 +59,9 @@ pub struct CameraTracking {
     /// What the last step produced (buffers reused from step to step).
     events: Vec<ObjectEvent>,
     occupancy: Vec<OccupancyChange>,
+    /// The continuity of the last frame ([`FrameSlot::continuity`]); a frame with another one
+    /// shows something unrelated, and every track ends before it is tracked.
+    continuity: Option<u64>,
 }
 
 impl CameraTracking {
@@ -84,6 +87,7 @@ impl CameraTracking {
             }),
             events: Vec::new(),
             occupancy: Vec::new(),
+            continuity: None,
         }
     }
 
@@ -98,6 +102,8 @@ impl CameraTracking {
 
     /// Tracks one processed frame: the track id of each detection (confirmed tracks only), and
     /// the frame's events and changed counts. `clips` names the clip of each event, if it has one.
+    /// A frame of another continuity than the last ends every track first: its `end` events and
+    /// zeroed counts come before the frame's own.
     pub fn frame(
         &mut self,
         slot: &FrameSlot,
@@ -105,10 +111,17 @@ impl CameraTracking {
         labels: &Labels,
         clips: &ClipNamer<'_>,
     ) -> (&[Option<TrackId>], TrackingUpdate<'_>) {
+        self.events.clear();
+        self.occupancy.clear();
+        let continuity = slot.continuity();
+        if self.continuity.replace(continuity).is_some_and(|last| last != continuity) {
+            self.tracking.finish();
+            self.collect_events(None, clips);
+            self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
+        }
         let meta = slot.meta();
         self.tracking.update(detections, meta.width, meta.height, meta.captured_at);
         self.collect_events(Some(meta.sequence), clips);
-        self.occupancy.clear();
         self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
         self.take_pictures(slot, labels);
         (self.tracking.track_ids(), TrackingUpdate { events: &self.events, occupancy: &self.occupancy })
@@ -117,6 +130,7 @@ impl CameraTracking {
     /// Ends every track: `end` events (with their snapshots and clips) and counts back to 0.
     pub fn finish(&mut self, clips: &ClipNamer<'_>) -> TrackingUpdate<'_> {
         self.tracking.finish();
+        self.events.clear();
         self.collect_events(None, clips);
         self.occupancy.clear();
         self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
@@ -139,10 +153,9 @@ impl CameraTracking {
         TrackingUpdate { events: &self.events, occupancy: &self.occupancy }
     }
 
-    /// The tracker's last events as typed events: stamped, an `end` with its track's picture, each
-    /// with its clip.
+    /// Appends the tracker's last events as typed events: stamped, an `end` with its track's
+    /// picture, each with its clip.
     fn collect_events(&mut self, frame: Option<u64>, clips: &ClipNamer<'_>) {
-        self.events.clear();
         for event in self.tracking.events() {
             let Some(mut described) = ObjectEvent::describe(event, &self.tracking, frame) else {
                 continue;
@@ -288,6 +301,30 @@ mod tests {
         let picture = image::load_from_memory(end.picture.as_deref().expect("the best picture")).expect("a JPEG");
         assert_eq!((picture.width(), picture.height()), (64, 48));
         assert!(tracking.shots.as_ref().expect("on").shots.is_empty(), "handed over once, then forgotten");
+    }
+
+    /// Issue 33: a looping folder of unrelated pictures merged a person, a cat and a cup into one
+    /// track. A frame of another continuity (the next picture) ends every track first.
+    #[test]
+    fn a_new_continuity_ends_every_track_before_its_first_frame_is_tracked() {
+        let labels = labels();
+        let mut tracking = CameraTracking::new("front", params(), scene(), None, None);
+        let mut events = Vec::new();
+        let mut frame = |frame: u64, continuity: u64| {
+            let mut slot = slot(frame);
+            slot.set_continuity(continuity);
+            let (ids, update) = tracking.frame(&slot, &[light(0.8, 10.0)], &labels, &|_| None);
+            let ids = ids.to_vec();
+            events.extend(update.events.iter().map(|event| (event.kind, event.track_id)));
+            ids
+        };
+        for n in 0..3 {
+            frame(n, 1);
+        }
+        // The same box in the next picture: without the cut it would continue track 1.
+        assert_eq!(frame(3, 2), [None], "a new track, not yet confirmed");
+        assert_eq!(frame(4, 2), [Some(2)], "the new picture's own track");
+        assert_eq!(events, [(EventKind::Start, 1), (EventKind::End, 1), (EventKind::Start, 2)]);
     }
 
     #[test]

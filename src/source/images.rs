@@ -1,9 +1,14 @@
 //! Image files as a camera: one file, or a directory played in name order, once or in a loop.
 //!
-//! Owns: listing and decoding image files into slots, and their capture times: the time a file was
-//! read, or with `replay_fps` the time it would have had in a recording made at that rate (file n
-//! at `start + n / replay_fps`), which makes a replay's tracking independent of how fast inference
-//! runs. Files are decoded through the bounded decoder: one that cannot be read or decoded, or is
+//! Owns: listing and decoding image files into slots, their capture times and their scenes.
+//! Capture time: the time a file was read, or with `replay_fps` the time it would have had in a
+//! recording made at that rate (file n at `start + n / replay_fps`), which makes a replay's
+//! tracking independent of how fast inference runs. Scenes: a directory of pictures is not a
+//! video, so, unless `replay_fps` says the files are one recording, each file is a scene of its own
+//! (its frames get a new [`FrameSlot::continuity`], and tracking ends every track when that
+//! changes: no track is carried from a cat to a cup); `hold_s` shows each file for that long, so
+//! that its objects become tracks and their events are true ones. A single file is one scene
+//! however often it is shown. Files are decoded through the bounded decoder: one that cannot be read or decoded, or is
 //! over `[limits]`, is skipped with a rate-limited warning, never fatal. A folder without image
 //! files, or whose files could none be used in a whole pass, is a camera offline (`reconnecting`,
 //! as an unplugged USB camera): it is listed again with backoff until images come back; only a
@@ -12,7 +17,7 @@
 //! decoded images (memory stays bounded by the slots).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::image_decode::{self, Decoded, ImageDecodeError};
 use super::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog, SourceStatus, INITIAL_BACKOFF};
@@ -34,10 +39,25 @@ struct Pass {
     produced: usize,
 }
 
+/// How the files are played: once or in a loop, as a recording (`replay_fps`), or each shown for
+/// `hold_s` seconds (validated by the config: not both).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Playback {
+    pub mode: ImageMode,
+    pub replay_fps: Option<f32>,
+    pub hold_s: Option<f32>,
+}
+
 pub struct ImagesSource {
     root: PathBuf,
     mode: ImageMode,
     limits: LimitsConfig,
+    /// How long each file is shown before the next (`hold_s`).
+    hold: Option<Duration>,
+    /// The file of the latest frame, and when it was first shown in a row.
+    showing: Option<(PathBuf, Instant)>,
+    /// The continuity of the latest frame: a new one with every new file, unless replaying.
+    continuity: u64,
     /// Up while the folder has image files; down (waiting, listed again with backoff) while it has
     /// none, or none of them could be used in a whole pass.
     connection: Connection<Pass>,
@@ -52,16 +72,12 @@ pub struct ImagesSource {
 }
 
 impl ImagesSource {
-    /// `replay_fps`: stamp the files as a recording at that rate (validated by the config). Every
-    /// file is decoded within `limits`. A path that does not exist or cannot be read is an error;
-    /// a folder without image files opens and waits for some.
-    pub fn open(
-        path: &Path,
-        mode: ImageMode,
-        replay_fps: Option<f32>,
-        limits: LimitsConfig,
-    ) -> Result<ImagesSource, SourceError> {
-        let replay = replay_fps
+    /// `playback.replay_fps`: stamp the files as a recording at that rate; `playback.hold_s`: show
+    /// each file that long. Every file is decoded within `limits`. A path that does not exist or
+    /// cannot be read is an error; a folder without image files opens and waits for some.
+    pub fn open(path: &Path, playback: Playback, limits: LimitsConfig) -> Result<ImagesSource, SourceError> {
+        let replay = playback
+            .replay_fps
             .and_then(|fps| Duration::try_from_secs_f64(1.0 / f64::from(fps)).ok())
             .map(|interval| (SystemTime::now(), interval));
         let description = format!("images:{}", path.display());
@@ -72,8 +88,11 @@ impl ImagesSource {
             .map_err(|message| SourceError::Open { source_name: description, message })?;
         Ok(ImagesSource {
             root: path.to_path_buf(),
-            mode,
+            mode: playback.mode,
             limits,
+            hold: playback.hold_s.and_then(|seconds| Duration::try_from_secs_f32(seconds).ok()),
+            showing: None,
+            continuity: 0,
             connection,
             replay,
             produced: 0,
@@ -81,6 +100,24 @@ impl ImagesSource {
             truncated_logged: false,
         })
     }
+
+    /// `path` was decoded into a frame: a file other than the last one starts a new scene, unless
+    /// the files are a recording.
+    fn shown(&mut self, path: PathBuf) {
+        if self.showing.as_ref().is_some_and(|(shown, _)| *shown == path) {
+            return;
+        }
+        if self.replay.is_none() {
+            self.continuity += 1;
+        }
+        self.showing = Some((path, Instant::now()));
+    }
+}
+
+/// The file shown last, while its `hold` lasts.
+fn held(showing: Option<&(PathBuf, Instant)>, hold: Option<Duration>) -> Option<PathBuf> {
+    let (path, since) = showing?;
+    (since.elapsed() < hold?).then(|| path.clone())
 }
 
 /// The image files at `path`: the file itself, or a directory's image files in name order. A path
@@ -182,21 +219,29 @@ impl FrameSource for ImagesSource {
             Ok(pass) => pass,
             Err(capture) => return Ok(capture),
         };
-        if pass.next == pass.files.len() {
-            match after_pass(mode, root, pass) {
-                AfterPass::Next(next) => *pass = next,
-                AfterPass::Wait(error) => {
-                    self.connection.down(&error);
-                    return Ok(Capture::Retry);
+        let path = match held(self.showing.as_ref(), self.hold) {
+            Some(path) => path,
+            None => {
+                if pass.next == pass.files.len() {
+                    match after_pass(mode, root, pass) {
+                        AfterPass::Next(next) => *pass = next,
+                        AfterPass::Wait(error) => {
+                            self.connection.down(&error);
+                            return Ok(Capture::Retry);
+                        }
+                        AfterPass::End => return Ok(Capture::End),
+                    }
                 }
-                AfterPass::End => return Ok(Capture::End),
+                let path = pass.files[pass.next].clone();
+                pass.next += 1;
+                path
             }
-        }
-        let path = pass.files[pass.next].clone();
-        pass.next += 1;
+        };
         match image_decode::decode_file(&path, &self.limits, slot) {
             Ok(decoded) => {
                 pass.produced += 1;
+                self.shown(path.clone());
+                slot.set_continuity(self.continuity);
                 slot.meta_mut().captured_at = match self.replay {
                     Some((start, interval)) => start + interval * self.produced,
                     None => SystemTime::now(),
@@ -235,6 +280,10 @@ mod tests {
 
     const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
 
+    fn play(mode: ImageMode, replay_fps: Option<f32>) -> Playback {
+        Playback { mode, replay_fps, hold_s: None }
+    }
+
     fn slot() -> FrameSlot {
         FrameSlot::new(Box::new(HeapMemory::default()))
     }
@@ -249,7 +298,7 @@ mod tests {
         write_png(&dir.path().join("b.png"), 4, 2);
         write_png(&dir.path().join("a.png"), 2, 2);
         std::fs::write(dir.path().join("notes.txt"), "ignored").expect("write");
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Once, None, LIMITS).expect("open");
+        let mut source = ImagesSource::open(dir.path(), play(ImageMode::Once, None), LIMITS).expect("open");
         let mut slot = slot();
         assert_eq!(source.next_frame(&mut slot).expect("a"), Capture::Frame);
         assert_eq!((slot.meta().width, &slot.data()[..3]), (2, &[10u8, 20, 30][..]));
@@ -259,11 +308,73 @@ mod tests {
     }
 
     #[test]
+    fn each_file_of_a_directory_is_a_scene_of_its_own_and_a_single_file_one_scene() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_png(&dir.path().join("a.png"), 2, 2);
+        write_png(&dir.path().join("b.png"), 2, 2);
+        let mut slot = slot();
+        let mut scenes = |source: &mut ImagesSource| -> Vec<u64> {
+            (0..5)
+                .map(|_| {
+                    assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
+                    slot.continuity()
+                })
+                .collect()
+        };
+        let mut pictures = ImagesSource::open(dir.path(), play(ImageMode::Loop, None), LIMITS).expect("open");
+        assert_eq!(scenes(&mut pictures), [1, 2, 3, 4, 5], "a new scene with every file, across the loop too");
+        let mut recording = ImagesSource::open(dir.path(), play(ImageMode::Loop, Some(4.0)), LIMITS).expect("open");
+        assert_eq!(scenes(&mut recording), [0; 5], "a replay is one recording");
+        let mut one = ImagesSource::open(&dir.path().join("a.png"), play(ImageMode::Loop, None), LIMITS).expect("open");
+        assert_eq!(scenes(&mut one), [1; 5], "one picture shown again is the same scene");
+    }
+
+    #[test]
+    fn hold_shows_each_file_for_its_time_as_one_scene() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_png(&dir.path().join("a.png"), 2, 2);
+        write_png(&dir.path().join("b.png"), 4, 2);
+        let hold = Duration::from_millis(200);
+        let playback = Playback { mode: ImageMode::Once, replay_fps: None, hold_s: Some(hold.as_secs_f32()) };
+        let mut source = ImagesSource::open(dir.path(), playback, LIMITS).expect("open");
+        let mut slot = slot();
+        // Each frame with the time from before the first call to before and after its own: the
+        // source's clock for a.png starts within the first call, so a frame whose call ended within
+        // `hold` of the first call's start must be a.png, and one whose call started `hold` after
+        // the first call ended must not. Bounds only, so a slow machine cannot fail it.
+        let first_call = Instant::now();
+        let mut first_shown = None;
+        let mut shown = Vec::new();
+        loop {
+            let before = first_call.elapsed();
+            let capture = source.next_frame(&mut slot).expect("frame");
+            let after = first_call.elapsed();
+            match capture {
+                Capture::Frame => {
+                    let first = *first_shown.get_or_insert(after);
+                    shown.push((slot.meta().width, slot.continuity(), before.saturating_sub(first), after));
+                }
+                Capture::End => break,
+                other => panic!("unexpected {other:?}"),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let b_from = shown.iter().position(|(width, ..)| *width == 4).expect("b.png shown");
+        assert!(b_from > 0 && shown[b_from..].iter().all(|(width, ..)| *width == 4), "a, then b: {shown:?}");
+        assert!(shown[..b_from].iter().all(|(_, scene, ..)| *scene == 1), "{shown:?}");
+        assert!(shown[b_from..].iter().all(|(_, scene, ..)| *scene == 2), "{shown:?}");
+        for (width, _, since_first_shown, since_first_call) in &shown {
+            assert!(*since_first_call >= hold || *width == 2, "a.png held for its 0.2 s: {shown:?}");
+            assert!(*since_first_shown < hold || *width == 4, "a.png replaced after its 0.2 s: {shown:?}");
+        }
+    }
+
+    #[test]
     fn replay_stamps_files_at_the_recording_rate_and_keeps_every_frame() {
         let dir = tempfile::tempdir().expect("tempdir");
         write_png(&dir.path().join("a.png"), 2, 2);
         write_png(&dir.path().join("b.png"), 2, 2);
-        let mut replay = ImagesSource::open(dir.path(), ImageMode::Loop, Some(4.0), LIMITS).expect("open");
+        let mut replay = ImagesSource::open(dir.path(), play(ImageMode::Loop, Some(4.0)), LIMITS).expect("open");
         assert!(replay.keeps_every_frame());
         let mut slot = slot();
         let times: Vec<SystemTime> = (0..3)
@@ -274,7 +385,9 @@ mod tests {
             .collect();
         let steps: Vec<Duration> = times.windows(2).map(|w| w[1].duration_since(w[0]).expect("increasing")).collect();
         assert_eq!(steps, [Duration::from_millis(250); 2], "250 ms apart, also across the loop");
-        assert!(!ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS).expect("open").keeps_every_frame());
+        assert!(!ImagesSource::open(dir.path(), play(ImageMode::Loop, None), LIMITS)
+            .expect("open")
+            .keeps_every_frame());
     }
 
     #[test]
@@ -282,7 +395,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("a.jpg"), b"not a jpeg").expect("write");
         write_png(&dir.path().join("b.png"), 2, 2);
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS).expect("open");
+        let mut source = ImagesSource::open(dir.path(), play(ImageMode::Loop, None), LIMITS).expect("open");
         let mut slot = slot();
         let captures: Vec<Capture> = (0..4).map(|_| source.next_frame(&mut slot).expect("no error")).collect();
         assert_eq!(captures, [Capture::Retry, Capture::Frame, Capture::Retry, Capture::Frame]);
@@ -293,7 +406,7 @@ mod tests {
     fn a_pass_without_a_usable_file_is_a_camera_offline_not_an_error_nor_a_spin() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("a.png"), b"garbage").expect("write");
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS).expect("open");
+        let mut source = ImagesSource::open(dir.path(), play(ImageMode::Loop, None), LIMITS).expect("open");
         let mut slot = slot();
         assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::Retry);
         assert_eq!(source.next_frame(&mut slot).expect("waits"), Capture::Retry);
@@ -317,7 +430,7 @@ mod tests {
         write_png(&dir.path().join("a-wide.png"), 40, 2);
         write_png(&dir.path().join("b.png"), 2, 2);
         let narrow = LimitsConfig { max_width: 16, ..LIMITS };
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Once, None, narrow).expect("open");
+        let mut source = ImagesSource::open(dir.path(), play(ImageMode::Once, None), narrow).expect("open");
         let mut slot = slot();
         assert_eq!(source.next_frame(&mut slot).expect("skip"), Capture::OverLimit);
         assert_eq!(source.next_frame(&mut slot).expect("b"), Capture::Frame);
@@ -343,7 +456,8 @@ mod tests {
     #[test]
     fn an_empty_folder_is_waited_for_and_a_missing_path_is_an_open_error() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut source = ImagesSource::open(dir.path(), ImageMode::Loop, None, LIMITS).expect("an empty folder opens");
+        let mut source =
+            ImagesSource::open(dir.path(), play(ImageMode::Loop, None), LIMITS).expect("an empty folder opens");
         let mut slot = slot();
         assert_eq!(source.next_frame(&mut slot).expect("waits"), Capture::Retry);
         assert!(source.connection_status().expect("a status").get().is_offline());
@@ -356,7 +470,10 @@ mod tests {
         assert!(frame.is_some(), "the file that came back is played");
         assert_eq!(source.connection_status().expect("a status").get(), SourceState::Streaming);
         let missing = dir.path().join("nope");
-        assert!(matches!(ImagesSource::open(&missing, ImageMode::Loop, None, LIMITS), Err(SourceError::Open { .. })));
+        assert!(matches!(
+            ImagesSource::open(&missing, play(ImageMode::Loop, None), LIMITS),
+            Err(SourceError::Open { .. })
+        ));
         assert!(check(&missing).is_err());
     }
 }

@@ -119,8 +119,9 @@ pub fn open(
     record: Option<tap::RecordTap>,
 ) -> Result<Box<dyn FrameSource>, SourceError> {
     match config {
-        SourceConfig::Images { path, mode, replay_fps } => {
-            Ok(Box::new(images::ImagesSource::open(path, *mode, *replay_fps, limits)?))
+        SourceConfig::Images { path, mode, replay_fps, hold_s } => {
+            let playback = images::Playback { mode: *mode, replay_fps: *replay_fps, hold_s: *hold_s };
+            Ok(Box::new(images::ImagesSource::open(path, playback, limits)?))
         }
         SourceConfig::Synthetic { width, height } => Ok(Box::new(synthetic::SyntheticSource::new(*width, *height))),
         SourceConfig::V4l2 { device, width, height, fps, format } => {

@@ -289,3 +289,53 @@ fn sighup_reloads_zones_and_tracks_survive() {
     assert!(ends.contains(&dog), "every track ends at shutdown: {ends:?}");
     assert_eq!(count_sequence(&subscriber, &left).last().map(String::as_str), Some("0"), "counts fall back to 0");
 }
+
+/// Issue 33: a looping folder of unrelated pictures (the demo's) merged a person, a cat and a cup
+/// into one "cup" track. Each file is now a scene of its own: every track ends when the next
+/// picture comes, so each picture's objects are tracks of their own, each with one label, and
+/// each `start` has its `end`. Each picture is held (`hold_s`) for a few measured frame times, so
+/// inference sees it however slow this machine is (frames of a live camera are dropped when the
+/// worker is behind); with `min_hits = 1` one processed frame makes a track, and with
+/// `max_lost_s` of an hour only the change of picture can end one.
+#[test]
+fn unrelated_pictures_are_scenes_of_their_own_and_never_share_a_track() {
+    let prefix = "e2e-pictures";
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pictures = dir.path().join("pictures");
+    std::fs::create_dir(&pictures).expect("mkdir");
+    for (n, name) in ["person.jpg", "chelsea.png", "coffee.png", "dog.jpg"].iter().enumerate() {
+        std::fs::copy(sample(name), pictures.join(format!("{n}-{name}"))).expect("copy sample");
+    }
+    let hold_s = (Pace::measured().frame.as_secs_f64() * 4.0 + 1.0).ceil();
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("tracking", "min_hits", "1")
+        .set("tracking", "max_lost_s", "3600.0")
+        .camera(
+            "front",
+            2.0,
+            &format!(
+                "{{ kind = \"images\", path = {:?}, mode = \"once\", hold_s = {hold_s} }}",
+                pictures.display().to_string()
+            ),
+        )
+        .write(&dir.path().join("config.toml"));
+    let events_topic = format!("{prefix}/front/events");
+    let subscriber = Subscriber::connect(&broker, "e2e-pictures-sub", &[&events_topic]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    wait_exit_while_progressing(&mut daemon, &subscriber, &events_topic);
+    let events = events(&subscriber, &events_topic);
+    let mut labels: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+    for event in &events {
+        labels.entry(event.track_id).or_default().insert(event.label.clone());
+    }
+    let summary: Vec<(String, u64, String)> =
+        events.iter().map(|e| (e.kind.clone(), e.track_id, e.label.clone())).collect();
+    assert!(labels.values().all(|set| set.len() == 1), "a track with two labels: {summary:?}");
+    let started: BTreeSet<&str> = events.iter().filter(|e| e.kind == "start").map(|e| e.label.as_str()).collect();
+    for label in ["person", "cat", "cup", "dog"] {
+        assert!(started.contains(label), "no track of the {label}'s picture: {summary:?}");
+    }
+    let ends: BTreeSet<u64> = events.iter().filter(|e| e.kind == "end").map(|e| e.track_id).collect();
+    assert_eq!(ends, labels.keys().copied().collect(), "every track ends: {summary:?}");
+}

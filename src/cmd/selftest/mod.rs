@@ -542,7 +542,8 @@ fn image_source(config: &Config, options: &SelftestOptions) -> PathBuf {
 fn sized_for_images(config: &Config, images: &Path) -> Config {
     let mut sized = config.clone();
     if let Some(camera) = sized.cameras.first_mut() {
-        camera.source = SourceConfig::Images { path: images.to_path_buf(), mode: ImageMode::Once, replay_fps: None };
+        camera.source =
+            SourceConfig::Images { path: images.to_path_buf(), mode: ImageMode::Once, replay_fps: None, hold_s: None };
     }
     sized
 }
