@@ -9,6 +9,8 @@ mod build_lock;
 #[cfg(feature = "gstreamer")]
 mod clips;
 mod daemon;
+#[cfg(target_arch = "x86_64")]
+mod demo;
 mod detect;
 mod golden;
 #[cfg(feature = "cuda")]
