@@ -44,6 +44,16 @@ pub enum DecodeError {
     /// `model.classes` names a label the label file does not have.
     #[error("`model.classes`: unknown label `{name}`; the label file has {count} labels, such as {examples}")]
     UnknownClass { name: String, count: usize, examples: String },
+    /// The model scores another number of classes than the label file names: every name from the
+    /// first difference on would be wrong.
+    #[error(
+        "`model.labels`: the label file names {labels} classes (ids 0 to {last}), but the {decoder} model scores \
+         {model} classes: the labels are not this model's, and detections would carry wrong names. The bundled \
+         coco_labels.txt follows COCO's 91 ids with gaps (for the bundled SSD model); a model trained on COCO's \
+         80 classes needs its own 80 names, one per line in class order (the book: Bring your own model > YOLO)",
+        last = labels.saturating_sub(1)
+    )]
+    LabelCount { decoder: &'static str, model: usize, labels: usize },
 }
 
 /// What to decode and which detections to keep. Reloadable at run time (SIGHUP).
@@ -60,6 +70,9 @@ pub struct DecodeParams {
     /// How the `detr` decoder makes scores of its class outputs (the other decoders' models give
     /// scores).
     pub class_scores: ClassScores,
+    /// Classes the label file names (its largest id + 1), which a model whose outputs say how
+    /// many classes it scores (YOLO) must match; `None`: not checked.
+    pub label_count: Option<usize>,
 }
 
 impl DecodeParams {
@@ -84,6 +97,7 @@ impl DecodeParams {
             max_detections: choices.max_detections,
             allowed_classes,
             class_scores: model.class_scores,
+            label_count: Some(labels.len()),
         })
     }
 }
@@ -223,8 +237,10 @@ impl Decoder {
         };
         match self.params.kind {
             DecoderKind::Ssd => ssd::collect(outputs, input_width as f32, input_height as f32, &mut sink)?,
-            DecoderKind::Yolov5 => yolo::collect_v5(outputs, &mut sink)?,
-            DecoderKind::Yolov8 => yolo::collect_v8(outputs, &mut self.best_per_anchor, &mut sink)?,
+            DecoderKind::Yolov5 => yolo::collect_v5(outputs, self.params.label_count, &mut sink)?,
+            DecoderKind::Yolov8 => {
+                yolo::collect_v8(outputs, self.params.label_count, &mut self.best_per_anchor, &mut sink)?
+            }
             DecoderKind::End2end => end2end::collect(outputs, &mut sink)?,
             DecoderKind::NmsFree => nms_free::collect(outputs, &mut sink)?,
             DecoderKind::Detr => {

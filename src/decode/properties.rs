@@ -127,6 +127,7 @@ fn params(kind: DecoderKind) -> impl Strategy<Value = DecodeParams> {
             max_detections,
             allowed_classes,
             class_scores,
+            label_count: None,
         })
 }
 

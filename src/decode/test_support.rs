@@ -16,6 +16,7 @@ pub(super) fn params(kind: DecoderKind) -> DecodeParams {
         max_detections: 100,
         allowed_classes: None,
         class_scores: ClassScores::Sigmoid,
+        label_count: None,
     }
 }
 

@@ -6,7 +6,8 @@
 //!   best class score. The anchor-major `[1,N,4+C]` form is recognised by having more rows than
 //!   columns (real models have thousands of anchors and at most a few hundred channels).
 //!
-//! Owns: turning each anchor's best class into a candidate. The best class is chosen before the
+//! Owns: turning each anchor's best class into a candidate, and refusing outputs that score
+//! another number of classes than the label file names (C is the model's class count). The best class is chosen before the
 //! allow-list applies, as Ultralytics does: an anchor whose best class is not allowed is dropped,
 //! not relabelled. Only the first output is read (older YOLOv5 exports append raw head outputs).
 //! Must not: threshold or suppress on its own.
@@ -50,11 +51,24 @@ pub(super) fn best_class(scores: &[f32]) -> (usize, f32) {
     )
 }
 
-pub(super) fn collect_v5(outputs: &ModelOutputs, sink: &mut CandidateSink<'_>) -> Result<(), DecodeError> {
+/// The model scores `classes` classes; the label file names `labels` (when checked).
+fn check_class_count(decoder: &'static str, classes: usize, labels: Option<usize>) -> Result<(), DecodeError> {
+    match labels {
+        Some(labels) if labels != classes => Err(DecodeError::LabelCount { decoder, model: classes, labels }),
+        _ => Ok(()),
+    }
+}
+
+pub(super) fn collect_v5(
+    outputs: &ModelOutputs,
+    labels: Option<usize>,
+    sink: &mut CandidateSink<'_>,
+) -> Result<(), DecodeError> {
     let rows = first_matrix(outputs, V5_DECODER, V5_EXPECTED)?;
     if rows.cols < 6 {
         return Err(unexpected(V5_DECODER, V5_EXPECTED, outputs));
     }
+    check_class_count(V5_DECODER, rows.cols - 5, labels)?;
     for row in rows.data.chunks_exact(rows.cols) {
         let &[cx, cy, width, height, objectness, ref class_scores @ ..] = row else { continue };
         let (class_id, class_score) = best_class(class_scores);
@@ -66,6 +80,7 @@ pub(super) fn collect_v5(outputs: &ModelOutputs, sink: &mut CandidateSink<'_>) -
 /// `best_per_anchor` is scratch space, kept by the caller so that frames do not allocate.
 pub(super) fn collect_v8(
     outputs: &ModelOutputs,
+    labels: Option<usize>,
     best_per_anchor: &mut Vec<(f32, usize)>,
     sink: &mut CandidateSink<'_>,
 ) -> Result<(), DecodeError> {
@@ -74,6 +89,7 @@ pub(super) fn collect_v8(
         if tensor.cols < 5 {
             return Err(unexpected(V8_DECODER, V8_EXPECTED, outputs));
         }
+        check_class_count(V8_DECODER, tensor.cols - 4, labels)?;
         for row in tensor.data.chunks_exact(tensor.cols) {
             let &[cx, cy, width, height, ref class_scores @ ..] = row else { continue };
             let (class_id, score) = best_class(class_scores);
@@ -85,6 +101,7 @@ pub(super) fn collect_v8(
     if tensor.rows < 5 {
         return Err(unexpected(V8_DECODER, V8_EXPECTED, outputs));
     }
+    check_class_count(V8_DECODER, tensor.rows - 4, labels)?;
     if anchors == 0 {
         return Ok(());
     }
@@ -113,7 +130,7 @@ pub(super) fn collect_v8(
 #[cfg(test)]
 mod tests {
     use super::super::test_support::*;
-    use super::super::{DecodeParams, Decoder};
+    use super::super::{DecodeError, DecodeParams, Decoder};
     use super::best_class;
     use crate::config::DecoderKind;
     use crate::detection::{BoundingBox, Detection};
@@ -243,6 +260,33 @@ mod tests {
         assert_eq!(classes(&decode(allowed, &outputs, &identity(640))), [2, 1]);
         let one = DecodeParams { max_detections: 1, ..params(DecoderKind::Yolov8) };
         assert_eq!(classes(&decode(one, &outputs, &identity(640))), [0]);
+    }
+
+    /// Issue 33: the bundled COCO label file (91 ids with gaps) with an 80-class model gave wrong
+    /// names from class 11 on, silently.
+    #[test]
+    fn a_label_file_of_another_class_count_is_refused_by_both_layouts() {
+        let labels = |count| DecodeParams { label_count: Some(count), ..params(DecoderKind::Yolov8) };
+        let channel_major = yolov8_channel_major(&[vec![320.0, 320.0, 64.0, 32.0, 0.1, 0.2, 0.95]]);
+        let anchor_major = ModelOutputs {
+            tensors: vec![OutputTensor {
+                name: "output0".into(),
+                shape: vec![1, 8, 7],
+                data: vec![vec![40.0, 320.0, 20.0, 20.0, 0.1, 0.05, 0.42]; 8].concat(),
+            }],
+        };
+        for outputs in [&channel_major, &anchor_major] {
+            assert_eq!(decode(labels(3), outputs, &identity(640)).len(), 1, "3 class scores, 3 labels");
+            let mut decoder = Decoder::new(labels(91));
+            let error = decoder.decode(outputs, 640, 640, &identity(640), &mut Vec::new()).expect_err("91 labels");
+            let message = error.to_string();
+            assert!(message.contains("names 91 classes") && message.contains("scores 3 classes"), "{message}");
+            assert!(message.contains("coco_labels.txt"), "{message}");
+        }
+        let v5 = DecodeParams { label_count: Some(80), ..params(DecoderKind::Yolov5) };
+        let outputs = yolov5_outputs(&[[320.0, 320.0, 64.0, 32.0, 0.9, 0.1, 0.8]]);
+        let error = Decoder::new(v5).decode(&outputs, 640, 640, &identity(640), &mut Vec::new()).expect_err("80");
+        assert!(matches!(error, DecodeError::LabelCount { model: 2, labels: 80, .. }), "{error}");
     }
 
     #[test]

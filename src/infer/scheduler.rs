@@ -720,6 +720,7 @@ mod tests {
             max_detections: 10,
             allowed_classes: None,
             class_scores: ClassScores::Sigmoid,
+            label_count: None,
         }
     }
 

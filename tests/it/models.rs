@@ -24,6 +24,18 @@ fn model_only(dir: &Path, onnx: &Path, labels: &Path) -> PathBuf {
     path
 }
 
+/// COCO's 80 names one per line in class order, as an 80-class export needs (the bundled
+/// file numbers them by COCO's 91 ids with gaps, for the SSD model; a YOLO model refuses it).
+fn coco_80_labels(dir: &Path) -> PathBuf {
+    let bundled = std::fs::read_to_string(TestConfig::bundled_labels()).expect("the bundled labels");
+    let names: Vec<&str> =
+        bundled.lines().filter_map(|line| line.split_once(char::is_whitespace)).map(|(_, name)| name.trim()).collect();
+    assert_eq!(names.len(), 80, "COCO's 80 classes");
+    let path = dir.join("coco80.txt");
+    std::fs::write(&path, names.join("\n") + "\n").expect("write labels");
+    path
+}
+
 fn run(args: &[&str], config: &Path, files: &[PathBuf]) -> Output {
     let output = daemon().args(args).arg("--config").arg(config).args(files).output().expect("run jetson-detectd");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -67,12 +79,13 @@ fn the_bundled_ssd_named_with_only_its_labels_detects_exactly_as_the_described_d
 #[test]
 fn yolo26_yolo11_and_rt_detr_exports_run_from_their_files_alone() {
     let dir = tempfile::tempdir().expect("temp dir");
+    let coco80 = coco_80_labels(dir.path());
     for (file, decoder) in [
         ("tests/models/yolo26t_160_random.onnx", "nmsfree"),
         ("tests/models/yolo11t_160_random.onnx", "yolov8"),
         ("tests/models/rtdetr_tiny_160_random.onnx", "detr"),
     ] {
-        let config = model_only(dir.path(), &repo(file), &TestConfig::bundled_labels());
+        let config = model_only(dir.path(), &repo(file), &coco80);
         let printed = run(&["check-config", "--print"], &config, &[]);
         let text = String::from_utf8_lossy(&printed.stdout);
         assert!(printed.status.success(), "{file}: {}", String::from_utf8_lossy(&printed.stderr));

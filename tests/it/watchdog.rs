@@ -202,6 +202,7 @@ fn params() -> DecodeParams {
         max_detections: 10,
         allowed_classes: None,
         class_scores: ClassScores::Sigmoid,
+        label_count: None,
     }
 }
 
