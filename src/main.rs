@@ -41,7 +41,8 @@ struct ConfigArg {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the daemon until SIGTERM/SIGINT (SIGHUP reloads thresholds and publish settings).
+    /// Run the daemon until SIGTERM/SIGINT (SIGHUP reloads thresholds, class filter, publish and
+    /// tracking settings, zones and lines).
     Run(ConfigArg),
     /// Validate a config file (or the built-in default), the files it names (model, labels,
     /// password, TLS, image folders, V4L2 device nodes) and the model: on the CPU backend it is
@@ -131,10 +132,12 @@ struct Failure {
     code: u8,
 }
 
-/// Why a command stopped early: a failure, or stdout's reader went away (`… | head`), which ends
-/// the command quietly and successfully, as it does for other Unix tools.
+/// Why a command stopped early: a failure, one already reported (logged) with its exit code, or
+/// stdout's reader went away (`… | head`), which ends the command quietly and successfully, as it
+/// does for other Unix tools.
 enum Stop {
     Failed(Failure),
+    Reported(u8),
     ReaderGone,
 }
 
@@ -205,6 +208,7 @@ fn main() -> ExitCode {
     };
     match outcome {
         Ok(()) | Err(Stop::ReaderGone) => ExitCode::SUCCESS,
+        Err(Stop::Reported(code)) => ExitCode::from(code),
         Err(Stop::Failed(Failure { error, code })) => {
             eprintln!("jetson-detectd: {}", describe(&error));
             ExitCode::from(code)
@@ -229,9 +233,10 @@ fn describe(error: &anyhow::Error) -> String {
 fn run(arg: &ConfigArg) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     logging::init(config.device.log_level.filter());
+    // Logged once, where the daemon's log goes (the journal under systemd), not printed again.
     run::run(config, arg.config.clone()).map_err(|e| {
         log::error!("{e}");
-        Stop::from(e)
+        Stop::Reported(Failure::from(e).code)
     })
 }
 

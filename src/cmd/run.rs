@@ -361,7 +361,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let _ = notifier.status("loading model");
     let device = DeviceSpec::from_config(&config);
     if let Err(e) = check_engines_fit(&model, &detectors, &device) {
-        runtime.block_on(mqtt.shutdown());
+        runtime.block_on(mqtt.shutdown_after_failed_start());
         return Err(e);
     }
     let load_started = Instant::now();
@@ -395,7 +395,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
                 fallback = fallback.or(reason);
             }
             Err(e) => {
-                runtime.block_on(mqtt.shutdown());
+                runtime.block_on(mqtt.shutdown_after_failed_start());
                 return Err(e.into());
             }
         }
@@ -406,23 +406,27 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         .chain(backends.clone().zip(detectors.iter().map(|detector| &detector.params)));
     for (model_backend, model_params) in checked {
         if let Err(e) = check_model_outputs(model_backend.as_ref(), model_params) {
-            runtime.block_on(mqtt.shutdown());
+            runtime.block_on(mqtt.shutdown_after_failed_start());
             return Err(e);
         }
     }
     let lanes = std::iter::once(ModelLane::new(backend.clone(), params.clone()))
         .chain(backends.zip(detectors).map(|(backend, detector)| {
+            let info = backend.info();
             log::info!(
-                "backend of models.{} (cameras {}): {:?}",
+                "backend of models.{} (cameras {}): {} running {} ({})",
                 detector.name,
                 detector.cameras.join(", "),
-                backend.info()
+                info.kind,
+                info.model,
+                info.detail
             );
             ModelLane::renamed(&detector.name, backend, detector.params, detector.class_ids, detector.cameras)
         }))
         .collect::<Vec<_>>();
     let model_load = load_started.elapsed();
-    log::info!("backend: {:?}", backend.info());
+    let info = backend.info();
+    log::info!("backend: {} running {} ({})", info.kind, info.model, info.detail);
 
     let (mut engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
     // Every named detector's backend, by name, beside `[model]`'s (telemetry `engine.models`).
@@ -520,11 +524,11 @@ async fn serve(
     let recorder = match recorder {
         Ok(Ok(recorder)) => recorder,
         Ok(Err(e)) => {
-            mqtt.shutdown().await;
+            mqtt.shutdown_after_failed_start().await;
             return Err(e.into());
         }
         Err(e) => {
-            mqtt.shutdown().await;
+            mqtt.shutdown_after_failed_start().await;
             return Err(DaemonError::Runtime(std::io::Error::other(e)));
         }
     };
@@ -535,7 +539,7 @@ async fn serve(
         Some(Ok(http)) => Some(http),
         Some(Err(e)) => {
             stop_recorder(recorder).await;
-            mqtt.shutdown().await;
+            mqtt.shutdown_after_failed_start().await;
             return Err(e.into());
         }
     };
@@ -560,7 +564,7 @@ async fn serve(
         Ok(scheduler) => scheduler,
         Err(e) => {
             stop_recorder(recorder).await;
-            mqtt.shutdown().await;
+            mqtt.shutdown_after_failed_start().await;
             return Err(e.into());
         }
     };
@@ -582,7 +586,7 @@ async fn serve(
                 stop.store(true, Ordering::SeqCst);
                 join_all(pipelines, scheduler).await;
                 stop_recorder(recorder).await;
-                mqtt.shutdown().await;
+                mqtt.shutdown_after_failed_start().await;
                 return Err(e.into());
             }
         }

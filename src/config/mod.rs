@@ -730,7 +730,9 @@ impl Config {
         let origin = ConfigOrigin::File(path.to_path_buf());
         let text = crate::sys::files::read_to_string(path, crate::sys::files::MAX_CONFIG_BYTES)
             .map_err(|source| ConfigError::Read { origin: origin.clone(), source })?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        // Absolute, so that every path resolved against it (and every message naming one) is.
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let base = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
         Self::from_toml(&text, origin, &base)
     }
 

@@ -79,6 +79,7 @@ use crate::config::{LimitsConfig, SourceConfig};
 /// exist (a folder without image files is waited for), a `v4l2` path that exists but is not a V4L2 device node, an RTSP password that cannot be
 /// read, an RTSP, CSI or GStreamer camera in a binary without GStreamer. A camera that is only
 /// absent now is not refused: it is waited for.
+#[cfg_attr(not(feature = "gstreamer"), allow(unused_variables, reason = "only GStreamer sources use the name"))]
 pub fn check(camera: &str, config: &SourceConfig) -> Result<(), SourceError> {
     match config {
         SourceConfig::Images { path, .. } => images::check(path),
@@ -90,15 +91,29 @@ pub fn check(camera: &str, config: &SourceConfig) -> Result<(), SourceError> {
         }
         #[cfg(not(feature = "gstreamer"))]
         SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
-            Err(no_gstreamer(camera))
+            Err(no_gstreamer(config))
         }
     }
 }
 
+/// The name errors about a camera's source give it. The error that carries it
+/// ([`crate::infer::step::PipelineError::Source`]) names the camera already.
+fn source_name(config: &SourceConfig) -> String {
+    let kind = match config {
+        SourceConfig::Images { .. } => "images",
+        SourceConfig::Synthetic { .. } => "synthetic",
+        SourceConfig::V4l2 { .. } => "v4l2",
+        SourceConfig::Rtsp { .. } => "rtsp",
+        SourceConfig::Csi { .. } => "csi",
+        SourceConfig::Gstreamer { .. } => "gstreamer",
+    };
+    format!("{kind} source")
+}
+
 #[cfg(not(feature = "gstreamer"))]
-fn no_gstreamer(camera: &str) -> SourceError {
+fn no_gstreamer(config: &SourceConfig) -> SourceError {
     SourceError::Open {
-        source_name: format!("camera {camera}"),
+        source_name: source_name(config),
         message: "RTSP, CSI and GStreamer sources need a binary built with the `gstreamer` feature \
                   (cargo build --features gstreamer)"
             .into(),
@@ -110,6 +125,7 @@ fn no_gstreamer(camera: &str) -> SourceError {
 /// it so shutdown never waits on a silent device. Sources that lend the ring frames in memory of
 /// their own (a GStreamer buffer pool, V4L2 user-pointer buffers) allocate it through `slots`.
 /// `record`: the camera's recorder, which a GStreamer source hands its H.264/H.265 stream to.
+#[cfg_attr(not(feature = "gstreamer"), allow(unused_variables, reason = "only GStreamer sources use the name"))]
 pub fn open(
     camera: &str,
     config: &SourceConfig,
@@ -137,7 +153,7 @@ pub fn open(
         #[cfg(not(feature = "gstreamer"))]
         SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
             drop(record);
-            Err(no_gstreamer(camera))
+            Err(no_gstreamer(config))
         }
     }
 }
@@ -150,7 +166,7 @@ pub fn gstreamer_spec(camera: &str, config: &SourceConfig) -> Result<gstreamer::
         SourceConfig::Rtsp { url, user, password_file, password_env, transport, latency_ms } => {
             let password =
                 rtsp::read_password(password_file.as_deref(), password_env.as_deref()).map_err(|message| {
-                    SourceError::Open { source_name: format!("camera {camera}"), message: format!("source.{message}") }
+                    SourceError::Open { source_name: source_name(config), message: format!("source.{message}") }
                 })?;
             Ok(PipelineSpec::Rtsp(rtsp::RtspSpec {
                 camera: camera.to_owned(),
@@ -165,9 +181,24 @@ pub fn gstreamer_spec(camera: &str, config: &SourceConfig) -> Result<gstreamer::
             Ok(PipelineSpec::Csi(CsiSpec { sensor_id: *sensor_id, width: *width, height: *height, fps: *fps }))
         }
         SourceConfig::Gstreamer { pipeline } => Ok(PipelineSpec::Launch(pipeline.clone())),
-        other => Err(SourceError::Open {
-            source_name: format!("camera {camera}"),
-            message: format!("{other:?} is not a GStreamer source"),
-        }),
+        other => Err(SourceError::Open { source_name: source_name(other), message: "not a GStreamer source".into() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33: `camera front_door: camera front_door: …`. The error that carries a source error
+    /// names the camera; the source error names the source.
+    #[test]
+    fn a_source_error_names_the_source_and_leaves_the_camera_to_its_carrier() {
+        let source: SourceConfig = toml::from_str(
+            "kind = \"rtsp\"\nurl = \"rtsp://cam.lan/s\"\nuser = \"viewer\"\npassword_file = \"/nonexistent/porch.pw\"\n",
+        )
+        .expect("an rtsp source");
+        let message = check("front_door", &source).expect_err("no password file").to_string();
+        assert!(message.starts_with("rtsp source: "), "{message}");
+        assert!(!message.contains("front_door"), "{message}");
     }
 }

@@ -506,6 +506,29 @@ fn unparsable_and_missing_config_exit_78() {
     }
 }
 
+/// Issue 33: `run` printed a config error twice (the log line and the command's own), and a model
+/// path relative to a relative `--config` stayed relative in the message.
+#[test]
+fn run_reports_a_config_error_once_naming_the_resolved_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[model]\nonnx = \"nope/missing.onnx\"\nlabels = \"labels.txt\"\ndecoder = \"ssd\"\n\
+         [model.input]\nwidth = 300\nheight = 300\nlayout = \"nhwc\"\ndtype = \"u8\"\n",
+    )
+    .expect("write config");
+    let output = daemon()
+        .args(["run", "--config", "config.toml"])
+        .current_dir(dir.path())
+        .env_remove("NOTIFY_SOCKET")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(78), "{stderr}");
+    let missing = dir.path().join("nope/missing.onnx").display().to_string();
+    assert_eq!(stderr.matches(&missing).count(), 1, "one report, with the resolved path:\n{stderr}");
+}
+
 /// Start to stop: retained `online`, detections messages that follow the schema, READY=1 and
 /// watchdog keep-alives, then SIGTERM → STOPPING=1, retained `offline`, exit status 0.
 #[test]

@@ -333,7 +333,8 @@ impl Connection {
                 let queued = outbox.stats().queued;
                 drop(outbox);
                 *ever_connected = true;
-                log::info!("MQTT: connected to {broker} as {} ({queued} messages queued)", self.settings.client_id);
+                let messages = if queued == 1 { "message" } else { "messages" };
+                log::info!("MQTT: connected to {broker} as {} ({queued} {messages} queued)", self.settings.client_id);
             }
             Event::Outgoing(Outgoing::Publish(pkid)) => lock(&self.shared.outbox).on_written(pkid),
             Event::Incoming(Packet::PubAck(ack)) => lock(&self.shared.outbox).on_acknowledged(ack.pkid),
@@ -385,8 +386,9 @@ impl Connection {
 
     fn flush_timed_out(&self) {
         let queued = lock(&self.shared.outbox).stats().queued;
+        let messages = if queued == 1 { "message" } else { "messages" };
         log::warn!(
-            "MQTT: {queued} messages not acknowledged within {:?} of shutdown; closing the connection \
+            "MQTT: {queued} {messages} not acknowledged within {:?} of shutdown; closing the connection \
              without DISCONNECT so the broker publishes the Last Will",
             self.settings.shutdown_flush
         );

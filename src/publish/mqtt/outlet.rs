@@ -200,6 +200,16 @@ impl MqttOutlet {
         self.publisher.shutdown().await;
     }
 
+    /// Ends the connection after a start that failed: connected, as [`MqttOutlet::shutdown`] (a
+    /// moment); not connected, at once, since there is nobody to flush to and waiting
+    /// `mqtt.shutdown_flush_ms` for a broker would only hold back the error. A connection made
+    /// meanwhile ends uncleanly, so the broker publishes the Last Will (`offline`) instead.
+    pub async fn shutdown_after_failed_start(&self) {
+        if self.publisher.stats().connected {
+            self.publisher.shutdown().await;
+        }
+    }
+
     fn publish_values(&self, messages: Vec<super::Outgoing>) {
         for message in messages {
             self.publisher.publish_state(StateClass::Value, message.topic, message.payload);
