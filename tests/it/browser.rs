@@ -2,7 +2,9 @@
 //! `chromedriver` (plain JSON over HTTP, spoken with the raw client of [`crate::http`]), against
 //! the real daemon and a real mosquitto broker. The page loads, shows every camera's picture and its
 //! configured zone, a zone drawn with the editor (four clicks on the picture, a name, a label,
-//! Finish) is saved, and the next events carry it.
+//! Finish) is saved, and the next events carry it. At 1400 × 1000 (issue 33) the cameras stand in a
+//! grid with their figures and editors in view and the recent events beside them, and a zone is
+//! deleted only once the user confirms it.
 //!
 //! Skipped, saying what to install, where `chromium` or `chromedriver` is missing (CI installs both
 //! and checks that they are there, so CI cannot skip it). Host architecture only: the browser is a
@@ -73,7 +75,7 @@ impl Driver {
             "--disable-component-update",
             "--disable-sync",
             "--no-first-run",
-            "--window-size=1280,1000",
+            "--window-size=1400,1000",
             &format!("--user-data-dir={}", profile.display()),
         ];
         let capabilities = json!({"capabilities": {"alwaysMatch": {
@@ -123,6 +125,17 @@ impl Driver {
             {"type": "pointerUp", "button": 0}
         ]}]});
         self.call("POST", &self.session_path("actions"), Some(actions));
+    }
+
+    /// The text of the open user prompt (`window.confirm`), or `None` when there is none.
+    fn prompt_text(&self) -> Option<String> {
+        let answer = request(self.address, "GET", &self.session_path("alert/text"), &[], &[]);
+        (answer.status == 200).then(|| answer.json()["value"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// Answers the open user prompt: OK (`accept`) or Cancel (`dismiss`).
+    fn answer_prompt(&self, answer: &str) {
+        self.call("POST", &self.session_path(&format!("alert/{answer}")), Some(json!({})));
     }
 
     fn screenshot(&self) -> Vec<u8> {
@@ -256,4 +269,60 @@ fn the_page_shows_every_camera_and_a_zone_drawn_in_the_browser_is_in_the_next_ev
     if let Some(path) = std::env::var_os("JETSON_DETECTD_SCREENSHOT") {
         std::fs::write(&path, driver.screenshot()).expect("write the screenshot");
     }
+
+    // The layout at 1400 × 1000: both cameras side by side, each with its picture, figures and
+    // editor above the fold, and the recent events in a column of their own to their right.
+    let layout = driver.script(
+        "const r = (e) => e.getBoundingClientRect();
+         const cards = [...document.querySelectorAll('section.camera')];
+         const panel = r(document.getElementById('events-panel'));
+         return {
+           height: window.innerHeight,
+           width: window.innerWidth,
+           cards: cards.map((card) => ({
+             top: r(card).top, right: r(card).right,
+             picture: r(card.querySelector('img.live')).bottom,
+             figures: r(card.querySelector('.figures')).bottom,
+             editor: r(card.querySelector('.editor')).bottom,
+             overlay: [r(card.querySelector('svg.overlay')).width, r(card.querySelector('img.live')).width],
+           })),
+           events: { left: panel.left, top: panel.top, items: document.querySelectorAll('#events li').length },
+         };",
+    );
+    let number = |value: &Value| value.as_f64().unwrap_or(f64::NAN);
+    let (height, width) = (number(&layout["height"]), number(&layout["width"]));
+    assert!(width >= 1300.0, "the window is 1400 wide: {layout}");
+    let cards = layout["cards"].as_array().expect("cards");
+    assert_eq!(cards.len(), 2, "{layout}");
+    assert!((number(&cards[0]["top"]) - number(&cards[1]["top"])).abs() < 1.0, "cameras side by side: {layout}");
+    for card in cards {
+        for part in ["picture", "figures", "editor"] {
+            assert!(number(&card[part]) <= height, "a camera's {part} is below the fold: {layout}");
+        }
+        let [overlay, picture] = [&card["overlay"][0], &card["overlay"][1]].map(number);
+        assert!((overlay - picture).abs() < 1.0, "the overlay covers the picture exactly: {layout}");
+        assert!(number(&card["right"]) <= number(&layout["events"]["left"]), "events beside the cameras: {layout}");
+    }
+    assert!(number(&layout["events"]["top"]) < height / 4.0, "the events start at the top: {layout}");
+    assert!(layout["events"]["items"].as_u64().unwrap_or(0) > 0, "{layout}");
+
+    // Deleting a zone asks first: Cancel keeps it, OK deletes it.
+    let doorway = "section.camera[data-camera=\"back\"] ul.scene li button";
+    driver.click(doorway);
+    let question = driver.prompt_text().expect("delete asks for confirmation");
+    assert!(question.contains("doorway"), "{question}");
+    driver.answer_prompt("dismiss");
+    assert!(
+        driver.script("return !!document.querySelector('section.camera[data-camera=\"back\"] svg polygon.zone[data-name=\"doorway\"]');")
+            == Value::Bool(true),
+        "Cancel keeps the zone"
+    );
+    driver.click(doorway);
+    driver.answer_prompt("accept");
+    wait_for(
+        &mut daemon,
+        &driver,
+        "the confirmed delete saved",
+        "return !document.querySelector('section.camera[data-camera=\"back\"] svg polygon.zone[data-name=\"doorway\"]');",
+    );
 }

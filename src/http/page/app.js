@@ -44,6 +44,7 @@ function draw(cam) {
       const remove = document.createElement('button');
       remove.textContent = 'delete';
       remove.addEventListener('click', () => {
+        if (!window.confirm(`Delete ${kind} ${item.name} of camera ${cam.name}? It is removed from the zones file at once.`)) return;
         const key = kind === 'zone' ? 'zones' : 'lines';
         save(cam, { ...cam.scene, [key]: cam.scene[key].filter((other) => other !== item) });
       });
