@@ -1,9 +1,9 @@
 //! How fast this machine runs the daemon, measured once per test binary; every wait on frame
 //! processing and the watchdog timeout of test daemons derive from it.
 //!
-//! The aarch64 suite runs the same tests under qemu on a shared 2-core machine, 10-20x slower than
-//! natively and slower still under load, so a fixed deadline is either too short there or needlessly
-//! long here. [`Pace::measured`] runs `jetson-detectd detect` on one bundled sample twice in one
+//! The aarch64 suite runs some of these tests under qemu (`.ci/run` says which) on a shared 2-core
+//! machine, 10-20x slower than natively and slower still under load, so a fixed deadline is either
+//! too short there or needlessly long here. [`Pace::measured`] runs `jetson-detectd detect` on one bundled sample twice in one
 //! process, through the same runner as every daemon the tests start (qemu in the aarch64 suite) and
 //! while the other tests run: the process's wall time is one start-up (process start, config, model
 //! load, two frames) and the slower of the two frames' `latency_ms.total` is one frame. Waits are
