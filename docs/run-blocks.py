@@ -140,9 +140,13 @@ def check_example(binary, where, path):
     if not missing:
         return check_config(binary, where, path, text)
     with tempfile.TemporaryDirectory(prefix="secrets.") as secrets:
+        # Readable by anyone: as root on a machine with the package's group, check-config also
+        # checks that the service could read them.
+        os.chmod(secrets, 0o755)
         for n, secret in enumerate(missing):
             stand_in = Path(secrets) / f"secret-{n}"
             stand_in.write_text("stand-in secret\n")
+            os.chmod(stand_in, 0o644)
             text = text.replace(f'"{secret}"', f'"{stand_in}"')
         with tempfile.NamedTemporaryFile("w", suffix=".toml", prefix=".check-", dir=path.parent) as copy:
             copy.write(text)
