@@ -35,6 +35,7 @@ use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
 use crate::http::{BoundListener, HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
+use crate::infer::classifier::ClassifierLane;
 use crate::infer::scheduler::{ModelLane, SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
 use crate::model::footprint::{check_fit, EngineEstimate, FitError};
@@ -129,6 +130,8 @@ pub struct Preflight {
     pub params: DecodeParams,
     /// The `[models.<name>]` detectors that cameras name, in name order.
     pub detectors: Vec<NamedDetector>,
+    /// The `[models.<name>]` classifiers, in name order.
+    pub classifiers: Vec<NamedClassifier>,
     /// Each camera's zones and lines, in config order.
     pub scenes: Vec<Scene>,
     pub mqtt: MqttSettings,
@@ -148,19 +151,11 @@ pub struct NamedDetector {
 }
 
 /// The named detectors that cameras use, their decode parameters from their own labels, and
-/// `labels` grown by their names; classifiers are refused until the pipeline runs them. Each
+/// `labels` grown by their names (classifiers are [`named_classifiers`]). Each
 /// model is `loaded`'s table of that name (on a reload, the running config's: the files, labels
 /// and decoder of a loaded model change only with a restart), else `config`'s; the thresholds
 /// and class filter are `config`'s.
 fn named_detectors(config: &Config, loaded: &Config, labels: &mut Labels) -> Result<Vec<NamedDetector>, DaemonError> {
-    if let Some((name, _)) = config.classifiers().next() {
-        return Err(DaemonError::Config(ConfigError::Invalid {
-            origin: config.origin.clone(),
-            key: format!("models.{name}.kind"),
-            message: "classifiers are recognised and checked, but this build does not run them on detections yet"
-                .to_string(),
-        }));
-    }
     let mut detectors = Vec::new();
     for (name, named) in &config.models {
         let cameras: Vec<String> = config
@@ -192,9 +187,28 @@ fn named_detectors(config: &Config, loaded: &Config, labels: &mut Labels) -> Res
     Ok(detectors)
 }
 
-/// Every check of `config` that needs no device, socket or model load: every secret file is
-/// readable by this process ([`crate::config::secrets::check_for_run`]), the model files are
-/// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
+/// A `[models.<name>]` classifier, as loaded, with its own labels (what it answers).
+pub struct NamedClassifier {
+    pub name: String,
+    pub model: ModelSpec,
+    pub labels: Labels,
+}
+
+/// The classifiers of `config`, after checking that each one's `on` labels are in `labels` (the
+/// shared list) and its files are regular files.
+fn named_classifiers(config: &Config, labels: &Labels) -> Result<Vec<NamedClassifier>, DaemonError> {
+    crate::publish::tracking::classify_rules(config, labels)?;
+    let mut classifiers = Vec::new();
+    for (name, _) in config.classifiers() {
+        let Some(model) = ModelSpec::named(config, name) else { continue };
+        let model = model?;
+        check_model_files(&model)?;
+        let labels = Labels::load(&model.labels)?;
+        classifiers.push(NamedClassifier { name: name.to_string(), model, labels });
+    }
+    Ok(classifiers)
+}
+
 /// Every check of `config` that needs no device, socket or model load: every secret file is
 /// readable by this process ([`crate::config::secrets::check_for_run`]), the model files are
 /// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
@@ -211,6 +225,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     let mut labels = Labels::load(&model.labels)?;
     let params = DecodeParams::new(&model, &config.model, &labels).map_err(DaemonError::Classes)?;
     let detectors = named_detectors(config, config, &mut labels)?;
+    let classifiers = named_classifiers(config, &labels)?;
     let labels = Arc::new(labels);
     check_zones_file_labels(config, &labels)?;
     let scenes = camera_scenes(config, &labels)?;
@@ -228,7 +243,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     if let Some(message) = crate::publish::mqtt::homeassistant::collision(config) {
         return Err(DaemonError::Discovery { origin: config.origin.clone(), message });
     }
-    Ok(Preflight { model, labels, params, detectors, scenes, mqtt, http_token })
+    Ok(Preflight { model, labels, params, detectors, classifiers, scenes, mqtt, http_token })
 }
 
 /// `check-config`'s model and library checks: the backend `run` would load, loaded the same way
@@ -312,7 +327,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         Notifier::disabled()
     }));
     // Everything `check-config` checks too, before anything is published.
-    let Preflight { model, labels, mut params, detectors, scenes, mqtt, http_token } = preflight(&config)?;
+    let Preflight { model, labels, mut params, detectors, classifiers, scenes, mqtt, http_token } = preflight(&config)?;
     let controls = Arc::new(Controls::new(&config));
     restore_controls(&controls, &config.controls.file);
     params.score_threshold = controls.score_threshold();
@@ -365,9 +380,12 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         return Err(e);
     }
     let load_started = Instant::now();
-    // `[model]`, then each named detector a camera uses (its engine cached under its own file name).
-    let models: Vec<ModelSpec> =
-        std::iter::once(model).chain(detectors.iter().map(|detector| detector.model.clone())).collect();
+    // `[model]`, then each named detector a camera uses, then each classifier (each engine cached
+    // under its own file name).
+    let models: Vec<ModelSpec> = std::iter::once(model)
+        .chain(detectors.iter().map(|detector| detector.model.clone()))
+        .chain(classifiers.iter().map(|classifier| classifier.model.clone()))
+        .collect();
     let loaded = models.iter().map(|model| {
         let mut display = BuildDisplay::default();
         let limit = model.engine.build_timeout;
@@ -400,6 +418,16 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
             }
         }
     }
+    let classifier_backends = backends.split_off(backends.len() - classifiers.len());
+    let classifiers: Arc<[ClassifierLane]> = classifiers
+        .into_iter()
+        .zip(classifier_backends)
+        .map(|(classifier, backend)| {
+            log::info!("backend of models.{} (classifier): {:?}", classifier.name, backend.info());
+            let scores = classifier.model.class_scores;
+            ClassifierLane { name: classifier.name, backend, labels: classifier.labels, scores }
+        })
+        .collect();
     let mut backends = backends.into_iter();
     let Some(backend) = backends.next() else { return Err(DaemonError::CameraFailed("no model loaded".into())) };
     let checked = std::iter::once((backend.clone(), &params))
@@ -439,7 +467,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     }
     let http = http_listener.map(|listener| (listener, http_token));
     let controls = StartControls { controls, changes: controls_changes, applied: controls_applied };
-    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls };
+    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls, classifiers };
     runtime.block_on(serve(config, config_path, lanes, labels, params, notifier, started))
 }
 
@@ -485,6 +513,8 @@ struct Started {
     /// The web server's bound port and token, when it is on.
     http: Option<(BoundListener, Option<Token>)>,
     controls: StartControls,
+    /// The classifiers every inference worker holds a session of.
+    classifiers: Arc<[ClassifierLane]>,
 }
 
 /// The run-time controls, watched since before anything could change them (the MQTT outlet's
@@ -504,7 +534,7 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http, controls } = started;
+    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http, controls, classifiers } = started;
     let StartControls { controls, changes: mut controls_changes, applied: mut controls_applied } = controls;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
@@ -560,7 +590,7 @@ async fn serve(
 
     let stop = Arc::new(AtomicBool::new(false));
     let plan = SchedulePlan::new(&config, lanes[0].backend.as_ref(), config.cameras.len());
-    let scheduler = match Scheduler::start_lanes(lanes, plan, sink.clone(), stop.clone(), &liveness) {
+    let scheduler = match Scheduler::start_lanes(lanes, classifiers, plan, sink.clone(), stop.clone(), &liveness) {
         Ok(scheduler) => scheduler,
         Err(e) => {
             stop_recorder(recorder).await;

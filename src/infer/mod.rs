@@ -5,5 +5,6 @@
 //! MQTT; results leave through the [`FrameSink`](step::FrameSink) the caller provides.
 
 pub mod camera;
+pub mod classifier;
 pub mod scheduler;
 pub mod step;

@@ -15,6 +15,8 @@
 //! one worker per GPU serves every model on its one stream; a batch holds frames of one lane only
 //! (the lane of the first camera the round finds ready). A lane's class ids are renamed into the
 //! shared label list before the sink sees them, so every outlet names classes with one list.
+//! Every worker also holds a session of every classifier (`super::classifier`), opened on its seat
+//! after its detectors', which it lends the sink with each frame it delivers.
 //!
 //! Fairness and order: a worker takes at most one frame per camera into a batch, starting after the
 //! camera it served last, and a camera with a frame in flight is skipped until that frame is done.
@@ -31,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::classifier::{ClassifierLane, Classifiers};
 use super::step::{decode_frame, process, FrameError, FrameSink, PipelineError};
 use crate::backend::{Backend, BackendError, InferenceSession, MemoryReport, WorkerSeat};
 use crate::config::Config;
@@ -93,6 +96,8 @@ pub struct Scheduler {
 struct Shared {
     /// Lane 0 serves cameras no other lane lists.
     lanes: Vec<ModelLane>,
+    /// Every worker holds a session of each; the sink runs them ([`FrameSink::frame`]).
+    classifiers: Arc<[ClassifierLane]>,
     sink: Arc<dyn FrameSink>,
     stop: Arc<AtomicBool>,
     plan: SchedulePlan,
@@ -222,12 +227,14 @@ impl Scheduler {
         stop: Arc<AtomicBool>,
         liveness: &Arc<Liveness>,
     ) -> Result<Arc<Scheduler>, PipelineError> {
-        Self::start_lanes(vec![ModelLane::new(backend, params)], plan, sink, stop, liveness)
+        Self::start_lanes(vec![ModelLane::new(backend, params)], Arc::from(Vec::new()), plan, sink, stop, liveness)
     }
 
-    /// [`Scheduler::start`] with one lane per detector (at least one: lane 0 is `[model]`'s).
+    /// [`Scheduler::start`] with one lane per detector (at least one: lane 0 is `[model]`'s) and
+    /// the classifiers every worker holds a session of, which the sink runs on the frames it gets.
     pub fn start_lanes(
         lanes: Vec<ModelLane>,
+        classifiers: Arc<[ClassifierLane]>,
         plan: SchedulePlan,
         sink: Arc<dyn FrameSink>,
         stop: Arc<AtomicBool>,
@@ -241,6 +248,7 @@ impl Scheduler {
         let plan = SchedulePlan { workers: plan.workers.max(1), max_batch: plan.max_batch.max(1), ..plan };
         let shared = Arc::new(Shared {
             lanes,
+            classifiers,
             sink,
             stop,
             plan,
@@ -378,8 +386,11 @@ impl Shared {
             self.stats.max_batch.fetch_min(model.limit, Ordering::Relaxed);
             models.push(model);
         }
+        let classifiers = Classifiers::open(Arc::clone(&self.classifiers), seat)
+            .map_err(|source| PipelineError::Worker { source })?;
+        liveness.beat();
         let limits: Vec<usize> = models.iter().map(|model| model.limit).collect();
-        let mut work = WorkerState { detections: Vec::new(), row_outputs: ModelOutputs::default() };
+        let mut work = WorkerState { detections: Vec::new(), row_outputs: ModelOutputs::default(), classifiers };
         let mut batch: Vec<Taken> = Vec::with_capacity(limits.iter().copied().max().unwrap_or(1));
         while !self.stop.load(Ordering::SeqCst) {
             for (model, lane) in models.iter_mut().zip(&self.lanes) {
@@ -485,6 +496,8 @@ struct WorkerState {
     detections: Vec<Detection>,
     /// One frame's share of batched outputs.
     row_outputs: ModelOutputs,
+    /// The worker's sessions of every classifier, lent to the sink with each frame.
+    classifiers: Classifiers,
 }
 
 impl WorkerState {
@@ -569,7 +582,7 @@ impl WorkerState {
                     taken.slot.meta().sequence,
                     self.detections.len()
                 );
-                sink.frame(camera, &taken.slot, &self.detections, &timings);
+                sink.frame(camera, &taken.slot, &self.detections, &timings, &mut self.classifiers);
                 Ok(())
             }
             // A frame the preprocessor cannot take (odd size, truncated data) is one bad frame,
@@ -694,7 +707,14 @@ mod tests {
     }
 
     impl FrameSink for RecordingSink {
-        fn frame(&self, camera: &str, slot: &FrameSlot, _: &[Detection], timings: &crate::frame::FrameTimings) {
+        fn frame(
+            &self,
+            camera: &str,
+            slot: &FrameSlot,
+            _: &[Detection],
+            timings: &crate::frame::FrameTimings,
+            _: &mut Classifiers,
+        ) {
             lock(&self.frames).entry(camera.to_string()).or_default().push(slot.meta().sequence);
             lock(&self.timings).push(*timings);
         }
@@ -845,7 +865,8 @@ mod tests {
         let liveness = Liveness::new();
         let plan = plan(1, 4, Duration::from_millis(5));
         let scheduler =
-            Scheduler::start_lanes(lanes, plan, sink.clone(), stop.clone(), &liveness).expect("start the scheduler");
+            Scheduler::start_lanes(lanes, Arc::from(Vec::new()), plan, sink.clone(), stop.clone(), &liveness)
+                .expect("start the scheduler");
         let shared = PipelineShared {
             slots: 3,
             limits: config.limits,
@@ -895,7 +916,11 @@ mod tests {
             vec![7, 3],
             Vec::new(),
         );
-        let mut state = WorkerState { detections: Vec::new(), row_outputs: ModelOutputs::default() };
+        let mut state = WorkerState {
+            detections: Vec::new(),
+            row_outputs: ModelOutputs::default(),
+            classifiers: Classifiers::none(),
+        };
         let detection = |class_id| Detection {
             class_id,
             score: 0.9,
@@ -966,6 +991,7 @@ mod tests {
             })
             .collect();
         let shared = Shared {
+            classifiers: Arc::from(Vec::new()),
             lanes: vec![ModelLane::new(backend, params())],
             sink: Arc::new(RecordingSink::default()),
             stop: Arc::new(AtomicBool::new(false)),

@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use super::classifier::Classifiers;
 use crate::backend::{Backend, BackendError, BackendTimings, InferenceSession};
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
@@ -36,9 +37,18 @@ pub enum PipelineError {
 }
 
 /// Receives every processed frame. Called on an inference worker with the frame still in its slot
-/// (for snapshots); must not block: it holds up every camera's next frame.
+/// (for snapshots and classifier crops); must not block: it holds up every camera's next frame.
 pub trait FrameSink: Send + Sync {
-    fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings);
+    /// `classifiers` are the worker's sessions of every classifier, on its thread: the sink may
+    /// run them on crops of this frame, a bounded number per frame.
+    fn frame(
+        &self,
+        camera: &str,
+        slot: &FrameSlot,
+        detections: &[Detection],
+        timings: &FrameTimings,
+        classifiers: &mut Classifiers,
+    );
     /// A frame of a camera whose detection is off, on the camera's source thread (no inference):
     /// for its picture. Must not block either: it holds up the camera's capture.
     fn picture(&self, _camera: &str, _slot: &FrameSlot) {}

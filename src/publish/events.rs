@@ -6,6 +6,7 @@
 //! serialiser every outlet and the HTTP API share. Must not: decide when an event happens, or know
 //! topics and MQTT.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -44,6 +45,17 @@ pub struct ClipRef {
     pub url: String,
 }
 
+/// What a classifier said of a track's crop (`[models.<name>]` with `kind = "classifier"`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attribute {
+    pub label: String,
+    /// 0..1.
+    pub score: f32,
+}
+
+/// A track's attributes, by classifier name.
+pub type Attributes = BTreeMap<String, Attribute>;
+
 /// One event of a tracked object, as tracking reports it to the outlets.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectEvent {
@@ -77,6 +89,8 @@ pub struct ObjectEvent {
     /// The clip that shows the event, once it has one (an outlet that records names it:
     /// `super::outlet::Outlet::clip_of`).
     pub clip: Option<ClipRef>,
+    /// The latest answer of each classifier on the track (empty without classifiers).
+    pub attributes: Attributes,
 }
 
 impl ObjectEvent {
@@ -111,6 +125,7 @@ impl ObjectEvent {
             stamp: None,
             picture: None,
             clip: None,
+            attributes: Attributes::new(),
         })
     }
 }
@@ -159,6 +174,18 @@ pub struct EventMessage {
     /// it, its `end` included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clip: Option<ClipRef>,
+    /// The latest answer of each classifier on the track, by classifier name; absent when none
+    /// has answered (or none is configured).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, AttributeMessage>,
+}
+
+/// One classifier's answer on a track.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttributeMessage {
+    pub label: String,
+    /// 3 decimals.
+    pub score: f64,
 }
 
 /// A line crossing.
@@ -205,6 +232,14 @@ impl EventMessage {
             stationary: event.stationary,
             frames: event.frames,
             clip: event.clip.clone(),
+            attributes: event
+                .attributes
+                .iter()
+                .map(|(name, attribute)| {
+                    let score = round_to(f64::from(attribute.score), 1000.0);
+                    (name.clone(), AttributeMessage { label: attribute.label.clone(), score })
+                })
+                .collect(),
         }
     }
 

@@ -351,6 +351,7 @@ mod tests {
             stamp: None,
             picture: Some(Arc::new(vec![0xff, 0xd8])),
             clip: None,
+            attributes: Default::default(),
         };
         for i in 0..EVENT_RING as u64 + 5 {
             let camera = if i % 2 == 0 { "front" } else { "back" };

@@ -8,8 +8,10 @@
 //! tracking outside frames (start-up counts, reloads, zone changes from the page, a camera that
 //! ended or whose detection was switched off, shutdown); the end reports of cameras and inference
 //! workers. Runs on the inference worker (a picture: on the camera's source thread), so it must
-//! not block: the outlets only hand over (`super::outlet` says what they may do there). Must not:
-//! know topics or JSON, run inference, touch frame rings, or read files.
+//! not block: the outlets only hand over (`super::outlet` says what they may do there); the only
+//! inference it starts is the worker's classifiers on a bounded number of the frame's tracks
+//! (`super::tracking`). Must not: know topics or JSON, run detectors, touch frame rings, or read
+//! files.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -19,11 +21,12 @@ use tokio::sync::mpsc;
 use super::events::ObjectEvent;
 use super::outlet::{FrameResult, Outlet, Outlets, TrackingUpdate};
 use super::snapshot::Snapshotter;
-use super::tracking::{tracking_params, CameraTracking};
+use super::tracking::{classify_rules, tracking_params, CameraTracking};
 use crate::config::Config;
 use crate::controls::{CameraControls, Controls, Switch};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
+use crate::infer::classifier::Classifiers;
 use crate::infer::step::{FrameSink, PipelineError};
 use crate::service::telemetry::CameraStats;
 use crate::sys::lock::lock;
@@ -73,6 +76,11 @@ impl PublishSink {
     ) -> PublishSink {
         outlets.starting(config);
         let event_snapshots = config.snapshot.events.then_some(config.snapshot.jpeg_quality);
+        // `run`'s preflight refused a config whose rules name unknown labels.
+        let rules = classify_rules(config, &labels).unwrap_or_else(|e| {
+            log::error!("classifiers not run: {e}");
+            Vec::new()
+        });
         let cameras = config
             .cameras
             .iter()
@@ -86,7 +94,8 @@ impl PublishSink {
                         scene,
                         event_snapshots,
                         Some(run.clone()),
-                    );
+                    )
+                    .with_classifiers(&rules);
                     outlets.tracking(&camera.name, &tracking.startup());
                     tracking
                 });
@@ -197,7 +206,14 @@ fn detecting(entry: &CameraEntry) -> bool {
 }
 
 impl FrameSink for PublishSink {
-    fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings) {
+    fn frame(
+        &self,
+        camera: &str,
+        slot: &FrameSlot,
+        detections: &[Detection],
+        timings: &FrameTimings,
+        classifiers: &mut Classifiers,
+    ) {
         let Some(entry) = self.camera(camera) else { return };
         let publish_started = Instant::now();
         let mut step = lock(&entry.step);
@@ -209,7 +225,8 @@ impl FrameSink for PublishSink {
         }
         let (track_ids, update) = match step.as_mut() {
             Some(tracking) => {
-                tracking.frame(slot, detections, &self.labels, &|event| self.outlets.clip_of(camera, event))
+                let clips = |event: &ObjectEvent| self.outlets.clip_of(camera, event);
+                tracking.frame(slot, detections, &self.labels, &clips, classifiers)
             }
             None => (&[][..], TrackingUpdate::default()),
         };
@@ -223,6 +240,9 @@ impl FrameSink for PublishSink {
             tracking: update,
             snapshot: snapshot.as_deref(),
         });
+        if let Some(tracking) = step.as_mut() {
+            entry.stats.record_classify_skipped(tracking.take_classify_skipped());
+        }
         let mut timings = *timings;
         timings.publish = Some(publish_started.elapsed());
         // Under the step's lock too: `stop_detection` forgets the inference times after this.
@@ -308,13 +328,13 @@ mod tests {
         let timings = FrameTimings { infer: Some(Duration::from_millis(5)), ..FrameTimings::default() };
 
         controls.set("front", Switch::Snapshots, false).expect("a known camera");
-        sink.frame("front", &slot, &[], &timings);
+        sink.frame("front", &slot, &[], &timings, &mut Classifiers::none());
         assert!(!stats.peek().latency_ms.is_empty(), "an inference time while detecting");
         controls.set("front", Switch::Detect, false).expect("a known camera");
         // A frame that was on its way when the switch flipped.
-        sink.frame("front", &slot, &[], &timings);
+        sink.frame("front", &slot, &[], &timings, &mut Classifiers::none());
         sink.stop_detection("front");
-        sink.frame("front", &slot, &[], &timings);
+        sink.frame("front", &slot, &[], &timings, &mut Classifiers::none());
         assert!(stats.peek().latency_ms.is_empty(), "no current inference time with detection off");
         controls.set("front", Switch::Snapshots, true).expect("a known camera");
         sink.picture("front", &slot);

@@ -181,3 +181,51 @@ fn two_cameras_with_two_detectors_run_on_one_worker() {
     assert!(log.contains("backend of models.yard (cameras yard)"), "{log}");
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// A classifier on a detector's tracks: the front camera loops a photo of a dog; `[models.colour]`
+/// (the test colour classifier, `tests/models/NOTICE.md`) runs on the dog's track, and every event
+/// of that track carries its answer under the classifier's name, while tracks of other labels carry
+/// none.
+#[test]
+fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages() {
+    let prefix = "e2e-classifier";
+    let broker = crate::broker::Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("device", "cpu_workers", "1")
+        .camera("front", 4.0, &crate::daemon::sample_source("dog.jpg", "loop"))
+        .append(&format!(
+            "[models.colour]\nkind = \"classifier\"\non = [\"dog\"]\nonnx = {}\nlabels = {}\n",
+            toml_string(&repo("tests/models/colour_classifier.onnx").display().to_string()),
+            toml_string(&repo("tests/models/colour_labels.txt").display().to_string())
+        ))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = crate::broker::Subscriber::connect(&broker, "e2e-classifier-sub", &[&format!("{prefix}/#")]);
+    let mut daemon = crate::daemon::RunningDaemon::start(&config, &[("RUST_LOG", std::ffi::OsStr::new("info"))]);
+    let events_topic = format!("{prefix}/front/events");
+    let parse = |message: &crate::broker::Received| -> serde_json::Value {
+        serde_json::from_slice(&message.payload).unwrap_or_default()
+    };
+    let events = daemon.wait_for_messages(&subscriber, &events_topic, "the dog's start event", |messages| {
+        messages.iter().map(parse).any(|event| event["type"] == "start" && event["label"] == "dog")
+    });
+    daemon.signal(libc::SIGTERM);
+    daemon.wait_exit();
+    let events: Vec<serde_json::Value> = events.iter().map(parse).collect();
+    for event in &events {
+        let attributes = &event["attributes"];
+        if event["label"] == "dog" {
+            let colour = &attributes["colour"];
+            let label = colour["label"].as_str().unwrap_or_default();
+            assert!(["red", "green", "blue"].contains(&label), "the classifier's label: {event}");
+            assert!(colour["score"].as_f64().is_some_and(|score| (0.0..=1.0).contains(&score)), "{event}");
+            assert_eq!(attributes.as_object().map(|a| a.len()), Some(1), "one classifier: {event}");
+        } else {
+            assert!(attributes.is_null(), "no classifier runs on {}: {event}", event["label"]);
+        }
+    }
+    let log = daemon.log();
+    assert!(log.contains("backend of models.colour (classifier)"), "{log}");
+    assert!(!log.contains("classifier colour failed"), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+}

@@ -174,7 +174,14 @@ struct BenchSink {
 }
 
 impl step::FrameSink for BenchSink {
-    fn frame(&self, camera: &str, slot: &FrameSlot, detections: &[Detection], timings: &FrameTimings) {
+    fn frame(
+        &self,
+        camera: &str,
+        slot: &FrameSlot,
+        detections: &[Detection],
+        timings: &FrameTimings,
+        _: &mut crate::infer::classifier::Classifiers,
+    ) {
         let publish_started = Instant::now();
         let message = detections_message(camera, slot.meta(), &Latency::from(timings), detections, &self.labels);
         std::hint::black_box(message);

@@ -116,6 +116,7 @@ pub struct CameraStats {
     dropped: AtomicU64,
     over_limit: AtomicU64,
     truncated: AtomicU64,
+    classify_skipped: AtomicU64,
     latencies: Mutex<StageLatencies>,
     window: Mutex<FpsWindow>,
     capture: Mutex<CaptureWindow>,
@@ -146,6 +147,8 @@ pub struct CameraSnapshot {
     pub over_limit: u64,
     /// Frames decoded from truncated data since start (processed, the missing part grey).
     pub truncated: u64,
+    /// Crops of tracks due for a classifier that the per-frame bound left for a later frame, since start.
+    pub classify_skipped: u64,
     /// Stages with at least one sample, in [`Stage::ALL`] order.
     pub latency_ms: Vec<(Stage, Percentiles)>,
     /// The camera's source state and since when, when known (see [`CameraSnapshot::with_source`]).
@@ -173,6 +176,7 @@ impl CameraStats {
             dropped: AtomicU64::new(0),
             over_limit: AtomicU64::new(0),
             truncated: AtomicU64::new(0),
+            classify_skipped: AtomicU64::new(0),
             latencies: Mutex::new(StageLatencies {
                 rings: std::array::from_fn(|_| LatencyRing::new()),
                 histograms: [LatencyHistogram::default(); Stage::ALL.len()],
@@ -204,6 +208,13 @@ impl CameraStats {
         let mut latencies = lock(&self.latencies);
         for ring in &mut latencies.rings {
             ring.clear();
+        }
+    }
+
+    /// `count` crops a classifier's per-frame bound left for a later frame.
+    pub fn record_classify_skipped(&self, count: u64) {
+        if count > 0 {
+            self.classify_skipped.fetch_add(count, Ordering::Relaxed);
         }
     }
 
@@ -281,6 +292,7 @@ impl CameraStats {
             dropped: self.dropped.load(Ordering::Relaxed),
             over_limit: self.over_limit.load(Ordering::Relaxed),
             truncated: self.truncated.load(Ordering::Relaxed),
+            classify_skipped: self.classify_skipped.load(Ordering::Relaxed),
             latency_ms,
             source: None,
             capture_mode,
@@ -306,6 +318,7 @@ impl CameraSnapshot {
             dropped: 2,
             over_limit: 0,
             truncated: 0,
+            classify_skipped: 0,
             latency_ms: Vec::new(),
             source: None,
             capture_mode: None,

@@ -54,7 +54,14 @@ struct CameraJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     frame_copies: Option<f64>,
     truncated: u64,
+    /// Absent while 0 (always without classifiers).
+    #[serde(skip_serializing_if = "is_zero")]
+    classify_skipped: u64,
     latency_ms: BTreeMap<&'static str, &'a Percentiles>,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 #[derive(Serialize)]
@@ -104,6 +111,7 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
                 capture_mode: camera.capture_mode,
                 frame_copies: camera.frame_copies,
                 truncated: camera.truncated,
+                classify_skipped: camera.classify_skipped,
                 latency_ms,
             };
             (camera.name.as_str(), json)
@@ -253,6 +261,7 @@ mod properties {
                 dropped,
                 over_limit,
                 truncated: over_limit / 2,
+                classify_skipped: 0,
                 latency_ms,
                 source,
                 capture_mode: None,
