@@ -261,7 +261,8 @@ pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, Dae
             })
         }
         None => {
-            check_engines_fit(&preflight.model, &preflight.detectors, &DeviceSpec::from_config(config))?;
+            let device = DeviceSpec::from_config(config);
+            check_engines_fit(&preflight.model, &preflight.detectors, &preflight.classifiers, &device)?;
             Ok("the model is checked by TensorRT when `run` or `build-engine` loads it".to_owned())
         }
     }
@@ -269,10 +270,16 @@ pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, Dae
 
 /// Where TensorRT would build the engines, refuses models whose engines together would not fit
 /// the GPU's free memory, before any build ([`crate::model::footprint`] says what is estimated).
-fn check_engines_fit(model: &ModelSpec, detectors: &[NamedDetector], device: &DeviceSpec) -> Result<(), DaemonError> {
+fn check_engines_fit(
+    model: &ModelSpec,
+    detectors: &[NamedDetector],
+    classifiers: &[NamedClassifier],
+    device: &DeviceSpec,
+) -> Result<(), DaemonError> {
     let Some(free) = tensorrt_free_memory(device) else { return Ok(()) };
     let models = std::iter::once(("model".to_owned(), model))
-        .chain(detectors.iter().map(|detector| (format!("models.{}", detector.name), &detector.model)));
+        .chain(detectors.iter().map(|detector| (format!("models.{}", detector.name), &detector.model)))
+        .chain(classifiers.iter().map(|classifier| (format!("models.{}", classifier.name), &classifier.model)));
     let mut engines = Vec::new();
     for (key, model) in models {
         engines.push(EngineEstimate::from_weights(key, weight_bytes(model)?));
@@ -375,7 +382,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
     let device = DeviceSpec::from_config(&config);
-    if let Err(e) = check_engines_fit(&model, &detectors, &device) {
+    if let Err(e) = check_engines_fit(&model, &detectors, &classifiers, &device) {
         runtime.block_on(mqtt.shutdown_after_failed_start());
         return Err(e);
     }

@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::payload::{round_to, BoxPixels, SCHEMA_VERSION};
+use super::payload::{round_to, AttributeRecord, Attributes, BoxPixels, SCHEMA_VERSION};
 use crate::detection::{BoundingBox, Labels};
 use crate::service::run_id::KIND_EVENT;
 use crate::sys::time::Rfc3339Millis;
@@ -44,17 +44,6 @@ pub struct ClipRef {
     pub path: String,
     pub url: String,
 }
-
-/// What a classifier said of a track's crop (`[models.<name>]` with `kind = "classifier"`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Attribute {
-    pub label: String,
-    /// 0..1.
-    pub score: f32,
-}
-
-/// A track's attributes, by classifier name.
-pub type Attributes = BTreeMap<String, Attribute>;
 
 /// One event of a tracked object, as tracking reports it to the outlets.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,15 +166,7 @@ pub struct EventMessage {
     /// The latest answer of each classifier on the track, by classifier name; absent when none
     /// has answered (or none is configured).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attributes: BTreeMap<String, AttributeMessage>,
-}
-
-/// One classifier's answer on a track.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AttributeMessage {
-    pub label: String,
-    /// 3 decimals.
-    pub score: f64,
+    pub attributes: BTreeMap<String, AttributeRecord>,
 }
 
 /// A line crossing.
@@ -232,14 +213,7 @@ impl EventMessage {
             stationary: event.stationary,
             frames: event.frames,
             clip: event.clip.clone(),
-            attributes: event
-                .attributes
-                .iter()
-                .map(|(name, attribute)| {
-                    let score = round_to(f64::from(attribute.score), 1000.0);
-                    (name.clone(), AttributeMessage { label: attribute.label.clone(), score })
-                })
-                .collect(),
+            attributes: event.attributes.iter().map(|(name, attribute)| (name.clone(), attribute.into())).collect(),
         }
     }
 

@@ -41,6 +41,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::events::{ClipRef, ObjectEvent};
+use super::payload::TrackAttributes;
 use crate::config::Config;
 use crate::controls::ControlValues;
 use crate::detection::Detection;
@@ -74,6 +75,8 @@ pub struct FrameResult<'a> {
     pub detections: &'a [Detection],
     /// Per detection, its confirmed track's id (empty while tracking is off).
     pub track_ids: &'a [Option<TrackId>],
+    /// What classifiers said of the camera's live tracks (`None` while tracking is off).
+    pub attributes: Option<&'a TrackAttributes>,
     /// Stage timings up to the hand-over to the outlets.
     pub timings: &'a FrameTimings,
     pub tracking: TrackingUpdate<'a>,

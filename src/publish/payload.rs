@@ -7,6 +7,7 @@
 //! a message is sent, or know about topics and MQTT.
 
 use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use serde::ser::SerializeSeq;
@@ -111,6 +112,38 @@ pub struct DetectionRecord {
     /// track is not confirmed yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub track_id: Option<u64>,
+    /// The latest answer of each classifier on its track, by classifier name (absent while none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, AttributeRecord>,
+}
+
+/// What a classifier said of a track's crop (`[models.<name>]` with `kind = "classifier"`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attribute {
+    pub label: String,
+    /// 0..1.
+    pub score: f32,
+}
+
+/// A track's attributes, by classifier name.
+pub type Attributes = BTreeMap<String, Attribute>;
+
+/// The attributes of a camera's live tracks, by track id.
+pub type TrackAttributes = HashMap<u64, Attributes>;
+
+/// One classifier's answer on a track, as events and detections carry it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttributeRecord {
+    /// From the classifier's label file.
+    pub label: String,
+    /// 0..=1, rounded to 3 decimals.
+    pub score: f64,
+}
+
+impl From<&Attribute> for AttributeRecord {
+    fn from(attribute: &Attribute) -> AttributeRecord {
+        AttributeRecord { label: attribute.label.clone(), score: round_to(f64::from(attribute.score), 1000.0) }
+    }
 }
 
 /// Box corners in source-frame pixels, rounded to 0.1 px.
@@ -130,18 +163,20 @@ pub fn detections_message(
     detections: &[Detection],
     labels: &Labels,
 ) -> Vec<u8> {
-    tracked_detections_message(camera, meta, latency, detections, &[], labels, None)
+    tracked_detections_message(camera, meta, latency, detections, &[], None, labels, None)
 }
 
 /// Encodes the detections message of one frame whose detections were tracked: `track_ids[i]` is the
-/// confirmed track of `detections[i]` (a shorter slice leaves the rest without a track). The
-/// daemon's messages carry a [`Stamp`].
+/// confirmed track of `detections[i]` (a shorter slice leaves the rest without a track), and
+/// `attributes` what classifiers said of the tracks. The daemon's messages carry a [`Stamp`].
+#[allow(clippy::too_many_arguments)]
 pub fn tracked_detections_message(
     camera: &str,
     meta: &FrameMeta,
     latency: &Latency,
     detections: &[Detection],
     track_ids: &[Option<u64>],
+    attributes: Option<&TrackAttributes>,
     labels: &Labels,
     stamp: Option<Stamp<'_>>,
 ) -> Vec<u8> {
@@ -156,7 +191,7 @@ pub fn tracked_detections_message(
         width: meta.width,
         height: meta.height,
         latency_ms: LatencyMs::from(latency),
-        detections: TrackedDetectionsView { detections, track_ids, labels },
+        detections: TrackedDetectionsView { detections, track_ids, attributes, labels },
     };
     // Room for the fixed fields plus a typical detection, so most messages never reallocate.
     let mut out = Vec::with_capacity(256 + 96 * detections.len());
@@ -196,7 +231,8 @@ pub struct DetectionsView<'a> {
 
 impl Serialize for DetectionsView<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        TrackedDetectionsView { detections: self.detections, track_ids: &[], labels: self.labels }.serialize(serializer)
+        TrackedDetectionsView { detections: self.detections, track_ids: &[], attributes: None, labels: self.labels }
+            .serialize(serializer)
     }
 }
 
@@ -204,6 +240,7 @@ impl Serialize for DetectionsView<'_> {
 struct TrackedDetectionsView<'a> {
     detections: &'a [Detection],
     track_ids: &'a [Option<u64>],
+    attributes: Option<&'a TrackAttributes>,
     labels: &'a Labels,
 }
 
@@ -212,6 +249,7 @@ impl Serialize for TrackedDetectionsView<'_> {
         let mut seq = serializer.serialize_seq(Some(self.detections.len()))?;
         for (index, detection) in self.detections.iter().enumerate() {
             let b = &detection.bbox;
+            let track_id = self.track_ids.get(index).copied().flatten();
             seq.serialize_element(&DetectionView {
                 label: self.labels.name(detection.class_id),
                 class_id: detection.class_id,
@@ -222,7 +260,8 @@ impl Serialize for TrackedDetectionsView<'_> {
                     x2: round_to(f64::from(b.x2), 10.0),
                     y2: round_to(f64::from(b.y2), 10.0),
                 },
-                track_id: self.track_ids.get(index).copied().flatten(),
+                track_id,
+                attributes: track_id.and_then(|id| self.attributes?.get(&id)).map(AttributesView),
             })?;
         }
         seq.end()
@@ -238,6 +277,17 @@ struct DetectionView<'a> {
     bbox: BoxPixels,
     #[serde(skip_serializing_if = "Option::is_none")]
     track_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attributes: Option<AttributesView<'a>>,
+}
+
+/// A track's attributes as [`AttributeRecord`]s, serialised without copying.
+struct AttributesView<'a>(&'a Attributes);
+
+impl Serialize for AttributesView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(name, attribute)| (name, AttributeRecord::from(attribute))))
+    }
 }
 
 fn serialize_display<S: Serializer>(value: &Rfc3339Millis, serializer: S) -> Result<S::Ok, S::Error> {
@@ -316,7 +366,7 @@ mod tests {
         let labels = Labels::parse("0 person\n", Path::new("labels")).expect("labels");
         let meta = FrameMeta { width: 2, height: 2, format: PixelFormat::Rgb8, sequence: 0, captured_at: UNIX_EPOCH };
         let stamp = Stamp { run: "0123456789abcdef", seq: 41 };
-        let bytes = tracked_detections_message("c", &meta, &Latency::default(), &[], &[], &labels, Some(stamp));
+        let bytes = tracked_detections_message("c", &meta, &Latency::default(), &[], &[], None, &labels, Some(stamp));
         let text = String::from_utf8(bytes.clone()).expect("utf-8");
         assert!(
             text.starts_with(r#"{"schema":1,"run":"0123456789abcdef","seq":41,"kind":"detections","camera":"c","#),
@@ -343,8 +393,16 @@ mod tests {
         let box_ = BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 };
         let detections =
             [Detection { class_id: 0, score: 0.9, bbox: box_ }, Detection { class_id: 0, score: 0.8, bbox: box_ }];
-        let bytes =
-            tracked_detections_message("c", &meta, &Latency::default(), &detections, &[None, Some(7)], &labels, None);
+        let bytes = tracked_detections_message(
+            "c",
+            &meta,
+            &Latency::default(),
+            &detections,
+            &[None, Some(7)],
+            None,
+            &labels,
+            None,
+        );
         let text = String::from_utf8(bytes.clone()).expect("utf-8");
         assert!(text.ends_with(r#""y2":1.0}},{"label":"person","class_id":0,"score":0.8,"box":{"x1":0.0,"y1":0.0,"x2":1.0,"y2":1.0},"track_id":7}]}"#), "{text}");
         let parsed: DetectionsMessage = serde_json::from_slice(&bytes).expect("parse");
@@ -464,7 +522,7 @@ mod properties {
             let labels = Labels::parse(&format!("0 {label}\n"), Path::new("labels")).expect("one label");
             let meta = FrameMeta { width, height, format: PixelFormat::Rgb8, sequence, captured_at };
             let latency = Latency { wait, preprocess, infer, postprocess, total };
-            let bytes = tracked_detections_message(&camera, &meta, &latency, &detections, &track_ids, &labels, None);
+            let bytes = tracked_detections_message(&camera, &meta, &latency, &detections, &track_ids, None, &labels, None);
             let parsed: DetectionsMessage = serde_json::from_slice(&bytes)
                 .map_err(|e| TestCaseError::fail(format!("{e}: {}", String::from_utf8_lossy(&bytes))))?;
             prop_assert_eq!(serde_json::to_vec(&parsed).expect("serialise"), bytes);

@@ -223,12 +223,14 @@ impl FrameSink for PublishSink {
         if !detecting(entry) {
             return;
         }
-        let (track_ids, update) = match step.as_mut() {
+        let (track_ids, attributes, update) = match step.as_mut() {
             Some(tracking) => {
                 let clips = |event: &ObjectEvent| self.outlets.clip_of(camera, event);
-                tracking.frame(slot, detections, &self.labels, &clips, classifiers)
+                let (track_ids, attributes, update) =
+                    tracking.frame(slot, detections, &self.labels, &clips, classifiers);
+                (track_ids, Some(attributes), update)
             }
-            None => (&[][..], TrackingUpdate::default()),
+            None => (&[][..], None, TrackingUpdate::default()),
         };
         let snapshot = self.snapshot(entry, slot, detections, publish_started);
         self.outlets.frame(&FrameResult {
@@ -236,6 +238,7 @@ impl FrameSink for PublishSink {
             slot,
             detections,
             track_ids,
+            attributes,
             timings,
             tracking: update,
             snapshot: snapshot.as_deref(),

@@ -19,8 +19,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::events::{Attribute, Attributes, ClipRef, EventStamp, ObjectEvent};
+use super::events::{ClipRef, EventStamp, ObjectEvent};
 use super::outlet::TrackingUpdate;
+use super::payload::{Attribute, TrackAttributes};
 use crate::config::{Config, ConfigError, TrackingConfig};
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameSlot;
@@ -54,7 +55,7 @@ struct CameraClassifier {
 #[derive(Debug, Default)]
 struct Classification {
     classifiers: Vec<CameraClassifier>,
-    attributes: HashMap<TrackId, Attributes>,
+    attributes: TrackAttributes,
     /// Due tracks left for a later frame by the bound, since last taken.
     skipped: u64,
     candidates: Vec<Candidate>,
@@ -152,8 +153,8 @@ impl CameraTracking {
         self.update()
     }
 
-    /// Tracks one processed frame: the track id of each detection (confirmed tracks only), and
-    /// the frame's events and changed counts. `clips` names the clip of each event, if it has one;
+    /// Tracks one processed frame: the track id of each detection (confirmed tracks only), what
+    /// classifiers said of the live tracks, and the frame's events and changed counts. `clips` names the clip of each event, if it has one;
     /// `classifiers` (the worker's sessions) label the crops of the tracks this frame's plans choose.
     /// A frame of another continuity than the last ends every track first: its `end` events and
     /// zeroed counts come before the frame's own.
@@ -164,7 +165,7 @@ impl CameraTracking {
         labels: &Labels,
         clips: &ClipNamer<'_>,
         classifiers: &mut Classifiers,
-    ) -> (&[Option<TrackId>], TrackingUpdate<'_>) {
+    ) -> (&[Option<TrackId>], &TrackAttributes, TrackingUpdate<'_>) {
         self.events.clear();
         self.occupancy.clear();
         let continuity = slot.continuity();
@@ -179,7 +180,8 @@ impl CameraTracking {
         self.collect_events(Some(meta.sequence), clips);
         self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
         self.take_pictures(slot, labels);
-        (self.tracking.track_ids(), TrackingUpdate { events: &self.events, occupancy: &self.occupancy })
+        let update = TrackingUpdate { events: &self.events, occupancy: &self.occupancy };
+        (self.tracking.track_ids(), &self.classification.attributes, update)
     }
 
     /// Ends every track: `end` events (with their snapshots and clips) and counts back to 0.
@@ -434,7 +436,7 @@ mod tests {
         let mut events = Vec::new();
         let scores = [0.6, 0.62, 0.9, 0.7];
         for (frame, score) in scores.iter().enumerate() {
-            let (ids, update) = tracking.frame(
+            let (ids, _, update) = tracking.frame(
                 &slot(frame as u64),
                 &[light(*score, 10.0 + frame as f32)],
                 &labels,
@@ -472,7 +474,7 @@ mod tests {
         let mut frame = |frame: u64, continuity: u64| {
             let mut slot = slot(frame);
             slot.set_continuity(continuity);
-            let (ids, update) =
+            let (ids, _, update) =
                 tracking.frame(&slot, &[light(0.8, 10.0)], &labels, &|_| None, &mut Classifiers::none());
             let ids = ids.to_vec();
             events.extend(update.events.iter().map(|event| (event.kind, event.track_id)));
@@ -525,7 +527,7 @@ mod tests {
             .collect();
         let mut events = Vec::new();
         for frame in 0..3 {
-            let (_, update) = tracking.frame(&slot(frame), &lights, &labels, &|_| None, &mut Classifiers::none());
+            let (_, _, update) = tracking.frame(&slot(frame), &lights, &labels, &|_| None, &mut Classifiers::none());
             events.extend(update.events.iter().cloned());
         }
         assert_eq!(events.len(), 6, "six starts: {events:?}");

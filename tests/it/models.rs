@@ -185,7 +185,7 @@ fn two_cameras_with_two_detectors_run_on_one_worker() {
 /// A classifier on a detector's tracks: the front camera loops a photo of a dog; `[models.colour]`
 /// (the test colour classifier, `tests/models/NOTICE.md`) runs on the dog's track, and every event
 /// of that track carries its answer under the classifier's name, while tracks of other labels carry
-/// none.
+/// none; its detections carry the same answer.
 #[test]
 fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages() {
     let prefix = "e2e-classifier";
@@ -209,9 +209,23 @@ fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages(
     let events = daemon.wait_for_messages(&subscriber, &events_topic, "the dog's start event", |messages| {
         messages.iter().map(parse).any(|event| event["type"] == "start" && event["label"] == "dog")
     });
+    let detections_topic = format!("{prefix}/front/detections");
+    let classified = |message: &crate::broker::Received| {
+        let value = parse(message);
+        let detections = value["detections"].as_array().cloned().unwrap_or_default();
+        detections.into_iter().find(|detection| detection["attributes"]["colour"].is_object())
+    };
+    let detections = daemon.wait_for_messages(&subscriber, &detections_topic, "a classified detection", |messages| {
+        messages.iter().any(|message| classified(message).is_some())
+    });
+    let detection = detections.iter().find_map(classified).expect("waited for");
+    assert_eq!(detection["label"], "dog", "{detection}");
+    assert!(detection["track_id"].is_u64(), "a tracked detection: {detection}");
     daemon.signal(libc::SIGTERM);
     daemon.wait_exit();
     let events: Vec<serde_json::Value> = events.iter().map(parse).collect();
+    let dog = events.iter().find(|event| event["label"] == "dog").expect("waited for");
+    assert_eq!(detection["attributes"], dog["attributes"], "the detection carries its track's answer");
     for event in &events {
         let attributes = &event["attributes"];
         if event["label"] == "dog" {

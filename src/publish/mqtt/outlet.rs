@@ -314,6 +314,7 @@ impl Outlet for MqttOutlet {
                 &Latency::from(frame.timings),
                 frame.detections,
                 frame.track_ids,
+                frame.attributes,
                 &self.labels,
                 Some(stamp),
             );
