@@ -10,7 +10,10 @@
 //!   recording and (with `[snapshot]`) snapshots, the snapshot as an `image`, and diagnostic
 //!   sensors for its fps, dropped frames and inference time;
 //! - per zone (with tracking): its total, a count per label (its own labels, else
-//!   `homeassistant.labels`) and an `occupied` binary sensor.
+//!   `homeassistant.labels`) and an `occupied` binary sensor;
+//! - per camera and classifier (with tracking): the classifier's latest answer on the camera's
+//!   tracks (a sensor read from the events: their `attributes.<classifier>` label, its score as
+//!   an attribute; an event without it keeps the last).
 //!
 //! Every entity but the daemon's status entities is unavailable while `<prefix>/status` is not
 //! `online`. Names are sentence case and never repeat the device's name.
@@ -282,6 +285,23 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
     }
     if config.tracking.enabled {
         for camera in &config.cameras {
+            for (classifier, _) in config.classifiers() {
+                let answer = format!("value_json['attributes']['{classifier}']");
+                let has_answer = format!("value_json['attributes'] is defined and {answer} is defined");
+                out.push(entity(
+                    "sensor",
+                    format!("{}_{classifier}", camera.name),
+                    format!("{} {classifier}", camera.name),
+                    json!({
+                        "state_topic": topics::events(&prefix, &camera.name),
+                        "value_template": format!("{{{{ {answer}['label'] if {has_answer} else this.state }}}}"),
+                        "json_attributes_topic": topics::events(&prefix, &camera.name),
+                        "json_attributes_template":
+                            format!("{{{{ {answer} | tojson if {has_answer} else this.attributes | tojson }}}}"),
+                        "icon": "mdi:tag-text",
+                    }),
+                ));
+            }
             for zone in &camera.zones {
                 let (camera, zone_name) = (camera.name.as_str(), zone.name.as_str());
                 let total = topics::zone_total(&prefix, camera, zone_name);
@@ -661,6 +681,20 @@ mod tests {
         assert!(all.values().all(|entity| entity["device"] == online["device"]), "one device");
         assert!(online["device"].get("configuration_url").is_none(), "the page listens on loopback only");
         assert!(all.values().all(|entity| entity["name"].as_str().is_some_and(|n| n.starts_with(char::is_uppercase))));
+    }
+
+    #[test]
+    fn each_camera_has_a_sensor_of_each_classifiers_latest_answer_read_from_its_events() {
+        let classifier =
+            "[models.colour]\nkind = \"classifier\"\non = [\"car\"]\nonnx = \"c.onnx\"\nlabels = \"c.txt\"\n";
+        let all = messages(&config(classifier), BoardSensors::default());
+        let sensor = &all["front_colour"];
+        assert_eq!(sensor["name"], "Front colour");
+        assert_eq!(sensor["state_topic"], "jd/orin1/front/events");
+        let template = sensor["value_template"].as_str().expect("a template");
+        assert!(template.contains("value_json['attributes']['colour']['label']"), "{template}");
+        assert!(template.contains("else this.state"), "an event without the answer keeps the last: {template}");
+        assert!(!messages(&config(""), BoardSensors::default()).contains_key("front_colour"), "none without it");
     }
 
     #[test]

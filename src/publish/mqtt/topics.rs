@@ -33,6 +33,11 @@ pub fn zone_label(prefix: &str, camera: &str, zone: &str, label: &str) -> String
     format!("{prefix}/{camera}/zones/{zone}/{}", topic_segment(label))
 }
 
+/// `<prefix>/<camera>/events`: the camera's track events (not retained).
+pub fn events(prefix: &str, camera: &str) -> String {
+    format!("{prefix}/{camera}/events")
+}
+
 /// `<prefix>/<camera>/snapshot`: the latest periodic snapshot (JPEG, retained).
 pub fn snapshot(prefix: &str, camera: &str) -> String {
     format!("{prefix}/{camera}/snapshot")
