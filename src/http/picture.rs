@@ -124,6 +124,7 @@ fn render(frame: &CapturedFrame, overlay: Option<&Overlay>, labels: &Labels) -> 
         &frame.meta,
         &frame.detections,
         &frame.track_ids,
+        &frame.attributes,
         labels,
         overlay,
         LIVE_JPEG_QUALITY,
@@ -151,6 +152,7 @@ mod tests {
             meta,
             detections: Vec::new(),
             track_ids: Vec::new(),
+            attributes: Vec::new(),
         })
     }
 

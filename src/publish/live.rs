@@ -2,7 +2,7 @@
 //! `/metrics`.
 //!
 //! Owns: per camera the latest frame *on request* (a reader asks with [`LiveCamera::request_frame`];
-//! the outlet copies the next frame's bytes, detections and track ids once, and nothing per frame
+//! the outlet copies the next frame's bytes, detections, track ids and classifier answers once, and nothing per frame
 //! otherwise — rendering and JPEG encoding happen on the reader's side), a bounded ring of recent
 //! events (typed: the HTTP API serialises them with the event schema,
 //! [`EventMessage`](super::events::EventMessage)), the running config (its zones and lines
@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use super::events::ObjectEvent;
 use super::outlet::{ConnectionStats, FrameResult, Outlet, TrackingUpdate};
+use super::payload::TrackAttributes;
 use crate::config::Config;
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameMeta, FrameSlot};
@@ -41,6 +42,9 @@ pub struct CapturedFrame {
     pub detections: Vec<Detection>,
     /// Per detection, its confirmed track's id.
     pub track_ids: Vec<Option<TrackId>>,
+    /// Per detection, what classifiers said of its track (`name=label`, space separated; empty
+    /// without an answer).
+    pub attributes: Vec<String>,
 }
 
 /// One camera's side of the live view.
@@ -68,15 +72,27 @@ impl LiveCamera {
     }
 
     /// Outlet side, every frame: one atomic load unless a reader asked for a frame.
-    pub fn offer(&self, slot: &FrameSlot, detections: &[Detection], track_ids: &[Option<TrackId>]) {
+    pub fn offer(
+        &self,
+        slot: &FrameSlot,
+        detections: &[Detection],
+        track_ids: &[Option<TrackId>],
+        attributes: Option<&TrackAttributes>,
+    ) {
         if !self.wanted.swap(false, Ordering::AcqRel) {
             return;
         }
+        let answers = |index: usize| -> Option<String> {
+            let track = track_ids.get(index).copied().flatten()?;
+            let answers = attributes?.get(&track)?;
+            Some(answers.iter().map(|(name, answer)| format!("{name}={}", answer.label)).collect::<Vec<_>>().join(" "))
+        };
         let frame = Arc::new(CapturedFrame {
             data: slot.data().to_vec(),
             meta: slot.meta().clone(),
             detections: detections.to_vec(),
             track_ids: track_ids.to_vec(),
+            attributes: (0..detections.len()).map(|index| answers(index).unwrap_or_default()).collect(),
         });
         *lock(&self.latest) = Some(frame);
         self.captures.send_modify(|count| *count += 1);
@@ -245,7 +261,7 @@ impl LiveView {
 impl Outlet for LiveView {
     fn frame(&self, frame: &FrameResult<'_>) {
         if let Some(camera) = self.camera(frame.camera) {
-            camera.offer(frame.slot, frame.detections, frame.track_ids);
+            camera.offer(frame.slot, frame.detections, frame.track_ids, frame.attributes);
         }
         self.record_events(frame.camera, frame.tracking.events);
     }
@@ -253,7 +269,7 @@ impl Outlet for LiveView {
     /// The picture goes on while detection is off: a reader that asked gets the frame, bare.
     fn picture(&self, camera: &str, slot: &FrameSlot, _snapshot: Option<&[u8]>) {
         if let Some(camera) = self.camera(camera) {
-            camera.offer(slot, &[], &[]);
+            camera.offer(slot, &[], &[], None);
         }
     }
 
@@ -271,6 +287,7 @@ mod tests {
     use super::*;
     use crate::config::CameraConfig;
     use crate::frame::HeapMemory;
+    use crate::publish::payload::Attribute;
 
     fn view(cameras: &[&str]) -> LiveView {
         let mut config = Config::embedded_default().expect("the embedded default is valid");
@@ -288,14 +305,32 @@ mod tests {
         let view = view(&["front"]);
         let camera = view.camera("front").unwrap();
         let slot = FrameSlot::new(Box::new(HeapMemory::with_capacity(12)));
-        camera.offer(&slot, &[], &[]);
+        camera.offer(&slot, &[], &[], None);
         assert!(camera.latest().is_none(), "nobody asked");
         let arrived = camera.request_frame();
-        camera.offer(&slot, &[], &[]);
+        camera.offer(&slot, &[], &[], None);
         assert!(arrived.has_changed().unwrap());
         let first = camera.latest().expect("kept");
-        camera.offer(&slot, &[], &[]);
+        camera.offer(&slot, &[], &[], None);
         assert!(Arc::ptr_eq(&first, &camera.latest().unwrap()), "one request keeps one frame");
+    }
+
+    #[test]
+    fn a_kept_frame_names_what_classifiers_said_of_each_detections_track() {
+        let view = view(&["front"]);
+        let camera = view.camera("front").unwrap();
+        let slot = FrameSlot::new(Box::new(HeapMemory::with_capacity(12)));
+        let detection = Detection {
+            class_id: 0,
+            score: 0.9,
+            bbox: crate::detection::BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 },
+        };
+        let answer = |label: &str| Attribute { label: label.into(), score: 0.8 };
+        let answers = [("colour".to_string(), answer("red")), ("kind".to_string(), answer("van"))];
+        let attributes: TrackAttributes = [(7, answers.into_iter().collect())].into_iter().collect();
+        let _arrived = camera.request_frame();
+        camera.offer(&slot, &[detection.clone(), detection], &[Some(7), None], Some(&attributes));
+        assert_eq!(camera.latest().expect("kept").attributes, ["colour=red kind=van", ""]);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Owns: conversion of any [`PixelFormat`] to RGB for display (nearest sample, BT.601 limited
 //! range as in the preprocessing contract), drawing boxes and `label score` text (8×8 bitmap font
-//! from `font8x8`) — for the live view also track ids, zones and lines —, JPEG encoding, and the
+//! from `font8x8`) — for the live view also track ids, classifier answers, zones and lines —, JPEG
+//! encoding, and the
 //! per-camera rate limit. Must not: publish, or run on every frame (the pipeline calls
 //! [`Snapshotter::maybe_render`], which is cheap until the interval passed).
 
@@ -70,7 +71,7 @@ pub fn render_jpeg(
     quality: u8,
     rgb: &mut Vec<u8>,
 ) -> Result<Vec<u8>, SnapshotError> {
-    render_live_jpeg(data, meta, detections, &[], labels, None, quality, rgb)
+    render_live_jpeg(data, meta, detections, &[], &[], labels, None, quality, rgb)
 }
 
 /// Zones (closed polygons) and lines in frame fractions, drawn with their names.
@@ -84,13 +85,16 @@ const ZONE_COLOUR: [u8; 3] = [255, 214, 0];
 const LINE_COLOUR: [u8; 3] = [0, 229, 255];
 
 /// The JPEG of a live frame: boxes captioned `#<track id> <label> <score>` (the id of confirmed
-/// tracks only; `<label> <score>` for a box without an id in `track_ids`) and, with `overlay`, every zone and line with its name.
+/// tracks only; `<label> <score>` for a box without an id in `track_ids`), followed by the box's
+/// `attributes` text where it has one (what classifiers said of its track), and, with `overlay`,
+/// every zone and line with its name.
 #[allow(clippy::too_many_arguments)]
 pub fn render_live_jpeg(
     data: &[u8],
     meta: &FrameMeta,
     detections: &[Detection],
     track_ids: &[Option<u64>],
+    attributes: &[String],
     labels: &Labels,
     overlay: Option<SceneOverlay<'_>>,
     quality: u8,
@@ -121,10 +125,14 @@ pub fn render_live_jpeg(
         let colour = PALETTE[detection.class_id % PALETTE.len()];
         canvas.draw_box(detection, 2 * scale, colour);
         let name = labels.name(detection.class_id);
-        let caption = match track_ids.get(i).copied().flatten() {
+        let mut caption = match track_ids.get(i).copied().flatten() {
             Some(id) => format!("#{id} {name} {:.2}", detection.score),
             None => format!("{name} {:.2}", detection.score),
         };
+        if let Some(text) = attributes.get(i).filter(|text| !text.is_empty()) {
+            caption.push(' ');
+            caption.push_str(text);
+        }
         canvas.draw_caption(detection, &caption, scale, colour);
     }
     let mut jpeg = Vec::new();

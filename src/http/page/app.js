@@ -193,7 +193,8 @@ async function refreshEvents() {
       const li = document.createElement('li');
       const zones = event.zones && event.zones.length ? ` in ${event.zones.join(', ')}` : '';
       const crossed = event.crossed ? ` crossed ${event.crossed.line} ${event.crossed.direction || ''}` : '';
-      li.textContent = `${event.last_ts} ${camera} ${event.type} ${event.label} #${event.track_id}${zones}${crossed} `;
+      const answers = Object.entries(event.attributes || {}).map(([name, answer]) => ` ${name}=${answer.label}`).join('');
+      li.textContent = `${event.last_ts} ${camera} ${event.type} ${event.label}${answers} #${event.track_id}${zones}${crossed} `;
       if (event.type === 'end' && event.clip) li.append(clipButton(event.clip));
       return li;
     }));
