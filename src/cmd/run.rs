@@ -464,10 +464,13 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     log::info!("backend: {} running {} ({})", info.kind, info.model, info.detail);
 
     let (mut engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
-    // Every named detector's backend, by name, beside `[model]`'s (telemetry `engine.models`).
+    // Every named detector's and classifier's backend, by name, beside `[model]`'s (telemetry
+    // `engine.models`).
     let named: serde_json::Map<String, serde_json::Value> = lanes
         .iter()
-        .filter_map(|lane| Some((lane.name()?.to_string(), serde_json::to_value(lane.backend.info()).ok()?)))
+        .filter_map(|lane| Some((lane.name()?.to_string(), lane.backend.info())))
+        .chain(classifiers.iter().map(|classifier| (classifier.name.clone(), classifier.backend.info())))
+        .filter_map(|(name, info)| Some((name, serde_json::to_value(info).ok()?)))
         .collect();
     if !named.is_empty() {
         engine["models"] = serde_json::Value::Object(named);
