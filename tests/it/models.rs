@@ -123,6 +123,34 @@ fn a_model_that_fits_no_decoder_is_refused_at_check_config_with_exit_78() {
     assert!(stderr.contains("classifier"), "the hint says what it looks like: {stderr}");
 }
 
+/// `check-config` accepts a classifier on a label the detector has, and refuses one on a label no
+/// detector has (exit 78, naming the key and the label), and one without tracking.
+#[test]
+fn check_config_accepts_a_classifier_on_known_labels_only_and_with_tracking() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let write = |name: &str, on: &str, tracking: bool| {
+        let text = format!(
+            "[device]\nbackend = \"cpu\"\n[tracking]\nenabled = {tracking}\n\
+             [models.colour]\nkind = \"classifier\"\non = [\"{on}\"]\nonnx = {}\nlabels = {}\n",
+            toml_string(&repo("tests/models/colour_classifier.onnx").display().to_string()),
+            toml_string(&repo("tests/models/colour_labels.txt").display().to_string())
+        );
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write config");
+        path
+    };
+    let accepted = run(&["check-config"], &write("dog.toml", "dog", true), &[]);
+    assert!(accepted.status.success(), "{}", String::from_utf8_lossy(&accepted.stderr));
+    let unknown = run(&["check-config"], &write("unicorn.toml", "unicorn", true), &[]);
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert_eq!(unknown.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("models.colour.on") && stderr.contains("`unicorn`"), "{stderr}");
+    let untracked = run(&["check-config"], &write("untracked.toml", "dog", false), &[]);
+    let stderr = String::from_utf8_lossy(&untracked.stderr);
+    assert_eq!(untracked.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("tracking.enabled"), "{stderr}");
+}
+
 /// Two cameras, two detectors, one inference worker: the front camera runs the bundled SSD and
 /// finds the dog; the yard camera runs a YOLO26 export named in `[models.yard]` (random weights:
 /// whatever it reports is named from its own label file). Both publish detections.
