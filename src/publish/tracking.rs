@@ -154,8 +154,9 @@ impl CameraTracking {
     }
 
     /// Tracks one processed frame: the track id of each detection (confirmed tracks only), what
-    /// classifiers said of the live tracks, and the frame's events and changed counts. `clips` names the clip of each event, if it has one;
-    /// `classifiers` (the worker's sessions) label the crops of the tracks this frame's plans choose.
+    /// classifiers said of the live tracks, and the frame's events and changed counts. `clips`
+    /// names the clip of each event, if it has one; `classifiers` (the worker's sessions) label
+    /// the crops of the tracks this frame's plans choose.
     /// A frame of another continuity than the last ends every track first: its `end` events and
     /// zeroed counts come before the frame's own.
     pub fn frame(
