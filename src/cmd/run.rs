@@ -785,7 +785,10 @@ fn reload(
         // The loaded models are the running config's: a reload changes their thresholds and
         // class filters, never their decoders.
         let model = ModelSpec::from_config(&running).map_err(|e| e.to_string())?;
-        let mut params = DecodeParams::new(&model, &config.model, sink.labels()).map_err(|e| e.to_string())?;
+        // `[model]`'s class filter names `[model]`'s own labels, as at start: the shared list also
+        // holds the named detectors' labels, whose ids `[model]` never produces.
+        let own = Labels::load(&model.labels).map_err(|e| e.to_string())?;
+        let mut params = DecodeParams::new(&model, &config.model, &own).map_err(|e| e.to_string())?;
         let detectors = named_detectors(&config, &running, &mut sink.labels().clone()).map_err(|e| e.to_string())?;
         check_zones_file_labels(&config, sink.labels()).map_err(|e| e.to_string())?;
         // Every camera's zones and lines are checked; the running cameras' are applied: what runs

@@ -167,7 +167,7 @@ fn two_cameras_with_two_detectors_run_on_one_worker() {
         id => format!("yard-thing-{id}"),
     });
     std::fs::write(&labels, names.collect::<Vec<_>>().join("\n")).expect("labels");
-    let config = TestConfig::new(broker.port(), prefix)
+    let test_config = TestConfig::new(broker.port(), prefix)
         .set("device", "cpu_workers", "1")
         .camera("front", 4.0, &crate::daemon::sample_source("dog.jpg", "loop"))
         .camera("yard", 4.0, &crate::daemon::sample_source("person.jpg", "loop"))
@@ -176,8 +176,8 @@ fn two_cameras_with_two_detectors_run_on_one_worker() {
             "[models.yard]\nonnx = {}\nlabels = {}\nscore_threshold = 0.0\n",
             toml_string(&repo("tests/models/yolo26t_160_random.onnx").display().to_string()),
             toml_string(&labels.display().to_string())
-        ))
-        .write(&dir.path().join("config.toml"));
+        ));
+    let config = test_config.write(&dir.path().join("config.toml"));
     let subscriber = crate::broker::Subscriber::connect(&broker, "e2e-two-detectors-sub", &[&format!("{prefix}/#")]);
     let mut daemon = crate::daemon::RunningDaemon::start(&config, &[("RUST_LOG", std::ffi::OsStr::new("info"))]);
     let front = format!("{prefix}/front/detections");
@@ -203,6 +203,14 @@ fn two_cameras_with_two_detectors_run_on_one_worker() {
         yard_labels.iter().all(|label| label == "person" || label == "dog" || label.starts_with("yard-thing-")),
         "the yard's detections are named from its own label file: {yard_labels:?}"
     );
+    // `[model]`'s class filter names `[model]`'s labels on a reload as at start: a name only the
+    // yard's label file has is refused, not turned into a filter that never matches.
+    test_config.set("model", "classes", "[\"yard-thing-5\"]").write(&config);
+    daemon.signal(libc::SIGHUP);
+    let log = daemon.log_handle();
+    daemon.wait_until("the reload naming another model's class to be refused", || {
+        log.text().contains("SIGHUP: keeping the running settings")
+    });
     daemon.signal(libc::SIGTERM);
     daemon.wait_exit();
     let log = daemon.log();
