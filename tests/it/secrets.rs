@@ -17,9 +17,30 @@ use crate::broker::Broker;
 use crate::daemon::{sample_source, toml_string, RunningDaemon, TestConfig};
 use crate::pace::Pace;
 
-/// The group the secrets belong to in these tests: the package's `jetson-detectd` does not exist
-/// on a CI machine, and the daemon's rule is the same for any group.
-const SECRETS_GROUP: u32 = 64_123;
+/// The group the secrets belong to in these tests where the machine has no `jetson-detectd` group
+/// (a fresh CI machine): the daemon's rule is the same for any group.
+const STAND_IN_GROUP: u32 = 64_123;
+
+/// The secrets' group: the package's `jetson-detectd` where the machine has it (installing the
+/// package creates it, and purging keeps it, as Debian does with system groups; the daemon then
+/// takes it for the service's group and no other), else [`STAND_IN_GROUP`].
+fn secrets_group() -> u32 {
+    let entry = Command::new("getent").args(["group", "jetson-detectd"]).output().expect("run getent");
+    String::from_utf8_lossy(&entry.stdout)
+        .split(':')
+        .nth(2)
+        .and_then(|gid| gid.trim().parse().ok())
+        .unwrap_or(STAND_IN_GROUP)
+}
+
+/// How the daemon names the secrets' group in its notes.
+fn secrets_group_name() -> String {
+    if secrets_group() == STAND_IN_GROUP {
+        STAND_IN_GROUP.to_string()
+    } else {
+        "jetson-detectd".to_string()
+    }
+}
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -138,10 +159,10 @@ fn the_service_reads_root_owned_secrets_through_its_group_and_logs_in() {
     }
     let broker = Broker::start_secured("jetson", "pass word");
     let secrets = Secrets::new();
-    let base = config_with_secrets(&secrets, &broker, "secrets-service", SECRETS_GROUP, 0o640);
+    let base = config_with_secrets(&secrets, &broker, "secrets-service", secrets_group(), 0o640);
     let cameras =
-        with_two_cameras(base.clone(), &secrets, SECRETS_GROUP, 0o640).write(&secrets.path().join("rtsp.toml"));
-    let checked = run_to_end("check-config as the service", as_service_user(check_config(&cameras), SECRETS_GROUP));
+        with_two_cameras(base.clone(), &secrets, secrets_group(), 0o640).write(&secrets.path().join("rtsp.toml"));
+    let checked = run_to_end("check-config as the service", as_service_user(check_config(&cameras), secrets_group()));
     assert!(checked.status.success(), "{}\n{}", checked.status, checked.stderr);
     assert!(checked.stdout.contains("ok"), "{}", checked.stdout);
     assert!(!checked.stderr.contains("not readable"), "the service reads every secret:\n{}", checked.stderr);
@@ -149,7 +170,7 @@ fn the_service_reads_root_owned_secrets_through_its_group_and_logs_in() {
     let config =
         base.camera("front", 2.0, &sample_source("chelsea.png", "loop")).write(&secrets.path().join("config.toml"));
     let mut daemon = RunningDaemon::start_with(&config, &[], |command| {
-        *command = as_service_user(std::mem::replace(command, Command::new("true")), SECRETS_GROUP);
+        *command = as_service_user(std::mem::replace(command, Command::new("true")), secrets_group());
     });
     daemon.wait_until("the daemon to log in to the broker as jetson", || {
         broker.log().lines().any(|line| line.contains("New client connected") && line.contains("u'jetson'"))
@@ -170,8 +191,8 @@ fn check_config_as_a_user_outside_the_services_group_leaves_the_secrets_to_the_s
     }
     let broker = Broker::start_secured("jetson", "pass word");
     let secrets = Secrets::new();
-    let base = config_with_secrets(&secrets, &broker, "secrets-user", SECRETS_GROUP, 0o640);
-    let config = with_two_cameras(base, &secrets, SECRETS_GROUP, 0o640).write(&secrets.path().join("config.toml"));
+    let base = config_with_secrets(&secrets, &broker, "secrets-user", secrets_group(), 0o640);
+    let config = with_two_cameras(base, &secrets, secrets_group(), 0o640).write(&secrets.path().join("config.toml"));
     let checked = run_to_end("check-config as a user", as_unprivileged_user(check_config(&config)));
     assert!(checked.status.success(), "the rest of the config is fine: {}\n{}", checked.status, checked.stderr);
     assert!(checked.stdout.contains("ok"), "{}", checked.stdout);
@@ -183,7 +204,7 @@ fn check_config_as_a_user_outside_the_services_group_leaves_the_secrets_to_the_s
         let note = checked.stderr.lines().find(|line| line.contains(key)).unwrap_or_else(|| {
             panic!("no note on {key}:\n{}", checked.stderr);
         });
-        for wanted in ["not readable by user nobody", "as expected", &format!("group {SECRETS_GROUP}")] {
+        for wanted in ["not readable by user nobody", "as expected", &format!("group {}", secrets_group_name())] {
             assert!(note.contains(wanted), "the note on {key} must say {wanted:?}: {note}");
         }
     }
@@ -204,7 +225,7 @@ fn a_secret_only_root_may_read_fails_check_config_and_run_naming_the_fix() {
     let mut run = daemon_command();
     run.arg("run").arg("--config").arg(&config).env_remove("NOTIFY_SOCKET");
     for (what, command) in [("check-config", check_config(&config)), ("run", run)] {
-        let ended = run_to_end(what, as_service_user(command, SECRETS_GROUP));
+        let ended = run_to_end(what, as_service_user(command, secrets_group()));
         assert_eq!(ended.status.code(), Some(78), "{what}: {}\n{}", ended.status, ended.stderr);
         for wanted in ["mqtt.password_file", password.as_str(), "permission denied", "sudo chgrp jetson-detectd"] {
             assert!(ended.stderr.contains(wanted), "{what} must name {wanted:?}:\n{}", ended.stderr);
