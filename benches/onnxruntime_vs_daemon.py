@@ -22,7 +22,9 @@ to back for --seconds; T = 1, 2, 4, ... and cores / N, with N × T <= the cores)
 its default: all cores, the default workers), in interleaved rounds. Also preprocessing: one worker
 (`cpu_workers = 1`) at `cpu_threads` = T for T = 1, 2, 4, ... cores, the pipeline's `preprocess`
 against `preprocess_alone` (the same preprocessing with nothing else running: its uncontended time),
-and in each cameras run the workers' preprocessing per frame against it at their share of the cores.
+and in each cameras run the workers' preprocessing per frame against the same preprocessing alone on
+the threads it has there (one for an overlapping worker, which preprocesses beside an inference;
+else the worker's share).
 Prints one table per question; --json writes every run. --daemon NAME=PATH names a binary (repeat it
 to compare builds: "before" and "after" of a change); the median `preprocess_alone` of the binaries
 that report one is the uncontended time every binary's preprocessing is held against.
@@ -105,8 +107,11 @@ def daemon_bench(daemon, config, args, cameras=None, iterations=None):
         out["workers"] = run.get("workers")
         out["threads_per_worker"] = run.get("threads_per_worker")
         out["outside_inference_ms"] = run.get("outside_inference", {}).get("median_ms")
+        out["overlapping"] = run.get("overlapping")
         if "preprocess" in run:
             out["cameras_preprocess_ms"] = run["preprocess"]["median_ms"]
+        if "preprocess_alone" in run:
+            out["cameras_preprocess_alone_ms"] = run["preprocess_alone"]["median_ms"]
         if "inference" in run:
             out["cameras_inference_ms"] = run["inference"]["median_ms"]
     return out
@@ -291,7 +296,7 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
         print(f"| {n} | " + " | ".join(cells) + f" | {best_cell} | " + " | ".join(daemon_cells) + " |")
 
     print("\nbench --cameras N, default settings: workers x threads, preprocessing per frame (median ms, ratio to"
-          " alone at the worker's threads), outside inference per frame (median ms), and inference per frame"
+          " alone on the threads it ran on: 1 for overlapping workers, else the worker's share), outside inference per frame (median ms), and inference per frame"
           " (median ms, where the binary reports it)")
     print("| N | " + " | ".join(f"{name}: workers x threads, preprocess, outside, inference" for name in names) + " |")
     print("|---|" + "---|" * len(names))
@@ -304,8 +309,15 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
                 continue
             shares = mine[0].get("threads_per_worker")
             layout = f"{mine[0]['workers']} x {shares[0] if shares else '?'}"
+            if mine[0].get("overlapping"):
+                layout += " overlapping"
             pre = median_of([r.get("cameras_preprocess_ms") for r in mine])
-            reference = alone.get(shares[0]) if shares else None
+            # A run that measured its own uncontended time (on the threads its workers preprocess
+            # with beside an inference) is held against that; older binaries against alone at
+            # the worker's share.
+            reference = median_of([r.get("cameras_preprocess_alone_ms") for r in mine])
+            if reference is None and shares:
+                reference = alone.get(shares[0])
             pre_cell = "-" if pre is None else f"{pre:.2f}" + (f" ({pre / reference:.2f}x)" if reference else "")
             outside = median_of([r.get("outside_inference_ms") for r in mine])
             inference = median_of([r.get("cameras_inference_ms") for r in mine])

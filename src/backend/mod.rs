@@ -109,6 +109,15 @@ pub trait Backend: Send + Sync {
     fn new_worker_session(&self, _seat: WorkerSeat) -> Result<Box<dyn InferenceSession>, BackendError> {
         self.new_session()
     }
+    /// Whether the scheduler's worker `seat` runs two sessions that take turns, each preparing its
+    /// next frame ([`InferenceSession::prepare`], on its own thread) while the other runs
+    /// inference ([`InferenceSession::infer`]) on the worker's cores: the CPU backend's workers
+    /// with two or more threads, whose preprocessing would otherwise leave those cores waiting.
+    /// Such sessions take one frame at a time. GPU backends preprocess on the device, in their
+    /// stream's order: never.
+    fn overlaps_preprocessing(&self, _seat: WorkerSeat) -> bool {
+        false
+    }
     /// Most sessions that can exist at once, when the backend limits them (a TensorRT engine with
     /// a dynamic input before 8.6: one optimisation profile per context); `None`: no limit.
     fn max_sessions(&self) -> Option<usize> {
@@ -145,6 +154,21 @@ pub trait InferenceSession {
                 self.max_batch()
             ))),
         }
+    }
+
+    /// The first half of [`InferenceSession::run`]: preprocesses the frame in `slot` into the
+    /// session's input, for [`InferenceSession::infer`]. `beside_inference`: another session of the
+    /// worker is running inference on its cores, so this preprocessing runs on the calling thread
+    /// alone; else on the session's threads, as `run` does. Sessions of backends whose
+    /// [`Backend::overlaps_preprocessing`] is never true do not take it.
+    fn prepare(&mut self, _slot: &FrameSlot, _beside_inference: bool) -> Result<(), BackendError> {
+        Err(BackendError::Inference("this backend does not preprocess apart from inference".into()))
+    }
+
+    /// The second half of [`InferenceSession::run`]: runs the model on what the last
+    /// [`InferenceSession::prepare`] wrote; the timings include that preprocessing.
+    fn infer(&mut self) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        Err(BackendError::Inference("this backend does not preprocess apart from inference".into()))
     }
 
     /// [`InferenceSession::run_batch`] on regions of one frame (a classifier's crops): row `k` of

@@ -52,6 +52,8 @@ struct RingState {
 /// All slots exist from construction on; a producer that finds no free slot takes the oldest
 /// ready one back (drop-oldest, counted), so the newest frame always wins and memory is bounded.
 pub struct FrameRing {
+    /// Slots the ring was built with.
+    slot_count: usize,
     state: Mutex<RingState>,
     ready_cv: Condvar,
     /// Signalled when a slot becomes free (for producers that wait instead of dropping).
@@ -100,6 +102,7 @@ impl FrameRing {
     pub fn new(slots: Vec<FrameSlot>) -> Self {
         assert!(slots.len() >= 2, "a frame ring needs at least two slots");
         FrameRing {
+            slot_count: slots.len(),
             state: Mutex::new(RingState { free: slots, ready: VecDeque::new(), closed: false }),
             ready_cv: Condvar::new(),
             free_cv: Condvar::new(),
@@ -192,6 +195,12 @@ impl FrameRing {
     pub fn is_finished(&self) -> bool {
         let state = self.lock();
         state.closed && state.ready.is_empty()
+    }
+
+    /// Slots the ring holds in all: a consumer that holds all but one leaves the producer one to
+    /// fill.
+    pub fn slot_count(&self) -> usize {
+        self.slot_count
     }
 
     pub fn stats(&self) -> &RingStats {

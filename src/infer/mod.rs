@@ -8,3 +8,4 @@ pub mod camera;
 pub mod classifier;
 pub mod scheduler;
 pub mod step;
+mod turns;

@@ -1,9 +1,9 @@
 //! Inference scheduling: the workers that run the frames of every camera.
 //!
 //! Owns: the inference workers (one per GPU; `device.cpu_workers` on the CPU backend), each an OS
-//! thread with its own backend session, created on it and never leaving it (on the GPU: the
-//! device's primary context bound once, one stream, one execution context); the choice of ready
-//! frames across cameras, round robin; batching (`engine.max_batch`, `engine.batch_timeout_ms`);
+//! thread (two for an overlapping worker, below) with its own backend session, created on it and
+//! never leaving it (on the GPU: the device's primary context bound once, one stream, one
+//! execution context); the choice of ready frames across cameras, round robin; batching (`engine.max_batch`, `engine.batch_timeout_ms`);
 //! decoding each frame and handing the result to the sink; the current decode parameters (SIGHUP);
 //! the batch-size and memory statistics that telemetry and `bench` report; the workers' [`Liveness`]
 //! parties (a worker beats after every batch and every idle wait). What belongs to a model is kept
@@ -18,11 +18,18 @@
 //! Every worker also holds a session of every classifier (`super::classifier`), opened on its seat
 //! after its detectors', which it lends the sink with each frame it delivers.
 //!
+//! Overlapping workers: where the backend says so ([`Backend::overlaps_preprocessing`]: the CPU
+//! backend's workers of two or more threads), a worker is two threads with a session each that
+//! take turns ([`super::turns`]): one preprocesses its next frame while the other's inference runs
+//! on the worker's cores, one inference at a time, frames delivered in the order they were taken.
+//!
 //! Fairness and order: a worker takes at most one frame per camera into a batch, starting after the
-//! camera it served last, and a camera with a frame in flight is skipped until that frame is done.
-//! So no camera starves another, and each camera's frames reach the sink in capture order (its
-//! tracker depends on that) even with several workers. A camera that is behind loses its *oldest*
-//! waiting frame in its own ring (counted there), never another camera's.
+//! camera it served last, and a camera with a frame in flight is skipped until that frame is done
+//! (an overlapping worker may take a camera's next frame while it holds the previous one, when the
+//! camera's ring keeps a slot for the camera to fill). So no camera starves another, and each
+//! camera's frames reach the sink in capture order (its tracker depends on that) even with several
+//! workers. A camera that is behind loses its *oldest* waiting frame in its own ring (counted
+//! there), never another camera's.
 //!
 //! Must not: read sources, publish, or block on the network — the sink decides what to do with a
 //! result and must return quickly.
@@ -35,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use super::classifier::{ClassifierLane, Classifiers};
 use super::step::{decode_frame, process, FrameError, FrameSink, PipelineError};
+use super::turns::Turns;
 use crate::backend::{Backend, BackendError, InferenceSession, MemoryReport, WorkerSeat};
 use crate::config::Config;
 use crate::decode::{DecodeParams, Decoder};
@@ -89,7 +97,47 @@ pub struct ScheduleReport {
 /// The inference workers and the cameras they serve.
 pub struct Scheduler {
     shared: Arc<Shared>,
-    workers: Mutex<Vec<JoinHandle<()>>>,
+    workers: Mutex<Vec<WorkerThread>>,
+}
+
+/// A worker's thread (an overlapping worker has two) and its name in errors.
+struct WorkerThread {
+    name: String,
+    handle: JoinHandle<()>,
+}
+
+/// What the second thread of an overlapping worker adds to the worker's name.
+const SECOND_THREAD: &str = " (second session)";
+
+/// Starts one thread of worker `index`, named for the worker plus `suffix`, registered with
+/// `liveness`, running `body`; if `body` fails the thread sets the stop flag, closes every ring
+/// (nobody reads their frames any more) and tells the sink.
+fn spawn_worker(
+    shared: &Arc<Shared>,
+    index: usize,
+    suffix: &str,
+    liveness: &Arc<Liveness>,
+    body: impl FnOnce(&Shared, &str, &LivenessHandle) -> Result<(), PipelineError> + Send + 'static,
+) -> Result<WorkerThread, PipelineError> {
+    let name = format!("{}{suffix}", worker_name(index));
+    let party = liveness.register(name.clone());
+    let shared = Arc::clone(shared);
+    let thread_name = if suffix.is_empty() { format!("infer-{index}") } else { format!("infer-{index}b") };
+    let worker = name.clone();
+    let handle = std::thread::Builder::new()
+        .name(thread_name)
+        .spawn(move || match body(&shared, &worker, &party) {
+            Ok(()) => party.finish(),
+            Err(error) => {
+                shared.stop.store(true, Ordering::SeqCst);
+                for feed in &lock(&shared.feeds).cameras {
+                    feed.ring.close();
+                }
+                shared.sink.worker_failed(&worker, &error);
+            }
+        })
+        .map_err(|source| PipelineError::Thread { camera: name.clone(), source })?;
+    Ok(WorkerThread { name, handle })
 }
 
 /// What the workers share.
@@ -152,10 +200,14 @@ impl ModelLane {
 /// the worker's thread), its decoder, and the most frames the session takes at once.
 struct ModelSession {
     session: Box<dyn InferenceSession>,
-    decoder: Decoder,
-    /// The generation of the decode parameters the decoder has.
-    params_seen: u64,
+    decode: LaneDecoder,
     limit: usize,
+}
+
+/// A worker's decoder for one model, with the generation of the decode parameters it has.
+struct LaneDecoder {
+    decoder: Decoder,
+    params_seen: u64,
 }
 
 impl ModelSession {
@@ -165,18 +217,20 @@ impl ModelSession {
         let session = model.backend.new_worker_session(seat).map_err(|source| PipelineError::Worker { source })?;
         let limit = max_batch.min(session.max_batch()).max(1);
         let (params_seen, params) = lock(&model.params).clone();
-        Ok(ModelSession { session, decoder: Decoder::new(params), params_seen, limit })
+        Ok(ModelSession { session, decode: LaneDecoder { decoder: Decoder::new(params), params_seen }, limit })
     }
+}
 
-    /// Adopts `model`'s decode parameters if they changed since; true when they did.
-    fn adopt_params(&mut self, model: &ModelLane) -> bool {
+impl LaneDecoder {
+    /// Adopts `model`'s decode parameters if they changed since, saying so in the log as `worker`.
+    fn adopt_params(&mut self, model: &ModelLane, worker: &str) {
         let params = lock(&model.params);
         if params.0 == self.params_seen {
-            return false;
+            return;
         }
         self.params_seen = params.0;
         self.decoder.set_params(params.1.clone());
-        true
+        log::info!("{worker}: reloaded thresholds and class filter");
     }
 }
 
@@ -193,8 +247,11 @@ struct Feed {
     ring: Arc<FrameRing>,
     /// Its detector's lane.
     lane: usize,
-    /// A frame of this camera is in a worker's hands.
-    in_flight: bool,
+    /// Frames of this camera in a worker's hands: at most one, or two in the hands of one
+    /// overlapping worker (which delivers them in the order it took them).
+    in_flight: usize,
+    /// The worker that took the frame in flight last.
+    held_by: usize,
     /// Its ring closed and drained, and the sink was told.
     ended: bool,
 }
@@ -261,28 +318,25 @@ impl Scheduler {
         });
         let scheduler = Arc::new(Scheduler { shared: Arc::clone(&shared), workers: Mutex::new(Vec::new()) });
         for index in 0..plan.workers {
-            let name = worker_name(index);
-            let liveness = liveness.register(name.clone());
-            let worker_shared = Arc::clone(&shared);
-            let handle = std::thread::Builder::new()
-                .name(format!("infer-{index}"))
-                .spawn(move || {
-                    let shared = worker_shared;
-                    let result = shared.run_worker(index, &name, &liveness);
-                    match result {
-                        Ok(()) => liveness.finish(),
-                        Err(error) => {
-                            // Unblock the sources: nobody reads their frames any more.
-                            shared.stop.store(true, Ordering::SeqCst);
-                            for feed in &lock(&shared.feeds).cameras {
-                                feed.ring.close();
-                            }
-                            shared.sink.worker_failed(&name, &error);
-                        }
-                    }
+            let seat = WorkerSeat { index, workers: plan.workers };
+            let spawned = if shared.overlaps(seat) {
+                let turns = Arc::new(Turns::default());
+                let second = Arc::clone(&turns);
+                spawn_worker(&shared, index, "", liveness, move |shared, name, party| {
+                    shared.run_overlapping(index, name, party, &turns)
                 })
-                .map_err(|source| PipelineError::Thread { camera: worker_name(index), source });
-            match handle {
+                .and_then(|first| {
+                    lock(&scheduler.workers).push(first);
+                    spawn_worker(&shared, index, SECOND_THREAD, liveness, move |shared, name, party| {
+                        shared.run_overlapping(index, name, party, &second)
+                    })
+                })
+            } else {
+                spawn_worker(&shared, index, "", liveness, move |shared, name, party| {
+                    shared.run_worker(index, name, party)
+                })
+            };
+            match spawned {
                 Ok(handle) => lock(&scheduler.workers).push(handle),
                 Err(error) => {
                     shared.stop.store(true, Ordering::SeqCst);
@@ -315,7 +369,14 @@ impl Scheduler {
     pub fn add_camera(&self, name: &str, ring: Arc<FrameRing>) {
         let lanes = &self.shared.lanes;
         let lane = lanes.iter().position(|lane| lane.cameras.iter().any(|camera| camera == name)).unwrap_or(0);
-        lock(&self.shared.feeds).cameras.push(Feed { name: name.into(), ring, lane, in_flight: false, ended: false });
+        lock(&self.shared.feeds).cameras.push(Feed {
+            name: name.into(),
+            ring,
+            lane,
+            in_flight: 0,
+            held_by: 0,
+            ended: false,
+        });
         self.shared.doorbell.ring();
     }
 
@@ -352,17 +413,17 @@ impl Scheduler {
             batches,
             frames,
             batch_sizes,
-            memory: MemoryReport::new(shared.plan.workers, cameras, shared.lanes[0].backend.session_memory()),
+            memory: MemoryReport::new(shared.sessions(), cameras, shared.lanes[0].backend.session_memory()),
         }
     }
 
     /// Waits for the workers (after the stop flag was set).
     pub fn join(&self) -> Result<(), PipelineError> {
-        let handles = std::mem::take(&mut *lock(&self.workers));
+        let threads = std::mem::take(&mut *lock(&self.workers));
         let mut outcome = Ok(());
-        for (index, handle) in handles.into_iter().enumerate() {
+        for WorkerThread { name, handle } in threads {
             if handle.join().is_err() {
-                outcome = Err(PipelineError::Panicked { camera: worker_name(index) });
+                outcome = Err(PipelineError::Panicked { camera: name });
             }
         }
         outcome
@@ -374,39 +435,35 @@ fn worker_name(index: usize) -> String {
 }
 
 impl Shared {
+    /// Whether worker `seat` runs two sessions that take turns: where every lane's backend
+    /// overlaps preprocessing with inference.
+    fn overlaps(&self, seat: WorkerSeat) -> bool {
+        self.lanes.iter().all(|lane| lane.backend.overlaps_preprocessing(seat))
+    }
+
+    /// Sessions of each model the workers hold: one per worker, two per overlapping one.
+    fn sessions(&self) -> usize {
+        let workers = self.plan.workers;
+        (0..workers).map(|index| if self.overlaps(WorkerSeat { index, workers }) { 2 } else { 1 }).sum()
+    }
+
     fn run_worker(&self, index: usize, name: &str, liveness: &LivenessHandle) -> Result<(), PipelineError> {
-        // One session of every lane, all created here on the worker's thread (on the GPU: on its
-        // one stream, their contexts on its one arena), each on the worker's seat: its share of
-        // the cores applies to every model's session.
-        let seat = WorkerSeat { index, workers: self.plan.workers };
-        let mut models = Vec::with_capacity(self.lanes.len());
-        for lane in &self.lanes {
-            let model = ModelSession::open(lane, self.plan.max_batch, seat)?;
-            liveness.beat();
-            self.stats.max_batch.fetch_min(model.limit, Ordering::Relaxed);
-            models.push(model);
-        }
-        let classifiers = Classifiers::open(Arc::clone(&self.classifiers), seat)
-            .map_err(|source| PipelineError::Worker { source })?;
-        liveness.beat();
+        let (mut models, mut work) = self.open_sessions(index, liveness)?;
         let limits: Vec<usize> = models.iter().map(|model| model.limit).collect();
-        let mut work = WorkerState { detections: Vec::new(), row_outputs: ModelOutputs::default(), classifiers };
         let mut batch: Vec<Taken> = Vec::with_capacity(limits.iter().copied().max().unwrap_or(1));
         while !self.stop.load(Ordering::SeqCst) {
             for (model, lane) in models.iter_mut().zip(&self.lanes) {
-                if model.adopt_params(lane) {
-                    log::info!("{name}: reloaded thresholds and class filter");
-                }
+                model.decode.adopt_params(lane, name);
             }
             let rung = self.doorbell.rung();
-            self.gather(&mut batch, &limits);
+            self.gather(index, &mut batch, &limits);
             if batch.is_empty() {
                 // Idle because no frame came: alive, not hung.
                 self.doorbell.wait(rung, POLL);
                 liveness.beat();
                 continue;
             }
-            self.fill_within_timeout(&mut batch, &limits);
+            self.fill_within_timeout(index, &mut batch, &limits);
             liveness.enter(Stage::Infer);
             let lane = batch[0].lane;
             let outcome = work.run(&mut models[lane], &self.lanes[lane], &batch, self.sink.as_ref());
@@ -418,10 +475,130 @@ impl Shared {
         Ok(())
     }
 
+    /// One of the two threads of overlapping worker `index` ([`Backend::overlaps_preprocessing`]):
+    /// takes one frame at a time, preprocesses it while the other thread's inference runs, then
+    /// runs its inference and delivers it when `turns` says (in the order the two took frames).
+    fn run_overlapping(
+        &self,
+        index: usize,
+        name: &str,
+        liveness: &LivenessHandle,
+        turns: &Turns,
+    ) -> Result<(), PipelineError> {
+        let (mut models, mut work) = self.open_sessions(index, liveness)?;
+        let mut batch: Vec<Taken> = Vec::with_capacity(1);
+        while !self.stop.load(Ordering::SeqCst) {
+            let rung = self.doorbell.rung();
+            let Some(ticket) = self.take_one(index, &mut batch, turns) else {
+                self.doorbell.wait(rung, POLL);
+                liveness.beat();
+                continue;
+            };
+            liveness.enter(Stage::Infer);
+            let taken = &batch[0];
+            let (model, lane) = (&mut models[taken.lane], &self.lanes[taken.lane]);
+            let started = Instant::now();
+            let prepared = model.session.prepare(&taken.slot, turns.inference_running());
+            let turn_wait_started = Instant::now();
+            if !turns.wait_to_infer(ticket, &self.stop) {
+                self.give_back(&mut batch);
+                break;
+            }
+            let turn_wait = turn_wait_started.elapsed();
+            let inferred = prepared.and_then(|()| model.session.infer());
+            turns.inferred(ticket);
+            if !turns.wait_to_deliver(ticket, &self.stop) {
+                self.give_back(&mut batch);
+                break;
+            }
+            // Decode parameters are adopted in delivery order, as one worker would: every frame
+            // delivered after either thread reloaded them was decoded with them.
+            model.decode.adopt_params(lane, name);
+            let spec = lane.backend.spec();
+            let decoder = &mut model.decode.decoder;
+            let outcome = inferred.map_err(FrameError::Backend).and_then(|(outputs, backend_timings)| {
+                decode_frame(decoder, spec, &taken.slot, outputs, backend_timings, &mut work.detections)
+            });
+            let delivered = work.deliver(taken, started, turn_wait, outcome, lane, self.sink.as_ref());
+            turns.delivered(ticket);
+            self.stats.by_size[0].fetch_add(1, Ordering::Relaxed);
+            self.give_back(&mut batch);
+            liveness.beat();
+            delivered?;
+        }
+        Ok(())
+    }
+
+    /// A session of every lane and of every classifier for worker `index`, opened on this thread.
+    fn open_sessions(
+        &self,
+        index: usize,
+        liveness: &LivenessHandle,
+    ) -> Result<(Vec<ModelSession>, WorkerState), PipelineError> {
+        // All created here on the worker's thread (on the GPU: on its one stream, their contexts
+        // on its one arena), each on the worker's seat: its share of the cores applies to every
+        // model's session.
+        let seat = WorkerSeat { index, workers: self.plan.workers };
+        let mut models = Vec::with_capacity(self.lanes.len());
+        for lane in &self.lanes {
+            let model = ModelSession::open(lane, self.plan.max_batch, seat)?;
+            liveness.beat();
+            self.stats.max_batch.fetch_min(model.limit, Ordering::Relaxed);
+            models.push(model);
+        }
+        let classifiers = Classifiers::open(Arc::clone(&self.classifiers), seat)
+            .map_err(|source| PipelineError::Worker { source })?;
+        liveness.beat();
+        Ok((models, WorkerState { detections: Vec::new(), row_outputs: ModelOutputs::default(), classifiers }))
+    }
+
+    /// Takes one ready frame for a thread of overlapping worker `worker`, round robin, with its
+    /// ticket: of a camera with no frame in flight, or with one in this worker's hands when its
+    /// ring has a slot left for the camera to fill. Tells the sink about cameras that ended.
+    fn take_one(&self, worker: usize, batch: &mut Vec<Taken>, turns: &Turns) -> Option<u64> {
+        let mut ended = Vec::new();
+        let mut ticket = None;
+        {
+            let mut feeds = lock(&self.feeds);
+            let count = feeds.cameras.len();
+            let start = feeds.next;
+            for offset in 0..count {
+                let index = (start + offset) % count;
+                let feed = &mut feeds.cameras[index];
+                let free = feed.in_flight == 0
+                    || (feed.in_flight == 1 && feed.held_by == worker && feed.ring.slot_count() > 2);
+                if !free || feed.ended {
+                    continue;
+                }
+                if let Some(slot) = feed.ring.try_take_ready() {
+                    feed.in_flight += 1;
+                    feed.held_by = worker;
+                    batch.push(Taken {
+                        feed: index,
+                        lane: feed.lane,
+                        name: Arc::clone(&feed.name),
+                        ring: Arc::clone(&feed.ring),
+                        slot,
+                    });
+                    feeds.next = (index + 1) % count;
+                    ticket = Some(turns.issue());
+                    break;
+                } else if feed.in_flight == 0 && feed.ring.is_finished() {
+                    feed.ended = true;
+                    ended.push(Arc::clone(&feed.name));
+                }
+            }
+        }
+        for name in ended {
+            self.sink.camera_ended(&name, &Ok(()));
+        }
+        ticket
+    }
+
     /// Takes up to its lane's limit of frames in all, at most one per camera and all of the lane of
     /// the first one taken, round robin from where the last round stopped. Tells the sink about
     /// cameras whose ring has closed and drained.
-    fn gather(&self, batch: &mut Vec<Taken>, limits: &[usize]) {
+    fn gather(&self, worker: usize, batch: &mut Vec<Taken>, limits: &[usize]) {
         let mut ended = Vec::new();
         {
             let mut feeds = lock(&self.feeds);
@@ -434,11 +611,12 @@ impl Shared {
                 let index = (start + offset) % count;
                 let feed = &mut feeds.cameras[index];
                 let other_lane = batch.first().is_some_and(|first| first.lane != feed.lane);
-                if feed.in_flight || feed.ended || other_lane {
+                if feed.in_flight > 0 || feed.ended || other_lane {
                     continue;
                 }
                 if let Some(slot) = feed.ring.try_take_ready() {
-                    feed.in_flight = true;
+                    feed.in_flight = 1;
+                    feed.held_by = worker;
                     batch.push(Taken {
                         feed: index,
                         lane: feed.lane,
@@ -460,7 +638,7 @@ impl Shared {
 
     /// With `engine.batch_timeout_ms`, waits up to that long for other cameras' frames to fill a
     /// batch that has room left.
-    fn fill_within_timeout(&self, batch: &mut Vec<Taken>, limits: &[usize]) {
+    fn fill_within_timeout(&self, worker: usize, batch: &mut Vec<Taken>, limits: &[usize]) {
         let limit = batch.first().map_or(1, |first| limits[first.lane]);
         if self.plan.batch_timeout.is_zero() || batch.len() >= limit {
             return;
@@ -468,7 +646,7 @@ impl Shared {
         let deadline = Instant::now() + self.plan.batch_timeout;
         loop {
             let rung = self.doorbell.rung();
-            self.gather(batch, limits);
+            self.gather(worker, batch, limits);
             let now = Instant::now();
             if batch.len() >= limit || now >= deadline || self.stop.load(Ordering::SeqCst) {
                 return;
@@ -483,7 +661,7 @@ impl Shared {
         for taken in batch.drain(..) {
             taken.ring.release(taken.slot);
             if let Some(feed) = feeds.cameras.get_mut(taken.feed) {
-                feed.in_flight = false;
+                feed.in_flight = feed.in_flight.saturating_sub(1);
             }
         }
         drop(feeds);
@@ -523,7 +701,7 @@ impl WorkerState {
                             .map_err(FrameError::Decode)
                             .and_then(|()| {
                                 decode_frame(
-                                    &mut model.decoder,
+                                    &mut model.decode.decoder,
                                     spec,
                                     &taken.slot,
                                     &self.row_outputs,
@@ -531,7 +709,7 @@ impl WorkerState {
                                     &mut self.detections,
                                 )
                             });
-                        self.deliver(taken, started, decoded, lane, sink)?;
+                        self.deliver(taken, started, Duration::ZERO, decoded, lane, sink)?;
                     }
                     return Ok(());
                 }
@@ -543,19 +721,22 @@ impl WorkerState {
         }
         for taken in batch {
             let started = Instant::now();
-            let outcome = process(&mut *model.session, &mut model.decoder, spec, &taken.slot, &mut self.detections);
-            self.deliver(taken, started, outcome, lane, sink)?;
+            let outcome =
+                process(&mut *model.session, &mut model.decode.decoder, spec, &taken.slot, &mut self.detections);
+            self.deliver(taken, started, Duration::ZERO, outcome, lane, sink)?;
         }
         Ok(())
     }
 
-    /// Hands a frame's outcome to the sink; `started` is when its inference began, so the time it
-    /// waited in its ring since the source published it becomes the `wait` stage (and part of
+    /// Hands a frame's outcome to the sink; `started` is when its preprocessing began, so the time
+    /// it waited in its ring since the source published it, with `queued` (its wait for the
+    /// inference turn, between preprocessing and inference), becomes the `wait` stage (and part of
     /// `total`, which runs from the hand-over to the message).
     fn deliver(
         &mut self,
         taken: &Taken,
         started: Instant,
+        queued: Duration,
         outcome: Result<crate::frame::FrameTimings, FrameError>,
         lane: &ModelLane,
         sink: &dyn FrameSink,
@@ -573,7 +754,7 @@ impl WorkerState {
                     });
                 }
                 if let Some(ready) = taken.slot.ready_at() {
-                    let wait = started.saturating_duration_since(ready);
+                    let wait = started.saturating_duration_since(ready) + queued;
                     timings.wait = Some(wait);
                     timings.total = timings.total.map(|total| total + wait);
                 }
@@ -615,6 +796,8 @@ mod tests {
         session_batch: usize,
         workers: usize,
         inference_time: Duration,
+        /// `Some`: its workers overlap, each frame's preprocessing taking this long.
+        prepare_time: Option<Duration>,
         record: Arc<Record>,
     }
 
@@ -629,11 +812,18 @@ mod tests {
         /// Frame widths in inference right now, to catch a camera in two workers at once.
         in_flight: Mutex<Vec<u32>>,
         overlaps: AtomicUsize,
+        /// The most inferences that ran at once.
+        most_at_once: AtomicUsize,
+        /// Frames prepared while an inference ran, as the scheduler said they would be.
+        prepared_beside_inference: AtomicUsize,
     }
 
     struct FakeSession {
         batch: usize,
         inference_time: Duration,
+        prepare_time: Duration,
+        /// The width of the frame the last `prepare` took.
+        prepared: Option<u32>,
         record: Arc<Record>,
         outputs: ModelOutputs,
     }
@@ -659,9 +849,14 @@ mod tests {
             Ok(Box::new(FakeSession {
                 batch: self.session_batch,
                 inference_time: self.inference_time,
+                prepare_time: self.prepare_time.unwrap_or_default(),
+                prepared: None,
                 record: Arc::clone(&self.record),
                 outputs: ModelOutputs::default(),
             }))
+        }
+        fn overlaps_preprocessing(&self, _seat: WorkerSeat) -> bool {
+            self.prepare_time.is_some()
         }
         fn new_worker_session(&self, seat: WorkerSeat) -> Result<Box<dyn InferenceSession>, BackendError> {
             lock(&self.record.seats).push(seat);
@@ -677,19 +872,37 @@ mod tests {
             self.batch
         }
         fn run_batch(&mut self, slots: &[&FrameSlot]) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
-            let widths: Vec<u32> = slots.iter().map(|slot| slot.meta().width).collect();
+            self.infer_widths(slots.iter().map(|slot| slot.meta().width).collect())
+        }
+        fn prepare(&mut self, slot: &FrameSlot, beside_inference: bool) -> Result<(), BackendError> {
+            if beside_inference && !lock(&self.record.in_flight).is_empty() {
+                self.record.prepared_beside_inference.fetch_add(1, Ordering::SeqCst);
+            }
+            std::thread::sleep(self.prepare_time);
+            self.prepared = Some(slot.meta().width);
+            Ok(())
+        }
+        fn infer(&mut self) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+            let width = self.prepared.take().expect("infer after prepare");
+            self.infer_widths(vec![width])
+        }
+    }
+
+    impl FakeSession {
+        fn infer_widths(&mut self, widths: Vec<u32>) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
             {
                 let mut in_flight = lock(&self.record.in_flight);
                 if widths.iter().any(|w| in_flight.contains(w)) {
                     self.record.overlaps.fetch_add(1, Ordering::SeqCst);
                 }
                 in_flight.extend(&widths);
+                self.record.most_at_once.fetch_max(in_flight.len(), Ordering::SeqCst);
             }
             std::thread::sleep(self.inference_time);
             lock(&self.record.in_flight).retain(|w| !widths.contains(w));
+            let rows = widths.len();
             lock(&self.record.batches).push(widths);
             self.record.runs.fetch_add(1, Ordering::SeqCst);
-            let rows = slots.len();
             self.outputs.tensors = vec![
                 OutputTensor { name: "boxes".into(), shape: vec![rows, 1, 4], data: vec![0.0; rows * 4] },
                 OutputTensor { name: "scores".into(), shape: vec![rows, 1, 2], data: vec![0.0; rows * 2] },
@@ -767,6 +980,26 @@ mod tests {
 
     impl Rig {
         fn start(cameras: usize, plan: SchedulePlan, session_batch: usize, inference_time: Duration) -> Rig {
+            Rig::start_on(cameras, plan, session_batch, inference_time, None)
+        }
+
+        /// A rig whose workers overlap: each frame's preprocessing takes `prepare_time`.
+        fn start_overlapping(
+            cameras: usize,
+            plan: SchedulePlan,
+            inference_time: Duration,
+            prepare_time: Duration,
+        ) -> Rig {
+            Rig::start_on(cameras, plan, 1, inference_time, Some(prepare_time))
+        }
+
+        fn start_on(
+            cameras: usize,
+            plan: SchedulePlan,
+            session_batch: usize,
+            inference_time: Duration,
+            prepare_time: Option<Duration>,
+        ) -> Rig {
             let config = Config::embedded_default().expect("embedded default config");
             let record = Arc::new(Record::default());
             let backend = Arc::new(FakeBackend {
@@ -774,6 +1007,7 @@ mod tests {
                 session_batch,
                 workers: plan.workers,
                 inference_time,
+                prepare_time,
                 record: Arc::clone(&record),
             });
             let sink = Arc::new(RecordingSink::default());
@@ -853,6 +1087,7 @@ mod tests {
                 session_batch: 4,
                 workers: 1,
                 inference_time: Duration::from_millis(2),
+                prepare_time: None,
                 record: Arc::clone(record),
             })
         };
@@ -910,6 +1145,7 @@ mod tests {
                 session_batch: 1,
                 workers: 1,
                 inference_time: Duration::ZERO,
+                prepare_time: None,
                 record: Arc::default(),
             }),
             params(),
@@ -934,7 +1170,7 @@ mod tests {
         slot.prepare(2, 2, crate::frame::PixelFormat::Rgb8).expect("prepare");
         let taken = Taken { feed: 0, lane: 1, name: "cam".into(), ring, slot };
         state
-            .deliver(&taken, Instant::now(), Ok(crate::frame::FrameTimings::default()), &lane, &sink)
+            .deliver(&taken, Instant::now(), Duration::ZERO, Ok(crate::frame::FrameTimings::default()), &lane, &sink)
             .expect("deliver");
         assert_eq!(state.detections.iter().map(|d| d.class_id).collect::<Vec<_>>(), [3, 7]);
     }
@@ -966,6 +1202,36 @@ mod tests {
         assert_eq!(report.batch_sizes.keys().copied().collect::<Vec<_>>(), [1]);
     }
 
+    #[test]
+    fn an_overlapping_worker_prepares_frames_during_the_other_sessions_inference_and_keeps_capture_order() {
+        let rig =
+            Rig::start_overlapping(2, plan(1, 1, Duration::ZERO), Duration::from_millis(4), Duration::from_millis(2));
+        rig.wait_for_frames_of_every_camera(30);
+        let Stopped { sink, record, report, .. } = rig.stop();
+        assert_eq!(record.sessions.load(Ordering::SeqCst), 2, "two sessions take turns");
+        assert_eq!(record.most_at_once.load(Ordering::SeqCst), 1, "one inference at a time on the worker's cores");
+        assert_eq!(record.overlaps.load(Ordering::SeqCst), 0);
+        assert!(
+            record.prepared_beside_inference.load(Ordering::SeqCst) > 0,
+            "no frame was prepared beside an inference"
+        );
+        for (camera, sequences) in lock(&sink.frames).iter() {
+            assert!(sequences.windows(2).all(|w| w[0] < w[1]), "{camera} out of order: {sequences:?}");
+        }
+        assert_eq!((report.workers, report.memory.contexts), (1, 2));
+        assert_eq!(report.frames as usize, sink.counts().iter().sum::<usize>());
+    }
+
+    #[test]
+    fn an_overlapping_worker_counts_its_wait_for_the_inference_turn_in_the_frames_wait() {
+        let rig = Rig::start_overlapping(1, plan(1, 1, Duration::ZERO), Duration::from_millis(20), Duration::ZERO);
+        rig.wait_for_frames_of_every_camera(10);
+        let Stopped { sink, .. } = rig.stop();
+        // With preparing free, each frame waits most of the other session's inference for its turn.
+        let waits: Vec<Duration> = lock(&sink.timings).iter().skip(2).filter_map(|t| t.wait).collect();
+        assert!(waits.iter().any(|wait| *wait >= Duration::from_millis(5)), "waits {waits:?}");
+    }
+
     /// Workers' shared state with `cameras` rings of two heap slots that the test fills by hand,
     /// and no worker thread: rounds are picked by calling `gather` directly.
     fn hand_fed(cameras: usize) -> (Shared, Vec<Arc<FrameRing>>) {
@@ -975,6 +1241,7 @@ mod tests {
             session_batch: 1,
             workers: 1,
             inference_time: Duration::ZERO,
+            prepare_time: None,
             record: Arc::default(),
         });
         let heap = || FrameSlot::new(Box::new(crate::frame::HeapMemory::default()));
@@ -986,7 +1253,8 @@ mod tests {
                 name: format!("cam{index}").into(),
                 ring: Arc::clone(ring),
                 lane: 0,
-                in_flight: false,
+                in_flight: 0,
+                held_by: 0,
                 ended: false,
             })
             .collect();
@@ -1027,7 +1295,7 @@ mod tests {
                 }
             }
             let ready: Vec<bool> = waiting.iter().map(|n| *n > 0).collect();
-            shared.gather(&mut batch, &[1]);
+            shared.gather(0, &mut batch, &[1]);
             match batch.first() {
                 None => assert!(ready.iter().all(|r| !r), "step {step}: a ready camera was not served: {ready:?}"),
                 Some(taken) => {
@@ -1162,6 +1430,7 @@ mod tests {
             session_batch: 1,
             workers: 1,
             inference_time: Duration::from_millis(1),
+            prepare_time: None,
             record,
         });
         let sink = Arc::new(RecordingSink::default());

@@ -31,6 +31,8 @@ pub(crate) trait EngineSession {
     /// Runs `fill` on the session's threads with the input tensor's bytes, in the spec's dtype
     /// (preprocessing writes them, splitting its rows across the threads).
     fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8]) + Send));
+    /// The input tensor's bytes, in the spec's dtype, for preprocessing on the calling thread alone.
+    fn input(&mut self) -> &mut [u8];
     /// Runs the model on the input and converts every output to f32 into `outputs`, in
     /// [`Engine::outputs`] order, reusing their buffers.
     fn run(&mut self, outputs: &mut [OutputTensor]) -> Result<(), BackendError>;

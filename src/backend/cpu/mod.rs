@@ -9,10 +9,12 @@
 //! shape at run time), preprocessing into each session's reused input tensor on the session's
 //! threads, giving each inference worker its share of the cores as
 //! [`CpuBudget`](crate::config::CpuBudget) decides (`device.cpu_threads`, `device.cpu_workers`)
-//! and keeping the worker's threads to the CPUs the budget gives it, and the timings. The engines
-//! sit below it: [`engine`] (what an engine offers), [`rten`], [`onnxruntime`]. Must not: decode
-//! detections, know about sources, or run a thread beyond the budget (a worker's engine threads
-//! and its preprocessing take turns on its share).
+//! and keeping the worker's threads to the CPUs the budget gives it, and the timings. A worker of
+//! two or more threads overlaps: the scheduler runs two sessions that take turns, one preprocessing
+//! its next frame on its own thread alone ([`InferenceSession::prepare`] beside an inference) while
+//! the other's inference runs on the share. The engines sit below it: [`engine`] (what an engine
+//! offers), [`rten`], [`onnxruntime`]. Must not: decode detections, know about sources, or run more
+//! than the budget's threads plus that one preprocessing thread per worker at a time.
 //!
 //! rten computes in f32: a model whose input is f16 gets the preprocessed f16 values widened to
 //! f32, so it sees exactly what the f16 tensor holds. ONNX Runtime takes the f16 tensor as it is.
@@ -20,7 +22,7 @@
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 mod engine;
 pub mod onnxruntime;
@@ -182,6 +184,7 @@ impl CpuBackend {
             preprocessor: FastPreprocessor::new(),
             region_preprocessor: CpuPreprocessor::new(),
             outputs,
+            prepared: Duration::ZERO,
         }))
     }
 }
@@ -288,6 +291,13 @@ impl Backend for CpuBackend {
         keep_to_own_cpus(&budget, seat.index);
         self.session_on(budget.threads_of(seat.index))
     }
+
+    /// A worker of two or more threads: one thread preprocessing the next frame beside an
+    /// inference costs that inference less than the idle cores cost it when it waits for the
+    /// preprocessing. A worker of one thread has no core to spare.
+    fn overlaps_preprocessing(&self, seat: WorkerSeat) -> bool {
+        CpuBudget::new(self.cores, seat.workers).threads_of(seat.index) >= 2
+    }
 }
 
 /// Keeps the calling thread, and every thread it creates from now on, to the CPUs `budget` gives
@@ -324,20 +334,44 @@ struct CpuSession {
     /// the fast path's threads pay off on whole frames only.
     region_preprocessor: CpuPreprocessor,
     outputs: ModelOutputs,
+    /// How long the preprocessing of the input [`InferenceSession::infer`] runs on took.
+    prepared: Duration,
+}
+
+impl CpuSession {
+    /// Preprocesses the frame in `slot` into the input tensor, in `threads` bands: on the session's
+    /// threads, or on the calling thread alone for 1.
+    fn preprocess(&mut self, slot: &FrameSlot, threads: usize) -> Result<(), BackendError> {
+        let (preprocessor, spec) = (&mut self.preprocessor, &self.spec);
+        let (frame, meta) = (slot.data(), slot.meta());
+        let preprocessed = if threads <= 1 {
+            preprocessor.run(frame, meta, spec, self.session.input(), 1)
+        } else {
+            let mut preprocessed = Ok(());
+            self.session.fill_input(&mut |target| preprocessed = preprocessor.run(frame, meta, spec, target, threads));
+            preprocessed
+        };
+        preprocessed.map_err(|e| BackendError::Preprocess(e.to_string()))
+    }
 }
 
 impl InferenceSession for CpuSession {
     fn run(&mut self, slot: &FrameSlot) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        self.prepare(slot, false)?;
+        self.infer()
+    }
+
+    fn prepare(&mut self, slot: &FrameSlot, beside_inference: bool) -> Result<(), BackendError> {
         let started = Instant::now();
-        let (preprocessor, spec, threads) = (&mut self.preprocessor, &self.spec, self.threads);
-        let (frame, meta) = (slot.data(), slot.meta());
-        let mut preprocessed = Ok(());
-        self.session.fill_input(&mut |target| preprocessed = preprocessor.run(frame, meta, spec, target, threads));
-        preprocessed.map_err(|e| BackendError::Preprocess(e.to_string()))?;
-        let inference_started = Instant::now();
+        self.preprocess(slot, if beside_inference { 1 } else { self.threads })?;
+        self.prepared = started.elapsed();
+        Ok(())
+    }
+
+    fn infer(&mut self) -> Result<(&ModelOutputs, BackendTimings), BackendError> {
+        let started = Instant::now();
         self.session.run(&mut self.outputs.tensors)?;
-        let timings = BackendTimings { preprocess: inference_started - started, infer: inference_started.elapsed() };
-        Ok((&self.outputs, timings))
+        Ok((&self.outputs, BackendTimings { preprocess: self.prepared, infer: started.elapsed() }))
     }
 
     fn run_regions(&mut self, slot: &FrameSlot, rois: &[Roi]) -> Result<(&ModelOutputs, BackendTimings), BackendError> {

@@ -141,6 +141,10 @@ impl EngineSession for RtenSession {
         self.pool.run(|| fill(target));
     }
 
+    fn input(&mut self) -> &mut [u8] {
+        self.input.preprocess_target()
+    }
+
     fn run(&mut self, outputs: &mut [OutputTensor]) -> Result<(), BackendError> {
         let RtenModel { model, input_ids, output_ids } = &*self.model;
         let pool = &self.pool;

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
+use super::stages::preprocess_alone;
 use super::{summarise, BenchError, StageSummary};
-use crate::backend::Backend;
+use crate::backend::{Backend, WorkerSeat};
 use crate::config::{CpuBudget, LimitsConfig};
 use crate::decode::DecodeParams;
 use crate::detection::{Detection, Labels};
@@ -29,6 +30,9 @@ pub struct CamerasBench {
     /// inference and its preprocessing run on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads_per_worker: Option<Vec<usize>>,
+    /// Each worker runs two sessions that take turns, one preprocessing its next frame on one
+    /// thread while the other's inference runs ([`Backend::overlaps_preprocessing`]).
+    pub overlapping: bool,
     /// Frames one inference may take (`engine.max_batch`, or less where the model allows less).
     pub max_batch: usize,
     /// Frames each camera ran before the measurement window, and at least in it.
@@ -47,6 +51,11 @@ pub struct CamerasBench {
     /// Preprocessing per frame (a batch's, for a frame in a batch), the part of
     /// `outside_inference` that runs on the worker's threads.
     pub preprocess: StageSummary,
+    /// CPU backend: the same preprocessing with nothing else running, on the threads a worker's
+    /// preprocessing has beside an inference (1 when overlapping, else the first worker's share):
+    /// what `preprocess` would be uncontended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preprocess_alone: Option<StageSummary>,
     /// Inference per frame (a batch's, for a frame in a batch): the model's run on the worker's
     /// threads and its outputs' conversion.
     pub inference: StageSummary,
@@ -234,9 +243,18 @@ pub fn bench_cameras(
     let (cameras, iterations) = (cameras.max(1), iterations.max(1));
     let threads_per_worker =
         backend.threads().map(|cores| CpuBudget::new(cores, plan.workers).shares().collect::<Vec<usize>>());
+    let workers = plan.workers;
+    let overlapping = (0..workers).any(|index| backend.overlaps_preprocessing(WorkerSeat { index, workers }));
     let mut decoded = FrameSlot::new(Box::new(crate::frame::HeapMemory::default()));
     image_decode::decode_file(image, limits, &mut decoded)
         .map_err(|e| BenchError::Setup(format!("{}: {e}", image.display())))?;
+    let preprocess_alone = match threads_per_worker.as_deref() {
+        Some(shares) => {
+            let threads = if overlapping { 1 } else { shares.first().copied().unwrap_or(1) };
+            Some(preprocess_alone(&decoded, backend.spec(), threads, warmup, iterations)?)
+        }
+        None => None,
+    };
     let names: Vec<String> = (0..cameras).map(|i| format!("bench{i}")).collect();
     let turns = Arc::new(Turns::new(cameras));
     let sink = Arc::new(BenchSink {
@@ -318,7 +336,7 @@ pub fn bench_cameras(
     let report = scheduler.report();
     let delivered = std::mem::take(&mut *lock(&sink.delivered));
     let summary = summarise_cameras(&delivered, cameras, warmup, iterations, report)?;
-    Ok(CamerasBench { threads_per_worker, ..summary })
+    Ok(CamerasBench { threads_per_worker, overlapping, preprocess_alone, ..summary })
 }
 
 fn frames_per_camera(sink: &BenchSink, cameras: usize) -> Vec<usize> {
@@ -351,6 +369,7 @@ fn summarise_cameras(
         cameras,
         workers: report.workers,
         threads_per_worker: None,
+        overlapping: false,
         max_batch: report.max_batch,
         warmup,
         iterations,
@@ -362,6 +381,7 @@ fn summarise_cameras(
         latency: summarise(window.iter().map(|d| d.latency).collect()),
         outside_inference: summarise(window.iter().map(|d| d.outside_inference).collect()),
         preprocess: summarise(window.iter().map(|d| d.preprocess).collect()),
+        preprocess_alone: None,
         inference: summarise(window.iter().map(|d| d.inference).collect()),
         batch_sizes: report.batch_sizes,
         memory: report.memory,

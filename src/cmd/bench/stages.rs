@@ -137,7 +137,7 @@ pub fn bench_backend(
 /// Preprocesses the frame in `slot` as the CPU backend's session does (the fast path, its rows in
 /// `threads` bands on a pool of `threads` threads, none for 1), `warmup + iterations` times with
 /// nothing else running, and summarises the last `iterations`.
-fn preprocess_alone(
+pub(super) fn preprocess_alone(
     slot: &FrameSlot,
     spec: &PreprocessSpec,
     threads: usize,

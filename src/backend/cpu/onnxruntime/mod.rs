@@ -7,10 +7,11 @@
 //! of them: ONNX Runtime runs part of every parallel section on the calling thread); the
 //! session's input tensor, reused from frame to frame (f16 inputs are fed as f16), and its
 //! outputs converted to f32; and the worker's preprocessing threads, a rayon pool of the same
-//! size, which runs only between inferences. The pool's threads spin for work during an inference
+//! size, for a frame preprocessed while no inference runs (beside an inference the backend
+//! preprocesses on the calling thread alone). The pool's threads spin for work during an inference
 //! (ONNX Runtime's default, which keeps a small model's many short operators fast) and stop the
-//! moment it returns (`session.force_spinning_stop`), so preprocessing has the worker's cores to
-//! itself. Must not: call any `ort` function before [`library::load`] has succeeded (`ort` panics
+//! moment it returns (`session.force_spinning_stop`), so they leave the cores to the next
+//! preprocessing and to the other session of an overlapping worker. Must not: call any `ort` function before [`library::load`] has succeeded (`ort` panics
 //! when it has no library), share a thread pool between workers, preprocess, or decode.
 
 pub mod library;
@@ -191,6 +192,17 @@ enum Input {
     F32(Vec<f32>),
 }
 
+impl Input {
+    /// The tensor's bytes, as preprocessing writes them.
+    fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Input::U8(bytes) => bytes,
+            Input::F16(bits) => bytemuck::cast_slice_mut(bits),
+            Input::F32(values) => bytemuck::cast_slice_mut(values),
+        }
+    }
+}
+
 /// One inference worker's ONNX Runtime session, input tensor and preprocessing threads.
 struct OrtSession {
     session: Session,
@@ -201,15 +213,15 @@ struct OrtSession {
 
 impl EngineSession for OrtSession {
     fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8]) + Send)) {
-        let input: &mut [u8] = match &mut self.input {
-            Input::U8(bytes) => bytes,
-            Input::F16(bits) => bytemuck::cast_slice_mut(bits),
-            Input::F32(values) => bytemuck::cast_slice_mut(values),
-        };
+        let input = self.input.bytes();
         match &self.preprocess.0 {
             Some(pool) => pool.install(|| fill(input)),
             None => fill(input),
         }
+    }
+
+    fn input(&mut self) -> &mut [u8] {
+        self.input.bytes()
     }
 
     fn run(&mut self, outputs: &mut [OutputTensor]) -> Result<(), BackendError> {
