@@ -111,8 +111,9 @@ pub trait Backend: Send + Sync {
     }
     /// Whether the scheduler's worker `seat` runs two sessions that take turns, each preparing its
     /// next frame ([`InferenceSession::prepare`], on its own thread) while the other runs
-    /// inference ([`InferenceSession::infer`]) on the worker's cores: the CPU backend's workers
-    /// with two or more threads, whose preprocessing would otherwise leave those cores waiting.
+    /// inference ([`InferenceSession::infer`]) on the worker's cores: the CPU backend's workers of
+    /// many threads, whose inference uses its last threads too poorly to keep them from the
+    /// preprocessing.
     /// Such sessions take one frame at a time. GPU backends preprocess on the device, in their
     /// stream's order: never.
     fn overlaps_preprocessing(&self, _seat: WorkerSeat) -> bool {

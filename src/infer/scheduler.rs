@@ -19,7 +19,7 @@
 //! after its detectors', which it lends the sink with each frame it delivers.
 //!
 //! Overlapping workers: where the backend says so ([`Backend::overlaps_preprocessing`]: the CPU
-//! backend's workers of two or more threads), a worker is two threads with a session each that
+//! backend's workers of many threads), a worker is two threads with a session each that
 //! take turns ([`super::turns`]): one preprocesses its next frame while the other's inference runs
 //! on the worker's cores, one inference at a time, frames delivered in the order they were taken.
 //!
@@ -239,6 +239,20 @@ struct Feeds {
     cameras: Vec<Feed>,
     /// Where the next round starts: after the camera served last.
     next: usize,
+    /// Frames in each worker's hands.
+    held: Vec<usize>,
+}
+
+impl Feeds {
+    /// Counts a frame of camera `index` taken by `worker`.
+    fn take(&mut self, index: usize, worker: usize) {
+        let feed = &mut self.cameras[index];
+        feed.in_flight += 1;
+        feed.held_by = worker;
+        if let Some(held) = self.held.get_mut(worker) {
+            *held += 1;
+        }
+    }
 }
 
 /// One camera as the workers see it.
@@ -309,7 +323,7 @@ impl Scheduler {
             sink,
             stop,
             plan,
-            feeds: Mutex::new(Feeds::default()),
+            feeds: Mutex::new(Feeds { held: vec![0; plan.workers], ..Feeds::default() }),
             doorbell: Doorbell::new(),
             stats: BatchStats {
                 by_size: (0..plan.max_batch).map(|_| AtomicU64::new(0)).collect(),
@@ -498,7 +512,7 @@ impl Shared {
             let taken = &batch[0];
             let (model, lane) = (&mut models[taken.lane], &self.lanes[taken.lane]);
             let started = Instant::now();
-            let prepared = model.session.prepare(&taken.slot, turns.inference_running());
+            let prepared = model.session.prepare(&taken.slot, turns.inference_ahead(ticket));
             let turn_wait_started = Instant::now();
             if !turns.wait_to_infer(ticket, &self.stop) {
                 self.give_back(&mut batch);
@@ -553,8 +567,11 @@ impl Shared {
     }
 
     /// Takes one ready frame for a thread of overlapping worker `worker`, round robin, with its
-    /// ticket: of a camera with no frame in flight, or with one in this worker's hands when its
-    /// ring has a slot left for the camera to fill. Tells the sink about cameras that ended.
+    /// ticket: the next frame of a camera whose previous one this worker holds, when the camera's
+    /// ring has a slot left for the camera to fill; or a frame of a camera with none in flight,
+    /// unless this worker holds a frame while another holds none (that one should take it: two
+    /// cameras on one worker's cores while another worker's cores idle would halve the pair's
+    /// rate). Tells the sink about cameras that ended.
     fn take_one(&self, worker: usize, batch: &mut Vec<Taken>, turns: &Turns) -> Option<u64> {
         let mut ended = Vec::new();
         let mut ticket = None;
@@ -562,17 +579,18 @@ impl Shared {
             let mut feeds = lock(&self.feeds);
             let count = feeds.cameras.len();
             let start = feeds.next;
+            let mine = feeds.held.get(worker).copied().unwrap_or(0);
+            let another_idle = feeds.held.iter().enumerate().any(|(other, held)| other != worker && *held == 0);
+            let may_take_new = mine == 0 || !another_idle;
             for offset in 0..count {
                 let index = (start + offset) % count;
                 let feed = &mut feeds.cameras[index];
-                let free = feed.in_flight == 0
+                let free = (feed.in_flight == 0 && may_take_new)
                     || (feed.in_flight == 1 && feed.held_by == worker && feed.ring.slot_count() > 2);
                 if !free || feed.ended {
                     continue;
                 }
                 if let Some(slot) = feed.ring.try_take_ready() {
-                    feed.in_flight += 1;
-                    feed.held_by = worker;
                     batch.push(Taken {
                         feed: index,
                         lane: feed.lane,
@@ -580,6 +598,7 @@ impl Shared {
                         ring: Arc::clone(&feed.ring),
                         slot,
                     });
+                    feeds.take(index, worker);
                     feeds.next = (index + 1) % count;
                     ticket = Some(turns.issue());
                     break;
@@ -615,8 +634,6 @@ impl Shared {
                     continue;
                 }
                 if let Some(slot) = feed.ring.try_take_ready() {
-                    feed.in_flight = 1;
-                    feed.held_by = worker;
                     batch.push(Taken {
                         feed: index,
                         lane: feed.lane,
@@ -624,6 +641,7 @@ impl Shared {
                         ring: Arc::clone(&feed.ring),
                         slot,
                     });
+                    feeds.take(index, worker);
                     feeds.next = (index + 1) % count;
                 } else if feed.ring.is_finished() {
                     feed.ended = true;
@@ -660,8 +678,11 @@ impl Shared {
         let mut feeds = lock(&self.feeds);
         for taken in batch.drain(..) {
             taken.ring.release(taken.slot);
-            if let Some(feed) = feeds.cameras.get_mut(taken.feed) {
-                feed.in_flight = feed.in_flight.saturating_sub(1);
+            let Some(feed) = feeds.cameras.get_mut(taken.feed) else { continue };
+            feed.in_flight = feed.in_flight.saturating_sub(1);
+            let worker = feed.held_by;
+            if let Some(held) = feeds.held.get_mut(worker) {
+                *held = held.saturating_sub(1);
             }
         }
         drop(feeds);
@@ -816,6 +837,8 @@ mod tests {
         most_at_once: AtomicUsize,
         /// Frames prepared while an inference ran, as the scheduler said they would be.
         prepared_beside_inference: AtomicUsize,
+        /// Inferences each worker ran.
+        inferences_by_worker: Mutex<BTreeMap<usize, usize>>,
     }
 
     struct FakeSession {
@@ -824,6 +847,8 @@ mod tests {
         prepare_time: Duration,
         /// The width of the frame the last `prepare` took.
         prepared: Option<u32>,
+        /// The worker whose session it is.
+        worker: usize,
         record: Arc<Record>,
         outputs: ModelOutputs,
     }
@@ -845,22 +870,29 @@ mod tests {
             SessionMemory { scratch_bytes: SCRATCH_BYTES, persistent_bytes: PERSISTENT_BYTES }
         }
         fn new_session(&self) -> Result<Box<dyn InferenceSession>, BackendError> {
-            self.record.sessions.fetch_add(1, Ordering::SeqCst);
-            Ok(Box::new(FakeSession {
-                batch: self.session_batch,
-                inference_time: self.inference_time,
-                prepare_time: self.prepare_time.unwrap_or_default(),
-                prepared: None,
-                record: Arc::clone(&self.record),
-                outputs: ModelOutputs::default(),
-            }))
+            Ok(Box::new(self.session_of(0)))
         }
         fn overlaps_preprocessing(&self, _seat: WorkerSeat) -> bool {
             self.prepare_time.is_some()
         }
         fn new_worker_session(&self, seat: WorkerSeat) -> Result<Box<dyn InferenceSession>, BackendError> {
             lock(&self.record.seats).push(seat);
-            self.new_session()
+            Ok(Box::new(self.session_of(seat.index)))
+        }
+    }
+
+    impl FakeBackend {
+        fn session_of(&self, worker: usize) -> FakeSession {
+            self.record.sessions.fetch_add(1, Ordering::SeqCst);
+            FakeSession {
+                batch: self.session_batch,
+                inference_time: self.inference_time,
+                prepare_time: self.prepare_time.unwrap_or_default(),
+                prepared: None,
+                worker,
+                record: Arc::clone(&self.record),
+                outputs: ModelOutputs::default(),
+            }
         }
     }
 
@@ -875,10 +907,12 @@ mod tests {
             self.infer_widths(slots.iter().map(|slot| slot.meta().width).collect())
         }
         fn prepare(&mut self, slot: &FrameSlot, beside_inference: bool) -> Result<(), BackendError> {
+            std::thread::sleep(self.prepare_time);
+            // The other session's inference starts a moment after this preparing does (once its
+            // thread wakes up to its turn): by the end of the preparing it runs.
             if beside_inference && !lock(&self.record.in_flight).is_empty() {
                 self.record.prepared_beside_inference.fetch_add(1, Ordering::SeqCst);
             }
-            std::thread::sleep(self.prepare_time);
             self.prepared = Some(slot.meta().width);
             Ok(())
         }
@@ -898,6 +932,7 @@ mod tests {
                 in_flight.extend(&widths);
                 self.record.most_at_once.fetch_max(in_flight.len(), Ordering::SeqCst);
             }
+            *lock(&self.record.inferences_by_worker).entry(self.worker).or_default() += 1;
             std::thread::sleep(self.inference_time);
             lock(&self.record.in_flight).retain(|w| !widths.contains(w));
             let rows = widths.len();
@@ -1223,6 +1258,24 @@ mod tests {
     }
 
     #[test]
+    fn two_overlapping_workers_serve_two_cameras_one_each_rather_than_both_on_one() {
+        let rig =
+            Rig::start_overlapping(2, plan(2, 1, Duration::ZERO), Duration::from_millis(4), Duration::from_millis(2));
+        rig.wait_for_frames_of_every_camera(30);
+        let Stopped { record, .. } = rig.stop();
+        assert_eq!(record.sessions.load(Ordering::SeqCst), 4, "two sessions per worker");
+        assert!(record.most_at_once.load(Ordering::SeqCst) <= 2, "one inference at a time per worker");
+        let by_worker = lock(&record.inferences_by_worker).clone();
+        let total: usize = by_worker.values().sum();
+        // A worker takes a second camera only while no other worker is idle, so neither worker
+        // ends up with both cameras' frames.
+        assert!(
+            by_worker.len() == 2 && by_worker.values().all(|n| n * 4 >= total),
+            "inferences by worker: {by_worker:?}"
+        );
+    }
+
+    #[test]
     fn an_overlapping_worker_counts_its_wait_for_the_inference_turn_in_the_frames_wait() {
         let rig = Rig::start_overlapping(1, plan(1, 1, Duration::ZERO), Duration::from_millis(20), Duration::ZERO);
         rig.wait_for_frames_of_every_camera(10);
@@ -1264,7 +1317,7 @@ mod tests {
             sink: Arc::new(RecordingSink::default()),
             stop: Arc::new(AtomicBool::new(false)),
             plan: plan(1, 1, Duration::ZERO),
-            feeds: Mutex::new(Feeds { cameras: feeds, next: 0 }),
+            feeds: Mutex::new(Feeds { cameras: feeds, next: 0, held: vec![0] }),
             doorbell: Doorbell::new(),
             stats: BatchStats { by_size: vec![AtomicU64::new(0)], max_batch: AtomicUsize::new(1) },
         };

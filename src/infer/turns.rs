@@ -26,9 +26,8 @@ pub(super) struct Turns {
 struct TurnState {
     /// The next ticket to hand out.
     issued: u64,
-    /// The ticket whose inference runs next (or now, while `inferring`).
+    /// The ticket whose inference runs next (or now).
     infer: u64,
-    inferring: bool,
     /// The ticket whose frame goes to the sink next.
     deliver: u64,
 }
@@ -50,9 +49,12 @@ impl Turns {
         ticket
     }
 
-    /// Whether the other thread's inference is running now (preprocessing then takes one thread).
-    pub(super) fn inference_running(&self) -> bool {
-        lock(&self.state).inferring
+    /// Whether an earlier ticket's inference is still to finish: the frame of `ticket` is then
+    /// prepared beside an inference (on one thread). Asked of the tickets, not of what runs at this
+    /// instant, so that a thread that has just handed over the turn never takes the cores from
+    /// the inference its partner is about to start.
+    pub(super) fn inference_ahead(&self, ticket: u64) -> bool {
+        lock(&self.state).infer < ticket
     }
 
     /// Waits until every earlier ticket's inference is done; false if `stop` was set first.
@@ -83,9 +85,6 @@ impl Turns {
                 Turn::Deliver => state.deliver,
             };
             if current == ticket {
-                if let Turn::Infer = turn {
-                    state.inferring = true;
-                }
                 return true;
             }
             if stop.load(Ordering::SeqCst) {
@@ -104,7 +103,6 @@ impl Turns {
             Turn::Infer => {
                 debug_assert_eq!(state.infer, ticket, "inference turns pass in ticket order");
                 state.infer = ticket + 1;
-                state.inferring = false;
             }
             Turn::Deliver => {
                 debug_assert_eq!(state.deliver, ticket, "delivery turns pass in ticket order");
@@ -136,7 +134,7 @@ mod tests {
                         // Preparing takes longer for one thread than the other: order must not.
                         std::thread::sleep(Duration::from_micros(50 * (thread + 1)));
                         assert!(turns.wait_to_infer(ticket, &stop));
-                        assert!(turns.inference_running(), "the turn is held while inferring");
+                        assert!(!turns.inference_ahead(ticket), "no earlier inference is left once it is my turn");
                         lock(&log).push(("infer", ticket));
                         turns.inferred(ticket);
                         assert!(turns.wait_to_deliver(ticket, &stop));
@@ -154,7 +152,19 @@ mod tests {
             let tickets: Vec<u64> = log.iter().filter(|(k, _)| *k == kind).map(|(_, t)| *t).collect();
             assert_eq!(tickets, (0..100).collect::<Vec<u64>>(), "{kind} in ticket order");
         }
-        assert!(!turns.inference_running());
+    }
+
+    #[test]
+    fn a_ticket_drawn_while_an_earlier_one_is_still_to_infer_is_prepared_beside_an_inference() {
+        let turns = Turns::default();
+        let stop = AtomicBool::new(false);
+        let (first, second) = (turns.issue(), turns.issue());
+        assert!(!turns.inference_ahead(first), "nothing before the first ticket");
+        assert!(turns.inference_ahead(second), "the first ticket's inference comes first");
+        assert!(turns.wait_to_infer(first, &stop));
+        assert!(turns.inference_ahead(second), "and runs now");
+        turns.inferred(first);
+        assert!(!turns.inference_ahead(second));
     }
 
     #[test]

@@ -10,11 +10,11 @@
 //! threads, giving each inference worker its share of the cores as
 //! [`CpuBudget`](crate::config::CpuBudget) decides (`device.cpu_threads`, `device.cpu_workers`)
 //! and keeping the worker's threads to the CPUs the budget gives it, and the timings. A worker of
-//! two or more threads overlaps: the scheduler runs two sessions that take turns, one preprocessing
+//! 16 threads or more overlaps: the scheduler runs two sessions that take turns, one preprocessing
 //! its next frame on its own thread alone ([`InferenceSession::prepare`] beside an inference) while
-//! the other's inference runs on the share. The engines sit below it: [`engine`] (what an engine
+//! the other's inference runs on the share less two threads. The engines sit below it: [`engine`] (what an engine
 //! offers), [`rten`], [`onnxruntime`]. Must not: decode detections, know about sources, or run more
-//! than the budget's threads plus that one preprocessing thread per worker at a time.
+//! than the budget's threads at a time.
 //!
 //! rten computes in f32: a model whose input is f16 gets the preprocessed f16 values widened to
 //! f32, so it sees exactly what the f16 tensor holds. ONNX Runtime takes the f16 tensor as it is.
@@ -289,16 +289,32 @@ impl Backend for CpuBackend {
     fn new_worker_session(&self, seat: WorkerSeat) -> Result<Box<dyn InferenceSession>, BackendError> {
         let budget = CpuBudget::new(self.cores, seat.workers);
         keep_to_own_cpus(&budget, seat.index);
-        self.session_on(budget.threads_of(seat.index))
+        let share = budget.threads_of(seat.index);
+        if self.overlaps_preprocessing(seat) {
+            self.session_on(share - OVERLAP_RESERVE)
+        } else {
+            self.session_on(share)
+        }
     }
 
-    /// A worker of two or more threads: one thread preprocessing the next frame beside an
-    /// inference costs that inference less than the idle cores cost it when it waits for the
-    /// preprocessing. A worker of one thread has no core to spare.
     fn overlaps_preprocessing(&self, seat: WorkerSeat) -> bool {
-        CpuBudget::new(self.cores, seat.workers).threads_of(seat.index) >= 2
+        CpuBudget::new(self.cores, seat.workers).threads_of(seat.index) >= OVERLAP_FROM
     }
 }
+
+/// Workers of this many threads or more overlap preprocessing with inference. Below it the
+/// threads an overlapping worker's inference gives up, and the preprocessing thread's competition
+/// for its cores, cost more than the preprocessing it hides: one camera, ONNX Runtime, SSD
+/// MobileNet v2, 768x576 frames on a 16-core Xeon (`docs/src/performance/cpu-engines.md`):
+/// overlapping 0.92x the frames/s of not overlapping at 8 threads, 0.98x at 10, 0.95x at 12, 1.01x
+/// at 14, 1.05x and 1.14x (two runs) at 16; with two or four cameras (8 or 4 threads per worker)
+/// 0.75-0.97x.
+const OVERLAP_FROM: usize = 16;
+/// Threads of an overlapping worker's share that its sessions' inference leaves to the
+/// preprocessing beside it and to the camera threads: 2 (1.14x at 16 threads) rather than 1
+/// (1.09x) or none (0.80x: every core's inference thread then waits for the one that shares its
+/// core with the preprocessing).
+const OVERLAP_RESERVE: usize = 2;
 
 /// Keeps the calling thread, and every thread it creates from now on, to the CPUs `budget` gives
 /// worker `worker` ([`CpuBudget::cpus_of`]); where it gives none, or the system refuses, the
@@ -482,6 +498,31 @@ mod tests {
                 assert!(best_dog > 0.9, "{} worker {}: best dog score {best_dog}", engine.engine(), seat.index);
             }
         }
+    }
+
+    #[test]
+    fn a_frame_prepared_beside_an_inference_on_one_thread_gives_what_run_gives() {
+        let slot = dog_slot();
+        for engine in engines() {
+            let backend = open(&engine, &model_path(), ssd_spec(), Some("image"), 3).expect("load");
+            let mut session = backend.new_session().expect("session");
+            let (outputs, _) = session.run(&slot).expect("run");
+            let expected = outputs.clone();
+            session.prepare(&slot, true).expect("prepare on one thread");
+            let (outputs, timings) = session.infer().expect("infer");
+            assert_eq!(outputs, &expected, "{}", engine.engine());
+            assert!(timings.preprocess > Duration::ZERO, "the preparing's time is reported with the inference");
+        }
+    }
+
+    #[test]
+    fn only_a_worker_of_sixteen_threads_or_more_overlaps_preprocessing_with_inference() {
+        let engine = EngineChoice::rten("test");
+        let backend = open(&engine, &model_path(), ssd_spec(), Some("image"), 16).expect("load");
+        assert!(backend.overlaps_preprocessing(WorkerSeat { index: 0, workers: 1 }));
+        assert!(!backend.overlaps_preprocessing(WorkerSeat { index: 1, workers: 2 }), "8 threads each");
+        let backend = open(&engine, &model_path(), ssd_spec(), Some("image"), 12).expect("load");
+        assert!(!backend.overlaps_preprocessing(WorkerSeat { index: 0, workers: 1 }));
     }
 
     #[test]
