@@ -22,30 +22,13 @@ use jetson_detectd::frame::{FrameRing, SlotAllocator};
 use jetson_detectd::source::gstreamer::{GstreamerOptions, GstreamerSource, PipelineSpec};
 use jetson_detectd::source::{Capture, FrameSource};
 
+#[path = "common/proc_cpu.rs"]
+mod proc_cpu;
+
+use proc_cpu::{process_cpu_time, thread_cpu_time};
+
 const LIMITS: LimitsConfig = LimitsConfig { max_width: 4096, max_height: 4096, max_alloc_mib: 256 };
 const CLIP_FRAMES: u32 = 300;
-
-/// CPU time of the calling thread (the scheduler's own count, in nanoseconds).
-fn thread_cpu_time() -> Duration {
-    let schedstat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("/proc/thread-self/schedstat");
-    Duration::from_nanos(schedstat.split_whitespace().next().and_then(|ns| ns.parse().ok()).expect("run time"))
-}
-
-/// CPU time of the whole process, every thread (utime + stime, in clock ticks of 10 ms).
-fn process_cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
-    // The fields after the command name, which is in parentheses and may contain spaces.
-    let fields: Vec<u64> = stat
-        .rsplit_once(')')
-        .expect("stat")
-        .1
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    Duration::from_millis(fields.iter().sum::<u64>() * 10)
-}
 
 fn make_clip(path: &std::path::Path) {
     let description = format!(

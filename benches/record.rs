@@ -35,30 +35,14 @@ use jetson_detectd::record::index::ClipIndex;
 use jetson_detectd::record::plan::{Command, EVENT_LAG};
 use jetson_detectd::source::tap::{AccessUnit, RawFrame, RecordTap, StreamFormat, VideoCodec};
 
+#[path = "common/proc_cpu.rs"]
+mod proc_cpu;
+
+use proc_cpu::{process_cpu_time, thread_cpu_time};
+
 const FPS: u64 = 30;
 const STREAM_SECONDS: u64 = 20;
 const PRE_S: u64 = 5;
-
-/// CPU time of the calling thread (the scheduler's own count, in nanoseconds).
-fn thread_cpu_time() -> Duration {
-    let schedstat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("/proc/thread-self/schedstat");
-    Duration::from_nanos(schedstat.split_whitespace().next().and_then(|ns| ns.parse().ok()).expect("run time"))
-}
-
-/// CPU time of the whole process, every thread (utime + stime, in clock ticks of 10 ms).
-fn process_cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
-    let fields: Vec<u64> = stat
-        .rsplit_once(')')
-        .expect("stat")
-        .1
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    Duration::from_millis(fields.iter().sum::<u64>() * 10)
-}
 
 /// A pipeline's appsink samples, pulled to the end of the stream.
 fn pull_all(description: &str) -> Vec<gst::Sample> {

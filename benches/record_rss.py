@@ -34,53 +34,22 @@ import time
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from benchlib import REPO, default_binary, documented_config, find_program, free_port, rss_kib
+
 CAMERAS = ("cam1", "cam2", "cam3", "cam4")
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    parser.add_argument("--binary", type=Path, default=target / "release" / "jetson-detectd")
+    parser.add_argument("--binary", type=Path, default=default_binary())
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds before the first sample")
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds of samples per run")
     parser.add_argument("--kbps", type=int, default=2000, help="each camera's bitrate, kbit/s")
     return parser.parse_args()
 
 
-def find_program(name):
-    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin")
-    if path is None:
-        sys.exit(f"record_rss: {name} not found")
-    return path
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def set_key(text, section, key, value):
-    """Sets `key = value` in `[section]` of the documented config, as benches/soak.py does."""
-    lines = text.split("\n")
-    start = lines.index(f"[{section}]")
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
-    for i in range(start + 1, end):
-        if lines[i].startswith(f"{key} = ") or lines[i].startswith(f"# {key} = "):
-            lines[i] = f"{key} = {value}"
-            return "\n".join(lines)
-    raise KeyError(f"no {key} in [{section}]")
-
-
 def daemon_config(broker_port, http_port, rtsp_ports, clips, record):
-    text = (REPO / "config" / "jetson-detectd.toml").read_text()
-    text = text[:text.index("\n[[camera]]\n")] + text[text.index("\n[mqtt]\n"):]
-    models = REPO / "models"
-    for section, key, value in [
-        ("device", "backend", '"cpu"'),
-        ("model", "onnx", json.dumps(str(models / "ssd_mobilenet_v2_coco_prenms_fp32.onnx"))),
-        ("model", "labels", json.dumps(str(models / "coco_labels.txt"))),
+    text = documented_config([
         ("mqtt", "host", '"127.0.0.1"'),
         ("mqtt", "port", str(broker_port)),
         ("mqtt", "prefix", '"record-rss"'),
@@ -91,19 +60,10 @@ def daemon_config(broker_port, http_port, rtsp_ports, clips, record):
         ("telemetry", "interval_s", "1"),
         ("record", "enabled", "true" if record else "false"),
         ("record", "dir", json.dumps(str(clips))),
-    ]:
-        text = set_key(text, section, key, value)
+    ])
     for name, port in zip(CAMERAS, rtsp_ports):
         text += f'\n[[camera]]\nname = "{name}"\nsource = {{ kind = "rtsp", url = "rtsp://127.0.0.1:{port}/test" }}\n'
     return text
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
 
 
 def wait_port(port, process, what):
@@ -130,9 +90,10 @@ def run(args, workdir, broker_port, rtsp_ports, record):
         time.sleep(args.warmup)
         samples = []
         for _ in range(int(args.seconds)):
-            if daemon.poll() is not None:
+            rss = rss_kib(daemon.pid)
+            if daemon.poll() is not None or rss is None:
                 sys.exit(f"record_rss: the daemon exited; see {log.name}")
-            samples.append(rss_kib(daemon.pid))
+            samples.append(rss)
             time.sleep(1)
         with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/api/status", timeout=10) as answer:
             status = json.load(answer)
@@ -152,7 +113,7 @@ def main():
     broker_port = free_port()
     broker_config = workdir / "mosquitto.conf"
     broker_config.write_text(f"listener {broker_port} 127.0.0.1\nallow_anonymous true\n")
-    processes = [subprocess.Popen([find_program("mosquitto"), "-c", str(broker_config)],
+    processes = [subprocess.Popen([find_program("mosquitto", "record_rss"), "-c", str(broker_config)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
         wait_port(broker_port, processes[0], "mosquitto")

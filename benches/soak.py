@@ -44,17 +44,18 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from benchlib import MODELS, default_binary, documented_config, find_program, free_port, rss_kib
+
 PREFIX = "soak"
 CAMERAS = ("front", "back")
 FRAME_LINE = re.compile(r"camera (\S+) frame (\d+): ")
 FRAME_LOG_MODULES = ("jetson_detectd::scheduler", "jetson_detectd::infer::scheduler")
+INSTALL_HINT = "; apt-get install mosquitto mosquitto-clients"
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    parser.add_argument("--binary", type=Path, default=target / "release" / "jetson-detectd")
+    parser.add_argument("--binary", type=Path, default=default_binary())
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--restart-every", type=float, default=60.0, help="seconds between broker restarts")
     parser.add_argument("--down", type=float, default=5.0, help="seconds the broker stays down each time")
@@ -63,42 +64,8 @@ def parse_args():
     return parser.parse_args()
 
 
-def find_program(name):
-    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin")
-    if path is None:
-        sys.exit(f"soak: {name} not found; apt-get install mosquitto mosquitto-clients")
-    return path
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def set_key(text, section, key, value):
-    """Sets `key = value` in `[section]` of the documented config, where the file has it (or has it
-    commented out), as the integration tests' TestConfig does."""
-    lines = text.split("\n")
-    start = lines.index(f"[{section}]")
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
-    for i in range(start + 1, end):
-        if lines[i].startswith(f"{key} = ") or lines[i].startswith(f"# {key} = "):
-            lines[i] = f"{key} = {value}"
-            return "\n".join(lines)
-    raise KeyError(f"no {key} in [{section}]")
-
-
 def daemon_config(port):
-    text = (REPO / "config" / "jetson-detectd.toml").read_text()
-    cameras_start = text.index("\n[[camera]]\n")
-    cameras_end = text.index("\n[mqtt]\n")
-    text = text[:cameras_start] + text[cameras_end:]
-    models = REPO / "models"
-    for section, key, value in [
-        ("device", "backend", '"cpu"'),
-        ("model", "onnx", json.dumps(str(models / "ssd_mobilenet_v2_coco_prenms_fp32.onnx"))),
-        ("model", "labels", json.dumps(str(models / "coco_labels.txt"))),
+    text = documented_config([
         ("mqtt", "host", '"127.0.0.1"'),
         ("mqtt", "port", str(port)),
         ("mqtt", "prefix", f'"{PREFIX}"'),
@@ -106,9 +73,8 @@ def daemon_config(port):
         ("mqtt", "qos", "1"),
         ("mqtt", "publish", '"every_frame"'),
         ("telemetry", "interval_s", "5"),
-    ]:
-        text = set_key(text, section, key, value)
-    samples = json.dumps(str(models / "samples"))
+    ])
+    samples = json.dumps(str(MODELS / "samples"))
     for name in CAMERAS:
         text += f'\n[[camera]]\nname = "{name}"\nfps = 0.0\nsource = {{ kind = "images", path = {samples}, mode = "loop" }}\n'
     return text
@@ -118,7 +84,7 @@ class Broker:
     """mosquitto with persistence in `workdir`, restartable on the same port."""
 
     def __init__(self, workdir, port, restart_signal):
-        self.program = find_program("mosquitto")
+        self.program = find_program("mosquitto", "soak", INSTALL_HINT)
         self.port = port
         self.signal = signal.SIGTERM if restart_signal == "term" else signal.SIGKILL
         self.config = workdir / "mosquitto.conf"
@@ -165,17 +131,6 @@ def peaks_per_minute(samples, per_minute=60):
     return [max(samples[i:i + per_minute]) for i in range(0, len(samples), per_minute)]
 
 
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def main():
     args = parse_args()
     if not args.binary.is_file():
@@ -187,8 +142,9 @@ def main():
 
     received_path = workdir / "received.txt"
     subscriber = subprocess.Popen(
-        [find_program("mosquitto_sub"), "-h", "127.0.0.1", "-p", str(port), "-i", "soak-subscriber", "-c",
-         "-q", "1", "-t", f"{PREFIX}/+/detections", "-t", f"{PREFIX}/telemetry", "-F", "%t %p"],
+        [find_program("mosquitto_sub", "soak", INSTALL_HINT), "-h", "127.0.0.1", "-p", str(port),
+         "-i", "soak-subscriber", "-c", "-q", "1", "-t", f"{PREFIX}/+/detections", "-t", f"{PREFIX}/telemetry",
+         "-F", "%t %p"],
         stdout=open(received_path, "w"), stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     time.sleep(1)
 

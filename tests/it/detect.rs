@@ -5,15 +5,15 @@
 //! one process so that the model loads once.
 
 use std::collections::BTreeSet;
-use std::io::{Cursor, Read};
-use std::os::unix::process::ExitStatusExt;
+use std::io::Cursor;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Output, Stdio};
+use std::process::Output;
 
 use jetson_detectd::publish::payload::{DetectionRecord, LatencyMs};
 use serde::Deserialize;
 
 use crate::arch::{as_unprivileged_user, daemon_command as daemon};
+use crate::bounded::run_to_end;
 use crate::daemon::{sample, sample_source, TestConfig};
 
 /// Largest difference allowed between a score and its reference (inclusive).
@@ -94,8 +94,8 @@ fn run_detect(config: &Path, args: &[&Path]) -> Output {
     output
 }
 
-fn parse_lines(output: &Output) -> Vec<FileResult> {
-    String::from_utf8_lossy(&output.stdout)
+fn parse_lines(stdout: impl AsRef<[u8]>) -> Vec<FileResult> {
+    String::from_utf8_lossy(stdout.as_ref())
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("bad detect line {line:?}: {e}")))
         .collect()
@@ -144,7 +144,7 @@ fn bundled_samples_give_the_reference_detections() {
     let output = run_detect(&config, &args);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    let results = parse_lines(&output);
+    let results = parse_lines(&output.stdout);
     assert_eq!(results.len(), files.len(), "one line per file, in order:\n{}", String::from_utf8_lossy(&output.stdout));
 
     let mut mismatches = Vec::new();
@@ -208,7 +208,7 @@ fn assert_only_the_bad_file_fails(dir: &Path, bad: &Path) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains(&bad.display().to_string()), "stderr must name {}:\n{stderr}", bad.display());
-    let results = parse_lines(&output);
+    let results = parse_lines(&output.stdout);
     assert_eq!(results.len(), 2, "both good files still print:\n{}", String::from_utf8_lossy(&output.stdout));
     for result in &results {
         assert_eq!(result.file, good.display().to_string());
@@ -237,36 +237,6 @@ fn write_png_bomb(path: &Path) {
     std::fs::write(path, &png).expect("write png bomb");
 }
 
-/// Runs `command` to its end; returns its output and its peak resident memory in bytes, from
-/// `wait4` on that child alone (not this process, nor the children of tests running beside it).
-#[allow(clippy::zombie_processes, reason = "the child is reaped by wait4, which also reports its peak memory")]
-fn output_and_peak_rss(mut command: Command) -> (Output, u64) {
-    let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    let readers = [
-        child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>),
-        child.stderr.take().map(|r| Box::new(r) as _),
-    ]
-    .map(|pipe| {
-        let mut pipe = pipe.expect("piped");
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            pipe.read_to_end(&mut bytes).expect("read child output");
-            bytes
-        })
-    });
-    let pid = libc::pid_t::try_from(child.id()).expect("pid");
-    let mut status = 0;
-    // SAFETY: rusage is plain old data, for which all-zero bytes are a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our own child, not yet reaped (std reaps only in wait/try_wait, which are not
-    // called); `status` and `usage` are valid, exclusive out-pointers for the duration of the call.
-    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
-    let [stdout, stderr] = readers.map(|reader| reader.join().expect("reader thread"));
-    let peak_rss = u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024;
-    (Output { status: ExitStatus::from_raw(status), stdout, stderr }, peak_rss)
-}
-
 /// The reported hostile file: before the decoder was bounded, `detect` grew to 8.2 GB on it. Now
 /// it is that file's error, the files around it are still detected, and the process stays small.
 #[test]
@@ -281,17 +251,17 @@ fn an_image_claiming_a_huge_size_fails_alone_without_allocating_it() {
     let good = sample("chelsea.png");
     let mut command = daemon();
     command.args(["detect", "--threshold", "0.4", "--config"]).arg(&config).arg(&good).arg(&bomb).arg(&good);
-    let (output, peak_rss) = output_and_peak_rss(command);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let ended = run_to_end("detect on a PNG bomb", command);
+    let (stderr, peak_rss) = (&ended.stderr, ended.peak_rss);
     assert!(!stderr.contains("panicked"), "detect panicked:\n{stderr}");
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(ended.status.code(), Some(1), "{stderr}");
     let bomb_line = stderr.lines().find(|line| line.contains(&bomb.display().to_string()));
     assert!(
         bomb_line.is_some_and(|line| line.contains("60000x60000") && line.contains("limits.max_width")),
         "stderr must name the file and the limit:\n{stderr}"
     );
-    let results = parse_lines(&output);
-    assert_eq!(results.len(), 2, "both good files still print:\n{}", String::from_utf8_lossy(&output.stdout));
+    let results = parse_lines(&ended.stdout);
+    assert_eq!(results.len(), 2, "both good files still print:\n{}", ended.stdout);
     assert!(results.iter().all(|r| r.detections.iter().any(|d| d.label == "cat")), "{:?}", results[0].detections);
     assert!(peak_rss < MAX_PEAK_RSS, "detect peaked at {} MiB on a PNG bomb", peak_rss >> 20);
     println!("detect on a 60000x60000 PNG bomb: peak RSS {} MiB", peak_rss >> 20);
@@ -340,7 +310,7 @@ fn image_without_read_permission_fails_alone_and_is_named() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     let locked_line = stderr.lines().find(|line| line.contains(&locked.display().to_string()));
     assert!(locked_line.is_some_and(|line| line.contains("ermission denied")), "stderr must name it:\n{stderr}");
-    assert_eq!(parse_lines(&output).len(), 2, "both readable files still print");
+    assert_eq!(parse_lines(&output.stdout).len(), 2, "both readable files still print");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! real files and sockets. One test binary (modules below) keeps link time and CI time down.
 
 mod arch;
+mod bounded;
 mod broker;
 #[cfg(target_arch = "x86_64")]
 mod browser;

@@ -9,13 +9,12 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use crate::arch::{as_service_user, as_unprivileged_user, daemon_command};
+use crate::bounded::run_to_end;
 use crate::broker::Broker;
 use crate::daemon::{sample_source, toml_string, RunningDaemon, TestConfig};
-use crate::pace::Pace;
 
 /// The group the secrets belong to in these tests where the machine has no `jetson-detectd` group
 /// (a fresh CI machine): the daemon's rule is the same for any group.
@@ -70,38 +69,6 @@ impl Secrets {
 
     fn path(&self) -> &Path {
         self.dir.path()
-    }
-}
-
-/// How a command that is expected to end by itself ended.
-struct Ended {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `command` to its end; kills it and fails after [`Pace::daemon_wait`].
-fn run_to_end(what: &str, mut command: Command) -> Ended {
-    let limit = Pace::measured().daemon_wait();
-    let started = Instant::now();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-    while child.try_wait().expect("try_wait").is_none() {
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            panic!("{what}: still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().expect("output");
-    Ended {
-        status: output.status,
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
 
@@ -226,9 +193,9 @@ fn a_secret_only_root_may_read_fails_check_config_and_run_naming_the_fix() {
     run.arg("run").arg("--config").arg(&config).env_remove("NOTIFY_SOCKET");
     for (what, command) in [("check-config", check_config(&config)), ("run", run)] {
         let ended = run_to_end(what, as_service_user(command, secrets_group()));
-        assert_eq!(ended.status.code(), Some(78), "{what}: {}\n{}", ended.status, ended.stderr);
-        for wanted in ["mqtt.password_file", password.as_str(), "permission denied", "sudo chgrp jetson-detectd"] {
-            assert!(ended.stderr.contains(wanted), "{what} must name {wanted:?}:\n{}", ended.stderr);
-        }
+        ended.assert_config_error(
+            what,
+            &["mqtt.password_file", password.as_str(), "permission denied", "sudo chgrp jetson-detectd"],
+        );
     }
 }

@@ -10,14 +10,14 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::arch::{as_unprivileged_user, daemon_command as daemon};
+use crate::bounded::{run_to_end, Ended};
 use crate::broker::{Broker, Received, Subscriber};
 use crate::daemon::{images_source, sample, sample_source, RunningDaemon, TestConfig};
 use crate::pace::Pace;
@@ -38,78 +38,16 @@ const MAX_PEAK_RSS: u64 = 512 << 20;
 /// A 1 GiB file that takes no disk space (sparse): reading it whole is what must not happen.
 const HUGE_FILE_BYTES: u64 = 1 << 30;
 
-/// How a bounded run of the binary ended.
-struct Outcome {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-    peak_rss: u64,
-}
-
-impl Outcome {
-    /// Exit status 78 (a config problem) with every `wanted` text in stderr, within the bounds.
-    fn assert_config_error(&self, what: &str, wanted: &[&str]) {
-        assert_eq!(self.status.code(), Some(78), "{what}: {}\n{}", self.status, self.stderr);
-        for text in wanted {
-            assert!(self.stderr.contains(text), "{what}: stderr must name {text:?}:\n{}", self.stderr);
-        }
-        assert!(!self.stderr.contains("panicked"), "{what}:\n{}", self.stderr);
-    }
-}
-
-/// Runs `command` with stdin closed; kills it and fails when it has not ended within
-/// [`Pace::daemon_wait`]; fails when its peak RSS (`wait4`'s `ru_maxrss`) reached [`MAX_PEAK_RSS`].
-#[allow(clippy::zombie_processes, reason = "the child is reaped by wait4, which also reports its peak memory")]
-fn run_bounded(what: &str, mut command: Command) -> Outcome {
-    let limit = Pace::measured().daemon_wait();
-    let started = Instant::now();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: cannot start {command:?}: {e}"));
-    let readers = [
-        child.stdout.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>),
-        child.stderr.take().map(|pipe| Box::new(pipe) as _),
-    ]
-    .map(|pipe| {
-        let mut pipe = pipe.expect("piped");
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            String::from_utf8_lossy(&bytes).into_owned()
-        })
-    });
-    let pid = libc::pid_t::try_from(child.id()).expect("pid");
-    let mut status = 0;
-    // SAFETY: rusage is plain old data, for which all-zero bytes are a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let mut hung = false;
-    loop {
-        // SAFETY: `pid` is our own child, reaped only here (std's wait is never called);
-        // `status` and `usage` are valid, exclusive out-pointers for the duration of the call.
-        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if reaped == pid {
-            break;
-        }
-        assert_eq!(reaped, 0, "{what}: wait4: {}", std::io::Error::last_os_error());
-        if !hung && started.elapsed() > limit {
-            hung = true;
-            // SAFETY: kill has no memory-safety preconditions; the pid is our own unreaped child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let [stdout, stderr] = readers.map(|reader| reader.join().expect("reader thread"));
-    let peak_rss = u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024;
-    assert!(!hung, "{what}: still running after {limit:?}, killed; stderr:\n{stderr}");
-    assert!(peak_rss < MAX_PEAK_RSS, "{what}: peak RSS {} MiB; stderr:\n{stderr}", peak_rss >> 20);
-    Outcome { status: ExitStatus::from_raw(status), stdout, stderr, peak_rss }
+/// Runs `command` to its end ([`run_to_end`]: killed, and the test failed, after
+/// [`Pace::daemon_wait`]); fails when its peak RSS reached [`MAX_PEAK_RSS`].
+fn run_bounded(what: &str, command: Command) -> Ended {
+    let ended = run_to_end(what, command);
+    assert!(ended.peak_rss < MAX_PEAK_RSS, "{what}: peak RSS {} MiB; stderr:\n{}", ended.peak_rss >> 20, ended.stderr);
+    ended
 }
 
 /// `jetson-detectd <command> --config <config>`, bounded.
-fn run_command(what: &str, command: &str, config: &Path) -> Outcome {
+fn run_command(what: &str, command: &str, config: &Path) -> Ended {
     let mut binary = daemon();
     binary.args([command, "--config"]).arg(config).env_remove("NOTIFY_SOCKET").env_remove("WATCHDOG_USEC");
     run_bounded(&format!("{what} ({command})"), binary)
