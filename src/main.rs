@@ -87,6 +87,11 @@ enum Command {
         /// would: engine.max_batch, device.cpu_workers); reports fps of all cameras and of each.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
         cameras: Option<u16>,
+        /// With --cameras: the detectors the cameras run, assigned round robin, each served by its
+        /// own lane of the one scheduler as in the daemon: `default` (`[model]`) and names of
+        /// `[models.<name>]` detectors, e.g. `default,yard`; reports fps per model too.
+        #[arg(long, value_name = "MODEL,...", value_delimiter = ',', requires = "cameras")]
+        models: Vec<String>,
     },
     /// Build the TensorRT engine for the config into the engine cache (or confirm it is current).
     BuildEngine(ConfigArg),
@@ -184,13 +189,14 @@ fn main() -> ExitCode {
         Command::CheckConfig { config, print } => check_config(&config, print),
         Command::Detect { config, threshold, files } => detect(&config, threshold, &files),
         Command::Probe(arg) => probe_command(&arg),
-        Command::Bench { config, image, warmup, iterations, gpu, cameras } => {
+        Command::Bench { config, image, warmup, iterations, gpu, cameras, models } => {
             let request = bench::BenchRequest {
                 image: image.as_deref(),
                 warmup,
                 iterations,
                 gpu,
                 cameras: cameras.map(usize::from),
+                models: &models,
             };
             bench_command(&config, &request)
         }

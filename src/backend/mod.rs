@@ -2,19 +2,22 @@
 //!
 //! Owns: the [`Backend`] / [`InferenceSession`] traits (a session belongs to one inference worker,
 //! which serves every camera: see `crate::infer::scheduler`), [`BackendError`], loading a model
-//! (`crate::model::ModelSpec`) on the backend a `crate::model::DeviceSpec` chooses ([`load`]) and
-//! showing an engine build ([`BuildDisplay`]). Nothing here reads the config: those two specs are
-//! all it sees of it. The outputs a session fills are `crate::model`'s [`ModelOutputs`]. A
-//! backend does preprocessing *and* inference, because on the GPU path both run on the worker's
-//! stream without the tensor leaving the device.
+//! (`crate::model::ModelSpec`) on the backend a `crate::model::DeviceSpec` chooses ([`load`]),
+//! showing an engine build ([`BuildDisplay`]) and adding up the device memory of the models one
+//! worker runs ([`memory`]). Nothing here reads the config: those two specs are all it sees of it.
+//! The outputs a session fills are `crate::model`'s [`ModelOutputs`]. A backend does
+//! preprocessing *and* inference, because on the GPU path both run on the worker's stream without
+//! the tensor leaving the device.
 //! Must not: decode detections, publish, or call CUDA outside the session's own thread.
 
 pub mod build_display;
 pub mod cpu;
 pub mod load;
+pub mod memory;
 pub mod trt;
 
 pub use build_display::BuildDisplay;
+pub use memory::{ModelMemory, ModelRole, WorkerMemory};
 
 use std::time::Duration;
 

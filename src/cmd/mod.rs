@@ -3,11 +3,14 @@
 //! checks, [`run::preflight`]) and `build-engine` (`crate::backend::trt::build_engine`) are a few
 //! lines each and live in `main.rs`.
 //!
-//! Owns: start-up order and orchestration. Must not: do a stage's work itself; one command never
-//! calls into another (shared steps live in the stage they belong to).
+//! Owns: start-up order and orchestration, and `models`, which is no command: the named models
+//! as the daemon runs them (lanes, classifiers, their memory), wired alike by `run`, `bench` and
+//! `selftest`. Must not: do a stage's work itself; one command never calls into another (shared
+//! steps live in the stage they belong to, or in `models` when they wire several stages).
 
 pub mod bench;
 pub mod detect;
+pub mod models;
 pub mod probe;
 pub mod run;
 pub mod selftest;

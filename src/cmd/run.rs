@@ -23,6 +23,10 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
+use super::models::{
+    classifier_lanes, detector_lanes, engine_models, named_classifiers, named_detectors, ModelsError, NamedClassifier,
+    NamedDetector,
+};
 use crate::backend::load::{
     check_model_files, load_backend_for_check, load_backend_noting_fallback, tensorrt_free_memory, GpuSampler,
 };
@@ -86,6 +90,8 @@ pub enum DaemonError {
     Record(#[from] RecordError),
     #[error(transparent)]
     EnginesWontFit(#[from] FitError),
+    #[error(transparent)]
+    Models(#[from] ModelsError),
 }
 
 impl DaemonError {
@@ -112,6 +118,8 @@ impl DaemonError {
                 | DaemonError::Record(RecordError::Dir { .. } | RecordError::Camera { .. })
                 // Models too large for the GPU together: the config must run fewer or smaller ones.
                 | DaemonError::EnginesWontFit(_)
+                // A named model's table, files or labels.
+                | DaemonError::Models(_)
         ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
             // A token file that cannot be read, or a port only root may take; not a port another
             // process holds or an address not up yet: a restart may find them free (exit 1).
@@ -137,76 +145,6 @@ pub struct Preflight {
     pub mqtt: MqttSettings,
     /// The bearer token of `[http] token_file`, when the web server is on and has one.
     pub http_token: Option<Token>,
-}
-
-/// A `[models.<name>]` detector the cameras in `cameras` use.
-pub struct NamedDetector {
-    pub name: String,
-    /// Its model, as loaded.
-    pub model: ModelSpec,
-    pub params: DecodeParams,
-    /// The shared label list's id of each of its class ids.
-    pub class_ids: Vec<usize>,
-    pub cameras: Vec<String>,
-}
-
-/// The named detectors that cameras use, their decode parameters from their own labels, and
-/// `labels` grown by their names (classifiers are [`named_classifiers`]). Each
-/// model is `loaded`'s table of that name (on a reload, the running config's: the files, labels
-/// and decoder of a loaded model change only with a restart), else `config`'s; the thresholds
-/// and class filter are `config`'s.
-fn named_detectors(config: &Config, loaded: &Config, labels: &mut Labels) -> Result<Vec<NamedDetector>, DaemonError> {
-    let mut detectors = Vec::new();
-    for (name, named) in &config.models {
-        let cameras: Vec<String> = config
-            .cameras
-            .iter()
-            .filter(|camera| camera.model.as_deref() == Some(name.as_str()))
-            .map(|camera| camera.name.clone())
-            .collect();
-        if cameras.is_empty() {
-            continue;
-        }
-        let Some(model) = ModelSpec::named(loaded, name).or_else(|| ModelSpec::named(config, name)) else {
-            continue;
-        };
-        let model = model?;
-        let files = [("onnx", model.files.onnx()), ("engine", model.files.engine())];
-        for (key, path) in files {
-            if let Some(path) = path {
-                crate::sys::files::open_regular(path, crate::sys::files::MAX_MODEL_BYTES).map_err(|e| {
-                    BackendError::Load { path: path.to_path_buf(), message: format!("`models.{name}.{key}`: {e}") }
-                })?;
-            }
-        }
-        let own = Labels::load(&model.labels)?;
-        let params = DecodeParams::new(&model, &named.model, &own).map_err(DaemonError::Classes)?;
-        let class_ids = labels.absorb(&own);
-        detectors.push(NamedDetector { name: name.clone(), model, params, class_ids, cameras });
-    }
-    Ok(detectors)
-}
-
-/// A `[models.<name>]` classifier, as loaded, with its own labels (what it answers).
-pub struct NamedClassifier {
-    pub name: String,
-    pub model: ModelSpec,
-    pub labels: Labels,
-}
-
-/// The classifiers of `config`, after checking that each one's `on` labels are in `labels` (the
-/// shared list) and its files are regular files.
-fn named_classifiers(config: &Config, labels: &Labels) -> Result<Vec<NamedClassifier>, DaemonError> {
-    crate::publish::tracking::classify_rules(config, labels)?;
-    let mut classifiers = Vec::new();
-    for (name, _) in config.classifiers() {
-        let Some(model) = ModelSpec::named(config, name) else { continue };
-        let model = model?;
-        check_model_files(&model)?;
-        let labels = Labels::load(&model.labels)?;
-        classifiers.push(NamedClassifier { name: name.to_string(), model, labels });
-    }
-    Ok(classifiers)
 }
 
 /// Every check of `config` that needs no device, socket or model load: every secret file is
@@ -426,15 +364,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         }
     }
     let classifier_backends = backends.split_off(backends.len() - classifiers.len());
-    let classifiers: Arc<[ClassifierLane]> = classifiers
-        .into_iter()
-        .zip(classifier_backends)
-        .map(|(classifier, backend)| {
-            log::info!("backend of models.{} (classifier): {:?}", classifier.name, backend.info());
-            let scores = classifier.model.class_scores;
-            ClassifierLane { name: classifier.name, backend, labels: classifier.labels, scores }
-        })
-        .collect();
+    let classifiers = classifier_lanes(classifiers, classifier_backends);
     let mut backends = backends.into_iter();
     let Some(backend) = backends.next() else { return Err(DaemonError::CameraFailed("no model loaded".into())) };
     let checked = std::iter::once((backend.clone(), &params))
@@ -445,20 +375,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
             return Err(e);
         }
     }
-    let lanes = std::iter::once(ModelLane::new(backend.clone(), params.clone()))
-        .chain(backends.zip(detectors).map(|(backend, detector)| {
-            let info = backend.info();
-            log::info!(
-                "backend of models.{} (cameras {}): {} running {} ({})",
-                detector.name,
-                detector.cameras.join(", "),
-                info.kind,
-                info.model,
-                info.detail
-            );
-            ModelLane::renamed(&detector.name, backend, detector.params, detector.class_ids, detector.cameras)
-        }))
-        .collect::<Vec<_>>();
+    let lanes = detector_lanes(ModelLane::new(backend.clone(), params.clone()), detectors, backends);
     let model_load = load_started.elapsed();
     let info = backend.info();
     log::info!("backend: {} running {} ({})", info.kind, info.model, info.detail);
@@ -466,10 +383,8 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let (mut engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
     // Every named detector's and classifier's backend, by name, beside `[model]`'s (telemetry
     // `engine.models`).
-    let named: serde_json::Map<String, serde_json::Value> = lanes
-        .iter()
-        .filter_map(|lane| Some((lane.name()?.to_string(), lane.backend.info())))
-        .chain(classifiers.iter().map(|classifier| (classifier.name.clone(), classifier.backend.info())))
+    let named: serde_json::Map<String, serde_json::Value> = engine_models(&lanes, &classifiers)
+        .into_iter()
         .filter_map(|(name, info)| Some((name, serde_json::to_value(info).ok()?)))
         .collect();
     if !named.is_empty() {

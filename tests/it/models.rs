@@ -1,6 +1,7 @@
 //! Models other than the bundled one, described by their files alone: the `detect` and
 //! `check-config` commands on real exports (YOLO26, YOLO11, RT-DETR with random weights, a
-//! classifier; `tests/models/NOTICE.md`) and on the bundled SSD named without its description.
+//! classifier; `tests/models/NOTICE.md`) and on the bundled SSD named without its description,
+//! two detectors in the daemon and in `bench --cameras --models`.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -278,4 +279,45 @@ fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages(
     assert!(log.contains("backend of models.colour (classifier)"), "{log}");
     assert!(!log.contains("classifier colour failed"), "{log}");
     assert!(!log.contains("panicked"), "{log}");
+}
+
+/// `bench --cameras 2 --models default,yard`: camera 0 runs the bundled SSD (`[model]`), camera 1
+/// a YOLO26 export (`[models.yard]`), each on its own lane of the one scheduler; the JSON counts
+/// both models' frames and lists both models with their backend, and says that the CPU backend
+/// has no device arena. A name that is no detector is an error, not a panic.
+#[test]
+fn bench_runs_cameras_round_robin_on_two_detectors_and_reports_each_models_frames() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = format!(
+        "[device]\nbackend = \"cpu\"\n[models.yard]\nonnx = {}\nlabels = {}\n",
+        toml_string(&repo("tests/models/yolo26t_160_random.onnx").display().to_string()),
+        toml_string(&coco_80_labels(dir.path()).display().to_string())
+    );
+    let config = dir.path().join("bench.toml");
+    std::fs::write(&config, text).expect("write config");
+    let image = sample("dog.jpg").display().to_string();
+    let bench = |models: &str| {
+        let args =
+            ["bench", "--warmup", "1", "--iterations", "3", "--cameras", "2", "--models", models, "--image", &image];
+        run(&args, &config, &[])
+    };
+    let output = bench("default,yard");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("bench prints JSON");
+    let cameras = &report["pipeline"]["cameras"];
+    assert_eq!(cameras["camera_models"], serde_json::json!(["model", "models.yard"]), "{report:#}");
+    for model in ["model", "models.yard"] {
+        assert!(cameras["frames_per_model"][model].as_u64().is_some_and(|frames| frames > 0), "{model}: {report:#}");
+        assert!(cameras["fps_per_model"][model].as_f64().is_some_and(|fps| fps > 0.0), "{model}: {report:#}");
+    }
+    let models = report["models"]["models"].as_array().expect("a models section");
+    let names: Vec<&str> = models.iter().filter_map(|model| model["name"].as_str()).collect();
+    assert_eq!(names, ["model", "models.yard"], "{report:#}");
+    assert!(models.iter().all(|model| model["backend"] == "cpu" && model["role"] == "detector"), "{report:#}");
+    assert!(report["models"]["arena"].as_str().is_some_and(|arena| arena.starts_with("none")), "{report:#}");
+
+    let unknown = bench("default,porch");
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(!unknown.status.success(), "{stderr}");
+    assert!(stderr.contains("no detector named `porch`") && stderr.contains("`yard`"), "{stderr}");
 }

@@ -64,6 +64,13 @@ fn selftest_passes_on_the_cpu_backend_and_says_what_it_skipped() {
         assert_eq!(report["backend"]["kind"], "cpu");
     }
     assert_eq!(check(&report, "inference")["status"], "pass");
+    // Every model the inference worker would hold, here `[model]` alone; the CPU backend says it
+    // has no device arena instead of reporting zero bytes.
+    assert_eq!(check(&report, "models")["status"], "pass", "{report:#}");
+    assert_eq!(report["models"]["models"][0]["name"], "model", "{report:#}");
+    if report["backend"]["kind"] == "cpu" {
+        assert!(report["models"]["arena"].as_str().is_some_and(|arena| arena.starts_with("none")), "{report:#}");
+    }
 
     // The configured image ran and found its cat.
     let images = report["images"].as_array().expect("images");

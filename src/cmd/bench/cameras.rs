@@ -1,19 +1,21 @@
-//! The cameras benchmark: N cameras showing one image, through the real inference scheduler.
+//! The cameras benchmark: N cameras showing one image, through the real inference scheduler, each
+//! on the detector `super::models` assigned it (one lane per detector, as the daemon runs them).
 //!
 //! Owns: [`bench_cameras`] (a still-image source per camera, a sink that counts and encodes, the
-//! measurement window) and its report ([`CamerasBench`]). Must not: open files per frame (each
+//! measurement window) and its report ([`CamerasBench`]: all cameras, each camera, each model). Must not: open files per frame (each
 //! frame is a copy of the decoded image, the cost of a camera handing over a frame).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
+use super::models::BenchModels;
 use super::stages::preprocess_alone;
 use super::{summarise, BenchError, StageSummary};
-use crate::backend::{Backend, WorkerSeat};
+use crate::backend::WorkerSeat;
 use crate::config::{CpuBudget, LimitsConfig};
-use crate::decode::DecodeParams;
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
 use crate::infer::{camera, step};
@@ -43,6 +45,11 @@ pub struct CamerasBench {
     /// Frames per second of all cameras together, and of each.
     pub fps_total: f64,
     pub fps_per_camera: Vec<f64>,
+    /// The model each camera runs (`model`, `models.<name>`; `--models` assigns them round robin).
+    pub camera_models: Vec<String>,
+    /// Frames in the window, and frames per second, of the cameras of each model.
+    pub frames_per_model: BTreeMap<String, usize>,
+    pub fps_per_model: BTreeMap<String, f64>,
     /// Capture to message (source copy + preprocess + inference + decode + encoding), per frame.
     pub latency: StageSummary,
     /// Per frame outside inference: source → slot copy, preprocessing (a batch's, for a frame in a
@@ -60,7 +67,7 @@ pub struct CamerasBench {
     /// threads and its outputs' conversion.
     pub inference: StageSummary,
     /// Inferences by batch size, over the whole run.
-    pub batch_sizes: std::collections::BTreeMap<usize, u64>,
+    pub batch_sizes: BTreeMap<usize, u64>,
     pub memory: crate::backend::MemoryReport,
 }
 
@@ -219,28 +226,34 @@ impl step::FrameSink for BenchSink {
 /// Longest a multi-camera benchmark may run before it gives up.
 const CAMERAS_BENCH_LIMIT: Duration = Duration::from_secs(600);
 
-/// Runs `cameras` cameras, each showing `image`, through the scheduler on `backend` as `plan`
-/// says, until every camera has delivered `warmup + iterations` frames; measures from the moment
-/// every camera is past `warmup` until the first has its `warmup + iterations`. Each source hands
+/// Runs the cameras of `models`, each showing `image`, through the scheduler on their lanes as
+/// `plan` says (`score_threshold`: the controls' threshold), until every camera has delivered
+/// `warmup + iterations` frames; measures from the moment every camera is past `warmup` until the
+/// last has its `warmup + iterations` (every camera runs until then). Each source hands
 /// over its next frame as soon as its previous one is delivered ([`StillSource`]): the numbers are
 /// what the scheduler and the backend sustain with every camera always ready, and the latency is
 /// that of a camera whose frame waits one turn of the round robin.
 #[allow(clippy::too_many_arguments)]
 pub fn bench_cameras(
-    backend: std::sync::Arc<dyn Backend>,
+    models: BenchModels,
+    score_threshold: f32,
     plan: crate::infer::scheduler::SchedulePlan,
-    params: DecodeParams,
-    labels: std::sync::Arc<Labels>,
     image: &Path,
     limits: &LimitsConfig,
-    cameras: usize,
     warmup: usize,
     iterations: usize,
 ) -> Result<CamerasBench, BenchError> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
-    let (cameras, iterations) = (cameras.max(1), iterations.max(1));
+    let BenchModels { cameras: assigned, lanes, classifiers, labels } = models;
+    let Some(backend) = lanes.first().map(|lane| std::sync::Arc::clone(&lane.backend)) else {
+        return Err(BenchError::Setup("no model to run".into()));
+    };
+    if assigned.is_empty() {
+        return Err(BenchError::Setup("no camera to run".into()));
+    }
+    let (cameras, iterations) = (assigned.len(), iterations.max(1));
     let threads_per_worker =
         backend.threads().map(|cores| CpuBudget::new(cores, plan.workers).shares().collect::<Vec<usize>>());
     let workers = plan.workers;
@@ -255,7 +268,7 @@ pub fn bench_cameras(
         }
         None => None,
     };
-    let names: Vec<String> = (0..cameras).map(|i| format!("bench{i}")).collect();
+    let (names, camera_models): (Vec<String>, Vec<String>) = assigned.into_iter().unzip();
     let turns = Arc::new(Turns::new(cameras));
     let sink = Arc::new(BenchSink {
         cameras: names.clone(),
@@ -266,10 +279,16 @@ pub fn bench_cameras(
     let stop = Arc::new(AtomicBool::new(false));
     let liveness = crate::service::notify::Liveness::new();
     let setup = |e: step::PipelineError| BenchError::Setup(e.to_string());
-    let controls = Arc::new(crate::controls::Controls::with_cameras(names.clone(), false, params.score_threshold));
-    let scheduler =
-        crate::infer::scheduler::Scheduler::start(backend, params, plan, sink.clone(), stop.clone(), &liveness)
-            .map_err(setup)?;
+    let controls = Arc::new(crate::controls::Controls::with_cameras(names.clone(), false, score_threshold));
+    let scheduler = crate::infer::scheduler::Scheduler::start_lanes(
+        lanes,
+        classifiers,
+        plan,
+        sink.clone(),
+        stop.clone(),
+        &liveness,
+    )
+    .map_err(setup)?;
     let shared = camera::PipelineShared {
         slots: 3,
         limits: *limits,
@@ -335,7 +354,7 @@ pub fn bench_cameras(
     outcome?;
     let report = scheduler.report();
     let delivered = std::mem::take(&mut *lock(&sink.delivered));
-    let summary = summarise_cameras(&delivered, cameras, warmup, iterations, report)?;
+    let summary = summarise_cameras(&delivered, &camera_models, warmup, iterations, report)?;
     Ok(CamerasBench { threads_per_worker, overlapping, preprocess_alone, ..summary })
 }
 
@@ -347,24 +366,30 @@ fn frames_per_camera(sink: &BenchSink, cameras: usize) -> Vec<usize> {
     counts
 }
 
-/// The window from the moment every camera is past `warmup` frames to the moment the first has
-/// `warmup + iterations`, and the frames delivered in it.
+/// The window from the moment every camera is past `warmup` frames to the moment the last has
+/// `warmup + iterations`, and the frames delivered in it, in all, per camera and per model
+/// (`camera_models`: each camera's). The last, not the first: cameras on different models run at
+/// different rates, and the window must hold the slowest one's iterations too; every camera keeps
+/// delivering until the last has its frames, so the window sees all of them running.
 fn summarise_cameras(
     delivered: &[Delivered],
-    cameras: usize,
+    camera_models: &[String],
     warmup: usize,
     iterations: usize,
     report: crate::infer::scheduler::ScheduleReport,
 ) -> Result<CamerasBench, BenchError> {
+    let cameras = camera_models.len();
     let nth_of = |camera: usize, n: usize| delivered.iter().filter(|d| d.camera == camera).nth(n).map(|d| d.at);
     let start = (0..cameras).filter_map(|c| nth_of(c, warmup.saturating_sub(1))).max();
-    let end = (0..cameras).filter_map(|c| nth_of(c, warmup + iterations - 1)).min();
+    let end = (0..cameras).filter_map(|c| nth_of(c, warmup + iterations - 1)).max();
     let (Some(start), Some(end)) = (start, end) else {
         return Err(BenchError::Setup("a camera delivered fewer frames than warm-up and iterations".into()));
     };
     let window: Vec<&Delivered> = delivered.iter().filter(|d| d.at > start && d.at <= end).collect();
     let seconds = end.saturating_duration_since(start).as_secs_f64();
     let rate = |frames: usize| if seconds > 0.0 { frames as f64 / seconds } else { 0.0 };
+    let frames_per_model = count_per_model(window.iter().map(|d| d.camera), camera_models);
+    let fps_per_model = frames_per_model.iter().map(|(model, frames)| (model.clone(), round1(rate(*frames)))).collect();
     Ok(CamerasBench {
         cameras,
         workers: report.workers,
@@ -374,10 +399,11 @@ fn summarise_cameras(
         warmup,
         iterations,
         seconds: (seconds * 1000.0).round() / 1000.0,
-        fps_total: (rate(window.len()) * 10.0).round() / 10.0,
-        fps_per_camera: (0..cameras)
-            .map(|c| (rate(window.iter().filter(|d| d.camera == c).count()) * 10.0).round() / 10.0)
-            .collect(),
+        fps_total: round1(rate(window.len())),
+        fps_per_camera: (0..cameras).map(|c| round1(rate(window.iter().filter(|d| d.camera == c).count()))).collect(),
+        camera_models: camera_models.to_vec(),
+        frames_per_model,
+        fps_per_model,
         latency: summarise(window.iter().map(|d| d.latency).collect()),
         outside_inference: summarise(window.iter().map(|d| d.outside_inference).collect()),
         preprocess: summarise(window.iter().map(|d| d.preprocess).collect()),
@@ -386,4 +412,35 @@ fn summarise_cameras(
         batch_sizes: report.batch_sizes,
         memory: report.memory,
     })
+}
+
+/// Frames per model, given each frame's camera and each camera's model (every model listed, with
+/// 0 where its cameras delivered none).
+fn count_per_model(frames: impl Iterator<Item = usize>, camera_models: &[String]) -> BTreeMap<String, usize> {
+    let mut counts: BTreeMap<String, usize> = camera_models.iter().map(|model| (model.clone(), 0)).collect();
+    for camera in frames {
+        if let Some(count) = camera_models.get(camera).and_then(|model| counts.get_mut(model)) {
+            *count += 1;
+        }
+    }
+    counts
+}
+
+fn round1(value: f64) -> f64 {
+    (value * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_counted_for_the_model_of_their_camera() {
+        let models = ["model", "models.yard", "model"].map(String::from);
+        let counts = count_per_model([0, 1, 2, 2, 1, 0, 0].into_iter(), &models);
+        assert_eq!(counts, BTreeMap::from([("model".to_string(), 5), ("models.yard".to_string(), 2)]));
+        let none = count_per_model(std::iter::empty(), &models);
+        assert_eq!(none.values().sum::<usize>(), 0, "every model is listed, with no frames");
+        assert_eq!(none.len(), 2);
+    }
 }

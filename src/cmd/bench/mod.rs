@@ -4,7 +4,9 @@
 //! summarising timings ([`StageSummary`]). The benchmarks: `stages` runs an image through the same
 //! stages as a camera frame (decode into a slot, preprocess, infer, decode/NMS, message encoding),
 //! many times; `cameras` runs N copies of it as N cameras through the real scheduler (throughput of
-//! all cameras together, per camera, batch sizes); `tracker` times the tracker on a synthetic scene;
+//! all cameras together, per camera, per model, batch sizes), on the detectors `--models` lists
+//! (`models` loads them as the daemon does, with the classifiers every worker holds, and says what
+//! each model's contexts take of device memory); `tracker` times the tracker on a synthetic scene;
 //! with `--gpu`, `gpu` opens the configured GPU itself (besides the backend, which `main` loads) and
 //! times the GPU path outside inference and the preprocessing kernel. Must not: assert on time (the
 //! caller prints the numbers) or touch MQTT and real cameras.
@@ -12,6 +14,7 @@
 mod cameras;
 #[cfg(feature = "cuda")]
 mod gpu;
+mod models;
 mod stages;
 mod tracker;
 
@@ -21,13 +24,15 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, WorkerMemory};
+use crate::cmd::models::worker_memory;
 use crate::config::Config;
 use crate::decode::DecodeParams;
 use crate::detection::Labels;
 use crate::infer::scheduler::SchedulePlan;
 use cameras::bench_cameras;
 use gpu::{gpu_path_bench, gpu_preprocess_bench};
+use models::{BenchModels, ModelChoice};
 use stages::{bench_backend, BenchReport};
 
 #[derive(Debug, thiserror::Error)]
@@ -67,10 +72,14 @@ pub struct BenchRequest<'a> {
     pub gpu: bool,
     /// Also this many cameras through the inference scheduler.
     pub cameras: Option<usize>,
+    /// The detectors the cameras run, assigned round robin: `default` (`[model]`) and names of
+    /// `[models.<name>]` detectors; empty: `[model]` alone.
+    pub models: &'a [String],
 }
 
 /// The `bench` command: the one-frame pipeline, then what `request` adds (N cameras through the
-/// scheduler, the GPU path), on `backend` loaded from `config`.
+/// scheduler, the GPU path), on `backend` loaded from `config` (`[model]`'s; the other models
+/// are loaded here), and the device memory of every model a worker holds.
 pub fn run(
     config: &Config,
     backend: Arc<dyn Backend>,
@@ -84,21 +93,18 @@ pub fn run(
         None => first_configured_image(config)
             .ok_or_else(|| BenchError::Setup("no `images` camera in the config: name an image with --image".into()))?,
     };
+    let choices = ModelChoice::parse_list(request.models)?;
+    if request.cameras.is_none() && choices != [ModelChoice::Default] {
+        return Err(BenchError::Setup("--models: the models run on the cameras of --cameras N".into()));
+    }
+    let cameras = request.cameras.unwrap_or(0);
+    let models = BenchModels::load(config, Arc::clone(&backend), params.clone(), &labels, &choices, cameras)?;
+    let worker_models = models.worker_models();
     let mut pipeline =
         bench_backend(backend.as_ref(), params.clone(), &labels, &image, &config.limits, warmup, iterations)?;
-    if let Some(cameras) = request.cameras {
-        let plan = SchedulePlan::new(config, backend.as_ref(), cameras);
-        let run = bench_cameras(
-            Arc::clone(&backend),
-            plan,
-            params.clone(),
-            Arc::clone(&labels),
-            &image,
-            &config.limits,
-            cameras,
-            warmup,
-            iterations,
-        )?;
+    let plan = SchedulePlan::new(config, backend.as_ref(), cameras.max(1));
+    if request.cameras.is_some() {
+        let run = bench_cameras(models, params.score_threshold, plan, &image, &config.limits, warmup, iterations)?;
         pipeline.fps_total = Some(run.fps_total);
         pipeline.cameras = Some(run);
     }
@@ -108,13 +114,18 @@ pub fn run(
     } else {
         (None, None)
     };
-    Ok(BenchOutput { pipeline, gpu_path, gpu_preprocess })
+    // After the runs: a TensorRT context's own memory is measured when it is created.
+    let models = worker_memory(plan.workers, &worker_models);
+    Ok(BenchOutput { pipeline, models, gpu_path, gpu_preprocess })
 }
 
 /// What `bench` prints: stage order as in the pipeline, not alphabetical.
 #[derive(Serialize)]
 pub struct BenchOutput {
     pipeline: BenchReport,
+    /// Every model a worker of the cameras benchmark holds a context of (`[model]`, the `--models`
+    /// detectors, the classifiers), its backend and device memory, and the worker's one arena.
+    models: WorkerMemory,
     #[serde(skip_serializing_if = "Option::is_none")]
     gpu_path: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]

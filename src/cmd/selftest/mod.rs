@@ -2,8 +2,8 @@
 //!
 //! Owns: the sequence of checks (GPU, TensorRT and its plugins, cache directory, clocks, engine
 //! build or load with cold/warm build times, execution contexts and their shared scratch memory,
-//! the sample images through the configured backend and the CPU backend with their detections
-//! compared, latency back to back and after pauses) and the [`SelftestReport`] (JSON for an issue
+//! every model a worker runs with its device memory ([`models`]), the sample images through the
+//! configured backend and the CPU backend with their detections compared, latency back to back and after pauses) and the [`SelftestReport`] (JSON for an issue
 //! report, or [`render_text`] for a terminal). Every check says pass, warn, fail or skip with a
 //! reason; on a machine without a GPU or TensorRT the GPU checks are skipped, never failed, unless
 //! the config demands TensorRT (`backend = "tensorrt"` without a CPU fallback), because then the
@@ -14,6 +14,7 @@
 pub mod agreement;
 pub mod clocks;
 pub mod latency;
+pub mod models;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -164,6 +165,8 @@ pub struct SelftestReport {
     pub clocks: ClockReport,
     pub engine: Option<EngineReport>,
     pub contexts: Option<ContextReport>,
+    /// Every model the inference worker would hold a context of, and their one arena.
+    pub models: Option<crate::backend::WorkerMemory>,
     pub images: Vec<ImageResult>,
     pub latency: Option<LatencyReport>,
 }
@@ -189,6 +192,7 @@ pub fn run(config: &Config, options: &SelftestOptions, progress: &mut dyn FnMut(
         clocks: ClockReport::read(&config.telemetry.sysfs_root),
         engine: None,
         contexts: None,
+        models: None,
         images: Vec::new(),
         latency: None,
     };
@@ -208,6 +212,10 @@ pub fn run(config: &Config, options: &SelftestOptions, progress: &mut dyn FnMut(
         Some(backend) => open_sessions(config, backend.as_ref(), uses_gpu, &mut report),
         None => Vec::new(),
     };
+    match &backend {
+        Some(backend) => models::check_models(&backend_config, backend, progress, &mut report),
+        None => report.check("models", Status::Skip, "the configured model did not load"),
+    }
     let timed_image =
         run_images(&backend_config, &images, backend.as_deref(), sessions.first_mut(), uses_gpu, &mut report);
     // Latency with one context: the others would only hold memory meanwhile.
@@ -878,6 +886,7 @@ mod tests {
             clocks: ClockReport::read(Path::new("/nonexistent-selftest-root")),
             engine: None,
             contexts: None,
+            models: None,
             images: Vec::new(),
             latency: None,
         };

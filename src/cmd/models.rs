@@ -1,0 +1,233 @@
+//! The models beside `[model]` that a command runs as the daemon does: the `[models.<name>]`
+//! detectors as the scheduler's lanes, the classifiers every worker holds, what each runs on
+//! (telemetry's `engine.models`) and their device memory in a worker. Not a command: `run`,
+//! `bench` and `selftest` share it, so that the lanes they build are the same.
+//!
+//! Owns: reading the named models of a config ([`named_detectors`] for the cameras that name
+//! them, [`named_detector`] for cameras a command assigns, [`named_classifiers`]), turning loaded
+//! backends into lanes ([`detector_lanes`], [`classifier_lanes`]), naming each lane's backend
+//! ([`engine_models`]) and adding up their memory ([`worker_models`], [`worker_memory`]). Must
+//! not: load backends (each command loads them its own way: `run` with build progress over MQTT
+//! and systemd) or start the scheduler.
+
+use std::sync::Arc;
+
+use crate::backend::{Backend, BackendError, BackendInfo, ModelRole, WorkerMemory};
+use crate::config::models::ModelKind;
+use crate::config::{Config, ConfigError};
+use crate::decode::{DecodeError, DecodeParams};
+use crate::detection::{Labels, LabelsError};
+use crate::infer::classifier::ClassifierLane;
+use crate::infer::scheduler::ModelLane;
+use crate::model::ModelSpec;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelsError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Labels(#[from] LabelsError),
+    #[error("models.{name}.classes: {error}")]
+    Classes { name: String, error: DecodeError },
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error("no detector named `{name}`: {known}")]
+    Unknown { name: String, known: String },
+    #[error("`{name}` is a classifier (`kind = \"classifier\"`): name a detector")]
+    NotADetector { name: String },
+}
+
+/// A `[models.<name>]` detector the cameras in `cameras` use.
+pub struct NamedDetector {
+    pub name: String,
+    /// Its model, as loaded.
+    pub model: ModelSpec,
+    pub params: DecodeParams,
+    /// The shared label list's id of each of its class ids.
+    pub class_ids: Vec<usize>,
+    pub cameras: Vec<String>,
+}
+
+/// The named detectors that cameras use, their decode parameters from their own labels, and
+/// `labels` grown by their names (classifiers are [`named_classifiers`]). Each model is `loaded`'s
+/// table of that name (on a reload, the running config's: the files, labels and decoder of a
+/// loaded model change only with a restart), else `config`'s; the thresholds and class filter are
+/// `config`'s.
+pub fn named_detectors(
+    config: &Config,
+    loaded: &Config,
+    labels: &mut Labels,
+) -> Result<Vec<NamedDetector>, ModelsError> {
+    let mut detectors = Vec::new();
+    for name in config.models.keys() {
+        let cameras: Vec<String> = config
+            .cameras
+            .iter()
+            .filter(|camera| camera.model.as_deref() == Some(name.as_str()))
+            .map(|camera| camera.name.clone())
+            .collect();
+        if cameras.is_empty() {
+            continue;
+        }
+        if let Some(detector) = read_detector(config, loaded, name, cameras, labels)? {
+            detectors.push(detector);
+        }
+    }
+    Ok(detectors)
+}
+
+/// The detector `[models.<name>]` of `config` for `cameras`, which a command assigns to it itself
+/// (`bench --models`); `labels` grows by its names. An unknown name, or a classifier's, is an error.
+pub fn named_detector(
+    config: &Config,
+    name: &str,
+    cameras: Vec<String>,
+    labels: &mut Labels,
+) -> Result<NamedDetector, ModelsError> {
+    match config.models.get(name).map(|named| named.kind) {
+        Some(ModelKind::Detector) => {}
+        Some(ModelKind::Classifier) => return Err(ModelsError::NotADetector { name: name.to_string() }),
+        None => {
+            let detectors: Vec<String> = config
+                .models
+                .iter()
+                .filter(|(_, named)| named.kind == ModelKind::Detector)
+                .map(|(name, _)| format!("`{name}`"))
+                .collect();
+            let known = if detectors.is_empty() {
+                "the config has no `[models.<name>]` detectors".to_string()
+            } else {
+                format!("the config's detectors are {}", detectors.join(", "))
+            };
+            return Err(ModelsError::Unknown { name: name.to_string(), known });
+        }
+    }
+    read_detector(config, config, name, cameras, labels)?
+        .ok_or_else(|| ModelsError::Unknown { name: name.to_string(), known: "no such table".to_string() })
+}
+
+/// `[models.<name>]` as [`named_detectors`] reads it; `None`: neither config has the table.
+fn read_detector(
+    config: &Config,
+    loaded: &Config,
+    name: &str,
+    cameras: Vec<String>,
+    labels: &mut Labels,
+) -> Result<Option<NamedDetector>, ModelsError> {
+    let Some(model) = ModelSpec::named(loaded, name).or_else(|| ModelSpec::named(config, name)) else {
+        return Ok(None);
+    };
+    let Some(named) = config.models.get(name) else { return Ok(None) };
+    let model = model?;
+    let files = [("onnx", model.files.onnx()), ("engine", model.files.engine())];
+    for (key, path) in files {
+        if let Some(path) = path {
+            crate::sys::files::open_regular(path, crate::sys::files::MAX_MODEL_BYTES).map_err(|e| {
+                BackendError::Load { path: path.to_path_buf(), message: format!("`models.{name}.{key}`: {e}") }
+            })?;
+        }
+    }
+    let own = Labels::load(&model.labels)?;
+    let params = DecodeParams::new(&model, &named.model, &own)
+        .map_err(|error| ModelsError::Classes { name: name.to_string(), error })?;
+    let class_ids = labels.absorb(&own);
+    Ok(Some(NamedDetector { name: name.to_string(), model, params, class_ids, cameras }))
+}
+
+/// A `[models.<name>]` classifier, as loaded, with its own labels (what it answers).
+pub struct NamedClassifier {
+    pub name: String,
+    pub model: ModelSpec,
+    pub labels: Labels,
+}
+
+/// The classifiers of `config`, after checking that each one's `on` labels are in `labels` (the
+/// shared list) and its files are regular files.
+pub fn named_classifiers(config: &Config, labels: &Labels) -> Result<Vec<NamedClassifier>, ModelsError> {
+    crate::publish::tracking::classify_rules(config, labels)?;
+    let mut classifiers = Vec::new();
+    for (name, _) in config.classifiers() {
+        let Some(model) = ModelSpec::named(config, name) else { continue };
+        let model = model?;
+        crate::backend::load::check_model_files(&model)?;
+        let labels = Labels::load(&model.labels)?;
+        classifiers.push(NamedClassifier { name: name.to_string(), model, labels });
+    }
+    Ok(classifiers)
+}
+
+/// The scheduler's lanes: `[model]`'s (`first`) and one per detector with its backend (in the
+/// order of `detectors`), each logged with the cameras it serves.
+pub fn detector_lanes(
+    first: ModelLane,
+    detectors: Vec<NamedDetector>,
+    backends: impl IntoIterator<Item = Arc<dyn Backend>>,
+) -> Vec<ModelLane> {
+    let named = backends.into_iter().zip(detectors).map(|(backend, detector)| {
+        let info = backend.info();
+        log::info!(
+            "backend of models.{} (cameras {}): {} running {} ({})",
+            detector.name,
+            detector.cameras.join(", "),
+            info.kind,
+            info.model,
+            info.detail
+        );
+        ModelLane::renamed(&detector.name, backend, detector.params, detector.class_ids, detector.cameras)
+    });
+    std::iter::once(first).chain(named).collect()
+}
+
+/// The classifiers' lanes, each with its backend (in the order of `classifiers`).
+pub fn classifier_lanes(
+    classifiers: Vec<NamedClassifier>,
+    backends: impl IntoIterator<Item = Arc<dyn Backend>>,
+) -> Arc<[ClassifierLane]> {
+    classifiers
+        .into_iter()
+        .zip(backends)
+        .map(|(classifier, backend)| {
+            log::info!("backend of models.{} (classifier): {:?}", classifier.name, backend.info());
+            let scores = classifier.model.class_scores;
+            ClassifierLane { name: classifier.name, backend, labels: classifier.labels, scores }
+        })
+        .collect()
+}
+
+/// Every named detector's and classifier's backend, by name (telemetry's `engine.models`;
+/// `[model]`'s is the `engine` section itself).
+pub fn engine_models(lanes: &[ModelLane], classifiers: &[ClassifierLane]) -> Vec<(String, BackendInfo)> {
+    lanes
+        .iter()
+        .filter_map(|lane| Some((lane.name()?.to_string(), lane.backend.info())))
+        .chain(classifiers.iter().map(|classifier| (classifier.name.clone(), classifier.backend.info())))
+        .collect()
+}
+
+/// A model every worker holds a context of: its table (`model`, `models.<name>`), role and backend.
+pub struct WorkerModel {
+    pub name: String,
+    pub role: ModelRole,
+    pub backend: Arc<dyn Backend>,
+}
+
+/// The models of `lanes` and `classifiers`, in the order a worker opens their sessions.
+pub fn worker_models(lanes: &[ModelLane], classifiers: &[ClassifierLane]) -> Vec<WorkerModel> {
+    let detectors = lanes.iter().map(|lane| WorkerModel {
+        name: lane.name().map_or_else(|| "model".to_string(), |name| format!("models.{name}")),
+        role: ModelRole::Detector,
+        backend: Arc::clone(&lane.backend),
+    });
+    let classifiers = classifiers.iter().map(|classifier| WorkerModel {
+        name: format!("models.{}", classifier.name),
+        role: ModelRole::Classifier,
+        backend: Arc::clone(&classifier.backend),
+    });
+    detectors.chain(classifiers).collect()
+}
+
+/// The device memory of `workers` workers that each hold a context of every one of `models`
+/// (read after the sessions were opened: TensorRT measures a context's own memory then).
+pub fn worker_memory(workers: usize, models: &[WorkerModel]) -> WorkerMemory {
+    WorkerMemory::new(workers, models.iter().map(|model| (model.name.clone(), model.role, model.backend.as_ref())))
+}
