@@ -34,6 +34,8 @@ that report one is the uncontended time every binary's preprocessing is held aga
     python3 benches/onnxruntime_vs_daemon.py --daemon target/release/jetson-detectd --cameras 1,4,8
     python3 benches/onnxruntime_vs_daemon.py --streams 1,2,4,8,16 --daemon before=old/jetson-detectd \
         --daemon after=target/release/jetson-detectd --rounds 2
+    python3 benches/onnxruntime_vs_daemon.py --one-camera 8,12,16 --daemon plain=… --daemon overlapping=… \
+        --rounds 3 --seconds 2 --camera-frames 400
 """
 import argparse
 import glob
@@ -328,6 +330,45 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
         args.json.write_text(json.dumps(runs, indent=1))
 
 
+def one_camera_main(args, daemons, version, library, inputs, work):
+    """One camera on one worker of T threads: where a worker's share is large (does overlapping
+    preprocessing with inference pay at this T?). Interleaved rounds, medians."""
+    thread_counts = [int(t) for t in args.one_camera.split(",") if t]
+    runs = []
+    for round_index in range(args.rounds):
+        for threads in thread_counts:
+            result = python_streams(inputs, 1, threads, args)
+            runs.append({"kind": "python", "threads": threads, "round": round_index, **result})
+            order = daemons if round_index % 2 == 0 else daemons[::-1]
+            for name, daemon in order:
+                config = streams_config(work, library, threads=threads, workers=1)
+                report = daemon_bench(daemon, config, args, cameras=1, iterations=args.camera_frames)
+                runs.append({"kind": "cameras", "daemon": name, "threads": threads, "round": round_index, **report})
+            print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+
+    def median_of(values):
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    names = [name for name, _ in daemons]
+    print(f"\nOne camera, one worker at cpu_threads = T; ONNX Runtime {version}; {args.rounds} rounds (medians):"
+          " ONNX Runtime's Python API 1 session x T threads (inferences/s) against `bench --cameras 1`"
+          " (frames/s; inference and preprocessing per frame, median ms)")
+    print("| T | ONNX Runtime 1 x T | " + " | ".join(f"{name}: fps, inference, preprocess" for name in names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for threads in thread_counts:
+        rate = median_of([r["rate"] for r in runs if r["kind"] == "python" and r["threads"] == threads])
+        cells = []
+        for name in names:
+            mine = [r for r in runs if r["kind"] == "cameras" and r["daemon"] == name and r["threads"] == threads]
+            fps, inference, pre = (median_of([r.get(key) for r in mine])
+                                   for key in ("fps_total", "cameras_inference_ms", "cameras_preprocess_ms"))
+            cells.append(f"{fps:.0f}, {inference:.2f}, {pre:.2f}" if fps and inference and pre else "error")
+        print(f"| {threads} | {rate:.0f} | " + " | ".join(cells) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=1))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--daemon", action="append",
@@ -349,7 +390,10 @@ def main():
     parser.add_argument("--preprocess-of", metavar="NAME",
                         help="--streams: measure preprocessing with this --daemon only (builds whose one-worker"
                              " preprocessing is the same code)")
-    parser.add_argument("--json", type=Path, help="--streams: write every run to this file")
+    parser.add_argument("--json", type=Path, help="--streams, --one-camera: write every run to this file")
+    parser.add_argument("--one-camera", default="", metavar="T,...",
+                        help="e.g. 8,12,16: one camera at cpu_threads = T (one worker) per --daemon, against"
+                             " ONNX Runtime's Python API as 1 session x T threads, instead")
     args = parser.parse_args()
     if args.repo:
         use_repo(args.repo.resolve())
@@ -359,6 +403,9 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="ort-vs-daemon-"))
     if args.streams:
         streams_main(args, daemons, library, version, inputs, input_name, work)
+        return
+    if args.one_camera:
+        one_camera_main(args, daemons, version, library, inputs, work)
         return
     daemon = daemons[0][1]
     thread_counts = [int(t) for t in args.threads.split(",") if t]
