@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use super::models::BenchModels;
-use super::stages::preprocess_alone;
+use super::preprocess::preprocess_alone;
 use super::{summarise, BenchError, StageSummary};
 use crate::backend::WorkerSeat;
 use crate::config::{CpuBudget, LimitsConfig};

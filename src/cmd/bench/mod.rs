@@ -15,6 +15,7 @@ mod cameras;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod models;
+mod preprocess;
 mod stages;
 mod tracker;
 

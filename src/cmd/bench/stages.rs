@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::cameras::CamerasBench;
+use super::preprocess::preprocess_alone;
 use super::tracker::{bench_tracker, TrackerBench};
 use super::{summarise, BenchError, StageSummary};
 use crate::backend::Backend;
@@ -19,7 +20,6 @@ use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
 use crate::infer::step;
-use crate::preprocess::{FastPreprocessor, PreprocessSpec};
 use crate::publish::payload::{detections_message, Latency};
 use crate::source::image_decode;
 
@@ -132,44 +132,6 @@ pub fn bench_backend(
         fps_total: None,
         cameras: None,
     })
-}
-
-/// Preprocesses the frame in `slot` as the CPU backend's session does (the fast path, its rows in
-/// `threads` bands on a pool of `threads` threads, none for 1), `warmup + iterations` times with
-/// nothing else running, and summarises the last `iterations`.
-pub(super) fn preprocess_alone(
-    slot: &FrameSlot,
-    spec: &PreprocessSpec,
-    threads: usize,
-    warmup: usize,
-    iterations: usize,
-) -> Result<StageSummary, BenchError> {
-    let pool = match threads {
-        0 | 1 => None,
-        _ => Some(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .map_err(|e| BenchError::Setup(format!("preprocessing threads: {e}")))?,
-        ),
-    };
-    let mut preprocessor = FastPreprocessor::new();
-    let mut tensor = vec![0u8; spec.bytes()];
-    let mut samples = Vec::with_capacity(iterations);
-    let (frame, meta) = (slot.data(), slot.meta());
-    for iteration in 0..warmup + iterations {
-        let started = Instant::now();
-        let mut run = || preprocessor.run(frame, meta, spec, &mut tensor, threads);
-        let outcome = match &pool {
-            Some(pool) => pool.install(run),
-            None => run(),
-        };
-        outcome.map_err(|e| BenchError::Frame { iteration, message: e.to_string() })?;
-        if iteration >= warmup {
-            samples.push(started.elapsed());
-        }
-    }
-    Ok(summarise(samples))
 }
 
 /// The publish stage: encodes the message the daemon would hand to the MQTT queue, and records
