@@ -244,14 +244,19 @@ struct Feeds {
 }
 
 impl Feeds {
-    /// Counts a frame of camera `index` taken by `worker`.
-    fn take(&mut self, index: usize, worker: usize) {
+    /// `slot`, the ready frame of camera `index`, taken by `worker`: counted in flight, and the
+    /// round robin moves past the camera.
+    fn take(&mut self, index: usize, worker: usize, slot: FrameSlot) -> Taken {
         let feed = &mut self.cameras[index];
         feed.in_flight += 1;
         feed.held_by = worker;
+        let taken =
+            Taken { feed: index, lane: feed.lane, name: Arc::clone(&feed.name), ring: Arc::clone(&feed.ring), slot };
         if let Some(held) = self.held.get_mut(worker) {
             *held += 1;
         }
+        self.next = (index + 1) % self.cameras.len();
+        taken
     }
 }
 
@@ -591,15 +596,7 @@ impl Shared {
                     continue;
                 }
                 if let Some(slot) = feed.ring.try_take_ready() {
-                    batch.push(Taken {
-                        feed: index,
-                        lane: feed.lane,
-                        name: Arc::clone(&feed.name),
-                        ring: Arc::clone(&feed.ring),
-                        slot,
-                    });
-                    feeds.take(index, worker);
-                    feeds.next = (index + 1) % count;
+                    batch.push(feeds.take(index, worker, slot));
                     ticket = Some(turns.issue());
                     break;
                 } else if feed.in_flight == 0 && feed.ring.is_finished() {
@@ -634,15 +631,7 @@ impl Shared {
                     continue;
                 }
                 if let Some(slot) = feed.ring.try_take_ready() {
-                    batch.push(Taken {
-                        feed: index,
-                        lane: feed.lane,
-                        name: Arc::clone(&feed.name),
-                        ring: Arc::clone(&feed.ring),
-                        slot,
-                    });
-                    feeds.take(index, worker);
-                    feeds.next = (index + 1) % count;
+                    batch.push(feeds.take(index, worker, slot));
                 } else if feed.ring.is_finished() {
                     feed.ended = true;
                     ended.push(Arc::clone(&feed.name));
