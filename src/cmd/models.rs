@@ -1,14 +1,16 @@
 //! The models beside `[model]` that a command runs as the daemon does: the `[models.<name>]`
 //! detectors as the scheduler's lanes, the classifiers every worker holds, what each runs on
-//! (telemetry's `engine.models`) and their device memory in a worker. Not a command: `run`,
-//! `bench` and `selftest` share it, so that the lanes they build are the same.
+//! (telemetry's `engine.models`) and their device memory in a worker (`bench`'s and
+//! `selftest`'s `models`). Not a command: `run`, `bench` and `selftest` share it, so that the lanes
+//! they build are the same.
 //!
 //! Owns: reading the named models of a config ([`named_detectors`] for the cameras that name
 //! them, [`named_detector`] for cameras a command assigns, [`named_classifiers`]), turning loaded
 //! backends into lanes ([`detector_lanes`], [`classifier_lanes`]), naming each lane's backend
-//! ([`engine_models`]) and adding up their memory ([`worker_models`], [`worker_memory`]). Must
-//! not: load backends (each command loads them its own way: `run` with build progress over MQTT
-//! and systemd) or start the scheduler.
+//! ([`engine_models`]) and adding up their memory ([`worker_models`], [`worker_memory`], or read
+//! with one context of each open: [`worker_memory_with_contexts`]). Must not: load backends (each
+//! command loads them its own way: `run` with build progress over MQTT and systemd) or start the
+//! scheduler.
 
 use std::sync::Arc;
 
@@ -35,6 +37,8 @@ pub enum ModelsError {
     Unknown { name: String, known: String },
     #[error("`{name}` is a classifier (`kind = \"classifier\"`): name a detector")]
     NotADetector { name: String },
+    #[error("{name}: {error}")]
+    Session { name: String, error: BackendError },
 }
 
 /// A `[models.<name>]` detector the cameras in `cameras` use.
@@ -230,4 +234,19 @@ pub fn worker_models(lanes: &[ModelLane], classifiers: &[ClassifierLane]) -> Vec
 /// (read after the sessions were opened: TensorRT measures a context's own memory then).
 pub fn worker_memory(workers: usize, models: &[WorkerModel]) -> WorkerMemory {
     WorkerMemory::new(workers, models.iter().map(|model| (model.name.clone(), model.role, model.backend.as_ref())))
+}
+
+/// [`worker_memory`], read while one context of each of `models` is open on this thread, held
+/// together as a worker holds them (TensorRT measures a context's own memory when it creates one);
+/// the contexts are closed before it returns.
+pub fn worker_memory_with_contexts(workers: usize, models: &[WorkerModel]) -> Result<WorkerMemory, ModelsError> {
+    let sessions = models
+        .iter()
+        .map(|model| {
+            model.backend.new_session().map_err(|error| ModelsError::Session { name: model.name.clone(), error })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let memory = worker_memory(workers, models);
+    drop(sessions);
+    Ok(memory)
 }

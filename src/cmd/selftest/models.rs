@@ -13,7 +13,7 @@ use crate::backend::load::{self, BuildProgress};
 use crate::backend::memory::Arena;
 use crate::backend::{Backend, WorkerMemory};
 use crate::cmd::models::{
-    classifier_lanes, detector_lanes, named_classifiers, named_detectors, worker_memory, worker_models,
+    classifier_lanes, detector_lanes, named_classifiers, named_detectors, worker_memory_with_contexts, worker_models,
 };
 use crate::config::Config;
 use crate::decode::DecodeParams;
@@ -61,15 +61,8 @@ fn worker_models_memory(
     let lanes = detector_lanes(ModelLane::new(Arc::clone(backend), params), detectors, detector_backends);
     let classifiers = classifier_lanes(classifiers, classifier_backends);
     let models = worker_models(&lanes, &classifiers);
-    // One context of each, held together as a worker holds them, until the memory is read.
-    let sessions = models
-        .iter()
-        .map(|model| model.backend.new_session().map_err(|e| format!("{}: {e}", model.name)))
-        .collect::<Result<Vec<_>, _>>()?;
     let workers = SchedulePlan::new(config, backend.as_ref(), config.cameras.len()).workers;
-    let memory = worker_memory(workers, &models);
-    drop(sessions);
-    Ok(memory)
+    worker_memory_with_contexts(workers, &models).map_err(|e| e.to_string())
 }
 
 /// One sentence: each model with its role, backend and engine (and its scratch and what it saves,
