@@ -1,8 +1,8 @@
 //! The models beside `[model]` that a command runs as the daemon does: the `[models.<name>]`
 //! detectors as the scheduler's lanes, the classifiers every worker holds, what each runs on
-//! (telemetry's `engine.models`) and their device memory in a worker (`bench`'s and
-//! `selftest`'s `models`). Not a command: `run`, `bench` and `selftest` share it, so that the lanes
-//! they build are the same.
+//! (telemetry's `engine.models`) and their device memory in a worker (telemetry's
+//! `engine.model_memory`, `bench`'s and `selftest`'s `models`). Not a command: `run`, `bench` and
+//! `selftest` share it, so that the lanes they build are the same.
 //!
 //! Owns: reading the named models of a config ([`named_detectors`] for the cameras that name
 //! them, [`named_detector`] for cameras a command assigns, [`named_classifiers`]), turning loaded

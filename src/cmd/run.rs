@@ -24,8 +24,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 use super::models::{
-    classifier_lanes, detector_lanes, engine_models, named_classifiers, named_detectors, ModelsError, NamedClassifier,
-    NamedDetector,
+    classifier_lanes, detector_lanes, engine_models, named_classifiers, named_detectors, worker_memory_with_contexts,
+    worker_models, ModelsError, NamedClassifier, NamedDetector,
 };
 use crate::backend::load::{
     check_model_files, load_backend_for_check, load_backend_noting_fallback, tensorrt_free_memory, GpuSampler,
@@ -380,16 +380,18 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let info = backend.info();
     log::info!("backend: {} running {} ({})", info.kind, info.model, info.detail);
 
-    let (mut engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref());
-    // Every named detector's and classifier's backend, by name, beside `[model]`'s (telemetry
-    // `engine.models`).
-    let named: serde_json::Map<String, serde_json::Value> = engine_models(&lanes, &classifiers)
-        .into_iter()
-        .filter_map(|(name, info)| Some((name, serde_json::to_value(info).ok()?)))
-        .collect();
-    if !named.is_empty() {
-        engine["models"] = serde_json::Value::Object(named);
-    }
+    // Every model's device memory in a worker (telemetry `engine.model_memory`), read once, with
+    // one context of each open as a worker holds them, for as many workers as `serve` plans.
+    let workers = SchedulePlan::new(&config, backend.as_ref(), config.cameras.len()).workers;
+    let memory = match worker_memory_with_contexts(workers, &worker_models(&lanes, &classifiers)) {
+        Ok(memory) => memory,
+        Err(e) => {
+            runtime.block_on(mqtt.shutdown_after_failed_start());
+            return Err(e.into());
+        }
+    };
+    let named = engine_models(&lanes, &classifiers);
+    let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref(), named, &memory);
     let http = http_listener.map(|listener| (listener, http_token));
     let controls = StartControls { controls, changes: controls_changes, applied: controls_applied };
     let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls, classifiers };

@@ -2,7 +2,8 @@
 //! one report for the outlets and the systemd `STATUS=` line, and every couple of seconds into
 //! the live view's figures.
 //!
-//! Owns: the report's `engine` section (what the backend said, a fallback, the GPU sampled each
+//! Owns: the report's `engine` section (what the backend said, a fallback, each named model's
+//! backend and every model's device memory as `run` read them at start, the GPU sampled each
 //! period, the scheduler's figures), moving each camera ring's counts into the camera's
 //! statistics, the fps window of the live view, the system samplers, and what one tick does.
 //! Must not: serialise or publish (the outlets do: [`Outlet::telemetry`]), or call CUDA on the
@@ -16,7 +17,7 @@ use super::live::{Figures, LiveView};
 use super::outlet::{Outlet, Outlets};
 use super::sink::PublishSink;
 use crate::backend::load::GpuSampler;
-use crate::backend::BackendInfo;
+use crate::backend::{BackendInfo, WorkerMemory};
 use crate::config::Config;
 use crate::infer::camera::CameraPipeline;
 use crate::infer::scheduler::Scheduler;
@@ -27,12 +28,17 @@ use crate::service::telemetry::{status_line, CameraSnapshot, JetsonSysfs, System
 pub const LIVE_REFRESH: Duration = Duration::from_secs(2);
 
 /// The telemetry's `engine` section at start: what the backend said, the GPU as probed, and why
-/// TensorRT was not used when the backend fell back to the CPU; and the sampler that refreshes
-/// the GPU part each period.
+/// TensorRT was not used when the backend fell back to the CPU; `models`, each named detector's and
+/// classifier's backend by name (`named`, beside `[model]`'s; absent without named models), and
+/// `model_memory`, every model a worker holds a context of with its device memory and the worker's
+/// one arena, as `bench` and `selftest` report it (`memory`, read once at start); and the sampler
+/// that refreshes the GPU part each period.
 pub fn engine_section(
     config: &Config,
     backend: &BackendInfo,
     fallback: Option<&str>,
+    named: Vec<(String, BackendInfo)>,
+    memory: &WorkerMemory,
 ) -> (serde_json::Value, GpuSampler) {
     let mut engine = serde_json::to_value(backend).unwrap_or_default();
     let gpu = GpuSampler::new(config.device.gpu as usize, backend.kind == "tensorrt");
@@ -40,6 +46,12 @@ pub fn engine_section(
     if let Some(reason) = fallback {
         engine["fallback"] = serde_json::Value::String(format!("TensorRT unavailable: {reason}"));
     }
+    let named: serde_json::Map<String, serde_json::Value> =
+        named.into_iter().filter_map(|(name, info)| Some((name, serde_json::to_value(info).ok()?))).collect();
+    if !named.is_empty() {
+        engine["models"] = serde_json::Value::Object(named);
+    }
+    engine["model_memory"] = serde_json::to_value(memory).unwrap_or_default();
     (engine, gpu)
 }
 
@@ -184,5 +196,113 @@ impl Telemetry {
             stats.set_capture(ring.capture_mode(), produced, ring.copies.load(std::sync::atomic::Ordering::Relaxed));
             stats.set_truncated(ring.truncated.load(std::sync::atomic::Ordering::Relaxed));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::memory::{Arena, NO_DEVICE_ARENA};
+    use crate::backend::trt::arena_plan::ArenaPlan;
+    use crate::backend::{ModelMemory, ModelRole};
+
+    fn info(kind: &'static str, model: &str) -> BackendInfo {
+        BackendInfo { kind, model: model.into(), detail: "detail".into() }
+    }
+
+    fn model(name: &str, role: ModelRole, scratch: Option<u64>, saved: Option<u64>) -> ModelMemory {
+        ModelMemory {
+            name: name.into(),
+            role,
+            backend: if scratch.is_some() { "tensorrt" } else { "cpu" },
+            engine: if scratch.is_some() { format!("{name}.engine") } else { "rten 0.27".into() },
+            scratch_bytes_per_context: scratch,
+            persistent_bytes_per_context: scratch.map(|_| 4096),
+            saved_bytes: saved,
+        }
+    }
+
+    fn config() -> Config {
+        Config::embedded_default().expect("the embedded default is valid")
+    }
+
+    #[test]
+    fn the_engine_section_adds_each_models_memory_and_keeps_the_backends_fields() {
+        let memory = WorkerMemory {
+            workers: 2,
+            contexts_per_worker: 2,
+            arena: Arena::None(NO_DEVICE_ARENA),
+            models: vec![
+                model("model", ModelRole::Detector, None, None),
+                model("models.colour", ModelRole::Classifier, None, None),
+            ],
+        };
+        let named = vec![("colour".to_string(), info("cpu", "colour.onnx"))];
+        let (engine, _) = engine_section(&config(), &info("cpu", "ssd.onnx"), Some("no GPU"), named, &memory);
+        let keys: Vec<&str> = engine.as_object().expect("an object").keys().map(String::as_str).collect();
+        assert_eq!(keys, ["detail", "fallback", "gpu", "kind", "model", "model_memory", "models"]);
+        assert_eq!(
+            (&engine["kind"], &engine["model"], &engine["detail"]),
+            (&"cpu".into(), &"ssd.onnx".into(), &"detail".into())
+        );
+        assert_eq!(engine["fallback"], "TensorRT unavailable: no GPU");
+        assert_eq!(
+            engine["models"],
+            serde_json::json!({"colour": {"kind": "cpu", "model": "colour.onnx", "detail": "detail"}})
+        );
+        let cpu_model = |name: &str, role: &str| {
+            serde_json::json!({
+                "name": name, "role": role, "backend": "cpu", "engine": "rten 0.27",
+                "scratch_bytes_per_context": null, "persistent_bytes_per_context": null, "saved_bytes": null
+            })
+        };
+        assert_eq!(
+            engine["model_memory"],
+            serde_json::json!({
+                "workers": 2,
+                "contexts_per_worker": 2,
+                "arena": NO_DEVICE_ARENA,
+                "models": [cpu_model("model", "detector"), cpu_model("models.colour", "classifier")]
+            })
+        );
+    }
+
+    #[test]
+    fn on_the_gpu_the_engine_section_shows_the_one_arena_and_what_each_model_saves() {
+        let memory = WorkerMemory {
+            workers: 1,
+            contexts_per_worker: 2,
+            arena: Arena::Shared(ArenaPlan { arena_bytes: 100, separate_bytes: 140, saved_bytes: 40 }),
+            models: vec![
+                model("model", ModelRole::Detector, Some(100), Some(0)),
+                model("models.yard", ModelRole::Detector, Some(40), Some(40)),
+            ],
+        };
+        let named = vec![("yard".to_string(), info("tensorrt", "yard.engine"))];
+        let (engine, _) = engine_section(&config(), &info("tensorrt", "model.engine"), None, named, &memory);
+        let section = &engine["model_memory"];
+        assert_eq!(section["arena"], serde_json::json!({"arena_bytes": 100, "separate_bytes": 140, "saved_bytes": 40}));
+        assert_eq!(
+            section["models"][1],
+            serde_json::json!({
+                "name": "models.yard", "role": "detector", "backend": "tensorrt", "engine": "models.yard.engine",
+                "scratch_bytes_per_context": 40, "persistent_bytes_per_context": 4096, "saved_bytes": 40
+            })
+        );
+        assert_eq!(section["models"][0]["saved_bytes"], 0, "the model that sizes the arena saves nothing");
+    }
+
+    #[test]
+    fn without_named_models_the_engine_section_has_no_models_map_but_still_the_memory() {
+        let memory = WorkerMemory {
+            workers: 1,
+            contexts_per_worker: 1,
+            arena: Arena::None(NO_DEVICE_ARENA),
+            models: vec![model("model", ModelRole::Detector, None, None)],
+        };
+        let (engine, _) = engine_section(&config(), &info("cpu", "ssd.onnx"), None, Vec::new(), &memory);
+        assert!(engine.get("models").is_none(), "{engine}");
+        assert!(engine.get("fallback").is_none(), "{engine}");
+        assert_eq!(engine["model_memory"]["models"][0]["name"], "model");
     }
 }

@@ -702,12 +702,34 @@ fn run_publishes_per_camera_detections_snapshots_and_telemetry() {
         assert!(value["ts"].is_string() && value["cameras"].is_object(), "{}", report.text());
         assert!(value["mqtt"].is_object(), "telemetry carries the MQTT queue state: {}", report.text());
         assert!(value["mqtt"]["queued_bytes"].is_u64(), "and the queue's bytes: {}", report.text());
+        check_model_memory(&value["engine"]["model_memory"], report);
         run_ids.insert(value["run"].as_str().unwrap_or_default().to_owned());
     }
     assert_eq!(run_ids.len(), 1, "detections and telemetry of one start share one run: {run_ids:?}");
 
     daemon.signal(libc::SIGTERM);
     assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
+}
+
+/// Telemetry's `engine.model_memory` on the CPU backend: `[model]` alone, a detector of the
+/// bundled engine, with no device memory and no arena, in as many workers as the scheduler runs.
+fn check_model_memory(memory: &serde_json::Value, report: &Received) {
+    let text = report.text();
+    assert!(memory["workers"].as_u64().is_some_and(|workers| workers >= 1), "{text}");
+    assert_eq!(memory["contexts_per_worker"], 1, "{text}");
+    assert!(memory["arena"].as_str().is_some_and(|arena| arena.starts_with("none: ")), "{text}");
+    let models = memory["models"].as_array().expect("telemetry lists the worker's models");
+    assert_eq!(models.len(), 1, "{text}");
+    let model = &models[0];
+    assert_eq!(
+        (&model["name"], &model["role"], &model["backend"]),
+        (&"model".into(), &"detector".into(), &"cpu".into())
+    );
+    let engine = model["engine"].as_str().unwrap_or_default();
+    assert!(engine.starts_with("rten ") || engine.starts_with("ONNX Runtime "), "{text}");
+    for field in ["scratch_bytes_per_context", "persistent_bytes_per_context", "saved_bytes"] {
+        assert!(model[field].is_null(), "no device memory on the CPU backend, not zero bytes: {text}");
+    }
 }
 
 /// SIGHUP re-reads the config file: a broken file is refused, a raised score threshold applies to

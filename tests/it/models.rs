@@ -222,7 +222,8 @@ fn two_cameras_with_two_detectors_run_on_one_worker() {
 /// A classifier on a detector's tracks: the front camera loops a photo of a dog; `[models.colour]`
 /// (the test colour classifier, `tests/models/NOTICE.md`) runs on the dog's track, and every event
 /// of that track carries its answer under the classifier's name, while tracks of other labels carry
-/// none; its detections carry the same answer.
+/// none; its detections carry the same answer. Telemetry lists both models, the classifier by name
+/// in `engine.models` and each with its role and memory in `engine.model_memory`.
 #[test]
 fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages() {
     let prefix = "e2e-classifier";
@@ -230,6 +231,7 @@ fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages(
     let dir = tempfile::tempdir().expect("tempdir");
     let config = TestConfig::new(broker.port(), prefix)
         .set("device", "cpu_workers", "1")
+        .set("telemetry", "interval_s", "1")
         .camera("front", 4.0, &crate::daemon::sample_source("dog.jpg", "loop"))
         .append(&format!(
             "[models.colour]\nkind = \"classifier\"\non = [\"dog\"]\nonnx = {}\nlabels = {}\n",
@@ -257,6 +259,23 @@ fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages(
     });
     let detection = detections.iter().find_map(classified).expect("waited for");
     assert_eq!(detection["label"], "dog", "{detection}");
+    let with_memory = |message: &crate::broker::Received| parse(message)["engine"]["model_memory"].is_object();
+    let telemetry = daemon.wait_for_messages(&subscriber, &format!("{prefix}/telemetry"), "a telemetry report", |m| {
+        m.iter().any(with_memory)
+    });
+    let engine =
+        telemetry.iter().find(|message| with_memory(message)).map(parse).expect("waited for")["engine"].clone();
+    assert_eq!(engine["models"]["colour"]["kind"], "cpu", "{engine:#}");
+    let memory = &engine["model_memory"];
+    let roles: Vec<(&str, &str)> = memory["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|model| (model["name"].as_str().unwrap_or_default(), model["role"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(roles, [("model", "detector"), ("models.colour", "classifier")], "{engine:#}");
+    assert_eq!((&memory["workers"], &memory["contexts_per_worker"]), (&1.into(), &2.into()), "{engine:#}");
+    assert!(memory["arena"].as_str().is_some_and(|arena| arena.starts_with("none: ")), "{engine:#}");
     assert!(detection["track_id"].is_u64(), "a tracked detection: {detection}");
     daemon.signal(libc::SIGTERM);
     daemon.wait_exit();
