@@ -118,9 +118,10 @@ impl DaemonError {
                 | DaemonError::Record(RecordError::Dir { .. } | RecordError::Camera { .. })
                 // Models too large for the GPU together: the config must run fewer or smaller ones.
                 | DaemonError::EnginesWontFit(_)
-                // A named model's table, files or labels.
-                | DaemonError::Models(_)
         ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
+            // A named model's table, files or labels; not a context that could not be opened at
+            // start (as the model check's and the workers' own sessions, a restart may open it).
+            || matches!(self, DaemonError::Models(e) if !matches!(e, ModelsError::Session { .. }))
             // A token file that cannot be read, or a port only root may take; not a port another
             // process holds or an address not up yet: a restart may find them free (exit 1).
             || matches!(self, DaemonError::Http(e) if !e.is_transient())
@@ -802,5 +803,20 @@ fn on_off(on: bool) -> &'static str {
         "on"
     } else {
         "off"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_models_context_that_cannot_be_opened_at_start_may_be_restarted_unlike_a_bad_models_table() {
+        let out_of_memory = BackendError::Inference("out of device memory".into());
+        let context = DaemonError::Models(ModelsError::Session { name: "models.colour".into(), error: out_of_memory });
+        assert_eq!(context.to_string(), "models.colour: inference failed: out of device memory");
+        assert!(!context.is_configuration_problem(), "exit 1: systemd restarts the daemon");
+        let table = DaemonError::Models(ModelsError::NotADetector { name: "colour".into() });
+        assert!(table.is_configuration_problem(), "exit 78");
     }
 }
