@@ -994,6 +994,25 @@ mod tests {
         }
     }
 
+    /// What the cameras of a test share: 3 slots each, `sink`, `stop` and `liveness`.
+    fn pipeline_shared(
+        config: &Config,
+        scheduler: &Arc<Scheduler>,
+        sink: &Arc<RecordingSink>,
+        stop: &Arc<AtomicBool>,
+        liveness: Arc<Liveness>,
+    ) -> PipelineShared {
+        PipelineShared {
+            slots: 3,
+            limits: config.limits,
+            scheduler: Arc::clone(scheduler),
+            sink: sink.clone(),
+            stop: Arc::clone(stop),
+            liveness,
+            controls: Arc::new(crate::controls::Controls::new(config)),
+        }
+    }
+
     struct Rig {
         scheduler: Arc<Scheduler>,
         pipelines: Vec<CameraPipeline>,
@@ -1039,15 +1058,7 @@ mod tests {
             let liveness = Liveness::new();
             let scheduler = Scheduler::start(backend, params(), plan, sink.clone(), stop.clone(), &liveness)
                 .expect("start the scheduler");
-            let shared = PipelineShared {
-                slots: 3,
-                limits: config.limits,
-                scheduler: Arc::clone(&scheduler),
-                sink: sink.clone(),
-                stop: stop.clone(),
-                liveness,
-                controls: Arc::new(crate::controls::Controls::new(&config)),
-            };
+            let shared = pipeline_shared(&config, &scheduler, &sink, &stop, liveness);
             let pipelines =
                 (0..cameras).map(|i| CameraPipeline::start(&camera(i), &shared).expect("start a camera")).collect();
             Rig { scheduler, pipelines, sink, record, stop }
@@ -1126,15 +1137,7 @@ mod tests {
         let scheduler =
             Scheduler::start_lanes(lanes, Arc::from(Vec::new()), plan, sink.clone(), stop.clone(), &liveness)
                 .expect("start the scheduler");
-        let shared = PipelineShared {
-            slots: 3,
-            limits: config.limits,
-            scheduler: Arc::clone(&scheduler),
-            sink: sink.clone(),
-            stop: stop.clone(),
-            liveness,
-            controls: Arc::new(crate::controls::Controls::new(&config)),
-        };
+        let shared = pipeline_shared(&config, &scheduler, &sink, &stop, liveness);
         let pipelines: Vec<CameraPipeline> =
             (0..4).map(|i| CameraPipeline::start(&camera(i), &shared).expect("start a camera")).collect();
         let deadline = Instant::now() + Duration::from_secs(60);
