@@ -23,7 +23,7 @@ use std::sync::LazyLock;
 
 use rayon::prelude::*;
 
-use super::simd::{Kernels, Pixel};
+use super::simd::{Kernels, Packed, Pixel};
 use super::{
     check_sizes, AxisTaps, ColorOrder, PreprocessError, PreprocessSpec, ResizeGeometry, TensorDtype, TensorLayout,
 };
@@ -162,12 +162,13 @@ fn element_bytes(dtype: TensorDtype) -> usize {
 }
 
 /// Step 4's encoding of `values` into `out` (native-endian), as the reference's `store_row`:
-/// u8 rounds half away from zero and clamps, f16 rounds to nearest even (the SIMD kernel where
+/// u8 rounds half away from zero and clamps (the SIMD kernel where there is one), f16 rounds to nearest even (the SIMD kernel where
 /// there is one, else `half`'s slice conversion, both the instruction `half::f16::from_f32` uses).
 fn encode(dtype: TensorDtype, values: &[f32], out: &mut [u8], halves: &mut Vec<u16>, kernels: Kernels) {
     match dtype {
         TensorDtype::U8 => {
-            for (byte, value) in out.iter_mut().zip(values) {
+            let done = kernels.u8_row(values, out);
+            for (byte, value) in out[done..].iter_mut().zip(&values[done..]) {
                 *byte = round_to_u8(*value);
             }
         }
@@ -439,19 +440,27 @@ fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel], ker
     let width = meta.width as usize;
     let rgbx = &mut rgbx[..width];
     let rgb = |r: u8, g: u8, b: u8| [r as f32, g as f32, b as f32, 0.0];
+    let packed = |packed: Packed, rgbx: &mut [Pixel]| {
+        let row = &frame[y * width * packed.bytes()..(y + 1) * width * packed.bytes()];
+        let done = kernels.packed_row(packed, row, rgbx);
+        (row[done * packed.bytes()..].chunks_exact(packed.bytes()), done)
+    };
     match meta.format {
         PixelFormat::Rgb8 => {
-            for (dst, src) in rgbx.iter_mut().zip(frame[y * width * 3..(y + 1) * width * 3].chunks_exact(3)) {
+            let (rest, done) = packed(Packed::Rgb, rgbx);
+            for (dst, src) in rgbx[done..].iter_mut().zip(rest) {
                 *dst = rgb(src[0], src[1], src[2]);
             }
         }
         PixelFormat::Bgr8 => {
-            for (dst, src) in rgbx.iter_mut().zip(frame[y * width * 3..(y + 1) * width * 3].chunks_exact(3)) {
+            let (rest, done) = packed(Packed::Bgr, rgbx);
+            for (dst, src) in rgbx[done..].iter_mut().zip(rest) {
                 *dst = rgb(src[2], src[1], src[0]);
             }
         }
         PixelFormat::Rgba8 => {
-            for (dst, src) in rgbx.iter_mut().zip(frame[y * width * 4..(y + 1) * width * 4].chunks_exact(4)) {
+            let (rest, done) = packed(Packed::Rgba, rgbx);
+            for (dst, src) in rgbx[done..].iter_mut().zip(rest) {
                 *dst = rgb(src[0], src[1], src[2]);
             }
         }
@@ -470,7 +479,10 @@ fn convert_row(frame: &[u8], meta: &FrameMeta, y: usize, rgbx: &mut [Pixel], ker
             let luma = &frame[y * width..(y + 1) * width];
             let chroma_start = width * meta.height as usize + (y / 2) * width;
             let chroma = &frame[chroma_start..chroma_start + width];
-            for ((dst, luma), uv) in rgbx.chunks_exact_mut(2).zip(luma.chunks_exact(2)).zip(chroma.chunks_exact(2)) {
+            let done = kernels.nv12_row(luma, chroma, rgbx);
+            let rest =
+                rgbx[done..].chunks_exact_mut(2).zip(luma[done..].chunks_exact(2)).zip(chroma[done..].chunks_exact(2));
+            for ((dst, luma), uv) in rest {
                 let chroma = yuv.chroma(uv[0], uv[1]);
                 dst[0] = yuv.pixel(luma[0], chroma);
                 dst[1] = yuv.pixel(luma[1], chroma);
@@ -493,6 +505,14 @@ fn filter_row(taps: &AxisTaps, rgbx: &[Pixel], out: &mut [f32], kernels: Kernels
         6 => filter_row_fixed::<6>(taps, rgbx, out, kernels),
         7 => filter_row_fixed::<7>(taps, rgbx, out, kernels),
         8 => filter_row_fixed::<8>(taps, rgbx, out, kernels),
+        9 => filter_row_fixed::<9>(taps, rgbx, out, kernels),
+        10 => filter_row_fixed::<10>(taps, rgbx, out, kernels),
+        11 => filter_row_fixed::<11>(taps, rgbx, out, kernels),
+        12 => filter_row_fixed::<12>(taps, rgbx, out, kernels),
+        13 => filter_row_fixed::<13>(taps, rgbx, out, kernels),
+        14 => filter_row_fixed::<14>(taps, rgbx, out, kernels),
+        15 => filter_row_fixed::<15>(taps, rgbx, out, kernels),
+        16 => filter_row_fixed::<16>(taps, rgbx, out, kernels),
         _ => {
             for ((mixed, first), weights) in
                 out.chunks_exact_mut(3).zip(&taps.first).zip(taps.weights.chunks_exact(taps.stride))
@@ -786,6 +806,43 @@ mod tests {
             }
 
             #[test]
+            fn the_nv12_kernel_converts_rows_of_any_width_like_the_portable_code(
+                pairs in 1usize..70,
+                offset in 0usize..9,
+                seed in any::<u32>(),
+            ) {
+                let width = 2 * pairs;
+                // Two luma rows and the chroma row under both.
+                let frame = noise(&mut { seed }, 3 * width);
+                let meta = meta(width as u32, 2, PixelFormat::Nv12);
+                for y in 0..2 {
+                    let (mut simd, mut portable) = (vec![[-1.0; 4]; offset + width], vec![[-1.0; 4]; offset + width]);
+                    convert_row(&frame, &meta, y, &mut simd[offset..], Kernels::detect());
+                    convert_row(&frame, &meta, y, &mut portable[offset..], Kernels::PORTABLE);
+                    // The fourth lane is not part of the result, as for YUYV.
+                    let rgb = |row: &[Pixel]| row.iter().flat_map(|pixel| bits(&pixel[..3])).collect::<Vec<_>>();
+                    prop_assert_eq!(rgb(&simd), rgb(&portable));
+                }
+            }
+
+            #[test]
+            fn the_packed_kernels_convert_rows_of_any_width_like_the_portable_code(
+                format in prop::sample::select(vec![PixelFormat::Rgb8, PixelFormat::Bgr8, PixelFormat::Rgba8]),
+                width in 0usize..70,
+                offset in 0usize..9,
+                seed in any::<u32>(),
+            ) {
+                let bytes = if format == PixelFormat::Rgba8 { 4 } else { 3 };
+                let frame = noise(&mut { seed }, width * bytes);
+                let meta = meta(width as u32, 1, format);
+                let (mut simd, mut portable) = (vec![[-1.0; 4]; offset + width], vec![[-1.0; 4]; offset + width]);
+                convert_row(&frame, &meta, 0, &mut simd[offset..], Kernels::detect());
+                convert_row(&frame, &meta, 0, &mut portable[offset..], Kernels::PORTABLE);
+                let all = |row: &[Pixel]| row.iter().flat_map(|pixel| bits(pixel)).collect::<Vec<_>>();
+                prop_assert_eq!(all(&simd), all(&portable));
+            }
+
+            #[test]
             fn the_horizontal_kernel_filters_rows_of_any_size_like_the_portable_code(
                 (taps, row) in taps_and_row(),
                 offset in 0usize..7,
@@ -839,6 +896,26 @@ mod tests {
                 encode(TensorDtype::F16, &values, &mut simd[offset..], &mut Vec::new(), Kernels::detect());
                 encode(TensorDtype::F16, &values, &mut portable[offset..], &mut Vec::new(), Kernels::PORTABLE);
                 prop_assert_eq!(simd, portable);
+            }
+
+            #[test]
+            fn the_u8_kernel_encodes_rows_of_any_length_like_round_to_u8(
+                values in prop::collection::vec(prop_oneof![
+                    finite(),
+                    -2.0f32..300.0,
+                    (0u8..=255).prop_map(|whole| whole as f32 + 0.5),
+                    (0u8..=255).prop_map(|whole| f32::from_bits((whole as f32 + 0.5).to_bits() - 1)),
+                    any::<f32>(),
+                ], 0..100),
+                offset in 0usize..33,
+            ) {
+                let len = offset + values.len();
+                let (mut simd, mut portable) = (vec![0xA5; len], vec![0xA5; len]);
+                encode(TensorDtype::U8, &values, &mut simd[offset..], &mut Vec::new(), Kernels::detect());
+                encode(TensorDtype::U8, &values, &mut portable[offset..], &mut Vec::new(), Kernels::PORTABLE);
+                prop_assert_eq!(&simd, &portable);
+                let expected: Vec<u8> = values.iter().map(|value| value.round().clamp(0.0, 255.0) as u8).collect();
+                prop_assert_eq!(&portable[offset..], &expected[..]);
             }
 
             #[test]
