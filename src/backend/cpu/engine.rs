@@ -28,9 +28,11 @@ pub(crate) trait Engine: Send + Sync {
 
 /// One inference worker's state on an engine.
 pub(crate) trait EngineSession {
-    /// Runs `fill` on the session's threads with the input tensor's bytes, in the spec's dtype
-    /// (preprocessing writes them, splitting its rows across the threads).
-    fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8]) + Send));
+    /// Runs `fill` with the input tensor's bytes, in the spec's dtype (preprocessing writes them,
+    /// splitting its rows across the session's threads): on the calling thread with the pool to
+    /// spread the rows beside it (`Some`), or inside the session's own pool (`None`: split them
+    /// on the current pool).
+    fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8], Option<&rayon::ThreadPool>) + Send));
     /// The input tensor's bytes, in the spec's dtype, for preprocessing on the calling thread alone.
     fn input(&mut self) -> &mut [u8];
     /// Runs the model on the input and converts every output to f32 into `outputs`, in

@@ -364,7 +364,12 @@ impl CpuSession {
             preprocessor.run(frame, meta, spec, self.session.input(), 1)
         } else {
             let mut preprocessed = Ok(());
-            self.session.fill_input(&mut |target| preprocessed = preprocessor.run(frame, meta, spec, target, threads));
+            self.session.fill_input(&mut |target, beside| {
+                preprocessed = match beside {
+                    Some(pool) => preprocessor.run_beside(pool, frame, meta, spec, target),
+                    None => preprocessor.run(frame, meta, spec, target, threads),
+                }
+            });
             preprocessed
         };
         preprocessed.map_err(|e| BackendError::Preprocess(e.to_string()))
@@ -398,7 +403,7 @@ impl InferenceSession for CpuSession {
         let (preprocessor, spec) = (&mut self.region_preprocessor, &self.spec);
         let (frame, meta) = (slot.data(), slot.meta());
         let mut preprocessed = Ok(());
-        self.session.fill_input(&mut |target| preprocessed = preprocessor.run_roi(frame, meta, roi, spec, target));
+        self.session.fill_input(&mut |target, _| preprocessed = preprocessor.run_roi(frame, meta, roi, spec, target));
         preprocessed.map_err(|e| BackendError::Preprocess(e.to_string()))?;
         let inference_started = Instant::now();
         self.session.run(&mut self.outputs.tensors)?;

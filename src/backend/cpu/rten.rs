@@ -136,9 +136,10 @@ struct RtenSession {
 }
 
 impl EngineSession for RtenSession {
-    fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8]) + Send)) {
+    fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8], Option<&rayon::ThreadPool>) + Send)) {
         let target = self.input.preprocess_target();
-        self.pool.run(|| fill(target));
+        // rten keeps its rayon pool to itself: the rows are split inside it.
+        self.pool.run(|| fill(target, None));
     }
 
     fn input(&mut self) -> &mut [u8] {

@@ -10,9 +10,10 @@ use super::{summarise, BenchError, StageSummary};
 use crate::frame::FrameSlot;
 use crate::preprocess::{FastPreprocessor, PreprocessSpec};
 
-/// Preprocesses the frame in `slot` as the CPU backend's session does (the fast path, its rows in
-/// `threads` bands on a pool of `threads` threads, none for 1), `warmup + iterations` times with
-/// nothing else running, and summarises the last `iterations`.
+/// Preprocesses the frame in `slot` as the CPU backend's ONNX Runtime session does (the fast
+/// path, its rows in `threads` bands: the calling thread's and those of a pool of `threads` − 1
+/// threads, none for 1), `warmup + iterations` times with nothing else running, and summarises
+/// the last `iterations`. (An rten session splits the same bands inside its own pool.)
 pub(super) fn preprocess_alone(
     slot: &FrameSlot,
     spec: &PreprocessSpec,
@@ -24,7 +25,7 @@ pub(super) fn preprocess_alone(
         0 | 1 => None,
         _ => Some(
             rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
+                .num_threads(threads - 1)
                 .build()
                 .map_err(|e| BenchError::Setup(format!("preprocessing threads: {e}")))?,
         ),
@@ -35,10 +36,9 @@ pub(super) fn preprocess_alone(
     let (frame, meta) = (slot.data(), slot.meta());
     for iteration in 0..warmup + iterations {
         let started = Instant::now();
-        let mut run = || preprocessor.run(frame, meta, spec, &mut tensor, threads);
         let outcome = match &pool {
-            Some(pool) => pool.install(run),
-            None => run(),
+            Some(pool) => preprocessor.run_beside(pool, frame, meta, spec, &mut tensor),
+            None => preprocessor.run(frame, meta, spec, &mut tensor, 1),
         };
         outcome.map_err(|e| BenchError::Frame { iteration, message: e.to_string() })?;
         if iteration >= warmup {

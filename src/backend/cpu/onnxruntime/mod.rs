@@ -6,9 +6,10 @@
 //! of its own, as many threads as the worker's share of the cores (the worker's own thread is one
 //! of them: ONNX Runtime runs part of every parallel section on the calling thread); the
 //! session's input tensor, reused from frame to frame (f16 inputs are fed as f16), and its
-//! outputs converted to f32; and the worker's preprocessing threads, a rayon pool of the same
-//! size, for a frame preprocessed while no inference runs (beside an inference the backend
-//! preprocesses on the calling thread alone). The pool's threads spin for work during an inference
+//! outputs converted to f32; and the worker's preprocessing threads, a rayon pool of one thread
+//! fewer (the worker's own thread preprocesses a band beside them), for a frame preprocessed
+//! while no inference runs (beside an inference the backend preprocesses on the calling thread
+//! alone). The pool's threads spin for work during an inference
 //! (ONNX Runtime's default, which keeps a small model's many short operators fast) and stop the
 //! moment it returns (`session.force_spinning_stop`), so they leave the cores to the next
 //! preprocessing and to the other session of an overlapping worker. Must not: call any `ort` function before [`library::load`] has succeeded (`ort` panics
@@ -169,8 +170,8 @@ impl Engine for OrtEngine {
     }
 }
 
-/// A worker's preprocessing threads: a rayon pool of its share, none when the share is 1 thread
-/// (the worker's own thread preprocesses).
+/// A worker's preprocessing threads beside its own: a rayon pool of its share less one (the
+/// worker's thread preprocesses a band too), none when the share is 1 thread.
 struct PreprocessThreads(Option<rayon::ThreadPool>);
 
 impl PreprocessThreads {
@@ -178,8 +179,10 @@ impl PreprocessThreads {
         if threads <= 1 {
             return Ok(PreprocessThreads(None));
         }
-        let pool =
-            rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("preprocess-{i}")).build()?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads - 1)
+            .thread_name(|i| format!("preprocess-{i}"))
+            .build()?;
         Ok(PreprocessThreads(Some(pool)))
     }
 }
@@ -212,12 +215,8 @@ struct OrtSession {
 }
 
 impl EngineSession for OrtSession {
-    fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8]) + Send)) {
-        let input = self.input.bytes();
-        match &self.preprocess.0 {
-            Some(pool) => pool.install(|| fill(input)),
-            None => fill(input),
-        }
+    fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8], Option<&rayon::ThreadPool>) + Send)) {
+        fill(self.input.bytes(), self.preprocess.0.as_ref());
     }
 
     fn input(&mut self) -> &mut [u8] {
