@@ -811,6 +811,22 @@ mod tests {
             prop_oneof![-1e4f32..1e4, prop::sample::select(vec![0.0, -0.0, 1.0, 255.0, 1e-3, -1e-30])]
         }
 
+        /// Source row `y` converted by the SIMD kernels and by the portable code, each into a row
+        /// that starts `offset` pixels into its buffer.
+        fn both_conversions(frame: &[u8], meta: &FrameMeta, y: usize, offset: usize) -> (Vec<Pixel>, Vec<Pixel>) {
+            let width = meta.width as usize;
+            let (mut simd, mut portable) = (vec![[-1.0; 4]; offset + width], vec![[-1.0; 4]; offset + width]);
+            convert_row(frame, meta, y, &mut simd[offset..], Kernels::detect());
+            convert_row(frame, meta, y, &mut portable[offset..], Kernels::PORTABLE);
+            (simd, portable)
+        }
+
+        /// The bits of every pixel's R, G and B. The fourth lane is not part of a YUV result (the
+        /// portable tables leave the luma term there, the SIMD kernels 0).
+        fn rgb_bits(row: &[Pixel]) -> Vec<u32> {
+            row.iter().flat_map(|pixel| bits(&pixel[..3])).collect()
+        }
+
         /// A filter's taps from `src_len` to `content_len`, and an RGBX row of `src_len` random
         /// pixels plus the zero pixels the fast path adds for windows that reach past its end.
         fn taps_and_row() -> impl Strategy<Value = (AxisTaps, Vec<Pixel>)> {
@@ -830,40 +846,20 @@ mod tests {
             #![proptest_config(crate::proptest_support::config(CASES))]
 
             #[test]
-            fn the_yuyv_kernel_converts_rows_of_any_width_like_the_portable_code(
+            fn the_yuv_kernels_convert_rows_of_any_width_like_the_portable_code(
+                format in prop::sample::select(vec![PixelFormat::Yuyv, PixelFormat::Nv12]),
                 pairs in 0usize..70,
                 offset in 0usize..9,
                 seed in any::<u32>(),
             ) {
                 let width = 2 * pairs;
-                let frame = noise(&mut { seed }, 2 * width);
-                let meta = meta(width as u32, 1, PixelFormat::Yuyv);
-                let (mut simd, mut portable) = (vec![[-1.0; 4]; offset + width], vec![[-1.0; 4]; offset + width]);
-                convert_row(&frame, &meta, 0, &mut simd[offset..], Kernels::detect());
-                convert_row(&frame, &meta, 0, &mut portable[offset..], Kernels::PORTABLE);
-                // The fourth lane is not part of the result (the portable tables leave the luma
-                // term there, the SIMD kernels 0).
-                let rgb = |row: &[Pixel]| row.iter().flat_map(|pixel| bits(&pixel[..3])).collect::<Vec<_>>();
-                prop_assert_eq!(rgb(&simd), rgb(&portable));
-            }
-
-            #[test]
-            fn the_nv12_kernel_converts_rows_of_any_width_like_the_portable_code(
-                pairs in 1usize..70,
-                offset in 0usize..9,
-                seed in any::<u32>(),
-            ) {
-                let width = 2 * pairs;
-                // Two luma rows and the chroma row under both.
-                let frame = noise(&mut { seed }, 3 * width);
-                let meta = meta(width as u32, 2, PixelFormat::Nv12);
-                for y in 0..2 {
-                    let (mut simd, mut portable) = (vec![[-1.0; 4]; offset + width], vec![[-1.0; 4]; offset + width]);
-                    convert_row(&frame, &meta, y, &mut simd[offset..], Kernels::detect());
-                    convert_row(&frame, &meta, y, &mut portable[offset..], Kernels::PORTABLE);
-                    // The fourth lane is not part of the result, as for YUYV.
-                    let rgb = |row: &[Pixel]| row.iter().flat_map(|pixel| bits(&pixel[..3])).collect::<Vec<_>>();
-                    prop_assert_eq!(rgb(&simd), rgb(&portable));
+                // YUYV: one row. NV12: two luma rows and the chroma row under both.
+                let (rows, bytes) = if format == PixelFormat::Nv12 { (2, 3 * width) } else { (1, 2 * width) };
+                let frame = noise(&mut { seed }, bytes);
+                let meta = meta(width as u32, rows as u32, format);
+                for y in 0..rows {
+                    let (simd, portable) = both_conversions(&frame, &meta, y, offset);
+                    prop_assert_eq!(rgb_bits(&simd), rgb_bits(&portable));
                 }
             }
 
@@ -876,10 +872,7 @@ mod tests {
             ) {
                 let bytes = if format == PixelFormat::Rgba8 { 4 } else { 3 };
                 let frame = noise(&mut { seed }, width * bytes);
-                let meta = meta(width as u32, 1, format);
-                let (mut simd, mut portable) = (vec![[-1.0; 4]; offset + width], vec![[-1.0; 4]; offset + width]);
-                convert_row(&frame, &meta, 0, &mut simd[offset..], Kernels::detect());
-                convert_row(&frame, &meta, 0, &mut portable[offset..], Kernels::PORTABLE);
+                let (simd, portable) = both_conversions(&frame, &meta(width as u32, 1, format), 0, offset);
                 let all = |row: &[Pixel]| row.iter().flat_map(|pixel| bits(pixel)).collect::<Vec<_>>();
                 prop_assert_eq!(all(&simd), all(&portable));
             }
