@@ -10,7 +10,7 @@
 //! threads, giving each inference worker its share of the cores as
 //! [`CpuBudget`](crate::config::CpuBudget) decides (`device.cpu_threads`, `device.cpu_workers`)
 //! and keeping the worker's threads to the CPUs the budget gives it, and the timings. A worker of
-//! 16 threads or more overlaps: the scheduler runs two sessions that take turns, one preprocessing
+//! 32 threads or more overlaps: the scheduler runs two sessions that take turns, one preprocessing
 //! its next frame on its own thread alone ([`InferenceSession::prepare`] beside an inference) while
 //! the other's inference runs on the share less two threads. The engines sit below it: [`engine`] (what an engine
 //! offers), [`rten`], [`onnxruntime`]. Must not: decode detections, know about sources, or run more
@@ -302,14 +302,16 @@ impl Backend for CpuBackend {
     }
 }
 
-/// Workers of this many threads or more overlap preprocessing with inference. Below it the
-/// threads an overlapping worker's inference gives up, and the preprocessing thread's competition
-/// for its cores, cost more than the preprocessing it hides: one camera, ONNX Runtime, SSD
-/// MobileNet v2, 768x576 frames on a 16-core Xeon (`docs/src/performance/cpu-engines.md`):
-/// overlapping 0.92x the frames/s of not overlapping at 8 threads, 0.98x at 10, 0.95x at 12, 1.01x
-/// at 14, 1.05x and 1.14x (two runs) at 16; with two or four cameras (8 or 4 threads per worker)
-/// 0.75-0.97x.
-const OVERLAP_FROM: usize = 16;
+/// Workers of this many threads or more overlap preprocessing with inference: where taking two
+/// threads from the inference costs less than the preprocessing it hides. One camera, ONNX Runtime,
+/// SSD MobileNet v2, 768x576 frames on a 16-core Xeon (`docs/src/performance/cpu-engines.md`):
+/// while preprocessing took 0.45 ms at 16 threads between inferences, overlapping gave 0.92x the
+/// frames/s of not overlapping at 8 threads, 0.98x at 10, 0.95x at 12, 1.01x at 14, 1.05x and 1.14x
+/// at 16 (two or four cameras: 0.75-0.97x); since the SIMD conversions and handing bands straight
+/// to the pool (0.17 ms at 16 threads), 0.90x at 16 (216 against 240 frames/s, 6 rounds). Above 16
+/// threads it is not measured (no machine here has more cores): 32 is where this model's inference
+/// gains almost nothing from its last two threads (ONNX Runtime's own 1 x 8 gives 0.8 of 1 x 16).
+const OVERLAP_FROM: usize = 32;
 /// Threads of an overlapping worker's share that its sessions' inference leaves to the
 /// preprocessing beside it and to the camera threads: 2 (1.14x at 16 threads) rather than 1
 /// (1.09x) or none (0.80x: every core's inference thread then waits for the one that shares its
@@ -521,12 +523,12 @@ mod tests {
     }
 
     #[test]
-    fn only_a_worker_of_sixteen_threads_or_more_overlaps_preprocessing_with_inference() {
+    fn only_a_worker_of_thirty_two_threads_or_more_overlaps_preprocessing_with_inference() {
         let engine = EngineChoice::rten("test");
-        let backend = open(&engine, &model_path(), ssd_spec(), Some("image"), 16).expect("load");
+        let backend = open(&engine, &model_path(), ssd_spec(), Some("image"), 32).expect("load");
         assert!(backend.overlaps_preprocessing(WorkerSeat { index: 0, workers: 1 }));
-        assert!(!backend.overlaps_preprocessing(WorkerSeat { index: 1, workers: 2 }), "8 threads each");
-        let backend = open(&engine, &model_path(), ssd_spec(), Some("image"), 12).expect("load");
+        assert!(!backend.overlaps_preprocessing(WorkerSeat { index: 1, workers: 2 }), "16 threads each");
+        let backend = open(&engine, &model_path(), ssd_spec(), Some("image"), 16).expect("load");
         assert!(!backend.overlaps_preprocessing(WorkerSeat { index: 0, workers: 1 }));
     }
 
