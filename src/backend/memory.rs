@@ -115,20 +115,46 @@ fn share_arena(models: &mut [ModelMemory]) -> Arena {
     Arena::Shared(plan)
 }
 
+/// A model's memory for tests elsewhere: on TensorRT (`scratch` given; engine `<name>.engine`,
+/// 4096 persistent bytes) or on the CPU backend (`None`: rten, no device memory).
+#[cfg(test)]
+pub(crate) fn example_model(name: &str, role: ModelRole, scratch: Option<u64>, saved: Option<u64>) -> ModelMemory {
+    ModelMemory {
+        name: name.into(),
+        role,
+        backend: if scratch.is_some() { "tensorrt" } else { "cpu" },
+        engine: if scratch.is_some() { format!("{name}.engine") } else { "rten 0.27".into() },
+        scratch_bytes_per_context: scratch,
+        persistent_bytes_per_context: scratch.map(|_| 4096),
+        saved_bytes: saved,
+    }
+}
+
+/// One TensorRT worker for tests elsewhere: `model` (a detector, 100 bytes of scratch, sizing
+/// the arena) and a second model of 40 bytes that the arena saves.
+#[cfg(test)]
+pub(crate) fn example_shared_worker(second: &str, role: ModelRole) -> WorkerMemory {
+    WorkerMemory {
+        workers: 1,
+        contexts_per_worker: 2,
+        arena: Arena::Shared(crate::backend::trt::arena_plan::ArenaPlan {
+            arena_bytes: 100,
+            separate_bytes: 140,
+            saved_bytes: 40,
+        }),
+        models: vec![
+            example_model("model", ModelRole::Detector, Some(100), Some(0)),
+            example_model(second, role, Some(40), Some(40)),
+        ],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn model(name: &str, scratch: Option<u64>) -> ModelMemory {
-        ModelMemory {
-            name: name.to_string(),
-            role: ModelRole::Detector,
-            backend: if scratch.is_some() { "tensorrt" } else { "cpu" },
-            engine: String::new(),
-            scratch_bytes_per_context: scratch,
-            persistent_bytes_per_context: scratch.map(|_| 0),
-            saved_bytes: None,
-        }
+        example_model(name, ModelRole::Detector, scratch, None)
     }
 
     #[test]

@@ -202,24 +202,12 @@ impl Telemetry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::memory::{example_model as model, example_shared_worker};
     use crate::backend::memory::{Arena, NO_DEVICE_ARENA};
-    use crate::backend::trt::arena_plan::ArenaPlan;
-    use crate::backend::{ModelMemory, ModelRole};
+    use crate::backend::ModelRole;
 
     fn info(kind: &'static str, model: &str) -> BackendInfo {
         BackendInfo { kind, model: model.into(), detail: "detail".into() }
-    }
-
-    fn model(name: &str, role: ModelRole, scratch: Option<u64>, saved: Option<u64>) -> ModelMemory {
-        ModelMemory {
-            name: name.into(),
-            role,
-            backend: if scratch.is_some() { "tensorrt" } else { "cpu" },
-            engine: if scratch.is_some() { format!("{name}.engine") } else { "rten 0.27".into() },
-            scratch_bytes_per_context: scratch,
-            persistent_bytes_per_context: scratch.map(|_| 4096),
-            saved_bytes: saved,
-        }
     }
 
     fn config() -> Config {
@@ -269,15 +257,7 @@ mod tests {
 
     #[test]
     fn on_the_gpu_the_engine_section_shows_the_one_arena_and_what_each_model_saves() {
-        let memory = WorkerMemory {
-            workers: 1,
-            contexts_per_worker: 2,
-            arena: Arena::Shared(ArenaPlan { arena_bytes: 100, separate_bytes: 140, saved_bytes: 40 }),
-            models: vec![
-                model("model", ModelRole::Detector, Some(100), Some(0)),
-                model("models.yard", ModelRole::Detector, Some(40), Some(40)),
-            ],
-        };
+        let memory = example_shared_worker("models.yard", ModelRole::Detector);
         let named = vec![("yard".to_string(), info("tensorrt", "yard.engine"))];
         let (engine, _) = engine_section(&config(), &info("tensorrt", "model.engine"), None, named, &memory);
         let section = &engine["model_memory"];

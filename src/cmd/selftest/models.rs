@@ -94,32 +94,12 @@ pub fn describe(memory: &WorkerMemory) -> String {
 mod tests {
     use super::*;
     use crate::backend::memory::NO_DEVICE_ARENA;
-    use crate::backend::trt::arena_plan::ArenaPlan;
-    use crate::backend::{ModelMemory, ModelRole};
-
-    fn model(name: &str, role: ModelRole, scratch: Option<u64>, saved: Option<u64>) -> ModelMemory {
-        ModelMemory {
-            name: name.into(),
-            role,
-            backend: if scratch.is_some() { "tensorrt" } else { "cpu" },
-            engine: if scratch.is_some() { format!("{name}.engine") } else { "rten 0.27".into() },
-            scratch_bytes_per_context: scratch,
-            persistent_bytes_per_context: scratch.map(|_| 0),
-            saved_bytes: saved,
-        }
-    }
+    use crate::backend::memory::{example_model as model, example_shared_worker};
+    use crate::backend::ModelRole;
 
     #[test]
     fn the_sentence_names_every_model_and_the_arena_or_its_absence() {
-        let gpu = WorkerMemory {
-            workers: 1,
-            contexts_per_worker: 2,
-            arena: Arena::Shared(ArenaPlan { arena_bytes: 100, separate_bytes: 140, saved_bytes: 40 }),
-            models: vec![
-                model("model", ModelRole::Detector, Some(100), Some(0)),
-                model("models.colour", ModelRole::Classifier, Some(40), Some(40)),
-            ],
-        };
+        let gpu = example_shared_worker("models.colour", ModelRole::Classifier);
         assert_eq!(
             describe(&gpu),
             "model (detector, tensorrt model.engine): 100 bytes of scratch per context, saves 0, models.colour \
