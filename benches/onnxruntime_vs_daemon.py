@@ -21,13 +21,15 @@ to back for --seconds; T = 1, 2, 4, ... and cores / N, with N × T <= the cores)
 `bench --cameras N` with default settings (ONNX Runtime from the same package, every other key at
 its default: all cores, the default workers), in interleaved rounds. Also preprocessing: one worker
 (`cpu_workers = 1`) at `cpu_threads` = T for T = 1, 2, 4, ... cores, the pipeline's `preprocess`
-against `preprocess_alone` (the same preprocessing with nothing else running: its uncontended time),
-and in each cameras run the workers' preprocessing per frame against the same preprocessing alone on
+against `preprocess_alone` (the same preprocessing with nothing else running: its uncontended
+time), in `bench`'s one-frame stages and in `bench --cameras 1` (one camera, between inferences as
+the daemon runs them), and in each cameras run the workers' preprocessing per frame against the same preprocessing alone on
 the threads it has there (one for an overlapping worker, which preprocesses beside an inference;
 else the worker's share).
 Prints one table per question; --json writes every run. --daemon NAME=PATH names a binary (repeat it
-to compare builds: "before" and "after" of a change); the median `preprocess_alone` of the binaries
-that report one is the uncontended time every binary's preprocessing is held against.
+to compare builds: "before" and "after" of a change); the median of every run's `preprocess_alone` at
+T threads (all binaries: it is the same code) is the uncontended time preprocessing on T threads is
+held against.
 
     cargo build --release
     python3 benches/onnxruntime_vs_daemon.py --threads 1,2 --rounds 5
@@ -234,7 +236,7 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
                 if args.preprocess_of and name != args.preprocess_of:
                     continue
                 config = streams_config(work, library, threads=threads, workers=1)
-                report = daemon_bench(daemon, config, args, iterations=args.preprocess_iters)
+                report = daemon_bench(daemon, config, args, cameras=1, iterations=args.preprocess_iters)
                 record({"kind": "preprocess", "daemon": name, "threads": threads, "round": round_index, **report})
         for n in streams:
             jobs = [("python", t) for t in stream_threads[n]] + [("daemon", d) for d in daemons]
@@ -257,23 +259,40 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
     names = [name for name, _ in daemons]
     print(f"\nSSD MobileNet v2 300x300 u8, ONNX Runtime {version} from {library}; python input {input_name};"
           f" {args.rounds} rounds; {cores} cores; load avg now {os.getloadavg()[0]:.1f}")
-    alone = {}
-    for threads in thread_counts:
-        values = [r.get("preprocess_alone_ms") for r in runs if r["kind"] == "preprocess" and r["threads"] == threads]
-        alone[threads] = median_of(values)
+    # Preprocessing alone is the same code in every binary and every run: its samples at T
+    # threads are pooled (the one-frame and one-camera runs of the T table, and the cameras runs
+    # whose workers preprocess on T threads), so one slow round does not move a ratio.
+    alone_samples = {}
+
+    def alone_threads(run):
+        if run["kind"] == "preprocess":
+            return run["threads"]
+        shares = run.get("threads_per_worker")
+        return 1 if run.get("overlapping") else (shares[0] if shares else None)
+
+    for run in runs:
+        for key in ("preprocess_alone_ms", "cameras_preprocess_alone_ms"):
+            if run["kind"] == "cameras" and key == "preprocess_alone_ms":
+                continue
+            if run.get(key) is not None and alone_threads(run) is not None:
+                alone_samples.setdefault(alone_threads(run), []).append(run[key])
+    alone = {threads: median_of(values) for threads, values in alone_samples.items()}
     print("\nPreprocessing of the 768x576 frame, one worker at cpu_threads = T, median ms (median of the rounds):"
-          " alone = nothing else running; in the pipeline = between inferences, and its ratio to alone")
+          " alone = nothing else running (every run's samples at T); one frame = `bench`'s one-frame stages"
+          " (after the next image's decoding and an inference); one camera = `bench --cameras 1` (between"
+          " inferences, as the daemon runs); each with its ratio to alone")
     preprocess_names = [args.preprocess_of] if args.preprocess_of else names
-    print("| T | alone | " + " | ".join(f"{name} in the pipeline" for name in preprocess_names) + " |")
-    print("|---|---|" + "---|" * len(preprocess_names))
+    print("| T | alone | " + " | ".join(f"{name}: one frame | {name}: one camera" for name in preprocess_names) + " |")
+    print("|---|---|" + "---|---|" * len(preprocess_names))
     for threads in thread_counts:
         cells = []
         for name in preprocess_names:
-            value = median_of([r.get("preprocess_ms") for r in runs if r["kind"] == "preprocess"
-                               and r["daemon"] == name and r["threads"] == threads])
-            ratio = f" ({value / alone[threads]:.2f}x)" if value and alone[threads] else ""
-            cells.append(f"{value:.2f}{ratio}" if value is not None else "error")
-        base = f"{alone[threads]:.2f}" if alone[threads] else "-"
+            mine = [r for r in runs if r["kind"] == "preprocess" and r["daemon"] == name and r["threads"] == threads]
+            for key in ("preprocess_ms", "cameras_preprocess_ms"):
+                value = median_of([r.get(key) for r in mine])
+                ratio = f" ({value / alone[threads]:.2f}x)" if value and alone.get(threads) else ""
+                cells.append(f"{value:.2f}{ratio}" if value is not None else "error")
+        base = f"{alone[threads]:.2f}" if alone.get(threads) else "-"
         print(f"| {threads} | {base} | " + " | ".join(cells) + " |")
 
     print("\nN streams: ONNX Runtime's Python API, N sessions x T threads (inferences/s, median of the rounds),"
@@ -314,12 +333,7 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
             if mine[0].get("overlapping"):
                 layout += " overlapping"
             pre = median_of([r.get("cameras_preprocess_ms") for r in mine])
-            # A run that measured its own uncontended time (on the threads its workers preprocess
-            # with beside an inference) is held against that; older binaries against alone at
-            # the worker's share.
-            reference = median_of([r.get("cameras_preprocess_alone_ms") for r in mine])
-            if reference is None and shares:
-                reference = alone.get(shares[0])
+            reference = alone.get(alone_threads(mine[0]))
             pre_cell = "-" if pre is None else f"{pre:.2f}" + (f" ({pre / reference:.2f}x)" if reference else "")
             outside = median_of([r.get("outside_inference_ms") for r in mine])
             inference = median_of([r.get("cameras_inference_ms") for r in mine])

@@ -28,6 +28,7 @@ mod engine;
 pub mod onnxruntime;
 mod rten;
 mod rten_framing;
+mod standby;
 
 use self::rten::{RtenEngine, RTEN_VERSION};
 use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, WorkerSeat};

@@ -9,7 +9,8 @@
 //! outputs converted to f32; and the worker's preprocessing threads, a rayon pool of one thread
 //! fewer (the worker's own thread preprocesses a band beside them), for a frame preprocessed
 //! while no inference runs (beside an inference the backend preprocesses on the calling thread
-//! alone). The pool's threads spin for work during an inference
+//! alone), kept awake over the end of each inference while frames come back to back
+//! (`backend::cpu::standby`). The session's intra-op threads spin for work during an inference
 //! (ONNX Runtime's default, which keeps a small model's many short operators fast) and stop the
 //! moment it returns (`session.force_spinning_stop`), so they leave the cores to the next
 //! preprocessing and to the other session of an overlapping worker. Must not: call any `ort` function before [`library::load`] has succeeded (`ort` panics
@@ -26,6 +27,7 @@ use ort::session::Session;
 use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 
 use super::engine::{Dim, Engine, EngineSession, InputElement, ModelInput};
+use super::standby::StandBy;
 use crate::backend::BackendError;
 use crate::model::OutputTensor;
 use crate::preprocess::TensorDtype;
@@ -166,7 +168,7 @@ impl Engine for OrtEngine {
         };
         let preprocess = PreprocessThreads::new(threads)
             .map_err(|e| BackendError::Unavailable("cpu", format!("preprocessing threads: {e}")))?;
-        Ok(Box::new(OrtSession { session, input, shape, preprocess }))
+        Ok(Box::new(OrtSession { session, input, shape, preprocess, standby: StandBy::new() }))
     }
 }
 
@@ -212,10 +214,14 @@ struct OrtSession {
     input: Input,
     shape: [usize; 4],
     preprocess: PreprocessThreads,
+    /// Keeps the preprocessing threads awake over the end of each inference while frames come
+    /// back to back.
+    standby: StandBy,
 }
 
 impl EngineSession for OrtSession {
     fn fill_input(&mut self, fill: &mut (dyn FnMut(&mut [u8], Option<&rayon::ThreadPool>) + Send)) {
+        self.standby.release();
         fill(self.input.bytes(), self.preprocess.0.as_ref());
     }
 
@@ -235,7 +241,12 @@ impl EngineSession for OrtSession {
             }
             Input::F32(values) => TensorRef::from_array_view((shape, &values[..])).map_err(failed)?.into(),
         };
-        let results = self.session.run([input]).map_err(failed)?;
+        if let Some(pool) = &self.preprocess.0 {
+            self.standby.inference_starts(pool);
+        }
+        let results = self.session.run([input]);
+        self.standby.inference_ended();
+        let results = results.map_err(failed)?;
         if results.len() != outputs.len() {
             return Err(BackendError::Inference(format!(
                 "ONNX Runtime returned {} outputs, the model has {}",
