@@ -193,7 +193,8 @@ impl HttpServer {
                 open_files.unwrap_or_default()
             );
         }
-        let task = tokio::spawn(connections::serve(listener, router, cap, stopped));
+        let task =
+            tokio::spawn(connections::serve(listener, router, connections::ConnectionLimits::with_cap(cap), stopped));
         Ok(HttpServer { address, stop: Some(stop), task })
     }
 
