@@ -39,7 +39,9 @@ pub(super) struct StandBy {
     inference: Option<Duration>,
     /// When the running inference started.
     inference_started: Option<Instant>,
-    /// When the last inference ended, and how long after it the next preprocessing started.
+    /// When the last inference ended, and how long after it the next preprocessing on the pool
+    /// started; taken by the next arming, so a frame preprocessed without the pool (beside an
+    /// inference, on the calling thread alone) arms nothing.
     inference_ended: Option<Instant>,
     gap: Option<Duration>,
 }
@@ -90,7 +92,7 @@ impl StandBy {
     pub(super) fn inference_starts(&mut self, pool: &rayon::ThreadPool) {
         let now = Instant::now();
         self.inference_started = Some(now);
-        let Some(window) = window(now, self.inference, self.gap) else { return };
+        let Some(window) = window(now, self.inference, self.gap.take()) else { return };
         self.armed += 1;
         let (arming, shared) = (self.armed, Arc::clone(&self.shared));
         pool.spawn_broadcast(move |_| shared.stand_by(arming, window));
@@ -206,6 +208,18 @@ mod tests {
         assert!(every_thread_runs_a_job(&pool), "threads kept past the window");
         standby.release();
         assert_eq!(standby.shared.released.load(Ordering::Acquire), 1, "the late frame releases the arming");
+    }
+
+    #[test]
+    fn a_frame_preprocessed_without_the_pool_arms_nothing() {
+        let pool = pool(2);
+        let mut standby = back_to_back(Duration::from_millis(1));
+        standby.inference_starts(&pool);
+        standby.inference_ended();
+        // The next frame was preprocessed beside the inference, on the calling thread alone.
+        standby.inference_starts(&pool);
+        assert_eq!(standby.armed, 1, "armed again though the pool was not used since");
+        standby.release();
     }
 
     #[test]
