@@ -9,7 +9,9 @@
 //! - the vertical taps of a content row are summed a row at a time once all its source rows are
 //!   filtered; values are normalised, split into channel planes and stored a whole row at a time,
 //!   in loops the compiler vectorises; pad pixels are copied from a ready-made encoded row;
-//! - the output rows are split into bands that run in parallel on the caller's rayon pool;
+//! - the output rows are split into chunks that the caller and its rayon pool's threads share
+//!   out ([`super::shares`]): each takes its own run of consecutive chunks, then helps with the
+//!   longest run left, so a thread that starts late does not hold up the frame;
 //! - on CPUs that have them (AVX2, NEON), the YUYV conversion, both filters, the normalisation
 //!   and the channel split run as explicit SIMD kernels ([`super::simd`]) with the same
 //!   operations, and the portable code finishes each row.
@@ -23,6 +25,7 @@ use std::sync::LazyLock;
 
 use rayon::prelude::*;
 
+use super::shares::Shares;
 use super::simd::{Kernels, Packed, Pixel};
 use super::{
     check_sizes, AxisTaps, ColorOrder, PreprocessError, PreprocessSpec, ResizeGeometry, TensorDtype, TensorLayout,
@@ -30,19 +33,19 @@ use super::{
 use crate::frame::{FrameMeta, PixelFormat};
 
 /// Preprocesses frames like [`CpuPreprocessor`](super::CpuPreprocessor), faster. Caches the
-/// sampling tables for the current (frame size, spec) and one set of row buffers per band, so a
-/// steady stream of same-sized frames allocates nothing but the band list.
+/// sampling tables for the current (frame size, spec) and one set of row buffers per participating
+/// thread, so a steady stream of same-sized frames allocates nothing but the chunk list.
 #[derive(Debug)]
 pub struct FastPreprocessor {
     plan: Option<FastPlan>,
-    bands: Vec<BandScratch>,
+    scratch: Vec<BandScratch>,
     /// The SIMD kernels this CPU has (tests and benchmarks also run the portable set).
     kernels: Kernels,
 }
 
 impl Default for FastPreprocessor {
     fn default() -> Self {
-        FastPreprocessor { plan: None, bands: Vec::new(), kernels: Kernels::detect() }
+        FastPreprocessor { plan: None, scratch: Vec::new(), kernels: Kernels::detect() }
     }
 }
 
@@ -63,7 +66,7 @@ struct FastPlan {
     pad_planes: [Vec<u8>; 3],
 }
 
-/// One band's row buffers.
+/// One participating thread's row buffers, for the bands of rows (chunks) it runs one after another.
 #[derive(Debug, Default)]
 struct BandScratch {
     /// One source row as RGB f32 (a fourth, unread lane per pixel), plus zero pixels after it so
@@ -226,7 +229,7 @@ impl FastPreprocessor {
 
     /// Preprocesses one frame into `out` (exactly [`PreprocessSpec::bytes`] bytes of native-endian
     /// u8 / f16 / f32), bit-identical to [`CpuPreprocessor::run`](super::CpuPreprocessor::run).
-    /// With `bands` > 1 the output rows are split into that many bands that run on the current
+    /// With `threads` > 1 the output rows are shared out among that many tasks of the current
     /// rayon pool (call it inside the pool that should do the work).
     pub fn run(
         &mut self,
@@ -234,16 +237,16 @@ impl FastPreprocessor {
         meta: &FrameMeta,
         spec: &PreprocessSpec,
         out: &mut [u8],
-        bands: usize,
+        threads: usize,
     ) -> Result<(), PreprocessError> {
-        self.run_bands(frame, meta, spec, out, bands, None)
+        self.run_shared(frame, meta, spec, out, threads, None)
     }
 
-    /// [`run`](Self::run) in one band more than `pool` has threads: the calling thread runs the
-    /// first while each of the others is handed straight to a thread of the pool. Unlike calling
-    /// `run` inside the pool, the caller works instead of waiting, and no pool thread has to wake
-    /// first to hand the bands on (measured: that hand-over is most of what a worker's
-    /// preprocessing costs over its uncontended time after an inference).
+    /// [`run`](Self::run) shared out between the calling thread and every thread of `pool`: the
+    /// caller starts on its own rows while each pool thread is handed its task straight. Unlike
+    /// calling `run` inside the pool, the caller works instead of waiting, and no pool thread has
+    /// to wake first to hand the work on (measured: that hand-over was most of what a worker's
+    /// preprocessing cost over its uncontended time after an inference).
     pub fn run_beside(
         &mut self,
         pool: &rayon::ThreadPool,
@@ -252,16 +255,18 @@ impl FastPreprocessor {
         spec: &PreprocessSpec,
         out: &mut [u8],
     ) -> Result<(), PreprocessError> {
-        self.run_bands(frame, meta, spec, out, pool.current_num_threads() + 1, Some(pool))
+        self.run_shared(frame, meta, spec, out, pool.current_num_threads() + 1, Some(pool))
     }
 
-    fn run_bands(
+    /// Runs the frame as `participants` tasks (the first on the calling thread where `beside` is
+    /// given, the others on its threads; else all on the current pool) that share out its chunks.
+    fn run_shared(
         &mut self,
         frame: &[u8],
         meta: &FrameMeta,
         spec: &PreprocessSpec,
         out: &mut [u8],
-        bands: usize,
+        participants: usize,
         beside: Option<&rayon::ThreadPool>,
     ) -> Result<(), PreprocessError> {
         check_sizes(frame, meta, spec, out)?;
@@ -269,8 +274,10 @@ impl FastPreprocessor {
             self.plan = Some(FastPlan::new(meta.width, meta.height, spec));
         }
         let Some(plan) = self.plan.as_ref() else { return Ok(()) };
-        let rows = band_rows(spec.height as usize, &plan.geometry, bands);
-        self.bands.resize_with(rows.len(), BandScratch::default);
+        let participants = participants.max(1);
+        let chunks = if participants == 1 { 1 } else { participants * CHUNKS_PER_PARTICIPANT };
+        let rows = band_rows(spec.height as usize, &plan.geometry, chunks);
+        self.scratch.resize_with(participants, BandScratch::default);
 
         let row_bytes = spec.width as usize * element_bytes(spec.dtype);
         let mut outputs = Vec::with_capacity(rows.len());
@@ -295,29 +302,35 @@ impl FastPreprocessor {
                 }
             }
         }
-        let parallel = self.bands.len() > 1;
         let kernels = self.kernels;
-        let work = self.bands.iter_mut().zip(rows).zip(outputs);
-        let run_band = |((scratch, rows), out): ((&mut BandScratch, Range<usize>), BandOut)| {
-            scratch.run(plan, frame, meta, rows, out, kernels)
+        let shares = Shares::new(rows.into_iter().zip(outputs).collect(), participants);
+        let participate = |participant: usize, scratch: &mut BandScratch| {
+            scratch.begin_frame(plan, meta);
+            while let Some((rows, out)) = shares.next(participant) {
+                scratch.run(plan, frame, meta, rows, out, kernels);
+            }
         };
-        match beside {
-            Some(pool) if parallel => pool.in_place_scope(|scope| {
-                let mut work = work;
-                let first = work.next();
-                for band in work {
-                    scope.spawn(move |_| run_band(band));
+        let participate = &participate;
+        match (beside, self.scratch.split_first_mut()) {
+            (_, None) => {}
+            (_, Some((only, []))) => participate(0, only),
+            (Some(pool), Some((caller, helpers))) => pool.in_place_scope(|scope| {
+                for (index, scratch) in helpers.iter_mut().enumerate() {
+                    scope.spawn(move |_| participate(index + 1, scratch));
                 }
-                if let Some(band) = first {
-                    run_band(band);
-                }
+                participate(0, caller);
             }),
-            None if parallel => work.par_bridge().for_each(run_band),
-            _ => work.for_each(run_band),
+            (None, Some(_)) => {
+                self.scratch.par_iter_mut().enumerate().for_each(|(index, scratch)| participate(index, scratch));
+            }
         }
         Ok(())
     }
 }
+
+/// Chunks of output rows per participating thread: enough that the others can take over most of
+/// a late thread's run, few enough that the lock taken per chunk costs nothing measurable.
+const CHUNKS_PER_PARTICIPANT: usize = 4;
 
 /// Splits the output rows `0..height` into at most `bands` ranges with equal shares of content
 /// rows (pad rows cost a copy; the leading ones go to the first band, the trailing to the last).
@@ -334,6 +347,30 @@ fn band_rows(height: usize, geometry: &ResizeGeometry, bands: usize) -> Vec<Rang
 }
 
 impl BandScratch {
+    /// Sizes the buffers for `plan` and forgets the rows filtered from the previous frame; the
+    /// rows filtered for one chunk serve the next chunk of the same frame.
+    fn begin_frame(&mut self, plan: &FastPlan, meta: &FrameMeta) {
+        let content_width = plan.geometry.content_width as usize;
+        let content_len = 3 * content_width;
+        let ring = plan.y_taps.stride;
+        self.rgbx.clear();
+        self.rgbx.resize(meta.width as usize + plan.x_taps.stride, [0.0; 4]);
+        self.ring.resize_with(ring, Vec::new);
+        for buffer in &mut self.ring {
+            buffer.resize(content_len, 0.0);
+        }
+        // Rows filtered from the previous frame are stale.
+        self.tags.clear();
+        self.tags.resize(ring, None);
+        self.content.resize(content_len, 0.0);
+        if plan.spec.layout == TensorLayout::Nchw {
+            for channel in &mut self.channels {
+                channel.resize(content_width, 0.0);
+            }
+        }
+    }
+
+    /// Runs output rows `rows` into `out`, after [`begin_frame`](Self::begin_frame) for this frame.
     fn run(
         &mut self,
         plan: &FastPlan,
@@ -348,23 +385,6 @@ impl BandScratch {
         let (pad_x, pad_y) = (geometry.pad_x as usize, geometry.pad_y as usize);
         let (content_width, content_height) = (geometry.content_width as usize, geometry.content_height as usize);
         let content_len = 3 * content_width;
-        let ring = plan.y_taps.stride;
-        self.rgbx.clear();
-        self.rgbx.resize(meta.width as usize + plan.x_taps.stride, [0.0; 4]);
-        self.ring.resize_with(ring, Vec::new);
-        for buffer in &mut self.ring {
-            buffer.resize(content_len, 0.0);
-        }
-        // Rows filtered from the previous frame are stale.
-        self.tags.clear();
-        self.tags.resize(ring, None);
-        self.content.resize(content_len, 0.0);
-        if spec.layout == TensorLayout::Nchw {
-            for channel in &mut self.channels {
-                channel.resize(content_width, 0.0);
-            }
-        }
-
         let element = element_bytes(spec.dtype);
         let first_row = rows.start;
         let mut out = out;
@@ -641,23 +661,23 @@ mod tests {
             .collect()
     }
 
-    /// Runs the reference and the fast path (with 1 and 3 bands on a 2-thread pool, with the
-    /// SIMD kernels where the CPU has them and without) and requires identical bytes.
+    /// Runs the reference and the fast path (on 1 and 3 threads of a 2-thread pool, and beside it,
+    /// with the SIMD kernels where the CPU has them and without) and requires identical bytes.
     fn assert_identical(frame: &[u8], meta: &FrameMeta, spec: &PreprocessSpec, pool: &rayon::ThreadPool) {
         let mut expected = vec![0; spec.bytes()];
         CpuPreprocessor::new().run(frame, meta, spec, &mut expected).expect("reference");
         for mut fast in [FastPreprocessor::new(), FastPreprocessor::portable()] {
-            // 1 and 3 bands inside the pool, and 3 beside it (the caller's and the pool's 2).
-            for (bands, beside) in [(1, false), (3, false), (3, true)] {
+            // 1 and 3 tasks inside the pool, and 3 beside it (the caller and the pool's 2).
+            for (threads, beside) in [(1, false), (3, false), (3, true)] {
                 let mut actual = vec![0xA5; spec.bytes()];
                 if beside {
                     fast.run_beside(pool, frame, meta, spec, &mut actual).expect("fast path");
                 } else {
-                    pool.install(|| fast.run(frame, meta, spec, &mut actual, bands)).expect("fast path");
+                    pool.install(|| fast.run(frame, meta, spec, &mut actual, threads)).expect("fast path");
                 }
                 assert!(
                     actual == expected,
-                    "{:?} {}x{} → {spec:?}, {bands} bands (beside the pool: {beside}), {} kernels: first difference at byte {:?}",
+                    "{:?} {}x{} → {spec:?}, {threads} threads (beside the pool: {beside}), {} kernels: first difference at byte {:?}",
                     meta.format,
                     meta.width,
                     meta.height,
@@ -756,6 +776,31 @@ mod tests {
                 assert_identical(&frame, &meta, &spec, &pool);
             }
         }
+    }
+
+    /// One of the pool's two threads is busy elsewhere for the whole frame, so its task starts
+    /// late (after the other's) or finds nothing left: the rows it did not run are the others'.
+    #[test]
+    fn a_busy_pool_thread_leaves_its_rows_to_the_others() {
+        let pool = pool();
+        let (started, wait_started) = std::sync::mpsc::channel();
+        let (release, wait_release) = std::sync::mpsc::channel::<()>();
+        pool.spawn(move || {
+            started.send(()).expect("test alive");
+            let _ = wait_release.recv();
+        });
+        wait_started.recv().expect("the busy job runs");
+        let mut seed = 0xb05e_u32;
+        let meta = meta(200, 150, PixelFormat::Rgb8);
+        let frame = noise(&mut seed, PixelFormat::Rgb8.frame_bytes(200, 150).expect("frame size"));
+        for spec in every_spec(37, 29) {
+            let mut expected = vec![0; spec.bytes()];
+            CpuPreprocessor::new().run(&frame, &meta, &spec, &mut expected).expect("reference");
+            let mut actual = vec![0xA5; spec.bytes()];
+            FastPreprocessor::new().run_beside(&pool, &frame, &meta, &spec, &mut actual).expect("fast path");
+            assert!(actual == expected, "{spec:?}");
+        }
+        release.send(()).expect("busy job waits");
     }
 
     #[test]

@@ -41,6 +41,7 @@
 
 mod fast;
 mod roi;
+mod shares;
 mod simd;
 mod spec;
 

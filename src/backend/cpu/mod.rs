@@ -346,7 +346,7 @@ fn keep_to_own_cpus(budget: &CpuBudget, worker: usize) {
 struct CpuSession {
     session: Box<dyn EngineSession>,
     spec: PreprocessSpec,
-    /// The session's threads: preprocessing splits a frame into as many bands.
+    /// The session's threads: preprocessing shares a frame out among as many tasks.
     threads: usize,
     preprocessor: FastPreprocessor,
     /// Regions (classifier crops, a few thousand pixels each) take the reference implementation:
@@ -358,7 +358,7 @@ struct CpuSession {
 }
 
 impl CpuSession {
-    /// Preprocesses the frame in `slot` into the input tensor, in `threads` bands: on the session's
+    /// Preprocesses the frame in `slot` into the input tensor, shared out among `threads` tasks: on the session's
     /// threads, or on the calling thread alone for 1.
     fn preprocess(&mut self, slot: &FrameSlot, threads: usize) -> Result<(), BackendError> {
         let (preprocessor, spec) = (&mut self.preprocessor, &self.spec);

@@ -6,11 +6,11 @@
 //! preprocessing starts ([`StandBy::release`]) or a short while after the next frame was due. It
 //! arms only for a worker whose frames come back to back (the next one was waiting when the last
 //! inference ended); an idle worker's threads sleep as before. Must not: keep a pool thread past
-//! `release` (the frame's bands queue behind it), arm for an idle worker, or preprocess.
+//! `release` (the frame's tasks queue behind it), arm for an idle worker, or preprocess.
 //!
 //! Why: a preprocessing thread asleep when the next frame comes must be woken first — an
 //! inter-processor interrupt, on a virtual machine a trip through the hypervisor — and the frame's
-//! preprocessing waits for the slowest band. Measured on the 16-core virtual Xeon behind the GPU
+//! preprocessing ends only once every thread has taken its task. Measured on the 16-core virtual Xeon behind the GPU
 //! machine (docs/src/performance/cpu-engines.md): a 768×576 frame preprocessed in 0.15 ms by 16
 //! threads with nothing else running took 0.24 ms between inferences.
 

@@ -11,9 +11,9 @@ use crate::frame::FrameSlot;
 use crate::preprocess::{FastPreprocessor, PreprocessSpec};
 
 /// Preprocesses the frame in `slot` as the CPU backend's ONNX Runtime session does (the fast
-/// path, its rows in `threads` bands: the calling thread's and those of a pool of `threads` − 1
-/// threads, none for 1), `warmup + iterations` times with nothing else running, and summarises
-/// the last `iterations`. (An rten session splits the same bands inside its own pool.)
+/// path, its rows shared out among `threads` tasks: the calling thread's and those of a pool of
+/// `threads` − 1 threads, none for 1), `warmup + iterations` times with nothing else running, and
+/// summarises the last `iterations`. (An rten session shares out the same rows inside its own pool.)
 pub(super) fn preprocess_alone(
     slot: &FrameSlot,
     spec: &PreprocessSpec,

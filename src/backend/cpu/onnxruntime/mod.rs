@@ -7,7 +7,7 @@
 //! of them: ONNX Runtime runs part of every parallel section on the calling thread); the
 //! session's input tensor, reused from frame to frame (f16 inputs are fed as f16), and its
 //! outputs converted to f32; and the worker's preprocessing threads, a rayon pool of one thread
-//! fewer (the worker's own thread preprocesses a band beside them), for a frame preprocessed
+//! fewer (the worker's own thread preprocesses beside them), for a frame preprocessed
 //! while no inference runs (beside an inference the backend preprocesses on the calling thread
 //! alone), kept awake over the end of each inference while frames come back to back
 //! (`backend::cpu::standby`). The session's intra-op threads spin for work during an inference
@@ -173,7 +173,7 @@ impl Engine for OrtEngine {
 }
 
 /// A worker's preprocessing threads beside its own: a rayon pool of its share less one (the
-/// worker's thread preprocesses a band too), none when the share is 1 thread.
+/// worker's thread preprocesses too), none when the share is 1 thread.
 struct PreprocessThreads(Option<rayon::ThreadPool>);
 
 impl PreprocessThreads {
