@@ -118,6 +118,8 @@ def daemon_bench(daemon, config, args, cameras=None, iterations=None):
             out["cameras_preprocess_alone_ms"] = run["preprocess_alone"]["median_ms"]
         if "inference" in run:
             out["cameras_inference_ms"] = run["inference"]["median_ms"]
+        if "between_frames" in run:
+            out["between_frames_ms"] = run["between_frames"]["median_ms"]
     return out
 
 
@@ -367,17 +369,22 @@ def one_camera_main(args, daemons, version, library, inputs, work):
     names = [name for name, _ in daemons]
     print(f"\nOne camera, one worker at cpu_threads = T; ONNX Runtime {version}; {args.rounds} rounds (medians):"
           " ONNX Runtime's Python API 1 session x T threads (inferences/s) against `bench --cameras 1`"
-          " (frames/s; inference and preprocessing per frame, median ms)")
-    print("| T | ONNX Runtime 1 x T | " + " | ".join(f"{name}: fps, inference, preprocess" for name in names) + " |")
+          " (frames/s; inference, preprocessing, and the worker's time between frames outside every stage, per frame,"
+          " median ms)")
+    print("| T | ONNX Runtime 1 x T | " + " | ".join(f"{name}: fps, inference, preprocess, between" for name in names)
+          + " |")
     print("|---|---|" + "---|" * len(names))
     for threads in thread_counts:
         rate = median_of([r["rate"] for r in runs if r["kind"] == "python" and r["threads"] == threads])
         cells = []
         for name in names:
             mine = [r for r in runs if r["kind"] == "cameras" and r["daemon"] == name and r["threads"] == threads]
-            fps, inference, pre = (median_of([r.get(key) for r in mine])
-                                   for key in ("fps_total", "cameras_inference_ms", "cameras_preprocess_ms"))
-            cells.append(f"{fps:.0f}, {inference:.2f}, {pre:.2f}" if fps and inference and pre else "error")
+            fps, inference, pre, between = (
+                median_of([r.get(key) for r in mine])
+                for key in ("fps_total", "cameras_inference_ms", "cameras_preprocess_ms", "between_frames_ms"))
+            between_cell = "-" if between is None else f"{between:.2f}"
+            cells.append(f"{fps:.0f}, {inference:.2f}, {pre:.2f}, {between_cell}" if fps and inference and pre
+                         else "error")
         print(f"| {threads} | {rate:.0f} | " + " | ".join(cells) + " |")
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1))

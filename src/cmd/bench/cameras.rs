@@ -66,6 +66,12 @@ pub struct CamerasBench {
     /// Inference per frame (a batch's, for a frame in a batch): the model's run on the worker's
     /// threads and its outputs' conversion.
     pub inference: StageSummary,
+    /// Between two frames a camera delivered, the time none of the second frame's stages on the
+    /// worker (preprocessing, inference, decoding, message) account for: taking the frame from the
+    /// ring, giving the slot back, waiting for a frame. With one worker per camera and a frame always
+    /// ready, what the worker spends per frame outside its stages; with a worker serving several
+    /// cameras it also holds the other cameras' frames.
+    pub between_frames: StageSummary,
     /// Inferences by batch size, over the whole run.
     pub batch_sizes: BTreeMap<usize, u64>,
     pub memory: crate::backend::MemoryReport,
@@ -179,6 +185,8 @@ struct Delivered {
     outside_inference: Duration,
     preprocess: Duration,
     inference: Duration,
+    /// The frame's stages on the worker: preprocessing, inference, decoding and the message.
+    on_worker: Duration,
 }
 
 /// Counts frames per camera and encodes the message the daemon would publish.
@@ -212,6 +220,7 @@ impl step::FrameSink for BenchSink {
             outside_inference: source + stage(timings.pre) + stage(timings.post) + publish,
             preprocess: stage(timings.pre),
             inference: stage(timings.infer),
+            on_worker: stage(timings.pre) + stage(timings.infer) + stage(timings.post) + publish,
         };
         lock(&self.delivered).push(delivered);
     }
@@ -409,9 +418,23 @@ fn summarise_cameras(
         preprocess: summarise(window.iter().map(|d| d.preprocess).collect()),
         preprocess_alone: None,
         inference: summarise(window.iter().map(|d| d.inference).collect()),
+        between_frames: summarise(between_frames(&window)),
         batch_sizes: report.batch_sizes,
         memory: report.memory,
     })
+}
+
+/// For every frame of `window` after its camera's first there: the time since the camera's
+/// previous delivery less the frame's own stages on the worker.
+fn between_frames(window: &[&Delivered]) -> Vec<Duration> {
+    let mut previous: BTreeMap<usize, Instant> = BTreeMap::new();
+    let mut gaps = Vec::with_capacity(window.len());
+    for frame in window {
+        if let Some(before) = previous.insert(frame.camera, frame.at) {
+            gaps.push(frame.at.saturating_duration_since(before).saturating_sub(frame.on_worker));
+        }
+    }
+    gaps
 }
 
 /// Frames per model, given each frame's camera and each camera's model (every model listed, with
@@ -433,6 +456,24 @@ fn round1(value: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn between_frames_is_each_cameras_interval_less_the_frames_own_stages() {
+        let start = Instant::now();
+        let frame = |camera: usize, at_ms: u64, on_worker_ms: u64| Delivered {
+            camera,
+            at: start + Duration::from_millis(at_ms),
+            latency: Duration::ZERO,
+            outside_inference: Duration::ZERO,
+            preprocess: Duration::ZERO,
+            inference: Duration::ZERO,
+            on_worker: Duration::from_millis(on_worker_ms),
+        };
+        let frames = [frame(0, 10, 4), frame(1, 11, 4), frame(0, 15, 4), frame(1, 20, 4), frame(0, 18, 5)];
+        let window: Vec<&Delivered> = frames.iter().collect();
+        let ms = |ms| Duration::from_millis(ms);
+        assert_eq!(between_frames(&window), [ms(1), ms(5), ms(0)], "camera 0: 5 − 4, camera 1: 9 − 4, 3 − 5 → 0");
+    }
 
     #[test]
     fn frames_are_counted_for_the_model_of_their_camera() {
