@@ -16,6 +16,10 @@
 //! `decode`; `publish` drives `track`; `config` turns the TOML into the types of the floors below
 //! it. Each floor's comment says what it holds (DESIGN.md's stages in circles).
 
+// The crate's documentation is read with its private items (`cargo doc --document-private-items`,
+// which CI builds): a public item's doc may point at the private one that does the work.
+#![allow(rustdoc::private_intra_doc_links)]
+
 // cmd: the subcommands, which wire everything below together
 pub mod cmd;
 // http: the page, the API and /metrics, reading what publish and service expose

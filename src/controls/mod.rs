@@ -8,7 +8,7 @@
 //! that whoever applies or announces a change waits on ([`Controls::changes`]). Start values come
 //! from the config (detection and recording on, snapshots as `snapshot.enabled`,
 //! `model.score_threshold`), then from what users set before ([`ControlValues`], kept in the
-//! controls file: [`file`]). Must not: apply a change (`crate::cmd::run` does: the threshold to the
+//! controls file: [`file`](mod@file)). Must not: apply a change (`crate::cmd::run` does: the threshold to the
 //! inference workers, the end of a camera's tracks when its detection stops, saving the file), or
 //! know MQTT or HTTP.
 

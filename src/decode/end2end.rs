@@ -1,5 +1,5 @@
-//! Models with NMS inside (TensorRT EfficientNMS, YOLO "end2end" exports): `num_dets` [1,1],
-//! `det_boxes` [1,K,4] (x1,y1,x2,y2 in input pixels), `det_scores` [1,K], `det_classes` [1,K].
+//! Models with NMS inside (TensorRT EfficientNMS, YOLO "end2end" exports): `num_dets` `[1,1]`,
+//! `det_boxes` `[1,K,4]` (x1,y1,x2,y2 in input pixels), `det_scores` `[1,K]`, `det_classes` `[1,K]`.
 //!
 //! Owns: finding the four tensors (by those names, else by output order) and reading the first
 //! `num_dets` rows. Must not: run NMS again — the model did it; threshold, allow-list and

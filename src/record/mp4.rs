@@ -3,8 +3,8 @@
 //! A clip is `ftyp` + `moov` (the track, no samples) written once, then one `moof` + `mdat` pair
 //! per fragment, each complete in itself, so a file cut anywhere plays up to its last complete
 //! fragment. Two fixed-size `free` boxes, which players skip as any `free` box, carry what the
-//! recorder needs to read a clip back: the [head](head) after `moov` (when the first frame was
-//! captured) and, once a clip is finished, the [trailer](trailer) (camera, start, end, events).
+//! recorder needs to read a clip back: the [head] after `moov` (when the first frame was
+//! captured) and, once a clip is finished, the [trailer] (camera, start, end, events).
 //!
 //! Owns: the box layout the recorder writes (one track, timescale [`TIMESCALE`], per-sample
 //! durations, sizes, flags and composition offsets), [`scan`], which walks a file the recorder

@@ -8,7 +8,7 @@
 //! symbolic ones such as `batch`, `height` or `floor(height/2 - 1/2) + 1` are pinned by the spec's
 //! shape at run time), preprocessing into each session's reused input tensor on the session's
 //! threads, giving each inference worker its share of the cores as
-//! [`CpuBudget`](crate::config::CpuBudget) decides (`device.cpu_threads`, `device.cpu_workers`)
+//! [`crate::config::CpuBudget`] decides (`device.cpu_threads`, `device.cpu_workers`)
 //! and keeping the worker's threads to the CPUs the budget gives it, and the timings. A worker of
 //! 32 threads or more overlaps: the scheduler runs two sessions that take turns, one preprocessing
 //! its next frame on its own thread alone ([`InferenceSession::prepare`] beside an inference) while

@@ -11,7 +11,7 @@
 //! scratch memory per GPU thread), [`build`] (cache lookup, build, save), [`progress`] (build
 //! progress display), [`backend`] (the `Backend`/`InferenceSession` implementation),
 //! [`gpu_frames`] (the CUDA layer's preprocessing kernel as the input stage, page-locked frame
-//! slots), [`probe`] (what TensorRT the machine has). Always compiled, without the feature:
+//! slots), [`probe`](mod@probe) (what TensorRT the machine has). Always compiled, without the feature:
 //! [`engine_cache`] (cache keys, files, atomic writes), [`device_key`] (which GPU an engine belongs
 //! to), [`arena_plan`] (scratch arena sizing) and [`onnx_external_data`] (which files an ONNX model
 //! reads), so that this logic is tested on every machine.

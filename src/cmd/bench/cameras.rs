@@ -33,7 +33,7 @@ pub struct CamerasBench {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads_per_worker: Option<Vec<usize>>,
     /// Each worker runs two sessions that take turns, one preprocessing its next frame on one
-    /// thread while the other's inference runs ([`Backend::overlaps_preprocessing`]).
+    /// thread while the other's inference runs ([`Backend::overlaps_preprocessing`](crate::backend::Backend::overlaps_preprocessing)).
     pub overlapping: bool,
     /// Frames one inference may take (`engine.max_batch`, or less where the model allows less).
     pub max_batch: usize,
