@@ -34,7 +34,7 @@ use crate::frame::{FrameMeta, PixelFormat};
 
 /// Preprocesses frames like [`CpuPreprocessor`](super::CpuPreprocessor), faster. Caches the
 /// sampling tables for the current (frame size, spec) and one set of row buffers per participating
-/// thread, so a steady stream of same-sized frames allocates nothing but the chunk list.
+/// thread, so a steady stream of same-sized frames allocates nothing but each frame's chunk lists.
 #[derive(Debug)]
 pub struct FastPreprocessor {
     plan: Option<FastPlan>,
