@@ -26,7 +26,7 @@ struct State<T> {
 }
 
 impl<T> Shares<T> {
-    /// Splits `chunks` (in order) into `participants` runs as even as they can be, the earlier
+    /// Splits `chunks` (in order) into `participants` runs as even as they can be, some later
     /// runs one longer where they cannot.
     pub(super) fn new(chunks: Vec<T>, participants: usize) -> Self {
         let participants = participants.max(1);
