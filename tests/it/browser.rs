@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use crate::broker::{Broker, Subscriber};
 use crate::daemon::{sample_source, RunningDaemon, TestConfig};
 use crate::http::request;
+use crate::pace::Pace;
 use jetson_detectd::publish::events::EventMessage;
 
 /// A chromedriver process; killed on drop.
@@ -49,7 +50,7 @@ impl Driver {
             .spawn()
             .expect("start chromedriver");
         let address: SocketAddr = ([127, 0, 0, 1], port).into();
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Pace::measured().daemon_wait();
         while std::net::TcpStream::connect(address).is_err() {
             assert!(Instant::now() < deadline, "chromedriver did not listen on {address}");
             std::thread::sleep(Duration::from_millis(100));
@@ -174,9 +175,18 @@ fn base64_decode(text: &str) -> Vec<u8> {
     out
 }
 
-/// Polls a script until it returns `true`; the guard is the daemon's (see [`RunningDaemon::wait_until`]).
+/// Polls a script until it returns `true`, for as long as [`RunningDaemon::wait_until`] would wait.
+/// A timeout says what the page showed then (the daemon's log follows, from its guard's drop).
 pub(crate) fn wait_for(daemon: &mut RunningDaemon, driver: &Driver, what: &str, script: &str) {
-    daemon.wait_until(what, || driver.script(script) == Value::Bool(true));
+    let deadline = Instant::now() + Pace::measured().daemon_wait();
+    while driver.script(script) != Value::Bool(true) {
+        assert!(daemon.is_running(), "the daemon exited while the page waited for {what}");
+        if Instant::now() >= deadline {
+            let page = driver.script("return document.body.innerText;");
+            panic!("timed out waiting for {what}; the page showed:\n{}", page.as_str().unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]

@@ -7,16 +7,16 @@
 //! `Authorization` — is exactly what the test wrote. Waits are failure guards ([`Pace`]).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::time::Duration;
 
 use jetson_detectd::publish::events::EventMessage;
 
 use crate::arch::daemon_command as daemon;
 use crate::broker::{Broker, Subscriber};
 use crate::daemon::{sample_source, RunningDaemon, TestConfig};
+use crate::pace::Pace;
 
 const TOKEN: &str = "t0ken-that-must-never-be-logged";
 
@@ -43,9 +43,12 @@ impl Answer {
 }
 
 /// Sends one request; `headers` come after `Host` (the address) unless they set their own `Host`.
+/// The answer may take [`Pace::daemon_wait`]: a loaded machine slows the daemon's JPEG encodes and
+/// chromedriver's first Chromium start alike, so no fixed guess bounds it.
 pub fn request(address: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
     let mut stream = TcpStream::connect(address).unwrap_or_else(|e| panic!("connect {address}: {e}"));
-    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let patience = Pace::measured().daemon_wait();
+    stream.set_read_timeout(Some(patience)).expect("timeout");
     let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
         head += &format!("Host: {address}\r\n");
@@ -77,8 +80,15 @@ pub fn request(address: SocketAddr, method: &str, path: &str, headers: &[(&str, 
             }
         }
         match stream.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
+            Ok(0) => break,
             Ok(n) => raw.extend_from_slice(&buffer[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!(
+                    "{method} {path} to {address}: no complete answer within {patience:?}; got {raw:?}",
+                    raw = String::from_utf8_lossy(&raw)
+                )
+            }
+            Err(_) => break,
         }
     }
     parse_answer(&raw)
