@@ -11,9 +11,11 @@
 //! host tool, and the page's bytes are the same on every architecture.
 //! `JETSON_DETECTD_SCREENSHOT=FILE` saves a PNG of the page after the zone is saved.
 
-use std::net::{SocketAddr, TcpListener};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -41,21 +43,34 @@ pub(crate) fn found(program: &str) -> bool {
 }
 
 impl Driver {
+    /// Starts chromedriver on a port it picks itself (`--port=0`) and reads the port from the line
+    /// it prints once it listens: a port the test picked could be taken by another test's daemon or
+    /// broker before chromedriver binds it, and the test would then talk WebDriver to that.
     pub(crate) fn start() -> Driver {
-        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-        let child = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
+        let mut child = Command::new("chromedriver")
+            .arg("--port=0")
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("start chromedriver");
-        let address: SocketAddr = ([127, 0, 0, 1], port).into();
-        let deadline = Instant::now() + Pace::measured().daemon_wait();
-        while std::net::TcpStream::connect(address).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not listen on {address}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Driver { child, address, session: None }
+        let stdout = child.stdout.take().expect("chromedriver's stdout");
+        let (port_sender, port) = std::sync::mpsc::channel();
+        // Reads to the end, so that chromedriver never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(port) = line.split("started successfully on port ").nth(1) {
+                    let _ = port_sender.send(port.trim_end_matches('.').trim().parse::<u16>());
+                }
+            }
+        });
+        let patience = Pace::measured().daemon_wait();
+        let port = match port.recv_timeout(patience) {
+            Ok(Ok(port)) => port,
+            Ok(Err(e)) => panic!("chromedriver printed a port that is no number: {e}"),
+            Err(RecvTimeoutError::Timeout) => panic!("chromedriver did not say it listens within {patience:?}"),
+            Err(RecvTimeoutError::Disconnected) => panic!("chromedriver ended before it listened: {:?}", child.wait()),
+        };
+        Driver { child, address: ([127, 0, 0, 1], port).into(), session: None }
     }
 
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
