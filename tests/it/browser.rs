@@ -64,13 +64,17 @@ impl Driver {
             }
         });
         let patience = Pace::measured().daemon_wait();
-        let port = match port.recv_timeout(patience) {
-            Ok(Ok(port)) => port,
-            Ok(Err(e)) => panic!("chromedriver printed a port that is no number: {e}"),
+        let port = port.recv_timeout(patience);
+        if let Ok(Ok(port)) = port {
+            return Driver { child, address: ([127, 0, 0, 1], port).into(), session: None };
+        }
+        let _ = child.kill();
+        let ended = child.wait();
+        match port {
             Err(RecvTimeoutError::Timeout) => panic!("chromedriver did not say it listens within {patience:?}"),
-            Err(RecvTimeoutError::Disconnected) => panic!("chromedriver ended before it listened: {:?}", child.wait()),
-        };
-        Driver { child, address: ([127, 0, 0, 1], port).into(), session: None }
+            Err(RecvTimeoutError::Disconnected) => panic!("chromedriver ended ({ended:?}) before it listened"),
+            Ok(port) => panic!("chromedriver printed a port that is no number: {port:?}"),
+        }
     }
 
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
