@@ -293,8 +293,8 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
             for key in ("preprocess_ms", "cameras_preprocess_ms"):
                 value = median_of([r.get(key) for r in mine])
                 ratio = f" ({value / alone[threads]:.2f}x)" if value and alone.get(threads) else ""
-                cells.append(f"{value:.2f}{ratio}" if value is not None else "error")
-        base = f"{alone[threads]:.2f}" if alone.get(threads) else "-"
+                cells.append(f"{value:.3f}{ratio}" if value is not None else "error")
+        base = f"{alone[threads]:.3f}" if alone.get(threads) else "-"
         print(f"| {threads} | {base} | " + " | ".join(cells) + " |")
 
     print("\nN streams: ONNX Runtime's Python API, N sessions x T threads (inferences/s, median of the rounds),"
@@ -336,7 +336,7 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
                 layout += " overlapping"
             pre = median_of([r.get("cameras_preprocess_ms") for r in mine])
             reference = alone.get(alone_threads(mine[0]))
-            pre_cell = "-" if pre is None else f"{pre:.2f}" + (f" ({pre / reference:.2f}x)" if reference else "")
+            pre_cell = "-" if pre is None else f"{pre:.3f}" + (f" ({pre / reference:.2f}x)" if reference else "")
             outside = median_of([r.get("outside_inference_ms") for r in mine])
             inference = median_of([r.get("cameras_inference_ms") for r in mine])
             cell = f"{layout}, {pre_cell}, " + ("-" if outside is None else f"{outside:.2f}")
