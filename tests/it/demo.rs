@@ -12,7 +12,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,11 @@ use crate::pace::Pace;
 
 /// Lines a stream gave so far, collected by a thread of their own.
 #[derive(Clone, Default)]
-struct Lines(Arc<Mutex<String>>);
+struct Lines {
+    text: Arc<Mutex<String>>,
+    /// The stream ended: every process that held it closed it.
+    ended: Arc<AtomicBool>,
+}
 
 impl Lines {
     fn collect(stream: impl Read + Send + 'static) -> Lines {
@@ -29,61 +34,154 @@ impl Lines {
         let sink = lines.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let mut text = sink.0.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut text = sink.text.lock().unwrap_or_else(PoisonError::into_inner);
                 text.push_str(&line);
                 text.push('\n');
             }
+            sink.ended.store(true, Ordering::Release);
         });
         lines
     }
 
     fn text(&self) -> String {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.text.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
+
+    /// Waits until the stream has ended, at most `wait`.
+    fn wait_for_end(&self, wait: Duration) {
+        let deadline = Instant::now() + wait;
+        while !self.ended.load(Ordering::Acquire) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Starts of the demo on another port when the one the test found free was taken before the
+/// demo's broker bound it.
+const DEMO_STARTS: usize = 5;
+
+/// The demo running in a process group of its own, its daemon up and its subscriber printing.
+struct Demo {
+    child: Child,
+    group: libc::pid_t,
+    port: u16,
+    stdout: Lines,
+    stderr: Lines,
+    _dir: tempfile::TempDir,
+}
+
+impl Demo {
+    /// Starts the demo on a free port and waits for its daemon's `online`. The port is one the
+    /// test found free and released (mosquitto cannot say which port it bound): when another
+    /// listener took it first, the demo says so (its broker did not start, or it found a broker
+    /// already there), and the demo is started again on another port.
+    fn start(wait: Duration) -> Demo {
+        for _ in 0..DEMO_STARTS {
+            let port =
+                TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).expect("a free port");
+            let mut demo = Demo::spawn(port.port());
+            let deadline = Instant::now() + wait;
+            // The main loop handles SIGINT; before it, a start-up ends at once by design.
+            while !(demo.stdout.text().contains("jetson-detectd/demo-sigint/status online")
+                && demo.stderr.text().contains("running:"))
+            {
+                if let Some(status) = demo.child.try_wait().expect("try_wait") {
+                    // Its last words may still be on their way through the pipe.
+                    demo.stderr.wait_for_end(wait);
+                    assert!(demo.port_was_taken(), "the demo ended early ({status})\n{}", demo.describe());
+                }
+                if demo.port_was_taken() {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the demo's daemon did not come up within {wait:?}\n{}",
+                    demo.describe()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if !demo.port_was_taken() {
+                return demo;
+            }
+            eprintln!(
+                "port {} was taken before the demo's broker bound it: starting it again\n{}",
+                demo.port,
+                demo.describe()
+            );
+            demo.stop(wait);
+        }
+        panic!("the demo's broker port was taken at each of {DEMO_STARTS} starts");
+    }
+
+    fn spawn(port: u16) -> Demo {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let samples = sample("dog.jpg").parent().expect("the samples' directory").to_path_buf();
+        let config = TestConfig::new(port, "jetson-detectd/demo-sigint")
+            .camera(
+                "demo",
+                2.0,
+                &format!(
+                    "{{ kind = \"images\", path = {:?}, mode = \"loop\", hold_s = 3.0 }}",
+                    samples.display().to_string()
+                ),
+            )
+            .write(&dir.path().join("demo.toml"));
+        let mut demo = Command::new("bash");
+        demo.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/demo"))
+            .env("DEMO_BINARY", env!("CARGO_BIN_EXE_jetson-detectd"))
+            .env("DEMO_CONFIG", &config)
+            .env("DEMO_MQTT_PORT", port.to_string())
+            .env_remove("DEMO_SECONDS")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A process group of its own, led by the demo: what a terminal gives a foreground job.
+            .process_group(0);
+        let mut child = demo.spawn().expect("start bash .ci/demo");
+        let group = libc::pid_t::try_from(child.id()).expect("pid");
+        let stdout = Lines::collect(child.stdout.take().expect("stdout"));
+        let stderr = Lines::collect(child.stderr.take().expect("stderr"));
+        Demo { child, group, port, stdout, stderr, _dir: dir }
+    }
+
+    /// Whether another listener had the port: the demo's broker could not bind it, or the demo
+    /// found something listening there and took it for a broker.
+    fn port_was_taken(&self) -> bool {
+        self.stderr.text().contains("demo: mosquitto did not start")
+            || self.stdout.text().contains("demo: using the broker already listening")
+    }
+
+    /// Ends the demo as Ctrl-C does (its exit trap ends the subscriber and the broker it started,
+    /// which have sessions of their own), by SIGKILL to its group if it is still there after `wait`.
+    fn stop(mut self, wait: Duration) {
+        // SAFETY: kill has no memory-safety preconditions; the group is the demo's, led by our child.
+        unsafe { libc::kill(-self.group, libc::SIGINT) };
+        let deadline = Instant::now() + wait;
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(-self.group, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+
+    fn describe(&self) -> String {
+        printed(&self.stdout, &self.stderr)
+    }
+}
+
+/// What the demo printed, for a failure's message.
+fn printed(stdout: &Lines, stderr: &Lines) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", stdout.text(), stderr.text())
 }
 
 #[test]
 fn ctrl_c_to_the_demos_process_group_ends_with_offline_printed_and_nothing_left_running() {
-    let port = TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).expect("a free port").port();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let samples = sample("dog.jpg").parent().expect("the samples' directory").to_path_buf();
-    let config = TestConfig::new(port, "jetson-detectd/demo-sigint")
-        .camera(
-            "demo",
-            2.0,
-            &format!(
-                "{{ kind = \"images\", path = {:?}, mode = \"loop\", hold_s = 3.0 }}",
-                samples.display().to_string()
-            ),
-        )
-        .write(&dir.path().join("demo.toml"));
-    let mut demo = Command::new("bash");
-    demo.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/demo"))
-        .env("DEMO_BINARY", env!("CARGO_BIN_EXE_jetson-detectd"))
-        .env("DEMO_CONFIG", &config)
-        .env("DEMO_MQTT_PORT", port.to_string())
-        .env_remove("DEMO_SECONDS")
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("WATCHDOG_USEC")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // A process group of its own, led by the demo: what a terminal gives a foreground job.
-        .process_group(0);
-    let mut child = demo.spawn().expect("start bash .ci/demo");
-    let group = libc::pid_t::try_from(child.id()).expect("pid");
-    let stdout = Lines::collect(child.stdout.take().expect("stdout"));
-    let stderr = Lines::collect(child.stderr.take().expect("stderr"));
-    let describe = || format!("stdout:\n{}\nstderr:\n{}", stdout.text(), stderr.text());
-
     let wait = Pace::measured().daemon_wait();
-    let deadline = Instant::now() + wait;
-    // The main loop handles SIGINT; before it, a start-up ends at once by design.
-    while !(stdout.text().contains("jetson-detectd/demo-sigint/status online") && stderr.text().contains("running:")) {
-        assert!(child.try_wait().expect("try_wait").is_none(), "the demo ended early\n{}", describe());
-        assert!(Instant::now() < deadline, "the demo's daemon did not come up within {wait:?}\n{}", describe());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let Demo { mut child, group, port, stdout, stderr, _dir } = Demo::start(wait);
+    let describe = || printed(&stdout, &stderr);
 
     // SAFETY: kill has no memory-safety preconditions; the group is the demo's, led by our child.
     assert_eq!(unsafe { libc::kill(-group, libc::SIGINT) }, 0, "kill: {}", std::io::Error::last_os_error());

@@ -25,6 +25,21 @@ use crate::pace::Pace;
 /// The client id Home Assistant's own page uses for its first login (any URL of the instance).
 const CLIENT_ID_PATH: &str = "/";
 
+/// Starts of Home Assistant on another port when the one the test found free was taken before
+/// Home Assistant bound it.
+const HASS_STARTS: usize = 5;
+
+/// What Home Assistant's HTTP server logs once it started (at INFO), and before that when it could
+/// not bind its port (an error, after which it runs on without one).
+/// (Home Assistant 2025.4.4, the version `.ci/homeassistant.sh` pins.)
+const HTTP_STARTED: &str = "Now listening on port";
+const HTTP_FAILED: &str = "Failed to create HTTP server at port";
+
+/// A loopback address whose port was free a moment ago.
+fn free_address() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).expect("a free port")
+}
+
 /// The `hass` program of the test venv: `JETSON_DETECTD_HASS`, else `.ci/homeassistant.sh`'s
 /// place in the target directory of this test binary. `None` (said on stderr) when neither exists.
 pub fn installed_hass() -> Option<PathBuf> {
@@ -50,7 +65,7 @@ pub struct HomeAssistant {
     address: SocketAddr,
     child: Option<Child>,
     token: String,
-    /// The log of every earlier run of this instance (each start rotates the file).
+    /// The log of every earlier run of this instance (each start begins a new file).
     earlier_logs: String,
 }
 
@@ -59,34 +74,65 @@ impl HomeAssistant {
     /// `broker`, as a user does on the onboarding page and under Settings → Devices → Add MQTT.
     pub fn start(hass: &Path, broker: &Broker) -> HomeAssistant {
         let dir = tempfile::tempdir().expect("temp dir");
-        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-        let address = SocketAddr::from(([127, 0, 0, 1], port));
-        // Location and units given, so that onboarding needs no network look-up; `api`, `config`
-        // and `onboarding` are what its page talks to.
-        std::fs::write(
-            dir.path().join("configuration.yaml"),
-            format!(
-                "homeassistant:\n  name: test\n  latitude: 52.5\n  longitude: 13.4\n  elevation: 0\n  \
-                 unit_system: metric\n  time_zone: UTC\n  currency: EUR\n  country: DE\n\
-                 http:\n  server_host: 127.0.0.1\n  server_port: {port}\n\
-                 api:\nconfig:\nonboarding:\n\
-                 logger:\n  default: warning\n  logs:\n    homeassistant.components.mqtt: info\n"
-            ),
-        )
-        .expect("write configuration.yaml");
         let mut home = HomeAssistant {
             hass: hass.to_path_buf(),
             dir,
-            address,
+            address: free_address(),
             child: None,
             token: String::new(),
             earlier_logs: String::new(),
         };
-        home.spawn();
-        home.wait_until("Home Assistant's onboarding API", |home| home.get_status("/api/onboarding") == Some(200));
+        home.spawn_until("Home Assistant's onboarding API", |home| home.get_status("/api/onboarding") == Some(200));
         home.token = home.onboard();
         home.set_up_mqtt(broker);
         home
+    }
+
+    /// Starts Home Assistant and waits until `ready`. Its port is one the test found free and
+    /// released (Home Assistant cannot pick one and say which): when another listener took it
+    /// first, Home Assistant logs that its HTTP server failed and runs on without one, so it is
+    /// stopped and started again on another port.
+    fn spawn_until(&mut self, what: &str, ready: impl Fn(&HomeAssistant) -> bool) {
+        for _ in 0..HASS_STARTS {
+            self.set_log_aside();
+            self.write_configuration();
+            self.spawn();
+            // Its HTTP server says it listens even when it failed, after saying so.
+            self.wait_until(&format!("{what}: its HTTP server"), |home| home.current_log().contains(HTTP_STARTED));
+            if !self.current_log().contains(HTTP_FAILED) {
+                self.wait_until(what, ready);
+                return;
+            }
+            eprintln!("Home Assistant's port {} was taken before it bound it: starting it again", self.address.port());
+            self.stop();
+            self.address = free_address();
+        }
+        panic!("Home Assistant's port was taken at each of {HASS_STARTS} starts; its log:\n{}", self.log());
+    }
+
+    /// Its configuration: the current port; location and units given, so that onboarding needs no
+    /// network look-up; `api`, `config` and `onboarding` are what its page talks to.
+    fn write_configuration(&self) {
+        std::fs::write(
+            self.dir.path().join("configuration.yaml"),
+            format!(
+                "homeassistant:\n  name: test\n  latitude: 52.5\n  longitude: 13.4\n  elevation: 0\n  \
+                 unit_system: metric\n  time_zone: UTC\n  currency: EUR\n  country: DE\n\
+                 http:\n  server_host: 127.0.0.1\n  server_port: {}\n\
+                 api:\nconfig:\nonboarding:\n\
+                 logger:\n  default: warning\n  logs:\n    homeassistant.components.mqtt: info\n    \
+                 homeassistant.components.http: info\n",
+                self.address.port()
+            ),
+        )
+        .expect("write configuration.yaml");
+    }
+
+    /// Keeps the last run's log and removes its file, so that the next run's is its own from the
+    /// start.
+    fn set_log_aside(&mut self) {
+        self.earlier_logs += &self.current_log();
+        let _ = std::fs::remove_file(self.log_path());
     }
 
     fn spawn(&mut self) {
@@ -103,12 +149,11 @@ impl HomeAssistant {
     }
 
     /// Stops Home Assistant (SIGTERM, as systemd or `ha core restart` do) and starts it again with
-    /// the same configuration: its MQTT integration reconnects and sends its birth message.
+    /// the same configuration (on another port only if its own was taken meanwhile): its MQTT
+    /// integration reconnects and sends its birth message.
     pub fn restart(&mut self) {
         self.stop();
-        self.earlier_logs += &self.current_log();
-        self.spawn();
-        self.wait_until("Home Assistant's API after the restart", |home| home.get_status("/api/") == Some(200));
+        self.spawn_until("Home Assistant's API after the restart", |home| home.get_status("/api/") == Some(200));
     }
 
     fn stop(&mut self) {
@@ -207,11 +252,16 @@ impl HomeAssistant {
         states.into_iter().map(|state| (state["entity_id"].as_str().unwrap_or_default().to_string(), state)).collect()
     }
 
-    fn current_log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("home-assistant.log")).unwrap_or_default()
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("home-assistant.log")
     }
 
-    /// Everything Home Assistant logged (at warning and above), every run of this instance.
+    fn current_log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Everything Home Assistant logged (warnings and above; its MQTT and HTTP integrations' INFO
+    /// lines too), every run of this instance.
     pub fn log(&self) -> String {
         self.earlier_logs.clone() + &self.current_log()
     }
