@@ -11,15 +11,14 @@
 //! host tool, and the page's bytes are the same on every architecture.
 //! `JETSON_DETECTD_SCREENSHOT=FILE` saves a PNG of the page after the zone is saved.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::announced::announced;
 use crate::broker::{Broker, Subscriber};
 use crate::daemon::{sample_source, RunningDaemon, TestConfig};
 use crate::http::request;
@@ -54,27 +53,10 @@ impl Driver {
             .spawn()
             .expect("start chromedriver");
         let stdout = child.stdout.take().expect("chromedriver's stdout");
-        let (port_sender, port) = std::sync::mpsc::channel();
-        // Reads to the end, so that chromedriver never blocks on a full pipe.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(port) = line.split("started successfully on port ").nth(1) {
-                    let _ = port_sender.send(port.trim_end_matches('.').trim().parse::<u16>());
-                }
-            }
+        let port = announced(&mut child, "chromedriver", stdout, "started successfully on port ", |rest| {
+            rest.trim_end_matches('.').trim().parse::<u16>().ok()
         });
-        let patience = Pace::measured().daemon_wait();
-        let port = port.recv_timeout(patience);
-        if let Ok(Ok(port)) = port {
-            return Driver { child, address: ([127, 0, 0, 1], port).into(), session: None };
-        }
-        let _ = child.kill();
-        let ended = child.wait();
-        match port {
-            Err(RecvTimeoutError::Timeout) => panic!("chromedriver did not say it listens within {patience:?}"),
-            Err(RecvTimeoutError::Disconnected) => panic!("chromedriver ended ({ended:?}) before it listened"),
-            Ok(port) => panic!("chromedriver printed a port that is no number: {port:?}"),
-        }
+        Driver { child, address: ([127, 0, 0, 1], port).into(), session: None }
     }
 
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {

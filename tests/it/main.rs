@@ -1,6 +1,7 @@
 //! Black-box tests against real parts: the bundled model and images, a real mosquitto broker,
 //! real files and sockets. One test binary (modules below) keeps link time and CI time down.
 
+mod announced;
 mod arch;
 mod bounded;
 mod broker;

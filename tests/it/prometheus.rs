@@ -11,11 +11,11 @@
 //! package and checks that both are there, so CI cannot skip it). Waits are failure guards ([`Pace`]).
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::announced::announced;
 use crate::broker::Broker;
 use crate::daemon::{sample_source, RunningDaemon, TestConfig};
 use crate::http::{http_address, request};
@@ -44,25 +44,20 @@ fn promtool_check(text: &str) -> (bool, String) {
     (output.status.success(), said)
 }
 
-/// A Prometheus server on a free loopback port, scraping one target every `interval` (which is also
-/// the scrape's timeout); killed on drop.
+/// A Prometheus server on a loopback port of its choosing, scraping one target every `interval`
+/// (which is also the scrape's timeout); killed on drop.
 struct PrometheusServer {
     child: Child,
     address: SocketAddr,
-    starts: u32,
-    dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
 }
-
-/// Starts of Prometheus before a test gives up: each start takes a free port the test found and
-/// released, which another test's listener can take before Prometheus binds it (Prometheus then
-/// exits at once).
-const PROMETHEUS_STARTS: u32 = 5;
 
 impl PrometheusServer {
     fn scraping(target: SocketAddr, interval: Duration) -> PrometheusServer {
         let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("prometheus.yml");
         std::fs::write(
-            dir.path().join("prometheus.yml"),
+            &config,
             format!(
                 "global:\n  scrape_interval: {ms}ms\n  scrape_timeout: {ms}ms\nscrape_configs:\n  - job_name: jetson\n    \
                  static_configs:\n      - targets: [\"{target}\"]\n",
@@ -70,37 +65,23 @@ impl PrometheusServer {
             ),
         )
         .expect("write prometheus.yml");
-        let (child, address) = Self::launch(dir.path(), 0);
-        PrometheusServer { child, address, starts: 1, dir }
-    }
-
-    /// Prometheus on a free port, with a data directory of its own for start `start`.
-    fn launch(dir: &Path, start: u32) -> (Child, SocketAddr) {
-        let address = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join(format!("data-{start}")).display()))
-            .arg(format!("--web.listen-address={address}"))
+        let mut child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg("--web.listen-address=127.0.0.1:0")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start prometheus");
-        (child, address)
+        let stderr = child.stderr.take().expect("prometheus's stderr");
+        let address = announced(&mut child, "prometheus", stderr, "msg=\"Listening on\" address=", |rest| {
+            rest.trim().parse::<SocketAddr>().ok()
+        });
+        PrometheusServer { child, address, _dir: dir }
     }
 
-    /// A JSON answer of the HTTP API, or `None` while the server is not up. A server that ended
-    /// (its port was taken) is started again on another port.
-    fn api(&mut self, path: &str) -> Option<serde_json::Value> {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            assert!(
-                self.starts < PROMETHEUS_STARTS,
-                "prometheus ended ({status}) after each of {} starts",
-                self.starts
-            );
-            (self.child, self.address) = Self::launch(self.dir.path(), self.starts);
-            self.starts += 1;
-            return None;
-        }
+    /// A JSON answer of the HTTP API, or `None` while the server is not up.
+    fn api(&self, path: &str) -> Option<serde_json::Value> {
         std::net::TcpStream::connect(self.address).ok()?;
         let answer = request(self.address, "GET", path, &[], &[]);
         (answer.status == 200).then(|| answer.json())
@@ -164,7 +145,7 @@ fn promtool_and_a_prometheus_server_read_metrics_in_both_formats() {
         slowest = slowest.max(started.elapsed());
     }
     let interval = (slowest * 10).max(Duration::from_secs(1));
-    let mut prometheus = PrometheusServer::scraping(address, interval);
+    let prometheus = PrometheusServer::scraping(address, interval);
     let mut target = serde_json::Value::Null;
     daemon.wait_until("Prometheus to scrape the daemon in time", || {
         target = prometheus.api("/api/v1/targets").map(|t| t["data"]["activeTargets"][0].clone()).unwrap_or_default();
