@@ -212,6 +212,19 @@ mod tests {
     }
 
     #[test]
+    fn a_release_measures_the_gap_since_the_inference_ended() {
+        let mut standby = StandBy::new();
+        standby.release();
+        assert_eq!(standby.gap, None, "no inference has ended yet");
+        let before = Instant::now();
+        standby.inference_ended();
+        standby.release();
+        let at_most = before.elapsed();
+        let gap = standby.gap.expect("a gap after the inference ended");
+        assert!(gap <= at_most, "{gap:?} is longer than {at_most:?} between the two calls");
+    }
+
+    #[test]
     fn a_frame_preprocessed_without_the_pool_arms_nothing() {
         let pool = pool(2);
         let mut standby = back_to_back(Duration::from_millis(1));
