@@ -26,7 +26,9 @@ time), in `bench`'s one-frame stages and in `bench --cameras 1` (one camera, bet
 the daemon runs them), and in each cameras run the workers' preprocessing per frame against the same preprocessing alone on
 the threads it has there (one for an overlapping worker, which preprocesses beside an inference;
 else the worker's share).
-Prints one table per question; --json writes every run. --daemon NAME=PATH names a binary (repeat it
+Prints one table per question (the N-stream ratios also round by round: each round's frames/s over
+that round's best N-session rate, steadier than a ratio of two medians on a host whose speed moves
+between rounds); --json writes every run. --daemon NAME=PATH names a binary (repeat it
 to compare builds: "before" and "after" of a change); the median of every run's `preprocess_alone` at
 T threads (all binaries: it is the same code) is the uncontended time preprocessing on T threads is
 held against.
@@ -317,6 +319,28 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
             daemon_cells.append(f"{fps:.0f} ({fps / best:.2f})" if fps and best else "error")
         best_cell = f"{n}x{best_threads}: {best:.0f}" if best else "-"
         print(f"| {n} | " + " | ".join(cells) + f" | {best_cell} | " + " | ".join(daemon_cells) + " |")
+
+    # The host's speed moves between rounds (the same code's rates spread by 10 % and more), so a
+    # ratio of two medians can pair a fast round of one side with a slow round of the other; each
+    # round's ratio to the best N-session rate of that same round is steadier.
+    print("\nN streams, round by round: each daemon's frames/s over the best ONNX Runtime rate of the same round"
+          " (N sessions x any T); median of the rounds [each round's ratio, in round order]")
+    print("| N | " + " | ".join(f"{name}: median [rounds]" for name in names) + " |")
+    print("|---|" + "---|" * len(names))
+    for n in streams:
+        cells = []
+        for name in names:
+            ratios = []
+            for round_index in range(args.rounds):
+                best = max((r["rate"] for r in runs if r["kind"] == "python" and r["sessions"] == n
+                            and r["round"] == round_index and r.get("rate")), default=None)
+                fps = next((r.get("fps_total") for r in runs if r["kind"] == "cameras" and r["daemon"] == name
+                            and r["cameras"] == n and r["round"] == round_index), None)
+                if best and fps:
+                    ratios.append(fps / best)
+            cells.append(f"{statistics.median(ratios):.2f} [" + " ".join(f"{x:.2f}" for x in ratios) + "]"
+                         if ratios else "error")
+        print(f"| {n} | " + " | ".join(cells) + " |")
 
     print("\nbench --cameras N, default settings: workers x threads, preprocessing per frame (median ms, ratio to"
           " alone on the threads it ran on: 1 for overlapping workers, else the worker's share), outside inference per frame (median ms), and inference per frame"
