@@ -375,16 +375,20 @@ def one_camera_main(args, daemons, version, library, inputs, work):
     preprocessing with inference pay at this T?). Interleaved rounds, medians."""
     thread_counts = [int(t) for t in args.one_camera.split(",") if t]
     runs = []
+
+    def record(entry):
+        runs.append(entry)
+        print(json.dumps(entry), file=sys.stderr, flush=True)
+
     for round_index in range(args.rounds):
         for threads in thread_counts:
             result = python_streams(inputs, 1, threads, args)
-            runs.append({"kind": "python", "threads": threads, "round": round_index, **result})
+            record({"kind": "python", "threads": threads, "round": round_index, **result})
             order = daemons if round_index % 2 == 0 else daemons[::-1]
             for name, daemon in order:
                 config = streams_config(work, library, threads=threads, workers=1)
                 report = daemon_bench(daemon, config, args, cameras=1, iterations=args.camera_frames)
-                runs.append({"kind": "cameras", "daemon": name, "threads": threads, "round": round_index, **report})
-            print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+                record({"kind": "cameras", "daemon": name, "threads": threads, "round": round_index, **report})
 
     def median_of(values):
         values = [v for v in values if v is not None]
