@@ -222,6 +222,18 @@ def streams_config(work, library, threads=None, workers=None):
     return path
 
 
+def record(runs, entry):
+    """Keeps one run and prints it at once, so a run cut short still leaves every run it made."""
+    runs.append(entry)
+    print(json.dumps(entry), file=sys.stderr, flush=True)
+
+
+def median_of(values):
+    """The median of the values a run gave (None where it gave none), None if there are none."""
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
 def streams_main(args, daemons, library, version, inputs, input_name, work):
     cores = args.cores or os.cpu_count()
     streams = [int(n) for n in args.streams.split(",") if n]
@@ -230,10 +242,6 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
     columns = sorted({t for counts in stream_threads.values() for t in counts})
     runs = []
 
-    def record(entry):
-        runs.append(entry)
-        print(json.dumps(entry), file=sys.stderr, flush=True)
-
     for round_index in range(args.rounds):
         for threads in thread_counts:
             for name, daemon in daemons:
@@ -241,24 +249,20 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
                     continue
                 config = streams_config(work, library, threads=threads, workers=1)
                 report = daemon_bench(daemon, config, args, cameras=1, iterations=args.preprocess_iters)
-                record({"kind": "preprocess", "daemon": name, "threads": threads, "round": round_index, **report})
+                record(runs, {"kind": "preprocess", "daemon": name, "threads": threads, "round": round_index, **report})
         for n in streams:
             jobs = [("python", t) for t in stream_threads[n]] + [("daemon", d) for d in daemons]
             shift = round_index % len(jobs)
             for kind, what in jobs[shift:] + jobs[:shift]:
                 if kind == "python":
                     result = python_streams(inputs, n, what, args)
-                    record({"kind": "python", "sessions": n, "threads": what, "round": round_index, **result})
+                    record(runs, {"kind": "python", "sessions": n, "threads": what, "round": round_index, **result})
                 else:
                     name, daemon = what
                     iterations = max(args.camera_iters_min, args.camera_frames // n)
                     report = daemon_bench(daemon, streams_config(work, library), args, cameras=n,
                                           iterations=iterations)
-                    record({"kind": "cameras", "daemon": name, "cameras": n, "round": round_index, **report})
-
-    def median_of(values):
-        values = [v for v in values if v is not None]
-        return statistics.median(values) if values else None
+                    record(runs, {"kind": "cameras", "daemon": name, "cameras": n, "round": round_index, **report})
 
     names = [name for name, _ in daemons]
     print(f"\nSSD MobileNet v2 300x300 u8, ONNX Runtime {version} from {library}; python input {input_name};"
@@ -376,23 +380,15 @@ def one_camera_main(args, daemons, version, library, inputs, work):
     thread_counts = [int(t) for t in args.one_camera.split(",") if t]
     runs = []
 
-    def record(entry):
-        runs.append(entry)
-        print(json.dumps(entry), file=sys.stderr, flush=True)
-
     for round_index in range(args.rounds):
         for threads in thread_counts:
             result = python_streams(inputs, 1, threads, args)
-            record({"kind": "python", "threads": threads, "round": round_index, **result})
+            record(runs, {"kind": "python", "threads": threads, "round": round_index, **result})
             order = daemons if round_index % 2 == 0 else daemons[::-1]
             for name, daemon in order:
                 config = streams_config(work, library, threads=threads, workers=1)
                 report = daemon_bench(daemon, config, args, cameras=1, iterations=args.camera_frames)
-                record({"kind": "cameras", "daemon": name, "threads": threads, "round": round_index, **report})
-
-    def median_of(values):
-        values = [v for v in values if v is not None]
-        return statistics.median(values) if values else None
+                record(runs, {"kind": "cameras", "daemon": name, "threads": threads, "round": round_index, **report})
 
     names = [name for name, _ in daemons]
     print(f"\nOne camera, one worker at cpu_threads = T; ONNX Runtime {version}; {args.rounds} rounds (medians):"
