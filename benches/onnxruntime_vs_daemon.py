@@ -26,7 +26,7 @@ time), in `bench`'s one-frame stages and in `bench --cameras 1` (one camera, bet
 the daemon runs them), and in each cameras run the workers' preprocessing per frame against the same preprocessing alone on
 the threads it has there (one for an overlapping worker, which preprocesses beside an inference;
 else the worker's share).
-Prints one table per question (the N-stream ratios also round by round: each round's frames/s over
+Prints one table per question (the ratios also round by round: each round's frames/s over
 that round's best N-session rate, steadier than a ratio of two medians on a host whose speed moves
 between rounds); --json writes every run. --daemon NAME=PATH names a binary (repeat it
 to compare builds: "before" and "after" of a change); the median of every run's `preprocess_alone` at
@@ -234,6 +234,38 @@ def median_of(values):
     return statistics.median(values) if values else None
 
 
+def round_ratios(runs, rounds, python, daemon):
+    """Each round's ratio of a daemon's frames/s (its `cameras` run that `daemon` picks) to the best
+    rate of that same round's ONNX Runtime runs that `python` picks. The host's speed moves between
+    rounds (the same code's rates spread by 10 % and more), so a ratio of two medians can pair a fast
+    round of one side with a slow round of the other; a ratio within one round cannot."""
+    ratios = []
+    for round_index in range(rounds):
+        best = max((r["rate"] for r in runs if r["kind"] == "python" and r["round"] == round_index
+                    and r.get("rate") and python(r)), default=None)
+        fps = next((r.get("fps_total") for r in runs if r["kind"] == "cameras" and r["round"] == round_index
+                    and daemon(r)), None)
+        if best and fps:
+            ratios.append(fps / best)
+    return ratios
+
+
+def print_round_table(title, label, rows, names, ratios_of):
+    """Prints `title` and a table of round-by-round ratios, a row per value of `rows` (headed `label`)
+    and a column per daemon name: `median [each round's ratio, in round order]` of
+    `ratios_of(row, name)`, or `error` where no round gave one."""
+    print(title)
+    print(f"| {label} | " + " | ".join(f"{name}: median [rounds]" for name in names) + " |")
+    print("|---|" + "---|" * len(names))
+    for row in rows:
+        cells = []
+        for name in names:
+            ratios = ratios_of(row, name)
+            cells.append(f"{statistics.median(ratios):.2f} [" + " ".join(f"{x:.2f}" for x in ratios) + "]"
+                         if ratios else "error")
+        print(f"| {row} | " + " | ".join(cells) + " |")
+
+
 def streams_main(args, daemons, library, version, inputs, input_name, work):
     cores = args.cores or os.cpu_count()
     streams = [int(n) for n in args.streams.split(",") if n]
@@ -324,27 +356,11 @@ def streams_main(args, daemons, library, version, inputs, input_name, work):
         best_cell = f"{n}x{best_threads}: {best:.0f}" if best else "-"
         print(f"| {n} | " + " | ".join(cells) + f" | {best_cell} | " + " | ".join(daemon_cells) + " |")
 
-    # The host's speed moves between rounds (the same code's rates spread by 10 % and more), so a
-    # ratio of two medians can pair a fast round of one side with a slow round of the other; each
-    # round's ratio to the best N-session rate of that same round is steadier.
-    print("\nN streams, round by round: each daemon's frames/s over the best ONNX Runtime rate of the same round"
-          " (N sessions x any T); median of the rounds [each round's ratio, in round order]")
-    print("| N | " + " | ".join(f"{name}: median [rounds]" for name in names) + " |")
-    print("|---|" + "---|" * len(names))
-    for n in streams:
-        cells = []
-        for name in names:
-            ratios = []
-            for round_index in range(args.rounds):
-                best = max((r["rate"] for r in runs if r["kind"] == "python" and r["sessions"] == n
-                            and r["round"] == round_index and r.get("rate")), default=None)
-                fps = next((r.get("fps_total") for r in runs if r["kind"] == "cameras" and r["daemon"] == name
-                            and r["cameras"] == n and r["round"] == round_index), None)
-                if best and fps:
-                    ratios.append(fps / best)
-            cells.append(f"{statistics.median(ratios):.2f} [" + " ".join(f"{x:.2f}" for x in ratios) + "]"
-                         if ratios else "error")
-        print(f"| {n} | " + " | ".join(cells) + " |")
+    print_round_table(
+        "\nN streams, round by round: each daemon's frames/s over the best ONNX Runtime rate of the same round"
+        " (N sessions x any T); median of the rounds [each round's ratio, in round order]", "N", streams, names,
+        lambda n, name: round_ratios(runs, args.rounds, lambda r: r["sessions"] == n,
+                                     lambda r: r["daemon"] == name and r["cameras"] == n))
 
     print("\nbench --cameras N, default settings: workers x threads, preprocessing per frame (median ms, ratio to"
           " alone on the threads it ran on: 1 for overlapping workers, else the worker's share), outside inference per frame (median ms), and inference per frame"
@@ -379,7 +395,6 @@ def one_camera_main(args, daemons, version, library, inputs, work):
     preprocessing with inference pay at this T?). Interleaved rounds, medians."""
     thread_counts = [int(t) for t in args.one_camera.split(",") if t]
     runs = []
-
     for round_index in range(args.rounds):
         for threads in thread_counts:
             result = python_streams(inputs, 1, threads, args)
@@ -410,6 +425,13 @@ def one_camera_main(args, daemons, version, library, inputs, work):
             cells.append(f"{fps:.0f}, {inference:.2f}, {pre:.2f}, {between_cell}" if fps and inference and pre
                          else "error")
         print(f"| {threads} | {rate:.0f} | " + " | ".join(cells) + " |")
+
+    print_round_table(
+        "\nOne camera, round by round: each daemon's frames/s at cpu_threads = T over the best 1-session rate"
+        " ONNX Runtime reached in the same round (any T run); median of the rounds [each round's ratio, in round"
+        " order]", "T", thread_counts, names,
+        lambda threads, name: round_ratios(runs, args.rounds, lambda r: True,
+                                           lambda r: r["daemon"] == name and r["threads"] == threads))
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1))
 
