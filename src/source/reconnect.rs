@@ -123,10 +123,16 @@ impl<L> Connection<L> {
     /// A good frame arrived: the camera is streaming, and the next failure starts the backoff
     /// from its first step.
     pub fn frame_arrived(&mut self) {
-        self.backoff.reset();
         if !self.status.is_streaming() {
+            // Only a frame proves the camera is back: an RTSP server that refuses the login
+            // accepts the session first, so a link that comes up is no recovery yet.
+            let failures = self.backoff.failures();
+            if failures > 0 {
+                log::info!("{}: streaming again after {failures} failed attempts", self.description);
+            }
             self.status.set(SourceState::Streaming);
         }
+        self.backoff.reset();
     }
 
     /// A handle telemetry can keep and read from any thread.
@@ -142,9 +148,6 @@ impl<L> Connection<L> {
     /// The link is up; the camera is `connecting` until its first frame arrives
     /// ([`Connection::frame_arrived`]): an RTSP server can accept a session and then send nothing.
     fn up(&mut self, link: L) {
-        if self.backoff.failures() > 0 {
-            log::info!("{}: connected again after {} failed attempts", self.description, self.backoff.failures());
-        }
         self.link = Link::Up(link);
         self.status.set(SourceState::Connecting { attempt: self.backoff.failures() });
     }

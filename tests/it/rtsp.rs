@@ -492,6 +492,9 @@ fn a_wrong_password_is_an_error_naming_the_camera_and_is_retried() {
         },
     );
     assert!(daemon.is_running(), "a wrong password must not stop the daemon; log:\n{}", daemon.log());
+    // The server sets up each session before it refuses the login: that is no recovery.
+    let log = daemon.log();
+    assert!(!log.contains("again after"), "a camera that never delivered a frame is not said to be back; log:\n{log}");
     daemon.signal(libc::SIGTERM);
     assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
 }
@@ -587,6 +590,11 @@ fn an_rtsp_camera_offline_longer_than_the_watchdog_keeps_the_daemon_alive_and_co
     });
     let notifications = systemd.poll().to_vec();
     assert!(position(&notifications, "READY=1").is_some(), "{notifications:?}");
+    assert!(
+        daemon.log().lines().any(|line| line.contains("camera gate") && line.contains("streaming again after")),
+        "the return is logged once frames flow again; log:\n{}",
+        daemon.log()
+    );
     daemon.signal(libc::SIGTERM);
     assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
 }
