@@ -2,8 +2,9 @@
 //!
 //! Owns: content negotiation on the `Accept` header, and the classic Prometheus text format
 //! (version 0.0.4) made from the OpenMetrics text that [`super::metrics`] encodes. Prometheus asks
-//! for OpenMetrics first; older scrapers, `promtool check metrics` and many agents read only the
-//! classic format and ask for `text/plain`. The two differ, for the metrics this daemon exports
+//! for OpenMetrics by name; older scrapers, `promtool check metrics` and many agents read only the
+//! classic format, and `curl` asks for `*/*`: so OpenMetrics goes only to a client that names it
+//! (and does not prefer `text/plain`), the classic format to every other. The two differ, for the metrics this daemon exports
 //! (no exemplars, no `_created`, no info or state-set families), only in three ways: OpenMetrics
 //! names a counter's family without the `_total` its sample carries (the classic format names both
 //! with it), has `# UNIT` lines and ends with `# EOF`. Must not: decide metric names or values.
@@ -22,11 +23,12 @@ pub enum Format {
 }
 
 impl Format {
-    /// What an `Accept` header asks for: the classic format when the scraper prefers `text/plain`
-    /// (quality above every OpenMetrics entry it names, or OpenMetrics not named at all), OpenMetrics
-    /// otherwise — also without a header, for `*/*`, and for media types neither format is.
+    /// What an `Accept` header asks for: OpenMetrics when the client names
+    /// `application/openmetrics-text` (with a quality above 0) and does not rate `text/plain`
+    /// higher; the classic format otherwise — also without a header, for `*/*`, and for media types
+    /// neither format is.
     pub fn negotiate(accept: Option<&str>) -> Format {
-        let Some(accept) = accept else { return Format::OpenMetrics };
+        let Some(accept) = accept else { return Format::Classic };
         let mut best_openmetrics: Option<f32> = None;
         let mut best_classic: Option<f32> = None;
         for entry in accept.split(',') {
@@ -56,8 +58,8 @@ impl Format {
         }
         match (best_classic, best_openmetrics) {
             (Some(classic), Some(openmetrics)) if classic > openmetrics => Format::Classic,
-            (Some(_), None) => Format::Classic,
-            _ => Format::OpenMetrics,
+            (_, Some(_)) => Format::OpenMetrics,
+            (_, None) => Format::Classic,
         }
     }
 
@@ -99,26 +101,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prometheus_and_clients_without_preference_get_openmetrics() {
+    fn only_a_client_that_names_openmetrics_gets_it() {
         let prometheus =
             "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,\
                           text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-        for accept in [Some(prometheus), None, Some("*/*"), Some("application/json"), Some("text/plain;version=1.0.0")]
-        {
-            assert_eq!(Format::negotiate(accept), Format::OpenMetrics, "{accept:?}");
+        for accept in [prometheus, "application/openmetrics-text", "application/openmetrics-text, text/plain"] {
+            assert_eq!(Format::negotiate(Some(accept)), Format::OpenMetrics, "{accept}");
         }
     }
 
     #[test]
-    fn scrapers_that_prefer_the_text_format_get_the_classic_one() {
+    fn curl_promtool_and_scrapers_that_prefer_the_text_format_get_the_classic_one() {
         for accept in [
-            "text/plain;version=0.0.4",
-            "text/plain",
-            "Text/Plain; Version=0.0.4; charset=utf-8",
-            "application/openmetrics-text;q=0.3, text/plain;version=0.0.4;q=0.9",
-            "text/plain;version=0.0.4;q=0.5, application/openmetrics-text;q=0",
+            None,
+            Some("*/*"),
+            Some("application/json"),
+            Some("text/plain;version=1.0.0"),
+            Some("text/plain;version=0.0.4"),
+            Some("text/plain"),
+            Some("Text/Plain; Version=0.0.4; charset=utf-8"),
+            Some("application/openmetrics-text;q=0.3, text/plain;version=0.0.4;q=0.9"),
+            Some("text/plain;version=0.0.4;q=0.5, application/openmetrics-text;q=0"),
         ] {
-            assert_eq!(Format::negotiate(Some(accept)), Format::Classic, "{accept}");
+            assert_eq!(Format::negotiate(accept), Format::Classic, "{accept:?}");
         }
     }
 

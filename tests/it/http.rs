@@ -379,7 +379,7 @@ fn the_page_the_api_and_metrics_show_every_camera() {
 
     let mut samples = Vec::new();
     fixture.daemon.wait_until("metrics with frames of both cameras", || {
-        let answer = request(address, "GET", "/metrics", &[], &[]);
+        let answer = request(address, "GET", "/metrics", &[("Accept", "application/openmetrics-text")], &[]);
         assert_eq!(answer.status, 200);
         assert!(answer.header("content-type").is_some_and(|t| t.starts_with("application/openmetrics-text")));
         samples = parse_openmetrics(&answer.text());

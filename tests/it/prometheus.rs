@@ -1,7 +1,7 @@
 //! `/metrics` read by Prometheus' own tools (Debian's `prometheus` package), against the real
-//! daemon: `promtool check metrics` lints the classic text format that a scraper asking for
-//! `text/plain;version=0.0.4` gets, and a real Prometheus server scrapes the OpenMetrics answer it
-//! asks for by default, with its strict OpenMetrics parser, and stores the samples.
+//! daemon: `promtool check metrics` lints the classic text format that `curl` (`*/*`) and a scraper
+//! asking for `text/plain;version=0.0.4` get, and a real Prometheus server scrapes the OpenMetrics
+//! answer it asks for by name, with its strict OpenMetrics parser, and stores the samples.
 //!
 //! promtool's linter reads only the classic format: on OpenMetrics it cannot pair a counter's
 //! family (`x`) with its sample (`x_total`) and reports "no help text" for every counter. So the
@@ -116,12 +116,20 @@ fn promtool_and_a_prometheus_server_read_metrics_in_both_formats() {
         })
     });
 
-    let classic = request(address, "GET", "/metrics", &[("Accept", "text/plain;version=0.0.4")], &[]);
-    assert_eq!(classic.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
-    let (passed, said) = promtool_check(&classic.text());
-    assert!(passed && said.trim().is_empty(), "promtool on the classic format: {said}\n{}", classic.text());
+    // `curl /metrics | promtool check metrics` as a user types it: curl sends `Accept: */*`.
+    for accept in ["*/*", "text/plain;version=0.0.4"] {
+        let classic = request(address, "GET", "/metrics", &[("Accept", accept)], &[]);
+        assert_eq!(classic.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"), "{accept}");
+        let (passed, said) = promtool_check(&classic.text());
+        assert!(
+            passed && said.trim().is_empty(),
+            "promtool on the classic format ({accept}): {said}\n{}",
+            classic.text()
+        );
+    }
 
-    let openmetrics = request(address, "GET", "/metrics", &[], &[]);
+    let openmetrics =
+        request(address, "GET", "/metrics", &[("Accept", "application/openmetrics-text;version=1.0.0")], &[]);
     assert!(openmetrics.header("content-type").is_some_and(|t| t.starts_with("application/openmetrics-text")));
     let text = openmetrics.text();
     let counters: Vec<String> = text
