@@ -58,10 +58,11 @@ fn selftest_passes_on_the_cpu_backend_and_says_what_it_skipped() {
     }
     if check(&report, "gpu")["status"] == "skip" {
         // No GPU: every GPU check is skipped with its reason, and the CPU backend did the work.
-        for name in ["tensorrt", "plugins", "engine", "contexts", "agreement"] {
+        for name in ["tensorrt", "plugins", "cache_dir", "engine", "contexts", "agreement"] {
             assert_eq!(check(&report, name)["status"], "skip", "{name} without a GPU: {report:#}");
         }
         assert_eq!(report["backend"]["kind"], "cpu");
+        assert!(!dir.path().join("cache").exists(), "the CPU backend needs no engine cache and makes none");
     }
     assert_eq!(check(&report, "inference")["status"], "pass");
     // Every model the inference worker would hold, here `[model]` alone; the CPU backend says it

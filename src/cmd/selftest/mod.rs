@@ -301,9 +301,16 @@ fn check_tensorrt(config: &Config, _gpu_available: bool, report: &mut SelftestRe
     false
 }
 
-/// The cache directory must take files (engines, timing cache, the compiled kernel).
+/// The cache directory must take files (engines, timing cache, the compiled kernel). Only the GPU
+/// path writes there: without TensorRT the check neither creates nor touches it.
 fn check_cache_dir(config: &Config, tensorrt_usable: bool, report: &mut SelftestReport) {
     let dir = &config.engine.cache_dir;
+    if !tensorrt_usable {
+        let detail =
+            format!("{}: not needed, no TensorRT engine runs here (the CPU backend caches nothing)", dir.display());
+        report.check("cache_dir", Status::Skip, detail);
+        return;
+    }
     let probe = dir.join(format!(".selftest-{}", std::process::id()));
     let outcome = std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create it: {e}"))
@@ -311,11 +318,7 @@ fn check_cache_dir(config: &Config, tensorrt_usable: bool, report: &mut Selftest
         .and_then(|()| std::fs::remove_file(&probe).map_err(|e| format!("cannot remove {}: {e}", probe.display())));
     match outcome {
         Ok(()) => report.check("cache_dir", Status::Pass, format!("{} is writable", dir.display())),
-        Err(why) => {
-            // Only the GPU path writes there; the CPU backend runs without it.
-            let status = if tensorrt_usable { Status::Fail } else { Status::Warn };
-            report.check("cache_dir", status, format!("{}: {why}", dir.display()));
-        }
+        Err(why) => report.check("cache_dir", Status::Fail, format!("{}: {why}", dir.display())),
     }
 }
 
