@@ -67,7 +67,7 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Print what this machine offers as JSON: GPU, TensorRT, cameras, broker reachability.
+    /// Print what this machine offers as JSON: GPU, TensorRT, cameras, the broker and its login.
     Probe(ConfigArg),
     /// Time every pipeline stage on one image with the configured backend; prints JSON.
     Bench {

@@ -1,6 +1,7 @@
 //! `jetson-detectd probe`: what this machine offers the daemon, as one JSON document.
 //!
-//! Owns: gathering the GPU, TensorRT, camera and broker facts without changing anything.
+//! Owns: gathering the GPU, TensorRT, camera and broker facts (the broker's login too, as
+//! `<client id>-probe`) without changing anything.
 //! Must not: fail (every section reports its own problem), build engines, or publish.
 
 use std::net::{TcpStream, ToSocketAddrs};
@@ -14,10 +15,12 @@ use serde_json::{json, Value};
 use crate::backend::cpu::{EngineChoice, EngineKind};
 use crate::config::{BackendChoice, Config, Fallback, SourceConfig};
 use crate::frame::SlotAllocator;
+use crate::publish::mqtt::login::try_login;
+use crate::publish::mqtt::MqttSettings;
 use crate::source::v4l2::{SourceState, V4l2Source};
 use crate::source::{self, FrameSource};
 
-/// How long the broker check waits for a TCP connection.
+/// How long the broker check waits for a TCP connection, and then for the login's answer.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Serialize)]
@@ -65,10 +68,16 @@ pub struct CameraProbe {
     pub capture: Option<Value>,
 }
 
+/// The broker as `run` would meet it: its port, then a login with the config's client options
+/// (credentials, TLS) as `<client id>-probe`, which leaves a running daemon's session alone.
 #[derive(Debug, Serialize)]
 pub struct BrokerProbe {
     pub address: String,
+    /// The port accepts TCP connections.
     pub reachable: bool,
+    /// The broker accepted the login (or a connection without one, when the config has none).
+    pub logged_in: bool,
+    /// What was tried and the answer; a refused login names the keys to check.
     pub detail: String,
 }
 
@@ -120,7 +129,7 @@ pub fn probe(config: &Config) -> ProbeReport {
         cpu_engine: cpu_engine_section(config),
         video_devices: video_devices(),
         cameras: config.cameras.iter().map(|camera| camera_probe(camera, config.limits)).collect(),
-        broker: broker_probe(&config.mqtt.host, config.mqtt.port),
+        broker: broker_probe(config),
         recognised: config.recognised().map(str::to_string).collect(),
     }
 }
@@ -269,7 +278,29 @@ fn decoders(_source: &SourceConfig) -> Option<Value> {
     None
 }
 
-fn broker_probe(host: &str, port: u16) -> BrokerProbe {
+/// [`BrokerProbe`]: the TCP check ([`broker_reachable`]), then the login.
+fn broker_probe(config: &Config) -> BrokerProbe {
+    let reachable = broker_reachable(&config.mqtt.host, config.mqtt.port);
+    if !reachable.reachable {
+        return reachable;
+    }
+    let login = match MqttSettings::from_config(config) {
+        Ok(settings) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("login not tried: cannot start a runtime: {e}"))
+            .and_then(|runtime| runtime.block_on(try_login(&settings, BROKER_TIMEOUT))),
+        Err(e) => Err(format!("login not tried: {e}")),
+    };
+    let (logged_in, answer) = match login {
+        Ok(accepted) => (true, accepted),
+        Err(why) => (false, why),
+    };
+    BrokerProbe { logged_in, detail: format!("{}; {answer}", reachable.detail), ..reachable }
+}
+
+/// Whether the broker's port accepts a TCP connection (nothing sent).
+fn broker_reachable(host: &str, port: u16) -> BrokerProbe {
     let address = format!("{host}:{port}");
     let connected =
         (host, port).to_socket_addrs().map_err(|e| format!("cannot resolve {host}: {e}")).and_then(|addresses| {
@@ -283,8 +314,10 @@ fn broker_probe(host: &str, port: u16) -> BrokerProbe {
             Err(last_error)
         });
     match connected {
-        Ok(candidate) => BrokerProbe { address, reachable: true, detail: format!("TCP connect to {candidate} ok") },
-        Err(detail) => BrokerProbe { address, reachable: false, detail },
+        Ok(candidate) => {
+            BrokerProbe { address, reachable: true, logged_in: false, detail: format!("TCP connect to {candidate} ok") }
+        }
+        Err(detail) => BrokerProbe { address, reachable: false, logged_in: false, detail },
     }
 }
 
@@ -296,9 +329,9 @@ mod tests {
     fn a_closed_port_is_unreachable_with_the_reason() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
-        assert!(broker_probe("127.0.0.1", port).reachable);
+        assert!(broker_reachable("127.0.0.1", port).reachable);
         drop(listener);
-        let closed = broker_probe("127.0.0.1", port);
+        let closed = broker_reachable("127.0.0.1", port);
         assert!(!closed.reachable);
         assert!(closed.detail.contains("127.0.0.1"), "{}", closed.detail);
     }

@@ -24,6 +24,7 @@ mod homeassistant;
 mod hostile;
 mod http;
 mod layering;
+mod login;
 mod models;
 mod mqtt;
 mod notify;

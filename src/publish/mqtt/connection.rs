@@ -14,12 +14,11 @@ use std::time::Duration;
 
 use rumqttc::{
     AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS, SubscribeFilter,
-    Transport,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::message::{MAX_PAYLOAD_BYTES, MAX_TOPIC_BYTES};
+use super::login;
 use super::outbox::{Shared, MAX_IN_FLIGHT, STATUS_OFFLINE};
 use super::settings::MqttSettings;
 use super::{Inbound, Incoming};
@@ -38,24 +37,10 @@ pub(super) fn spawn(
     runtime.spawn(connection.run(eventloop))
 }
 
-/// The client's options: a clean session (the outbox re-sends), the in-flight window, the packet
-/// size bound, the Last Will, credentials and TLS.
+/// The client's options ([`login::client_options`]) with the Last Will.
 fn mqtt_options(settings: &MqttSettings) -> MqttOptions {
-    let mut options = MqttOptions::new(settings.client_id.clone(), settings.host.clone(), settings.port);
-    let keep_alive =
-        if settings.keep_alive.is_zero() { Duration::ZERO } else { settings.keep_alive.max(Duration::from_secs(1)) };
-    options
-        .set_keep_alive(keep_alive)
-        .set_clean_session(true)
-        .set_inflight(MAX_IN_FLIGHT)
-        .set_max_packet_size(64 * 1024, MAX_PAYLOAD_BYTES + MAX_TOPIC_BYTES + 16)
-        .set_last_will(LastWill::new(settings.status_topic(), STATUS_OFFLINE, QoS::AtLeastOnce, true));
-    if let Some(username) = &settings.username {
-        options.set_credentials(username.clone(), settings.password.clone().unwrap_or_default());
-    }
-    if let Some(tls) = &settings.tls {
-        options.set_transport(Transport::tls(tls.ca.clone(), tls.client_auth.clone(), None));
-    }
+    let mut options = login::client_options(settings, &settings.client_id);
+    options.set_last_will(LastWill::new(settings.status_topic(), STATUS_OFFLINE, QoS::AtLeastOnce, true));
     options
 }
 
@@ -199,7 +184,9 @@ impl Connection {
                         polled = &mut poll => break Some(polled),
                         () = self.shared.wake.notified() => {
                             hand_over(&self.client, &self.shared);
-                            if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                            if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent, ever_connected)
+                                == Next::Stop
+                            {
                                 return;
                             }
                         }
@@ -253,6 +240,7 @@ impl Connection {
                     if broker_away {
                         takeover.broker_away();
                     }
+                    let closing = lock(&self.shared.outbox).closing;
                     if taken_over {
                         retry_delay = self.settings.reconnect_max;
                         let streak = takeover.short_in_a_row;
@@ -270,13 +258,18 @@ impl Connection {
                         } else {
                             format!("in {retry_delay:?}")
                         };
-                        if was_connected {
+                        let error = login::explain(&error, &self.settings);
+                        if closing {
+                            // Shutting down: the flush window bounds what is left, and its end says
+                            // what was not delivered.
+                            log::debug!("MQTT: {broker} during shutdown: {error}");
+                        } else if was_connected {
                             log::info!("MQTT: connection to {broker} lost: {error}; reconnecting {when}");
                         } else {
                             log::warn!("MQTT: cannot connect to {broker}: {error}; retrying {when}");
                         }
                     }
-                    if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                    if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent, ever_connected) == Next::Stop {
                         return;
                     }
                     let retry_at = Instant::now() + retry_delay;
@@ -290,7 +283,9 @@ impl Connection {
                             () = &mut back, if broker_away => break,
                             // A shutdown must not wait for the end of a long backoff.
                             () = self.shared.wake.notified() => {
-                                if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+                                if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent, ever_connected)
+                                    == Next::Stop
+                                {
                                     return;
                                 }
                             }
@@ -305,7 +300,7 @@ impl Connection {
                 }
             }
             hand_over(&self.client, &self.shared);
-            if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent) == Next::Stop {
+            if self.shutdown_step(&mut flush_deadline, &mut disconnect_sent, ever_connected) == Next::Stop {
                 return;
             }
         }
@@ -361,11 +356,28 @@ impl Connection {
     }
 
     /// Once shutdown is requested: start the flush window, and when everything is acknowledged,
-    /// disconnect (or stop at once when there is no connection to close).
-    fn shutdown_step(&self, flush_deadline: &mut Option<Instant>, disconnect_sent: &mut bool) -> Next {
+    /// disconnect (or stop at once when there is no connection to close). A daemon that never
+    /// reached the broker stops at once: it has nobody to flush to, and no Last Will was ever
+    /// registered.
+    fn shutdown_step(
+        &self,
+        flush_deadline: &mut Option<Instant>,
+        disconnect_sent: &mut bool,
+        ever_connected: bool,
+    ) -> Next {
         let outbox = lock(&self.shared.outbox);
         if !outbox.closing {
             return Next::Continue;
+        }
+        if !ever_connected {
+            let queued = outbox.stats().queued;
+            let messages = if queued == 1 { "message" } else { "messages" };
+            log::info!(
+                "MQTT: stopping without ever having reached {}:{}; {queued} {messages} not sent",
+                self.settings.host,
+                self.settings.port
+            );
+            return Next::Stop;
         }
         if flush_deadline.is_none() {
             *flush_deadline = Some(Instant::now() + self.settings.shutdown_flush);
@@ -385,13 +397,23 @@ impl Connection {
     }
 
     fn flush_timed_out(&self) {
-        let queued = lock(&self.shared.outbox).stats().queued;
+        let outbox = lock(&self.shared.outbox);
+        let (queued, connected) = (outbox.stats().queued, outbox.connected);
+        drop(outbox);
         let messages = if queued == 1 { "message" } else { "messages" };
-        log::warn!(
-            "MQTT: {queued} {messages} not acknowledged within {:?} of shutdown; closing the connection \
-             without DISCONNECT so the broker publishes the Last Will",
-            self.settings.shutdown_flush
-        );
+        if connected {
+            log::warn!(
+                "MQTT: {queued} {messages} not acknowledged within {:?} of shutdown; closing the connection \
+                 without DISCONNECT so the broker publishes the Last Will",
+                self.settings.shutdown_flush
+            );
+        } else {
+            log::warn!(
+                "MQTT: the broker did not come back within {:?} of shutdown; {queued} {messages} not delivered \
+                 (it published the Last Will, `offline`, when the connection was lost)",
+                self.settings.shutdown_flush
+            );
+        }
     }
 }
 

@@ -9,7 +9,8 @@
 //!   and its Last Will), `settings` (resolves `[mqtt]`, reads the password and TLS files),
 //!   `message` (one queued message and the limits it must meet), `outbox` (every message until
 //!   the broker acknowledged it, and why the daemon keeps its own), `retained` (the latest state
-//!   messages that every connection re-sends) and `connection`
+//!   messages that every connection re-sends), [`login`] (the client options every connection
+//!   presents, a refused login told in the config's words, `probe`'s one-off login) and `connection`
 //!   (the task that owns rumqttc's event loop: reconnection with backoff, the subscriptions and
 //!   what arrives on them, a bounded flush at shutdown). These must not build payloads or decide
 //!   what or how often to publish, and must never block or fail the caller because of the broker.
@@ -19,6 +20,7 @@
 mod connection;
 pub mod counts;
 pub mod homeassistant;
+pub mod login;
 mod message;
 mod outbox;
 pub mod outlet;

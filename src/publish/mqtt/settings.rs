@@ -77,6 +77,9 @@ pub struct MqttSettings {
     pub queue_max_bytes: usize,
     pub username: Option<String>,
     pub password: Option<String>,
+    /// Where the password came from, for messages: `` `mqtt.password_file` (/etc/…) `` or
+    /// `` `mqtt.password_env` (NAME) ``; never the password.
+    pub password_source: Option<String>,
     pub tls: Option<TlsMaterial>,
     /// Longest wait at shutdown for queued QoS ≥ 1 messages to be acknowledged.
     pub shutdown_flush: Duration,
@@ -97,6 +100,7 @@ impl fmt::Debug for MqttSettings {
             .field("queue_max_bytes", &self.queue_max_bytes)
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("password_source", &self.password_source)
             .field("tls", &self.tls)
             .field("shutdown_flush", &self.shutdown_flush)
             .field("reconnect_min", &self.reconnect_min)
@@ -112,6 +116,11 @@ impl MqttSettings {
         let password = match (&mqtt.password_file, &mqtt.password_env) {
             (Some(path), _) => Some(read_password_file(path)?),
             (None, Some(name)) => Some(std::env::var(name).map_err(|_| MqttError::PasswordEnv { name: name.clone() })?),
+            (None, None) => None,
+        };
+        let password_source = match (&mqtt.password_file, &mqtt.password_env) {
+            (Some(path), _) => Some(format!("`mqtt.password_file` ({})", path.display())),
+            (None, Some(name)) => Some(format!("`mqtt.password_env` ({name})")),
             (None, None) => None,
         };
         let tls = match &mqtt.tls {
@@ -139,6 +148,7 @@ impl MqttSettings {
             queue_max_bytes: usize::try_from(u64::from(mqtt.queue_max_mib) << 20).unwrap_or(usize::MAX),
             username: mqtt.username.clone(),
             password,
+            password_source,
             tls,
             shutdown_flush: Duration::from_millis(mqtt.shutdown_flush_ms),
             reconnect_min: Duration::from_millis(mqtt.reconnect_min_ms),
