@@ -211,6 +211,9 @@ pub enum DecoderKind {
     /// Boxes `[1,Q,4]` (cx,cy,w,h in 0..1 of the input) + class logits `[1,Q,C]` (the DETR family:
     /// RT-DETR, D-FINE, RF-DETR, DETR); how logits become scores is [`ClassScores`].
     Detr,
+    /// Per stride, class scores `[1,HW,C]` + distance bins `[1,HW,4·B]` over the input's grid
+    /// (NanoDet's GFL head).
+    Nanodet,
 }
 
 /// How the `detr` decoder turns a query's class outputs into scores.

@@ -1,8 +1,9 @@
 //! Raw model outputs → detections in source-frame pixels.
 //!
 //! Owns: the output decoders (SSD, YOLOv5, YOLOv8/11, end-to-end NMS, NMS-free YOLOv10/YOLO26, the
-//! DETR family, and classifiers' class scores in [`classify`]), score thresholding, the class
-//! allow-list, per-class NMS, max detections, and mapping boxes back through the resize geometry.
+//! DETR family, NanoDet's GFL head, and classifiers' class scores in [`classify`]), score
+//! thresholding, the class allow-list, per-class NMS, max detections, and mapping boxes back
+//! through the resize geometry.
 //! Must not: run models, read files, or know about MQTT.
 //!
 //! Every decoder turns its tensors into candidates (class, score, box in input-tensor pixels); a
@@ -17,6 +18,7 @@
 pub mod classify;
 mod detr;
 mod end2end;
+pub mod nanodet;
 mod nms;
 mod nms_free;
 mod ssd;
@@ -198,11 +200,19 @@ pub struct Decoder {
     candidates: Vec<Candidate>,
     /// Best (score, class) per anchor for channel-major YOLOv8 outputs.
     best_per_anchor: Vec<(f32, usize)>,
+    /// One side's bin weights for NanoDet's distance distributions.
+    bin_weights: Vec<f32>,
 }
 
 impl Decoder {
     pub fn new(params: DecodeParams) -> Decoder {
-        Decoder { allowed: sorted_class_ids(&params), params, candidates: Vec::new(), best_per_anchor: Vec::new() }
+        Decoder {
+            allowed: sorted_class_ids(&params),
+            params,
+            candidates: Vec::new(),
+            best_per_anchor: Vec::new(),
+            bin_weights: Vec::new(),
+        }
     }
 
     /// Replaces thresholds and filters (the decoder kind too); scratch buffers are kept.
@@ -246,10 +256,20 @@ impl Decoder {
             DecoderKind::Detr => {
                 detr::collect(outputs, self.params.class_scores, input_width as f32, input_height as f32, &mut sink)?
             }
+            DecoderKind::Nanodet => nanodet::collect(
+                outputs,
+                self.params.label_count,
+                input_width,
+                input_height,
+                &mut self.bin_weights,
+                &mut sink,
+            )?,
         }
         let nms_iou = match self.params.kind {
             DecoderKind::End2end | DecoderKind::NmsFree | DecoderKind::Detr => None,
-            DecoderKind::Ssd | DecoderKind::Yolov5 | DecoderKind::Yolov8 => Some(self.params.nms_iou),
+            DecoderKind::Ssd | DecoderKind::Yolov5 | DecoderKind::Yolov8 | DecoderKind::Nanodet => {
+                Some(self.params.nms_iou)
+            }
         };
         let kept = nms::select(&mut self.candidates, nms_iou, self.params.max_detections);
         out.extend(kept.iter().map(|c| Detection { class_id: c.class_id, score: c.score, bbox: c.source_box }));

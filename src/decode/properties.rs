@@ -74,6 +74,22 @@ fn well_formed(kind: DecoderKind, rows: usize, classes: usize, values: &[f32], t
             let (boxes, logits) = if tweak { ("a", "b") } else { ("pred_boxes", "logits") };
             vec![tensor(logits, vec![1, rows, classes], values), tensor(boxes, vec![1, rows, 4], values)]
         }
+        // Strides 8 and 16 of a 64×32 input (a third of `geometry`'s inputs; the others exercise
+        // the refusal), `rows % 6 + 2` bins per side.
+        DecoderKind::Nanodet => {
+            let bins = rows % 6 + 2;
+            let names = if tweak {
+                ["a", "b", "c", "d"]
+            } else {
+                ["cls_stride8", "reg_stride8", "cls_stride16", "reg_stride16"]
+            };
+            vec![
+                tensor(names[0], vec![1, 32, classes], values),
+                tensor(names[1], vec![1, 32, 4 * bins], values),
+                tensor(names[2], vec![1, 8, classes], values),
+                tensor(names[3], vec![1, 8, 4 * bins], values),
+            ]
+        }
     };
     ModelOutputs { tensors }
 }
@@ -90,6 +106,8 @@ fn malformed() -> impl Strategy<Value = ModelOutputs> {
             "det_classes",
             "pred_boxes",
             "logits",
+            "cls_stride8",
+            "reg_stride8",
             "x",
         ]),
         prop::collection::vec(0usize..8, 0..4),
@@ -107,6 +125,7 @@ fn kind() -> impl Strategy<Value = DecoderKind> {
         DecoderKind::End2end,
         DecoderKind::NmsFree,
         DecoderKind::Detr,
+        DecoderKind::Nanodet,
     ])
 }
 
@@ -131,9 +150,11 @@ fn params(kind: DecoderKind) -> impl Strategy<Value = DecodeParams> {
         })
 }
 
-/// Source frame size, model input size and how one was fitted into the other.
+/// Source frame size, model input size and how one was fitted into the other. A third of the
+/// inputs are 64×32, the grid of the well-formed NanoDet outputs.
 fn geometry() -> impl Strategy<Value = (u32, u32, ResizeGeometry)> {
-    (1u32..4000, 1u32..4000, 1u32..1024, 1u32..1024, any::<bool>()).prop_map(|(sw, sh, iw, ih, letterbox)| {
+    let input = prop_oneof![2 => (1u32..1024, 1u32..1024), 1 => Just((64u32, 32u32))];
+    (1u32..4000, 1u32..4000, input, any::<bool>()).prop_map(|(sw, sh, (iw, ih), letterbox)| {
         let resize = if letterbox { ResizeKind::Letterbox } else { ResizeKind::Stretch };
         (iw, ih, ResizeGeometry::new(resize, sw, sh, iw, ih))
     })

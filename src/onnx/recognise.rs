@@ -10,6 +10,7 @@
 //! The rules look at declared shapes only; a dimension the file leaves symbolic never decides.
 
 use crate::config::{ClassScores, ColorOrder, DecoderKind, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
+use crate::decode::nanodet::OutputShape;
 use crate::preprocess::PreprocessSpec;
 
 use super::{Dim, ElementType, ModelInterface, TensorInfo};
@@ -19,7 +20,7 @@ use super::{Dim, ElementType, ModelInterface, TensorInfo};
 const MAX_QUERY_ROWS: u64 = 1000;
 
 /// The `decoder` values, for refusals.
-pub const DECODER_VALUES: &str = "\"ssd\", \"yolov5\", \"yolov8\", \"end2end\", \"nmsfree\", \"detr\"";
+pub const DECODER_VALUES: &str = "\"ssd\", \"yolov5\", \"yolov8\", \"end2end\", \"nmsfree\", \"detr\", \"nanodet\"";
 
 /// Names of the four outputs of TensorRT's EfficientNMS exports.
 const END2END_NAMES: [&str; 4] = ["num_dets", "det_boxes", "det_scores", "det_classes"];
@@ -104,6 +105,10 @@ pub fn recognise_decoder(
         return Ok(decoder(DecoderKind::End2end, format!("{why}: NMS inside the model (TensorRT EfficientNMS)")));
     }
 
+    if let Some(why) = nanodet(interface, &shapes, labels) {
+        return Ok(decoder(DecoderKind::Nanodet, why));
+    }
+
     if let [first, second] = outputs.as_slice() {
         // SSD's and DETR's two outputs have the same shapes; names tell them apart, else the row count.
         let ssd_named = named(interface, &["boxes"]).is_some() && named(interface, &["scores"]).is_some();
@@ -159,6 +164,47 @@ pub fn recognise_decoder(
             " — one score per class, which is a classifier: set `kind = \"classifier\"` on a `[models.<name>]` table",
         )),
         _ => Err(refuse("")),
+    }
+}
+
+/// NanoDet's GFL head: two or more strides, each a pair of score and distance outputs whose rows
+/// are the cells of that stride's grid over the first input (`crate::decode::nanodet::levels`
+/// pairs them: by their names, else by the label count).
+fn nanodet(interface: &ModelInterface, shapes: &[Option<Vec<u64>>], labels: Option<usize>) -> Option<String> {
+    if interface.outputs.len() < 4 {
+        return None;
+    }
+    let (width, height) = input_size(interface)?;
+    let outputs = interface
+        .outputs
+        .iter()
+        .zip(shapes)
+        .map(|(output, dims)| match dims.as_deref() {
+            Some(&[rows, cols]) => Some(OutputShape {
+                name: &output.name,
+                rows: usize::try_from(rows).ok()?,
+                cols: usize::try_from(cols).ok()?,
+            }),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let levels = crate::decode::nanodet::levels(&outputs, labels, width, height).ok()?;
+    let first = levels.first()?;
+    let strides = levels.iter().map(|level| level.stride.to_string()).collect::<Vec<_>>().join(", ");
+    Some(format!(
+        "score and distance outputs at strides {strides} of the {width}×{height} input: NanoDet (GFL head, {} classes, \
+         {} bins per side)",
+        first.classes, first.bins
+    ))
+}
+
+/// The fixed width and height of `interface`'s only input, an image batch `[N,3,H,W]` or `[N,H,W,3]`.
+fn input_size(interface: &ModelInterface) -> Option<(u32, u32)> {
+    let [input] = interface.inputs.as_slice() else { return None };
+    let fixed = |dim: &Dim| if let Dim::Fixed(value) = dim { u32::try_from(*value).ok() } else { None };
+    match input.dims.as_deref()? {
+        [_, Dim::Fixed(3), height, width] | [_, height, width, Dim::Fixed(3)] => Some((fixed(width)?, fixed(height)?)),
+        _ => None,
     }
 }
 

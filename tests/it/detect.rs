@@ -1,8 +1,9 @@
 //! The `detect` command, driven as a user would: the bundled model (CPU backend) on the bundled
 //! sample images, and every way a file or a config can be wrong.
 //!
-//! The reference detections are the acceptance values at threshold 0.4. All images run in
-//! one process so that the model loads once.
+//! The reference detections are the acceptance values at threshold 0.4 (the bundled SSD)
+//! and the bundled NanoDet's at 0.3 (`models/NOTICE.md`). All images of one model run in one
+//! process so that the model loads once.
 
 use std::collections::BTreeSet;
 use std::io::Cursor;
@@ -14,7 +15,7 @@ use serde::Deserialize;
 
 use crate::arch::{as_unprivileged_user, daemon_command as daemon};
 use crate::bounded::run_to_end;
-use crate::daemon::{sample, sample_source, TestConfig};
+use crate::daemon::{sample, sample_source, toml_string, TestConfig};
 
 /// Largest difference allowed between a score and its reference (inclusive).
 const SCORE_TOLERANCE: f64 = 0.02;
@@ -34,6 +35,9 @@ struct FileResult {
     detections: Vec<DetectionRecord>,
 }
 
+/// A sample file, its size, and exactly the detections it must give.
+type Reference = (&'static str, (u32, u32), Vec<Expected>);
+
 /// An expected detection: label, reference score and box (x1, y1, x2, y2).
 struct Expected {
     label: &'static str,
@@ -49,7 +53,7 @@ const fn reference_detection(label: &'static str, score: f64, bbox: [f64; 4]) ->
 /// issue's reference values; boxes are the CPU backend's output when the test was written (the
 /// reference gives none), checked to [`BOX_TOLERANCE`] so that a preprocessing change cannot move
 /// them unnoticed.
-fn references() -> Vec<(&'static str, (u32, u32), Vec<Expected>)> {
+fn references() -> Vec<Reference> {
     vec![
         ("astronaut.png", (512, 512), vec![reference_detection("person", 0.73, [6.3, 8.9, 370.4, 505.1])]),
         ("chelsea.png", (451, 300), vec![reference_detection("cat", 0.90, [7.1, 1.6, 409.8, 296.7])]),
@@ -81,10 +85,41 @@ fn references() -> Vec<(&'static str, (u32, u32), Vec<Expected>)> {
     ]
 }
 
-/// Runs `detect` with a CPU-backend config and the given extra arguments.
+/// NanoDet-m (`models/nanodet_m_416.onnx`) at threshold 0.3: scores are onnxruntime's on the
+/// bundled samples stretched with Pillow's bilinear resize (the `antialias` filter) as
+/// `models/NOTICE.md` records; boxes are the CPU backend's output when the test was written.
+fn nanodet_references() -> Vec<Reference> {
+    vec![
+        (
+            "dog.jpg",
+            (768, 576),
+            vec![
+                reference_detection("bicycle", 0.69, [99.7, 126.1, 573.0, 417.8]),
+                reference_detection("dog", 0.44, [131.3, 223.2, 357.1, 538.6]),
+                reference_detection("truck", 0.31, [465.7, 77.0, 677.7, 159.8]),
+            ],
+        ),
+        (
+            "person.jpg",
+            (640, 424),
+            vec![
+                reference_detection("person", 0.71, [188.3, 105.2, 279.7, 377.3]),
+                reference_detection("horse", 0.57, [404.8, 138.7, 603.8, 350.4]),
+                reference_detection("dog", 0.37, [69.6, 265.5, 203.0, 345.8]),
+                reference_detection("cow", 0.35, [404.3, 138.5, 603.4, 348.5]),
+            ],
+        ),
+    ]
+}
+
+/// Runs `detect` with a CPU-backend config and the given extra arguments, at threshold 0.4.
 fn run_detect(config: &Path, args: &[&Path]) -> Output {
+    run_detect_at(config, "0.4", args)
+}
+
+fn run_detect_at(config: &Path, threshold: &str, args: &[&Path]) -> Output {
     let output = daemon()
-        .args(["detect", "--threshold", "0.4", "--config"])
+        .args(["detect", "--threshold", threshold, "--config"])
         .arg(config)
         .args(args)
         .output()
@@ -135,13 +170,33 @@ fn write_garbage(path: &Path) {
 #[test]
 fn bundled_samples_give_the_reference_detections() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = cpu_config(dir.path());
-    let grey = write_grey_image(dir.path());
-    let references = references();
+    assert_reference_detections(&cpu_config(dir.path()), 0.4, &references());
+}
+
+/// The bundled NanoDet, named with only its file and labels (recognised as `nanodet`).
+#[test]
+fn bundled_nanodet_gives_its_reference_detections() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = dir.path().join("nanodet.toml");
+    let text = format!(
+        "[device]\nbackend = \"cpu\"\n[model]\nonnx = {}\nlabels = {}\n",
+        toml_string(&root.join("models/nanodet_m_416.onnx").display().to_string()),
+        toml_string(&root.join("models/coco80_labels.txt").display().to_string())
+    );
+    std::fs::write(&config, text).expect("write config");
+    assert_reference_detections(&config, 0.3, &nanodet_references());
+}
+
+/// Runs `detect` at `threshold` on the samples of `references` and a plain grey picture, in one
+/// process: each sample gives exactly its labels, with scores and boxes within the tolerances,
+/// and the grey picture nothing.
+fn assert_reference_detections(config: &Path, threshold: f64, references: &[Reference]) {
+    let grey = write_grey_image(config.parent().expect("the config's directory"));
     let mut files: Vec<PathBuf> = references.iter().map(|(name, _, _)| sample(name)).collect();
     files.push(grey.clone());
     let args: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    let output = run_detect(&config, &args);
+    let output = run_detect_at(config, &threshold.to_string(), &args);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let results = parse_lines(&output.stdout);
@@ -174,7 +229,7 @@ fn bundled_samples_give_the_reference_detections() {
                 && b.y1 < b.y2
                 && b.y2 <= f64::from(*height);
             assert!(inside, "{name}: {} box {b:?} is not inside the {width}x{height} image", detection.label);
-            assert!(detection.score >= 0.4 && detection.score <= 1.0, "{name}: {detection:?}");
+            assert!(detection.score >= threshold && detection.score <= 1.0, "{name}: {detection:?}");
             let Some(reference) = expected.iter().find(|e| e.label == detection.label) else { continue };
             if (detection.score - reference.score).abs() > SCORE_TOLERANCE + ROUNDING {
                 mismatches.push(format!(

@@ -25,18 +25,6 @@ fn model_only(dir: &Path, onnx: &Path, labels: &Path) -> PathBuf {
     path
 }
 
-/// COCO's 80 names one per line in class order, as an 80-class export needs (the bundled
-/// file numbers them by COCO's 91 ids with gaps, for the SSD model; a YOLO model refuses it).
-fn coco_80_labels(dir: &Path) -> PathBuf {
-    let bundled = std::fs::read_to_string(TestConfig::bundled_labels()).expect("the bundled labels");
-    let names: Vec<&str> =
-        bundled.lines().filter_map(|line| line.split_once(char::is_whitespace)).map(|(_, name)| name.trim()).collect();
-    assert_eq!(names.len(), 80, "COCO's 80 classes");
-    let path = dir.join("coco80.txt");
-    std::fs::write(&path, names.join("\n") + "\n").expect("write labels");
-    path
-}
-
 fn run(args: &[&str], config: &Path, files: &[PathBuf]) -> Output {
     let output = daemon().args(args).arg("--config").arg(config).args(files).output().expect("run jetson-detectd");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -80,7 +68,7 @@ fn the_bundled_ssd_named_with_only_its_labels_detects_exactly_as_the_described_d
 #[test]
 fn yolo26_yolo11_and_rt_detr_exports_run_from_their_files_alone() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let coco80 = coco_80_labels(dir.path());
+    let coco80 = repo("models/coco80_labels.txt");
     for (file, decoder) in [
         ("tests/models/yolo26t_160_random.onnx", "nmsfree"),
         ("tests/models/yolo11t_160_random.onnx", "yolov8"),
@@ -310,7 +298,7 @@ fn bench_runs_cameras_round_robin_on_two_detectors_and_reports_each_models_frame
     let text = format!(
         "[device]\nbackend = \"cpu\"\n[models.yard]\nonnx = {}\nlabels = {}\n",
         toml_string(&repo("tests/models/yolo26t_160_random.onnx").display().to_string()),
-        toml_string(&coco_80_labels(dir.path()).display().to_string())
+        toml_string(&repo("models/coco80_labels.txt").display().to_string())
     );
     let config = dir.path().join("bench.toml");
     std::fs::write(&config, text).expect("write config");

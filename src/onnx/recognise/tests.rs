@@ -195,3 +195,41 @@ fn a_classifier_has_one_row_of_scores_per_crop_and_as_many_as_labels() {
     let two = outputs(vec![tensor("a", &[1, 3]), tensor("b", &[1, 3])]);
     assert!(recognise_classifier(&two, 3).expect_err("two outputs").to_string().contains("has 2 outputs"));
 }
+
+#[test]
+fn the_bundled_nanodet_is_recognised_by_its_stride_outputs_with_a_stretched_unit_range_input() {
+    let interface = repo_model("models/nanodet_m_416.onnx");
+    let decoder = recognise_decoder(&interface, Some(80)).expect("recognised");
+    assert_eq!(decoder.kind, DecoderKind::Nanodet);
+    assert!(decoder.why.contains("strides 8, 16, 32 of the 416×416 input"), "{}", decoder.why);
+    assert!(decoder.why.contains("80 classes, 11 bins per side"), "{}", decoder.why);
+    assert_eq!(kind_of(&interface, None), DecoderKind::Nanodet, "its names pair the outputs without labels");
+    let input = recognise_input(&interface, Some(decoder.kind)).expect("input");
+    let input = (input.input, input.value_range);
+    assert_eq!(
+        (input.0.width, input.0.height, input.0.layout, input.0.dtype),
+        (416, 416, TensorLayout::Nchw, TensorDtype::F32)
+    );
+    assert_eq!((input.0.resize, input.0.filter), (ResizeKind::Stretch, ResizeFilter::Antialias));
+    assert_eq!((input.0.mean, input.0.std), ([0.0; 3], [255.0; 3]), "{}", input.1);
+}
+
+#[test]
+fn stride_outputs_without_telling_names_are_nanodet_only_when_the_labels_pair_them() {
+    // A 640 input at strides 8, 16: 80² and 40² cells, 3 classes, 8 bins per side.
+    let anonymous = outputs(vec![
+        tensor("o1", &[1, 6400, 3]),
+        tensor("o2", &[1, 6400, 32]),
+        tensor("o3", &[1, 1600, 3]),
+        tensor("o4", &[1, 1600, 32]),
+    ]);
+    assert_eq!(kind_of(&anonymous, Some(3)), DecoderKind::Nanodet);
+    assert!(recognise_decoder(&anonymous, None).is_err(), "without labels nothing tells scores from distances");
+    let off_grid = outputs(vec![
+        tensor("cls_0", &[1, 6000, 3]),
+        tensor("reg_0", &[1, 6000, 32]),
+        tensor("cls_1", &[1, 1600, 3]),
+        tensor("reg_1", &[1, 1600, 32]),
+    ]);
+    assert!(recognise_decoder(&off_grid, Some(3)).is_err(), "6000 rows are no stride's grid of 640×640");
+}
