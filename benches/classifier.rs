@@ -18,6 +18,7 @@ use jetson_detectd::config::{ClassScores, CpuEngine};
 use jetson_detectd::decode::classify::classify;
 use jetson_detectd::frame::{FrameSlot, HeapMemory, PixelFormat};
 use jetson_detectd::onnx::recognise::recognise_input;
+use jetson_detectd::onnx::Dim;
 use jetson_detectd::preprocess::Roi;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -32,8 +33,12 @@ fn main() {
     let threads = env_or("CLASSIFIER_THREADS", 2usize).max(1);
     let interface = jetson_detectd::onnx::read_file(&onnx).expect("read the classifier");
     let spec = recognise_input(&interface, None).expect("a recognisable input").input;
-    let classes =
-        interface.outputs.first().and_then(|output| output.fixed_dims()).and_then(|dims| dims.last().copied());
+    // The first output's classes: [N, C] or [N, C, 1, 1], its batch symbolic or fixed.
+    let classes = interface.outputs.first().and_then(|output| match output.dims.as_deref() {
+        Some([_, Dim::Fixed(classes), ..]) => Some(*classes),
+        _ => None,
+    });
+    let class_count = classes.and_then(|classes| usize::try_from(classes).ok()).unwrap_or(0);
 
     let (width, height) = (1920u32, 1080u32);
     let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
@@ -61,7 +66,8 @@ fn main() {
                 let mut results = Vec::with_capacity(rois.len());
                 for roi in &rois {
                     let (outputs, _) = session.run_regions(&slot, std::slice::from_ref(roi)).expect("classify a crop");
-                    classify(outputs, 1, ClassScores::Softmax, &mut results).expect("read the classes");
+                    classify(outputs, 1, class_count, ClassScores::Softmax, None, &mut Vec::new(), &mut results)
+                        .expect("read the classes");
                 }
                 results.len()
             };

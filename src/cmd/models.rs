@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::backend::{Backend, BackendError, BackendInfo, ModelRole, WorkerMemory};
 use crate::config::models::ModelKind;
 use crate::config::{Config, ConfigError};
+use crate::decode::classify::ClassGroups;
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
 use crate::infer::classifier::ClassifierLane;
@@ -31,6 +32,8 @@ pub enum ModelsError {
     Labels(#[from] LabelsError),
     #[error("models.{name}.classes: {error}")]
     Classes { name: String, error: DecodeError },
+    #[error("models.{name}.groups: {error}")]
+    Groups { name: String, error: DecodeError },
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("no detector named `{name}`: {known}")]
@@ -138,24 +141,30 @@ fn read_detector(
     Ok(Some(NamedDetector { name: name.to_string(), model, params, class_ids, cameras }))
 }
 
-/// A `[models.<name>]` classifier, as loaded, with its own labels (what it answers).
+/// A `[models.<name>]` classifier, as loaded, with its own labels and the groups of them it
+/// answers with, if its table names any.
 pub struct NamedClassifier {
     pub name: String,
     pub model: ModelSpec,
     pub labels: Labels,
+    pub groups: Option<ClassGroups>,
 }
 
 /// The classifiers of `config`, after checking that each one's `on` labels are in `labels` (the
-/// shared list) and its files are regular files.
+/// shared list), its files are regular files and its `groups` name its own labels.
 pub fn named_classifiers(config: &Config, labels: &Labels) -> Result<Vec<NamedClassifier>, ModelsError> {
     crate::publish::tracking::classify_rules(config, labels)?;
     let mut classifiers = Vec::new();
-    for (name, _) in config.classifiers() {
+    for (name, named) in config.classifiers() {
         let Some(model) = ModelSpec::named(config, name) else { continue };
         let model = model?;
         crate::backend::load::check_model_files(&model)?;
         let labels = Labels::load(&model.labels)?;
-        classifiers.push(NamedClassifier { name: name.to_string(), model, labels });
+        let groups = (!named.groups.is_empty())
+            .then(|| ClassGroups::resolve(&named.groups, &labels))
+            .transpose()
+            .map_err(|error| ModelsError::Groups { name: name.to_string(), error })?;
+        classifiers.push(NamedClassifier { name: name.to_string(), model, labels, groups });
     }
     Ok(classifiers)
 }
@@ -193,7 +202,8 @@ pub fn classifier_lanes(
         .map(|(classifier, backend)| {
             log::info!("backend of models.{} (classifier): {:?}", classifier.name, backend.info());
             let scores = classifier.model.class_scores;
-            ClassifierLane { name: classifier.name, backend, labels: classifier.labels, scores }
+            let (labels, groups) = (classifier.labels, classifier.groups);
+            ClassifierLane { name: classifier.name, backend, labels, scores, groups }
         })
         .collect()
 }

@@ -51,6 +51,11 @@ pub struct NamedModel {
     /// camera's frames ([`NamedModel::every`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every: Option<u32>,
+    /// Classifier: coarse classes it answers instead of its labels, each a name and the labels
+    /// (or class id ranges `first-last`) it gathers; empty: its own labels. Resolved against the
+    /// label file where that is loaded (`crate::decode::classify::ClassGroups`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups: BTreeMap<String, Vec<String>>,
     #[serde(flatten)]
     pub model: ModelConfig,
 }
@@ -81,7 +86,7 @@ const MODEL_KEYS: [&str; 10] = [
 ];
 
 /// The keys of a `[models.<name>]` table that are not `[model]` keys.
-const ROLE_KEYS: [&str; 4] = ["kind", "on", "min_size", "every"];
+const ROLE_KEYS: [&str; 5] = ["kind", "on", "min_size", "every", "groups"];
 
 /// Fills every `[models.<name>]` table of `merged` with the built-in `[model]` defaults
 /// (`defaults`, without its model file) under the keys it does not set.
@@ -178,6 +183,14 @@ impl Config {
                         return Err(
                             self.invalid_key(&key("every"), format!("{} is outside 0..={MAX_EVERY}", named.every()))
                         );
+                    }
+                    if let Some((group, _)) =
+                        named.groups.iter().find(|(group, entries)| group.trim().is_empty() || entries.is_empty())
+                    {
+                        return Err(self.invalid_key(
+                            &key("groups"),
+                            format!("group `{group}`: a group has a name and lists at least one label"),
+                        ));
                     }
                 }
                 ModelKind::Detector => {

@@ -56,6 +56,9 @@ pub enum DecodeError {
         last = labels.saturating_sub(1)
     )]
     LabelCount { decoder: &'static str, model: usize, labels: usize },
+    /// An entry of a classifier's `groups` names no class of its label file.
+    #[error("group `{group}`: `{entry}` {message}")]
+    Group { group: String, entry: String, message: String },
 }
 
 /// What to decode and which detections to keep. Reloadable at run time (SIGHUP).

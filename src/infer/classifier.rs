@@ -2,7 +2,8 @@
 //! `kind = "classifier"`): each worker's sessions of every classifier, and running one
 //! classifier on crops of the frame the worker holds.
 //!
-//! Owns: [`ClassifierLane`] (a classifier's backend, labels and how its scores read) and
+//! Owns: [`ClassifierLane`] (a classifier's backend, labels, how its scores read and the groups
+//! it answers with) and
 //! [`Classifiers`], a worker's sessions of every lane, created on its thread on its seat like its
 //! detectors' (on the GPU: the same stream and arena), which the sink borrows for one frame.
 //! Must not: choose which tracks to classify (`crate::track::classify_plan`), keep results, or
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 use crate::backend::{Backend, BackendError, InferenceSession, WorkerSeat};
 use crate::config::ClassScores;
-use crate::decode::classify::{classify, Classification};
+use crate::decode::classify::{classify, ClassGroups, Classification};
 use crate::detection::Labels;
 use crate::frame::FrameSlot;
 use crate::preprocess::Roi;
@@ -23,6 +24,8 @@ pub struct ClassifierLane {
     pub backend: Arc<dyn Backend>,
     pub labels: Labels,
     pub scores: ClassScores,
+    /// The coarse classes it answers instead of its labels (`groups`), if any.
+    pub groups: Option<ClassGroups>,
 }
 
 /// One crop's answer: the classifier's label and its score in 0..1.
@@ -37,18 +40,20 @@ pub struct Classifiers {
     lanes: Arc<[ClassifierLane]>,
     sessions: Vec<Box<dyn InferenceSession>>,
     rows: Vec<Option<Classification>>,
+    /// Scratch space for grouping a row's scores.
+    group_scores: Vec<f32>,
 }
 
 impl Classifiers {
     /// Opens a session of every lane on this thread for the worker in `seat`.
     pub fn open(lanes: Arc<[ClassifierLane]>, seat: WorkerSeat) -> Result<Classifiers, BackendError> {
         let sessions = lanes.iter().map(|lane| lane.backend.new_worker_session(seat)).collect::<Result<_, _>>()?;
-        Ok(Classifiers { lanes, sessions, rows: Vec::new() })
+        Ok(Classifiers { lanes, sessions, rows: Vec::new(), group_scores: Vec::new() })
     }
 
     /// None: for sinks and tests without classifiers.
     pub fn none() -> Classifiers {
-        Classifiers { lanes: Arc::from(Vec::new()), sessions: Vec::new(), rows: Vec::new() }
+        Classifiers { lanes: Arc::from(Vec::new()), sessions: Vec::new(), rows: Vec::new(), group_scores: Vec::new() }
     }
 
     /// The classifiers' names, in lane order.
@@ -72,10 +77,25 @@ impl Classifiers {
         for chunk in rois.chunks(limit) {
             let (outputs, _) = session.run_regions(slot, chunk)?;
             self.rows.clear();
-            classify(outputs, chunk.len(), lane.scores, &mut self.rows)
-                .map_err(|e| BackendError::Inference(format!("models.{}: {e}", lane.name)))?;
+            let groups = lane.groups.as_ref();
+            classify(
+                outputs,
+                chunk.len(),
+                lane.labels.len(),
+                lane.scores,
+                groups,
+                &mut self.group_scores,
+                &mut self.rows,
+            )
+            .map_err(|e| BackendError::Inference(format!("models.{}: {e}", lane.name)))?;
             out.extend(self.rows.iter().map(|row| {
-                row.map(|class| Label { label: lane.labels.name(class.class_id).into_owned(), score: class.score })
+                row.map(|class| {
+                    let label = match groups {
+                        Some(groups) => groups.name(class.class_id).to_string(),
+                        None => lane.labels.name(class.class_id).into_owned(),
+                    };
+                    Label { label, score: class.score }
+                })
             }));
         }
         Ok(())

@@ -26,6 +26,8 @@ pub const DECODER_VALUES: &str = "\"ssd\", \"yolov5\", \"yolov8\", \"end2end\", 
 const END2END_NAMES: [&str; 4] = ["num_dets", "det_boxes", "det_scores", "det_classes"];
 /// RF-DETR's output names: its inputs are ImageNet-normalised outside the graph.
 const RF_DETR_NAMES: [&str; 2] = ["dets", "labels"];
+/// The classes of ImageNet-1k, the classifiers' usual training set.
+const IMAGENET_CLASSES: u64 = 1000;
 /// ImageNet mean and standard deviation in 0..255 pixel units.
 const IMAGENET_MEAN: [f32; 3] = [123.675, 116.28, 103.53];
 const IMAGENET_STD: [f32; 3] = [58.395, 57.12, 57.375];
@@ -208,28 +210,27 @@ fn input_size(interface: &ModelInterface) -> Option<(u32, u32)> {
     }
 }
 
-/// How a classifier's scores are read, after checking that its output is one row of `labels`
-/// class scores per crop (`[1, C]`, `[N, C]`, `[C]` or `[N, C, 1, 1]`, batch symbolic or 1): a
-/// graph ending in a softmax or sigmoid gives probabilities, anything else logits for a softmax
-/// (what ImageNet-style classifiers are trained with).
+/// How a classifier's scores are read, after checking that its class output is one row of
+/// `labels` class scores per crop (`[1, C]`, `[N, C]`, `[C]` or `[N, C, 1, 1]`, batch symbolic or
+/// 1): its only output, or of several (the bundled MobileNetV2 also gives its `embedding`) the one
+/// of `labels` columns. A graph ending in a softmax or sigmoid gives probabilities, anything else
+/// logits for a softmax (what ImageNet-style classifiers are trained with).
 pub fn recognise_classifier(interface: &ModelInterface, labels: usize) -> Result<ClassScores, RecogniseError> {
     let output = match interface.outputs.as_slice() {
+        [] => return Err(RecogniseError::Classifier("has no outputs; a classifier has one, [1, C] or [N, C]".into())),
         [output] => output,
-        _ => {
-            return Err(RecogniseError::Classifier(format!(
-                "has {} outputs ({}); a classifier has one, [1, C] or [N, C]",
-                interface.outputs.len(),
-                interface.describe_outputs()
-            )))
+        several => {
+            several.iter().find(|output| classifier_columns(output) == u64::try_from(labels).ok()).ok_or_else(|| {
+                RecogniseError::Classifier(format!(
+                    "has {} outputs ({}), none of them one row of {labels} scores per crop ([1, {labels}] or \
+                     [N, {labels}]) for the {labels} labels of its label file",
+                    several.len(),
+                    interface.describe_outputs()
+                ))
+            })?
         }
     };
-    let classes = match output.dims.as_deref() {
-        Some([Dim::Fixed(classes)]) => Some(*classes),
-        Some([Dim::Symbolic | Dim::Fixed(1), Dim::Fixed(classes)])
-        | Some([Dim::Symbolic | Dim::Fixed(1), Dim::Fixed(classes), Dim::Fixed(1), Dim::Fixed(1)]) => Some(*classes),
-        _ => None,
-    };
-    let Some(classes) = classes else {
+    let Some(classes) = classifier_columns(output) else {
         return Err(RecogniseError::Classifier(format!("output {output} is not [1, C] or [N, C]")));
     };
     if u64::try_from(labels).ok() != Some(classes) {
@@ -241,6 +242,17 @@ pub fn recognise_classifier(interface: &ModelInterface, labels: usize) -> Result
         Some("Softmax" | "Sigmoid") => ClassScores::Probabilities,
         _ => ClassScores::Softmax,
     })
+}
+
+/// The class count of a classifier's output shaped `[C]`, `[N, C]` or `[N, C, 1, 1]` (N symbolic
+/// or 1).
+fn classifier_columns(output: &TensorInfo) -> Option<u64> {
+    match output.dims.as_deref() {
+        Some([Dim::Fixed(classes)])
+        | Some([Dim::Symbolic | Dim::Fixed(1), Dim::Fixed(classes)])
+        | Some([Dim::Symbolic | Dim::Fixed(1), Dim::Fixed(classes), Dim::Fixed(1), Dim::Fixed(1)]) => Some(*classes),
+        _ => None,
+    }
 }
 
 /// How a DETR head's class outputs become scores: a graph that ends in a sigmoid or softmax has
@@ -306,7 +318,7 @@ pub fn recognise_input(
             return Err(RecogniseError::Input(format!("{input} is {other}: only float32, float16 and uint8 are fed")))
         }
     };
-    let (mean, std, value_range) = value_range(interface, dtype);
+    let (mean, std, value_range) = value_range(interface, dtype, decoder.is_none());
     let yolo = matches!(
         decoder,
         Some(DecoderKind::Yolov5 | DecoderKind::Yolov8 | DecoderKind::NmsFree | DecoderKind::End2end)
@@ -332,8 +344,9 @@ pub fn recognise_input(
     Ok(RecognisedInput { input, value_range })
 }
 
-/// Mean and std (in 0..255 pixel units) for a float input, and where they come from.
-fn value_range(interface: &ModelInterface, dtype: TensorDtype) -> ([f32; 3], [f32; 3], &'static str) {
+/// Mean and std (in 0..255 pixel units) for a float input of a detector or a `classifier`, and
+/// where they come from.
+fn value_range(interface: &ModelInterface, dtype: TensorDtype, classifier: bool) -> ([f32; 3], [f32; 3], &'static str) {
     if dtype == TensorDtype::U8 {
         return ([0.0; 3], [1.0; 3], "raw 0..255 pixels (a uint8 input)");
     }
@@ -344,6 +357,10 @@ fn value_range(interface: &ModelInterface, dtype: TensorDtype) -> ([f32; 3], [f3
     }
     if RF_DETR_NAMES.iter().all(|name| interface.outputs.iter().any(|output| output.name == *name)) {
         return (IMAGENET_MEAN, IMAGENET_STD, "ImageNet mean/std on 0..1 (RF-DETR's outputs `dets`, `labels`)");
+    }
+    // ImageNet-1k classifiers (torchvision's, timm's) are trained on inputs normalised so.
+    if classifier && interface.outputs.iter().any(|output| classifier_columns(output) == Some(IMAGENET_CLASSES)) {
+        return (IMAGENET_MEAN, IMAGENET_STD, "ImageNet mean/std on 0..1 (a classifier of ImageNet's 1000 classes)");
     }
     ([0.0; 3], [255.0; 3], "0..1 (no scaling in the graph: the YOLO and DETR exports' convention)")
 }

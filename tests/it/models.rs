@@ -288,6 +288,61 @@ fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages(
     assert!(!log.contains("panicked"), "{log}");
 }
 
+/// The bundled MobileNetV2 as a classifier from its table alone, its ImageNet classes gathered
+/// into coarse groups: the SSD's cat in chelsea.png is classified `cat` (its breeds' summed
+/// probability), not one of ImageNet's thousand names. A group entry that names no label is
+/// refused by `check-config` (exit status 78) naming the group and the entry.
+#[test]
+fn the_bundled_imagenet_classifier_answers_the_groups_its_table_names() {
+    let prefix = "e2e-imagenet-groups";
+    let broker = crate::broker::Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = |groups: &str| {
+        format!(
+            "[models.pet]\nkind = \"classifier\"\non = [\"cat\", \"dog\"]\nonnx = {}\nlabels = {}\ngroups = {groups}\n",
+            toml_string(&repo("models/mobilenet_v2_imagenet.onnx").display().to_string()),
+            toml_string(&repo("models/imagenet_labels.txt").display().to_string())
+        )
+    };
+    let test_config = TestConfig::new(broker.port(), prefix).set("device", "cpu_workers", "1").camera(
+        "front",
+        4.0,
+        &crate::daemon::sample_source("chelsea.png", "loop"),
+    );
+    let misspelt =
+        test_config.clone().append(&table("{ cat = [\"Egyptian kat\"] }")).write(&dir.path().join("bad.toml"));
+    let refused = run(&["check-config"], &misspelt, &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("models.pet.groups") && stderr.contains("`Egyptian kat` is no label"), "{stderr}");
+
+    let config = test_config
+        .append(&table("{ cat = [\"281-285\"], dog = [\"151-268\"] }"))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = crate::broker::Subscriber::connect(&broker, "e2e-imagenet-groups-sub", &[&format!("{prefix}/#")]);
+    let mut daemon = crate::daemon::RunningDaemon::start(&config, &[("RUST_LOG", std::ffi::OsStr::new("info"))]);
+    let classified = |message: &crate::broker::Received| {
+        let value: serde_json::Value = serde_json::from_slice(&message.payload).unwrap_or_default();
+        let detections = value["detections"].as_array().cloned().unwrap_or_default();
+        detections.into_iter().find(|detection| detection["attributes"]["pet"].is_object())
+    };
+    let detections = daemon.wait_for_messages(
+        &subscriber,
+        &format!("{prefix}/front/detections"),
+        "a classified detection",
+        |messages| messages.iter().any(|message| classified(message).is_some()),
+    );
+    daemon.signal(libc::SIGTERM);
+    daemon.wait_exit();
+    let detection = detections.iter().find_map(classified).expect("waited for");
+    assert_eq!(detection["label"], "cat", "{detection}");
+    let pet = &detection["attributes"]["pet"];
+    assert_eq!(pet["label"], "cat", "{detection}");
+    assert!(pet["score"].as_f64().is_some_and(|score| score > 0.5), "{detection}");
+    let log = daemon.log();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
 /// `bench --cameras 2 --models default,yard`: camera 0 runs the bundled SSD (`[model]`), camera 1
 /// a YOLO26 export (`[models.yard]`), each on its own lane of the one scheduler; the JSON counts
 /// both models' frames and lists both models with their backend, and says that the CPU backend

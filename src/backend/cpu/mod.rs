@@ -570,8 +570,16 @@ mod tests {
                 let roi = Roi { x: stripe * 40 + 5, y: 2, width: 30, height: 20 };
                 let (outputs, _) = session.run_regions(&slot, &[roi]).expect("run");
                 let mut classes = Vec::new();
-                crate::decode::classify::classify(outputs, 1, crate::config::ClassScores::Probabilities, &mut classes)
-                    .expect("classify");
+                crate::decode::classify::classify(
+                    outputs,
+                    1,
+                    3,
+                    crate::config::ClassScores::Probabilities,
+                    None,
+                    &mut Vec::new(),
+                    &mut classes,
+                )
+                .expect("classify");
                 let class = classes[0].expect("a class");
                 assert_eq!(class.class_id, expected, "{}: stripe {stripe} gave {class:?}", engine.engine());
                 assert!(class.score > 0.9, "{class:?}");

@@ -192,8 +192,26 @@ fn a_classifier_has_one_row_of_scores_per_crop_and_as_many_as_labels() {
     let detector = repo_model("tests/models/yolo26t_160_random.onnx");
     let message = recognise_classifier(&detector, 80).expect_err("a detector").to_string();
     assert!(message.contains("is not [1, C] or [N, C]") && message.contains("[1, 300, 6]"), "{message}");
-    let two = outputs(vec![tensor("a", &[1, 3]), tensor("b", &[1, 3])]);
-    assert!(recognise_classifier(&two, 3).expect_err("two outputs").to_string().contains("has 2 outputs"));
+    let two = outputs(vec![tensor("a", &[1, 4]), tensor("b", &[1, 5])]);
+    let message = recognise_classifier(&two, 3).expect_err("no output of 3 columns").to_string();
+    assert!(message.contains("has 2 outputs") && message.contains("none of them one row of 3 scores"), "{message}");
+    assert_eq!(recognise_classifier(&two, 5), Ok(ClassScores::Softmax), "`b` scores 5 labels");
+}
+
+#[test]
+fn the_bundled_mobilenet_v2_is_a_classifier_of_its_logits_with_imagenet_normalised_input() {
+    let interface = repo_model("models/mobilenet_v2_imagenet.onnx");
+    assert_eq!(recognise_classifier(&interface, 1000), Ok(ClassScores::Softmax), "logits, beside its embedding");
+    let input = recognise_input(&interface, None).expect("input");
+    assert_eq!(
+        (input.input.width, input.input.height, input.input.layout, input.input.dtype),
+        (224, 224, TensorLayout::Nchw, TensorDtype::F32)
+    );
+    assert_eq!((input.input.resize, input.input.filter), (ResizeKind::Stretch, ResizeFilter::Antialias));
+    assert_eq!((input.input.mean, input.input.std), (IMAGENET_MEAN, IMAGENET_STD), "{}", input.value_range);
+    assert!(input.value_range.contains("ImageNet's 1000 classes"), "{}", input.value_range);
+    let colour = recognise_input(&repo_model("tests/models/colour_classifier.onnx"), None).expect("input");
+    assert_eq!(colour.input.std, [255.0; 3], "a classifier of other classes keeps 0..1");
 }
 
 #[test]
