@@ -51,7 +51,7 @@ pub const MAX_ENGINE_BYTES: u64 = 4 << 30;
 
 /// Sidecars and timing caches beyond this are not ours.
 const MAX_SIDECAR_BYTES: u64 = 64 << 10;
-const MAX_TIMING_CACHE_BYTES: u64 = 1 << 30;
+pub const MAX_TIMING_CACHE_BYTES: u64 = 1 << 30;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
@@ -354,6 +354,19 @@ pub struct EngineSidecar {
     pub engine_sha256: String,
 }
 
+impl EngineSidecar {
+    /// The sidecar of `engine`, built for `identity`.
+    pub fn new(identity: &EngineIdentity, engine: &[u8]) -> EngineSidecar {
+        EngineSidecar {
+            schema: CACHE_SCHEMA,
+            key: identity.key(),
+            identity: identity.clone(),
+            engine_bytes: engine.len() as u64,
+            engine_sha256: sha256_hex(engine),
+        }
+    }
+}
+
 /// The JSON file next to the timing cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -367,6 +380,42 @@ pub struct TimingCacheSidecar {
     pub board: String,
     pub cache_bytes: u64,
     pub cache_sha256: String,
+}
+
+impl TimingCacheSidecar {
+    /// The sidecar of timing cache `cache`, measured by `tensorrt_version` on `device`.
+    pub fn new(tensorrt_version: &str, device: &DeviceIdentity, cache: &[u8]) -> TimingCacheSidecar {
+        TimingCacheSidecar {
+            schema: CACHE_SCHEMA,
+            tensorrt_version: tensorrt_version.to_owned(),
+            device_name: device.name.clone(),
+            compute_capability: format!("{}.{}", device.compute_capability.0, device.compute_capability.1),
+            multiprocessors: device.multiprocessors,
+            total_memory_bytes: device.total_memory_bytes,
+            board: device.board.clone(),
+            cache_bytes: cache.len() as u64,
+            cache_sha256: sha256_hex(cache),
+        }
+    }
+
+    /// What differs from `expected` in what the cache was measured with (`field: old → new`):
+    /// the TensorRT version and the device, not the bytes.
+    pub fn differences(&self, expected: &TimingCacheSidecar) -> Vec<String> {
+        let mut changed = Vec::new();
+        if self.tensorrt_version != expected.tensorrt_version {
+            changed.push(format!("TensorRT: {} → {}", self.tensorrt_version, expected.tensorrt_version));
+        }
+        let device_of = |s: &TimingCacheSidecar| {
+            format!(
+                "{} ({}, {} SMs, {} bytes, {})",
+                s.device_name, s.compute_capability, s.multiprocessors, s.total_memory_bytes, s.board
+            )
+        };
+        if device_of(self) != device_of(expected) {
+            changed.push(format!("device: {} → {}", device_of(self), device_of(expected)));
+        }
+        changed
+    }
 }
 
 /// Why a cached (or user-supplied) engine or timing cache is not used. Logged before a rebuild.
@@ -448,6 +497,11 @@ impl EngineCache {
         &self.dir
     }
 
+    /// The model's file stem, which names its files here.
+    pub fn stem(&self) -> &str {
+        &self.stem
+    }
+
     pub fn engine_path(&self, key: &str) -> PathBuf {
         self.dir.join(format!("{}.{key}.engine", self.stem))
     }
@@ -526,20 +580,7 @@ impl EngineCache {
             return Err(MissReason::Missing { stale: Vec::new() });
         }
         let sidecar: TimingCacheSidecar = read_sidecar(&sidecar_path(&path))?;
-        let expected = timing_sidecar(tensorrt_version, device, 0, String::new());
-        let mut changed = Vec::new();
-        if sidecar.tensorrt_version != expected.tensorrt_version {
-            changed.push(format!("TensorRT: {} → {}", sidecar.tensorrt_version, expected.tensorrt_version));
-        }
-        let device_of = |s: &TimingCacheSidecar| {
-            format!(
-                "{} ({}, {} SMs, {} bytes, {})",
-                s.device_name, s.compute_capability, s.multiprocessors, s.total_memory_bytes, s.board
-            )
-        };
-        if device_of(&sidecar) != device_of(&expected) {
-            changed.push(format!("device: {} → {}", device_of(&sidecar), device_of(&expected)));
-        }
+        let changed = sidecar.differences(&TimingCacheSidecar::new(tensorrt_version, device, &[]));
         if !changed.is_empty() {
             return Err(MissReason::IdentityMismatch(changed));
         }
@@ -555,7 +596,7 @@ impl EngineCache {
     ) -> Result<PathBuf, CacheError> {
         let path = self.timing_cache_path();
         atomic_write(&path, cache)?;
-        let sidecar = timing_sidecar(tensorrt_version, device, cache.len() as u64, sha256_hex(cache));
+        let sidecar = TimingCacheSidecar::new(tensorrt_version, device, cache);
         atomic_write(&sidecar_path(&path), &sidecar_json(&sidecar))?;
         Ok(path)
     }
@@ -660,20 +701,6 @@ impl EngineCache {
     }
 }
 
-fn timing_sidecar(tensorrt_version: &str, device: &DeviceIdentity, bytes: u64, sha256: String) -> TimingCacheSidecar {
-    TimingCacheSidecar {
-        schema: CACHE_SCHEMA,
-        tensorrt_version: tensorrt_version.to_owned(),
-        device_name: device.name.clone(),
-        compute_capability: format!("{}.{}", device.compute_capability.0, device.compute_capability.1),
-        multiprocessors: device.multiprocessors,
-        total_memory_bytes: device.total_memory_bytes,
-        board: device.board.clone(),
-        cache_bytes: bytes,
-        cache_sha256: sha256,
-    }
-}
-
 /// `<file>.json`.
 pub fn sidecar_path(file: &Path) -> PathBuf {
     let mut name = file.as_os_str().to_owned();
@@ -685,13 +712,7 @@ pub fn sidecar_path(file: &Path) -> PathBuf {
 /// `build-engine` uses this for engines outside the cache too, so that a prebuilt engine can be
 /// validated like a cached one.
 pub fn write_engine_with_sidecar(path: &Path, identity: &EngineIdentity, engine: &[u8]) -> Result<(), CacheError> {
-    let sidecar = EngineSidecar {
-        schema: CACHE_SCHEMA,
-        key: identity.key(),
-        identity: identity.clone(),
-        engine_bytes: engine.len() as u64,
-        engine_sha256: sha256_hex(engine),
-    };
+    let sidecar = EngineSidecar::new(identity, engine);
     atomic_write(path, engine)?;
     Ok(atomic_write(&sidecar_path(path), &sidecar_json(&sidecar))?)
 }
