@@ -95,6 +95,11 @@ enum Command {
     },
     /// Build the TensorRT engine for the config into the engine cache (or confirm it is current).
     BuildEngine(ConfigArg),
+    /// Engine packs: share this device's built engines with devices of the same kind, signed.
+    Engine {
+        #[command(subcommand)]
+        command: EngineCommand,
+    },
     /// Prove this device: GPU, TensorRT, clocks, engine build times, detections against the CPU
     /// backend, latency. Exit status 0 only when every check passed (skipped ones do not fail).
     Selftest {
@@ -118,6 +123,43 @@ enum Command {
         /// Time a cold and a warm engine build even when the engine is cached (minutes on a Jetson).
         #[arg(long)]
         rebuild: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum EngineCommand {
+    /// Write the cached engines and timing caches of the config's models into one pack file
+    /// (build them first with `build-engine`).
+    Export {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Sign the pack with this private key (else sign it later with `engine sign`).
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// The pack file to write.
+        file: PathBuf,
+    },
+    /// Check a pack against `[engine.store]`'s public key and this device (TensorRT, builder,
+    /// GPU and board, model, options) and cache its engines, or refuse it naming what differs.
+    Import {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The pack file to read.
+        file: PathBuf,
+    },
+    /// Make a signing key: KEY (private, readable by its owner and group only) and KEY.pub (for
+    /// `engine.store.public_key` on every device).
+    Keygen {
+        /// Where to write the private key; neither it nor KEY.pub may exist.
+        key: PathBuf,
+    },
+    /// Sign a pack file in place with a private key.
+    Sign {
+        /// The private key (`engine keygen`, or `openssl genpkey -algorithm ed25519`).
+        #[arg(long)]
+        key: PathBuf,
+        /// The pack file.
+        file: PathBuf,
     },
 }
 
@@ -201,6 +243,7 @@ fn main() -> ExitCode {
             bench_command(&config, &request)
         }
         Command::BuildEngine(arg) => build_engine(&arg),
+        Command::Engine { command } => engine_command(command),
         Command::Selftest { config, json, runs, paused_runs, pause_ms, images, rebuild } => {
             let options = SelftestOptions {
                 runs,
@@ -369,6 +412,31 @@ fn selftest_command(arg: &ConfigArg, json: bool, options: &SelftestOptions) -> R
         let failed: Vec<&str> = report.checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.name).collect();
         Err(Failure::other(anyhow::anyhow!("selftest failed: {}", failed.join(", "))).into())
     }
+}
+
+fn engine_command(command: EngineCommand) -> Result<(), Stop> {
+    use jetson_detectd::cmd::engine::{self, EngineCommandError};
+    let failed = |error: EngineCommandError| {
+        let code = if error.is_configuration_problem() { EXIT_CONFIG } else { EXIT_FAILURE };
+        Failure { error: anyhow::Error::new(error), code }
+    };
+    let with_config = |arg: &ConfigArg| -> Result<Config, Failure> {
+        let config = load_config(arg).map_err(Failure::config)?;
+        init_cli_logging(&config);
+        Ok(config)
+    };
+    let report = match command {
+        EngineCommand::Export { config, key, file } => {
+            serde_json::to_value(engine::export(&with_config(&config)?, key.as_deref(), &file).map_err(failed)?)
+        }
+        EngineCommand::Import { config, file } => {
+            serde_json::to_value(engine::import(&with_config(&config)?, &file).map_err(failed)?)
+        }
+        EngineCommand::Keygen { key } => serde_json::to_value(engine::keygen(&key).map_err(failed)?),
+        EngineCommand::Sign { key, file } => serde_json::to_value(engine::sign(&key, &file).map_err(failed)?),
+    };
+    let report = report.context("encoding the report").map_err(Failure::other)?;
+    print_line(&serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?)
 }
 
 #[cfg(feature = "tensorrt")]

@@ -4,7 +4,7 @@
 //! which serves every camera: see `crate::infer::scheduler`), [`BackendError`], loading a model
 //! (`crate::model::ModelSpec`) on the backend a `crate::model::DeviceSpec` chooses ([`load`]),
 //! showing an engine build ([`BuildDisplay`]) and adding up the device memory of the models one
-//! worker runs ([`memory`]). Nothing here reads the config: those two specs are all it sees of it.
+//! worker runs ([`memory`]); engines shared between devices ([`fleet`]). Nothing here reads the config: those two specs are all it sees of it.
 //! The outputs a session fills are `crate::model`'s [`ModelOutputs`]. A backend does
 //! preprocessing *and* inference, because on the GPU path both run on the worker's stream without
 //! the tensor leaving the device.
@@ -12,6 +12,7 @@
 
 pub mod build_display;
 pub mod cpu;
+pub mod fleet;
 pub mod load;
 pub mod memory;
 pub mod trt;

@@ -1,5 +1,5 @@
 //! The subcommands that wire the stages below for one job: `run` (the daemon), `detect`
-//! (one-shot), `probe`, `bench` and `selftest`. `check-config` (the config and `run`'s start-up
+//! (one-shot), `probe`, `bench`, `selftest` and `engine` (engine packs and their keys). `check-config` (the config and `run`'s start-up
 //! checks, [`run::preflight`]) and `build-engine` (`crate::backend::trt::build_engine`) are a few
 //! lines each and live in `main.rs`.
 //!
@@ -10,6 +10,7 @@
 
 pub mod bench;
 pub mod detect;
+pub mod engine;
 pub mod models;
 pub mod probe;
 pub mod run;

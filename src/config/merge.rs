@@ -37,6 +37,9 @@ impl Config {
         if let Some(p) = self.device.onnxruntime_library.as_mut() {
             resolve(p, &["device", "onnxruntime_library"]);
         }
+        if let Some(p) = self.engine.store.public_key.as_mut() {
+            resolve(p, &["engine", "store", "public_key"]);
+        }
         if let Some(p) = self.mqtt.password_file.as_mut() {
             resolve(p, &["mqtt", "password_file"]);
         }

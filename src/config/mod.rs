@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
 pub mod cpu_budget;
+pub mod engine_store;
 mod merge;
 pub mod models;
 pub mod record;
@@ -306,6 +307,8 @@ pub struct EngineConfig {
     pub max_batch: NonZeroUsize,
     /// Longest wait for more cameras' frames once one frame is ready, in ms (0: take what is ready).
     pub batch_timeout_ms: u32,
+    /// `[engine.store]`: the fleet's engine packs and their signatures.
+    pub store: engine_store::EngineStoreConfig,
 }
 
 /// Largest `engine.frame_slots` accepted: each slot holds a whole frame (up to
@@ -1461,6 +1464,7 @@ mod properties {
             (&["model", "input", "name"], string()),
             (&["engine", "cache_dir"], string()),
             (&["engine", "dla_core"], Value::Integer(0)),
+            (&["engine", "store", "public_key"], string()),
             (&["mqtt", "client_id"], string()),
             (&["mqtt", "prefix"], string()),
             (&["mqtt", "username"], string()),

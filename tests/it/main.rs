@@ -14,6 +14,7 @@ mod daemon;
 #[cfg(target_arch = "x86_64")]
 mod demo;
 mod detect;
+mod engine_pack;
 mod golden;
 #[cfg(feature = "cuda")]
 mod gpu;

@@ -19,6 +19,7 @@ use cudarc::driver::CudaContext;
 
 use super::device_key::{board_identity, read_device_tree_model, DeviceIdentity};
 use super::error::TrtError;
+use super::expected_model::ExpectedModel;
 use super::ffi;
 use super::progress::Progress;
 use super::runtime::{header_version, BuildEvent, BuildOutput, BuildRequest, Engine, TrtRuntime};
@@ -623,6 +624,25 @@ pub fn build_engine(
             build_seconds: built.seconds,
         }),
     }
+}
+
+/// What this device (`on`'s GPU with the TensorRT it loads) accepts for each of `models` that is
+/// built from ONNX (a prebuilt `model.engine` is the user's own, never packed): the identities a
+/// pack's engines must have, and where they are cached (`engine export` and `engine import`).
+pub fn expected_models(models: &[ModelSpec], on: &DeviceSpec) -> Result<Vec<ExpectedModel>, TrtError> {
+    let runtime = TrtRuntime::open()?;
+    let (_context, device) = device_identity(on.gpu)?;
+    let mut expected = Vec::new();
+    for model in models.iter().filter(|model| model.files.engine().is_none()) {
+        let plan = BuildPlan::new(model, on, runtime.version(), device.clone())?;
+        expected.push(ExpectedModel {
+            cache: plan.cache,
+            identities: [plan.identity, plan.static_identity],
+            tensorrt_version: plan.tensorrt.to_string(),
+            device: plan.device,
+        });
+    }
+    Ok(expected)
 }
 
 /// Cold and warm build times of one engine (`selftest`).

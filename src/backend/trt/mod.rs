@@ -13,8 +13,9 @@
 //! [`gpu_frames`] (the CUDA layer's preprocessing kernel as the input stage, page-locked frame
 //! slots), [`probe`](mod@probe) (what TensorRT the machine has). Always compiled, without the feature:
 //! [`engine_cache`] (cache keys, files, atomic writes), [`device_key`] (which GPU an engine belongs
-//! to), [`arena_plan`] (scratch arena sizing) and [`onnx_external_data`] (which files an ONNX model
-//! reads), so that this logic is tested on every machine.
+//! to), [`expected_model`] (what this device accepts as a model's engine), [`arena_plan`] (scratch
+//! arena sizing) and [`onnx_external_data`] (which files an ONNX model reads), so that this logic
+//! is tested on every machine.
 
 #[cfg(feature = "tensorrt")]
 pub mod arena;
@@ -27,6 +28,7 @@ pub mod device_key;
 pub mod engine_cache;
 #[cfg(feature = "tensorrt")]
 mod error;
+pub mod expected_model;
 #[cfg(feature = "tensorrt")]
 mod ffi;
 #[cfg(feature = "tensorrt")]
@@ -44,7 +46,7 @@ mod version;
 #[cfg(feature = "tensorrt")]
 pub use backend::{InputStage, InputStageFactory, TrtBackend};
 #[cfg(feature = "tensorrt")]
-pub use build::{build_engine, BuiltEngine};
+pub use build::{build_engine, expected_models, BuiltEngine};
 #[cfg(feature = "tensorrt")]
 pub use error::TrtError;
 #[cfg(feature = "tensorrt")]
