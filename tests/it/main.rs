@@ -15,6 +15,7 @@ mod daemon;
 mod demo;
 mod detect;
 mod engine_pack;
+mod engine_store;
 mod golden;
 #[cfg(feature = "cuda")]
 mod gpu;
@@ -37,6 +38,7 @@ mod rtsp;
 mod secrets;
 mod selftest;
 mod sources;
+mod store_servers;
 mod telemetry;
 mod tracking;
 mod watchdog;

@@ -1,0 +1,190 @@
+//! The engine stores against real servers the tests start (`store_servers`): a pack pushed by one
+//! device is fetched by another; a second push of the same key does not replace the first; two
+//! devices claiming one key's lease get one holder and one wait, a released lease passes on and a
+//! dead builder's is taken over once it has not been renewed for its lifetime; a store that is
+//! down, one that never answers and a shutdown during a download each end the call with the
+//! reason; an object over the size bound is refused before it is read. Whether a pack is trusted
+//! is the pack layer's (its tests, and the signed pack read back here).
+
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jetson_detectd::backend::fleet::store::lease::{lease_object, LeaseRecord};
+use jetson_detectd::backend::fleet::store::{Claimed, EngineStore, Leases, StoreError, StoreSettings, Write, Written};
+use jetson_detectd::config::engine_store::StoreLocation;
+
+use crate::pace::Pace;
+use crate::store_servers::{Registry, Seaweed, BUCKET, S3_SECRET, S3_USER};
+
+fn settings(location: StoreLocation) -> StoreSettings {
+    StoreSettings { location, credentials: None, endpoint: None, timeout: Duration::from_secs(60), max_bytes: 64 << 20 }
+}
+
+fn oci(registry: &Registry) -> StoreSettings {
+    settings(StoreLocation::Oci {
+        registry: registry.address.clone(),
+        repository: "fleet/engines".into(),
+        plain_http: true,
+    })
+}
+
+fn s3(seaweed: &Seaweed, prefix: &str) -> StoreSettings {
+    StoreSettings {
+        credentials: Some((S3_USER.into(), S3_SECRET.into())),
+        endpoint: Some(seaweed.endpoint.clone()),
+        ..settings(StoreLocation::Objects { url: format!("s3://{BUCKET}/{prefix}") })
+    }
+}
+
+fn open(settings: &StoreSettings) -> EngineStore {
+    EngineStore::open(settings, Arc::new(AtomicBool::new(false))).expect("open the store")
+}
+
+/// A pack-sized object: 20 MB of bytes that do not compress.
+fn pack_bytes(seed: u8) -> Vec<u8> {
+    let mut state = u32::from(seed) + 1;
+    (0..20_000_000)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as u8
+        })
+        .collect()
+}
+
+/// What every store must do with packs: one device pushes, another fetches the same bytes, a
+/// second push of the key leaves the first, a missing key is no error.
+fn packs_travel_between_devices(settings: &StoreSettings) {
+    let (builder, other) = (open(settings), open(settings));
+    let pack = pack_bytes(1);
+    assert_eq!(other.fetch("engines/0123456789abcdef.pack").expect("lookup"), None);
+    assert!(matches!(builder.push("engines/0123456789abcdef.pack", pack.clone(), Write::Create), Ok(Written::Done(_))));
+    let fetched = other.fetch("engines/0123456789abcdef.pack").expect("fetch").expect("the pack is there");
+    assert!(fetched.bytes == pack, "the fetched pack differs from the pushed one");
+    assert_eq!(other.push("engines/0123456789abcdef.pack", pack_bytes(2), Write::Create), Ok(Written::Conflict));
+    assert!(other.fetch("engines/0123456789abcdef.pack").expect("fetch").expect("there").bytes == pack);
+
+    let small = StoreSettings { max_bytes: 1 << 20, ..settings.clone() };
+    match open(&small).fetch("engines/0123456789abcdef.pack") {
+        Err(StoreError::TooLarge { bytes, .. }) => assert_eq!(bytes, 20_000_000),
+        other => panic!("a pack over the bound must be refused, got {other:?}"),
+    }
+}
+
+/// A lease's lifetime in these tests: long beside a renewal (a registry's takes its settle time,
+/// two seconds) even on a loaded machine, short beside a test.
+const LIFETIME: Duration = Duration::from_secs(8);
+
+/// Calls `attempt` every quarter second until it says yes, for at most a daemon wait.
+fn eventually(mut attempt: impl FnMut() -> bool) -> bool {
+    let patience = Pace::measured().daemon_wait();
+    let started = Instant::now();
+    while started.elapsed() < patience {
+        if attempt() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    false
+}
+
+/// What every store must do with leases.
+fn one_device_builds_a_key_while_the_other_waits(settings: &StoreSettings) {
+    let first = Leases::new(open(settings), LIFETIME);
+    let second = Leases::new(open(settings), LIFETIME);
+    let held = match first.claim("feedfacecafe0001", "pid 10 on nano-1").expect("claim") {
+        Claimed::Held(guard) => guard,
+        Claimed::Busy(busy) => panic!("nobody held it, yet {} does", busy.holder),
+    };
+    match second.claim("feedfacecafe0001", "pid 20 on nano-2").expect("claim") {
+        Claimed::Busy(busy) => assert_eq!(busy.holder, "pid 10 on nano-1"),
+        Claimed::Held(_) => panic!("two devices hold one lease"),
+    }
+    // Renewed while held: still busy after more than its lifetime.
+    std::thread::sleep(LIFETIME + LIFETIME / 2);
+    assert!(second.holder("feedfacecafe0001").expect("look").is_some(), "a renewed lease expired");
+    drop(held);
+    let released =
+        eventually(|| matches!(second.claim("feedfacecafe0001", "pid 20 on nano-2").expect("claim"), Claimed::Held(_)));
+    assert!(released, "a released lease did not pass on");
+
+    // A builder that died (its lease never renewed) is taken over once it stayed unchanged for
+    // its lifetime, as this device saw it.
+    let dead =
+        LeaseRecord { holder: "pid 30 (dies)".into(), token: "0".into(), lease_s: 2, renewals: 0, released: false };
+    let record = serde_json::to_vec(&dead).expect("json");
+    open(settings).push(&lease_object("feedfacecafe0002"), record, Write::Create).expect("a dead builder's lease");
+    let taken = eventually(|| match second.claim("feedfacecafe0002", "pid 20 on nano-2").expect("claim") {
+        Claimed::Held(_) => true,
+        Claimed::Busy(busy) => {
+            assert_eq!(busy.holder, "pid 30 (dies)");
+            false
+        }
+    });
+    assert!(taken, "a dead builder's lease was never taken over");
+}
+
+#[test]
+fn packs_and_leases_on_an_oci_registry() {
+    let Some(registry) = Registry::start() else { return };
+    packs_travel_between_devices(&oci(&registry));
+    one_device_builds_a_key_while_the_other_waits(&oci(&registry));
+}
+
+#[test]
+fn packs_and_leases_on_an_s3_server() {
+    let Some(seaweed) = Seaweed::start() else { return };
+    packs_travel_between_devices(&s3(&seaweed, "fleet"));
+    one_device_builds_a_key_while_the_other_waits(&s3(&seaweed, "fleet"));
+    let wrong = StoreSettings { credentials: Some((S3_USER.into(), "not the secret".into())), ..s3(&seaweed, "fleet") };
+    let refused = open(&wrong).fetch("engines/0123456789abcdef.pack").expect_err("wrong secret");
+    assert!(refused.to_string().contains("fleet"), "{refused}");
+}
+
+#[test]
+fn packs_and_leases_in_a_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let location = StoreLocation::Objects { url: format!("file://{}", dir.path().display()) };
+    packs_travel_between_devices(&settings(location.clone()));
+    one_device_builds_a_key_while_the_other_waits(&settings(location));
+}
+
+#[test]
+fn a_store_that_is_down_or_never_answers_or_is_stopped_ends_the_call_with_the_reason() {
+    // Down: nothing listens on the port.
+    let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let down = settings(StoreLocation::Oci {
+        registry: format!("127.0.0.1:{port}"),
+        repository: "e".into(),
+        plain_http: true,
+    });
+    let error = open(&down).fetch("engines/0123456789abcdef.pack").expect_err("down");
+    assert!(matches!(error, StoreError::Failed { .. }), "{error:?}");
+
+    // Hangs: a listener that accepts and never answers. The timeout is the behaviour under test.
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = silent.local_addr().expect("addr");
+    let hung = StoreSettings {
+        timeout: Duration::from_secs(2),
+        ..settings(StoreLocation::Oci { registry: address.to_string(), repository: "e".into(), plain_http: true })
+    };
+    let error = open(&hung).fetch("engines/0123456789abcdef.pack").expect_err("hung");
+    assert!(matches!(error, StoreError::TimedOut { seconds: 2, .. } | StoreError::Failed { .. }), "{error:?}");
+    assert!(error.to_string().contains(&address.to_string()), "{error}");
+
+    // Stopped: shutdown during a download that would never end.
+    let cancel = Arc::new(AtomicBool::new(false));
+    let patient = StoreSettings { timeout: Duration::from_secs(3600), ..hung };
+    let store = EngineStore::open(&patient, cancel.clone()).expect("open");
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        cancel.store(true, Ordering::Relaxed);
+    });
+    let error = store.fetch("engines/0123456789abcdef.pack").expect_err("stopped");
+    assert!(matches!(error, StoreError::Cancelled { .. }), "{error:?}");
+    stopper.join().expect("stopper");
+    drop(silent);
+}
