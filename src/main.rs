@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use jetson_detectd::backend::engine::chain::unchecked;
 use jetson_detectd::backend::{load, Backend, BuildDisplay};
 use jetson_detectd::cmd::run::{self, DaemonError};
 use jetson_detectd::cmd::selftest::{self, SelftestOptions, Status};
@@ -339,7 +340,8 @@ fn decode_setup(config: &Config, threshold: Option<f32>) -> Result<(Arc<Labels>,
 fn load_backend(config: &Config) -> Result<Arc<dyn Backend>, Failure> {
     let model = ModelSpec::from_config(config).map_err(Failure::config)?;
     let mut display = BuildDisplay::default();
-    let backend = load::load_backend(&model, &DeviceSpec::from_config(config), |event| display.report(&event));
+    let device = DeviceSpec::from_config(config);
+    let backend = load::load_backend(&model, &device, |event| display.report(&event), &mut unchecked);
     display.finish();
     backend.map_err(|e| Failure::from(DaemonError::from(e)))
 }
@@ -439,9 +441,8 @@ fn engine_command(command: EngineCommand) -> Result<(), Stop> {
     print_line(&serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?)
 }
 
-#[cfg(feature = "tensorrt")]
 fn build_engine(arg: &ConfigArg) -> Result<(), Stop> {
-    use jetson_detectd::backend::trt;
+    use jetson_detectd::backend::engine::EngineError;
     use jetson_detectd::service::notify::Notifier;
     let config = load_config(arg).map_err(Failure::config)?;
     logging::init(config.device.log_level.filter());
@@ -449,25 +450,17 @@ fn build_engine(arg: &ConfigArg) -> Result<(), Stop> {
     // Under systemd (an ExecStartPre=, say) keep extending the start timeout while building.
     let notifier = Notifier::from_env().unwrap_or_else(|_| Notifier::disabled());
     let mut display = BuildDisplay::default();
-    let built = trt::build_engine(&model, &DeviceSpec::from_config(&config), |event| {
+    let built = load::build_engine(&model, &DeviceSpec::from_config(&config), |event| {
         display.report(&event);
         let _ = notifier.build_progress(std::time::Duration::from_secs(30), &display.line());
     });
     display.finish();
     let built = built.map_err(|e| {
-        let code = if matches!(e, trt::TrtError::Config(_)) { EXIT_CONFIG } else { EXIT_FAILURE };
+        let code = if matches!(e, EngineError::Config(_)) { EXIT_CONFIG } else { EXIT_FAILURE };
         Failure { error: anyhow::Error::new(e).context("engine build failed"), code }
     })?;
     let json = serde_json::to_string_pretty(&built).context("encoding the result").map_err(Failure::other)?;
     print_line(&json)
-}
-
-#[cfg(not(feature = "tensorrt"))]
-fn build_engine(_arg: &ConfigArg) -> Result<(), Stop> {
-    Err(Failure::other(anyhow::anyhow!(
-        "this binary was built without the `tensorrt` feature; rebuild with `--features tensorrt` on the Jetson"
-    ))
-    .into())
 }
 
 #[cfg(test)]

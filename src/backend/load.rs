@@ -1,27 +1,84 @@
-//! Loading a model on a backend: the choice between TensorRT and the CPU, and the fallback.
+//! Loading a model on a backend: the choice between an engine (TensorRT) and the CPU, the
+//! fallback, and the engine lifecycle's entry points for the commands.
 //!
 //! Owns: `device.backend` / `device.fallback` / `device.cpu_engine` semantics (the CPU engine is
-//! chosen and its choice logged here) and opening the GPU for TensorRT (the device probe that
-//! decides whether TensorRT can run), from a [`ModelSpec`] and a [`DeviceSpec`]. Must not: read
-//! the config, run inference or start threads; every command that needs a backend (run, detect,
-//! bench, selftest, check-config) loads it here.
+//! chosen and its choice logged here), which [`Toolchain`] builds and runs engines here (the
+//! stand-in when `engine::stand_in::STAND_IN_ENV` is set, else TensorRT on the GPU it opens), and the first step
+//! of an engine's acquisition: a prebuilt or cached engine loads at once ([`Loading::Ready`]);
+//! anything else is an [`EngineChain`] to run, on this thread or another ([`Loading::Pending`]).
+//! From a [`ModelSpec`] and a [`DeviceSpec`]. Must not: read the config, run inference or start
+//! threads; every command that needs a backend (run, detect, bench, selftest, check-config,
+//! build-engine) loads it here.
 
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::cpu::{CpuBackend, EngineChoice};
+use super::engine::chain::{load_prebuilt, Saved, TimingCacheUse};
+use super::engine::stand_in::{StandInSettings, StandInToolchain};
+use super::engine::{EngineChain, EngineError, Progress, Toolchain, Vet};
+use super::trt::expected_model::ExpectedModel;
 use super::{Backend, BackendError};
 use crate::config::{BackendChoice, Fallback};
 use crate::model::{DeviceSpec, ModelSpec};
 
-/// Loads `model` on the backend `device` asks for: `auto` tries TensorRT (when built in) and runs
-/// on the CPU when TensorRT or the GPU is missing; `tensorrt` falls back only when `device` says
-/// so. `progress` sees an engine build, which can take minutes on first start.
+/// An engine-build progress event.
+pub type BuildProgress = Progress;
+
+/// A loaded backend, and why it runs on the CPU when an engine was asked for first.
+pub type Loaded = (Arc<dyn Backend>, Option<String>);
+
+/// What the first step of loading a model found.
+pub enum Loading {
+    /// The backend, loaded: the CPU (asked for, or the fallback, with the reason), or an engine
+    /// that was prebuilt or cached.
+    Ready(Loaded),
+    /// The model's engine must be fetched or built first (minutes on a Jetson): the chain does,
+    /// on whichever thread runs it; `reason` says why the cache had none.
+    Pending { chain: Box<EngineChain>, reason: String },
+}
+
+/// Loads `model` on the backend `device` asks for, first step only ([`Loading`]): `auto` tries an
+/// engine (TensorRT when built in, or the stand-in) and runs on the CPU when TensorRT or the GPU
+/// is missing; `tensorrt` falls back only when `device` says so.
+pub fn start_loading(model: &ModelSpec, device: &DeviceSpec) -> Result<Loading, BackendError> {
+    check_model_files(model)?;
+    let Some(may_fall_back) = tensorrt_first(device) else {
+        return Ok(Loading::Ready((load_cpu(model, device)?, None)));
+    };
+    let toolchain = match toolchain(device) {
+        Ok(toolchain) => toolchain,
+        Err(EngineError::Unavailable(reason)) if may_fall_back => {
+            log::log!(
+                fallback_level(device.backend, cfg!(feature = "tensorrt")),
+                "TensorRT backend unavailable ({reason}); running on the CPU backend, several times slower. \
+                 `jetson-detectd probe` says why; telemetry's engine.kind says which backend runs"
+            );
+            return Ok(Loading::Ready((load_cpu(model, device)?, Some(reason))));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    if let Some(path) = model.files.engine() {
+        return Ok(Loading::Ready((load_prebuilt(toolchain.as_ref(), model, path)?.backend, None)));
+    }
+    let mut chain = EngineChain::new(toolchain, model, &device.cache_dir, Vec::new())?;
+    match chain.look_local() {
+        Ok(acquired) => Ok(Loading::Ready((acquired.backend, None))),
+        Err(reason) => Ok(Loading::Pending { chain: Box::new(chain), reason: reason.to_string() }),
+    }
+}
+
+/// Loads `model` on the backend `device` asks for ([`start_loading`]), running an engine's chain
+/// on this thread when it must be fetched or built: `progress` sees the build, `vet` checks the
+/// engine before it is cached.
 pub fn load_backend(
     model: &ModelSpec,
     device: &DeviceSpec,
     progress: impl FnMut(BuildProgress),
+    vet: &mut Vet<'_>,
 ) -> Result<Arc<dyn Backend>, BackendError> {
-    load_backend_noting_fallback(model, device, progress).map(|(backend, _)| backend)
+    load_backend_noting_fallback(model, device, progress, vet).map(|(backend, _)| backend)
 }
 
 /// [`load_backend`], and why it runs on the CPU when TensorRT was asked for first (`auto`, or
@@ -29,26 +86,147 @@ pub fn load_backend(
 pub fn load_backend_noting_fallback(
     model: &ModelSpec,
     device: &DeviceSpec,
-    progress: impl FnMut(BuildProgress),
+    mut progress: impl FnMut(BuildProgress),
+    vet: &mut Vet<'_>,
 ) -> Result<Loaded, BackendError> {
-    check_model_files(model)?;
-    let Some(may_fall_back) = tensorrt_first(device) else { return Ok((load_cpu(model, device)?, None)) };
-    match load_tensorrt(model, device, progress) {
-        Ok(backend) => Ok((backend, None)),
-        Err(BackendError::Unavailable(_, reason)) if may_fall_back => {
-            log::log!(
-                fallback_level(device.backend, cfg!(feature = "tensorrt")),
-                "TensorRT backend unavailable ({reason}); running on the CPU backend, several times slower. \
-                 `jetson-detectd probe` says why; telemetry's engine.kind says which backend runs"
-            );
-            Ok((load_cpu(model, device)?, Some(reason)))
+    match start_loading(model, device)? {
+        Loading::Ready(loaded) => Ok(loaded),
+        Loading::Pending { mut chain, .. } => {
+            let never = AtomicBool::new(false);
+            Ok((chain.acquire(vet, &mut progress, &never)?.backend, None))
         }
-        Err(e) => Err(e),
     }
 }
 
-/// A loaded backend, and why it runs on the CPU when TensorRT was asked for first.
-pub type Loaded = (Arc<dyn Backend>, Option<String>);
+/// What builds and runs engines here: the stand-in when `engine::stand_in::STAND_IN_ENV` is set (tests only),
+/// else TensorRT on `device`'s GPU. [`EngineError::Unavailable`] without either.
+pub fn toolchain(device: &DeviceSpec) -> Result<Arc<dyn Toolchain>, EngineError> {
+    match StandInSettings::from_env() {
+        Ok(Some(settings)) => return Ok(Arc::new(StandInToolchain::new(settings, device))),
+        Ok(None) => {}
+        Err(message) => return Err(EngineError::Config(message)),
+    }
+    tensorrt_toolchain(device)
+}
+
+#[cfg(feature = "tensorrt")]
+fn tensorrt_toolchain(device: &DeviceSpec) -> Result<Arc<dyn Toolchain>, EngineError> {
+    let gpu = open_gpu(device).map_err(|error| match error {
+        BackendError::Unavailable(_, reason) => EngineError::Unavailable(reason),
+        other => EngineError::Build(other.to_string()),
+    })?;
+    Ok(Arc::new(super::trt::TrtToolchain::open(device, gpu)?))
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn tensorrt_toolchain(_device: &DeviceSpec) -> Result<Arc<dyn Toolchain>, EngineError> {
+    Err(EngineError::Unavailable("this binary was built without the `tensorrt` feature".into()))
+}
+
+/// What `build-engine` produced (or found up to date).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BuiltEngine {
+    pub engine_path: PathBuf,
+    /// Absent when the builder returned no timing cache.
+    pub timing_cache_path: Option<PathBuf>,
+    pub key: String,
+    pub tensorrt_version: String,
+    /// True when a valid cached engine already existed and nothing was built.
+    pub up_to_date: bool,
+    pub build_seconds: f64,
+}
+
+/// `jetson-detectd build-engine`: makes sure a valid engine and timing cache for `model` on
+/// `device`'s GPU exist in the cache directory, building them if needed (under the build lock, as
+/// `run` would). `progress` sees every event.
+pub fn build_engine(
+    model: &ModelSpec,
+    device: &DeviceSpec,
+    mut progress: impl FnMut(Progress),
+) -> Result<BuiltEngine, EngineError> {
+    let toolchain = toolchain(device)?;
+    let version = toolchain.target().version.clone();
+    let mut chain = EngineChain::new(toolchain, model, &device.cache_dir, Vec::new())?;
+    let never = AtomicBool::new(false);
+    Ok(match chain.ensure_saved(&mut progress, &never)? {
+        Err(cached) => {
+            progress(Progress::Stage(format!("{} is up to date", cached.display())));
+            BuiltEngine {
+                key: chain.cached_key(&cached),
+                engine_path: cached,
+                timing_cache_path: chain.timing_cache_path(),
+                tensorrt_version: version,
+                up_to_date: true,
+                build_seconds: 0.0,
+            }
+        }
+        Ok(Saved { engine_path, key, timing_cache_path, seconds }) => BuiltEngine {
+            engine_path,
+            timing_cache_path,
+            key,
+            tensorrt_version: version,
+            up_to_date: false,
+            build_seconds: seconds,
+        },
+    })
+}
+
+/// Cold and warm build times of one engine (`selftest`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct BuildTimes {
+    /// Seconds with an empty timing cache.
+    pub cold_seconds: f64,
+    /// Seconds with the timing cache the cold build left.
+    pub warm_seconds: f64,
+}
+
+/// Builds `model`'s engine twice under the build lock, first with an empty timing cache and then
+/// with the one that build saved, and saves both (the engine ends up cached). What `selftest`
+/// reports: the warm time is what a rebuild after a model or JetPack change costs.
+pub fn time_builds(
+    model: &ModelSpec,
+    device: &DeviceSpec,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<BuildTimes, EngineError> {
+    let mut chain = EngineChain::new(toolchain(device)?, model, &device.cache_dir, Vec::new())?;
+    let never = AtomicBool::new(false);
+    progress(Progress::Stage("cold build (empty timing cache)".into()));
+    let cold = chain.build_and_save(TimingCacheUse::Empty, progress, &never)?;
+    progress(Progress::Stage("warm build (with the timing cache the cold build saved)".into()));
+    let warm = chain.build_and_save(TimingCacheUse::Saved, progress, &never)?;
+    Ok(BuildTimes { cold_seconds: cold.seconds, warm_seconds: warm.seconds })
+}
+
+/// The engine file `model` would use on `device` (for `probe`, `selftest`), without building:
+/// `model.engine`, else its cache file; `None` where no toolchain opens.
+pub fn expected_engine_path(model: &ModelSpec, device: &DeviceSpec) -> Option<PathBuf> {
+    if let Some(engine) = model.files.engine() {
+        return Some(engine.to_path_buf());
+    }
+    let chain = EngineChain::new(toolchain(device).ok()?, model, &device.cache_dir, Vec::new()).ok()?;
+    Some(chain.engine_path())
+}
+
+/// What this device accepts for each of `models` that is built from ONNX (a prebuilt
+/// `model.engine` is the user's own, never packed): the identities a pack's engines must have, and
+/// where they are cached (`engine export` and `engine import`), through the toolchain that builds
+/// here.
+pub fn expected_models(models: &[ModelSpec], device: &DeviceSpec) -> Result<Vec<ExpectedModel>, EngineError> {
+    let toolchain = toolchain(device)?;
+    let target = toolchain.target().clone();
+    let mut expected = Vec::new();
+    for model in models.iter().filter(|model| model.files.engine().is_none()) {
+        let chain = EngineChain::new(toolchain.clone(), model, &device.cache_dir, Vec::new())?;
+        let plan = chain.plan();
+        expected.push(ExpectedModel {
+            cache: chain.cache().clone(),
+            identities: [plan.identity.clone(), plan.static_identity.clone()],
+            tensorrt_version: target.version.clone(),
+            device: target.device.clone(),
+        });
+    }
+    Ok(expected)
+}
 
 /// What `check-config` loads of what [`load_backend`] would: the same backend, with the same
 /// checks (model files, ONNX Runtime's library, the model's input against `[model.input]`),
@@ -116,13 +294,6 @@ fn load_cpu(model: &ModelSpec, device: &DeviceSpec) -> Result<Arc<dyn Backend>, 
     Ok(Arc::new(backend.with_workers(device.cpu_workers)))
 }
 
-/// An engine-build progress event (TensorRT builds only).
-#[cfg(feature = "tensorrt")]
-pub type BuildProgress = super::trt::Progress;
-/// An engine-build progress event; this binary has no TensorRT, so none ever happens.
-#[cfg(not(feature = "tensorrt"))]
-pub type BuildProgress = std::convert::Infallible;
-
 /// The GPU TensorRT would run on; [`BackendError::Unavailable`] without a driver or a device.
 #[cfg(feature = "tensorrt")]
 fn open_gpu(device: &DeviceSpec) -> Result<crate::gpu::GpuDevice, BackendError> {
@@ -163,28 +334,6 @@ fn tensorrt_device(_device: &DeviceSpec) -> Result<(), BackendError> {
 #[cfg(not(feature = "tensorrt"))]
 fn no_tensorrt() -> BackendError {
     BackendError::Unavailable("tensorrt", "this binary was built without the `tensorrt` feature".into())
-}
-
-#[cfg(feature = "tensorrt")]
-fn load_tensorrt(
-    model: &ModelSpec,
-    device: &DeviceSpec,
-    progress: impl FnMut(BuildProgress),
-) -> Result<Arc<dyn Backend>, BackendError> {
-    use super::trt::{preprocessing_input_stage, GpuFramesBackend};
-    let gpu = open_gpu(device)?;
-    let input_stage = preprocessing_input_stage(gpu.clone(), device.cache_dir.clone(), device.max_frame_bytes);
-    let backend = super::trt::TrtBackend::open(model, device, input_stage, progress)?;
-    Ok(Arc::new(GpuFramesBackend::new(backend, gpu)))
-}
-
-#[cfg(not(feature = "tensorrt"))]
-fn load_tensorrt(
-    _model: &ModelSpec,
-    _device: &DeviceSpec,
-    _progress: impl FnMut(BuildProgress),
-) -> Result<Arc<dyn Backend>, BackendError> {
-    Err(no_tensorrt())
 }
 
 /// What the device probe found on GPU `ordinal`, for `probe`, `selftest` and telemetry: never

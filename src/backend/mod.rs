@@ -12,6 +12,7 @@
 
 pub mod build_display;
 pub mod cpu;
+pub mod engine;
 pub mod fleet;
 pub mod load;
 pub mod memory;

@@ -118,21 +118,12 @@ fn model_specs(config: &Config) -> Result<Vec<ModelSpec>, ConfigError> {
     Ok(specs)
 }
 
-#[cfg(feature = "tensorrt")]
+/// What this device accepts for each model of `config` built from ONNX: through the toolchain
+/// that builds here (TensorRT, or the tests' stand-in).
 fn expected_models(config: &Config) -> Result<Vec<ExpectedModel>, EngineCommandError> {
     let specs = model_specs(config)?;
-    crate::backend::trt::expected_models(&specs, &crate::model::DeviceSpec::from_config(config))
+    crate::backend::load::expected_models(&specs, &crate::model::DeviceSpec::from_config(config))
         .map_err(|e| EngineCommandError::Tensorrt(e.to_string()))
-}
-
-#[cfg(not(feature = "tensorrt"))]
-fn expected_models(config: &Config) -> Result<Vec<ExpectedModel>, EngineCommandError> {
-    model_specs(config)?;
-    Err(EngineCommandError::Tensorrt(
-        "this binary was built without the `tensorrt` feature: packs are checked against this device's TensorRT \
-         and GPU; rebuild with `--features tensorrt` on the Jetson"
-            .into(),
-    ))
 }
 
 fn read_pack_file(path: &Path) -> Result<Vec<u8>, EngineCommandError> {

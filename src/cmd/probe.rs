@@ -139,15 +139,12 @@ pub fn probe(config: &Config) -> ProbeReport {
 /// engine, the context memory the daemon would hold (`context_memory`).
 #[cfg(feature = "tensorrt")]
 fn tensorrt_section(config: &Config) -> Value {
-    use crate::backend::trt::build::{device_identity, expected_engine_path};
+    use crate::backend::load::expected_engine_path;
     use crate::model::{DeviceSpec, ModelSpec};
     let probe = crate::backend::trt::probe();
     let mut section = serde_json::to_value(&probe).unwrap_or(Value::Null);
     let (model, on) = (ModelSpec::from_config(config).ok(), DeviceSpec::from_config(config));
-    let engine = probe.usable_version.zip(model.as_ref()).and_then(|(version, model)| {
-        let (_context, device) = device_identity(on.gpu).ok()?;
-        expected_engine_path(model, &on, version, &device)
-    });
+    let engine = probe.usable_version.and(model.as_ref()).and_then(|model| expected_engine_path(model, &on));
     if let Some(path) = engine {
         let cached = path.is_file();
         section["engine"] = json!({ "cached": cached, "path": path });

@@ -27,6 +27,7 @@ use super::models::{
     classifier_lanes, detector_lanes, engine_models, named_classifiers, named_detectors, worker_memory_with_contexts,
     worker_models, ModelsError, NamedClassifier, NamedDetector,
 };
+use crate::backend::engine::chain::unchecked;
 use crate::backend::load::{
     check_model_files, load_backend_for_check, load_backend_noting_fallback, tensorrt_free_memory, GpuSampler,
 };
@@ -337,19 +338,24 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         let limit = model.engine.build_timeout;
         let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s));
         let mut last_telemetry: Option<std::time::Instant> = None;
-        load_backend_noting_fallback(model, &device, |event| {
-            display.report(&event);
-            if display.extends_start(&event, limit) {
-                let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
-            } else {
-                let _ = notifier.status(&display.line());
-            }
-            let due = last_telemetry.is_none_or(|at| at.elapsed() >= telemetry_period);
-            if config.telemetry.interval_s > 0 && due {
-                last_telemetry = Some(std::time::Instant::now());
-                mqtt.telemetry(&telemetry::building_report(&display.line()));
-            }
-        })
+        load_backend_noting_fallback(
+            model,
+            &device,
+            |event| {
+                display.report(&event);
+                if display.extends_start(&event, limit) {
+                    let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
+                } else {
+                    let _ = notifier.status(&display.line());
+                }
+                let due = last_telemetry.is_none_or(|at| at.elapsed() >= telemetry_period);
+                if config.telemetry.interval_s > 0 && due {
+                    last_telemetry = Some(std::time::Instant::now());
+                    mqtt.telemetry(&telemetry::building_report(&display.line()));
+                }
+            },
+            &mut unchecked,
+        )
     });
     let (mut backends, mut fallback) = (Vec::new(), None);
     for result in loaded {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use jetson_detectd::backend::trt::engine_cache::EngineCache;
+use jetson_detectd::backend::engine::cache::EngineCache;
 
 use crate::arch::this_test_binary;
 

@@ -7,8 +7,8 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use jetson_detectd::backend::engine::cache::{EngineIdentity, EngineSidecar};
 use jetson_detectd::backend::fleet::pack::{Pack, PackManifest, PackedEngine, PrivateKey, PublicKey, Trust};
-use jetson_detectd::backend::trt::engine_cache::{EngineIdentity, EngineSidecar};
 
 use crate::arch::daemon_command;
 

@@ -573,6 +573,32 @@ impl EngineCache {
         Ok(path)
     }
 
+    /// Writes `engine` beside its final name, durable but invisible to [`lookup`](Self::lookup)
+    /// until [`StagedEngine::commit`]: an engine is checked against its model before it is cached
+    /// (a refused one never is). Dropped uncommitted, the file is removed; a crash leaves a temp
+    /// file that the next [`open`](Self::open) sweeps.
+    pub fn stage(&self, identity: &EngineIdentity, engine: &[u8]) -> Result<StagedEngine, CacheError> {
+        let final_path = self.engine_path(&identity.key());
+        let name = final_path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+        let path = self.dir.join(format!(".{name}.staged{TEMP_INFIX}{}", std::process::id()));
+        let sidecar = EngineSidecar {
+            schema: CACHE_SCHEMA,
+            key: identity.key(),
+            identity: identity.clone(),
+            engine_bytes: engine.len() as u64,
+            engine_sha256: sha256_hex(engine),
+        };
+        let staged = StagedEngine { path, final_path, sidecar, committed: false };
+        let write = || -> io::Result<()> {
+            let mut file = File::create(&staged.path)?;
+            adopt_dir_owner(&file, &self.dir)?;
+            file.write_all(engine)?;
+            file.sync_all()
+        };
+        write().map_err(io_error(&staged.path))?;
+        Ok(staged)
+    }
+
     /// The timing cache if it was written for this TensorRT version and device and is intact.
     pub fn load_timing_cache(&self, tensorrt_version: &str, device: &DeviceIdentity) -> Result<Vec<u8>, MissReason> {
         let path = self.timing_cache_path();
@@ -602,6 +628,44 @@ impl EngineCache {
     }
 }
 
+/// An engine in the cache directory that lookups do not see yet ([`EngineCache::stage`]).
+#[derive(Debug)]
+pub struct StagedEngine {
+    path: PathBuf,
+    final_path: PathBuf,
+    /// Written at commit: it describes the staged bytes.
+    sidecar: EngineSidecar,
+    committed: bool,
+}
+
+impl StagedEngine {
+    /// Where it is now: the runtime loads it from here to check it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Moves it under its cache name (rename, fsync of the directory), then writes its sidecar:
+    /// from now on lookups find it. Returns its path.
+    pub fn commit(mut self) -> Result<PathBuf, CacheError> {
+        fs::rename(&self.path, &self.final_path).map_err(io_error(&self.final_path))?;
+        self.committed = true;
+        if let Some(dir) = self.final_path.parent() {
+            File::open(dir).and_then(|dir| dir.sync_all()).map_err(io_error(dir))?;
+        }
+        atomic_write(&sidecar_path(&self.final_path), &sidecar_json(&self.sidecar))?;
+        Ok(self.final_path.clone())
+    }
+}
+
+impl Drop for StagedEngine {
+    fn drop(&mut self) {
+        if !self.committed {
+            // Best effort: a file left here is swept by the next `EngineCache::open`.
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
 /// The lock file in the cache directory that serialises engine builds.
 const BUILD_LOCK_FILE: &str = "build.lock";
 
@@ -610,6 +674,14 @@ const BUILD_LOCK_POLL: Duration = Duration::from_millis(500);
 
 /// Longest holder description read from the lock file.
 const MAX_HOLDER_BYTES: u64 = 1024;
+
+/// What [`EngineCache::try_lock_builds`] got.
+#[derive(Debug)]
+pub enum LockAttempt {
+    Held(BuildLock),
+    /// Another process holds it; what it wrote about itself.
+    Busy(String),
+}
 
 /// Exclusive right to build engines in one cache directory, across processes (an advisory
 /// `flock` on `build.lock`). The kernel drops it when the holder exits, however it exits, so a
@@ -652,6 +724,24 @@ impl EngineCache {
         max_wait: Duration,
         mut waiting: impl FnMut(&str, Duration),
     ) -> Result<BuildLock, CacheError> {
+        let started = Instant::now();
+        loop {
+            let busy = match self.try_lock_builds(holder)? {
+                LockAttempt::Held(lock) => return Ok(lock),
+                LockAttempt::Busy(busy) => busy,
+            };
+            if started.elapsed() >= max_wait {
+                let path = self.dir.join(BUILD_LOCK_FILE);
+                return Err(CacheError::LockTimeout { path, holder: busy, waited: started.elapsed() });
+            }
+            waiting(&busy, started.elapsed());
+            std::thread::sleep(BUILD_LOCK_POLL);
+        }
+    }
+
+    /// [`lock_builds`](Self::lock_builds) without waiting: the lock, or what its holder wrote
+    /// about itself.
+    pub fn try_lock_builds(&self, holder: &str) -> Result<LockAttempt, CacheError> {
         let path = self.dir.join(BUILD_LOCK_FILE);
         let mut file = fs::OpenOptions::new()
             .read(true)
@@ -661,22 +751,16 @@ impl EngineCache {
             .open(&path)
             .map_err(io_error(&path))?;
         adopt_dir_owner(&file, &self.dir).map_err(io_error(&path))?;
-        let started = Instant::now();
-        while !try_lock_exclusive(&file).map_err(io_error(&path))? {
+        if !try_lock_exclusive(&file).map_err(io_error(&path))? {
             let mut text = String::new();
             // Who holds it is for the log only: an unreadable description is not an error.
             let _ = (&file).take(MAX_HOLDER_BYTES).read_to_string(&mut text);
-            let _ = file.rewind();
             let text = if text.trim().is_empty() { "another process" } else { text.trim() };
-            if started.elapsed() >= max_wait {
-                return Err(CacheError::LockTimeout { path, holder: text.to_owned(), waited: started.elapsed() });
-            }
-            waiting(text, started.elapsed());
-            std::thread::sleep(BUILD_LOCK_POLL);
+            return Ok(LockAttempt::Busy(text.to_owned()));
         }
         // Best effort: the description only helps the next waiter's log line.
         let _ = file.set_len(0).and_then(|()| file.write_all(holder.as_bytes())).and_then(|()| file.rewind());
-        Ok(BuildLock { _file: file })
+        Ok(LockAttempt::Held(BuildLock { _file: file }))
     }
 
     /// [`store_timing_cache`](Self::store_timing_cache) after an engine was saved: a failure here
@@ -951,7 +1035,7 @@ mod tests {
 
     #[test]
     fn external_data_files_are_part_of_the_key() {
-        use crate::backend::trt::onnx_external_data::encode;
+        use crate::backend::engine::onnx_external_data::encode;
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("big.onnx");
         fs::write(&path, encode::model(&[("w", Some("big.onnx.data")), ("b", None)])).expect("write model");
@@ -978,7 +1062,7 @@ mod tests {
 
     #[test]
     fn external_data_outside_the_model_directory_is_refused() {
-        use crate::backend::trt::onnx_external_data::encode;
+        use crate::backend::engine::onnx_external_data::encode;
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("evil.onnx");
         for location in ["../secret", "/etc/shadow", "weights/../../secret", ""] {

@@ -17,11 +17,11 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, PinnedHostSlice};
 
 use super::arena::{arena_report, ArenaLease};
-use super::build::{device_identity, load_or_build, EngineSource};
+use super::build::device_identity;
 use super::error::TrtError;
-use super::progress::Progress;
 use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInfo, TrtRuntime};
 use super::version::TrtVersion;
+use crate::backend::engine::EngineOrigin;
 use crate::backend::{
     Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, MemoryReport, SessionMemory,
 };
@@ -161,46 +161,37 @@ pub struct TrtBackend {
 }
 
 impl TrtBackend {
-    /// Loads TensorRT on `device`'s GPU, then `model`'s engine (prebuilt, cached or freshly built —
-    /// `progress` sees the build), and checks its input against the model's input contract.
-    /// [`TrtError::is_unavailable`] tells the caller when `fallback = "cpu"` applies.
-    pub fn open(
+    /// `model`'s deserialised `engine` on GPU `ordinal` (its primary `context`), from `origin`,
+    /// once its IO tensors are checked against the model's input contract; sessions preprocess
+    /// with what `input_stage` makes.
+    pub fn new(
+        engine: Arc<Engine>,
+        origin: &EngineOrigin,
+        context: Arc<CudaContext>,
+        ordinal: u32,
         model: &ModelSpec,
-        device: &DeviceSpec,
         input_stage: InputStageFactory,
-        mut progress: impl FnMut(Progress),
     ) -> Result<TrtBackend, TrtError> {
-        let (context, identity) = device_identity(device.gpu)?;
-        let runtime = TrtRuntime::open()?;
-        let version = runtime.version();
-        let loaded = load_or_build(&runtime, model, device, identity, &mut progress)?;
+        let version = engine.runtime_version();
         let spec = model.input.clone();
-        check_linear_formats(loaded.engine.io_tensors())?;
-        let (input, input_shape) = check_input(loaded.engine.io_tensors(), spec.name.as_deref(), &spec)?;
-        let engine_file = match &loaded.source {
-            EngineSource::Prebuilt(path) | EngineSource::Cached(path) | EngineSource::Built { path, .. } => {
-                path.display().to_string()
-            }
-        };
-        let cached = matches!(loaded.source, EngineSource::Cached(_));
-        let max_batch = engine_max_batch(&input, loaded.engine.profile_max_shape(&input.name, 0).as_deref())
+        check_linear_formats(engine.io_tensors())?;
+        let (input, input_shape) = check_input(engine.io_tensors(), spec.name.as_deref(), &spec)?;
+        let max_batch = engine_max_batch(&input, engine.profile_max_shape(&input.name, 0).as_deref())
             .min(model.engine.max_batch.get());
         let info = BackendInfo {
             kind: "tensorrt",
-            model: engine_file,
+            model: origin.path().display().to_string(),
             detail: format!(
-                "TensorRT {version}, {}{}, {} bytes scratch per context, batches of up to {max_batch}",
-                loaded.source,
-                if cached { " (cache hit)" } else { "" },
-                loaded.engine.device_memory_bytes()
+                "TensorRT {version}, {origin}, {} bytes scratch per context, batches of up to {max_batch}",
+                engine.device_memory_bytes()
             ),
         };
         log::info!("TensorRT backend: {}", info.detail);
         Ok(TrtBackend {
-            profiles: ProfilePool::new(loaded.engine.profiles(), version),
-            engine: loaded.engine,
+            profiles: ProfilePool::new(engine.profiles(), version),
+            engine,
             context,
-            ordinal: device.gpu as usize,
+            ordinal: ordinal as usize,
             spec,
             input,
             input_shape,

@@ -1,11 +1,13 @@
 //! The TensorRT layer's error type, at the bottom of `backend::trt` so that every other file of
 //! the layer imports it from below.
 //!
-//! Owns: [`TrtError`] and its mapping to [`BackendError`] (which errors mean "no TensorRT or GPU
-//! here", where `device.fallback = "cpu"` applies). Must not: call TensorRT or CUDA.
+//! Owns: [`TrtError`] and its mapping to [`BackendError`] and to the engine lifecycle's
+//! [`EngineError`] (which errors mean "no TensorRT or GPU here", where `device.fallback = "cpu"`
+//! applies). Must not: call TensorRT or CUDA.
 
-use super::engine_cache::CacheError;
 use super::version::TrtVersion;
+use crate::backend::engine::cache::CacheError;
+use crate::backend::engine::EngineError;
 use crate::backend::BackendError;
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +51,18 @@ impl From<TrtError> for BackendError {
             BackendError::Unavailable("tensorrt", error.to_string())
         } else {
             BackendError::Inference(error.to_string())
+        }
+    }
+}
+
+impl From<TrtError> for EngineError {
+    fn from(error: TrtError) -> Self {
+        match error {
+            TrtError::Cache(error) => EngineError::Cache(error),
+            TrtError::Config(message) => EngineError::Config(message),
+            TrtError::Deserialize(_) => EngineError::Load(error.to_string()),
+            other if other.is_unavailable() => EngineError::Unavailable(other.to_string()),
+            other => EngineError::Build(other.to_string()),
         }
     }
 }

@@ -3,11 +3,11 @@
 //! (`crate::backend::fleet::pack`).
 //!
 //! Owns: [`ExpectedModel`] and the comparison of another device's engine or timing-cache sidecar
-//! with it. Pure Rust and always compiled. Must not: compute identities (`super::build` does, from
-//! the GPU and the library: `expected_models`), read packs or write the cache.
+//! with it. Pure Rust and always compiled. Must not: compute identities (`crate::backend::load::expected_models`
+//! does, through the toolchain that builds here), read packs or write the cache.
 
-use super::device_key::DeviceIdentity;
-use super::engine_cache::{EngineCache, EngineIdentity, TimingCacheSidecar};
+use crate::backend::engine::cache::{EngineCache, EngineIdentity, TimingCacheSidecar};
+use crate::backend::engine::device_key::DeviceIdentity;
 
 /// One model of the config on this device.
 #[derive(Debug, Clone)]

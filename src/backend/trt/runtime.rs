@@ -293,7 +293,7 @@ pub struct BuildRequest<'a> {
     pub workspace_bytes: u64,
     pub dla_core: Option<u32>,
     pub optimization_level: u8,
-    pub profiles: Option<&'a crate::backend::trt::engine_cache::InputProfiles>,
+    pub profiles: Option<&'a crate::backend::engine::cache::InputProfiles>,
 }
 
 /// A builder progress callback from TensorRT's IProgressMonitor.
@@ -499,7 +499,7 @@ pub struct Engine {
     io: Vec<TensorInfo>,
     device_memory_bytes: u64,
     profiles: u32,
-    _runtime: Arc<TrtRuntime>,
+    runtime: Arc<TrtRuntime>,
 }
 
 // SAFETY: ICudaEngine is documented thread-safe for queries and context creation (module doc).
@@ -540,7 +540,7 @@ impl Engine {
         let device_memory_bytes = unsafe { ffi::jd_engine_device_memory(raw.as_ptr()) }.max(0) as u64;
         // SAFETY: live engine handle.
         let profiles = unsafe { ffi::jd_engine_nb_profiles(raw.as_ptr()) }.max(1) as u32;
-        Ok(Engine { raw, io, device_memory_bytes, profiles, _runtime: runtime })
+        Ok(Engine { raw, io, device_memory_bytes, profiles, runtime })
     }
 
     pub fn io_tensors(&self) -> &[TensorInfo] {
@@ -550,6 +550,11 @@ impl Engine {
     /// Scratch device memory one execution context needs.
     pub fn device_memory_bytes(&self) -> u64 {
         self.device_memory_bytes
+    }
+
+    /// The version of the TensorRT that deserialised it.
+    pub fn runtime_version(&self) -> TrtVersion {
+        self.runtime.version()
     }
 
     /// Optimisation profiles (at least 1): how many contexts with a dynamic input can run at once.

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::BenchError;
+use crate::backend::engine::chain::unchecked;
 use crate::backend::{Backend, BuildDisplay};
 use crate::cmd::models::{
     classifier_lanes, detector_lanes, named_classifiers, named_detector, named_detectors, worker_models, WorkerModel,
@@ -106,7 +107,8 @@ impl BenchModels {
         let device = DeviceSpec::from_config(config);
         let load = |model: &ModelSpec| {
             let mut display = BuildDisplay::default();
-            let loaded = crate::backend::load::load_backend(model, &device, |event| display.report(&event));
+            let loaded =
+                crate::backend::load::load_backend(model, &device, |event| display.report(&event), &mut unchecked);
             display.finish();
             loaded.map_err(|e| setup(&e))
         };

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::backend::engine::chain::unchecked;
 use crate::backend::load::{self, BuildProgress};
 use crate::backend::{Backend, BackendInfo, InferenceSession};
 use crate::config::{BackendChoice, Config, Fallback, ImageMode, LimitsConfig, SourceConfig};
@@ -355,13 +356,13 @@ fn load_configured_backend(
     let backend = model.map_err(|e| e.to_string()).and_then(|model| {
         let loaded = if tensorrt_usable && device.backend == BackendChoice::Auto {
             let strict = DeviceSpec { backend: BackendChoice::Tensorrt, fallback: Fallback::None, ..device.clone() };
-            load::load_backend(&model, &strict, &mut *progress).or_else(|error| {
+            load::load_backend(&model, &strict, &mut *progress, &mut unchecked).or_else(|error| {
                 fell_back = Some(error.to_string());
                 let cpu = DeviceSpec { backend: BackendChoice::Cpu, ..device.clone() };
-                load::load_backend(&model, &cpu, &mut *progress)
+                load::load_backend(&model, &cpu, &mut *progress, &mut unchecked)
             })
         } else {
-            load::load_backend(&model, &device, &mut *progress)
+            load::load_backend(&model, &device, &mut *progress, &mut unchecked)
         };
         loaded.map_err(|e| e.to_string())
     });
@@ -417,7 +418,6 @@ fn describe_engine(engine: &EngineReport) -> String {
 }
 
 /// Times a cold and a warm build when the engine is not cached yet (or `--rebuild`).
-#[cfg(feature = "tensorrt")]
 fn prepare_engine(
     model: &ModelSpec,
     on: &DeviceSpec,
@@ -426,39 +426,23 @@ fn prepare_engine(
     progress: &mut dyn FnMut(BuildProgress),
     report: &mut SelftestReport,
 ) {
-    use crate::backend::trt::build::{device_identity, expected_engine_path, time_builds};
-    let prepared = crate::backend::trt::runtime::TrtRuntime::open().and_then(|runtime| {
-        let (_context, device) = device_identity(on.gpu)?;
-        let path = |device: &crate::backend::trt::device_key::DeviceIdentity| {
-            expected_engine_path(model, on, runtime.version(), device).map(|p| p.display().to_string())
-        };
-        engine.path = path(&device);
-        engine.cached_before = engine.path.as_ref().is_some_and(|p| Path::new(p).is_file());
-        if model.files.engine().is_some() || (engine.cached_before && !options.rebuild) {
-            return Ok(());
-        }
-        let times = time_builds(&runtime, model, on, device.clone(), progress)?;
-        // A model with a static input is cached under the key without profiles.
-        engine.path = path(&device);
-        engine.cold_build_seconds = Some(round3(times.cold_seconds));
-        engine.warm_build_seconds = Some(round3(times.warm_seconds));
-        engine.warm_to_cold_ratio = (times.cold_seconds > 0.0).then(|| round3(times.warm_seconds / times.cold_seconds));
-        Ok(())
-    });
-    if let Err(error) = prepared {
-        report.check("engine_build", Status::Fail, error.to_string());
+    let path = || load::expected_engine_path(model, on).map(|p| p.display().to_string());
+    engine.path = path();
+    engine.cached_before = engine.path.as_ref().is_some_and(|p| Path::new(p).is_file());
+    if model.files.engine().is_some() || (engine.cached_before && !options.rebuild) {
+        return;
     }
-}
-
-#[cfg(not(feature = "tensorrt"))]
-fn prepare_engine(
-    _model: &ModelSpec,
-    _on: &DeviceSpec,
-    _options: &SelftestOptions,
-    _engine: &mut EngineReport,
-    _progress: &mut dyn FnMut(BuildProgress),
-    _report: &mut SelftestReport,
-) {
+    match load::time_builds(model, on, progress) {
+        Ok(times) => {
+            // A model with a static input is cached under the key without profiles.
+            engine.path = path();
+            engine.cold_build_seconds = Some(round3(times.cold_seconds));
+            engine.warm_build_seconds = Some(round3(times.warm_seconds));
+            engine.warm_to_cold_ratio =
+                (times.cold_seconds > 0.0).then(|| round3(times.warm_seconds / times.cold_seconds));
+        }
+        Err(error) => report.check("engine_build", Status::Fail, error.to_string()),
+    }
 }
 
 /// One session per camera, reporting their shared scratch memory on the GPU. The daemon creates
@@ -593,7 +577,7 @@ impl Detector {
 fn load_cpu_reference(config: &Config) -> Result<Arc<dyn Backend>, String> {
     let model = ModelSpec::from_config(config).map_err(|e| e.to_string())?;
     let cpu = DeviceSpec { backend: BackendChoice::Cpu, ..DeviceSpec::from_config(config) };
-    load::load_backend(&model, &cpu, |_| {}).map_err(|e| e.to_string())
+    load::load_backend(&model, &cpu, |_| {}, &mut unchecked).map_err(|e| e.to_string())
 }
 
 /// Runs every image through the configured backend (and the CPU backend, to compare). Returns

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::{SelftestReport, Status};
+use crate::backend::engine::chain::unchecked;
 use crate::backend::load::{self, BuildProgress};
 use crate::backend::memory::Arena;
 use crate::backend::{Backend, WorkerMemory};
@@ -50,7 +51,7 @@ fn worker_models_memory(
     let classifiers = named_classifiers(config, &labels).map_err(|e| e.to_string())?;
     let device = DeviceSpec::from_config(config);
     let mut load = |key: &str, model: &ModelSpec| {
-        load::load_backend(model, &device, &mut *progress).map_err(|e| format!("models.{key}: {e}"))
+        load::load_backend(model, &device, &mut *progress, &mut unchecked).map_err(|e| format!("models.{key}: {e}"))
     };
     let detector_backends =
         detectors.iter().map(|detector| load(&detector.name, &detector.model)).collect::<Result<Vec<_>, _>>()?;

@@ -5,7 +5,7 @@
 //! engine (a model without a cached one is an error that says to build it first) or write files.
 
 use super::format::{Pack, PackManifest, PackedEngine, PackedTimingCache, PACK_SCHEMA};
-use crate::backend::trt::engine_cache::{EngineLookup, EngineSidecar, MissReason, TimingCacheSidecar};
+use crate::backend::engine::cache::{EngineLookup, EngineSidecar, MissReason, TimingCacheSidecar};
 use crate::backend::trt::expected_model::ExpectedModel;
 
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +58,7 @@ pub fn export_pack(models: &[ExpectedModel], contents: Contents) -> Result<Pack,
 /// The model's cached engine under either of its identities, and which one.
 fn cached_engine(
     model: &ExpectedModel,
-) -> Result<(&crate::backend::trt::engine_cache::EngineIdentity, Vec<u8>), ExportError> {
+) -> Result<(&crate::backend::engine::cache::EngineIdentity, Vec<u8>), ExportError> {
     let mut first_reason = None;
     for identity in &model.identities {
         match model.cache.lookup(identity) {

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::format::{Pack, PackManifest, PackedEngine, PackedTimingCache, PACK_SCHEMA};
-use crate::backend::trt::device_key::DeviceIdentity;
-use crate::backend::trt::engine_cache::{
+use crate::backend::engine::cache::{
     sha256_hex, BuildOptions, EngineCache, EngineIdentity, EngineSidecar, InputProfiles, ModelDigest, ShapeProfile,
     TimingCacheSidecar,
 };
+use crate::backend::engine::device_key::DeviceIdentity;
 use crate::backend::trt::expected_model::ExpectedModel;
 use crate::config::Precision;
 

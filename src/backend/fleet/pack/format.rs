@@ -15,7 +15,7 @@ use std::io::{self, Read};
 use serde::{Deserialize, Serialize};
 
 use super::signature::{PackSignature, PrivateKey, SignatureError, Trust};
-use crate::backend::trt::engine_cache::{
+use crate::backend::engine::cache::{
     sha256_hex, EngineSidecar, TimingCacheSidecar, CACHE_SCHEMA, MAX_ENGINE_BYTES, MAX_TIMING_CACHE_BYTES,
 };
 

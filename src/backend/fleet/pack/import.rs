@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use super::format::{read_pack, PackError, Selection};
 use super::signature::Trust;
-use crate::backend::trt::engine_cache::CacheError;
+use crate::backend::engine::cache::CacheError;
 use crate::backend::trt::expected_model::ExpectedModel;
 
 #[derive(Debug, thiserror::Error)]
@@ -110,11 +110,11 @@ pub fn import_pack(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::engine::cache::EngineLookup;
+    use crate::backend::engine::device_key::DeviceIdentity;
     use crate::backend::fleet::pack::export::{export_pack, Contents};
     use crate::backend::fleet::pack::fixtures::{expected, identity, orin_nano, pack, TENSORRT};
     use crate::backend::fleet::pack::signature::PrivateKey;
-    use crate::backend::trt::device_key::DeviceIdentity;
-    use crate::backend::trt::engine_cache::EngineLookup;
 
     fn import(bytes: &[u8], key: &PrivateKey, models: &[ExpectedModel]) -> Result<Imported, ImportError> {
         import_pack(bytes, &Trust::Key(key.public()), models)

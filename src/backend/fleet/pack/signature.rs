@@ -17,7 +17,7 @@ use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::trt::engine_cache::sha256_hex;
+use crate::backend::engine::cache::sha256_hex;
 use crate::sys::access;
 use crate::sys::files::{self, ReadError};
 
