@@ -498,7 +498,7 @@ impl CameraThread {
     fn frame(&mut self, _frame: RawFrame) {
         if self.context.stats.feed() != Feed::Refused {
             log::error!(
-                "camera {}: it sends raw video, which needs a binary built with the `gstreamer` feature to be encoded",
+                "camera {}: it sends raw video, which needs a binary built with GStreamer to be encoded (`bash .ci/build`)",
                 self.camera()
             );
             self.context.stats.set_feed(Feed::Refused);

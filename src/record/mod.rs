@@ -104,7 +104,7 @@ pub fn check(config: &Config, labels: &Labels) -> Result<(), RecordError> {
             encoder_for(recording.encoder.kind)
                 .map_err(|reason| refuse("record.encoder.kind", format!("it sends raw video: {reason}")))?;
         } else if !cfg!(feature = "gstreamer") {
-            return Err(refuse("record.enabled", "recording needs a binary built with the `gstreamer` feature".into()));
+            return Err(refuse("record.enabled", "recording needs a binary built with GStreamer (`bash .ci/build` in the source tree)".into()));
         }
     }
     Ok(())
@@ -119,7 +119,7 @@ fn encoder_for(choice: EncoderChoice) -> Result<(), String> {
 fn encoder_for(choice: EncoderChoice) -> Result<(), String> {
     match choice {
         EncoderChoice::None => Err("record.encoder.kind = \"none\": raw cameras are not encoded".into()),
-        _ => Err("encoding needs a binary built with the `gstreamer` feature".into()),
+        _ => Err("encoding needs a binary built with GStreamer (`bash .ci/build` in the source tree)".into()),
     }
 }
 

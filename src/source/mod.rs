@@ -114,8 +114,10 @@ fn source_name(config: &SourceConfig) -> String {
 fn no_gstreamer(config: &SourceConfig) -> SourceError {
     SourceError::Open {
         source_name: source_name(config),
-        message: "RTSP, CSI and GStreamer sources need a binary built with the `gstreamer` feature \
-                  (cargo build --features gstreamer)"
+        message: "RTSP, CSI and GStreamer sources need a binary built with GStreamer: `bash .ci/build` in the \
+                  source tree builds one where GStreamer's development files are installed and names the Debian \
+                  packages where they are not (or `cargo build --release --features gstreamer`); the Debian \
+                  package has it"
             .into(),
     }
 }

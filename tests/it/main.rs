@@ -33,6 +33,7 @@ mod notify;
 mod onnxruntime;
 mod pace;
 mod prometheus;
+mod readme_build;
 #[cfg(feature = "gstreamer")]
 mod rtsp;
 mod secrets;
