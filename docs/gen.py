@@ -106,11 +106,14 @@ def config_page(text):
         "Every key of the configuration, in the order of `config/jetson-detectd.toml`, the commented "
         "default that is also the daemon's built-in default. A config file holds only what differs from "
         "it (see [Config files](config-files.md)). *Default: not set* marks a key that is commented out "
-        "there: optional, with the behaviour its text describes."
+        "there: optional, with the behaviour its text describes. A table that may come several times "
+        "(`[[camera]]`) has no defaults of its own kind: a config's tables replace the built-in one, "
+        "whose values are shown as *Built-in config*; what a key left out means is in its text."
     )
     out.append("")
     comments = []
     table = None
+    repeated = False  # the table is an array of tables ([[camera]]): its values are an instance's
     example = None  # lines of a commented-out table (an example), collected as TOML
 
     def emit_example():
@@ -147,7 +150,7 @@ def config_page(text):
             match = commented_key(line)
             if match and table is not None:
                 name, value = match.groups()
-                out.extend(key_entry(table, name, value, comments, optional=True))
+                out.extend(key_entry(table, name, value, comments, optional=True, repeated=repeated))
                 comments = []
             else:
                 comments.append(strip_hash(line))
@@ -156,6 +159,7 @@ def config_page(text):
         if match:
             opening, name, _ = match.groups()
             table = name
+            repeated = opening == "[["
             title = f"[[{name}]]" if opening == "[[" else f"[{name}]"
             out.extend([f"## `{title}`", ""])
             out.extend(prose(comments))
@@ -164,7 +168,7 @@ def config_page(text):
         match = KEY.match(line)
         if match and table is not None:
             name, value = match.groups()
-            out.extend(key_entry(table, name, value, comments, optional=False))
+            out.extend(key_entry(table, name, value, comments, optional=False, repeated=repeated))
             comments = []
             continue
         raise SystemExit(f"docs/gen.py: cannot read line of {CONFIG.name}: {raw!r}")
@@ -173,10 +177,11 @@ def config_page(text):
     return "\n".join(out) + "\n"
 
 
-def key_entry(table, name, value, comments, optional):
+def key_entry(table, name, value, comments, optional, repeated):
     default = "not set" if optional else f"`{value}`"
     example = f" (example: `{value}`)" if optional else ""
-    head = [f"### `{table}.{name}`", "", f"Default: {default}{example}", ""]
+    label = "Built-in config" if repeated and not optional else "Default"
+    head = [f"### `{table}.{name}`", "", f"{label}: {default}{example}", ""]
     return head + prose(comments)
 
 
