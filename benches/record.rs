@@ -33,6 +33,7 @@ use jetson_detectd::record::clip::clip_name;
 use jetson_detectd::record::encode::{choose, Encoder};
 use jetson_detectd::record::index::ClipIndex;
 use jetson_detectd::record::plan::{Command, EVENT_LAG};
+use jetson_detectd::record::retention::Retention;
 use jetson_detectd::source::tap::{AccessUnit, RawFrame, RecordTap, StreamFormat, VideoCodec};
 
 #[path = "common/proc_cpu.rs"]
@@ -115,12 +116,14 @@ fn recorder(
     let (commands, command_rx) = sync_channel(16);
     let stats = Arc::new(CameraRecordStats::new(tap.stats().clone()));
     let (finished, _) = sync_channel(1);
+    let index = Arc::new(ClipIndex::default());
     let context = CameraContext {
         camera: name.into(),
         recording: recording(),
         span: Duration::from_secs(PRE_S) + EVENT_LAG,
         root: root.to_path_buf(),
-        index: Arc::new(ClipIndex::default()),
+        retention: Arc::new(Retention::new(root.to_path_buf(), index.clone(), u64::MAX, None)),
+        index,
         pause: Arc::new(Pause::default()),
         stats: stats.clone(),
         finished,

@@ -4,7 +4,8 @@
 //! encoder's output), the clip's life (started from the pre-roll at the keyframe before the
 //! event's `from`, fed live until the capture time passes `until`, continued in a new clip at a
 //! keyframe past `max_clip` or when the stream's format changes), the camera's figures
-//! ([`CameraRecordStats`]) and the index entries of its clips. A full disk pauses every camera
+//! ([`CameraRecordStats`]) and the index entries of its clips (room in the budget for every write
+//! is retention's: [`Retention::make_room`], which the clip writer asks). A full disk pauses every camera
 //! ([`Pause`]); other write errors end the clip with what was written. Must not: wait on anything
 //! but its own queue, or write outside its camera's folder.
 
@@ -21,6 +22,7 @@ use super::index::ClipIndex;
 use super::nal::{self, ParameterSets};
 use super::plan::Command;
 use super::preroll::Preroll;
+use super::retention::Retention;
 use crate::config::record::Recording;
 use crate::source::tap::{AccessUnit, RawFrame, StreamFormat, TapItem, TapStats};
 use crate::sys::lock::lock;
@@ -157,6 +159,8 @@ pub struct CameraContext {
     pub span: Duration,
     pub root: PathBuf,
     pub index: Arc<ClipIndex>,
+    /// Makes room in the budget before each write of a clip.
+    pub retention: Arc<Retention>,
     pub pause: Arc<Pause>,
     pub stats: Arc<CameraRecordStats>,
     /// Nudged when a clip is finished (retention runs then).
@@ -371,6 +375,7 @@ impl CameraThread {
     /// Creates the clip and writes `units` (the first a keyframe) into it.
     fn start(&mut self, units: &[AccessUnit]) {
         let (Some(target), Some(first)) = (self.target.as_ref(), units.first()) else { return };
+        let retention = self.context.retention.clone();
         let created = ClipWriter::create(
             &self.context.root,
             &self.context.camera,
@@ -378,6 +383,7 @@ impl CameraThread {
             target.tracks[0],
             first,
             &self.sets,
+            Box::new(move |bytes| retention.make_room(bytes)),
         );
         match created {
             Ok(mut writer) => {
@@ -567,6 +573,7 @@ mod tests {
             span: Duration::from_secs(3),
             root: dir.path().to_path_buf(),
             index: index.clone(),
+            retention: Arc::new(Retention::new(dir.path().to_path_buf(), index.clone(), u64::MAX, None)),
             pause: pause.clone(),
             stats: Arc::default(),
             finished,

@@ -11,8 +11,10 @@
 //!
 //! Owns: the file's name ([`clip_name`]), its timeline (stream timestamps to 90 kHz ticks from 0,
 //! a stream restart bridged by one frame), the fragment cadence, the trailer's text, and reading a
-//! finished clip's [`ClipEntry`] back. Must not: decide when a clip starts or ends (the camera's
-//! recorder does), or leave a file without `.part` that is not whole.
+//! finished clip's [`ClipEntry`] back. Every write is announced first to the writer's [`Room`]
+//! (with its size), so that retention can make room for it. Must not: decide when a clip starts or
+//! ends (the camera's recorder does) or what goes to make room (retention does), or leave a file
+//! without `.part` that is not whole.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -189,6 +191,10 @@ fn to_ticks(time: Duration) -> u64 {
     (time.as_nanos() * u128::from(TIMESCALE) / 1_000_000_000) as u64
 }
 
+/// Told the size of every write before it is made (header, fragment, trailer): retention makes
+/// room for it ([`super::retention::Retention::make_room`]).
+pub type Room = Box<dyn FnMut(u64) + Send>;
+
 /// A clip being recorded.
 pub struct ClipWriter {
     root: PathBuf,
@@ -201,12 +207,13 @@ pub struct ClipWriter {
     timeline: Timeline,
     /// Bytes of complete fragments on disk.
     written: u64,
+    room: Room,
 }
 
 impl ClipWriter {
     /// Creates `root/<path>.part` (`path` from [`clip_name`]) for a clip of `camera` that starts
     /// with `first` (a keyframe) for event `track`, in a stream with the parameter sets `sets`,
-    /// and writes its header.
+    /// and writes its header. `room` hears of every write before it is made.
     pub fn create(
         root: &Path,
         camera: &str,
@@ -214,6 +221,7 @@ impl ClipWriter {
         track: u64,
         first: &AccessUnit,
         sets: &ParameterSets,
+        mut room: Room,
     ) -> Result<ClipWriter, ClipError> {
         let path = path.to_owned();
         let part = root.join(format!("{path}{PART_SUFFIX}"));
@@ -228,6 +236,7 @@ impl ClipWriter {
         header.extend(mp4::head(&serde_json::to_vec(&head).unwrap_or_default()).unwrap_or_default());
         let folder = root.join(camera);
         std::fs::create_dir_all(&folder).map_err(io(&folder))?;
+        room(header.len() as u64);
         let mut file = OpenOptions::new().write(true).create_new(true).open(&part).map_err(io(&part))?;
         if let Err(source) = file.write_all(&header).and_then(|()| file.sync_data()) {
             // A header cut short (a full disk) is no clip: nothing of it would play.
@@ -254,6 +263,7 @@ impl ClipWriter {
             sequence: 1,
             timeline: Timeline { previous: None, last_step: DEFAULT_TICKS },
             written: header.len() as u64,
+            room,
         })
     }
 
@@ -331,6 +341,7 @@ impl ClipWriter {
             })
             .collect();
         let bytes = mp4::fragment(self.sequence, self.pending[0].ticks, &samples);
+        (self.room)(bytes.len() as u64);
         let result = self.file.write_all(&bytes).and_then(|()| self.file.sync_data());
         if let Err(source) = result {
             // Cut back to the last whole fragment so that the file stays playable.
@@ -354,6 +365,7 @@ impl ClipWriter {
             Some(next) => self.flush(next),
             None => Ok(()),
         };
+        (self.room)(TRAILER_BYTES as u64);
         let placed = put_in_place(&mut self.file, &self.part, &self.root, &mut self.entry, self.written);
         flushed.and(placed)
     }
@@ -526,6 +538,41 @@ mod tests {
         UNIX_EPOCH + Duration::from_millis(1_795_000_000_123)
     }
 
+    fn no_room() -> Room {
+        Box::new(|_| {})
+    }
+
+    #[test]
+    fn every_write_is_announced_with_its_size_before_it_is_made() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = format();
+        let name = clip_name("gate", start(), 7);
+        let part = dir.path().join(format!("{name}{PART_SUFFIX}"));
+        // Each announcement, with the clip's size on disk when it came.
+        let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let room: Room = {
+            let (heard, part) = (heard.clone(), part.clone());
+            Box::new(move |bytes| {
+                let on_disk = std::fs::metadata(&part).map_or(0, |m| m.len());
+                heard.lock().expect("lock").push((bytes, on_disk));
+            })
+        };
+        let mut writer =
+            ClipWriter::create(dir.path(), "gate", &name, 7, &unit(&f, start(), 0), &sets(), room).expect("create");
+        for n in 0..25 {
+            writer.push(&unit(&f, start(), n)).expect("push");
+        }
+        let entry = writer.finish().expect("finish");
+        let heard = heard.lock().expect("lock").clone();
+        assert_eq!(heard.len(), 5, "the header, three fragments and the trailer: {heard:?}");
+        let mut announced = 0;
+        for (bytes, on_disk) in heard {
+            assert_eq!(on_disk, announced, "announced before the write");
+            announced += bytes;
+        }
+        assert_eq!(announced, entry.bytes, "every byte of the clip was announced");
+    }
+
     #[test]
     fn names_carry_the_start_and_track_and_parse_back() {
         let name = clip_name("gate", start(), 42);
@@ -541,9 +588,16 @@ mod tests {
     fn a_finished_clip_is_in_place_with_its_trailer_and_reads_back_the_same() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
-        let mut writer =
-            ClipWriter::create(dir.path(), "gate", &clip_name("gate", start(), 7), 7, &unit(&f, start(), 0), &sets())
-                .expect("create");
+        let mut writer = ClipWriter::create(
+            dir.path(),
+            "gate",
+            &clip_name("gate", start(), 7),
+            7,
+            &unit(&f, start(), 0),
+            &sets(),
+            no_room(),
+        )
+        .expect("create");
         for n in 0..25 {
             writer.push(&unit(&f, start(), n)).expect("push");
         }
@@ -567,9 +621,16 @@ mod tests {
     fn a_part_file_cut_mid_fragment_is_recovered_to_its_last_whole_fragment() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
-        let mut writer =
-            ClipWriter::create(dir.path(), "gate", &clip_name("gate", start(), 3), 3, &unit(&f, start(), 0), &sets())
-                .expect("create");
+        let mut writer = ClipWriter::create(
+            dir.path(),
+            "gate",
+            &clip_name("gate", start(), 3),
+            3,
+            &unit(&f, start(), 0),
+            &sets(),
+            no_room(),
+        )
+        .expect("create");
         for n in 0..31 {
             writer.push(&unit(&f, start(), n)).expect("push");
         }
@@ -598,8 +659,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
         let name = clip_name("gate", start(), 3);
-        let mut writer =
-            ClipWriter::create(dir.path(), "gate", &name, 3, &unit(&f, start(), 0), &sets()).expect("create");
+        let mut writer = ClipWriter::create(dir.path(), "gate", &name, 3, &unit(&f, start(), 0), &sets(), no_room())
+            .expect("create");
         for n in 0..36 {
             writer.push(&unit(&f, start(), n)).expect("push");
         }
@@ -635,9 +696,16 @@ mod tests {
     fn a_part_file_without_a_whole_fragment_is_removed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
-        let writer =
-            ClipWriter::create(dir.path(), "gate", &clip_name("gate", start(), 3), 3, &unit(&f, start(), 0), &sets())
-                .expect("create");
+        let writer = ClipWriter::create(
+            dir.path(),
+            "gate",
+            &clip_name("gate", start(), 3),
+            3,
+            &unit(&f, start(), 0),
+            &sets(),
+            no_room(),
+        )
+        .expect("create");
         let part = dir.path().join(format!("{}{PART_SUFFIX}", writer.entry().path));
         drop(writer);
         let name = part.file_name().and_then(|n| n.to_str()).expect("name").to_owned();

@@ -3,7 +3,8 @@
 //! Owns: the [`Recorder`] — for every recording camera a planner ([`plan`]: which events get a
 //! clip, named as the first event asks for it), a [`RecordTap`] for the camera's source side and a
 //! recorder thread ([`camera`]: pre-roll, clip file, encoder for raw frames) — the one
-//! [`index::ClipIndex`] of the record directory, retention within `[record]`'s byte and age budget,
+//! [`index::ClipIndex`] of the record directory, retention within `[record]`'s byte and age budget
+//! ([`retention`]: the clips being written count),
 //! pausing while the disk is too full, honouring each camera's run-time `record` switch
 //! (`crate::controls`: off, its events start no clip), and [`check`], what `check-config`
 //! refuses. Must not: slow detection (a camera records on its own thread, fed through bounded
@@ -19,6 +20,7 @@ pub mod mp4;
 pub mod nal;
 pub mod plan;
 pub mod preroll;
+pub mod retention;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,6 +43,7 @@ use crate::sys::lock::lock;
 use camera::{CameraContext, CameraRecordStats, CameraThread, Feed, Pause};
 use index::ClipIndex;
 use plan::{ClipPlanner, Command, EventFacts};
+use retention::Retention;
 
 /// Commands a camera's recorder thread may have waiting (a few per event; it reads them at least
 /// every 200 ms).
@@ -104,7 +107,10 @@ pub fn check(config: &Config, labels: &Labels) -> Result<(), RecordError> {
             encoder_for(recording.encoder.kind)
                 .map_err(|reason| refuse("record.encoder.kind", format!("it sends raw video: {reason}")))?;
         } else if !cfg!(feature = "gstreamer") {
-            return Err(refuse("record.enabled", "recording needs a binary built with GStreamer (`bash .ci/build` in the source tree)".into()));
+            return Err(refuse(
+                "record.enabled",
+                "recording needs a binary built with GStreamer (`bash .ci/build` in the source tree)".into(),
+            ));
         }
     }
     Ok(())
@@ -144,9 +150,7 @@ pub struct Recorder {
     index: Arc<ClipIndex>,
     pause: Arc<Pause>,
     cameras: Vec<CameraEntry>,
-    max_bytes: u64,
-    /// Clips retention removed since start.
-    removed: Arc<AtomicU64>,
+    retention: Arc<Retention>,
     stop: Arc<AtomicBool>,
     janitor: Mutex<Option<JoinHandle<()>>>,
 }
@@ -181,6 +185,12 @@ impl Recorder {
             rebuilt.removed
         );
         let index = Arc::new(index);
+        let retention = Arc::new(Retention::new(
+            root.clone(),
+            index.clone(),
+            (config.record.max_gib * (1u64 << 30) as f64) as u64,
+            (config.record.max_days > 0).then(|| Duration::from_secs(u64::from(config.record.max_days) * 86_400)),
+        ));
         let pause = Arc::new(Pause::default());
         let stop = Arc::new(AtomicBool::new(false));
         let (finished, nudges) = sync_channel(1);
@@ -200,6 +210,7 @@ impl Recorder {
                 span,
                 root: root.clone(),
                 index: index.clone(),
+                retention: retention.clone(),
                 pause: pause.clone(),
                 stats: stats.clone(),
                 finished: finished.clone(),
@@ -219,20 +230,12 @@ impl Recorder {
                 thread: Mutex::new(Some(thread)),
             });
         }
-        let removed = Arc::new(AtomicU64::new(0));
-        let budget = Budget {
-            root: root.clone(),
-            max_bytes: (config.record.max_gib * (1u64 << 30) as f64) as u64,
-            max_age: (config.record.max_days > 0)
-                .then(|| Duration::from_secs(u64::from(config.record.max_days) * 86_400)),
-            min_free: u64::from(config.record.min_free_mib) << 20,
-        };
-        let max_bytes = budget.max_bytes;
+        let budget = Budget { root: root.clone(), min_free: u64::from(config.record.min_free_mib) << 20 };
         let janitor = {
-            let (index, pause, stop, removed) = (index.clone(), pause.clone(), stop.clone(), removed.clone());
+            let (retention, pause, stop) = (retention.clone(), pause.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("rec-retention".into())
-                .spawn(move || budget.keep(&index, &pause, &removed, &nudges, &stop))
+                .spawn(move || budget.keep(&retention, &pause, &nudges, &stop))
                 .map_err(RecordError::Thread)?
         };
         Ok(Some(Arc::new(Recorder {
@@ -241,8 +244,7 @@ impl Recorder {
             index,
             pause,
             cameras,
-            max_bytes,
-            removed,
+            retention,
             stop,
             janitor: Mutex::new(Some(janitor)),
         })))
@@ -340,8 +342,8 @@ impl Recorder {
             paused_reason: self.pause.reason(),
             clips: totals.values().map(|(clips, _)| clips).sum(),
             bytes: totals.values().map(|(_, bytes)| bytes).sum(),
-            max_bytes: self.max_bytes,
-            removed: self.removed.load(Ordering::Relaxed),
+            max_bytes: self.retention.max_bytes(),
+            removed: self.retention.removed(),
             cameras,
         }
     }
@@ -435,16 +437,15 @@ pub struct CameraRecordReport {
     pub failed: u64,
 }
 
-/// Retention and the free-space watch.
+/// The retention thread's work: the age limit (and the budget again) after every clip and
+/// periodically, and the free-space watch.
 struct Budget {
     root: PathBuf,
-    max_bytes: u64,
-    max_age: Option<Duration>,
     min_free: u64,
 }
 
 impl Budget {
-    fn keep(self, index: &ClipIndex, pause: &Pause, removed: &AtomicU64, nudges: &Receiver<()>, stop: &AtomicBool) {
+    fn keep(self, retention: &Retention, pause: &Pause, nudges: &Receiver<()>, stop: &AtomicBool) {
         let mut last_retention: Option<Instant> = None;
         while !stop.load(Ordering::Relaxed) {
             let nudged = match nudges.recv_timeout(ROOM_CHECK) {
@@ -454,16 +455,7 @@ impl Budget {
             };
             if nudged || last_retention.is_none_or(|at| at.elapsed() >= RETENTION_PERIOD) {
                 last_retention = Some(Instant::now());
-                for entry in index.expire(self.max_bytes, self.max_age, SystemTime::now()) {
-                    match std::fs::remove_file(self.root.join(&entry.path)) {
-                        Ok(()) => {
-                            removed.fetch_add(1, Ordering::Relaxed);
-                            log::info!("record: removed {} (retention)", entry.path);
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => log::warn!("record: cannot remove {}: {e}", entry.path),
-                    }
-                }
+                retention.run(SystemTime::now());
             }
             self.watch_room(pause);
         }
