@@ -7,7 +7,8 @@
 //!   board reported them at start `SoC temperature` and `GPU load` (diagnostic sensors read from
 //!   telemetry), and the `Score threshold` (a number);
 //! - per camera: a count sensor per `homeassistant.labels` label, switches for detection,
-//!   recording and (with `[snapshot]`) snapshots, the snapshot as an `image`, and diagnostic
+//!   recording (a camera that records clips) and (with `[snapshot]`) snapshots, the snapshot as
+//!   an `image`, and diagnostic
 //!   sensors for its fps, dropped frames and inference time;
 //! - per zone (with tracking): its total, a count per label (its own labels, else
 //!   `homeassistant.labels`) and an `occupied` binary sensor;
@@ -218,7 +219,9 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
         if config.snapshot.enabled {
             switches.push((Switch::Snapshots, "snapshots", "mdi:image-multiple"));
         }
-        switches.push((Switch::Record, "recording", "mdi:record-rec"));
+        if config.recording(camera).is_some() {
+            switches.push((Switch::Record, "recording", "mdi:record-rec"));
+        }
         for (switch, what, icon) in switches {
             let state = topics::switch_state(&prefix, name, switch);
             out.push(entity(
@@ -624,6 +627,15 @@ mod tests {
             .collect()
     }
 
+    /// Issue 50, item 6: a recording switch is for a camera that records clips, not every camera.
+    #[test]
+    fn only_a_camera_that_records_has_a_recording_switch() {
+        let board = BoardSensors { temperature: false, gpu_load: false };
+        assert!(!messages(&config(""), board).contains_key("front_record"), "recording is off by default");
+        let recording = messages(&config("[record]\nenabled = true\n"), board);
+        assert_eq!(recording["front_record"]["name"], "Front recording", "{:?}", recording["front_record"]);
+    }
+
     #[test]
     fn every_entity_of_the_device_cameras_and_zones_is_discovered() {
         let config = config("");
@@ -642,7 +654,6 @@ mod tests {
                 "front_fps",
                 "front_inference_time",
                 "front_person_count",
-                "front_record",
                 "front_snapshot",
                 "front_snapshots",
                 "front_traffic_light_count",

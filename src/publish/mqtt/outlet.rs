@@ -74,6 +74,8 @@ struct CameraTopics {
     counts: Option<Mutex<LabelCounts>>,
     /// Detections messages of this camera so far in the run (their `seq`).
     detections_seq: AtomicU64,
+    /// The camera records clips: it has a `record` switch to publish.
+    records: bool,
 }
 
 /// Home Assistant discovery: what was announced, and the zone counts that have a value.
@@ -172,6 +174,7 @@ impl MqttOutlet {
                         .discovery
                         .then(|| Mutex::new(LabelCounts::new(&prefix, &camera.name, &config.homeassistant.labels))),
                     detections_seq: AtomicU64::new(0),
+                    records: config.recording(camera).is_some(),
                     base,
                 };
                 (camera.name.clone(), topics)
@@ -276,12 +279,13 @@ impl MqttOutlet {
         }
     }
 
-    /// Every control's state.
+    /// Every control's state; a camera that does not record has no `record` switch to show.
     fn publish_controls(&self, values: &ControlValues) {
         let threshold = format!("{}", (values.score_threshold * 1000.0).round() / 1000.0);
         self.publisher.publish_state(StateClass::Value, topics::threshold_state(&self.prefix), threshold.into_bytes());
         for (camera, switches) in &values.cameras {
-            for switch in Switch::ALL {
+            let records = self.cameras.get(camera).is_some_and(|topics| topics.records);
+            for switch in Switch::ALL.into_iter().filter(|switch| *switch != Switch::Record || records) {
                 let payload = if switches.get(switch) { "ON" } else { "OFF" };
                 let topic = topics::switch_state(&self.prefix, camera, switch);
                 self.publisher.publish_state(StateClass::Value, topic, payload.as_bytes().to_vec());
