@@ -319,6 +319,10 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         )?;
         Arc::new(outlet)
     };
+    if config.telemetry.interval_s > 0 {
+        // The previous run's retained figures go at once, not one period from now.
+        mqtt.telemetry(&telemetry::starting_report());
+    }
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
     let device = DeviceSpec::from_config(&config);

@@ -59,6 +59,18 @@ pub fn engine_section(
 /// the build's progress line (what systemd's `STATUS=` shows). Only a TensorRT build reports
 /// progress.
 pub fn building_report(progress: &str) -> TelemetryReport<'static> {
+    report_without_figures(serde_json::json!({ "status": "building", "progress": progress }))
+}
+
+/// The first report of a start, before any figure exists: `engine.status` is `starting`, and no
+/// camera, load or connection figure, so that a subscriber (Home Assistant's diagnostic sensors)
+/// does not go on showing the previous run's retained fps, inference time and CPU until the first
+/// report of this run.
+pub fn starting_report() -> TelemetryReport<'static> {
+    report_without_figures(serde_json::json!({ "status": "starting" }))
+}
+
+fn report_without_figures(engine: serde_json::Value) -> TelemetryReport<'static> {
     static NO_READINGS: std::sync::LazyLock<JetsonSysfs> = std::sync::LazyLock::new(JetsonSysfs::default);
     TelemetryReport {
         stamp: None,
@@ -66,7 +78,7 @@ pub fn building_report(progress: &str) -> TelemetryReport<'static> {
         load: None,
         jetson: &NO_READINGS,
         mqtt: None,
-        engine: Some(serde_json::json!({ "status": "building", "progress": progress })),
+        engine: Some(engine),
         record: None,
         ts: SystemTime::now(),
     }

@@ -892,3 +892,43 @@ fn home_assistant_entities_removed_between_runs_are_deleted_at_the_next_start() 
     let late = retained(&broker, "e2e-ha-stale-late", kept);
     assert!(!late.payload.is_empty(), "front's discovery stays retained");
 }
+
+/// Issue 50, item 6: the telemetry is retained, so at every start Home Assistant's fps,
+/// inference time and CPU showed the previous run's values for a whole telemetry interval. The
+/// first report of a start has no figures: the sensors read "unknown" until this run's first.
+#[test]
+fn the_previous_runs_telemetry_is_replaced_at_start_before_any_figure() {
+    let prefix = "e2e-telemetry-start";
+    let topic = format!("{prefix}/telemetry");
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = |interval_s: &str| {
+        TestConfig::new(broker.port(), prefix)
+            .set("telemetry", "interval_s", interval_s)
+            .camera("front", 2.0, &sample_source("dog.jpg", "loop"))
+            .write(&dir.path().join("config.toml"))
+    };
+    let subscriber = Subscriber::connect(&broker, "e2e-telemetry-start-sub", &[&topic]);
+    let has_fps = |message: &Received| {
+        let report: serde_json::Value = serde_json::from_slice(&message.payload).unwrap_or_default();
+        report["cameras"]["front"]["fps"].is_number()
+    };
+    let mut daemon = RunningDaemon::start(&config("1"), &[]);
+    daemon.wait_for_messages(&subscriber, &topic, "a report with the camera's fps", |m| m.iter().any(has_fps));
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit().success(), "a clean stop:\n{}", daemon.log());
+
+    // A period far beyond the test: the only report of this start is its first.
+    let seen = subscriber.messages(&topic).len();
+    let mut daemon = RunningDaemon::start(&config("3600"), &[]);
+    let log = daemon.log_handle();
+    daemon.wait_until("the daemon to run", || log.text().contains("running:"));
+    let messages = subscriber.wait_until(&topic, "this start's first report", |m| m.len() > seen);
+    let first: serde_json::Value = serde_json::from_slice(&messages[seen].payload).expect("JSON");
+    assert_eq!((&first["seq"], &first["engine"]["status"]), (&0.into(), &"starting".into()), "{first}");
+    assert!(first.get("cameras").is_none_or(|cameras| cameras.as_object().is_some_and(|c| c.is_empty())), "{first}");
+    let late = retained(&broker, "e2e-telemetry-start-late", &topic);
+    assert!(!has_fps(&late), "a subscriber that comes now reads no figure of the previous run: {}", late.text());
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit().success(), "a clean stop:\n{}", daemon.log());
+}
