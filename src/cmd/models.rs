@@ -5,7 +5,8 @@
 //! `selftest` share it, so that the lanes they build are the same.
 //!
 //! Owns: reading the named models of a config ([`named_detectors`] for the cameras that name
-//! them, [`named_detector`] for cameras a command assigns, [`named_classifiers`]), turning loaded
+//! them, [`named_detector`] for cameras a command assigns, [`named_classifiers`]), whether `[model]`
+//! runs at all ([`model_runs`]), turning loaded
 //! backends into lanes ([`detector_lanes`], [`classifier_lanes`]), naming each lane's backend
 //! ([`engine_models`]) and adding up their memory ([`worker_models`], [`worker_memory`], or read
 //! with one context of each open: [`worker_memory_with_contexts`]). Must not: load backends (each
@@ -169,10 +170,10 @@ pub fn named_classifiers(config: &Config, labels: &Labels) -> Result<Vec<NamedCl
     Ok(classifiers)
 }
 
-/// The scheduler's lanes: `[model]`'s (`first`) and one per detector with its backend (in the
-/// order of `detectors`), each logged with the cameras it serves.
+/// The scheduler's lanes: `[model]`'s (`first`, when a camera runs it) and one per detector with
+/// its backend (in the order of `detectors`), each logged with the cameras it serves.
 pub fn detector_lanes(
-    first: ModelLane,
+    first: Option<ModelLane>,
     detectors: Vec<NamedDetector>,
     backends: impl IntoIterator<Item = Arc<dyn Backend>>,
 ) -> Vec<ModelLane> {
@@ -188,7 +189,13 @@ pub fn detector_lanes(
         );
         ModelLane::renamed(&detector.name, backend, detector.params, detector.class_ids, detector.cameras)
     });
-    std::iter::once(first).chain(named).collect()
+    first.into_iter().chain(named).collect()
+}
+
+/// Whether a camera of `config` runs `[model]`: one that names no `[models.<name>]`. When none
+/// does, `[model]` is not loaded at all (no engine, no context in any worker).
+pub fn model_runs(config: &Config) -> bool {
+    config.cameras.iter().any(|camera| camera.model.is_none())
 }
 
 /// The classifiers' lanes, each with its backend (in the order of `classifiers`).

@@ -24,8 +24,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 use super::models::{
-    classifier_lanes, detector_lanes, engine_models, named_classifiers, named_detectors, worker_memory_with_contexts,
-    worker_models, ModelsError, NamedClassifier, NamedDetector,
+    classifier_lanes, detector_lanes, engine_models, model_runs, named_classifiers, named_detectors,
+    worker_memory_with_contexts, worker_models, ModelsError, NamedClassifier, NamedDetector,
 };
 use crate::backend::engine::chain::unchecked;
 use crate::backend::load::{
@@ -191,6 +191,9 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
 /// build), and a blank frame through it and the decoder ([`check_model_outputs`], which `run`
 /// makes after its load). Says what was checked.
 pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, DaemonError> {
+    if !model_runs(config) {
+        return Ok("`[model]` is not loaded: every camera runs a `[models.<name>]` detector".to_owned());
+    }
     match load_backend_for_check(&preflight.model, &DeviceSpec::from_config(config))? {
         Some((backend, fallback)) => {
             check_model_outputs(backend.as_ref(), &preflight.params)?;
@@ -202,7 +205,8 @@ pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, Dae
         }
         None => {
             let device = DeviceSpec::from_config(config);
-            check_engines_fit(&preflight.model, &preflight.detectors, &preflight.classifiers, &device)?;
+            let model = model_runs(config).then_some(&preflight.model);
+            check_engines_fit(model, &preflight.detectors, &preflight.classifiers, &device)?;
             Ok("the model is checked by TensorRT when `run` or `build-engine` loads it".to_owned())
         }
     }
@@ -211,13 +215,15 @@ pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, Dae
 /// Where TensorRT would build the engines, refuses models whose engines together would not fit
 /// the GPU's free memory, before any build ([`crate::model::footprint`] says what is estimated).
 fn check_engines_fit(
-    model: &ModelSpec,
+    model: Option<&ModelSpec>,
     detectors: &[NamedDetector],
     classifiers: &[NamedClassifier],
     device: &DeviceSpec,
 ) -> Result<(), DaemonError> {
     let Some(free) = tensorrt_free_memory(device) else { return Ok(()) };
-    let models = std::iter::once(("model".to_owned(), model))
+    let models = model
+        .map(|model| ("model".to_owned(), model))
+        .into_iter()
         .chain(detectors.iter().map(|detector| (format!("models.{}", detector.name), &detector.model)))
         .chain(classifiers.iter().map(|classifier| (format!("models.{}", classifier.name), &classifier.model)));
     let mut engines = Vec::new();
@@ -326,14 +332,22 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
     let device = DeviceSpec::from_config(&config);
-    if let Err(e) = check_engines_fit(&model, &detectors, &classifiers, &device) {
+    // `[model]` is loaded only when a camera runs it: otherwise it would cost an engine (a build
+    // of minutes on a Jetson) and a context in every worker's arena for nothing.
+    let model_runs = model_runs(&config);
+    if !model_runs {
+        log::info!("model: not loaded, every camera runs a [models.<name>] detector");
+    }
+    if let Err(e) = check_engines_fit(model_runs.then_some(&model), &detectors, &classifiers, &device) {
         runtime.block_on(mqtt.shutdown_after_failed_start());
         return Err(e);
     }
     let load_started = Instant::now();
-    // `[model]`, then each named detector a camera uses, then each classifier (each engine cached
-    // under its own file name).
-    let models: Vec<ModelSpec> = std::iter::once(model)
+    // `[model]` when it runs, then each named detector a camera uses, then each classifier (each
+    // engine cached under its own file name).
+    let models: Vec<ModelSpec> = model_runs
+        .then_some(model)
+        .into_iter()
         .chain(detectors.iter().map(|detector| detector.model.clone()))
         .chain(classifiers.iter().map(|classifier| classifier.model.clone()))
         .collect();
@@ -377,19 +391,29 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let classifier_backends = backends.split_off(backends.len() - classifiers.len());
     let classifiers = classifier_lanes(classifiers, classifier_backends);
     let mut backends = backends.into_iter();
-    let Some(backend) = backends.next() else { return Err(DaemonError::CameraFailed("no model loaded".into())) };
-    let checked = std::iter::once((backend.clone(), &params))
-        .chain(backends.clone().zip(detectors.iter().map(|detector| &detector.params)));
+    let model_backend = if model_runs { backends.next() } else { None };
+    let detector_backends: Vec<Arc<dyn Backend>> = backends.collect();
+    let checked = model_backend
+        .iter()
+        .map(|backend| (backend, &params))
+        .chain(detector_backends.iter().zip(detectors.iter().map(|detector| &detector.params)));
     for (model_backend, model_params) in checked {
         if let Err(e) = check_model_outputs(model_backend.as_ref(), model_params) {
             runtime.block_on(mqtt.shutdown_after_failed_start());
             return Err(e);
         }
     }
-    let lanes = detector_lanes(ModelLane::new(backend.clone(), params.clone()), detectors, backends);
+    if let Some(backend) = &model_backend {
+        let info = backend.info();
+        log::info!("backend: {} running {} ({})", info.kind, info.model, info.detail);
+    }
+    let first = model_backend.map(|backend| ModelLane::new(backend, params.clone()));
+    let lanes = detector_lanes(first, detectors, detector_backends);
+    let Some(backend) = lanes.first().map(|lane| lane.backend.clone()) else {
+        runtime.block_on(mqtt.shutdown_after_failed_start());
+        return Err(DaemonError::CameraFailed("no model loaded".into()));
+    };
     let model_load = load_started.elapsed();
-    let info = backend.info();
-    log::info!("backend: {} running {} ({})", info.kind, info.model, info.detail);
 
     // Every model's device memory in a worker (telemetry `engine.model_memory`), read once, with
     // one context of each open as a worker holds them, for as many workers as `serve` plans.
@@ -738,13 +762,13 @@ fn reload(
     match reloaded {
         Ok((config, running_now, params, detectors, scenes)) => {
             scheduler.reload(params.clone());
-            // Lanes 1.. are the named detectors in name order, as at start; when which detectors
-            // run changed (a restart applies that, the log below names the keys), they keep theirs.
+            // The named detectors' lanes, by name; when which detectors run changed (a restart
+            // applies that, the log below names the keys), they keep theirs.
             let running_names =
                 running.models.keys().filter(|name| running.cameras.iter().any(|c| c.model.as_ref() == Some(*name)));
             if running_names.eq(detectors.iter().map(|detector| &detector.name)) {
-                for (lane, detector) in detectors.into_iter().enumerate() {
-                    scheduler.reload_lane(lane + 1, detector.params);
+                for detector in detectors {
+                    scheduler.reload_model(Some(&detector.name), detector.params);
                 }
             }
             sink.reload(&running_now, scenes);

@@ -103,12 +103,24 @@ pub async fn status(State(state): State<HttpState>) -> Response {
     };
     let telemetry: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).unwrap_or_default();
     let health = view.health();
+    // Which detector each camera runs, by its table (`model`, `models.<name>`): the page names
+    // each camera's model from the telemetry's `engine` (`model`, `models.<name>.model`).
+    let camera_models: serde_json::Map<String, serde_json::Value> = view
+        .config()
+        .cameras
+        .iter()
+        .map(|camera| {
+            let table = camera.model.as_ref().map_or_else(|| "model".to_string(), |name| format!("models.{name}"));
+            (camera.name.clone(), serde_json::Value::String(table))
+        })
+        .collect();
     Json(serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "healthy": health.is_ok(),
         "health_reason": health.err(),
         "model_load_s": view.facts.model_load.as_secs_f64(),
         "cameras": view.cameras.iter().map(|camera| camera.name.as_str()).collect::<Vec<_>>(),
+        "camera_models": camera_models,
         "telemetry": telemetry,
     }))
     .into_response()

@@ -10,8 +10,9 @@
 //! apart from the worker that runs it: the model's backend and decode parameters ([`ModelLane`])
 //! and, in each worker, its session and decoder (`ModelSession`).
 //!
-//! Models: every camera is served by one detector, its [`ModelLane`] (lane 0: `[model]`; others:
-//! the `[models.<name>]` detectors cameras name). Every worker holds a session of every lane, so
+//! Models: every camera is served by one detector, its [`ModelLane`] (lane 0: `[model]`, unless no
+//! camera runs it, which then has no lane; others: the `[models.<name>]` detectors cameras name; a
+//! camera no lane lists runs on lane 0). Every worker holds a session of every lane, so
 //! one worker per GPU serves every model on its one stream; a batch holds frames of one lane only
 //! (the lane of the first camera the round finds ready). A lane's class ids are renamed into the
 //! shared label list before the sink sees them, so every outlet names classes with one list.
@@ -306,8 +307,9 @@ impl Scheduler {
         Self::start_lanes(vec![ModelLane::new(backend, params)], Arc::from(Vec::new()), plan, sink, stop, liveness)
     }
 
-    /// [`Scheduler::start`] with one lane per detector (at least one: lane 0 is `[model]`'s) and
-    /// the classifiers every worker holds a session of, which the sink runs on the frames it gets.
+    /// [`Scheduler::start`] with one lane per detector that a camera runs (at least one; `[model]`'s
+    /// first when a camera runs it) and the classifiers every worker holds a session of, which the
+    /// sink runs on the frames it gets.
     pub fn start_lanes(
         lanes: Vec<ModelLane>,
         classifiers: Arc<[ClassifierLane]>,
@@ -399,14 +401,15 @@ impl Scheduler {
         self.shared.doorbell.ring();
     }
 
-    /// New thresholds and class filter for lane 0, applied by every worker before its next batch.
+    /// New thresholds and class filter for `[model]`'s lane (none when no camera runs it), applied
+    /// by every worker before its next batch.
     pub fn reload(&self, params: DecodeParams) {
-        self.reload_lane(0, params);
+        self.reload_model(None, params);
     }
 
-    /// [`Scheduler::reload`] for lane `lane`.
-    pub fn reload_lane(&self, lane: usize, params: DecodeParams) {
-        if let Some(lane) = self.shared.lanes.get(lane) {
+    /// [`Scheduler::reload`] for the lane of `[models.<name>]` (`None`: `[model]`'s).
+    pub fn reload_model(&self, name: Option<&str>, params: DecodeParams) {
+        if let Some(lane) = self.shared.lanes.iter().find(|lane| lane.name() == name) {
             let mut current = lock(&lane.params);
             *current = (current.0 + 1, params);
         }

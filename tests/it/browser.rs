@@ -241,6 +241,16 @@ fn the_page_shows_every_camera_and_a_zone_drawn_in_the_browser_is_in_the_next_ev
         "the status badge",
         "return document.getElementById('health').textContent === 'healthy';",
     );
+    // The header names the models that run, each camera's figures its own (issue 50, item 4).
+    wait_for(
+        &mut daemon,
+        &driver,
+        "the model in the header and in each camera's figures",
+        "const model = 'ssd_mobilenet_v2_coco_prenms_fp32.onnx';
+         const figures = [...document.querySelectorAll('section.camera .figures')];
+         return document.getElementById('summary').textContent.includes(model)
+           && figures.length === 2 && figures.every((f) => f.textContent.startsWith(model + ' · '));",
+    );
 
     // Draw a zone over almost all of the front picture: four corners, a name, a label.
     let card = "section.camera[data-camera=\"front\"]";

@@ -207,6 +207,54 @@ fn two_cameras_with_two_detectors_run_on_one_worker() {
     assert!(!log.contains("panicked"), "{log}");
 }
 
+/// Issue 50, item 4: when every camera names a `[models.<name>]` detector, `[model]` is not
+/// loaded (no engine, no context in the worker); telemetry's memory lists the one model that runs,
+/// and the page's status names it as the camera's model.
+#[test]
+fn model_is_not_loaded_when_every_camera_names_another_detector() {
+    let prefix = "e2e-model-unused";
+    let broker = crate::broker::Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("device", "cpu_workers", "1")
+        .set("telemetry", "interval_s", "1")
+        .set("http", "listen", "\"127.0.0.1:0\"")
+        .camera("yard", 4.0, &crate::daemon::sample_source("dog.jpg", "loop"))
+        .append("model = \"yard\"")
+        .append(&format!(
+            "[models.yard]\nonnx = {}\nlabels = {}\n",
+            toml_string(&TestConfig::bundled_model().display().to_string()),
+            toml_string(&TestConfig::bundled_labels().display().to_string())
+        ))
+        .write(&dir.path().join("config.toml"));
+    let telemetry = format!("{prefix}/telemetry");
+    let subscriber = crate::broker::Subscriber::connect(&broker, "e2e-model-unused-sub", &[&telemetry]);
+    let mut daemon = crate::daemon::RunningDaemon::start(&config, &[]);
+    let address = crate::http::http_address(&mut daemon);
+    let reports = daemon.wait_for_messages(&subscriber, &telemetry, "a report with the models' memory", |m| {
+        m.iter().any(|message| {
+            let report: serde_json::Value = serde_json::from_slice(&message.payload).unwrap_or_default();
+            report["engine"]["model_memory"]["models"].is_array()
+        })
+    });
+    let report: serde_json::Value =
+        reports.iter().rev().find_map(|m| serde_json::from_slice(&m.payload).ok()).expect("a report");
+    let names: Vec<&str> = report["engine"]["model_memory"]["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|model| model["name"].as_str())
+        .collect();
+    assert_eq!(names, ["models.yard"], "only the detector that runs holds a context: {report:#}");
+    let status = crate::http::request(address, "GET", "/api/status", &[], &[]).json();
+    assert_eq!(status["camera_models"], serde_json::json!({"yard": "models.yard"}), "{status:#}");
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit().success(), "log:\n{}", daemon.log());
+    let log = daemon.log();
+    assert!(log.contains("model: not loaded, every camera runs a [models.<name>] detector"), "{log}");
+    assert!(log.contains("backend of models.yard (cameras yard)"), "{log}");
+}
+
 /// A classifier on a detector's tracks: the front camera loops a photo of a dog; `[models.colour]`
 /// (the test colour classifier, `tests/models/NOTICE.md`) runs on the dog's track, and every event
 /// of that track carries its answer under the classifier's name, while tracks of other labels carry

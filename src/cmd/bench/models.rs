@@ -116,7 +116,7 @@ impl BenchModels {
             detectors.iter().map(|detector| load(&detector.model)).collect::<Result<Vec<_>, _>>()?;
         let classifier_backends =
             classifiers.iter().map(|classifier| load(&classifier.model)).collect::<Result<Vec<_>, _>>()?;
-        let lanes = detector_lanes(ModelLane::new(backend, params), detectors, detector_backends);
+        let lanes = detector_lanes(Some(ModelLane::new(backend, params)), detectors, detector_backends);
         let classifiers = classifier_lanes(classifiers, classifier_backends);
         let cameras = names.into_iter().zip(assignment.iter().map(|model| choices[*model].table())).collect();
         Ok(BenchModels { cameras, lanes, classifiers, labels: Arc::new(shared) })

@@ -59,7 +59,7 @@ fn worker_models_memory(
         .iter()
         .map(|classifier| load(&classifier.name, &classifier.model))
         .collect::<Result<Vec<_>, _>>()?;
-    let lanes = detector_lanes(ModelLane::new(Arc::clone(backend), params), detectors, detector_backends);
+    let lanes = detector_lanes(Some(ModelLane::new(Arc::clone(backend), params)), detectors, detector_backends);
     let classifiers = classifier_lanes(classifiers, classifier_backends);
     let models = worker_models(&lanes, &classifiers);
     let workers = SchedulePlan::new(config, backend.as_ref(), config.cameras.len()).workers;

@@ -135,18 +135,25 @@ async function refreshStatus() {
     health.className = `badge ${status.healthy ? 'ok' : 'bad'}`;
     const t = status.telemetry;
     const engine = t.engine || {};
+    // The model file each camera runs: `[model]`'s is the engine's own, a named detector's is in
+    // `engine.models`. The header names every model that runs, not only `[model]`.
+    const modelOf = (table) => (table === 'model' ? engine.model
+      : ((engine.models || {})[String(table).replace(/^models\./, '')] || {}).model) || '';
+    const cameraModels = status.camera_models || {};
+    const running = [...new Set(Object.values(cameraModels).map(modelOf))].filter(Boolean).join(', ');
     const record = t.record ? ` · clips ${t.record.clips}${t.record.paused ? ` · recording paused: ${t.record.paused_reason}` : ''}` : '';
     document.getElementById('summary').textContent =
-      `${engine.kind || ''} · ${engine.model || ''} · broker ${t.mqtt && t.mqtt.connected ? 'connected' : 'away'}${record}`;
+      `${engine.kind || ''} · ${running || engine.model || ''} · broker ${t.mqtt && t.mqtt.connected ? 'connected' : 'away'}${record}`;
     for (const [name, c] of Object.entries(t.cameras || {})) {
       const cam = cameras.get(name);
       if (!cam) continue;
       const state = cam.card.querySelector('.state');
       state.textContent = c.state ? `${c.state} since ${c.since}` : '';
       state.className = `state badge ${c.state || ''}`;
+      const model = modelOf(cameraModels[name] || 'model');
       cam.card.querySelector('.figures').textContent =
-        `${c.fps} fps · ${c.frames} frames · ${c.dropped} dropped · latency p50 infer ${ms(c.latency_ms, 'infer')}, ` +
-        `total ${ms(c.latency_ms, 'total')}`;
+        `${model ? `${model.split('/').pop()} · ` : ''}${c.fps} fps · ${c.frames} frames · ${c.dropped} dropped · ` +
+        `latency p50 infer ${ms(c.latency_ms, 'infer')}, total ${ms(c.latency_ms, 'total')}`;
     }
   } catch (e) {
     document.getElementById('health').textContent = 'daemon unreachable';
