@@ -14,9 +14,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+mod collect;
 pub mod cpu_budget;
 pub mod engine_store;
+pub mod located;
 mod merge;
+pub mod mistake;
 pub mod models;
 pub mod record;
 pub mod reload;
@@ -24,6 +27,7 @@ pub mod scene;
 pub mod secrets;
 pub mod service_dirs;
 mod validate;
+mod words;
 pub mod zones_file;
 
 use crate::preprocess::PreprocessSpec;
@@ -33,6 +37,7 @@ pub use crate::preprocess::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, T
 pub use cpu_budget::CpuBudget;
 pub use merge::data_dir;
 use merge::{merge, names_a_model};
+pub use mistake::{Mistake, Mistakes};
 pub use scene::{camera_scene, camera_scenes, parse_scene, ParsedScene, SceneError};
 use service_dirs::ServiceDir;
 
@@ -63,6 +68,33 @@ pub enum ConfigError {
     Parse { origin: ConfigOrigin, message: String },
     #[error("{origin}: `{key}`: {message}")]
     Invalid { origin: ConfigOrigin, key: String, message: String },
+    /// Every mistake of a config file, each with its line and column.
+    #[error("{0}")]
+    Mistakes(Mistakes),
+}
+
+impl ConfigError {
+    /// The keys this error names: one, or each of [`ConfigError::Mistakes`]'.
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            ConfigError::Invalid { key, .. } => vec![key.as_str()],
+            ConfigError::Mistakes(mistakes) => mistakes.list.iter().map(|mistake| mistake.key.as_str()).collect(),
+            ConfigError::Read { .. } | ConfigError::Parse { .. } => Vec::new(),
+        }
+    }
+
+    /// A config refused for one mistake as [`ConfigError::Invalid`]: for the tests that check
+    /// one mistake at a time (the list itself is tested in `mistake` and below).
+    #[cfg(test)]
+    pub(crate) fn one(self) -> ConfigError {
+        match self {
+            ConfigError::Mistakes(mistakes) if mistakes.list.len() == 1 => {
+                let Mistake { key, message, .. } = mistakes.list.into_iter().next().expect("one");
+                ConfigError::Invalid { origin: mistakes.origin, key, message }
+            }
+            other => other,
+        }
+    }
 }
 
 /// The whole configuration, validated.
@@ -751,9 +783,13 @@ impl Config {
     /// typed and validated. Tables merge key by key; any other value, arrays such as `[[camera]]`
     /// included, replaces the default's. Relative paths set in `text` resolve against `base`, the
     /// default's against [`data_dir`].
+    ///
+    /// Every mistake of the file is reported at once ([`ConfigError::Mistakes`]), each with its
+    /// line and column: every syntax error; else every value that does not fit its type (each set
+    /// aside in turn, `collect`), and what the checks find in the rest.
     pub fn from_toml(text: &str, origin: ConfigOrigin, base: &Path) -> Result<Config, ConfigError> {
-        let user: Table =
-            toml::from_str(text).map_err(|e| ConfigError::Parse { origin: origin.clone(), message: e.to_string() })?;
+        let places = located::SourceMap::new(text);
+        let user: Table = toml::from_str(text).map_err(|_| syntax_mistakes(text, &origin, &places))?;
         let mut merged: Table = toml::from_str(EMBEDDED_DEFAULT)
             .map_err(|e| ConfigError::Parse { origin: ConfigOrigin::Embedded, message: e.to_string() })?;
         if names_a_model(&user) {
@@ -767,24 +803,48 @@ impl Config {
             Some(Value::Table(model)) => model.clone(),
             _ => Table::new(),
         };
+        // What stands in for a value that does not fit: the default's, and for a named model's
+        // key, `[model]`'s default.
+        let mut fallback = merged.clone();
+        if let Some(Value::Table(named)) = user.get("models") {
+            let empty = named.keys().map(|name| (name.clone(), Value::Table(Table::new()))).collect();
+            fallback.insert("models".into(), Value::Table(empty));
+            models::fill_model_defaults(&mut fallback, &model_defaults);
+        }
         merge(&mut merged, &user);
         models::fill_model_defaults(&mut merged, &model_defaults);
-        let mut config: Config = serde_path_to_error::deserialize(Value::Table(merged)).map_err(|error| {
-            let key = error.path().to_string();
-            let message = error.into_inner().message().trim_end().to_string();
-            match key.as_str() {
-                "." => ConfigError::Parse { origin: origin.clone(), message },
-                _ => ConfigError::Invalid { origin: origin.clone(), key, message },
-            }
-        })?;
-        config.origin = origin;
+        let mut set_aside = Vec::new();
+        let (typed, misfits) =
+            collect::deserialize_all::<Config>(Value::Table(merged), &Value::Table(fallback), &mut set_aside);
+        let mut mistakes: Vec<Mistake> = misfits
+            .into_iter()
+            .map(|misfit| Mistake::at_key(misfit.key, words::explain(&misfit.message), &places))
+            .collect();
+        let Some(mut config) = typed else {
+            return Err(ConfigError::Mistakes(Mistakes::new(origin, mistakes)));
+        };
+        config.origin = origin.clone();
         config.resolve_paths(&user, base, &data_dir());
-        config.check_model_is_described(&user)?;
+        // Each check below names its key; one about a value set aside above is about the
+        // default's value that stood in for it, not the file's.
+        let mut note = |checked: Result<(), ConfigError>| match checked {
+            Err(ConfigError::Invalid { key, message, .. }) => {
+                if !set_aside.iter().any(|path| key_is_under(&key, path)) {
+                    mistakes.push(Mistake::at_key(key, message, &places));
+                }
+                Ok(())
+            }
+            other => other,
+        };
+        note(config.check_model_is_described(&user))?;
         config.model.recognise = config.keys_to_recognise(&user);
         config.prepare_named_models(&user, base);
-        config.validate_named_models(&user)?;
+        note(config.validate_named_models(&user))?;
         config.zones_from_file = zones_file::ZonesFile::load(&config.http.zones_file)?.apply(&mut config.cameras);
-        config.validate()?;
+        note(config.validate())?;
+        if !mistakes.is_empty() {
+            return Err(ConfigError::Mistakes(Mistakes::new(origin, mistakes)));
+        }
         Ok(config)
     }
 
@@ -834,6 +894,25 @@ impl Config {
     }
 }
 
+/// Every syntax error of `text`, located (toml reads on after each one it can).
+fn syntax_mistakes(text: &str, origin: &ConfigOrigin, places: &located::SourceMap) -> ConfigError {
+    let (_, errors) = toml::de::DeTable::parse_recoverable(text);
+    let list = errors
+        .iter()
+        .map(|error| Mistake {
+            key: String::new(),
+            at: error.span().map(|span| places.location(span.start)),
+            message: format!("not TOML: {}", error.message().trim()),
+        })
+        .collect();
+    ConfigError::Mistakes(Mistakes::new(origin.clone(), list))
+}
+
+/// Whether `key` is `path` or lies inside it (`camera[0].source.url` inside `camera[0]`).
+fn key_is_under(key: &str, path: &str) -> bool {
+    key.strip_prefix(path).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
 /// 8 hex digits that tell this machine apart: a hash of `/etc/machine-id` and, on a Jetson, the
 /// module's serial number (`/proc/device-tree/serial-number`), which a cloned SD card does not
 /// copy. `None` when neither exists under `root`.
@@ -868,7 +947,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base"))
+        Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base")).map_err(ConfigError::one)
     }
 
     const MINIMAL: &str = r#"
@@ -937,6 +1016,43 @@ mod tests {
         let err = parse(&MINIMAL.replace("dtype = \"u8\"", "dtype = \"u8\", filter = \"lanczos\"")).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("lanczos") && text.contains("antialias"), "{text}");
+    }
+
+    /// Issue 50, item 2: a file with several mistakes gets them all at once, each with its line
+    /// and column, what is allowed in words and, for a misspelt key or value, the nearest one.
+    #[test]
+    fn every_mistake_of_a_file_is_reported_at_once_with_its_place_and_the_nearest_key() {
+        let text = "[mqtt]\nhost = \"broker\"\nport = \"x\"\npasword_file = \"/etc/p\"\nqos = 3\n\n\
+                    [model]\ndecoder = \"yolov99\"\n";
+        let error = Config::from_toml(text, ConfigOrigin::File("my.toml".into()), Path::new("/base")).unwrap_err();
+        let ConfigError::Mistakes(mistakes) = &error else { panic!("{error:?}") };
+        let said: Vec<(String, &str)> = mistakes
+            .list
+            .iter()
+            .map(|mistake| (mistake.at.map(|at| at.to_string()).unwrap_or_default(), mistake.key.as_str()))
+            .collect();
+        let at = |place: &str, key: &'static str| (place.to_string(), key);
+        assert_eq!(
+            said,
+            [at("3:1", "mqtt.port"), at("4:1", "mqtt.pasword_file"), at("5:1", "mqtt.qos"), at("8:1", "model.decoder")],
+            "{error}"
+        );
+        let text = error.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "4 mistakes in my.toml:");
+        assert_eq!(lines[1], "  my.toml:3:1: `mqtt.port`: \"x\" is text; allowed: a whole number from 0 to 65535");
+        assert!(lines[2].starts_with("  my.toml:4:1: `mqtt.pasword_file`: no such key; did you mean `password_file`?"));
+        assert_eq!(lines[3], "  my.toml:5:1: `mqtt.qos`: 3 is not 0, 1 or 2");
+        assert!(lines[4].starts_with("  my.toml:8:1: `model.decoder`: \"yolov99\" is not allowed; did you mean"));
+    }
+
+    #[test]
+    fn every_syntax_error_is_located() {
+        let error = parse("[mqtt\nhost = \"a\"\n[device]\nid = \n").unwrap_err();
+        let ConfigError::Mistakes(mistakes) = &error else { panic!("{error:?}") };
+        let lines: Vec<usize> = mistakes.list.iter().filter_map(|mistake| mistake.at.map(|at| at.line)).collect();
+        assert!(lines.contains(&1) && lines.contains(&4), "{error}");
+        assert!(error.to_string().contains("not TOML"), "{error}");
     }
 
     #[test]
@@ -1768,8 +1884,11 @@ mod properties {
             match Config::from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/base")) {
                 Ok(config) => assert_usable(&config),
                 Err(error) => {
+                    // One mistake a line, each naming the file (and its place in it, when it has one).
                     let message = error.to_string();
-                    prop_assert!(message.starts_with("test.toml: "), "{}", message);
+                    let lines: Vec<&str> = message.lines().collect();
+                    let each = if lines.len() > 1 { &lines[1..] } else { &lines[..] };
+                    prop_assert!(each.iter().all(|line| line.trim_start().starts_with("test.toml")), "{}", message);
                 }
             }
         }

@@ -142,7 +142,8 @@ impl Config {
                 if let Some(unknown) =
                     table.keys().find(|k| !ROLE_KEYS.contains(&k.as_str()) && !MODEL_KEYS.contains(&k.as_str()))
                 {
-                    return Err(self.invalid_key(&key(unknown), "unknown key of a `[models.<name>]` table"));
+                    let allowed: Vec<&str> = ROLE_KEYS.iter().chain(&MODEL_KEYS).copied().collect();
+                    return Err(self.invalid_key(&key(unknown), super::words::no_such_key(unknown, &allowed)));
                 }
             }
             if !is_set(user, &["models", name, "labels"]) {
@@ -268,7 +269,7 @@ mod tests {
     use crate::config::{ClassScores, ConfigOrigin, DecoderKind};
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::from_toml(text, ConfigOrigin::Embedded, Path::new("/base"))
+        Config::from_toml(text, ConfigOrigin::Embedded, Path::new("/base")).map_err(ConfigError::one)
     }
 
     const TWO_MODELS: &str = "[models.yard]\nonnx = \"yolo26.onnx\"\nlabels = \"coco.txt\"\n\

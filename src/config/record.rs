@@ -243,7 +243,7 @@ mod tests {
     use crate::config::ConfigOrigin;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base"))
+        Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base")).map_err(ConfigError::one)
     }
 
     const CAMERA: &str = "[[camera]]\nname = \"gate\"\nsource = { kind = \"synthetic\" }\n";

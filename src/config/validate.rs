@@ -169,7 +169,7 @@ impl Config {
                 return Err(self.invalid(&key, format!("{:?} is used by two cameras", camera.name)));
             }
             if !is_rate(camera.fps) {
-                return Err(self.invalid(&format!("camera[{i}].fps"), RATE_ALLOWED));
+                return Err(self.invalid(&format!("camera[{i}].fps"), format!("{}: {RATE_ALLOWED}", camera.fps)));
             }
             match &camera.source {
                 SourceConfig::Synthetic { width, height }
@@ -295,7 +295,7 @@ impl Config {
             ));
         }
         if !is_rate(mqtt.max_rate_hz) {
-            return Err(self.invalid("mqtt.max_rate_hz", RATE_ALLOWED));
+            return Err(self.invalid("mqtt.max_rate_hz", format!("{}: {RATE_ALLOWED}", mqtt.max_rate_hz)));
         }
         if let Err(reason) = check_host(&mqtt.host) {
             return Err(self.invalid("mqtt.host", format!("{:?}: {reason}", mqtt.host)));

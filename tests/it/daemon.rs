@@ -429,6 +429,36 @@ fn malformed_config_exits_78_naming_file_and_key() {
     assert!(stderr.contains("bad.toml") && stderr.contains("nms_threshold"), "{stderr}");
 }
 
+/// Issue 50, item 2: check-config stopped at the first mistake, without a line. A file with
+/// three (a misspelt key, a word where a number goes, a value out of range) gets three messages,
+/// one a line, each with the file, its line and column, the key and what is allowed, and the
+/// misspelt key its nearest known one.
+#[test]
+fn a_file_with_three_mistakes_gets_three_located_messages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mine.toml");
+    let text =
+        "[mqtt]\nhost = \"broker.lan\"\nusername = \"jetson\"\npasword_file = \"/etc/jetson-detectd/mqtt-password\"\n\
+                port = \"1883x\"\n\n[[camera]]\nname = \"porch\"\nfps = -1\n\
+                source = { kind = \"images\", path = \"/tmp\" }\n";
+    std::fs::write(&path, text).expect("write config");
+    let output = daemon().args(["check-config", "--config"]).arg(&path).output().expect("run jetson-detectd");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(78), "{stderr}");
+    let file = path.display().to_string();
+    let located: Vec<&str> =
+        stderr.lines().map(str::trim_start).filter(|line| line.starts_with(&format!("{file}:"))).collect();
+    assert_eq!(located.len(), 3, "three located messages:\n{stderr}");
+    let expected = [
+        ("4:1", "`mqtt.pasword_file`", "did you mean `password_file`?"),
+        ("5:1", "`mqtt.port`", "allowed: a whole number from 0 to 65535"),
+        ("9:1", "`camera[0].fps`", "-1: allowed: 0 (no limit)"),
+    ];
+    for (line, (place, key, words)) in located.iter().zip(expected) {
+        assert!(line.starts_with(&format!("{file}:{place}: {key}: ")) && line.contains(words), "{line}\n{stderr}");
+    }
+}
+
 /// Issue 35.16: camera `front` with zone `yard` and a camera `front_yard` made the same Home
 /// Assistant ids, and one entity silently replaced the other. check-config refuses it (78), naming
 /// both entities and the id.
