@@ -28,7 +28,7 @@ const MAX_MISFITS: usize = 64;
 /// one typed at all) holds `fallback`'s values in their place: good for checking the rest of the
 /// document, not for running. `set_aside` gets the paths that were replaced or removed.
 pub fn deserialize_all<T: DeserializeOwned>(
-    mut value: Value,
+    value: &mut Value,
     fallback: &Value,
     set_aside: &mut Vec<String>,
 ) -> (Option<T>, Vec<Misfit>) {
@@ -52,11 +52,37 @@ pub fn deserialize_all<T: DeserializeOwned>(
             misfits.push(Misfit { key, message });
         }
         let depth = segments.len().saturating_sub(repeated);
-        if depth == 0 || !set_aside_at(&mut value, fallback, &segments[..depth]) {
+        if depth == 0 || !set_aside_at(value, fallback, &segments[..depth]) {
             return (None, misfits);
         }
         set_aside.push(render(&segments[..depth]));
     }
+}
+
+/// Sets aside the value at `key` (a path as the checks name keys: `camera[0].zone[1].polygon`) as
+/// [`deserialize_all`] sets aside a misfit, so that the checks after the one that named it can run
+/// too; whether anything changed.
+pub fn set_aside_key(value: &mut Value, fallback: &Value, key: &str) -> bool {
+    let steps = parse(key);
+    !steps.is_empty() && set_aside_at(value, fallback, &steps)
+}
+
+/// `camera[0].zone[1]` → `camera`, 0, `zone`, 1.
+fn parse(key: &str) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for part in key.split('.').filter(|part| !part.is_empty()) {
+        let mut pieces = part.split('[');
+        if let Some(name) = pieces.next().filter(|name| !name.is_empty()) {
+            steps.push(Step::Key(name.to_string()));
+        }
+        for index in pieces {
+            match index.trim_end_matches(']').parse() {
+                Ok(index) => steps.push(Step::Index(index)),
+                Err(_) => steps.push(Step::Other),
+            }
+        }
+    }
+    steps
 }
 
 /// One step of a path into a TOML value.
@@ -105,11 +131,13 @@ fn set_aside_at(value: &mut Value, fallback: &Value, steps: &[Step]) -> bool {
     let Some(parent) = lookup_mut(value, parents) else { return false };
     match (parent, last) {
         (Value::Table(table), Step::Key(key)) => match replacement {
-            Some(replacement) if table.get(key) != Some(&replacement) => {
+            // Already the default's: setting it aside cannot help (the mistake is elsewhere).
+            Some(replacement) if table.get(key) == Some(&replacement) => false,
+            Some(replacement) => {
                 table.insert(key.clone(), replacement);
                 true
             }
-            _ => table.remove(key).is_some(),
+            None => table.remove(key).is_some(),
         },
         (Value::Array(items), Step::Index(index)) if *index < items.len() => match replacement {
             Some(replacement) if items[*index] != replacement => {
@@ -188,7 +216,7 @@ mod tests {
         let user = "[mqtt]\nhost = \"b\"\nport = \"x\"\npasword = \"p\"\n\
                     [[camera]]\nname = \"a\"\nfps = 1.0\n[[camera]]\nname = \"b\"\nfps = \"fast\"\n";
         let mut set_aside = Vec::new();
-        let (typed, misfits) = deserialize_all::<Doc>(toml(user), &toml(DEFAULT), &mut set_aside);
+        let (typed, misfits) = deserialize_all::<Doc>(&mut toml(user), &toml(DEFAULT), &mut set_aside);
         // In the order serde meets them: a table's keys sorted.
         let keys: Vec<&str> = misfits.iter().map(|misfit| misfit.key.as_str()).collect();
         assert_eq!(keys, ["camera[1].fps", "mqtt.pasword", "mqtt.port"], "{misfits:?}");
@@ -203,17 +231,28 @@ mod tests {
     fn a_table_that_lacks_a_key_is_replaced_by_the_defaults_and_said_once() {
         let user = "[mqtt]\nhost = \"b\"\n[[camera]]\nname = \"a\"\n";
         let mut set_aside = Vec::new();
-        let (typed, misfits) = deserialize_all::<Doc>(toml(user), &toml(DEFAULT), &mut set_aside);
+        let (typed, misfits) = deserialize_all::<Doc>(&mut toml(user), &toml(DEFAULT), &mut set_aside);
         let said: Vec<(&str, &str)> = misfits.iter().map(|m| (m.key.as_str(), m.message.as_str())).collect();
         assert_eq!(said, [("camera[0]", "missing field `fps`"), ("mqtt", "missing field `port`")]);
         assert!(typed.is_some());
     }
 
     #[test]
+    fn a_key_named_by_a_check_is_set_aside_by_its_path() {
+        let mut value = toml("[mqtt]\nhost = \"b\"\nport = 70\n[[camera]]\nname = \"a\"\nfps = 1.0\n[[camera]]\nname = \"b\"\nfps = 9.0\n");
+        assert!(set_aside_key(&mut value, &toml(DEFAULT), "camera[1].fps"));
+        assert!(set_aside_key(&mut value, &toml(DEFAULT), "mqtt.port"));
+        assert!(!set_aside_key(&mut value, &toml(DEFAULT), "mqtt.port"), "already the default's");
+        assert_eq!(value["camera"][1]["fps"].as_float(), Some(2.0), "the default's first camera stands in");
+        assert_eq!(value["mqtt"]["port"].as_integer(), Some(1883));
+        assert_eq!(parse("camera[0].zone[12].polygon").len(), 5);
+    }
+
+    #[test]
     fn a_document_that_cannot_be_mended_ends_the_pass_with_what_was_found() {
         let mut set_aside = Vec::new();
         let (typed, misfits) =
-            deserialize_all::<Doc>(toml("mqtt = 1\n"), &Value::Table(Default::default()), &mut set_aside);
+            deserialize_all::<Doc>(&mut toml("mqtt = 1\n"), &Value::Table(Default::default()), &mut set_aside);
         assert!(typed.is_none());
         assert_eq!(misfits[0].key, "mqtt", "{misfits:?}");
     }

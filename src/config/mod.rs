@@ -813,35 +813,61 @@ impl Config {
         }
         merge(&mut merged, &user);
         models::fill_model_defaults(&mut merged, &model_defaults);
+        let (mut value, fallback) = (Value::Table(merged), Value::Table(fallback));
         let mut set_aside = Vec::new();
-        let (typed, misfits) =
-            collect::deserialize_all::<Config>(Value::Table(merged), &Value::Table(fallback), &mut set_aside);
-        let mut mistakes: Vec<Mistake> = misfits
-            .into_iter()
-            .map(|misfit| Mistake::at_key(misfit.key, words::explain(&misfit.message), &places))
-            .collect();
-        let Some(mut config) = typed else {
+        let mut mistakes = Vec::new();
+        // Typed again after a check's mistake is set aside, a value that no longer fits (a key
+        // the check named removed from its table) is that setting aside's doing, not the file's:
+        // only the first typing's misfits are the file's mistakes.
+        let typed = |value: &mut Value, set_aside: &mut Vec<String>, mistakes: Option<&mut Vec<Mistake>>| {
+            let (typed, misfits) = collect::deserialize_all::<Config>(value, &fallback, set_aside);
+            if let Some(mistakes) = mistakes {
+                let explained =
+                    misfits.into_iter().map(|m| Mistake::at_key(m.key, words::explain(&m.message), &places));
+                mistakes.extend(explained);
+            }
+            let mut config = typed?;
+            config.origin = origin.clone();
+            config.resolve_paths(&user, base, &data_dir());
+            config.model.recognise = config.keys_to_recognise(&user);
+            config.prepare_named_models(&user, base);
+            Some(config)
+        };
+        let Some(mut config) = typed(&mut value, &mut set_aside, Some(&mut mistakes)) else {
             return Err(ConfigError::Mistakes(Mistakes::new(origin, mistakes)));
         };
-        config.origin = origin.clone();
-        config.resolve_paths(&user, base, &data_dir());
-        // Each check below names its key; one about a value set aside above is about the
-        // default's value that stood in for it, not the file's.
-        let mut note = |checked: Result<(), ConfigError>| match checked {
-            Err(ConfigError::Invalid { key, message, .. }) => {
-                if !set_aside.iter().any(|path| key_is_under(&key, path)) {
-                    mistakes.push(Mistake::at_key(key, message, &places));
-                }
-                Ok(())
+        // Each check names its key; one about a value set aside is about the default's value that
+        // stood in for it, not the file's.
+        let note = |key: String, message: String, set_aside: &[String], mistakes: &mut Vec<Mistake>| {
+            if !set_aside.iter().any(|path| key_is_under(&key, path)) {
+                mistakes.push(Mistake::at_key(key, message, &places));
             }
-            other => other,
         };
-        note(config.check_model_is_described(&user))?;
-        config.model.recognise = config.keys_to_recognise(&user);
-        config.prepare_named_models(&user, base);
-        note(config.validate_named_models(&user))?;
-        config.zones_from_file = zones_file::ZonesFile::load(&config.http.zones_file)?.apply(&mut config.cameras);
-        note(config.validate())?;
+        for checked in [config.check_model_is_described(&user), config.validate_named_models(&user)] {
+            match checked {
+                Err(ConfigError::Invalid { key, message, .. }) => note(key, message, &set_aside, &mut mistakes),
+                other => other?,
+            }
+        }
+        // `validate` stops at the first mistake: each is set aside in turn, as a value that does
+        // not fit its type is, so that the checks after it run too.
+        for _ in 0..MAX_CHECK_ROUNDS {
+            config.zones_from_file = zones_file::ZonesFile::load(&config.http.zones_file)?.apply(&mut config.cameras);
+            let (key, message) = match config.validate() {
+                Ok(()) => break,
+                Err(ConfigError::Invalid { key, message, .. }) => (key, message),
+                Err(other) => return Err(other),
+            };
+            note(key.clone(), message, &set_aside, &mut mistakes);
+            if !collect::set_aside_key(&mut value, &fallback, &key) {
+                break;
+            }
+            set_aside.push(key);
+            match typed(&mut value, &mut set_aside, None) {
+                Some(retyped) => config = retyped,
+                None => break,
+            }
+        }
         if !mistakes.is_empty() {
             return Err(ConfigError::Mistakes(Mistakes::new(origin, mistakes)));
         }
@@ -893,6 +919,9 @@ impl Config {
         })
     }
 }
+
+/// Most rounds of checks for one file: each round sets aside one mistake the checks found.
+const MAX_CHECK_ROUNDS: usize = 64;
 
 /// Every syntax error of `text`, located (toml reads on after each one it can).
 fn syntax_mistakes(text: &str, origin: &ConfigOrigin, places: &located::SourceMap) -> ConfigError {
@@ -1044,6 +1073,18 @@ mod tests {
         assert!(lines[2].starts_with("  my.toml:4:1: `mqtt.pasword_file`: no such key; did you mean `password_file`?"));
         assert_eq!(lines[3], "  my.toml:5:1: `mqtt.qos`: 3 is not 0, 1 or 2");
         assert!(lines[4].starts_with("  my.toml:8:1: `model.decoder`: \"yolov99\" is not allowed; did you mean"));
+    }
+
+    #[test]
+    fn values_out_of_range_in_several_sections_are_all_reported() {
+        let text = "[engine]\nframe_slots = 1\n[mqtt]\nqos = 7\n[snapshot]\njpeg_quality = 0\n\
+                    [[camera]]\nname = \"a/b\"\nsource = { kind = \"synthetic\" }\n";
+        let error = Config::from_toml(text, ConfigOrigin::File("my.toml".into()), Path::new("/base")).unwrap_err();
+        assert_eq!(
+            error.keys(),
+            ["engine.frame_slots", "mqtt.qos", "snapshot.jpeg_quality", "camera[0].name"],
+            "{error}"
+        );
     }
 
     #[test]
