@@ -8,7 +8,7 @@
 use std::fmt;
 
 use super::located::{Location, SourceMap};
-use super::ConfigOrigin;
+use super::origin::ConfigOrigin;
 
 /// One mistake: `key` (`camera[0].source.width`; empty for the file as a whole), where the file
 /// writes it (or the table that should hold it), and what is wrong.

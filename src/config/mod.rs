@@ -6,7 +6,6 @@
 //! names the file, the key and what is allowed. Must not: open models, cameras or sockets —
 //! `check-config` relies on validation having no side effects beyond reading the config.
 
-use std::fmt;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,6 +20,7 @@ pub mod located;
 mod merge;
 pub mod mistake;
 pub mod models;
+mod origin;
 pub mod record;
 pub mod reload;
 pub mod scene;
@@ -38,27 +38,12 @@ pub use cpu_budget::CpuBudget;
 pub use merge::data_dir;
 use merge::{merge, names_a_model};
 pub use mistake::{Mistake, Mistakes};
+pub use origin::ConfigOrigin;
 pub use scene::{camera_scene, camera_scenes, parse_scene, ParsedScene, SceneError};
 use service_dirs::ServiceDir;
 
 /// The documented example, also used when no `--config` is given.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/jetson-detectd.toml");
-
-/// Where a config came from, for error messages and relative paths.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConfigOrigin {
-    File(PathBuf),
-    Embedded,
-}
-
-impl fmt::Display for ConfigOrigin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigOrigin::File(path) => write!(f, "{}", path.display()),
-            ConfigOrigin::Embedded => f.write_str("<embedded default config>"),
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
