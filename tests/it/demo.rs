@@ -177,11 +177,25 @@ fn printed(stdout: &Lines, stderr: &Lines) -> String {
     format!("stdout:\n{}\nstderr:\n{}", stdout.text(), stderr.text())
 }
 
+/// Issue 50, item 5: the demo printed every frame's detections, which buried its events, and a
+/// `controls/record ON` of a camera that records nothing. It prints the events and leaves the
+/// detections out (unless `DEMO_DETECTIONS=1`), and a camera without clips has no recording switch.
 #[test]
-fn ctrl_c_to_the_demos_process_group_ends_with_offline_printed_and_nothing_left_running() {
+fn the_demo_prints_events_without_detections_and_ctrl_c_ends_it_with_offline_printed_and_nothing_left_running() {
     let wait = Pace::measured().daemon_wait();
     let Demo { mut child, group, port, stdout, stderr, _dir } = Demo::start(wait);
     let describe = || printed(&stdout, &stderr);
+
+    // An event comes after the detections of the frames that confirmed its track: had the
+    // subscriber printed detections, they would be in the terminal by then.
+    let deadline = Instant::now() + wait;
+    while !stdout.text().lines().any(|line| line.starts_with("jetson-detectd/demo-sigint/demo/events ")) {
+        assert!(Instant::now() < deadline, "no event printed within {wait:?}\n{}", describe());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let terminal = stdout.text();
+    assert!(!terminal.contains("/detections "), "the per-frame detections are left out\n{}", describe());
+    assert!(!terminal.contains("/controls/record"), "no recording switch without clips\n{}", describe());
 
     // SAFETY: kill has no memory-safety preconditions; the group is the demo's, led by our child.
     assert_eq!(unsafe { libc::kill(-group, libc::SIGINT) }, 0, "kill: {}", std::io::Error::last_os_error());
