@@ -641,6 +641,9 @@ async fn serve(
         }
     }
 
+    // A broker that does not answer while the cameras and the recorder stop is no news: the
+    // outlet's stop says what was not delivered.
+    mqtt.stopping();
     // A zone change that comes from now on (or waits unread) is answered 503 and saved nowhere.
     drop(changes_rx);
     let _ = notifier.stopping();

@@ -9,6 +9,7 @@
 //! [`Publisher`](super::Publisher) handle, which spawns it and talks to it only through the
 //! outbox and its wake-up.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -240,7 +241,7 @@ impl Connection {
                     if broker_away {
                         takeover.broker_away();
                     }
-                    let closing = lock(&self.shared.outbox).closing;
+                    let closing = lock(&self.shared.outbox).closing || self.shared.stopping.load(Ordering::Relaxed);
                     if taken_over {
                         retry_delay = self.settings.reconnect_max;
                         let streak = takeover.short_in_a_row;

@@ -30,6 +30,7 @@ mod settings;
 pub mod topics;
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rumqttc::QoS;
@@ -106,6 +107,7 @@ impl Publisher {
         let shared = Arc::new(Shared {
             outbox: Mutex::new(Outbox::new(settings.queue_capacity, settings.queue_max_bytes, settings.status_topic())),
             wake: Notify::new(),
+            stopping: AtomicBool::new(false),
         });
         lock(&shared.outbox).status = status;
         let prefix: Arc<str> = settings.prefix.clone().into();
@@ -190,6 +192,13 @@ impl Publisher {
 
     pub fn stats(&self) -> MqttStats {
         lock(&self.shared.outbox).stats()
+    }
+
+    /// The daemon has begun to stop: the messages of its last moments are still queued and sent,
+    /// and a connection attempt that fails from now on is logged at debug, not as a retry (the
+    /// stop says what was not delivered). [`Publisher::shutdown`] follows.
+    pub fn stopping(&self) {
+        self.shared.stopping.store(true, Ordering::Relaxed);
     }
 
     /// Publishes the retained `offline` status, waits at most `shutdown_flush` for every queued

@@ -24,6 +24,7 @@
 //! in hand-over order, which is how a packet id — and so its acknowledgement — is tied to a message.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
 use rumqttc::QoS;
@@ -50,6 +51,9 @@ pub(super) struct Shared {
     pub(super) outbox: Mutex<Outbox>,
     /// Wakes the connection task: new message, or shutdown.
     pub(super) wake: Notify,
+    /// The daemon is stopping (a signal came): its last messages may still go out, but a failed
+    /// connection attempt is no longer news and is logged at debug.
+    pub(super) stopping: AtomicBool,
 }
 
 /// A message handed to rumqttc. `message` is `None` once the queue bound dropped it: the entry

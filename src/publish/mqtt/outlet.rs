@@ -197,6 +197,11 @@ impl MqttOutlet {
         self.publisher.topic("")
     }
 
+    /// The daemon has begun to stop ([`Publisher::stopping`]): retries are no longer logged.
+    pub fn stopping(&self) {
+        self.publisher.stopping();
+    }
+
     /// Publishes `offline`, flushes within `mqtt.shutdown_flush_ms` and disconnects
     /// ([`Publisher::shutdown`]).
     pub async fn shutdown(&self) {
