@@ -124,6 +124,10 @@ enum Command {
         /// Time a cold and a warm engine build even when the engine is cached (minutes on a Jetson).
         #[arg(long)]
         rebuild: bool,
+        /// Only compare the engine with the CPU engine on the images, per label (without TensorRT:
+        /// rten against ONNX Runtime), judged by engine.min_agreement as a new engine is.
+        #[arg(long)]
+        compare: bool,
     },
 }
 
@@ -245,7 +249,8 @@ fn main() -> ExitCode {
         }
         Command::BuildEngine(arg) => build_engine(&arg),
         Command::Engine { command } => engine_command(command),
-        Command::Selftest { config, json, runs, paused_runs, pause_ms, images, rebuild } => {
+        Command::Selftest { config, json, compare: true, images, .. } => compare_command(&config, json, images),
+        Command::Selftest { config, json, runs, paused_runs, pause_ms, images, rebuild, compare: false } => {
             let options = SelftestOptions {
                 runs,
                 paused_runs,
@@ -439,6 +444,28 @@ fn engine_command(command: EngineCommand) -> Result<(), Stop> {
     };
     let report = report.context("encoding the report").map_err(Failure::other)?;
     print_line(&serde_json::to_string_pretty(&report).context("encoding the report").map_err(Failure::other)?)
+}
+
+/// `selftest --compare`: the per-label table (or JSON); exit status 1 when the engine disagrees.
+fn compare_command(arg: &ConfigArg, json: bool, images: Option<PathBuf>) -> Result<(), Stop> {
+    let config = load_config(arg).map_err(Failure::config)?;
+    init_cli_logging(&config);
+    let images = images.unwrap_or_else(|| selftest::image_source(&config, &SelftestOptions::default()));
+    let mut display = BuildDisplay::default();
+    let compared = selftest::compare::compare(&config, &images, &mut |event| display.report(&event));
+    display.finish();
+    let compared = compared.map_err(|e| Failure::other(anyhow::anyhow!("selftest --compare: {e}")))?;
+    let text = if json {
+        serde_json::to_string_pretty(&compared).context("encoding the report").map_err(Failure::other)? + "\n"
+    } else {
+        compared.render_text()
+    };
+    write_stdout(&mut std::io::stdout().lock(), text.as_bytes())?;
+    if compared.passed {
+        Ok(())
+    } else {
+        Err(Failure::other(anyhow::anyhow!("selftest --compare: the engine disagrees with the CPU")).into())
+    }
 }
 
 fn build_engine(arg: &ConfigArg) -> Result<(), Stop> {

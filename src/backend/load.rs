@@ -98,6 +98,20 @@ pub fn load_backend_noting_fallback(
     }
 }
 
+/// `model` on the CPU engine to serve while its engine is built: on [`serving_threads`] of
+/// `device.cpu_threads`, so that the build keeps the others, with one inference worker (a GPU
+/// engine's count, which the workers keep after the swap).
+pub fn load_cpu_beside_build(model: &ModelSpec, device: &DeviceSpec) -> Result<Arc<dyn Backend>, BackendError> {
+    let threads = serving_threads(device.cpu_threads);
+    let serving = DeviceSpec { cpu_threads: threads, cpu_workers: std::num::NonZeroUsize::new(1), ..device.clone() };
+    load_cpu(model, &serving)
+}
+
+/// The CPU threads serving takes while an engine builds: half of `cpu_threads`, at least 1.
+pub fn serving_threads(cpu_threads: usize) -> usize {
+    (cpu_threads / 2).max(1)
+}
+
 /// What builds and runs engines here: the stand-in when `engine::stand_in::STAND_IN_ENV` is set (tests only),
 /// else TensorRT on `device`'s GPU. [`EngineError::Unavailable`] without either.
 pub fn toolchain(device: &DeviceSpec) -> Result<Arc<dyn Toolchain>, EngineError> {
@@ -280,7 +294,9 @@ pub fn check_model_files(model: &ModelSpec) -> Result<(), BackendError> {
     Ok(())
 }
 
-fn load_cpu(model: &ModelSpec, device: &DeviceSpec) -> Result<Arc<dyn Backend>, BackendError> {
+/// `model` on the CPU engine `device` names (the CPU backend, the fallback, and an engine's
+/// reference in its check).
+pub fn load_cpu(model: &ModelSpec, device: &DeviceSpec) -> Result<Arc<dyn Backend>, BackendError> {
     let onnx = model.files.onnx().ok_or_else(|| {
         BackendError::Unavailable(
             "cpu",
@@ -323,6 +339,24 @@ pub fn tensorrt_free_memory(device: &DeviceSpec) -> Option<u64> {
 
 #[cfg(not(feature = "tensorrt"))]
 pub fn tensorrt_free_memory(_device: &DeviceSpec) -> Option<u64> {
+    None
+}
+
+/// The free memory of the GPU TensorRT builds on when that GPU shares the system's memory (a
+/// Jetson): what the CPU serving and the build take from the same RAM. `None` on a discrete GPU
+/// or without one.
+#[cfg(feature = "tensorrt")]
+pub fn unified_free_memory(device: &DeviceSpec) -> Option<u64> {
+    if device.backend == BackendChoice::Cpu {
+        return None;
+    }
+    let gpu = open_gpu(device).ok()?;
+    let probe = gpu.sample().ok()?;
+    probe.integrated.then_some(probe.free_memory_bytes)
+}
+
+#[cfg(not(feature = "tensorrt"))]
+pub fn unified_free_memory(_device: &DeviceSpec) -> Option<u64> {
     None
 }
 

@@ -14,6 +14,7 @@ pub mod build_display;
 pub mod cpu;
 pub mod engine;
 pub mod fleet;
+pub mod handover;
 pub mod load;
 pub mod memory;
 pub mod trt;

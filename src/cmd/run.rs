@@ -23,13 +23,13 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
+use super::backends::{check_policy, load_models, LoadedModels, StartModel};
 use super::models::{
     classifier_lanes, detector_lanes, engine_models, model_runs, named_classifiers, named_detectors,
     worker_memory_with_contexts, worker_models, ModelsError, NamedClassifier, NamedDetector,
 };
-use crate::backend::engine::chain::unchecked;
 use crate::backend::load::{
-    check_model_files, load_backend_for_check, load_backend_noting_fallback, tensorrt_free_memory, GpuSampler,
+    check_model_files, load_backend_for_check, tensorrt_free_memory, BuildProgress, GpuSampler,
 };
 use crate::backend::{Backend, BackendError, BuildDisplay};
 use crate::config::reload::{applied, keys_needing_a_restart};
@@ -41,6 +41,7 @@ use crate::detection::{Labels, LabelsError};
 use crate::http::{BoundListener, HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::classifier::ClassifierLane;
+use crate::infer::engine_build::{CheckSubject, EngineBuilds, PendingModel};
 use crate::infer::scheduler::{ModelLane, SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
 use crate::model::footprint::{check_fit, EngineEstimate, FitError};
@@ -60,6 +61,8 @@ use crate::track::events::Scene;
 /// The longest a source thread may spend in one call, or the inference worker on one frame, before
 /// the systemd watchdog keep-alives stop, when no `WatchdogSec=` is set to derive it from.
 const DEFAULT_MAX_SILENCE: Duration = Duration::from_secs(30);
+/// How long a stop waits for the engine-build thread to end its build.
+const BUILD_STOP_WAIT: Duration = Duration::from_secs(2);
 /// Each event of real engine-build progress (`extends_start`: a TensorRT phase or step, or on 8.x a
 /// tick up to `engine.build_timeout_s`) extends systemd's start timeout by this much: long enough
 /// for one slow build step, so a build of many minutes is never killed while a hung one still is.
@@ -345,49 +348,52 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let load_started = Instant::now();
     // `[model]` when it runs, then each named detector a camera uses, then each classifier (each
     // engine cached under its own file name).
-    let models: Vec<ModelSpec> = model_runs
-        .then_some(model)
-        .into_iter()
-        .chain(detectors.iter().map(|detector| detector.model.clone()))
-        .chain(classifiers.iter().map(|classifier| classifier.model.clone()))
-        .collect();
-    let loaded = models.iter().map(|model| {
-        let mut display = BuildDisplay::default();
-        let limit = model.engine.build_timeout;
-        let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s));
-        let mut last_telemetry: Option<std::time::Instant> = None;
-        load_backend_noting_fallback(
-            model,
-            &device,
-            |event| {
-                display.report(&event);
-                if display.extends_start(&event, limit) {
-                    let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
-                } else {
-                    let _ = notifier.status(&display.line());
-                }
-                let due = last_telemetry.is_none_or(|at| at.elapsed() >= telemetry_period);
-                if config.telemetry.interval_s > 0 && due {
-                    last_telemetry = Some(std::time::Instant::now());
-                    mqtt.telemetry(&telemetry::building_report(&display.line()));
-                }
-            },
-            &mut unchecked,
-        )
+    let limit = model.engine.build_timeout;
+    let named_labels = |spec: &ModelSpec| Labels::load(&spec.labels).map(Arc::new).unwrap_or_else(|_| labels.clone());
+    let first_model = model_runs.then(|| StartModel {
+        name: "model".into(),
+        spec: &model,
+        subject: CheckSubject::Detector { params: params.clone(), labels: labels.clone() },
     });
-    let (mut backends, mut fallback) = (Vec::new(), None);
-    for result in loaded {
-        match result {
-            Ok((backend, reason)) => {
-                backends.push(backend);
-                fallback = fallback.or(reason);
-            }
-            Err(e) => {
-                runtime.block_on(mqtt.shutdown_after_failed_start());
-                return Err(e.into());
-            }
+    let models: Vec<StartModel<'_>> = first_model
+        .into_iter()
+        .chain(detectors.iter().map(|detector| StartModel {
+            name: format!("models.{}", detector.name),
+            spec: &detector.model,
+            subject: CheckSubject::Detector { params: detector.params.clone(), labels: named_labels(&detector.model) },
+        }))
+        .chain(classifiers.iter().map(|classifier| StartModel {
+            name: format!("models.{}", classifier.name),
+            spec: &classifier.model,
+            subject: CheckSubject::Classifier {
+                scores: classifier.model.class_scores,
+                labels: classifier.labels.clone(),
+            },
+        }))
+        .collect();
+    let mut display = BuildDisplay::default();
+    let telemetry_period = Duration::from_secs(u64::from(config.telemetry.interval_s));
+    let mut last_telemetry: Option<std::time::Instant> = None;
+    let mut progress = |event: BuildProgress| {
+        display.report(&event);
+        if display.extends_start(&event, limit) {
+            let _ = notifier.build_progress(BUILD_TIMEOUT_EXTENSION, &display.line());
+        } else {
+            let _ = notifier.status(&display.line());
         }
-    }
+        let due = last_telemetry.is_none_or(|at| at.elapsed() >= telemetry_period);
+        if config.telemetry.interval_s > 0 && due {
+            last_telemetry = Some(std::time::Instant::now());
+            mqtt.telemetry(&telemetry::building_report(&display.line()));
+        }
+    };
+    let LoadedModels { mut backends, fallback, pending } = match load_models(models, &config, &device, &mut progress) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            runtime.block_on(mqtt.shutdown_after_failed_start());
+            return Err(e.into());
+        }
+    };
     let classifier_backends = backends.split_off(backends.len() - classifiers.len());
     let classifiers = classifier_lanes(classifiers, classifier_backends);
     let mut backends = backends.into_iter();
@@ -429,7 +435,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref(), named, &memory);
     let http = http_listener.map(|listener| (listener, http_token));
     let controls = StartControls { controls, changes: controls_changes, applied: controls_applied };
-    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls, classifiers };
+    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls, classifiers, pending };
     runtime.block_on(serve(config, config_path, lanes, labels, params, notifier, started))
 }
 
@@ -477,6 +483,8 @@ struct Started {
     controls: StartControls,
     /// The classifiers every inference worker holds a session of.
     classifiers: Arc<[ClassifierLane]>,
+    /// The models the CPU serves until their engines are built (`engine.serve_while_building`).
+    pending: Vec<PendingModel>,
 }
 
 /// The run-time controls, watched since before anything could change them (the MQTT outlet's
@@ -496,7 +504,8 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http, controls, classifiers } = started;
+    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http, controls, classifiers, pending } =
+        started;
     let StartControls { controls, changes: mut controls_changes, applied: mut controls_applied } = controls;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
@@ -584,6 +593,15 @@ async fn serve(
         }
     }
     let _ = notifier.ready();
+    // Serving has started: the engines the CPU stands in for are built from now on.
+    let mut builds = match (!pending.is_empty()).then(|| EngineBuilds::start(pending, check_policy(&config))) {
+        Some(Ok(builds)) => Some(builds),
+        Some(Err(e)) => {
+            log::error!("cannot start the engine-build thread ({e}); the CPU keeps serving");
+            None
+        }
+        None => None,
+    };
     log::info!(
         "running: {} camera(s) on {} inference worker(s), batches of up to {}, publishing under {}",
         pipelines.len(),
@@ -604,7 +622,13 @@ async fn serve(
     let mut running = pipelines.len();
     let mut failure = None;
     loop {
-        let sources = FigureSources { pipelines: &pipelines, sink: &sink, scheduler: &scheduler, outlets: &outlets };
+        let sources = FigureSources {
+            pipelines: &pipelines,
+            sink: &sink,
+            scheduler: &scheduler,
+            outlets: &outlets,
+            builds: builds.as_ref(),
+        };
         tokio::select! {
             _ = sigterm.recv() => { log::info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { log::info!("SIGINT: shutting down"); break; }
@@ -647,6 +671,10 @@ async fn serve(
     // A zone change that comes from now on (or waits unread) is answered 503 and saved nowhere.
     drop(changes_rx);
     let _ = notifier.stopping();
+    // A build stops at its next step (TensorRT 10+, the stand-in); one that cannot is not waited for.
+    if let Some(builds) = &mut builds {
+        builds.stop(BUILD_STOP_WAIT);
+    }
     if let Some(http) = http {
         http.stop().await;
     }

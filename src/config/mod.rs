@@ -302,6 +302,27 @@ pub enum Precision {
     Int8,
 }
 
+/// What serves a model while its engine is built or fetched (`engine.serve_while_building`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServeWhileBuilding {
+    /// The CPU engine serves the model meanwhile, and the engine takes over live.
+    Cpu,
+    /// Nothing serves until the engine is there (the start waits for it).
+    None,
+}
+
+/// What becomes of an engine whose detections disagree with its model's CPU reference
+/// (`engine.on_disagreement`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDisagreement {
+    /// It never serves (nor is it cached); the CPU keeps serving.
+    Refuse,
+    /// It serves, and the warning stays in the status.
+    Warn,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
@@ -318,6 +339,11 @@ pub struct EngineConfig {
     pub optimization_level: u8,
     /// Longest an engine build (and the wait for another process's build) may take, in seconds.
     pub build_timeout_s: u32,
+    /// What serves a model while its engine is built.
+    pub serve_while_building: ServeWhileBuilding,
+    /// The least recall and precision (0..=1) a new engine must reach against the CPU reference.
+    pub min_agreement: f64,
+    pub on_disagreement: OnDisagreement,
     /// Ring slots per camera (≥ 2).
     pub frame_slots: usize,
     /// Most frames (one per camera) one inference takes, 1..=[`MAX_BATCH`]; 1 turns batching off.

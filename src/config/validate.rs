@@ -122,6 +122,9 @@ impl Config {
         if self.engine.optimization_level > 5 {
             return Err(self.invalid("engine.optimization_level", "allowed: 0..=5"));
         }
+        if !(0.0..=1.0).contains(&self.engine.min_agreement) {
+            return Err(self.invalid("engine.min_agreement", "allowed: 0.0..=1.0 (0 checks nothing)"));
+        }
         if !(60..=86_400).contains(&self.engine.build_timeout_s) {
             return Err(self.invalid("engine.build_timeout_s", "allowed: 60..=86400 (a minute to a day)"));
         }

@@ -28,6 +28,7 @@ use crate::config::zones_file::CameraScene;
 use crate::config::{parse_scene as parse_zones_and_lines, LineConfig, ZoneConfig};
 use crate::controls::{check_threshold, ControlError, Switch};
 use crate::publish::events::EventMessage;
+use crate::publish::telemetry::with_builds;
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
 use crate::track::events::Scene;
 
@@ -90,6 +91,7 @@ pub async fn status(State(state): State<HttpState>) -> Response {
     if let Some(scheduler) = &figures.scheduler {
         engine["scheduler"] = serde_json::to_value(scheduler).unwrap_or_default();
     }
+    with_builds(&mut engine, figures.backend.as_ref(), &figures.builds);
     let report = TelemetryReport {
         // The run id and sequence number stamp MQTT messages; this answer is not one.
         stamp: None,

@@ -18,6 +18,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::exposition::{classic_from_openmetrics, Format};
+use crate::infer::agreement::Agreement;
+use crate::infer::engine_build::{BuildState, ModelBuildReport};
 use crate::publish::live::LiveView;
 use crate::record::Recorder;
 use crate::service::telemetry::LATENCY_BUCKETS_S;
@@ -113,6 +115,64 @@ fn state_name(state: &SourceState) -> &'static str {
     }
 }
 
+/// The engines built while the CPU serves (`engine.serve_while_building`), per `model`.
+fn engine_builds(family: &mut Family<'_, '_>, builds: &[ModelBuildReport]) -> Result<(), std::fmt::Error> {
+    let model = |build: &ModelBuildReport| vec![("model", build.model.clone())];
+    const STATES: [BuildState; 7] = [
+        BuildState::Building,
+        BuildState::Waiting,
+        BuildState::Checking,
+        BuildState::Ready,
+        BuildState::Refused,
+        BuildState::Failed,
+        BuildState::Stopped,
+    ];
+    family.gauges(
+        "engine_build_state",
+        "1 for the state of the model's engine build (building, waiting, checking, ready, refused, failed, stopped), \
+         0 for the others.",
+        None,
+        builds.iter().flat_map(|build| {
+            STATES.iter().map(move |state| {
+                let mut labels = model(build);
+                labels.push(("state", state.name().to_owned()));
+                (labels, if build.status == *state { 1.0 } else { 0.0 })
+            })
+        }),
+    )?;
+    family.gauges(
+        "engine_build_progress",
+        "How far the builder's outermost phase is (TensorRT 10 and newer), 0 to 1.",
+        Some(&ratio()),
+        builds.iter().filter_map(|build| Some((model(build), build.percent? / 100.0))),
+    )?;
+    family.gauges(
+        "engine_serving",
+        "1 for the engine that serves the model now: cpu while its engine builds, then the engine's kind.",
+        None,
+        builds.iter().map(|build| {
+            let mut labels = model(build);
+            labels.push(("engine", build.serving.to_owned()));
+            (labels, 1.0)
+        }),
+    )?;
+    let figure = |value: fn(&Agreement) -> Option<f64>| {
+        move |build: &ModelBuildReport| Some((model(build), value(build.agreement.as_ref()?)?))
+    };
+    family.gauges(
+        "engine_agreement_recall",
+        "The new engine's recall against the model's CPU reference in its check, 0 to 1.",
+        Some(&ratio()),
+        builds.iter().filter_map(figure(|agreement| agreement.recall)),
+    )?;
+    family.gauges(
+        "engine_agreement_precision",
+        "The new engine's precision against the model's CPU reference in its check, 0 to 1.",
+        Some(&ratio()),
+        builds.iter().filter_map(figure(|agreement| agreement.precision)),
+    )
+}
+
 impl Collector for ViewCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let view = &self.view;
@@ -132,6 +192,10 @@ impl Collector for ViewCollector {
             Some(&Unit::Seconds),
             [(Vec::new(), view.facts.model_load.as_secs_f64())],
         )?;
+
+        if !figures.builds.is_empty() {
+            engine_builds(&mut family, &figures.builds)?;
+        }
 
         family.counters(
             "camera_frames",

@@ -4,8 +4,10 @@
 //! Owns: threads, rings, batching and fairness. Must not: publish, format payloads, or know about
 //! MQTT; results leave through the [`FrameSink`](step::FrameSink) the caller provides.
 
+pub mod agreement;
 pub mod camera;
 pub mod classifier;
+pub mod engine_build;
 pub mod scheduler;
 pub mod step;
 mod turns;

@@ -279,7 +279,8 @@ struct Feed {
 struct BatchStats {
     /// Inferences by batch size − 1.
     by_size: Vec<AtomicU64>,
-    /// The smallest batch limit a worker's session allows (starts at the plan's).
+    /// The smallest batch limit a worker's session allows (starts at the plan's), or the limit
+    /// of a session whose backend changed last (an engine that took over from the CPU).
     max_batch: AtomicUsize,
 }
 
@@ -471,8 +472,8 @@ impl Shared {
 
     fn run_worker(&self, index: usize, name: &str, liveness: &LivenessHandle) -> Result<(), PipelineError> {
         let (mut models, mut work) = self.open_sessions(index, liveness)?;
-        let limits: Vec<usize> = models.iter().map(|model| model.limit).collect();
-        let mut batch: Vec<Taken> = Vec::with_capacity(limits.iter().copied().max().unwrap_or(1));
+        let mut limits: Vec<usize> = models.iter().map(|model| model.limit).collect();
+        let mut batch: Vec<Taken> = Vec::with_capacity(self.plan.max_batch);
         while !self.stop.load(Ordering::SeqCst) {
             for (model, lane) in models.iter_mut().zip(&self.lanes) {
                 model.decode.adopt_params(lane, name);
@@ -493,6 +494,14 @@ impl Shared {
             self.give_back(&mut batch);
             liveness.beat();
             outcome?;
+            // A session that swapped backends between frames (the CPU serving a model until its
+            // engine took over) may take other batches from its next frame on.
+            let now = models[lane].session.max_batch().min(self.plan.max_batch).max(1);
+            if now != limits[lane] {
+                limits[lane] = now;
+                models[lane].limit = now;
+                self.stats.max_batch.store(now, Ordering::Relaxed);
+            }
         }
         Ok(())
     }

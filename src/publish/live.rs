@@ -21,9 +21,11 @@ use tokio::sync::watch;
 use super::events::ObjectEvent;
 use super::outlet::{ConnectionStats, FrameResult, Outlet, TrackingUpdate};
 use super::payload::TrackAttributes;
+use crate::backend::BackendInfo;
 use crate::config::Config;
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameMeta, FrameSlot};
+use crate::infer::engine_build::ModelBuildReport;
 use crate::infer::scheduler::ScheduleReport;
 use crate::service::notify::Liveness;
 use crate::service::telemetry::{CameraStats, JetsonSysfs, SystemSample};
@@ -116,6 +118,9 @@ pub struct Figures {
     /// The outlets' connection (MQTT's), as telemetry's `mqtt` section.
     pub connection: ConnectionStats,
     pub scheduler: Option<ScheduleReport>,
+    /// The engines built while the CPU serves (empty without), and `[model]`'s backend now.
+    pub builds: Vec<ModelBuildReport>,
+    pub backend: Option<BackendInfo>,
     pub system: Option<SystemSample>,
     pub jetson: JetsonSysfs,
     pub updated: Option<SystemTime>,

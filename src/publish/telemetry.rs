@@ -20,6 +20,7 @@ use crate::backend::load::GpuSampler;
 use crate::backend::{BackendInfo, WorkerMemory};
 use crate::config::Config;
 use crate::infer::camera::CameraPipeline;
+use crate::infer::engine_build::{BuildState, EngineBuilds, ModelBuildReport};
 use crate::infer::scheduler::Scheduler;
 use crate::service::notify::Notifier;
 use crate::service::telemetry::{status_line, CameraSnapshot, JetsonSysfs, SystemSampler, TelemetryReport};
@@ -84,12 +85,57 @@ fn report_without_figures(engine: serde_json::Value) -> TelemetryReport<'static>
     }
 }
 
+/// Telemetry's `engine.build` section: every model whose engine is built while the CPU serves
+/// (`models`), and, to read at a glance, the state, progress and serving engine of the one that
+/// matters now (the first still building, waiting or checking; else the first refused or failed;
+/// else the first).
+pub fn build_section(builds: &[ModelBuildReport]) -> serde_json::Value {
+    let active = |states: &[BuildState]| builds.iter().find(|build| states.contains(&build.status));
+    let first = active(&[BuildState::Building, BuildState::Waiting, BuildState::Checking])
+        .or_else(|| active(&[BuildState::Refused, BuildState::Failed]))
+        .or(builds.first());
+    let mut section = first.and_then(|build| serde_json::to_value(build).ok()).unwrap_or_default();
+    if let Some(fields) = section.as_object_mut() {
+        fields.retain(|key, _| {
+            ["status", "serving", "phase", "percent", "progress", "elapsed_s"].contains(&key.as_str())
+        });
+    }
+    section["models"] = serde_json::to_value(builds).unwrap_or_default();
+    section
+}
+
+/// `engine` as it is now while engines are built: the serving backend's kind, model and detail
+/// (`backend`: the CPU until the engine took over) and the `build` section.
+pub fn with_builds(engine: &mut serde_json::Value, backend: Option<&BackendInfo>, builds: &[ModelBuildReport]) {
+    if builds.is_empty() {
+        return;
+    }
+    if let Some(backend) = backend {
+        engine["kind"] = backend.kind.into();
+        engine["model"] = backend.model.clone().into();
+        engine["detail"] = backend.detail.clone().into();
+    }
+    engine["build"] = build_section(builds);
+}
+
+/// The front of systemd's `STATUS=` line while an engine is built or waited for (serving goes on):
+/// `engine building 45% (the CPU serves)`.
+fn building_line(builds: &[ModelBuildReport]) -> Option<String> {
+    let build = builds
+        .iter()
+        .find(|build| matches!(build.status, BuildState::Building | BuildState::Waiting | BuildState::Checking))?;
+    let percent = build.percent.map(|percent| format!(" {percent:.0}%")).unwrap_or_default();
+    Some(format!("{}: engine {}{percent} (serving: {})", build.model, build.status.name(), build.serving))
+}
+
 /// What the running daemon's figures are read from.
 pub struct FigureSources<'a> {
     pub pipelines: &'a [CameraPipeline],
     pub sink: &'a PublishSink,
     pub scheduler: &'a Scheduler,
     pub outlets: &'a Outlets,
+    /// The engines built while the CPU serves, when there are any.
+    pub builds: Option<&'a EngineBuilds>,
 }
 
 /// The telemetry of one run; see the module doc.
@@ -144,7 +190,10 @@ impl Telemetry {
             })
             .collect();
         let connection = sources.outlets.connection();
-        let line = status_line(&snapshots, connection.is_some_and(|stats| stats.connected));
+        let mut line = status_line(&snapshots, connection.is_some_and(|stats| stats.connected));
+        if let Some(build) = sources.builds.and_then(|builds| building_line(&builds.report())) {
+            line = format!("{build}; {line}");
+        }
         let _ = match self.engine.get("fallback") {
             Some(_) => notifier.status(&format!("CPU backend (TensorRT unavailable); {line}")),
             None => notifier.status(&line),
@@ -154,6 +203,8 @@ impl Telemetry {
         }
         let mut engine = self.engine.clone();
         engine["scheduler"] = serde_json::to_value(sources.scheduler.report()).unwrap_or_default();
+        let builds = sources.builds.map(EngineBuilds::report).unwrap_or_default();
+        with_builds(&mut engine, Some(&sources.scheduler.backend().info()), &builds);
         // Sampled each period, off the async threads (CUDA calls stay off them).
         let gpu = self.gpu.clone();
         if let Ok(section) = tokio::task::spawn_blocking(move || gpu.section()).await {
@@ -190,6 +241,8 @@ impl Telemetry {
             fps,
             connection: sources.outlets.connection().unwrap_or_default(),
             scheduler: Some(sources.scheduler.report()),
+            builds: sources.builds.map(EngineBuilds::report).unwrap_or_default(),
+            backend: sources.builds.map(|_| sources.scheduler.backend().info()),
             system: Some(self.view_sampler.sample()),
             jetson: JetsonSysfs::read(&self.sysfs_root),
             updated: Some(SystemTime::now()),

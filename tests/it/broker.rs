@@ -302,6 +302,8 @@ impl Received {
 #[derive(Default)]
 struct Inbox {
     by_topic: HashMap<String, Vec<Received>>,
+    /// Every message, in arrival order across topics.
+    arrived: Vec<Received>,
     subscribed: bool,
 }
 
@@ -353,7 +355,10 @@ impl Subscriber {
                                 retain: publish.retain,
                                 qos: publish.qos,
                             };
-                            lock(&inbox.0).by_topic.entry(publish.topic).or_default().push(received);
+                            let mut messages = lock(&inbox.0);
+                            messages.arrived.push(received.clone());
+                            messages.by_topic.entry(publish.topic).or_default().push(received);
+                            drop(messages);
                             inbox.1.notify_all();
                         }
                         Ok(_) => {}
@@ -373,10 +378,10 @@ impl Subscriber {
         subscriber
     }
 
-    /// Everything received on every topic so far.
-    #[cfg(feature = "gstreamer")]
+    /// Everything received on every topic so far, in arrival order (which says what the daemon
+    /// sent before what: it publishes through one connection).
     pub fn all_messages(&self) -> Vec<Received> {
-        lock(&self.inbox.0).by_topic.values().flatten().cloned().collect()
+        lock(&self.inbox.0).arrived.clone()
     }
 
     /// Everything received on `topic` so far, in arrival order.

@@ -14,6 +14,7 @@ mod daemon;
 #[cfg(target_arch = "x86_64")]
 mod demo;
 mod detect;
+mod engine_build;
 mod engine_pack;
 mod engine_store;
 mod golden;

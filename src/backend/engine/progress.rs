@@ -173,6 +173,24 @@ impl ProgressReporter {
         }
     }
 
+    /// The outermost phase and how far it is, in percent (0..=100), when the builder reports
+    /// phases (TensorRT 10 and newer, the stand-in).
+    pub fn phase(&self) -> Option<(&str, f64)> {
+        let top = self.phases.first()?;
+        let percent = if top.steps > 0 { f64::from(top.done) / f64::from(top.steps) * 100.0 } else { 0.0 };
+        Some((&top.name, percent))
+    }
+
+    /// Who builds the engine while this process waits for it.
+    pub fn waiting_for(&self) -> Option<&str> {
+        self.waiting.as_deref()
+    }
+
+    /// Build (or wait) time so far.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
     /// `[#####-----]  50% Building engine › Tactic selection 3/40 · 1m 05s`, or a spinner with
     /// the elapsed time when TensorRT reports no phases (8.x).
     pub fn line(&self) -> String {
@@ -248,6 +266,8 @@ mod tests {
         reporter.report(&Progress::Step { phase: "Building engine".into(), step: 1 });
         reporter.report(&Progress::Tick { elapsed: Duration::from_secs(65) });
         assert_eq!(reporter.line(), "[##########----------]  50% Building engine 2/4 · 1m 05s");
+        assert_eq!(reporter.phase(), Some(("Building engine", 50.0)));
+        assert_eq!(reporter.elapsed(), Duration::from_secs(65));
     }
 
     #[test]
@@ -275,6 +295,7 @@ mod tests {
         };
         let line = reporter.report(&waiting(0)).expect("the first wait is logged");
         assert_eq!(line, "waiting for another engine build to finish (pid 7 (jetson-detectd build-engine)) · 0s");
+        assert_eq!(reporter.waiting_for(), Some("pid 7 (jetson-detectd build-engine)"));
         assert!(reporter.report(&waiting(1)).is_none(), "then throttled like ticks");
         // The build this process then runs itself shows as a build again.
         reporter.report(&Progress::Tick { elapsed: Duration::from_secs(2) });

@@ -31,15 +31,18 @@ use crate::preprocess::PreprocessSpec;
 use crate::protobuf::{Field, Fields};
 
 /// The environment variable that replaces TensorRT by the stand-in, for tests only:
-/// `build_s=<seconds>` (how long a build takes; 60 when left out), `altered` (the engine
-/// disagrees with its model), `board=<name>` and `version=<text>` (the key's board and library
-/// version, as another device or release would have them), comma-separated.
+/// `build_s=<seconds>` (how long a build takes; 60 when left out), `until=<path>` (the build ends
+/// only once that file exists, so that a test decides when, whatever the machine's load),
+/// `altered` (the engine disagrees with its model), `board=<name>` and `version=<text>` (the
+/// key's board and library version, as another device or release would have them),
+/// comma-separated.
 pub const STAND_IN_ENV: &str = "JETSON_DETECTD_STAND_IN_ENGINE";
 
 /// What [`STAND_IN_ENV`] says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StandInSettings {
     pub build: Duration,
+    pub until: Option<PathBuf>,
     pub altered: bool,
     pub board: String,
     pub version: String,
@@ -49,6 +52,7 @@ impl Default for StandInSettings {
     fn default() -> Self {
         StandInSettings {
             build: Duration::from_secs(60),
+            until: None,
             altered: false,
             board: "stand-in board".into(),
             version: "stand-in 1".into(),
@@ -84,11 +88,13 @@ impl StandInSettings {
                         .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
                         .ok_or_else(|| format!("{STAND_IN_ENV}: build_s = {seconds:?} is not a number of seconds"))?;
                 }
+                Some(("until", path)) => settings.until = Some(PathBuf::from(path)),
                 Some(("board", board)) => settings.board = board.to_owned(),
                 Some(("version", version)) => settings.version = version.to_owned(),
                 _ => {
                     return Err(format!(
-                    "{STAND_IN_ENV}: {item:?} is not one of build_s=<seconds>, altered, board=<name>, version=<text>"
+                    "{STAND_IN_ENV}: {item:?} is not one of build_s=<seconds>, until=<path>, altered, board=<name>, \
+                     version=<text>"
                 ))
                 }
             }
@@ -106,6 +112,9 @@ pub struct StandInToolchain {
 
 /// Steps of the stand-in's one build phase: its percentage moves in 5 % steps.
 const BUILD_STEPS: u32 = 20;
+/// How often a stand-in build looks at its cancel flag and its `until` file.
+const TICK_MIN: Duration = Duration::from_millis(10);
+const TICK_MAX: Duration = Duration::from_millis(100);
 
 impl StandInToolchain {
     pub fn new(settings: StandInSettings, device: &DeviceSpec) -> StandInToolchain {
@@ -143,11 +152,13 @@ impl Toolchain for StandInToolchain {
         progress(Progress::PhaseStart { phase: PHASE.into(), parent: None, steps: BUILD_STEPS as i32 });
         for done in 0..BUILD_STEPS {
             let until = started + step * (done + 1);
-            while Instant::now() < until {
+            let last = done + 1 == BUILD_STEPS;
+            let gate = self.settings.until.as_deref().filter(|_| last);
+            while Instant::now() < until || gate.is_some_and(|gate| !gate.exists()) {
                 if cancel.load(Ordering::SeqCst) {
                     return Err(EngineError::Cancelled);
                 }
-                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(100)));
+                std::thread::sleep(until.saturating_duration_since(Instant::now()).clamp(TICK_MIN, TICK_MAX));
                 progress(Progress::Tick { elapsed: started.elapsed() });
             }
             progress(Progress::Step { phase: PHASE.into(), step: done as i32 });
@@ -280,8 +291,10 @@ mod tests {
     #[test]
     fn the_switch_reads_its_build_time_flags_and_names_what_it_cannot_read() {
         assert_eq!(StandInSettings::parse("").expect("empty"), StandInSettings::default());
-        let settings = StandInSettings::parse("build_s=1.5, altered,board=orin nano,version=10.3.0").expect("valid");
+        let settings =
+            StandInSettings::parse("build_s=1.5, altered,board=orin nano,version=10.3.0,until=/tmp/go").expect("valid");
         assert_eq!(settings.build, Duration::from_millis(1500));
+        assert_eq!(settings.until.as_deref(), Some(Path::new("/tmp/go")));
         assert!(settings.altered);
         assert_eq!((settings.board.as_str(), settings.version.as_str()), ("orin nano", "10.3.0"));
         for wrong in ["build_s=soon", "build_s=-1", "fast", "gpu=1"] {
@@ -294,7 +307,7 @@ mod tests {
     fn the_altered_model_halves_float_weights_and_keeps_everything_else() {
         use crate::protobuf::encode::{bytes_field, varint_field};
         let weights: Vec<u8> = [1.0f32, -4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let float = [varint_field(DATA_TYPE_FLOAT.0, 1), bytes_field(9, &weights)].concat();
+        let float = [varint_field(2, 1), bytes_field(9, &weights)].concat();
         let ints = [varint_field(2, 7), bytes_field(9, &[1, 2, 3, 4])].concat();
         let graph = [bytes_field(5, &float), bytes_field(5, &ints)].concat();
         let model = [varint_field(1, 8), bytes_field(7, &graph)].concat();
@@ -307,9 +320,6 @@ mod tests {
         assert_eq!(changed[at + 8..], model[at + 8..], "the int64 tensor is left alone");
         assert!(altered(&[0x3a, 0xff]).is_err(), "a malformed model is an error, not a panic");
     }
-
-    /// The field number and value of `data_type = FLOAT`.
-    const DATA_TYPE_FLOAT: (u64, u64) = (2, 1);
 
     #[test]
     fn the_runnable_copy_is_a_temp_file_the_cache_sweeps() {

@@ -13,6 +13,7 @@
 
 pub mod agreement;
 pub mod clocks;
+pub mod compare;
 pub mod latency;
 pub mod models;
 
@@ -169,6 +170,8 @@ pub struct SelftestReport {
     /// Every model the inference worker would hold a context of, and their one arena.
     pub models: Option<crate::backend::WorkerMemory>,
     pub images: Vec<ImageResult>,
+    /// The engine against the CPU on the images, per label, as the daemon checks a new engine.
+    pub compare: Option<compare::CompareReport>,
     pub latency: Option<LatencyReport>,
 }
 
@@ -195,6 +198,7 @@ pub fn run(config: &Config, options: &SelftestOptions, progress: &mut dyn FnMut(
         contexts: None,
         models: None,
         images: Vec::new(),
+        compare: None,
         latency: None,
     };
     let gpu_available = report.gpu["available"] == Value::Bool(true);
@@ -219,6 +223,9 @@ pub fn run(config: &Config, options: &SelftestOptions, progress: &mut dyn FnMut(
     }
     let timed_image =
         run_images(&backend_config, &images, backend.as_deref(), sessions.first_mut(), uses_gpu, &mut report);
+    if let Some(engine) = backend.as_deref().filter(|_| uses_gpu) {
+        check_engine_agreement(&backend_config, engine, &images, &mut report);
+    }
     // Latency with one context: the others would only hold memory meanwhile.
     sessions.truncate(1);
     let (timed_backend, timed_session) = (backend.as_deref(), sessions.first_mut());
@@ -518,7 +525,7 @@ fn context_report(contexts: usize, persistent_bytes_per_context: u64) -> Context
 }
 
 /// The images to run: `--images`, else the first `images` camera's path, else the bundled samples.
-fn image_source(config: &Config, options: &SelftestOptions) -> PathBuf {
+pub fn image_source(config: &Config, options: &SelftestOptions) -> PathBuf {
     options
         .images
         .clone()
@@ -578,6 +585,21 @@ fn load_cpu_reference(config: &Config) -> Result<Arc<dyn Backend>, String> {
     let model = ModelSpec::from_config(config).map_err(|e| e.to_string())?;
     let cpu = DeviceSpec { backend: BackendChoice::Cpu, ..DeviceSpec::from_config(config) };
     load::load_backend(&model, &cpu, |_| {}, &mut unchecked).map_err(|e| e.to_string())
+}
+
+/// The engine against the CPU backend on the images, per label, judged by `engine.min_agreement`
+/// as `run` judges a new engine.
+fn check_engine_agreement(config: &Config, engine: &dyn Backend, images: &Path, report: &mut SelftestReport) {
+    let compared = load_cpu_reference(config)
+        .and_then(|reference| compare::compare_on(config, reference.as_ref(), engine, images));
+    match compared {
+        Ok(compared) => {
+            let status = if compared.passed { Status::Pass } else { Status::Fail };
+            report.check("engine_agreement", status, format!("{}: {}", compared.agreement.summary(), compared.verdict));
+            report.compare = Some(compared);
+        }
+        Err(error) => report.check("engine_agreement", Status::Fail, error),
+    }
 }
 
 /// Runs every image through the configured backend (and the CPU backend, to compare). Returns
@@ -830,6 +852,9 @@ pub fn render_text(report: &SelftestReport) -> String {
             text += &format!("  {:width$}  {counts}  {verdict}\n", image.file);
         }
     }
+    if let Some(compared) = &report.compare {
+        text += &format!("\n{}", compared.render_text());
+    }
     if let Some(latency) = &report.latency {
         text +=
             &format!("\nlatency ({}, {}: preprocessing + inference + output copy):\n", latency.backend, latency.image);
@@ -875,6 +900,7 @@ mod tests {
             contexts: None,
             models: None,
             images: Vec::new(),
+            compare: None,
             latency: None,
         };
         for (name, status, detail) in checks {

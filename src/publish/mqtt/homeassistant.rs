@@ -3,7 +3,9 @@
 //!
 //! One device, `jetson-detectd <device id>`, with:
 //! - the daemon: `Online` (connectivity: on while `online` or `building`), `Engine` (`building`,
-//!   `running`, `stopped`; the telemetry's `engine` section as attributes), `CPU`, and where the
+//!   `running`, `stopped`; the telemetry's `engine` section as attributes), `Engine build` (the
+//!   state of an engine built while the CPU serves, `none` without one; `engine.build` as
+//!   attributes: progress, which engine serves, the check's figures), `CPU`, and where the
 //!   board reported them at start `SoC temperature` and `GPU load` (diagnostic sensors read from
 //!   telemetry), and the `Score threshold` (a number);
 //! - per camera: a count sensor per `homeassistant.labels` label, switches for detection,
@@ -152,6 +154,24 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
                 "state_class": "measurement",
                 "entity_category": "diagnostic",
                 "icon": "mdi:cpu-64-bit",
+            }),
+        ));
+    }
+    if reports {
+        // `none` when no engine is built while the CPU serves (a cached engine, the CPU backend).
+        out.push(entity(
+            "sensor",
+            "engine_build".into(),
+            "Engine build".into(),
+            json!({
+                "state_topic": telemetry,
+                "value_template": "{{ ((value_json.get('engine') or {}).get('build') or {}).get('status', 'none') }}",
+                "device_class": "enum",
+                "options": ["none", "building", "waiting", "checking", "ready", "refused", "failed", "stopped"],
+                "json_attributes_topic": telemetry,
+                "json_attributes_template": "{{ ((value_json.get('engine') or {}).get('build') or {}) | tojson }}",
+                "entity_category": "diagnostic",
+                "icon": "mdi:progress-wrench",
             }),
         ));
     }
@@ -646,6 +666,7 @@ mod tests {
             [
                 "cpu",
                 "engine",
+                "engine_build",
                 "front_detect",
                 "front_drive_car_count",
                 "front_drive_count",
