@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::engine::Toolchain;
-use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, SessionMemory, WorkerSeat};
+use super::error::BackendError;
+use super::traits::{Backend, BackendInfo, BackendTimings, InferenceSession, SessionMemory, WorkerSeat};
 use crate::frame::{FrameCopy, FrameSlot, SlotMemory};
 use crate::model::ModelOutputs;
 use crate::preprocess::{PreprocessSpec, Roi};

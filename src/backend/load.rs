@@ -18,8 +18,9 @@ use super::cpu::{CpuBackend, EngineChoice};
 use super::engine::chain::{load_prebuilt, Saved, TimingCacheUse};
 use super::engine::stand_in::{StandInSettings, StandInToolchain};
 use super::engine::{EngineChain, EngineError, Progress, Toolchain, Vet};
+use super::error::BackendError;
+use super::traits::Backend;
 use super::trt::expected_model::ExpectedModel;
-use super::{Backend, BackendError};
 use crate::config::{BackendChoice, Fallback};
 use crate::model::{DeviceSpec, ModelSpec};
 

@@ -4,7 +4,7 @@
 //! Owns: [`Engine`], [`EngineSession`] and the model-input description they report. Must not:
 //! preprocess, decode, decide thread counts (the backend's budget does), or know any engine's API.
 
-use super::super::BackendError;
+use crate::backend::error::BackendError;
 use crate::model::OutputTensor;
 use crate::preprocess::TensorDtype;
 

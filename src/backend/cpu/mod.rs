@@ -31,7 +31,8 @@ mod rten_framing;
 mod standby;
 
 use self::rten::{RtenEngine, RTEN_VERSION};
-use super::{Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, WorkerSeat};
+use crate::backend::error::BackendError;
+use crate::backend::traits::{Backend, BackendInfo, BackendTimings, InferenceSession, WorkerSeat};
 use crate::config::{CpuBudget, CpuEngine};
 use crate::frame::FrameSlot;
 use crate::model::{ModelOutputs, OutputTensor};

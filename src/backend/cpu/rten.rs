@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rten::{DataType, Dimension, Model, ModelOptions, NodeId, RunOptions, ThreadPool, Value, ValueType, ValueView};
 
 use super::engine::{Dim, Engine, EngineSession, InputElement, ModelInput};
-use crate::backend::BackendError;
+use crate::backend::error::BackendError;
 use crate::model::OutputTensor;
 use crate::preprocess::TensorDtype;
 

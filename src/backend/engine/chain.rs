@@ -34,7 +34,7 @@ use super::error::EngineError;
 use super::plan::EnginePlan;
 use super::progress::Progress;
 use super::seam::{BuildInput, BuildOutput, BuildTarget, EngineFile, EngineOrigin, Toolchain};
-use crate::backend::Backend;
+use crate::backend::traits::Backend;
 use crate::model::ModelSpec;
 
 /// How often a waiting chain looks again while another process or device builds its engine.
@@ -533,7 +533,8 @@ mod tests {
     use crate::backend::engine::device_key::DeviceIdentity;
     use crate::backend::engine::onnx_external_data::encode;
     use crate::backend::engine::plan::test_support::{config, spec};
-    use crate::backend::{BackendError, BackendInfo, InferenceSession};
+    use crate::backend::error::BackendError;
+    use crate::backend::traits::{BackendInfo, InferenceSession};
     use crate::model::ModelFiles;
     use crate::preprocess::PreprocessSpec;
 

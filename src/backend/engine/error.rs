@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::cache::CacheError;
-use crate::backend::BackendError;
+use crate::backend::error::BackendError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

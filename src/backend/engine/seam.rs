@@ -14,7 +14,8 @@ use super::cache::{BuildOptions, ModelInput};
 use super::device_key::DeviceIdentity;
 use super::error::EngineError;
 use super::progress::Progress;
-use crate::backend::{Backend, BackendError};
+use crate::backend::error::BackendError;
+use crate::backend::traits::Backend;
 use crate::frame::{HeapMemory, SlotMemory};
 use crate::model::ModelSpec;
 

@@ -22,9 +22,9 @@ use super::error::TrtError;
 use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInfo, TrtRuntime};
 use super::version::TrtVersion;
 use crate::backend::engine::EngineOrigin;
-use crate::backend::{
-    Backend, BackendError, BackendInfo, BackendTimings, InferenceSession, MemoryReport, SessionMemory,
-};
+use crate::backend::error::BackendError;
+use crate::backend::memory::MemoryReport;
+use crate::backend::traits::{Backend, BackendInfo, BackendTimings, InferenceSession, SessionMemory};
 use crate::frame::FrameSlot;
 use crate::model::{DeviceSpec, ModelOutputs, ModelSpec, OutputTensor};
 use crate::preprocess::{PreprocessSpec, Roi, TensorDtype};

@@ -8,7 +8,7 @@
 use super::version::TrtVersion;
 use crate::backend::engine::cache::CacheError;
 use crate::backend::engine::EngineError;
-use crate::backend::BackendError;
+use crate::backend::error::BackendError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrtError {

@@ -9,8 +9,9 @@ use std::path::PathBuf;
 
 use cudarc::driver::CudaSlice;
 
-use crate::backend::trt::{InputStage, InputStageFactory, TrtBackend};
-use crate::backend::{Backend, BackendError, BackendInfo, InferenceSession, SessionMemory};
+use super::backend::{InputStage, InputStageFactory, TrtBackend};
+use crate::backend::error::BackendError;
+use crate::backend::traits::{Backend, BackendInfo, InferenceSession, SessionMemory};
 use crate::frame::{FrameSlot, SlotMemory};
 use crate::gpu::{slot_memory, GpuDevice, GpuError, GpuPreprocessor};
 use crate::preprocess::{PreprocessSpec, Roi};

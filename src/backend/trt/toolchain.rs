@@ -25,7 +25,8 @@ use crate::backend::engine::cache::ModelInput;
 use crate::backend::engine::{
     BuildInput, BuildOutput, BuildTarget, EngineError, EngineFile, EngineOrigin, Progress, Toolchain,
 };
-use crate::backend::{Backend, BackendError};
+use crate::backend::error::BackendError;
+use crate::backend::traits::Backend;
 use crate::frame::SlotMemory;
 use crate::gpu::GpuDevice;
 use crate::model::{DeviceSpec, ModelSpec};

@@ -28,7 +28,7 @@ use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 
 use super::engine::{Dim, Engine, EngineSession, InputElement, ModelInput};
 use super::standby::StandBy;
-use crate::backend::BackendError;
+use crate::backend::error::BackendError;
 use crate::model::OutputTensor;
 use crate::preprocess::TensorDtype;
 use crate::sys::lock::lock;
