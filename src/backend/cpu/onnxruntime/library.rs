@@ -10,7 +10,7 @@
 //! that a missing, foreign or too-old library is an error that names it, never a panic or an
 //! abort; and the one library a process loads (`ort` keeps the first it is given for good).
 //!
-//! Must not: create sessions or environments, or run models (the parent module does).
+//! Must not: create sessions or environments, or run models (`super::engine` does).
 
 use std::ffi::{c_char, CStr, OsStr};
 use std::fmt;
