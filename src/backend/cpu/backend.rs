@@ -1,20 +1,19 @@
 //! The CPU backend itself: an ONNX model run on the CPU by one of two engines, behind the
 //! preprocessing fast path.
 //!
-//! Owns: the choice of engine (`device.cpu_engine`: rten, compiled in, runs everywhere; ONNX
-//! Runtime, loaded at run time by [`super::onnxruntime`], several times faster; `auto` takes ONNX
-//! Runtime when its library loads and says why it did not otherwise); what every engine shares:
-//! checking the model's input against the [`PreprocessSpec`] (fixed dimensions must match;
-//! symbolic ones such as `batch`, `height` or `floor(height/2 - 1/2) + 1` are pinned by the spec's
-//! shape at run time), preprocessing into each session's reused input tensor on the session's
-//! threads, giving each inference worker its share of the cores as
-//! [`crate::config::CpuBudget`] decides (`device.cpu_threads`, `device.cpu_workers`)
-//! and keeping the worker's threads to the CPUs the budget gives it, and the timings. A worker of
-//! 32 threads or more overlaps: the scheduler runs two sessions that take turns, one preprocessing
-//! its next frame on its own thread alone ([`InferenceSession::prepare`] beside an inference) while
-//! the other's inference runs on the share less two threads. The engines sit below it: [`super::engine`] (what an
-//! engine offers), [`super::rten`], [`super::onnxruntime`]. Must not: decode detections, know about sources, or run more
-//! than the budget's threads at a time.
+//! Owns: loading the model on the engine [`super::engine_choice`] chose (rten, compiled in, runs
+//! everywhere; ONNX Runtime, loaded at run time by [`super::onnxruntime`], several times faster);
+//! what every engine shares: checking the model's input against the [`PreprocessSpec`] (fixed
+//! dimensions must match; symbolic ones such as `batch`, `height` or `floor(height/2 - 1/2) + 1`
+//! are pinned by the spec's shape at run time), preprocessing into each session's reused input
+//! tensor on the session's threads, giving each inference worker its share of the cores as
+//! [`crate::config::CpuBudget`] decides (`device.cpu_threads`, `device.cpu_workers`) and keeping
+//! the worker's threads to the CPUs the budget gives it, and the timings. A worker of 32 threads
+//! or more overlaps: the scheduler runs two sessions that take turns, one preprocessing its next
+//! frame on its own thread alone ([`InferenceSession::prepare`] beside an inference) while the
+//! other's inference runs on the share less two threads. The engines sit below it:
+//! [`super::engine`] (what an engine offers), [`super::rten`], [`super::onnxruntime`]. Must not:
+//! decode detections, know about sources, or run more than the budget's threads at a time.
 //!
 //! rten computes in f32: a model whose input is f16 gets the preprocessed f16 values widened to
 //! f32, so it sees exactly what the f16 tensor holds. ONNX Runtime takes the f16 tensor as it is.
@@ -24,90 +23,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::rten::{RtenEngine, RTEN_VERSION};
+use super::engine::{dtype_name, Dim, Engine, EngineSession};
+use super::engine_choice::{EngineChoice, EngineKind};
+use super::onnxruntime::OrtEngine;
+use super::rten::RtenEngine;
 use crate::backend::error::BackendError;
 use crate::backend::traits::{Backend, BackendInfo, BackendTimings, InferenceSession, WorkerSeat};
-use crate::config::{CpuBudget, CpuEngine};
+use crate::config::CpuBudget;
 use crate::frame::FrameSlot;
 use crate::model::{ModelOutputs, OutputTensor};
 use crate::preprocess::{CpuPreprocessor, FastPreprocessor, PreprocessSpec, Roi};
-use super::engine::{dtype_name, Dim, Engine, EngineSession};
-use super::onnxruntime::library::{self, Library, LibraryError};
-use super::onnxruntime::OrtEngine;
-
-/// The engines that can run the CPU backend's model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineKind {
-    Rten,
-    OnnxRuntime,
-}
-
-/// The engine a CPU backend runs on, and why (the start-up log line, `probe`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EngineChoice {
-    pub kind: EngineKind,
-    /// The ONNX Runtime library, when that is the engine.
-    pub library: Option<Library>,
-    /// The config key that chose, and how the library was found or why it was not.
-    pub reason: String,
-    /// Whether the reason deserves a warning (`ORT_DYLIB_PATH` names no usable library).
-    pub warning: bool,
-}
-
-impl EngineChoice {
-    /// rten, because `reason`.
-    pub fn rten(reason: impl Into<String>) -> EngineChoice {
-        EngineChoice { kind: EngineKind::Rten, library: None, reason: reason.into(), warning: false }
-    }
-
-    /// The engine `wanted` (`device.cpu_engine`) names. ONNX Runtime's library (`configured`:
-    /// `device.onnxruntime_library`, absolute) is loaded here, once per process: `auto` runs rten
-    /// when it is not found, `onnxruntime` fails then; a configured library that does not load is
-    /// an error either way.
-    pub fn choose(wanted: CpuEngine, configured: Option<&Path>) -> Result<EngineChoice, BackendError> {
-        let key = match wanted {
-            CpuEngine::Rten => return Ok(EngineChoice::rten("device.cpu_engine = \"rten\"")),
-            CpuEngine::Auto => "device.cpu_engine = \"auto\"",
-            CpuEngine::Onnxruntime => "device.cpu_engine = \"onnxruntime\"",
-        };
-        match library::load(configured) {
-            Ok(library) => Ok(EngineChoice {
-                kind: EngineKind::OnnxRuntime,
-                reason: format!("{key}, library found through {}", library.origin),
-                library: Some(library),
-                warning: false,
-            }),
-            Err(error @ (LibraryError::NotFound(_) | LibraryError::Environment { .. }))
-                if wanted == CpuEngine::Auto =>
-            {
-                Ok(EngineChoice {
-                    warning: matches!(error, LibraryError::Environment { .. }),
-                    ..EngineChoice::rten(format!("{key}; {error}"))
-                })
-            }
-            Err(error) => Err(BackendError::Unavailable("cpu", format!("{key}: {error}"))),
-        }
-    }
-
-    /// The engine and its version: `rten 0.27`, `ONNX Runtime 1.22.0`.
-    pub fn engine(&self) -> String {
-        match &self.library {
-            Some(library) => format!("ONNX Runtime {}", library.version),
-            None => format!("rten {RTEN_VERSION}"),
-        }
-    }
-
-    /// The log line that says which engine runs and why.
-    pub fn log(&self) {
-        let level = if self.warning { log::Level::Warn } else { log::Level::Info };
-        match &self.library {
-            Some(library) => {
-                log::log!(level, "CPU engine: {} from {} ({})", self.engine(), library.path.display(), self.reason)
-            }
-            None => log::log!(level, "CPU engine: {} ({})", self.engine(), self.reason),
-        }
-    }
-}
 
 /// An ONNX model loaded on a CPU engine, shared by every camera.
 pub struct CpuBackend {
@@ -413,6 +338,8 @@ impl InferenceSession for CpuSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cpu::rten::RTEN_VERSION;
+    use crate::config::CpuEngine;
     use crate::frame::{HeapMemory, PixelFormat};
     use crate::preprocess::{ResizeFilter, TensorDtype, TensorLayout};
 
