@@ -14,8 +14,8 @@ use crate::config::ClassScores;
 use crate::detection::Labels;
 use crate::model::{ModelOutputs, OutputTensor};
 
+use super::error::DecodeError;
 use super::tensor::values;
-use super::DecodeError;
 
 const DECODER: &str = "classifier";
 

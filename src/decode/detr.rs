@@ -9,9 +9,10 @@
 use crate::config::ClassScores;
 use crate::model::{ModelOutputs, OutputTensor};
 
+use super::candidate::CandidateSink;
+use super::error::DecodeError;
 use super::tensor::{matrix, matrix_dims, unexpected};
 use super::yolo::{best_class, centre_box};
-use super::{CandidateSink, DecodeError};
 
 const DECODER: &str = "detr";
 const EXPECTED: &str = "two outputs, boxes [1,Q,4] (cx,cy,w,h in 0..1; named `pred_boxes`, `boxes` or `dets`) \
@@ -88,10 +89,11 @@ pub(super) fn collect(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
-    use super::super::{DecodeParams, Decoder};
     use super::*;
     use crate::config::DecoderKind;
+    use crate::decode::decoder::Decoder;
+    use crate::decode::params::DecodeParams;
+    use crate::decode::test_support::*;
     use crate::detection::{BoundingBox, Detection};
 
     fn outputs(names: [&str; 2], queries: &[([f32; 4], Vec<f32>)]) -> ModelOutputs {

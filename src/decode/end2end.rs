@@ -8,8 +8,9 @@
 use crate::detection::BoundingBox;
 use crate::model::{ModelOutputs, OutputTensor};
 
+use super::candidate::CandidateSink;
+use super::error::DecodeError;
 use super::tensor::{matrix, unexpected, values};
-use super::{CandidateSink, DecodeError};
 
 const DECODER: &str = "end2end";
 const EXPECTED: &str = "four outputs `num_dets` [1,1], `det_boxes` [1,K,4] (x1,y1,x2,y2 in input pixels), \
@@ -61,9 +62,10 @@ pub(super) fn collect(outputs: &ModelOutputs, sink: &mut CandidateSink<'_>) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
-    use super::super::{DecodeParams, Decoder};
     use crate::config::DecoderKind;
+    use crate::decode::decoder::Decoder;
+    use crate::decode::params::DecodeParams;
+    use crate::decode::test_support::*;
     use crate::detection::{BoundingBox, Detection};
     use crate::model::{ModelOutputs, OutputTensor};
 

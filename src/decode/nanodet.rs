@@ -14,8 +14,9 @@
 use crate::detection::BoundingBox;
 use crate::model::ModelOutputs;
 
+use super::candidate::CandidateSink;
+use super::error::DecodeError;
 use super::tensor::{matrix, matrix_dims, unexpected};
-use super::{CandidateSink, DecodeError};
 
 const DECODER: &str = "nanodet";
 const EXPECTED: &str = "per stride, class scores [1,HW,C] and distance bins [1,HW,4·B] (B ≥ 2) over the input's \
@@ -246,10 +247,12 @@ fn expected_bin(bins: &[f32], scratch: &mut Vec<f32>) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
-    use super::super::{DecodeError, DecodeParams, Decoder};
     use super::*;
     use crate::config::DecoderKind;
+    use crate::decode::decoder::Decoder;
+    use crate::decode::error::DecodeError;
+    use crate::decode::params::DecodeParams;
+    use crate::decode::test_support::*;
     use crate::detection::Detection;
     use crate::model::OutputTensor;
 

@@ -5,7 +5,7 @@
 
 use std::cmp::Ordering;
 
-use super::Candidate;
+use super::candidate::Candidate;
 
 /// Sorts `candidates` by descending score and returns the first `max_detections` that survive
 /// per-class NMS (`nms_iou` = `None`: no NMS), in that order.

@@ -8,8 +8,9 @@
 use crate::detection::BoundingBox;
 use crate::model::ModelOutputs;
 
+use super::candidate::CandidateSink;
+use super::error::DecodeError;
 use super::tensor::{matrix, unexpected};
-use super::{CandidateSink, DecodeError};
 
 const DECODER: &str = "nmsfree";
 const EXPECTED: &str = "one output [1,K,6] (x1,y1,x2,y2 in input pixels, score, class id)";
@@ -40,9 +41,10 @@ pub(super) fn collect(outputs: &ModelOutputs, sink: &mut CandidateSink<'_>) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
-    use super::super::{DecodeParams, Decoder};
     use crate::config::DecoderKind;
+    use crate::decode::decoder::Decoder;
+    use crate::decode::params::DecodeParams;
+    use crate::decode::test_support::*;
     use crate::detection::{BoundingBox, Detection};
     use crate::model::{ModelOutputs, OutputTensor};
 

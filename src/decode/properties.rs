@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 
-use super::{DecodeParams, Decoder};
+use super::decoder::Decoder;
+use super::params::DecodeParams;
 use crate::config::{ClassScores, DecoderKind, ResizeKind};
 use crate::model::{ModelOutputs, OutputTensor};
 use crate::preprocess::ResizeGeometry;

@@ -8,8 +8,9 @@
 use crate::detection::BoundingBox;
 use crate::model::{ModelOutputs, OutputTensor};
 
+use super::candidate::CandidateSink;
+use super::error::DecodeError;
 use super::tensor::{matrix, matrix_dims, unexpected};
-use super::{CandidateSink, DecodeError};
 
 const DECODER: &str = "ssd";
 const EXPECTED: &str = "two outputs, `boxes` [1,N,4] (ymin,xmin,ymax,xmax in 0..1) and `scores` [1,N,C] \
@@ -63,9 +64,10 @@ pub(super) fn collect(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
-    use super::super::{DecodeParams, Decoder};
     use crate::config::DecoderKind;
+    use crate::decode::decoder::Decoder;
+    use crate::decode::params::DecodeParams;
+    use crate::decode::test_support::*;
     use crate::detection::BoundingBox;
     use crate::model::{ModelOutputs, OutputTensor};
 

@@ -5,7 +5,7 @@
 
 use crate::model::{ModelOutputs, OutputTensor};
 
-use super::DecodeError;
+use super::error::DecodeError;
 
 /// A row-major `rows × cols` view of a tensor shaped `[1, rows, cols]` or `[rows, cols]`.
 #[derive(Debug, Clone, Copy)]

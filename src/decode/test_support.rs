@@ -5,7 +5,7 @@ use crate::detection::{BoundingBox, Detection};
 use crate::model::{ModelOutputs, OutputTensor};
 use crate::preprocess::ResizeGeometry;
 
-use super::DecodeParams;
+use super::params::DecodeParams;
 
 /// The config defaults: threshold 0.4, NMS IoU 0.5, 100 detections, every class, sigmoid DETR scores.
 pub(super) fn params(kind: DecoderKind) -> DecodeParams {

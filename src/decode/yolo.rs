@@ -15,8 +15,9 @@
 use crate::detection::BoundingBox;
 use crate::model::ModelOutputs;
 
+use super::candidate::CandidateSink;
+use super::error::DecodeError;
 use super::tensor::{matrix, unexpected, Matrix};
-use super::{CandidateSink, DecodeError};
 
 const V5_DECODER: &str = "yolov5";
 const V5_EXPECTED: &str = "one output [1,N,5+C] (cx,cy,w,h in input pixels, objectness, C ≥ 1 class scores)";
@@ -129,10 +130,12 @@ pub(super) fn collect_v8(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
-    use super::super::{DecodeError, DecodeParams, Decoder};
     use super::best_class;
     use crate::config::DecoderKind;
+    use crate::decode::decoder::Decoder;
+    use crate::decode::error::DecodeError;
+    use crate::decode::params::DecodeParams;
+    use crate::decode::test_support::*;
     use crate::detection::{BoundingBox, Detection};
     use crate::model::{ModelOutputs, OutputTensor};
     use crate::preprocess::ResizeGeometry;
