@@ -33,7 +33,8 @@ use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
 use crate::source::image_decode::{self, ImageDecodeError};
 use crate::source::reconnect::{self, Backoff, Connection, DeviceError, SourceState, SourceStatus};
 use crate::source::tap::RecordTap;
-use crate::source::{Capture, FrameSource, SourceError};
+use crate::source::error::SourceError;
+use crate::source::frame_source::{Capture, FrameSource};
 use slot_pool::{PoolOffer, TightLayout};
 
 /// Formats the appsink is told to accept unless the pipeline sets its own `caps` on it.

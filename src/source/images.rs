@@ -19,9 +19,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::error::SourceError;
+use super::frame_source::{Capture, FrameSource};
 use super::image_decode::{self, Decoded, ImageDecodeError};
 use super::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog, SourceStatus, INITIAL_BACKOFF};
-use super::{Capture, FrameSource, SourceError};
 use crate::config::{ImageMode, LimitsConfig};
 use crate::frame::{CaptureMode, FrameSlot};
 
@@ -276,7 +277,7 @@ impl FrameSource for ImagesSource {
 mod tests {
     use super::*;
     use crate::frame::HeapMemory;
-    use crate::source::SourceState;
+    use crate::source::reconnect::SourceState;
 
     const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
 

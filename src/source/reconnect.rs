@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
-use super::Capture;
+use super::frame_source::Capture;
 use crate::sys::lock::lock;
 
 /// Why a device operation failed, sorted by what the source does about it.

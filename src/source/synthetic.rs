@@ -4,7 +4,8 @@
 
 use std::time::SystemTime;
 
-use super::{Capture, FrameSource, SourceError};
+use super::error::SourceError;
+use super::frame_source::{Capture, FrameSource};
 use crate::frame::{CaptureMode, FrameSlot, PixelFormat};
 
 /// Colour bars with a white square that moves one step per frame.

@@ -43,7 +43,8 @@ use crate::config::{LimitsConfig, V4l2Format};
 use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
 use crate::source::image_decode::{self, Decoded};
 use crate::source::reconnect::RateLimitedLog;
-use crate::source::{Capture, FrameSource, SourceError};
+use crate::source::error::SourceError;
+use crate::source::frame_source::{Capture, FrameSource};
 pub use userptr::UserBuffer;
 use userptr::UserBuffers;
 

@@ -329,7 +329,7 @@ mod tests {
     use super::super::{GstreamerOptions, GstreamerSource, PipelineSpec};
     use crate::config::LimitsConfig;
     use crate::frame::{CaptureMode, FrameSlot, HeapMemory, PixelFormat, SlotAllocator};
-    use crate::source::{Capture, FrameSource};
+    use crate::source::frame_source::{Capture, FrameSource};
 
     const LIMITS: LimitsConfig = LimitsConfig { max_width: 4096, max_height: 4096, max_alloc_mib: 64 };
 
