@@ -259,7 +259,7 @@ pub fn stream_codec(spec: &RtspSpec, timeout: Duration) -> Result<Codec, String>
             if let Some(message) = bus.timed_pop_filtered(step, &[gst::MessageType::Error]) {
                 if let gst::MessageView::Error(err) = message.view() {
                     return Err(if err.error().matches(gst::ResourceError::NotAuthorized) {
-                        super::NOT_AUTHORIZED.to_owned()
+                        super::appsink::NOT_AUTHORIZED.to_owned()
                     } else {
                         err.error().to_string()
                     });

@@ -18,10 +18,11 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::userptr::UserBuffer;
-use super::{
-    monotonic_to_wall, Capabilities, CaptureDevice, DeviceError, DriverFormat, Filled, FourCc, RawFrame, UserptrStart,
+use super::device::{
+    monotonic_to_wall, Capabilities, CaptureDevice, DriverFormat, Filled, FourCc, RawFrame, UserptrStart,
 };
+use super::userptr::UserBuffer;
+use crate::source::reconnect::DeviceError;
 
 const BUF_TYPE_VIDEO_CAPTURE: u32 = 1;
 const MEMORY_MMAP: u32 = 1;

@@ -1,21 +1,13 @@
-//! GStreamer appsink source (cargo feature `gstreamer`): RTSP cameras ([`rtsp`]: a URL, the
-//! decoder chosen by [`decoder`]), Jetson CSI cameras ([`csi`]: `nvarguscamerasrc`), and a
-//! pipeline the user writes for anything else.
+//! The GStreamer source itself: a pipeline ending in an appsink (RTSP, CSI or the user's own).
 //!
 //! Owns: starting the pipeline a [`PipelineSpec`] describes, configuring its appsink (caps limited
 //! to formats the slot and the preprocessing kernel take, a two-buffer drop-oldest queue, no clock
-//! sync, slot memory offered upstream through [`slot_pool`]), lending each sample that upstream
+//! sync, slot memory offered upstream through [`super::slot_pool`]), lending each sample that upstream
 //! wrote into slot memory to the frame slot, copying every other sample once into the slot
 //! honouring the plane strides (said once in the log), stamping the
 //! frame with the time its buffer was captured, and restarting the pipeline with backoff after an
 //! error or end of stream. Must not: wait on the appsink longer than
 //! [`GstreamerOptions::poll_interval`] without checking the stop flag, or let bus messages pile up.
-
-pub mod csi;
-pub mod decoder;
-pub mod record_tap;
-pub mod rtsp;
-pub mod slot_pool;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,20 +20,21 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
+use super::slot_pool::{self, PoolOffer, TightLayout};
+use super::{csi, decoder, record_tap, rtsp};
 use crate::config::LimitsConfig;
 use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
+use crate::source::error::SourceError;
+use crate::source::frame_source::{Capture, FrameSource};
 use crate::source::image_decode::{self, ImageDecodeError};
 use crate::source::reconnect::{self, Backoff, Connection, DeviceError, SourceState, SourceStatus};
 use crate::source::tap::RecordTap;
-use crate::source::error::SourceError;
-use crate::source::frame_source::{Capture, FrameSource};
-use slot_pool::{PoolOffer, TightLayout};
 
 /// Formats the appsink is told to accept unless the pipeline sets its own `caps` on it.
 pub const ACCEPTED_FORMATS: [&str; 4] = ["RGB", "BGR", "RGBA", "NV12"];
 
 /// What a camera that answers 401 is reported as.
-const NOT_AUTHORIZED: &str =
+pub(super) const NOT_AUTHORIZED: &str =
     "the camera refused the user name or password (not authorized): check `user` and `password_file`/`password_env`";
 
 /// A buffer stamped longer ago than this is not believed (a source whose timestamps are not
@@ -137,7 +130,7 @@ pub struct GstreamerSource {
     /// the tightly packed layout a slot can take a pool buffer of these caps in (else why not).
     layout: Option<(gst::Caps, gst_video::VideoInfo, Result<TightLayout, String>)>,
     /// The slot-memory pool every pipeline's appsink offers upstream (`None`: not offered).
-    offer: Option<PoolOffer>,
+    pub(super) offer: Option<PoolOffer>,
     /// How the latest frame reached its slot.
     mode: CaptureMode,
     /// A copied frame was explained in the log already.
@@ -335,13 +328,13 @@ fn buffer_age(pipeline: &gst::Element, sample: &gst::Sample) -> Option<Duration>
 
 /// The age of a buffer whose running time is `running_time`, at clock time `now`, in a pipeline
 /// that started at `base_time` (GStreamer's clock time = base time + running time).
-fn age_at(now: gst::ClockTime, base_time: gst::ClockTime, running_time: gst::ClockTime) -> Option<Duration> {
+pub(super) fn age_at(now: gst::ClockTime, base_time: gst::ClockTime, running_time: gst::ClockTime) -> Option<Duration> {
     let captured = base_time.checked_add(running_time)?;
     let age = Duration::from_nanos(now.checked_sub(captured)?.nseconds());
     (age <= MAX_BUFFER_AGE).then_some(age)
 }
 
-fn pixel_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
+pub(super) fn pixel_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
     match format {
         gst_video::VideoFormat::Rgb => Some(PixelFormat::Rgb8),
         gst_video::VideoFormat::Bgr => Some(PixelFormat::Bgr8),

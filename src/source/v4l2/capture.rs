@@ -1,11 +1,12 @@
-//! V4L2 capture source (USB UVC cameras: MJPEG and YUYV).
+//! The V4L2 capture source itself (USB UVC cameras: MJPEG and YUYV).
 //!
 //! Owns: format negotiation (what to ask the driver for and what to accept back), the reconnect
 //! state machine (an unplugged, failing or stalled camera is closed and reopened with backoff while
 //! the daemon keeps running), and turning each captured buffer into a frame in the slot: MJPEG is
 //! decoded to RGB straight into the slot, YUYV is copied raw (row padding dropped) for the GPU
 //! kernel to convert, or not copied at all: see below. The device itself sits behind
-//! [`CaptureDevice`] so that all of this is tested with a fake; [`linux`] is the real one (direct
+//! [`CaptureDevice`] ([`super::device`]) so that all of this is tested with a fake; `super::linux`
+//! is the real one (direct
 //! ioctls, mmap or user-pointer streaming buffers).
 //! Must not: preprocess, block for longer than [`V4l2Options::poll_interval`] without checking the
 //! stop flag, or end the camera because the device went away.
@@ -19,182 +20,27 @@
 //! How frames leave the driver ([`CapturePlan`], logged once per change, shown by `probe`): YUYV
 //! with tightly packed rows (`bytesperline` = 2 × width) streams into user-pointer buffers
 //! (`V4L2_MEMORY_USERPTR`) of slot memory from the camera's [`SlotAllocator`] (page-locked on the
-//! GPU backend), page aligned, and each filled buffer is lent to the slot ([`userptr`]): no copy.
+//! GPU backend), page aligned, and each filled buffer is lent to the slot ([`super::userptr`]): no copy.
 //! The source queues a buffer again only after the slot has let go of it; when slots hold all of
 //! them it waits. A driver that refuses user pointers (uvcvideo takes them), padded rows, and MJPEG
 //! (decoded anyway) stream mmap buffers: one copy, or the decode.
 
-mod convert;
-#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
-mod linux;
-mod userptr;
-
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::source::reconnect::Connection;
-pub use crate::source::reconnect::{Backoff, DeviceError, SourceState, SourceStatus};
-pub use convert::ConvertError;
-
+use super::convert::{self, ConvertError};
+use super::device::{CaptureDevice, DeviceOpener, DriverFormat, FourCc, RawFrame, UserptrStart};
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+use super::linux;
+use super::userptr::UserBuffers;
 use crate::config::{LimitsConfig, V4l2Format};
 use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
-use crate::source::image_decode::{self, Decoded};
-use crate::source::reconnect::RateLimitedLog;
 use crate::source::error::SourceError;
 use crate::source::frame_source::{Capture, FrameSource};
-pub use userptr::UserBuffer;
-use userptr::UserBuffers;
-
-/// A V4L2 pixel format code (`v4l2_fourcc`).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FourCc(pub u32);
-
-impl FourCc {
-    pub const MJPG: FourCc = FourCc::new(*b"MJPG");
-    /// Some drivers report baseline JPEG under this code; it is handled like MJPG.
-    pub const JPEG: FourCc = FourCc::new(*b"JPEG");
-    pub const YUYV: FourCc = FourCc::new(*b"YUYV");
-
-    pub const fn new(code: [u8; 4]) -> FourCc {
-        FourCc(u32::from_le_bytes(code))
-    }
-}
-
-impl fmt::Display for FourCc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for byte in self.0.to_le_bytes() {
-            let shown = if byte.is_ascii_graphic() || byte == b' ' { char::from(byte) } else { '?' };
-            write!(f, "{shown}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for FourCc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "FourCc({self})")
-    }
-}
-
-/// What `VIDIOC_QUERYCAP` says about a device.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Capabilities {
-    pub driver: String,
-    pub card: String,
-    pub video_capture: bool,
-    pub streaming: bool,
-}
-
-impl Capabilities {
-    const CAP_VIDEO_CAPTURE: u32 = 0x0000_0001;
-    const CAP_STREAMING: u32 = 0x0400_0000;
-    const CAP_DEVICE_CAPS: u32 = 0x8000_0000;
-
-    /// Parses the raw QUERYCAP fields. `capabilities` describes the whole physical device;
-    /// when it has `V4L2_CAP_DEVICE_CAPS`, `device_caps` describes the opened node, which is
-    /// what matters (a UVC camera's metadata node is not a capture node).
-    pub fn from_querycap(driver: &[u8], card: &[u8], capabilities: u32, device_caps: u32) -> Capabilities {
-        let node_caps = if capabilities & Self::CAP_DEVICE_CAPS != 0 { device_caps } else { capabilities };
-        let text = |bytes: &[u8]| {
-            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-            String::from_utf8_lossy(&bytes[..end]).into_owned()
-        };
-        Capabilities {
-            driver: text(driver),
-            card: text(card),
-            video_capture: node_caps & Self::CAP_VIDEO_CAPTURE != 0,
-            streaming: node_caps & Self::CAP_STREAMING != 0,
-        }
-    }
-}
-
-/// The format the driver actually set (`VIDIOC_S_FMT`'s answer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DriverFormat {
-    pub width: u32,
-    pub height: u32,
-    pub fourcc: FourCc,
-    /// Row stride in bytes for packed formats; 0 when the driver leaves it to the application.
-    pub bytes_per_line: u32,
-    /// Largest buffer the driver will fill (for MJPEG an upper bound of one compressed frame).
-    pub size_image: u32,
-}
-
-/// One dequeued buffer, valid only during the callback it is passed to.
-#[derive(Debug)]
-pub struct RawFrame<'a> {
-    /// The bytes the driver filled (`bytesused` of the mapped buffer).
-    pub data: &'a [u8],
-    /// Wall-clock capture time, from the driver's timestamp where it has a monotonic one.
-    pub captured_at: SystemTime,
-    /// The driver marked the buffer as damaged (`V4L2_BUF_FLAG_ERROR`).
-    pub flagged_corrupt: bool,
-}
-
-/// One user-pointer buffer the driver filled ([`CaptureDevice::dequeue_user`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Filled {
-    pub index: u32,
-    /// Bytes the driver wrote (`bytesused`).
-    pub bytes_used: usize,
-    /// Wall-clock capture time, from the driver's timestamp where it has a monotonic one.
-    pub captured_at: SystemTime,
-    /// The driver marked the buffer as damaged (`V4L2_BUF_FLAG_ERROR`).
-    pub flagged_corrupt: bool,
-}
-
-/// How [`CaptureDevice::start_userptr`] went.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UserptrStart {
-    /// Streaming into the first this many buffers, all queued.
-    Started(u32),
-    /// The driver does not take user pointers, or not this memory: why. The device holds no
-    /// buffers, so mmap streaming can start instead.
-    Refused(String),
-}
-
-/// The device operations the source needs. Dropping the device stops streaming and releases
-/// its buffers.
-pub trait CaptureDevice: Send {
-    /// `VIDIOC_QUERYCAP`.
-    fn capabilities(&mut self) -> Result<Capabilities, DeviceError>;
-    /// `VIDIOC_S_FMT`: asks for a size and pixel format, returns what the driver set.
-    fn set_format(&mut self, width: u32, height: u32, fourcc: FourCc) -> Result<DriverFormat, DeviceError>;
-    /// `VIDIOC_S_PARM`: asks for `fps`, returns the rate the driver set, or `None` when the driver
-    /// cannot set one.
-    fn set_frame_rate(&mut self, fps: u32) -> Result<Option<f64>, DeviceError>;
-    /// Allocates (up to) `buffer_count` mmap streaming buffers, queues them and starts streaming.
-    fn start(&mut self, buffer_count: u32) -> Result<(), DeviceError>;
-    /// Waits up to `timeout` for a filled mmap buffer, hands it to `consume` and queues it again.
-    /// `Ok(false)` when no buffer arrived in time.
-    fn dequeue(&mut self, timeout: Duration, consume: &mut dyn FnMut(RawFrame<'_>)) -> Result<bool, DeviceError>;
-    /// Streams into `buffers` instead of mmap buffers (`V4L2_MEMORY_USERPTR`): asks the driver for
-    /// that many user-pointer buffers, queues them all and starts streaming. The device keeps the
-    /// buffers' memory until it is dropped, so the driver never writes to freed memory.
-    fn start_userptr(&mut self, buffers: &[Arc<UserBuffer>]) -> Result<UserptrStart, DeviceError>;
-    /// Queues user-pointer buffer `index` again (its slot let go of it).
-    fn requeue(&mut self, index: u32) -> Result<(), DeviceError>;
-    /// Waits up to `timeout` for a filled user-pointer buffer, which stays out of the driver's
-    /// hands until [`CaptureDevice::requeue`]. `None` when none arrived in time.
-    fn dequeue_user(&mut self, timeout: Duration) -> Result<Option<Filled>, DeviceError>;
-}
-
-/// Opens the device at a path; called again for every reconnect.
-pub trait DeviceOpener: Send {
-    fn open(&mut self, path: &Path) -> Result<Box<dyn CaptureDevice>, DeviceError>;
-}
-
-impl<F> DeviceOpener for F
-where
-    F: FnMut(&Path) -> Result<Box<dyn CaptureDevice>, DeviceError> + Send,
-{
-    fn open(&mut self, path: &Path) -> Result<Box<dyn CaptureDevice>, DeviceError> {
-        self(path)
-    }
-}
+use crate::source::image_decode::{self, Decoded};
+use crate::source::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog, SourceState, SourceStatus};
 
 /// The camera as configured (`[camera.source] kind = "v4l2"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -492,12 +338,6 @@ fn log_plan(logged: &mut Option<CapturePlan>, description: &str, plan: &CaptureP
     log::info!("{description}: capture {}: {}", plan.label(), plan.reason);
     *logged = Some(plan.clone());
     true
-}
-
-/// Wall-clock time of a driver timestamp taken on CLOCK_MONOTONIC, given both clocks read now.
-/// A timestamp from the future (clock confusion) maps to `now_wall`.
-pub fn monotonic_to_wall(stamp: Duration, now_monotonic: Duration, now_wall: SystemTime) -> SystemTime {
-    now_wall.checked_sub(now_monotonic.saturating_sub(stamp)).unwrap_or(now_wall)
 }
 
 fn write_frame(
@@ -842,10 +682,12 @@ impl FrameSource for V4l2Source {
 mod tests {
     use super::*;
     use crate::frame::{FrameRing, HeapMemory, SlotMemory};
+    use crate::source::v4l2::device::{Capabilities, Filled};
+    use crate::source::v4l2::userptr::PageAlignedHeap;
+    use crate::source::v4l2::userptr::UserBuffer;
     use std::collections::VecDeque;
     use std::sync::atomic::AtomicU8;
     use std::sync::Mutex;
-    use userptr::PageAlignedHeap;
 
     const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
 
@@ -1048,24 +890,6 @@ mod tests {
     }
 
     #[test]
-    fn fourcc_round_trips_and_prints() {
-        assert_eq!(FourCc::MJPG.0, 0x4750_4A4D, "v4l2_fourcc('M','J','P','G')");
-        assert_eq!(FourCc::YUYV.to_string(), "YUYV");
-        assert_eq!(FourCc(0x0000_0031).to_string(), "1???");
-    }
-
-    #[test]
-    fn querycap_uses_the_node_capabilities_when_present() {
-        let mut driver = [0u8; 16];
-        driver[..8].copy_from_slice(b"uvcvideo");
-        let caps = Capabilities::from_querycap(&driver, b"Cam\0junk", 0x8400_0001, 0x0080_0000);
-        assert_eq!((caps.driver.as_str(), caps.card.as_str()), ("uvcvideo", "Cam"));
-        assert!(!caps.video_capture && !caps.streaming, "a metadata node of a capture device is not capturable");
-        let caps = Capabilities::from_querycap(b"x", b"y", 0x0400_0001, 0);
-        assert!(caps.video_capture && caps.streaming);
-    }
-
-    #[test]
     fn driver_format_is_accepted_with_its_own_size_and_stride() {
         let req = request(V4l2Format::Yuyv);
         let got = DriverFormat { bytes_per_line: 0, ..yuyv_answer(8, 6) };
@@ -1129,14 +953,6 @@ mod tests {
             Err(DeviceError::Permanent(_))
         ));
         assert!(journal.lock().expect("journal").iter().all(|entry| !entry.starts_with("S_FMT")));
-    }
-
-    #[test]
-    fn monotonic_timestamps_become_wall_time() {
-        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let at = monotonic_to_wall(Duration::from_millis(9_950), Duration::from_secs(10), wall);
-        assert_eq!(wall.duration_since(at).expect("earlier"), Duration::from_millis(50));
-        assert_eq!(monotonic_to_wall(Duration::from_secs(11), Duration::from_secs(10), wall), wall);
     }
 
     #[test]
