@@ -4,7 +4,7 @@
 //! Owns: the trait and [`Capture`]. Must not: implement a source.
 
 use super::error::SourceError;
-use super::reconnect::SourceStatus;
+use super::status::SourceStatus;
 use crate::frame::{CaptureMode, FrameSlot};
 
 /// What a call to [`FrameSource::next_frame`] produced.

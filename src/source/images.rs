@@ -22,7 +22,8 @@ use std::time::{Duration, Instant, SystemTime};
 use super::error::SourceError;
 use super::frame_source::{Capture, FrameSource};
 use super::image_decode::{self, Decoded, ImageDecodeError};
-use super::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog, SourceStatus, INITIAL_BACKOFF};
+use super::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog, INITIAL_BACKOFF};
+use super::status::SourceStatus;
 use crate::config::{ImageMode, LimitsConfig};
 use crate::frame::{CaptureMode, FrameSlot};
 
@@ -277,7 +278,7 @@ impl FrameSource for ImagesSource {
 mod tests {
     use super::*;
     use crate::frame::HeapMemory;
-    use crate::source::reconnect::SourceState;
+    use crate::source::status::SourceState;
 
     const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
 

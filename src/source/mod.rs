@@ -4,12 +4,12 @@
 //! [`SourceError`] ([`error`]), checking and opening the configured source ([`configured`]: the
 //! one place that maps a source kind to its implementation), the kinds ([`images`],
 //! [`synthetic`], [`v4l2`], `gstreamer`: RTSP, CSI, a pipeline), [`reconnect`] (what a source
-//! that can lose its device shares), [`image_decode`], the one bounded decoder every source (and
-//! `detect`) decodes untrusted image bytes through, and [`tap`], what a source hands a recording
-//! camera's recorder. Each implementation writes straight into the frame slot it is given. Must
-//! not: preprocess, run models, pace frames (a camera's fps cap is its source thread's, in
-//! `crate::infer::camera`), or block forever without checking its stop flag. This file only
-//! declares and re-exports.
+//! that can lose its device shares), [`status`] (a source's connection state, for telemetry),
+//! [`image_decode`], the one bounded decoder every source (and `detect`) decodes untrusted image
+//! bytes through, and [`tap`], what a source hands a recording camera's recorder. Each
+//! implementation writes straight into the frame slot it is given. Must not: preprocess, run
+//! models, pace frames (a camera's fps cap is its source thread's, in `crate::infer::camera`), or
+//! block forever without checking its stop flag. This file only declares and re-exports.
 
 mod configured;
 mod error;
@@ -19,6 +19,7 @@ pub mod gstreamer;
 pub mod image_decode;
 pub mod images;
 pub mod reconnect;
+pub mod status;
 pub mod synthetic;
 pub mod tap;
 pub mod v4l2;
@@ -28,4 +29,4 @@ pub use configured::gstreamer_spec;
 pub use configured::{check, open};
 pub use error::SourceError;
 pub use frame_source::{Capture, FrameSource};
-pub use reconnect::{SourceReport, SourceState, SourceStatus};
+pub use status::{SourceReport, SourceState, SourceStatus};

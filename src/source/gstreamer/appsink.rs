@@ -20,6 +20,8 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
+use super::buffer::{buffer_age, pixel_format, ACCEPTED_FORMATS};
+use super::rtsp::NOT_AUTHORIZED;
 use super::slot_pool::{self, PoolOffer, TightLayout};
 use super::{csi, decoder, record_tap, rtsp};
 use crate::config::LimitsConfig;
@@ -27,19 +29,9 @@ use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
 use crate::source::error::SourceError;
 use crate::source::frame_source::{Capture, FrameSource};
 use crate::source::image_decode::{self, ImageDecodeError};
-use crate::source::reconnect::{self, Backoff, Connection, DeviceError, SourceState, SourceStatus};
+use crate::source::reconnect::{self, Backoff, Connection, DeviceError};
+use crate::source::status::{SourceState, SourceStatus};
 use crate::source::tap::RecordTap;
-
-/// Formats the appsink is told to accept unless the pipeline sets its own `caps` on it.
-pub const ACCEPTED_FORMATS: [&str; 4] = ["RGB", "BGR", "RGBA", "NV12"];
-
-/// What a camera that answers 401 is reported as.
-pub(super) const NOT_AUTHORIZED: &str =
-    "the camera refused the user name or password (not authorized): check `user` and `password_file`/`password_env`";
-
-/// A buffer stamped longer ago than this is not believed (a source whose timestamps are not
-/// capture times); the frame is stamped when the appsink hands it over instead.
-const MAX_BUFFER_AGE: Duration = Duration::from_secs(10);
 
 /// What to run: a pipeline built in code for an RTSP or CSI camera, or the user's own.
 #[derive(Debug, Clone)]
@@ -315,36 +307,6 @@ fn drain_bus(bus: &gst::Bus) -> Option<String> {
     failure
 }
 
-/// How long ago the sample's buffer was captured, by the pipeline clock: the buffer's timestamp
-/// as running time, plus the pipeline's base time, against the clock now. `None` for buffers
-/// without a timestamp or a time segment, and for timestamps that are not plausible capture
-/// times (in the future, or older than [`MAX_BUFFER_AGE`]).
-fn buffer_age(pipeline: &gst::Element, sample: &gst::Sample) -> Option<Duration> {
-    let pts = sample.buffer()?.pts()?;
-    let running_time = sample.segment()?.downcast_ref::<gst::ClockTime>()?.to_running_time(pts)?;
-    let now = pipeline.clock()?.time();
-    age_at(now, pipeline.base_time()?, running_time)
-}
-
-/// The age of a buffer whose running time is `running_time`, at clock time `now`, in a pipeline
-/// that started at `base_time` (GStreamer's clock time = base time + running time).
-pub(super) fn age_at(now: gst::ClockTime, base_time: gst::ClockTime, running_time: gst::ClockTime) -> Option<Duration> {
-    let captured = base_time.checked_add(running_time)?;
-    let age = Duration::from_nanos(now.checked_sub(captured)?.nseconds());
-    (age <= MAX_BUFFER_AGE).then_some(age)
-}
-
-pub(super) fn pixel_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
-    match format {
-        gst_video::VideoFormat::Rgb => Some(PixelFormat::Rgb8),
-        gst_video::VideoFormat::Bgr => Some(PixelFormat::Bgr8),
-        gst_video::VideoFormat::Rgba => Some(PixelFormat::Rgba8),
-        gst_video::VideoFormat::Nv12 => Some(PixelFormat::Nv12),
-        gst_video::VideoFormat::Yuy2 => Some(PixelFormat::Yuyv),
-        _ => None,
-    }
-}
-
 /// Copies `rows` rows of `row_bytes` from a plane with `stride` into a tightly packed `target`.
 fn copy_plane(plane: &[u8], stride: i32, row_bytes: usize, rows: usize, target: &mut [u8]) -> Result<(), SampleError> {
     let stride = usize::try_from(stride).map_err(|_| SampleError::Skip(format!("negative stride {stride}")))?;
@@ -528,14 +490,6 @@ mod tests {
         assert!(copy_plane(&plane[..13], 8, 6, 2, &mut target).is_err());
         assert!(copy_plane(&plane, 4, 6, 2, &mut target).is_err());
         assert!(copy_plane(&plane, -8, 6, 2, &mut target).is_err());
-    }
-
-    #[test]
-    fn a_buffer_is_as_old_as_the_clock_says_and_implausible_stamps_are_not_believed() {
-        let ms = gst::ClockTime::from_mseconds;
-        assert_eq!(age_at(ms(10_250), ms(10_000), ms(200)), Some(Duration::from_millis(50)));
-        assert_eq!(age_at(ms(10_000), ms(10_000), ms(200)), None, "a buffer from the future");
-        assert_eq!(age_at(ms(30_000), ms(10_000), ms(0)), None, "20 s old: not a capture time");
     }
 
     #[test]

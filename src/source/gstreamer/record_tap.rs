@@ -108,14 +108,14 @@ fn stream_format(caps: &gst::CapsRef) -> Option<StreamFormat> {
     Some(StreamFormat { codec, width: size("width"), height: size("height"), nal_length_size, codec_data })
 }
 
-/// When the buffer was captured, by the pipeline clock, as [`super::appsink::buffer_age`] stamps frames.
+/// When the buffer was captured, by the pipeline clock, as [`super::buffer::buffer_age`] stamps frames.
 fn captured_at(pad: &gst::Pad, buffer: &gst::BufferRef) -> Option<SystemTime> {
     let pts = buffer.pts()?;
     let segment = pad.sticky_event::<gst::event::Segment>(0)?;
     let running = segment.segment().downcast_ref::<gst::ClockTime>()?.to_running_time(pts)?;
     let element = pad.parent_element()?;
     let now = element.clock()?.time();
-    let age = super::appsink::age_at(now, element.base_time()?, running)?;
+    let age = super::buffer::age_at(now, element.base_time()?, running)?;
     Some(SystemTime::now() - age)
 }
 

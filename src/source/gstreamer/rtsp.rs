@@ -2,7 +2,8 @@
 //! properties, then, once the stream says its codec, the depayloader, parser, decoder and
 //! converter [`super::decoder::choose_chain`] picks, into the appsink.
 //!
-//! Owns: [`RtspSpec`] (the camera's URL, user and password), reading the password (bounded, from
+//! Owns: [`RtspSpec`] (the camera's URL, user and password), what a refused login is reported as
+//! ([`NOT_AUTHORIZED`]), reading the password (bounded, from
 //! a file or the environment), and building the pipeline (with the recorder's tap on the
 //! decoder's input when the camera records). Must not: put the password in a URL, a
 //! description, a log line or an error (the URL is refused at config time when it holds
@@ -22,6 +23,10 @@ use super::decoder::{choose_chain, Chain, Codec, ElementRegistry, GstRegistry};
 use crate::config::RtspTransport;
 use crate::source::tap::RecordTap;
 use crate::sys::lock::lock;
+
+/// What a camera that answers 401 is reported as (the appsink's bus reports it too).
+pub(super) const NOT_AUTHORIZED: &str =
+    "the camera refused the user name or password (not authorized): check `user` and `password_file`/`password_env`";
 
 /// A password file larger than this is not a password file (a key, a log): refused unread.
 pub const MAX_PASSWORD_FILE_BYTES: u64 = 4096;
@@ -259,7 +264,7 @@ pub fn stream_codec(spec: &RtspSpec, timeout: Duration) -> Result<Codec, String>
             if let Some(message) = bus.timed_pop_filtered(step, &[gst::MessageType::Error]) {
                 if let gst::MessageView::Error(err) = message.view() {
                     return Err(if err.error().matches(gst::ResourceError::NotAuthorized) {
-                        super::appsink::NOT_AUTHORIZED.to_owned()
+                        NOT_AUTHORIZED.to_owned()
                     } else {
                         err.error().to_string()
                     });

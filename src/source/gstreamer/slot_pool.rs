@@ -72,7 +72,7 @@ fn tight_layout(info: &gst_video::VideoInfo, format: PixelFormat) -> Result<Tigh
 /// The layout of `caps` if a slot can hold its frames as GStreamer lays them out by default.
 pub fn layout_of(caps: &gst::CapsRef) -> Result<TightLayout, String> {
     let info = gst_video::VideoInfo::from_caps(caps).map_err(|err| format!("caps {caps} are not raw video: {err}"))?;
-    let format = super::appsink::pixel_format(info.format())
+    let format = super::buffer::pixel_format(info.format())
         .ok_or_else(|| format!("{:?} is not a format the slots take", info.format()))?;
     tight_layout(&info, format)
 }

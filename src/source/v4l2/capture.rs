@@ -40,7 +40,8 @@ use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
 use crate::source::error::SourceError;
 use crate::source::frame_source::{Capture, FrameSource};
 use crate::source::image_decode::{self, Decoded};
-use crate::source::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog, SourceState, SourceStatus};
+use crate::source::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog};
+use crate::source::status::{SourceState, SourceStatus};
 
 /// The camera as configured (`[camera.source] kind = "v4l2"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
