@@ -15,7 +15,9 @@ use serde::Serialize;
 
 use super::preprocessor::{AntialiasKernel, DEFAULT_TILE_ROWS};
 use super::slots::{HostMemoryKind, HostSlotMemory};
-use super::{DriverContext, GpuDevice, GpuError, GpuPreprocessor, GpuProbe};
+use super::error::{DriverContext, GpuError};
+use super::preprocessor::GpuPreprocessor;
+use super::probe::{GpuDevice, GpuProbe};
 use crate::config::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat, SlotMemory};
 use crate::preprocess::{CpuPreprocessor, PreprocessSpec};

@@ -23,7 +23,8 @@ use sha2::{Digest, Sha256};
 
 use super::slots::{HostMemoryKind, HostSlotMemory};
 use super::taps::{KernelTaps, TilePlan, BLOCK_ROWS, TILE_WIDTH};
-use super::{DriverContext, GpuDevice, GpuError};
+use super::error::{DriverContext, GpuError};
+use super::probe::GpuDevice;
 use crate::config::{ColorOrder, ResizeFilter, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat};
 use crate::preprocess::{AxisTaps, PreprocessSpec, Roi};

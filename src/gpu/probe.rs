@@ -9,7 +9,7 @@ use cudarc::driver::sys::CUdevice_attribute as Attribute;
 use cudarc::driver::{CudaContext, CudaModule, CudaStream};
 use serde::Serialize;
 
-use super::{DriverContext, GpuError};
+use super::error::{DriverContext, GpuError};
 use crate::sys::lock::lock;
 
 /// What `jetson-detectd probe` prints and telemetry reports about the GPU.

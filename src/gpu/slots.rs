@@ -10,7 +10,8 @@ use std::ffi::c_void;
 
 use cudarc::driver::sys::{self, CUdeviceptr};
 
-use super::{DriverContext, GpuDevice, GpuError};
+use super::error::{DriverContext, GpuError};
+use super::probe::GpuDevice;
 use crate::frame::SlotMemory;
 
 /// How a slot's page-locked memory reaches the GPU.
