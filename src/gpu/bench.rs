@@ -13,11 +13,11 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use serde::Serialize;
 
-use super::preprocessor::{AntialiasKernel, DEFAULT_TILE_ROWS};
-use super::slots::{HostMemoryKind, HostSlotMemory};
 use super::error::{DriverContext, GpuError};
 use super::preprocessor::GpuPreprocessor;
+use super::preprocessor::{AntialiasKernel, DEFAULT_TILE_ROWS};
 use super::probe::{GpuDevice, GpuProbe};
+use super::slots::{HostMemoryKind, HostSlotMemory};
 use crate::config::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat, SlotMemory};
 use crate::preprocess::{CpuPreprocessor, PreprocessSpec};

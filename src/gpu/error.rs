@@ -32,7 +32,7 @@ pub enum GpuError {
     TensorSize { width: u32, height: u32 },
     /// A region of interest that is not inside its frame ([`Roi::check`](crate::preprocess::Roi::check)).
     #[error("{0}")]
-    Roi(crate::preprocess::PreprocessError),
+    Roi(crate::preprocess::UnusableRoi),
     #[error("CPU preprocessing (benchmark reference) failed: {0}")]
     CpuReference(#[from] crate::preprocess::PreprocessError),
 }

@@ -21,10 +21,10 @@ use cudarc::driver::{
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use sha2::{Digest, Sha256};
 
-use super::slots::{HostMemoryKind, HostSlotMemory};
-use super::taps::{KernelTaps, TilePlan, BLOCK_ROWS, TILE_WIDTH};
 use super::error::{DriverContext, GpuError};
 use super::probe::GpuDevice;
+use super::slots::{HostMemoryKind, HostSlotMemory};
+use super::taps::{KernelTaps, TilePlan, BLOCK_ROWS, TILE_WIDTH};
 use crate::config::{ColorOrder, ResizeFilter, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat};
 use crate::preprocess::{AxisTaps, PreprocessSpec, Roi};

@@ -1,5 +1,5 @@
 //! The CPU backend's preprocessing: the parent module's definition computed with the same f32
-//! operations in the same order as [`CpuPreprocessor`](super::CpuPreprocessor), so its tensors
+//! operations in the same order as [`CpuPreprocessor`](super::reference::CpuPreprocessor), so its tensors
 //! are bit-identical to the reference's, restructured for speed:
 //! - every source pixel is converted once per row (the reference converts it once per tap) to a
 //!   4-lane RGB pixel (its fourth lane unread), YUV through per-lane tables that hold exactly the
@@ -25,14 +25,15 @@ use std::sync::LazyLock;
 
 use rayon::prelude::*;
 
+use super::error::PreprocessError;
+use super::plan::{check_sizes, SamplingPlan};
 use super::shares::Shares;
 use super::simd::{Kernels, Packed, Pixel};
-use super::{
-    check_sizes, AxisTaps, ColorOrder, PreprocessError, PreprocessSpec, ResizeGeometry, TensorDtype, TensorLayout,
-};
+use super::spec::{ColorOrder, PreprocessSpec, ResizeGeometry, TensorDtype, TensorLayout};
+use super::taps::AxisTaps;
 use crate::frame::{FrameMeta, PixelFormat};
 
-/// Preprocesses frames like [`CpuPreprocessor`](super::CpuPreprocessor), faster. Caches the
+/// Preprocesses frames like [`CpuPreprocessor`](super::reference::CpuPreprocessor), faster. Caches the
 /// sampling tables for the current (frame size, spec) and one set of row buffers per participating
 /// thread, so a steady stream of same-sized frames allocates nothing but each frame's chunk lists.
 #[derive(Debug)]
@@ -49,14 +50,11 @@ impl Default for FastPreprocessor {
     }
 }
 
+/// The shared [`SamplingPlan`] and what the fast path adds to it: step 4's mean and std laid out
+/// per row element, and the pad row already encoded.
 #[derive(Debug)]
 struct FastPlan {
-    src_width: u32,
-    src_height: u32,
-    spec: PreprocessSpec,
-    geometry: ResizeGeometry,
-    x_taps: AxisTaps,
-    y_taps: AxisTaps,
+    sampling: SamplingPlan,
     /// Per interleaved element of a content row: the mean and std of its output channel.
     mean_row: Vec<f32>,
     std_row: Vec<f32>,
@@ -121,15 +119,15 @@ impl YuvTables {
 
 impl FastPlan {
     fn new(src_width: u32, src_height: u32, spec: &PreprocessSpec) -> Self {
-        let geometry = spec.geometry(src_width, src_height);
-        let content_len = 3 * geometry.content_width as usize;
+        let sampling = SamplingPlan::new(src_width, src_height, spec);
+        let content_len = 3 * sampling.geometry.content_width as usize;
         let (mean, std) = match spec.dtype {
             TensorDtype::U8 => ([0.0; 3], [1.0; 3]),
             TensorDtype::F16 | TensorDtype::F32 => (spec.mean, spec.std),
         };
-        let pad = super::finish_pixel([spec.pad as f32; 3], spec);
+        let pad = sampling.pad;
         let width = spec.width as usize;
-        let element = element_bytes(spec.dtype);
+        let element = spec.dtype.bytes();
         let encoded = |values: Vec<f32>| {
             let mut bytes = vec![0; values.len() * element];
             encode(spec.dtype, &values, &mut bytes, &mut Vec::new(), Kernels::PORTABLE);
@@ -138,12 +136,7 @@ impl FastPlan {
         let pad_row = encoded(pad.iter().copied().cycle().take(3 * width).collect());
         let pad_planes = std::array::from_fn(|c| encoded(vec![pad[c]; width]));
         FastPlan {
-            src_width,
-            src_height,
-            spec: spec.clone(),
-            geometry,
-            x_taps: AxisTaps::new(spec.filter, src_width, geometry.content_width),
-            y_taps: AxisTaps::new(spec.filter, src_height, geometry.content_height),
+            sampling,
             mean_row: (0..content_len).map(|j| mean[j % 3]).collect(),
             std_row: (0..content_len).map(|j| std[j % 3]).collect(),
             pad_row,
@@ -152,15 +145,7 @@ impl FastPlan {
     }
 
     fn matches(&self, src_width: u32, src_height: u32, spec: &PreprocessSpec) -> bool {
-        self.src_width == src_width && self.src_height == src_height && self.spec == *spec
-    }
-}
-
-fn element_bytes(dtype: TensorDtype) -> usize {
-    match dtype {
-        TensorDtype::U8 => 1,
-        TensorDtype::F16 => 2,
-        TensorDtype::F32 => 4,
+        self.sampling.matches(src_width, src_height, spec)
     }
 }
 
@@ -228,7 +213,7 @@ impl FastPreprocessor {
     }
 
     /// Preprocesses one frame into `out` (exactly [`PreprocessSpec::bytes`] bytes of native-endian
-    /// u8 / f16 / f32), bit-identical to [`CpuPreprocessor::run`](super::CpuPreprocessor::run).
+    /// u8 / f16 / f32), bit-identical to [`CpuPreprocessor::run`](super::reference::CpuPreprocessor::run).
     /// With `threads` > 1 the output rows are shared out among that many tasks of the current
     /// rayon pool (call it inside the pool that should do the work).
     pub fn run(
@@ -276,10 +261,10 @@ impl FastPreprocessor {
         let Some(plan) = self.plan.as_ref() else { return Ok(()) };
         let participants = participants.max(1);
         let chunks = if participants == 1 { 1 } else { participants * CHUNKS_PER_PARTICIPANT };
-        let rows = band_rows(spec.height as usize, &plan.geometry, chunks);
+        let rows = band_rows(spec.height as usize, &plan.sampling.geometry, chunks);
         self.scratch.resize_with(participants, BandScratch::default);
 
-        let row_bytes = spec.width as usize * element_bytes(spec.dtype);
+        let row_bytes = spec.width as usize * spec.dtype.bytes();
         let mut outputs = Vec::with_capacity(rows.len());
         match spec.layout {
             TensorLayout::Nhwc => {
@@ -350,11 +335,11 @@ impl BandScratch {
     /// Sizes the buffers for `plan` and forgets the rows filtered from the previous frame; the
     /// rows filtered for one chunk serve the next chunk of the same frame.
     fn begin_frame(&mut self, plan: &FastPlan, meta: &FrameMeta) {
-        let content_width = plan.geometry.content_width as usize;
+        let content_width = plan.sampling.geometry.content_width as usize;
         let content_len = 3 * content_width;
-        let ring = plan.y_taps.stride;
+        let ring = plan.sampling.y_taps.stride;
         self.rgbx.clear();
-        self.rgbx.resize(meta.width as usize + plan.x_taps.stride, [0.0; 4]);
+        self.rgbx.resize(meta.width as usize + plan.sampling.x_taps.stride, [0.0; 4]);
         self.ring.resize_with(ring, Vec::new);
         for buffer in &mut self.ring {
             buffer.resize(content_len, 0.0);
@@ -363,7 +348,7 @@ impl BandScratch {
         self.tags.clear();
         self.tags.resize(ring, None);
         self.content.resize(content_len, 0.0);
-        if plan.spec.layout == TensorLayout::Nchw {
+        if plan.sampling.spec.layout == TensorLayout::Nchw {
             for channel in &mut self.channels {
                 channel.resize(content_width, 0.0);
             }
@@ -380,12 +365,12 @@ impl BandScratch {
         out: BandOut,
         kernels: Kernels,
     ) {
-        let spec = &plan.spec;
-        let geometry = plan.geometry;
+        let spec = &plan.sampling.spec;
+        let geometry = plan.sampling.geometry;
         let (pad_x, pad_y) = (geometry.pad_x as usize, geometry.pad_y as usize);
         let (content_width, content_height) = (geometry.content_width as usize, geometry.content_height as usize);
         let content_len = 3 * content_width;
-        let element = element_bytes(spec.dtype);
+        let element = spec.dtype.bytes();
         let first_row = rows.start;
         let mut out = out;
         for y in rows {
@@ -434,25 +419,25 @@ impl BandScratch {
     /// Steps 2 (vertical half), 3 (output order) and 4 (value) for content row `row`, into
     /// `self.content`.
     fn content_row(&mut self, plan: &FastPlan, frame: &[u8], meta: &FrameMeta, row: usize, kernels: Kernels) {
-        let (first, weights) = plan.y_taps.taps(row);
+        let (first, weights) = plan.sampling.y_taps.taps(row);
         // The ring is as long as the widest window, so the window's rows have distinct slots.
         self.slots.clear();
         for source_row in first..first + weights.len() {
             let slot = source_row % self.ring.len();
             if self.tags[slot] != Some(source_row) {
                 convert_row(frame, meta, source_row, &mut self.rgbx, kernels);
-                filter_row(&plan.x_taps, &self.rgbx, &mut self.ring[slot], kernels);
+                filter_row(&plan.sampling.x_taps, &self.rgbx, &mut self.ring[slot], kernels);
                 self.tags[slot] = Some(source_row);
             }
             self.slots.push(slot);
         }
         vertical_row(&self.ring, &self.slots, weights, &mut self.content, kernels);
-        if plan.spec.color == ColorOrder::Bgr {
+        if plan.sampling.spec.color == ColorOrder::Bgr {
             for pixel in self.content.chunks_exact_mut(3) {
                 pixel.swap(0, 2);
             }
         }
-        if plan.spec.dtype != TensorDtype::U8 {
+        if plan.sampling.spec.dtype != TensorDtype::U8 {
             normalise(&mut self.content, &plan.mean_row, &plan.std_row, kernels);
         }
     }
@@ -611,8 +596,8 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::preprocess::CpuPreprocessor;
-    use crate::preprocess::{ResizeFilter, ResizeKind};
+    use crate::preprocess::reference::CpuPreprocessor;
+    use crate::preprocess::spec::{ResizeFilter, ResizeKind};
 
     const FORMATS: [PixelFormat; 5] =
         [PixelFormat::Rgb8, PixelFormat::Bgr8, PixelFormat::Rgba8, PixelFormat::Yuyv, PixelFormat::Nv12];

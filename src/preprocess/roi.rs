@@ -2,7 +2,7 @@
 //! detection's crop goes through the same definition (and, on the GPU, the same kernel) as a
 //! whole frame.
 //!
-//! Owns: [`Roi`], its checks against a frame, and snapping a detection box outward to whole
+//! Owns: [`Roi`], its checks against a frame ([`UnusableRoi`]), and snapping a detection box outward to whole
 //! pixels and to the chroma grid of subsampled formats. Must not: copy pixels (both
 //! implementations read the frame in place through the ROI's offset and the frame's row pitch).
 //!
@@ -13,13 +13,21 @@
 
 use crate::frame::{FrameMeta, PixelFormat};
 
-use super::PreprocessError;
-
 /// A rectangle of whole frame pixels: columns `x .. x + width`, rows `y .. y + height`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Roi {
     pub x: u32,
     pub y: u32,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// An ROI that preprocessing cannot take from its frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("region {roi} is empty, outside the {width}x{height} {format} frame or off its chroma grid")]
+pub struct UnusableRoi {
+    pub roi: Roi,
+    pub format: &'static str,
     pub width: u32,
     pub height: u32,
 }
@@ -63,19 +71,14 @@ impl Roi {
     }
 
     /// Checks that the ROI is not empty, lies inside the `meta` frame and starts on its chroma grid.
-    pub fn check(&self, meta: &FrameMeta) -> Result<(), PreprocessError> {
+    pub fn check(&self, meta: &FrameMeta) -> Result<(), UnusableRoi> {
         let (align_x, align_y) = alignment(meta.format);
         let inside = self.width > 0
             && self.height > 0
             && self.x.checked_add(self.width).is_some_and(|end| end <= meta.width)
             && self.y.checked_add(self.height).is_some_and(|end| end <= meta.height);
         if !inside || !self.x.is_multiple_of(align_x) || !self.y.is_multiple_of(align_y) {
-            return Err(PreprocessError::Roi {
-                roi: *self,
-                format: meta.format.name(),
-                width: meta.width,
-                height: meta.height,
-            });
+            return Err(UnusableRoi { roi: *self, format: meta.format.name(), width: meta.width, height: meta.height });
         }
         Ok(())
     }
@@ -91,7 +94,8 @@ impl std::fmt::Display for Roi {
 mod tests {
     use super::*;
     use crate::config::{ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
-    use crate::preprocess::{CpuPreprocessor, PreprocessSpec};
+    use crate::preprocess::reference::CpuPreprocessor;
+    use crate::preprocess::spec::PreprocessSpec;
     use proptest::prelude::*;
 
     fn meta(format: PixelFormat, width: u32, height: u32) -> FrameMeta {
