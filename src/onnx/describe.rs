@@ -40,7 +40,7 @@ fn describe_model(
         key: format!("{table}.{key}"),
         message: format!("{}: {message}", onnx.display()),
     };
-    let interface = super::read_file(&onnx).map_err(|error| invalid("onnx", error.to_string()))?;
+    let interface = super::read::read_file(&onnx).map_err(|error| invalid("onnx", error.to_string()))?;
     let wants = |key: &str| wanted.contains(&key);
     // The label count separates YOLOv5 from anchor-major YOLOv8 and softmax DETR heads; a label
     // file that does not load is reported where it is loaded.
@@ -81,7 +81,7 @@ fn describe_model(
 /// Fills the `input.*` keys of `wanted` from the interface's first input.
 fn describe_input(
     model: &mut ModelConfig,
-    interface: &super::ModelInterface,
+    interface: &super::interface::ModelInterface,
     decoder: Option<DecoderKind>,
     wanted: &[&'static str],
     table: &str,

@@ -13,7 +13,7 @@ use crate::config::{ClassScores, ColorOrder, DecoderKind, ResizeFilter, ResizeKi
 use crate::decode::nanodet::OutputShape;
 use crate::preprocess::PreprocessSpec;
 
-use super::{Dim, ElementType, ModelInterface, TensorInfo};
+use super::interface::{Dim, ElementType, ModelInterface, TensorInfo};
 
 /// NMS-free heads keep a few hundred rows (YOLOv10 and YOLO26: 300); anchor-based heads have
 /// thousands (YOLOv5 at 640: 25 200; SSD at 300: 1917). So do DETR-family query counts (100–900).

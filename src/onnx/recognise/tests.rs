@@ -1,9 +1,9 @@
 use super::*;
 use crate::config::Config;
-use crate::onnx::{InputScaling, TensorInfo};
+use crate::onnx::interface::{InputScaling, TensorInfo};
 
 fn repo_model(path: &str) -> ModelInterface {
-    crate::onnx::read_file(std::path::Path::new(&format!("{}/{path}", env!("CARGO_MANIFEST_DIR")))).expect(path)
+    crate::onnx::read::read_file(std::path::Path::new(&format!("{}/{path}", env!("CARGO_MANIFEST_DIR")))).expect(path)
 }
 
 fn tensor(name: &str, dims: &[u64]) -> TensorInfo {

@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
-use super::test_models::*;
 use super::*;
+use crate::onnx::test_models::*;
 
 fn repo_file(path: &str) -> Vec<u8> {
     std::fs::read(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).expect(path)
