@@ -211,7 +211,8 @@ impl FrameRing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{LentFrame, PixelFormat, SlotMemory};
+    use crate::frame::format::PixelFormat;
+    use crate::frame::slot::{LentFrame, SlotMemory};
 
     #[test]
     fn the_ring_counts_the_copies_its_slots_noted_and_prepare_starts_a_frame_at_none() {

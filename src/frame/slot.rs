@@ -147,7 +147,7 @@ pub struct FrameSlot {
     meta: FrameMeta,
     len: usize,
     capture_time: Duration,
-    /// When the source handed the frame to the ring ([`FrameRing::publish`](super::FrameRing::publish)).
+    /// When the source handed the frame to the ring ([`FrameRing::publish`](super::ring::FrameRing::publish)).
     pub(super) ready_at: Option<Instant>,
     /// Full-frame copies the source made of the frame in this slot (reset by [`FrameSlot::prepare`]).
     pub(super) copies: u32,
