@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::ControlValues;
+use super::values::{check_threshold, ControlValues};
 use crate::sys::files::{lock_beside, remove_temp_leftovers, LockError, ReadError};
 
 /// Largest controls file read: 64 cameras take a few KiB.
@@ -102,7 +102,7 @@ pub fn load(path: &Path) -> Result<Option<ControlValues>, ControlsFileError> {
     };
     let invalid = |message: String| ControlsFileError::Invalid { path: path.to_path_buf(), message };
     let values: ControlValues = toml::from_str(&text).map_err(|e| invalid(e.message().to_string()))?;
-    super::check_threshold(values.score_threshold).map_err(|error| invalid(error.to_string()))?;
+    check_threshold(values.score_threshold).map_err(|error| invalid(error.to_string()))?;
     Ok(Some(values))
 }
 
@@ -122,7 +122,7 @@ pub fn save(path: &Path, values: &ControlValues) -> Result<(), ControlsFileError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controls::CameraValues;
+    use crate::controls::values::CameraValues;
 
     #[test]
     fn saved_controls_read_back_and_a_missing_file_is_nothing_set() {
