@@ -10,4 +10,3 @@ pub mod classifier;
 pub mod engine_build;
 pub mod scheduler;
 pub mod step;
-mod turns;
