@@ -6,7 +6,7 @@
 //! it answers with) and
 //! [`Classifiers`], a worker's sessions of every lane, created on its thread on its seat like its
 //! detectors' (on the GPU: the same stream and arena), which the sink borrows for one frame.
-//! Must not: choose which tracks to classify (`crate::track::classify_plan`), keep results, or
+//! Must not: choose which tracks to classify (`crate::track::crop_plan`), keep results, or
 //! publish.
 
 use std::sync::Arc;

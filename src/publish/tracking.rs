@@ -7,7 +7,7 @@
 //! outlets), or keep more than one JPEG per live track (the track cap bounds the memory).
 //!
 //! Classifiers (`[models.<name>]` with `kind = "classifier"`): after each update the camera's
-//! [`ClassifyPlan`] of every classifier chooses at most [`MAX_CROPS_PER_FRAME`] confirmed tracks,
+//! [`CropPlan`] of every classifier chooses at most [`MAX_CROPS_PER_FRAME`] confirmed tracks,
 //! the worker's session of that classifier labels their crops of the frame, and the answer is kept
 //! per live track until its `end`; every event of the track carries its latest answers. Tracks the
 //! bound leaves for a later frame are counted ([`CameraTracking::take_classify_skipped`]).
@@ -28,7 +28,7 @@ use crate::frame::FrameSlot;
 use crate::infer::classifier::{Classifiers, Label};
 use crate::preprocess::Roi;
 use crate::publish::snapshot::render_jpeg;
-use crate::track::classify_plan::{Candidate, ClassifyPlan, ClassifyRule};
+use crate::track::crop_plan::{Candidate, CropPlan, CropRule};
 use crate::track::events::{EventKind, Scene, WatchParams};
 use crate::track::occupancy::OccupancyChange;
 use crate::track::scene_tracker::{SceneTracker, TrackingParams};
@@ -48,7 +48,7 @@ pub const MAX_CROPS_PER_FRAME: usize = 4;
 #[derive(Debug)]
 struct CameraClassifier {
     name: String,
-    plan: ClassifyPlan,
+    plan: CropPlan,
 }
 
 /// The camera's classifiers, the latest answers per live track, and reused buffers.
@@ -128,12 +128,12 @@ impl CameraTracking {
     }
 
     /// Runs the classifiers `rules` name (by `[models.<name>]` name) on this camera's tracks.
-    pub fn with_classifiers(mut self, rules: &[(String, ClassifyRule)]) -> CameraTracking {
+    pub fn with_classifiers(mut self, rules: &[(String, CropRule)]) -> CameraTracking {
         self.classification.classifiers = rules
             .iter()
             .map(|(name, rule)| CameraClassifier {
                 name: name.clone(),
-                plan: ClassifyPlan::new(rule.clone(), MAX_CROPS_PER_FRAME),
+                plan: CropPlan::new(rule.clone(), MAX_CROPS_PER_FRAME),
             })
             .collect();
         self
@@ -337,7 +337,7 @@ impl CameraTracking {
 /// The rule of every classifier in `config` (`on` labels as ids of `labels`, the shared list),
 /// by name; `Err` names a label of `on` that no detector knows, or a classifier without
 /// `tracking.enabled` (it runs on tracks).
-pub fn classify_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, ClassifyRule)>, ConfigError> {
+pub fn classify_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, CropRule)>, ConfigError> {
     let mut rules = Vec::new();
     for (name, named) in config.classifiers() {
         if !config.tracking.enabled {
@@ -358,7 +358,7 @@ pub fn classify_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, C
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let rule = ClassifyRule { classes, min_size: named.min_size() as f32, every: named.every() };
+        let rule = CropRule { classes, min_size: named.min_size() as f32, every: named.every() };
         rules.push((name.to_string(), rule));
     }
     Ok(rules)
@@ -502,7 +502,7 @@ mod tests {
     fn a_classifiers_rule_names_its_labels_by_their_shared_ids_and_refuses_unknown_ones() {
         let labels = labels();
         let rules = classify_rules(&classifier_config("[\"traffic light\"]", true), &labels).expect("known label");
-        let rule = ClassifyRule { classes: vec![1], min_size: 48.0, every: 5 };
+        let rule = CropRule { classes: vec![1], min_size: 48.0, every: 5 };
         assert_eq!(rules, [("colour".to_string(), rule)]);
         let unknown = classify_rules(&classifier_config("[\"car\"]", true), &labels).expect_err("no detector has it");
         assert!(unknown.to_string().contains("models.colour.on") && unknown.to_string().contains("`car`"), "{unknown}");
@@ -513,7 +513,7 @@ mod tests {
     #[test]
     fn without_a_session_of_its_classifier_a_track_goes_unlabelled_and_the_bound_counts_what_waits() {
         let labels = labels();
-        let rule = ClassifyRule { classes: vec![1], min_size: 4.0, every: 0 };
+        let rule = CropRule { classes: vec![1], min_size: 4.0, every: 0 };
         let mut params = params();
         params.tracker.max_tracks = 8;
         let mut tracking =

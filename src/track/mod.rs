@@ -14,10 +14,10 @@
 //!   better scores — and says which `start`/`update`/`end` events happened;
 //! - [`occupancy`] counts the confirmed objects per zone and label;
 //! - [`scene_tracker`] runs these three in step for one camera;
-//! - [`classify_plan`] says which tracks a classifier looks at on a frame.
+//! - [`crop_plan`] says which tracks a per-track model (a classifier) looks at on a frame.
 
 pub mod association;
-pub mod classify_plan;
+pub mod crop_plan;
 pub mod events;
 pub mod geometry;
 pub mod kalman;

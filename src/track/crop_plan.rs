@@ -1,10 +1,9 @@
-//! Which of one camera's tracks a classifier looks at on a frame: the rule of a
-//! `[models.<name>]` table with `kind = "classifier"` (`on`, `min_size`, `every`), bounded per
-//! frame.
+//! Which of one camera's tracks a per-track model (a classifier; an embedder) looks at on a frame:
+//! the rule of its `[models.<name>]` table (`on`, `min_size`, `every`), bounded per frame.
 //!
 //! Owns: per track, when and at which score it was last chosen, and the choice of a frame's crops
-//! ([`ClassifyPlan::choose`]). Must not: run the classifier, cut crops, keep its results (the
-//! caller attaches them to the track) or read the config.
+//! ([`CropPlan::choose`]). Must not: run the model, cut crops, keep its answers (the caller keeps
+//! them per track) or read the config.
 //!
 //! A track is due when its class is one of the rule's, its box is at least `min_size` source
 //! pixels wide and high, and either it was never chosen, or (`every = 0`) its detection now scores
@@ -18,10 +17,10 @@ use std::collections::HashMap;
 use super::tracker::TrackId;
 use crate::detection::BoundingBox;
 
-/// What makes a track worth classifying.
+/// What makes a track worth a crop.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ClassifyRule {
-    /// The detector class ids whose tracks are classified.
+pub struct CropRule {
+    /// The detector class ids whose tracks get crops.
     pub classes: Vec<usize>,
     /// Smallest width and height of a box, in source pixels.
     pub min_size: f32,
@@ -55,23 +54,23 @@ struct Chosen {
     score: f32,
 }
 
-/// One camera's classifier plan.
+/// One camera's plan for one per-track model.
 #[derive(Debug, Clone)]
-pub struct ClassifyPlan {
-    rule: ClassifyRule,
+pub struct CropPlan {
+    rule: CropRule,
     max_per_frame: usize,
     /// Frames seen, this one included.
     frame: u64,
     chosen: HashMap<TrackId, Chosen>,
 }
 
-impl ClassifyPlan {
-    pub fn new(rule: ClassifyRule, max_per_frame: usize) -> ClassifyPlan {
-        ClassifyPlan { rule, max_per_frame, frame: 0, chosen: HashMap::new() }
+impl CropPlan {
+    pub fn new(rule: CropRule, max_per_frame: usize) -> CropPlan {
+        CropPlan { rule, max_per_frame, frame: 0, chosen: HashMap::new() }
     }
 
-    /// The tracks to classify on this frame, of `tracks` (the camera's confirmed tracks); called
-    /// once per frame of the camera. The chosen tracks count as classified at this frame's score.
+    /// The tracks to crop on this frame, of `tracks` (the camera's confirmed tracks); called
+    /// once per frame of the camera. The chosen tracks count as cropped at this frame's score.
     pub fn choose(&mut self, tracks: &[Candidate]) -> Choice {
         self.frame += 1;
         let mut due: Vec<(Option<u64>, &Candidate)> = tracks
@@ -120,12 +119,12 @@ mod tests {
         Candidate { track, class_id, score, bbox: BoundingBox { x1: 10.0, y1: 20.0, x2: 10.0 + size, y2: 20.0 + size } }
     }
 
-    fn plan(every: u32, max_per_frame: usize) -> ClassifyPlan {
-        ClassifyPlan::new(ClassifyRule { classes: vec![CAR], min_size: 32.0, every }, max_per_frame)
+    fn plan(every: u32, max_per_frame: usize) -> CropPlan {
+        CropPlan::new(CropRule { classes: vec![CAR], min_size: 32.0, every }, max_per_frame)
     }
 
     #[test]
-    fn a_track_is_classified_once_and_again_only_at_a_better_score() {
+    fn a_track_is_chosen_once_and_again_only_at_a_better_score() {
         let mut plan = plan(0, 4);
         assert_eq!(plan.choose(&[track(1, CAR, 0.6, 64.0)]).chosen, [1]);
         assert_eq!(plan.choose(&[track(1, CAR, 0.6, 64.0)]).chosen, Vec::<TrackId>::new());
@@ -135,7 +134,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_rules_classes_and_boxes_of_at_least_min_size_are_classified() {
+    fn only_the_rules_classes_and_boxes_of_at_least_min_size_are_chosen() {
         let mut plan = plan(0, 4);
         let tracks = [track(1, PERSON, 0.9, 64.0), track(2, CAR, 0.9, 31.0), track(3, CAR, 0.9, 32.0)];
         assert_eq!(plan.choose(&tracks).chosen, [3]);
@@ -143,7 +142,7 @@ mod tests {
     }
 
     #[test]
-    fn with_every_a_track_is_classified_every_n_frames_of_its_camera() {
+    fn with_every_a_track_is_chosen_every_n_frames_of_its_camera() {
         let mut plan = plan(3, 4);
         let chosen_at: Vec<usize> =
             (1..=10).filter(|_| !plan.choose(&[track(7, CAR, 0.5, 64.0)]).chosen.is_empty()).collect();
