@@ -10,7 +10,8 @@
 //! changes saved from the page (applied like a reload), the run-time controls (the threshold to the
 //! workers, a camera's detection stopped, saved to the controls file, announced by the outlets),
 //! the watchdog, the telemetry and live-view ticks, and orderly shutdown (STOPPING → cameras and
-//! workers joined → tracks ended → clips finished → `offline` + bounded flush). Must not: do
+//! workers joined → tracks ended → every outlet stopped alike, at once, each flushing within its
+//! bound: the recorder's clips finished, MQTT's `offline`). Must not: do
 //! per-frame work (`crate::publish::sink` does), assemble figures (`crate::publish::telemetry`
 //! does), know topics or JSON (the MQTT outlet does), load backends itself (`crate::backend::load`
 //! does: it is how the daemon reaches the GPU), or call CUDA.
@@ -46,10 +47,12 @@ use crate::infer::scheduler::{ModelLane, SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
 use crate::model::footprint::{check_fit, EngineEstimate, FitError};
 use crate::model::{DeviceSpec, ModelFiles, ModelSpec};
+use crate::publish::clips::ClipNaming;
+use crate::publish::dispatch::Outlets;
 use crate::publish::live::{LiveView, StartFacts};
 use crate::publish::mqtt::homeassistant::BoardSensors;
 use crate::publish::mqtt::{MqttError, MqttOutlet, MqttSettings};
-use crate::publish::outlet::{DaemonStatus, Outlet, Outlets};
+use crate::publish::outlet::{DaemonStatus, Outlet, Stop};
 use crate::publish::sink::PublishSink;
 use crate::publish::telemetry::{self, FigureSources, Telemetry};
 use crate::record::{RecordError, Recorder};
@@ -315,9 +318,9 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         temperature: !board.thermal.is_empty(),
         gpu_load: board.gpu.as_ref().is_some_and(|gpu| gpu.load_percent.is_some()),
     };
-    let mqtt = {
+    let outlets = {
         let _entered = runtime.enter();
-        let outlet = MqttOutlet::start(
+        let mqtt = MqttOutlet::start(
             mqtt,
             DaemonStatus::Building,
             &config,
@@ -326,11 +329,11 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
             controls.clone(),
             board,
         )?;
-        Arc::new(outlet)
+        Outlets::new(vec![Arc::new(mqtt)])
     };
     if config.telemetry.interval_s > 0 {
         // The previous run's retained figures go at once, not one period from now.
-        mqtt.telemetry(&telemetry::starting_report());
+        outlets.telemetry(&telemetry::starting_report());
     }
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
@@ -342,7 +345,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         log::info!("model: not loaded, every camera runs a [models.<name>] detector");
     }
     if let Err(e) = check_engines_fit(model_runs.then_some(&model), &detectors, &classifiers, &device) {
-        runtime.block_on(mqtt.shutdown_after_failed_start());
+        runtime.block_on(outlets.stop(Stop::FailedStart));
         return Err(e);
     }
     let load_started = Instant::now();
@@ -384,13 +387,13 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         let due = last_telemetry.is_none_or(|at| at.elapsed() >= telemetry_period);
         if config.telemetry.interval_s > 0 && due {
             last_telemetry = Some(std::time::Instant::now());
-            mqtt.telemetry(&telemetry::building_report(&display.line()));
+            outlets.telemetry(&telemetry::building_report(&display.line()));
         }
     };
     let LoadedModels { mut backends, fallback, pending } = match load_models(models, &config, &device, &mut progress) {
         Ok(loaded) => loaded,
         Err(e) => {
-            runtime.block_on(mqtt.shutdown_after_failed_start());
+            runtime.block_on(outlets.stop(Stop::FailedStart));
             return Err(e.into());
         }
     };
@@ -405,7 +408,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         .chain(detector_backends.iter().zip(detectors.iter().map(|detector| &detector.params)));
     for (model_backend, model_params) in checked {
         if let Err(e) = check_model_outputs(model_backend.as_ref(), model_params) {
-            runtime.block_on(mqtt.shutdown_after_failed_start());
+            runtime.block_on(outlets.stop(Stop::FailedStart));
             return Err(e);
         }
     }
@@ -416,7 +419,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let first = model_backend.map(|backend| ModelLane::new(backend, params.clone()));
     let lanes = detector_lanes(first, detectors, detector_backends);
     let Some(backend) = lanes.first().map(|lane| lane.backend.clone()) else {
-        runtime.block_on(mqtt.shutdown_after_failed_start());
+        runtime.block_on(outlets.stop(Stop::FailedStart));
         return Err(DaemonError::CameraFailed("no model loaded".into()));
     };
     let model_load = load_started.elapsed();
@@ -427,7 +430,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let memory = match worker_memory_with_contexts(workers, &worker_models(&lanes, &classifiers)) {
         Ok(memory) => memory,
         Err(e) => {
-            runtime.block_on(mqtt.shutdown_after_failed_start());
+            runtime.block_on(outlets.stop(Stop::FailedStart));
             return Err(e.into());
         }
     };
@@ -435,7 +438,8 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref(), named, &memory);
     let http = http_listener.map(|listener| (listener, http_token));
     let controls = StartControls { controls, changes: controls_changes, applied: controls_applied };
-    let started = Started { engine, gpu, mqtt, run, scenes, sighup, model_load, http, controls, classifiers, pending };
+    let started =
+        Started { engine, gpu, outlets, run, scenes, sighup, model_load, http, controls, classifiers, pending };
     runtime.block_on(serve(config, config_path, lanes, labels, params, notifier, started))
 }
 
@@ -467,12 +471,13 @@ fn restore_controls(controls: &Controls, path: &Path) {
 }
 
 /// What `run` prepared before serving: the telemetry's `engine` section (what the backend said,
-/// and the GPU sampled each period), the MQTT outlet (connected since before the engine build),
-/// this start's run id, the cameras' scenes, and the time the model took to load.
+/// and the GPU sampled each period), the outlets started before the engine build (connected, or
+/// connecting, since), this start's run id, the cameras' scenes, and the time the model took to
+/// load.
 struct Started {
     engine: serde_json::Value,
     gpu: GpuSampler,
-    mqtt: Arc<MqttOutlet>,
+    outlets: Outlets,
     run: Arc<str>,
     scenes: Vec<Scene>,
     /// Installed first thing: a SIGHUP received during start-up waits here.
@@ -504,7 +509,7 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine, gpu, mqtt, run, scenes, mut sighup, model_load, http, controls, classifiers, pending } =
+    let Started { engine, gpu, outlets, run, scenes, mut sighup, model_load, http, controls, classifiers, pending } =
         started;
     let StartControls { controls, changes: mut controls_changes, applied: mut controls_applied } = controls;
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
@@ -525,22 +530,24 @@ async fn serve(
     let recorder = match recorder {
         Ok(Ok(recorder)) => recorder,
         Ok(Err(e)) => {
-            mqtt.shutdown_after_failed_start().await;
+            outlets.stop(Stop::FailedStart).await;
             return Err(e.into());
         }
         Err(e) => {
-            mqtt.shutdown_after_failed_start().await;
+            outlets.stop(Stop::FailedStart).await;
             return Err(DaemonError::Runtime(std::io::Error::other(e)));
         }
     };
+    // The live view and the recorder after the outlets started early, in that order.
+    let recording = recorder.iter().map(|recorder| recorder.clone() as Arc<dyn Outlet>);
+    let outlets = outlets.with(std::iter::once(live.clone() as Arc<dyn Outlet>).chain(recording));
     let http = match http.map(|(listener, token)| {
         HttpServer::start(listener, &config, token, live.clone(), changes_tx, controls.clone(), recorder.clone())
     }) {
         None => None,
         Some(Ok(http)) => Some(http),
         Some(Err(e)) => {
-            stop_recorder(recorder).await;
-            mqtt.shutdown_after_failed_start().await;
+            outlets.stop(Stop::FailedStart).await;
             return Err(e.into());
         }
     };
@@ -548,14 +555,19 @@ async fn serve(
         log::info!("http: the page is on http://{}/ (API under /api/, metrics at /metrics)", http.address);
     }
     let (ended_tx, mut ended_rx) = mpsc::channel(config.cameras.len() * 2 + 1);
-    let mut outlets: Vec<Arc<dyn Outlet>> = vec![mqtt.clone(), live.clone()];
-    if let Some(recorder) = &recorder {
-        outlets.push(recorder.clone());
-    }
-    let outlets = Outlets::new(outlets);
     let stats = live.cameras.iter().map(|camera| camera.stats.clone()).collect();
-    let sink =
-        Arc::new(PublishSink::start(&config, run, labels, scenes, stats, ended_tx, outlets.clone(), controls.clone()));
+    let clips = recorder.clone().map(|recorder| recorder as Arc<dyn ClipNaming>);
+    let sink = Arc::new(PublishSink::start(
+        &config,
+        run,
+        labels,
+        scenes,
+        stats,
+        ended_tx,
+        outlets.clone(),
+        clips,
+        controls.clone(),
+    ));
     // Discovery, every count at 0 and the controls are queued: now the status may say `online`.
     outlets.status(DaemonStatus::Online);
 
@@ -564,8 +576,7 @@ async fn serve(
     let scheduler = match Scheduler::start_lanes(lanes, classifiers, plan, sink.clone(), stop.clone(), &liveness) {
         Ok(scheduler) => scheduler,
         Err(e) => {
-            stop_recorder(recorder).await;
-            mqtt.shutdown_after_failed_start().await;
+            outlets.stop(Stop::FailedStart).await;
             return Err(e.into());
         }
     };
@@ -586,8 +597,7 @@ async fn serve(
             Err(e) => {
                 stop.store(true, Ordering::SeqCst);
                 join_all(pipelines, scheduler).await;
-                stop_recorder(recorder).await;
-                mqtt.shutdown_after_failed_start().await;
+                outlets.stop(Stop::FailedStart).await;
                 return Err(e.into());
             }
         }
@@ -603,11 +613,11 @@ async fn serve(
         None => None,
     };
     log::info!(
-        "running: {} camera(s) on {} inference worker(s), batches of up to {}, publishing under {}",
+        "running: {} camera(s) on {} inference worker(s), batches of up to {}, outlets {:?}",
         pipelines.len(),
         plan.workers,
         plan.max_batch,
-        mqtt.topic_root()
+        outlets
     );
 
     let mut keeper = WatchdogKeeper::new(notifier.clone(), liveness.clone(), max_silence);
@@ -665,9 +675,9 @@ async fn serve(
         }
     }
 
-    // A broker that does not answer while the cameras and the recorder stop is no news: the
+    // A receiver that does not answer while the cameras and the recorder stop is no news: each
     // outlet's stop says what was not delivered.
-    mqtt.stopping();
+    outlets.stopping();
     // A zone change that comes from now on (or waits unread) is answered 503 and saved nowhere.
     drop(changes_rx);
     let _ = notifier.stopping();
@@ -680,22 +690,14 @@ async fn serve(
     }
     stop.store(true, Ordering::SeqCst);
     let join_failure = join_all(pipelines, scheduler).await;
-    // Every camera thread is gone: the last `end` events go out before `offline`.
+    // Every camera thread is gone: the last `end` events go out before `offline`; then every
+    // outlet flushes within its bound (the recorder finishes its clips, MQTT says `offline`).
     sink.finish_tracking();
-    // The clips being written are finished (their post-roll cut at the camera's last frame).
-    stop_recorder(recorder).await;
-    mqtt.shutdown().await;
+    outlets.stop(Stop::Shutdown).await;
     match (failure, join_failure) {
         (Some(message), _) => Err(DaemonError::CameraFailed(message)),
         (None, Some(e)) => Err(e.into()),
         (None, None) => Ok(()),
-    }
-}
-
-/// Finishes the clips being written and stops the recorder's threads, off the async threads.
-async fn stop_recorder(recorder: Option<Arc<Recorder>>) {
-    if let Some(recorder) = recorder {
-        let _ = tokio::task::spawn_blocking(move || recorder.stop()).await;
     }
 }
 

@@ -98,9 +98,8 @@ pub async fn status(State(state): State<HttpState>) -> Response {
         cameras: &cameras,
         load: figures.system,
         jetson: &figures.jetson,
-        mqtt: serde_json::to_value(figures.connection).ok(),
         engine: Some(engine),
-        record: state.record.as_ref().and_then(|recorder| serde_json::to_value(recorder.report()).ok()),
+        outlets: figures.outlets.iter().map(|named| (named.outlet.clone(), named.figures.report.clone())).collect(),
         ts: figures.updated.unwrap_or_else(std::time::SystemTime::now),
     };
     let telemetry: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).unwrap_or_default();

@@ -4,9 +4,10 @@
 //! Owns: the metric names, units, help texts and labels. Names follow Prometheus' conventions:
 //! the `jetson_detectd_` prefix, base units in the name (`_seconds`, `_bytes`, `_hertz`,
 //! `_celsius`, `_watts`, `_ratio`), `_total` on counters; per-camera metrics carry a `camera`
-//! label. Everything is read from the [`LiveView`] (and the [`Recorder`]'s report) at scrape
-//! time, so nothing is counted twice and nothing runs per frame. Must not: keep state of its own or block on the
-//! pipeline.
+//! label. Everything is read from the [`LiveView`] at scrape time, so nothing is counted twice and
+//! nothing runs per frame; each outlet's metrics are the ones it names in its figures
+//! (`crate::publish::figures`), written here with an `outlet` label added to every sample. Must
+//! not: keep state of its own, block on the pipeline, or know any outlet.
 
 use std::sync::Arc;
 
@@ -20,8 +21,9 @@ use prometheus_client::registry::{Registry, Unit};
 use super::exposition::{classic_from_openmetrics, Format};
 use crate::infer::agreement::Agreement;
 use crate::infer::engine_build::{BuildState, ModelBuildReport};
+use crate::publish::dispatch::NamedFigures;
+use crate::publish::figures::{Metric, Samples};
 use crate::publish::live::LiveView;
-use crate::record::Recorder;
 use crate::service::telemetry::LATENCY_BUCKETS_S;
 use crate::source::SourceState;
 
@@ -32,13 +34,10 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// The live view's metrics, and the recorder's (`jetson_detectd_record_…`) when a camera records.
-    pub fn new(view: Arc<LiveView>, record: Option<Arc<Recorder>>) -> Metrics {
+    /// The live view's metrics, every outlet's among them.
+    pub fn new(view: Arc<LiveView>) -> Metrics {
         let mut registry = Registry::with_prefix("jetson_detectd");
         registry.register_collector(Box::new(ViewCollector { view }));
-        if let Some(recorder) = record {
-            registry.register_collector(Box::new(RecordCollector { recorder }));
-        }
         Metrics { registry }
     }
 
@@ -96,6 +95,54 @@ impl Family<'_, '_> {
         let mut metric = self.encoder.encode_descriptor(name, help, unit, MetricType::Counter)?;
         for (labels, value) in samples {
             ConstCounter::new(value).encode(metric.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Family<'_, '_> {
+    /// Every outlet's metrics, one family per metric name (outlets that report the same name,
+    /// such as `outlet_queue_messages`, share it: the first one's help and unit describe it), each
+    /// sample labelled with its outlet first.
+    fn outlets(&mut self, outlets: &[NamedFigures]) -> Result<(), std::fmt::Error> {
+        let mut families: Vec<(&Metric, Vec<(&str, &Samples)>)> = Vec::new();
+        for named in outlets {
+            for metric in &named.figures.metrics {
+                match families.iter_mut().find(|(first, _)| first.name == metric.name) {
+                    Some((_, samples)) => samples.push((&named.outlet, &metric.samples)),
+                    None => families.push((metric, vec![(&named.outlet, &metric.samples)])),
+                }
+            }
+        }
+        for (first, samples) in families {
+            let unit = first.unit.map(|unit| Unit::Other(unit.into()));
+            let labelled = |outlet: &str, labels: &[(&'static str, String)]| -> LabelPairs {
+                std::iter::once(("outlet", outlet.to_owned())).chain(labels.iter().cloned()).collect()
+            };
+            match first.samples {
+                Samples::Gauge(_) => self.gauges(
+                    first.name,
+                    first.help,
+                    unit.as_ref(),
+                    samples.iter().flat_map(|(outlet, samples)| match samples {
+                        Samples::Gauge(values) => {
+                            values.iter().map(|(labels, value)| (labelled(outlet, labels), *value)).collect()
+                        }
+                        Samples::Counter(_) => Vec::new(),
+                    }),
+                )?,
+                Samples::Counter(_) => self.counters(
+                    first.name,
+                    first.help,
+                    unit.as_ref(),
+                    samples.iter().flat_map(|(outlet, samples)| match samples {
+                        Samples::Counter(values) => {
+                            values.iter().map(|(labels, value)| (labelled(outlet, labels), *value)).collect()
+                        }
+                        Samples::Gauge(_) => Vec::new(),
+                    }),
+                )?,
+            }
         }
         Ok(())
     }
@@ -322,49 +369,7 @@ impl Collector for ViewCollector {
             )?;
         }
 
-        let connection = figures.connection;
-        family.gauges(
-            "mqtt_connected",
-            "1 while the broker connection is up.",
-            None,
-            [(Vec::new(), if connection.connected { 1.0 } else { 0.0 })],
-        )?;
-        family.gauges(
-            "mqtt_queue_messages",
-            "Messages waiting or in flight.",
-            None,
-            [(Vec::new(), connection.queued as f64)],
-        )?;
-        family.gauges(
-            "mqtt_queue",
-            "Topic and payload bytes of the queued data messages (what mqtt.queue_max_mib bounds).",
-            Some(&Unit::Bytes),
-            [(Vec::new(), connection.queued_bytes as f64)],
-        )?;
-        family.counters(
-            "mqtt_published_messages",
-            "Messages the broker took.",
-            None,
-            [(Vec::new(), connection.published)],
-        )?;
-        family.counters(
-            "mqtt_dropped_messages",
-            "Messages dropped (queue full, too large, or after shutdown).",
-            None,
-            [(Vec::new(), connection.dropped)],
-        )?;
-        family.counters(
-            "mqtt_reconnects",
-            "Connections after the first.",
-            None,
-            [(Vec::new(), connection.reconnects)],
-        )?;
-        family.counters(
-            "mqtt_takeovers",
-            "Connections the broker closed while another client seemed to take the session (same client id).",
-            None,
-            [(Vec::new(), connection.takeovers)],
-        )?;
+        family.outlets(&figures.outlets)?;
 
         if let Some(load) = &figures.system {
             family.gauges(
@@ -445,83 +450,56 @@ impl Collector for ViewCollector {
     }
 }
 
-/// The recorder's figures: clips, bytes, drops, pre-roll memory and the paused state.
-#[derive(Debug)]
-struct RecordCollector {
-    recorder: Arc<Recorder>,
-}
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
 
-impl Collector for RecordCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let report = self.recorder.report();
-        let cameras = &report.cameras;
-        let mut family = Family { encoder: &mut encoder };
-        family.gauges(
-            "record_paused",
-            "1 while recording is paused because the disk of record.dir is too full (detection goes on), else 0.",
-            None,
-            [(Vec::new(), if report.paused { 1.0 } else { 0.0 })],
-        )?;
-        family.gauges(
-            "record_budget",
-            "The byte budget of record.dir (record.max_gib).",
-            Some(&Unit::Bytes),
-            [(Vec::new(), report.max_bytes as f64)],
-        )?;
-        family.counters(
-            "record_removed_clips",
-            "Clips retention removed (record.max_gib, record.max_days).",
-            None,
-            [(Vec::new(), report.removed)],
-        )?;
-        family.gauges(
-            "record_clips",
-            "Clips of the camera in record.dir.",
-            None,
-            cameras.iter().map(|(name, c)| (camera(name), c.clips as f64)),
-        )?;
-        family.gauges(
-            "record_stored",
-            "Bytes of the camera's clips in record.dir.",
-            Some(&Unit::Bytes),
-            cameras.iter().map(|(name, c)| (camera(name), c.bytes as f64)),
-        )?;
-        family.gauges(
-            "record_recording",
-            "1 while a clip of the camera is being written, else 0.",
-            None,
-            cameras.iter().map(|(name, c)| (camera(name), if c.recording { 1.0 } else { 0.0 })),
-        )?;
-        family.gauges(
-            "record_preroll",
-            "Memory the camera's encoded pre-roll holds.",
-            Some(&Unit::Bytes),
-            cameras.iter().map(|(name, c)| (camera(name), c.preroll_bytes as f64)),
-        )?;
-        family.counters(
-            "record_written_clips",
-            "Clips of the camera finished since start.",
-            None,
-            cameras.iter().map(|(name, c)| (camera(name), c.written)),
-        )?;
-        family.counters(
-            "record_written",
-            "Bytes of the camera's clips finished since start.",
-            Some(&Unit::Bytes),
-            cameras.iter().map(|(name, c)| (camera(name), c.written_bytes)),
-        )?;
-        family.counters(
-            "record_dropped",
-            "Video the recorder dropped (its queue full, the pre-roll over its byte bound, the encoder behind).",
-            None,
-            cameras.iter().map(|(name, c)| (camera(name), c.dropped)),
-        )?;
-        family.counters(
-            "record_failed",
-            "Clips that could not be started or written, and units that could not be read (the log says why).",
-            None,
-            cameras.iter().map(|(name, c)| (camera(name), c.failed)),
-        )?;
-        Ok(())
+    use super::*;
+    use crate::config::Config;
+    use crate::detection::Labels;
+    use crate::publish::figures::{self, OutletFigures};
+    use crate::publish::live::{Figures, StartFacts};
+    use crate::service::notify::Liveness;
+
+    fn named(outlet: &str, metrics: Vec<Metric>) -> NamedFigures {
+        NamedFigures { outlet: outlet.into(), figures: OutletFigures { metrics, ..OutletFigures::default() } }
+    }
+
+    #[test]
+    fn outlets_that_report_one_figure_share_its_family_and_each_sample_names_its_outlet() {
+        let config = Config::embedded_default().expect("the embedded default is valid");
+        let labels = Arc::new(Labels::parse("person\n", std::path::Path::new("labels.txt")).expect("labels"));
+        let facts =
+            StartFacts { engine: serde_json::Value::Null, model_load: Duration::ZERO, started: SystemTime::now() };
+        let view = Arc::new(LiveView::new(Arc::new(config), labels, Liveness::new(), Duration::from_secs(30), facts));
+        let own = Metric {
+            name: "kafka_partitions",
+            help: "Partitions.",
+            unit: None,
+            samples: Samples::Gauge(vec![(vec![("topic", "events".into())], 3.0)]),
+        };
+        view.set_figures(Figures {
+            outlets: vec![
+                named("mqtt", vec![figures::queued_messages(2), figures::dropped_messages(5)]),
+                named("kafka", vec![figures::queued_messages(7), own]),
+            ],
+            ..Figures::default()
+        });
+        let text = Metrics::new(view).encode(Format::OpenMetrics).expect("metrics");
+        let lines: Vec<&str> =
+            text.lines().filter(|line| line.contains("outlet_queue") || line.contains("kafka")).collect();
+        assert_eq!(
+            lines,
+            [
+                "# HELP jetson_detectd_outlet_queue_messages Messages waiting in the outlet's queue or in flight.",
+                "# TYPE jetson_detectd_outlet_queue_messages gauge",
+                "jetson_detectd_outlet_queue_messages{outlet=\"mqtt\"} 2.0",
+                "jetson_detectd_outlet_queue_messages{outlet=\"kafka\"} 7.0",
+                "# HELP jetson_detectd_kafka_partitions Partitions.",
+                "# TYPE jetson_detectd_kafka_partitions gauge",
+                "jetson_detectd_kafka_partitions{outlet=\"kafka\",topic=\"events\"} 3.0",
+            ]
+        );
+        assert!(text.contains("jetson_detectd_outlet_dropped_messages_total{outlet=\"mqtt\"} 5\n"), "{text}");
     }
 }

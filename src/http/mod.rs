@@ -172,7 +172,7 @@ impl HttpServer {
         })?;
         let cameras = view.cameras.len();
         let state = HttpState {
-            metrics: Arc::new(metrics::Metrics::new(view.clone(), record.clone())),
+            metrics: Arc::new(metrics::Metrics::new(view.clone())),
             view,
             token,
             changes,

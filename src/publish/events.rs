@@ -75,8 +75,8 @@ pub struct ObjectEvent {
     pub stamp: Option<EventStamp>,
     /// `end` only, with `snapshot.events`: the track's best picture (JPEG, boxes drawn).
     pub picture: Option<Arc<Vec<u8>>>,
-    /// The clip that shows the event, once it has one (an outlet that records names it:
-    /// `super::outlet::Outlet::clip_of`).
+    /// The clip that shows the event, once it has one (the recorder names it before the outlets
+    /// see the event: `super::clips::ClipNaming`).
     pub clip: Option<ClipRef>,
     /// The latest answer of each classifier on the track (empty without classifiers).
     pub attributes: Attributes,

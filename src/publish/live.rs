@@ -6,8 +6,8 @@
 //! otherwise — rendering and JPEG encoding happen on the reader's side), a bounded ring of recent
 //! events (typed: the HTTP API serialises them with the event schema,
 //! [`EventMessage`](super::events::EventMessage)), the running config (its zones and lines
-//! included, as the last reload or zone change left it) and the latest figures (camera states, the
-//! outlets' connection, scheduler, engine, system load, board sensors). Must not: make the pipeline
+//! included, as the last reload or zone change left it) and the latest figures (camera states,
+//! every outlet's figures, scheduler, engine, system load, board sensors). Must not: make the pipeline
 //! wait on a reader, or know topics and JSON. Every lock here is held only to swap or clone an
 //! `Arc` (or push one event), never across a render, an encode or I/O.
 
@@ -18,8 +18,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
+use super::dispatch::NamedFigures;
 use super::events::ObjectEvent;
-use super::outlet::{ConnectionStats, FrameResult, Outlet, TrackingUpdate};
+use super::outlet::{FrameResult, Outlet, TrackingUpdate};
 use super::payload::TrackAttributes;
 use crate::backend::BackendInfo;
 use crate::config::Config;
@@ -115,8 +116,8 @@ pub struct Figures {
     /// Per camera (config order): its source's state, and frames per second over the last tick.
     pub sources: Vec<Option<SourceReport>>,
     pub fps: Vec<f64>,
-    /// The outlets' connection (MQTT's), as telemetry's `mqtt` section.
-    pub connection: ConnectionStats,
+    /// Every outlet's figures, as telemetry's `outlets` section.
+    pub outlets: Vec<NamedFigures>,
     pub scheduler: Option<ScheduleReport>,
     /// The engines built while the CPU serves (empty without), and `[model]`'s backend now.
     pub builds: Vec<ModelBuildReport>,
@@ -264,6 +265,10 @@ impl LiveView {
 }
 
 impl Outlet for LiveView {
+    fn name(&self) -> &str {
+        "live"
+    }
+
     fn frame(&self, frame: &FrameResult<'_>) {
         if let Some(camera) = self.camera(frame.camera) {
             camera.offer(frame.slot, frame.detections, frame.track_ids, frame.attributes);

@@ -9,7 +9,10 @@
 //! touch frame rings, or block an inference worker (outlets hand over to their own tasks through
 //! bounded queues).
 
+pub mod clips;
+pub mod dispatch;
 pub mod events;
+pub mod figures;
 pub mod live;
 pub mod mqtt;
 pub mod outlet;

@@ -1,11 +1,11 @@
-//! Outlets: everything that leaves the pipeline goes through one small trait, and a dispatcher
-//! fans it out (in the spirit of Frigate's `Communicator` and `Dispatcher`).
+//! Outlets: everything that leaves the pipeline goes through one small trait (in the spirit of
+//! Frigate's `Communicator`), and the dispatcher (`super::dispatch`) fans it out.
 //!
-//! Owns: the [`Outlet`] trait, the typed values outlets receive ([`FrameResult`],
-//! [`TrackingUpdate`], [`DaemonStatus`], the telemetry report), the neutral [`ConnectionStats`]
-//! an outlet with a connection reports, and [`Outlets`], the dispatcher. Must not: know topics,
-//! JSON or any outlet's settings: the MQTT outlet alone turns values into topics and bytes
-//! (`super::mqtt::outlet`), the live view keeps what the HTTP stage reads (`super::live`).
+//! Owns: the [`Outlet`] trait — what an outlet receives, its name, its figures and its bounded
+//! [`Outlet::stop`] — and the typed values outlets receive ([`FrameResult`], [`TrackingUpdate`],
+//! [`DaemonStatus`], the telemetry report). Must not: know topics, JSON or any outlet's settings:
+//! the MQTT outlet alone turns values into topics and bytes (`super::mqtt::outlet`), the live view
+//! keeps what the HTTP stage reads (`super::live`).
 //!
 //! # What an outlet may do, and where
 //!
@@ -21,26 +21,37 @@
 //! from the task that owns the connection. The other methods run on the daemon's async threads or
 //! at start; they must not block either (no CUDA, no file I/O beyond a bounded read).
 //!
+//! # Its life
+//!
+//! An outlet is started by whoever builds it (before the first frame: the MQTT outlet even before
+//! the engine is built, so that subscribers see `building`), told [`Outlet::starting`] once, then
+//! receives values until the daemon calls [`Outlet::stop`] — for every outlet alike, all at once,
+//! at shutdown and after a start that failed. `stop` is bounded by the outlet's own setting (MQTT:
+//! `mqtt.shutdown_flush_ms`) and flushes what it promised within that bound; whatever the outlet
+//! still holds after it is dropped and counted. Each period the daemon reads every outlet's
+//! [`Outlet::figures`] under its [`Outlet::name`]: telemetry's `outlets.<name>`, `/metrics` with an
+//! `outlet` label, `GET /api/status` and, for an outlet with a connection, the `STATUS=` line.
+//!
 //! # Adding an outlet
 //!
-//! Implement [`Outlet`] (every method has a no-op default: take what you need), build it in
-//! `crate::cmd::run` and add it to the [`Outlets`] there. Nothing else changes: no outlet knows
-//! another (the recording outlet of `tests/it/golden.rs` shows it). The values are shared, never
-//! edited by an outlet: what one outlet derives (a clip of an event, a webhook's answer) is its
-//! own output. The one exception is the clip of an event (`crate::record`): the recorder names
-//! it at once, from the event alone ([`Outlet::clip_of`], asked before any outlet receives the
-//! event), so the event itself carries it ([`ObjectEvent::clip`]) and every outlet sees the same
-//! value — the MQTT outlet's `end` names the clip even though the clip is complete only a
-//! post-roll later. Home Assistant's birth message and the command topics (issue 34) are the MQTT
-//! outlet's business alone: its publisher keeps the current state and sends it again, and it
-//! subscribes through its own connection; a command sets the shared
-//! `crate::controls::Controls`, and every outlet hears the applied result ([`Outlet::controls`]).
+//! Implement [`Outlet`] (every method but [`Outlet::name`] has a no-op default: take what you
+//! need) and add it to the outlets the daemon builds (`crate::cmd::run`). No outlet knows another
+//! (the recording outlet of `tests/it/golden.rs` shows it). The values are shared, never edited by
+//! an outlet: what one outlet derives (a webhook's answer) is its own output. The clip of an event
+//! is named before any outlet sees the event, by a stage of the sink (`super::clips`), so every
+//! outlet sees the same [`ObjectEvent::clip`](super::events::ObjectEvent::clip) — the MQTT outlet's
+//! `end` names the clip even though the clip is complete only a post-roll later. Home Assistant's
+//! birth message and the command topics are the MQTT outlet's business alone: its publisher keeps
+//! the current state and sends it again, and it subscribes through its own connection; a command
+//! sets the shared `crate::controls::Controls`, and every outlet hears the applied result
+//! ([`Outlet::controls`]).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use serde::Serialize;
-
-use super::events::{ClipRef, ObjectEvent};
+use super::events::ObjectEvent;
+use super::figures::OutletFigures;
 use super::payload::TrackAttributes;
 use crate::config::Config;
 use crate::controls::ControlValues;
@@ -93,31 +104,28 @@ pub enum DaemonStatus {
     Online,
 }
 
-/// How an outlet's connection is doing (the MQTT outlet's, today): telemetry's `mqtt` section,
-/// the page and `/metrics` read it without knowing whose it is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ConnectionStats {
-    /// A connection is up (for MQTT: a CONNACK was received and the connection has not failed since).
-    pub connected: bool,
-    /// Messages accepted and not yet acknowledged (QoS ≥ 1) or written (QoS 0), status messages included.
-    pub queued: usize,
-    /// Bytes (payload and topic) of the queued data messages, what `mqtt.queue_max_mib` bounds.
-    pub queued_bytes: usize,
-    /// Messages dropped: by the queue bounds (per-frame messages first, then the oldest), for being
-    /// too large or having an invalid topic, or for arriving after `shutdown()`.
-    pub dropped: u64,
-    /// Messages acknowledged by the broker (QoS ≥ 1) or written to it (QoS 0), status messages included.
-    pub published: u64,
-    /// Successful connections after the first.
-    pub reconnects: u64,
-    /// Connections the broker closed right after accepting them, while that looked like another
-    /// client taking the session over (same client id).
-    pub takeovers: u64,
+/// Why an outlet is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The daemon shuts down: say so (MQTT: `offline`) and flush what is queued, within the
+    /// outlet's bound.
+    Shutdown,
+    /// The start failed before the daemon detected anything: end without waiting for a
+    /// connection that never came (the error is not held back); what a connection made meanwhile
+    /// would carry is what [`Stop::Shutdown`] sends.
+    FailedStart,
 }
 
-/// Receives what leaves the pipeline. Every method has a no-op default; see the module doc for
-/// what may run where.
+/// An outlet's [`Outlet::stop`] under way: a future that ends within the outlet's bound.
+pub type Stopping = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Receives what leaves the pipeline. Every method but [`Outlet::name`] has a no-op default; see
+/// the module doc for what may run where.
 pub trait Outlet: Send + Sync {
+    /// The outlet's name, unique among the daemon's outlets: its figures' key (`outlets.<name>` in
+    /// telemetry, the `outlet` label in `/metrics`) and how the log names it.
+    fn name(&self) -> &str;
+
     /// Once, before the first frame: what subscribers need first (discovery, counts at 0).
     fn starting(&self, _config: &Config) {}
 
@@ -144,97 +152,28 @@ pub trait Outlet: Send + Sync {
     /// applied: what they all are now.
     fn controls(&self, _values: &ControlValues) {}
 
-    /// The daemon's status changed (it goes `offline` when the outlet shuts down).
+    /// The daemon's status changed (an outlet that announces it says `offline` in its
+    /// [`Outlet::stop`]).
     fn status(&self, _status: DaemonStatus) {}
 
     /// The periodic telemetry report (and, during an engine build, its progress).
     fn telemetry(&self, _report: &TelemetryReport<'_>) {}
 
-    /// The outlet's connection figures, if it has a connection.
-    fn connection(&self) -> Option<ConnectionStats> {
+    /// The outlet's figures as of now (its queue, what it delivered and dropped, its connection):
+    /// read each period, on the daemon's async threads, so it only reads counters.
+    fn figures(&self) -> Option<OutletFigures> {
         None
     }
 
-    /// The figures of an outlet that records (`crate::record`): telemetry's `record` section.
-    fn recording(&self) -> Option<serde_json::Value> {
-        None
-    }
+    /// The daemon has begun to stop (a signal came): the cameras and the recorder stop before
+    /// [`Outlet::stop`], and their last events still come. An outlet may quiet what it would
+    /// report meanwhile (MQTT no longer logs its retries).
+    fn stopping(&self) {}
 
-    /// The clip `event` of `camera` belongs to, for an outlet that records (`crate::record`).
-    /// Asked for every event before any outlet receives it, on the inference worker: it answers
-    /// at once, from the event alone (no I/O, no waiting), and the answer travels in the event.
-    fn clip_of(&self, _camera: &str, _event: &ObjectEvent) -> Option<ClipRef> {
-        None
-    }
-}
-
-/// The dispatcher: hands everything to every outlet, in the order they were added.
-#[derive(Clone, Default)]
-pub struct Outlets(Arc<[Arc<dyn Outlet>]>);
-
-impl std::fmt::Debug for Outlets {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Outlets({})", self.0.len())
-    }
-}
-
-impl Outlets {
-    pub fn new(outlets: Vec<Arc<dyn Outlet>>) -> Outlets {
-        Outlets(outlets.into())
-    }
-}
-
-impl Outlet for Outlets {
-    fn starting(&self, config: &Config) {
-        self.0.iter().for_each(|outlet| outlet.starting(config));
-    }
-
-    fn frame(&self, frame: &FrameResult<'_>) {
-        self.0.iter().for_each(|outlet| outlet.frame(frame));
-    }
-
-    fn picture(&self, camera: &str, slot: &FrameSlot, snapshot: Option<&[u8]>) {
-        self.0.iter().for_each(|outlet| outlet.picture(camera, slot, snapshot));
-    }
-
-    fn detection_stopped(&self, camera: &str) {
-        self.0.iter().for_each(|outlet| outlet.detection_stopped(camera));
-    }
-
-    fn tracking(&self, camera: &str, update: &TrackingUpdate<'_>) {
-        if !update.is_empty() {
-            self.0.iter().for_each(|outlet| outlet.tracking(camera, update));
-        }
-    }
-
-    fn reconfigured(&self, config: &Config) {
-        self.0.iter().for_each(|outlet| outlet.reconfigured(config));
-    }
-
-    fn controls(&self, values: &ControlValues) {
-        self.0.iter().for_each(|outlet| outlet.controls(values));
-    }
-
-    fn status(&self, status: DaemonStatus) {
-        self.0.iter().for_each(|outlet| outlet.status(status));
-    }
-
-    fn telemetry(&self, report: &TelemetryReport<'_>) {
-        self.0.iter().for_each(|outlet| outlet.telemetry(report));
-    }
-
-    /// The first outlet's that has a connection.
-    fn connection(&self) -> Option<ConnectionStats> {
-        self.0.iter().find_map(|outlet| outlet.connection())
-    }
-
-    /// The first recording outlet's figures (one recorder per daemon).
-    fn recording(&self) -> Option<serde_json::Value> {
-        self.0.iter().find_map(|outlet| outlet.recording())
-    }
-
-    /// The first outlet's answer (one recorder per daemon).
-    fn clip_of(&self, camera: &str, event: &ObjectEvent) -> Option<ClipRef> {
-        self.0.iter().find_map(|outlet| outlet.clip_of(camera, event))
+    /// Ends the outlet: it takes nothing more, flushes what it promised within its own bound, and
+    /// stops its task. Called once, for every outlet alike; the future must end within the bound
+    /// (an outlet that blocks, such as one joining threads, does so off the async threads).
+    fn stop(self: Arc<Self>, _why: Stop) -> Stopping {
+        Box::pin(std::future::ready(()))
     }
 }

@@ -18,8 +18,10 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use super::events::ObjectEvent;
-use super::outlet::{FrameResult, Outlet, Outlets, TrackingUpdate};
+use super::clips::ClipNaming;
+use super::dispatch::Outlets;
+use super::events::{ClipRef, ObjectEvent};
+use super::outlet::{FrameResult, TrackingUpdate};
 use super::snapshot::Snapshotter;
 use super::tracking::{classify_rules, tracking_params, CameraTracking};
 use crate::config::Config;
@@ -47,6 +49,8 @@ struct CameraEntry {
 /// Turns processed frames into values for the outlets, and statistics.
 pub struct PublishSink {
     outlets: Outlets,
+    /// Names each event's clip before the outlets see it (the recorder, when a camera records).
+    clips: Option<Arc<dyn ClipNaming>>,
     labels: Arc<Labels>,
     /// In config order.
     cameras: Vec<CameraEntry>,
@@ -58,11 +62,11 @@ pub type Ended = (String, Result<(), String>);
 
 impl PublishSink {
     /// Sets up every camera's tracking and snapshots, and gives the outlets what subscribers need
-    /// before the first frame ([`Outlet::starting`], then each camera's zone counts at 0). `scenes`
+    /// before the first frame (`Outlet::starting`, then each camera's zone counts at 0). `scenes`
     /// are the cameras' zones and lines and `stats` their statistics, both in config order; the
     /// end of every camera and inference worker is reported on `ended`. `run` (this start's id)
     /// and a per-camera sequence number stamp every event; `controls` say whether a camera's
-    /// periodic snapshots are made.
+    /// periodic snapshots are made. `clips` names each event's clip before the outlets see it.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         config: &Config,
@@ -72,6 +76,7 @@ impl PublishSink {
         stats: Vec<Arc<CameraStats>>,
         ended: mpsc::Sender<Ended>,
         outlets: Outlets,
+        clips: Option<Arc<dyn ClipNaming>>,
         controls: Arc<Controls>,
     ) -> PublishSink {
         outlets.starting(config);
@@ -108,7 +113,7 @@ impl PublishSink {
                 }
             })
             .collect();
-        PublishSink { outlets, labels, cameras, ended }
+        PublishSink { outlets, clips, labels, cameras, ended }
     }
 
     fn camera(&self, name: &str) -> Option<&CameraEntry> {
@@ -127,7 +132,7 @@ impl PublishSink {
 
     /// Applies a reloaded `config`'s tracking settings and each camera's zones and lines
     /// (`scenes`, in config order) — live tracks continue —, then tells the outlets
-    /// ([`Outlet::reconfigured`]: publish settings, discovery, the live view's config).
+    /// (`Outlet::reconfigured`: publish settings, discovery, the live view's config).
     pub fn reload(&self, config: &Config, scenes: Vec<Scene>) {
         let params = tracking_params(&config.tracking);
         for (camera, scene) in config.cameras.iter().zip(scenes) {
@@ -176,9 +181,14 @@ impl PublishSink {
 
     fn finish(&self, camera: &str, tracking: &mut Option<CameraTracking>) {
         if let Some(tracking) = tracking {
-            let clips = |event: &ObjectEvent| self.outlets.clip_of(camera, event);
+            let clips = |event: &ObjectEvent| self.clip_of(camera, event);
             self.outlets.tracking(camera, &tracking.finish(&clips));
         }
+    }
+
+    /// The clip `event` of `camera` belongs to, named before the outlets see the event.
+    fn clip_of(&self, camera: &str, event: &ObjectEvent) -> Option<ClipRef> {
+        self.clips.as_ref().and_then(|clips| clips.clip_of(camera, event))
     }
 
     /// The camera's periodic snapshot of this frame, if one is due and its snapshots are on.
@@ -225,7 +235,7 @@ impl FrameSink for PublishSink {
         }
         let (track_ids, attributes, update) = match step.as_mut() {
             Some(tracking) => {
-                let clips = |event: &ObjectEvent| self.outlets.clip_of(camera, event);
+                let clips = |event: &ObjectEvent| self.clip_of(camera, event);
                 let (track_ids, attributes, update) =
                     tracking.frame(slot, detections, &self.labels, &clips, classifiers);
                 (track_ids, Some(attributes), update)
@@ -286,12 +296,17 @@ mod tests {
     use super::*;
     use crate::config::{camera_scenes, ConfigOrigin};
     use crate::frame::{HeapMemory, PixelFormat};
+    use crate::publish::outlet::Outlet;
 
     /// Writes down what reaches the outlets.
     #[derive(Default)]
     struct Seen(Mutex<Vec<String>>);
 
     impl Outlet for Seen {
+        fn name(&self) -> &str {
+            "seen"
+        }
+
         fn frame(&self, frame: &FrameResult<'_>) {
             lock(&self.0).push(format!("frame of {}", frame.camera));
         }
@@ -324,6 +339,7 @@ mod tests {
             vec![stats.clone()],
             ended,
             outlets,
+            None,
             controls.clone(),
         );
         let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));

@@ -5,16 +5,16 @@
 //! Owns: the report's `engine` section (what the backend said, a fallback, each named model's
 //! backend and every model's device memory as `run` read them at start, the GPU sampled each
 //! period, the scheduler's figures), moving each camera ring's counts into the camera's
-//! statistics, the fps window of the live view, the system samplers, and what one tick does.
-//! Must not: serialise or publish (the outlets do: [`Outlet::telemetry`]), or call CUDA on the
-//! async threads (the GPU is sampled on a blocking thread).
+//! statistics, the fps window of the live view, the system samplers, reading every outlet's
+//! figures, and what one tick does. Must not: publish (the outlets do: `Outlet::telemetry`), or
+//! call CUDA on the async threads (the GPU is sampled on a blocking thread).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::dispatch::{NamedFigures, Outlets};
 use super::live::{Figures, LiveView};
-use super::outlet::{Outlet, Outlets};
 use super::sink::PublishSink;
 use crate::backend::load::GpuSampler;
 use crate::backend::{BackendInfo, WorkerMemory};
@@ -78,9 +78,8 @@ fn report_without_figures(engine: serde_json::Value) -> TelemetryReport<'static>
         cameras: &[],
         load: None,
         jetson: &NO_READINGS,
-        mqtt: None,
         engine: Some(engine),
-        record: None,
+        outlets: Vec::new(),
         ts: SystemTime::now(),
     }
 }
@@ -189,8 +188,8 @@ impl Telemetry {
                 Some(stats.snapshot().with_source(pipeline.source_report()))
             })
             .collect();
-        let connection = sources.outlets.connection();
-        let mut line = status_line(&snapshots, connection.is_some_and(|stats| stats.connected));
+        let outlets = sources.outlets.figures();
+        let mut line = status_line(&snapshots, &connections(&outlets));
         if let Some(build) = sources.builds.and_then(|builds| building_line(&builds.report())) {
             line = format!("{build}; {line}");
         }
@@ -216,9 +215,8 @@ impl Telemetry {
             cameras: &snapshots,
             load: Some(self.sampler.sample()),
             jetson: &jetson,
-            mqtt: connection.and_then(|stats| serde_json::to_value(stats).ok()),
             engine: Some(engine),
-            record: sources.outlets.recording(),
+            outlets: outlets.into_iter().map(|named| (named.outlet, named.figures.report)).collect(),
             ts: SystemTime::now(),
         };
         sources.outlets.telemetry(&report);
@@ -239,7 +237,7 @@ impl Telemetry {
         live.set_figures(Figures {
             sources: sources.pipelines.iter().map(|pipeline| Some(pipeline.source_report())).collect(),
             fps,
-            connection: sources.outlets.connection().unwrap_or_default(),
+            outlets: sources.outlets.figures(),
             scheduler: Some(sources.scheduler.report()),
             builds: sources.builds.map(EngineBuilds::report).unwrap_or_default(),
             backend: sources.builds.map(|_| sources.scheduler.backend().info()),
@@ -262,6 +260,11 @@ impl Telemetry {
             stats.set_truncated(ring.truncated.load(std::sync::atomic::Ordering::Relaxed));
         }
     }
+}
+
+/// The outlets that have a connection, by name, and whether it is up (the `STATUS=` line).
+fn connections(outlets: &[NamedFigures]) -> Vec<(&str, bool)> {
+    outlets.iter().filter_map(|named| Some((named.outlet.as_str(), named.figures.connected?))).collect()
 }
 
 #[cfg(test)]

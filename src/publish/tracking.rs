@@ -34,7 +34,7 @@ use crate::track::occupancy::OccupancyChange;
 use crate::track::scene_tracker::{SceneTracker, TrackingParams};
 use crate::track::tracker::{Lifecycle, TrackId, TrackerParams};
 
-/// Names the clip an event belongs to (the outlets' answer, `super::outlet::Outlet::clip_of`).
+/// Names the clip an event belongs to (the sink's clip stage, `super::clips::ClipNaming`).
 pub type ClipNamer<'a> = dyn Fn(&ObjectEvent) -> Option<ClipRef> + 'a;
 
 /// A track's kept picture is replaced when a detection beats its score by this much.

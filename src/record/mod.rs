@@ -15,6 +15,7 @@ pub mod camera;
 pub mod clip;
 #[cfg(feature = "gstreamer")]
 pub mod encode;
+pub mod figures;
 pub mod index;
 pub mod mp4;
 pub mod nal;
@@ -36,8 +37,10 @@ use crate::config::record::EncoderChoice;
 use crate::config::{Config, SourceConfig};
 use crate::controls::{CameraControls, Controls, Switch};
 use crate::detection::Labels;
+use crate::publish::clips::ClipNaming;
 use crate::publish::events::{ClipRef, ObjectEvent};
-use crate::publish::outlet::{FrameResult, Outlet};
+use crate::publish::figures::OutletFigures;
+use crate::publish::outlet::{FrameResult, Outlet, Stop, Stopping};
 use crate::source::tap::RecordTap;
 use crate::sys::lock::lock;
 use camera::{CameraContext, CameraRecordStats, CameraThread, Feed, Pause};
@@ -309,7 +312,7 @@ impl Recorder {
         self.camera(camera).is_some()
     }
 
-    /// The recorder's figures: telemetry's `record` section, `/metrics`, the page.
+    /// The recorder's figures: telemetry's `outlets.record`, `/metrics`, the page.
     pub fn report(&self) -> RecordReport {
         let totals = self.index.totals();
         let cameras = self
@@ -350,7 +353,8 @@ impl Recorder {
 
     /// Finishes every clip being written and stops the threads (after the cameras stopped: a
     /// camera's thread first writes what its queue still holds, for at most [`STOP_GRACE`]).
-    pub fn stop(&self) {
+    /// Blocks: the daemon calls it off its async threads ([`Outlet::stop`]).
+    pub fn finish(&self) {
         for entry in &self.cameras {
             lock(&entry.tap).take();
         }
@@ -374,17 +378,35 @@ impl Recorder {
     }
 }
 
-/// The recorder as an outlet: it names each event's clip (and tells the camera's recorder thread
-/// what to record), and each processed frame lets events waiting for `min_event_s` start theirs.
+/// The recorder as an outlet: each processed frame lets events waiting for `min_event_s` start
+/// their clips; its figures are its report; stopping it finishes the clips being written.
 impl Outlet for Recorder {
+    fn name(&self) -> &str {
+        "record"
+    }
+
     fn frame(&self, frame: &FrameResult<'_>) {
         self.frame_at(frame.camera, frame.slot.meta().captured_at);
     }
 
-    fn recording(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(self.report()).ok()
+    fn figures(&self) -> Option<OutletFigures> {
+        Some(figures::figures(&self.report()))
     }
 
+    /// Finishes the clips being written (their post-roll cut at the camera's last frame), off the
+    /// async threads; at most [`STOP_GRACE`] for the queues, then the threads are joined.
+    fn stop(self: Arc<Self>, _why: Stop) -> Stopping {
+        Box::pin(async move {
+            if let Err(error) = tokio::task::spawn_blocking(move || self.finish()).await {
+                log::error!("record: finishing the clips failed: {error}");
+            }
+        })
+    }
+}
+
+/// The recorder names each event's clip (and tells the camera's recorder thread what to record)
+/// before the outlets see the event.
+impl ClipNaming for Recorder {
     fn clip_of(&self, camera: &str, event: &ObjectEvent) -> Option<ClipRef> {
         let label = self.labels.name(event.class_id);
         let facts = EventFacts {
@@ -399,7 +421,7 @@ impl Outlet for Recorder {
     }
 }
 
-/// The recorder's figures (telemetry's `record` section).
+/// The recorder's figures (telemetry's `outlets.record`).
 #[derive(Debug, Clone, Serialize)]
 pub struct RecordReport {
     pub dir: String,
@@ -515,6 +537,6 @@ mod tests {
         assert_eq!(controls.set("gate", Switch::Record, false), Ok(true));
         assert_eq!(recorder.event("gate", &start(3)), None, "switched off");
         assert_eq!(recorder.event("side", &start(4)), None, "not a recording camera");
-        recorder.stop();
+        recorder.finish();
     }
 }

@@ -316,7 +316,7 @@ fn api_clips(address: SocketAddr, camera: &str) -> Vec<serde_json::Value> {
 
 /// The recorder's figures in `/api/status`.
 fn record_status(address: SocketAddr) -> serde_json::Value {
-    request(address, "GET", "/api/status", &[], &[]).json()["telemetry"]["record"].clone()
+    request(address, "GET", "/api/status", &[], &[]).json()["telemetry"]["outlets"]["record"].clone()
 }
 
 #[test]
@@ -495,11 +495,16 @@ fn a_full_disk_pauses_recording_and_says_so_while_detections_go_on() {
     let paused = |messages: &[crate::broker::Received]| {
         messages.iter().any(|m| {
             let report: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
-            report["record"]["paused"] == true
+            report["outlets"]["record"]["paused"] == true
         })
     };
     daemon.wait_for_messages(&subscriber, &telemetry, "telemetry saying recording is paused", paused);
-    let status = record_status(address);
+    // The API's figures are refreshed every 2 s, apart from the telemetry period.
+    let mut status = serde_json::Value::Null;
+    daemon.wait_until("the API saying recording is paused", || {
+        status = record_status(address);
+        status["paused"] == true
+    });
     let reason = status["paused_reason"].as_str().unwrap_or_default().to_owned();
     assert!(reason.contains("full") || reason.contains("free"), "{status}");
     assert!(daemon.log().contains("recording paused"), "the log says so:\n{}", daemon.log());

@@ -736,8 +736,9 @@ fn run_publishes_per_camera_detections_snapshots_and_telemetry() {
             assert_eq!(value["seq"], 0, "only the first report says starting: {}", report.text());
             continue;
         }
-        assert!(value["mqtt"].is_object(), "telemetry carries the MQTT queue state: {}", report.text());
-        assert!(value["mqtt"]["queued_bytes"].is_u64(), "and the queue's bytes: {}", report.text());
+        let mqtt = &value["outlets"]["mqtt"];
+        assert!(mqtt.is_object(), "telemetry carries the MQTT outlet's queue state: {}", report.text());
+        assert!(mqtt["queued_bytes"].is_u64(), "and the queue's bytes: {}", report.text());
         check_model_memory(&value["engine"]["model_memory"], report);
     }
     assert_eq!(run_ids.len(), 1, "detections and telemetry of one start share one run: {run_ids:?}");

@@ -38,11 +38,12 @@ use jetson_detectd::detection::{BoundingBox, Detection, Labels};
 use jetson_detectd::frame::{FrameMeta, FrameSlot, FrameTimings, HeapMemory, PixelFormat};
 use jetson_detectd::infer::classifier::Classifiers;
 use jetson_detectd::infer::step::FrameSink;
+use jetson_detectd::publish::dispatch::Outlets;
 use jetson_detectd::publish::events::{EventMessage, ObjectEvent};
 use jetson_detectd::publish::live::{LiveView, StartFacts};
 use jetson_detectd::publish::mqtt::homeassistant::BoardSensors;
 use jetson_detectd::publish::mqtt::{MqttOutlet, MqttSettings};
-use jetson_detectd::publish::outlet::{DaemonStatus, FrameResult, Outlet, Outlets, TrackingUpdate};
+use jetson_detectd::publish::outlet::{DaemonStatus, FrameResult, Outlet, Stop, TrackingUpdate};
 use jetson_detectd::publish::sink::PublishSink;
 use jetson_detectd::service::notify::Liveness;
 use jetson_detectd::track::events::Scene;
@@ -325,7 +326,7 @@ impl Recording<'_> {
     fn step(&mut self, name: impl Into<String>) {
         let deadline = Instant::now() + WAIT;
         loop {
-            let stats = self.mqtt.connection().expect("the MQTT outlet has a connection");
+            let stats = self.mqtt.stats();
             assert_eq!(stats.dropped, 0, "the publisher dropped messages");
             if stats.published > 0 && stats.queued == 0 && self.capture.len() as u64 == stats.published {
                 break;
@@ -353,6 +354,10 @@ impl Recorder {
 }
 
 impl Outlet for Recorder {
+    fn name(&self) -> &str {
+        "golden-recorder"
+    }
+
     fn frame(&self, frame: &FrameResult<'_>) {
         *self.frames.lock().expect("recorder").entry(frame.camera.to_string()).or_default() += 1;
         self.record(frame.camera, frame.tracking.events);
@@ -419,7 +424,7 @@ fn run_script() -> (String, Recorder) {
     let stats = live.cameras.iter().map(|camera| camera.stats.clone()).collect();
     let start_scenes = scenes(&config, &labels);
     let sink =
-        PublishSink::start(&config, RUN_ID.into(), labels.clone(), start_scenes, stats, ended, outlets, controls);
+        PublishSink::start(&config, RUN_ID.into(), labels.clone(), start_scenes, stats, ended, outlets, None, controls);
     recording.step("start: discovery, counts at 0");
 
     let mut running = config.clone();
@@ -454,7 +459,7 @@ fn run_script() -> (String, Recorder) {
     }
     sink.finish_tracking();
     recording.step("finish tracking (shutdown)");
-    runtime.block_on(mqtt.shutdown());
+    runtime.block_on(mqtt.clone().stop(Stop::Shutdown));
     recording.step("shutdown");
 
     let mut text = String::from(

@@ -406,7 +406,7 @@ fn the_page_the_api_and_metrics_show_every_camera() {
         Some(1.0)
     );
     assert_eq!(value_of(&samples, "jetson_detectd_healthy", &[]), Some(1.0));
-    assert_eq!(value_of(&samples, "jetson_detectd_mqtt_connected", &[]), Some(1.0));
+    assert_eq!(value_of(&samples, "jetson_detectd_outlet_connected", &[("outlet", "mqtt")]), Some(1.0));
     for name in [
         "jetson_detectd_camera_dropped_frames_total",
         "jetson_detectd_camera_over_limit_frames_total",
@@ -414,9 +414,10 @@ fn the_page_the_api_and_metrics_show_every_camera() {
         "jetson_detectd_camera_frame_copies_total",
         "jetson_detectd_mqtt_takeovers_total",
         "jetson_detectd_inference_batch_size_count",
-        "jetson_detectd_mqtt_queue_messages",
-        "jetson_detectd_mqtt_queue_bytes",
-        "jetson_detectd_mqtt_dropped_messages_total",
+        "jetson_detectd_outlet_queue_messages",
+        "jetson_detectd_outlet_queue_bytes",
+        "jetson_detectd_outlet_delivered_messages_total",
+        "jetson_detectd_outlet_dropped_messages_total",
         "jetson_detectd_mqtt_reconnects_total",
         "jetson_detectd_model_load_seconds",
         "jetson_detectd_context_scratch_bytes",

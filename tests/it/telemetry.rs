@@ -127,14 +127,16 @@ fn telemetry_message_has_every_documented_field() {
         cameras: &cameras,
         load: Some(sampler.sample()),
         jetson: &jetson,
-        mqtt: Some(serde_json::json!({"connected": true, "queued": 0, "dropped": 0, "published": 42, "reconnects": 1})),
         engine: Some(serde_json::json!({"kind": "cpu", "model": "ssd.onnx"})),
-        record: None,
+        outlets: vec![(
+            "mqtt".into(),
+            serde_json::json!({"connected": true, "queued": 0, "dropped": 0, "published": 42, "reconnects": 1}),
+        )],
         ts: SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_341_600),
     };
     let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("valid JSON");
 
-    assert_eq!(json["schema"], 1);
+    assert_eq!(json["schema"], 2);
     assert_eq!(json["ts"], "2026-11-22T10:00:00.000Z");
     let front = &json["cameras"]["front"];
     assert_eq!(
@@ -159,7 +161,7 @@ fn telemetry_message_has_every_documented_field() {
     }
     assert_eq!(json["thermal"]["cpu-thermal"], 47.5);
     assert_eq!(json["power"]["VDD_IN"], serde_json::json!({"mv": 5072, "ma": 1336, "mw": 6776}));
-    assert_eq!(json["mqtt"]["published"], 42);
+    assert_eq!(json["outlets"]["mqtt"]["published"], 42);
     assert_eq!(json["engine"]["kind"], "cpu");
     assert!(json["warnings"][0].as_str().is_some_and(|w| w.contains("jetson_clocks")));
 }
@@ -173,9 +175,8 @@ fn telemetry_without_jetson_files_omits_their_sections() {
         cameras: &[],
         load: None,
         jetson: &jetson,
-        mqtt: None,
         engine: None,
-        record: None,
+        outlets: Vec::new(),
         ts: SystemTime::now(),
     };
     let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("valid JSON");

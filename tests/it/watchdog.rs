@@ -239,7 +239,7 @@ fn an_offline_camera_keeps_the_keep_alives_flowing_and_shows_its_state() {
         other => panic!("the camera should be reconnecting, not {other:?}"),
     }
     assert!(report.since <= started + Duration::from_secs(1), "offline since it was opened: {report:?}");
-    let line = status_line(&[CameraStats::new("gate").snapshot().with_source(report)], true);
+    let line = status_line(&[CameraStats::new("gate").snapshot().with_source(report)], &[("mqtt", true)]);
     assert!(line.contains("gate: reconnecting for ") && line.contains("No such file"), "{line}");
     rig.stop(pipeline);
 }

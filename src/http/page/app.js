@@ -141,13 +141,19 @@ async function refreshStatus() {
       : ((engine.models || {})[String(table).replace(/^models\./, '')] || {}).model) || '';
     const cameraModels = status.camera_models || {};
     const running = [...new Set(Object.values(cameraModels).map(modelOf))].filter(Boolean).join(', ');
-    const record = t.record ? ` · clips ${t.record.clips}${t.record.paused ? ` · recording paused: ${t.record.paused_reason}` : ''}` : '';
+    const outlets = t.outlets || {};
+    const connections = Object.entries(outlets)
+      .filter(([, figures]) => typeof figures.connected === 'boolean')
+      .map(([name, figures]) => ` · ${name} ${figures.connected ? 'connected' : 'away'}`)
+      .join('');
+    const rec = outlets.record;
+    const record = rec ? ` · clips ${rec.clips}${rec.paused ? ` · recording paused: ${rec.paused_reason}` : ''}` : '';
     const build = engine.build ? engine.build : null;
     const building = build && build.status !== 'ready'
       ? ` · engine ${build.status}${build.percent != null ? ` ${Math.round(build.percent)}%` : ''} (serving: ${build.serving})`
       : '';
     document.getElementById('summary').textContent =
-      `${engine.kind || ''} · ${running || engine.model || ''}${building} · broker ${t.mqtt && t.mqtt.connected ? 'connected' : 'away'}${record}`;
+      `${engine.kind || ''} · ${running || engine.model || ''}${building}${connections}${record}`;
     for (const [name, c] of Object.entries(t.cameras || {})) {
       const cam = cameras.get(name);
       if (!cam) continue;

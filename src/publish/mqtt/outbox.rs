@@ -28,6 +28,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
 use rumqttc::QoS;
+use serde::Serialize;
 use tokio::sync::Notify;
 
 use super::message::Message;
@@ -43,8 +44,26 @@ pub const STATUS_OFFLINE: &str = "offline";
 /// Messages handed to rumqttc and not yet acknowledged; also rumqttc's in-flight window.
 pub const MAX_IN_FLIGHT: u16 = 64;
 
-/// The outbox's counters, in the neutral form every outlet with a connection reports.
-pub use crate::publish::outlet::ConnectionStats as MqttStats;
+/// The outbox's counters: the MQTT outlet's figures (telemetry's `outlets.mqtt`, `/metrics`, the page).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MqttStats {
+    /// A connection is up: a CONNACK was received and the connection has not failed since.
+    pub connected: bool,
+    /// Messages accepted and not yet acknowledged (QoS ≥ 1) or written (QoS 0), status messages included.
+    pub queued: usize,
+    /// Bytes (payload and topic) of the queued data messages, what `mqtt.queue_max_mib` bounds.
+    pub queued_bytes: usize,
+    /// Messages dropped: by the queue bounds (per-frame messages first, then the oldest), for being
+    /// too large or having an invalid topic, or for arriving after the shutdown began.
+    pub dropped: u64,
+    /// Messages acknowledged by the broker (QoS ≥ 1) or written to it (QoS 0), status messages included.
+    pub published: u64,
+    /// Successful connections after the first.
+    pub reconnects: u64,
+    /// Connections the broker closed right after accepting them, while that looked like another
+    /// client taking the session over (same client id).
+    pub takeovers: u64,
+}
 
 /// What the handle and the connection task share.
 pub(super) struct Shared {

@@ -42,7 +42,8 @@ use crate::controls::{ControlValues, Controls, Switch};
 use crate::detection::Labels;
 use crate::frame::FrameSlot;
 use crate::publish::events::EventMessage;
-use crate::publish::outlet::{ConnectionStats, DaemonStatus, FrameResult, Outlet, TrackingUpdate};
+use crate::publish::figures::{self, Metric, OutletFigures};
+use crate::publish::outlet::{DaemonStatus, FrameResult, Outlet, Stop, Stopping, TrackingUpdate};
 use crate::publish::payload::{tracked_detections_message, Latency};
 use crate::service::run_id::Stamp;
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
@@ -147,6 +148,7 @@ impl MqttOutlet {
             discovered,
         };
         tokio::spawn(commands.serve(receiver));
+        log::info!("MQTT: publishing under {}", publisher.topic(""));
         Ok(MqttOutlet::new(config, publisher, run, labels, controls, home_assistant))
     }
 
@@ -192,30 +194,9 @@ impl MqttOutlet {
         }
     }
 
-    /// `<prefix>/`, for the log.
-    pub fn topic_root(&self) -> String {
-        self.publisher.topic("")
-    }
-
-    /// The daemon has begun to stop ([`Publisher::stopping`]): retries are no longer logged.
-    pub fn stopping(&self) {
-        self.publisher.stopping();
-    }
-
-    /// Publishes `offline`, flushes within `mqtt.shutdown_flush_ms` and disconnects
-    /// ([`Publisher::shutdown`]).
-    pub async fn shutdown(&self) {
-        self.publisher.shutdown().await;
-    }
-
-    /// Ends the connection after a start that failed: connected, as [`MqttOutlet::shutdown`] (a
-    /// moment); not connected, at once, since there is nobody to flush to and waiting
-    /// `mqtt.shutdown_flush_ms` for a broker would only hold back the error. A connection made
-    /// meanwhile ends uncleanly, so the broker publishes the Last Will (`offline`) instead.
-    pub async fn shutdown_after_failed_start(&self) {
-        if self.publisher.stats().connected {
-            self.publisher.shutdown().await;
-        }
+    /// The outbox's counters as of now.
+    pub fn stats(&self) -> super::MqttStats {
+        self.publisher.stats()
     }
 
     fn publish_values(&self, messages: Vec<super::Outgoing>) {
@@ -300,6 +281,10 @@ impl MqttOutlet {
 }
 
 impl Outlet for MqttOutlet {
+    fn name(&self) -> &str {
+        "mqtt"
+    }
+
     /// Home Assistant discovery (every entity, and 0 for every zone count it reads), every label
     /// count at 0 and every control's state.
     fn starting(&self, config: &Config) {
@@ -384,8 +369,43 @@ impl Outlet for MqttOutlet {
         self.publisher.publish_state(StateClass::Value, topics::telemetry(&self.prefix), telemetry_message(&stamped));
     }
 
-    fn connection(&self) -> Option<ConnectionStats> {
-        Some(self.publisher.stats())
+    /// The connection and its outbox (`outlets.mqtt` in telemetry); reconnects and takeovers are
+    /// MQTT's own.
+    fn figures(&self) -> Option<OutletFigures> {
+        let stats = self.publisher.stats();
+        let metrics = vec![
+            figures::connected(stats.connected),
+            figures::queued_messages(stats.queued),
+            figures::queued_bytes(stats.queued_bytes),
+            figures::delivered_messages(stats.published),
+            figures::dropped_messages(stats.dropped),
+            Metric::counter("mqtt_reconnects", "Connections to the broker after the first.", None, stats.reconnects),
+            Metric::counter(
+                "mqtt_takeovers",
+                "Connections the broker closed while another client seemed to take the session (same client id).",
+                None,
+                stats.takeovers,
+            ),
+        ];
+        Some(OutletFigures { connected: Some(stats.connected), report: OutletFigures::report_of(&stats), metrics })
+    }
+
+    /// Shutdown: `offline`, then what is queued within `mqtt.shutdown_flush_ms`, and a clean
+    /// disconnect ([`Publisher::shutdown`]). After a failed start, the same when connected (a
+    /// moment); not connected, at once: there is nobody to flush to, and waiting for a broker
+    /// would only hold back the error. A connection made meanwhile then ends uncleanly, so the
+    /// broker publishes the Last Will (`offline`) instead.
+    /// Retries are no longer logged ([`Publisher::stopping`]): the stop says what was not sent.
+    fn stopping(&self) {
+        self.publisher.stopping();
+    }
+
+    fn stop(self: Arc<Self>, why: Stop) -> Stopping {
+        Box::pin(async move {
+            if why == Stop::Shutdown || self.publisher.stats().connected {
+                self.publisher.shutdown().await;
+            }
+        })
     }
 }
 

@@ -18,12 +18,12 @@ use crate::service::run_id::{Stamp, KIND_TELEMETRY};
 use crate::source::SourceState;
 use crate::sys::time::Rfc3339Millis;
 
-/// Version of the telemetry message layout; bumped on any incompatible change.
-pub const TELEMETRY_SCHEMA: u32 = 1;
+/// Version of the telemetry message layout; bumped on any incompatible change (2: the MQTT
+/// connection's `mqtt` and the recorder's `record` became `outlets.mqtt` and `outlets.record`).
+pub const TELEMETRY_SCHEMA: u32 = 2;
 
-/// Everything one telemetry message carries. `mqtt`, `engine` and `record` are filled by their
-/// owners (the outlets' connection statistics, backend/engine info, the recorder) and embedded as
-/// they are.
+/// Everything one telemetry message carries. `engine` and each of `outlets` are filled by their
+/// owners (backend/engine info; each outlet's report of its figures) and embedded as they are.
 #[derive(Debug, Clone)]
 pub struct TelemetryReport<'a> {
     /// The daemon's run and this message's sequence number (`crate::service::run_id::Stamp`).
@@ -31,10 +31,10 @@ pub struct TelemetryReport<'a> {
     pub cameras: &'a [CameraSnapshot],
     pub load: Option<SystemSample>,
     pub jetson: &'a JetsonSysfs,
-    pub mqtt: Option<serde_json::Value>,
     pub engine: Option<serde_json::Value>,
-    /// The recorder's figures (event clips), when a camera records.
-    pub record: Option<serde_json::Value>,
+    /// Each outlet's figures under its name (`crate::publish::figures`: MQTT's connection and
+    /// queue, the recorder's clips, ...).
+    pub outlets: Vec<(String, serde_json::Value)>,
     pub ts: SystemTime,
 }
 
@@ -86,11 +86,9 @@ struct TelemetryJson<'a> {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     power: &'a BTreeMap<String, PowerRail>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    mqtt: Option<&'a serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     engine: Option<&'a serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    record: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    outlets: BTreeMap<&'a str, &'a serde_json::Value>,
     warnings: Vec<String>,
 }
 
@@ -129,9 +127,8 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
         gpu: report.jetson.gpu.as_ref(),
         thermal: &report.jetson.thermal,
         power: &report.jetson.power,
-        mqtt: report.mqtt.as_ref(),
         engine: report.engine.as_ref(),
-        record: report.record.as_ref(),
+        outlets: report.outlets.iter().map(|(name, figures)| (name.as_str(), figures)).collect(),
         warnings: report.jetson.clock_warning().into_iter().collect(),
     };
     // Serialising plain structs, string-keyed maps and finite numbers cannot fail; an empty payload
@@ -163,9 +160,8 @@ mod tests {
             cameras: &[first],
             load: None,
             jetson: &JetsonSysfs::default(),
-            mqtt: None,
             engine: None,
-            record: None,
+            outlets: Vec::new(),
             ts: SystemTime::UNIX_EPOCH,
             stamp: None,
         }))
@@ -200,9 +196,8 @@ mod tests {
             cameras: &cameras,
             load: None,
             jetson: &jetson,
-            mqtt: None,
             engine: None,
-            record: None,
+            outlets: Vec::new(),
             ts: since,
         };
         let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("JSON");
@@ -303,9 +298,8 @@ mod properties {
                 cameras: &cameras,
                 load: None,
                 jetson: &jetson,
-                mqtt: Some(serde_json::json!({"connected": true, "queued": 1})),
                 engine: None,
-                record: None,
+                outlets: vec![("mqtt".into(), serde_json::json!({"connected": true, "queued": 1}))],
                 ts: SystemTime::UNIX_EPOCH + Duration::from_secs(seconds),
             };
             let bytes = telemetry_message(&report);

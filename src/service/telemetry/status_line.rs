@@ -1,7 +1,7 @@
 //! The one-line summary systemd shows as the service's `STATUS=`.
 //!
-//! Owns: [`status_line`]: totals, broker state and each camera's state in one line, errors cut
-//! short (telemetry has all of them). Must not: send it (the daemon's loop notifies systemd).
+//! Owns: [`status_line`]: totals, each outlet connection's state and each camera's state in one
+//! line, errors cut short (telemetry has all of them). Must not: send it (the daemon's loop notifies systemd).
 
 use std::time::{Duration, SystemTime};
 
@@ -11,25 +11,28 @@ use crate::source::SourceState;
 /// Longest error text `STATUS=` shows of a reconnecting camera (telemetry has all of it).
 const STATUS_ERROR_CHARS: usize = 80;
 
-/// One-line summary for systemd's `STATUS=`: totals and broker state, then each camera's state:
-/// `2 cameras, 14.8 fps, 3 dropped, broker connected; front: 14.8 fps; gate: reconnecting for 2 min
+/// One-line summary for systemd's `STATUS=`: totals and the state of each outlet that has a
+/// connection (`connections`: its name, and whether it is up), then each camera's state:
+/// `2 cameras, 14.8 fps, 3 dropped, mqtt connected; front: 14.8 fps; gate: reconnecting for 2 min
 /// 5 s, attempt 5: Could not read from resource. (rtspsrc0: …)`.
-pub fn status_line(cameras: &[CameraSnapshot], broker_connected: bool) -> String {
-    status_line_at(cameras, broker_connected, SystemTime::now())
+pub fn status_line(cameras: &[CameraSnapshot], connections: &[(&str, bool)]) -> String {
+    status_line_at(cameras, connections, SystemTime::now())
 }
 
 /// [`status_line`] as seen at `now` (for the "for …" of a camera's state).
-pub fn status_line_at(cameras: &[CameraSnapshot], broker_connected: bool, now: SystemTime) -> String {
+pub fn status_line_at(cameras: &[CameraSnapshot], connections: &[(&str, bool)], now: SystemTime) -> String {
     let total_fps: f64 = cameras.iter().map(|c| c.fps).sum();
     let dropped: u64 = cameras.iter().map(|c| c.dropped).sum();
     let mut line = format!(
-        "{} camera{}, {:.1} fps, {} dropped, broker {}",
+        "{} camera{}, {:.1} fps, {} dropped",
         cameras.len(),
         if cameras.len() == 1 { "" } else { "s" },
         total_fps,
         dropped,
-        if broker_connected { "connected" } else { "disconnected" },
     );
+    for (outlet, up) in connections {
+        line.push_str(&format!(", {outlet} {}", if *up { "connected" } else { "disconnected" }));
+    }
     for camera in cameras {
         line.push_str("; ");
         line.push_str(&camera.name);
@@ -87,9 +90,13 @@ mod tests {
     }
 
     #[test]
-    fn status_line_summarises_cameras_and_broker() {
-        let line = status_line(&[camera("front", 15.0), camera("back", 14.5)], true);
-        assert_eq!(line, "2 cameras, 29.5 fps, 4 dropped, broker connected; front: 15.0 fps; back: 14.5 fps");
+    fn status_line_summarises_cameras_and_each_outlet_connection() {
+        let line = status_line(&[camera("front", 15.0), camera("back", 14.5)], &[("mqtt", true)]);
+        assert_eq!(line, "2 cameras, 29.5 fps, 4 dropped, mqtt connected; front: 15.0 fps; back: 14.5 fps");
+        let two = status_line(&[camera("front", 15.0)], &[("mqtt", false), ("kafka", true)]);
+        assert_eq!(two, "1 camera, 15.0 fps, 2 dropped, mqtt disconnected, kafka connected; front: 15.0 fps");
+        let alone = status_line(&[camera("front", 15.0)], &[]);
+        assert_eq!(alone, "1 camera, 15.0 fps, 2 dropped; front: 15.0 fps", "without an outlet that connects");
     }
 
     #[test]
@@ -103,12 +110,12 @@ mod tests {
             camera("gate", 0.0).with_source(report(SourceState::Reconnecting { attempt: 5, last_error: long_error })),
             camera("door", 0.0).with_source(report(SourceState::Ended)),
         ];
-        let line = status_line_at(&cameras, false, now);
+        let line = status_line_at(&cameras, &[("mqtt", false)], now);
         let expected_error = format!("{error_start}{}…", "x".repeat(STATUS_ERROR_CHARS - error_start.len()));
         assert_eq!(
             line,
             format!(
-                "3 cameras, 14.8 fps, 6 dropped, broker disconnected; front: 14.8 fps; \
+                "3 cameras, 14.8 fps, 6 dropped, mqtt disconnected; front: 14.8 fps; \
                  gate: reconnecting for 2 min 5 s, attempt 5: {expected_error}; door: ended"
             )
         );

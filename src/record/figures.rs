@@ -1,0 +1,109 @@
+//! The recorder's figures as an outlet reports them: its report (telemetry's `outlets.record`,
+//! `GET /api/status`) and its metrics (`jetson_detectd_record_…`, per camera where they are a
+//! camera's).
+//!
+//! Owns: the recorder's metric names, help texts and units. Must not: read anything but the
+//! report it is given (the recorder makes it, `super::Recorder::report`).
+
+use crate::publish::figures::{Label, Metric, OutletFigures, Samples};
+
+use super::RecordReport;
+
+/// The recorder's figures from its `report`.
+pub fn figures(report: &RecordReport) -> OutletFigures {
+    OutletFigures { connected: None, report: OutletFigures::report_of(report), metrics: metrics(report) }
+}
+
+fn per_camera<T: Copy>(report: &RecordReport, value: impl Fn(&super::CameraRecordReport) -> T) -> Vec<(Vec<Label>, T)> {
+    report.cameras.iter().map(|(name, camera)| (vec![("camera", name.clone())], value(camera))).collect()
+}
+
+fn camera_gauge(
+    name: &'static str,
+    help: &'static str,
+    unit: Option<&'static str>,
+    samples: Vec<(Vec<Label>, f64)>,
+) -> Metric {
+    Metric { name, help, unit, samples: Samples::Gauge(samples) }
+}
+
+fn camera_counter(
+    name: &'static str,
+    help: &'static str,
+    unit: Option<&'static str>,
+    samples: Vec<(Vec<Label>, u64)>,
+) -> Metric {
+    Metric { name, help, unit, samples: Samples::Counter(samples) }
+}
+
+fn metrics(report: &RecordReport) -> Vec<Metric> {
+    let flag = |on: bool| f64::from(u8::from(on));
+    vec![
+        Metric::gauge(
+            "record_paused",
+            "1 while recording is paused because the disk of record.dir is too full (detection goes on), else 0.",
+            None,
+            flag(report.paused),
+        ),
+        Metric::gauge(
+            "record_budget",
+            "The byte budget of record.dir (record.max_gib).",
+            Some("bytes"),
+            report.max_bytes as f64,
+        ),
+        Metric::counter(
+            "record_removed_clips",
+            "Clips retention removed (record.max_gib, record.max_days).",
+            None,
+            report.removed,
+        ),
+        camera_gauge(
+            "record_clips",
+            "Clips of the camera in record.dir.",
+            None,
+            per_camera(report, |c| c.clips as f64),
+        ),
+        camera_gauge(
+            "record_stored",
+            "Bytes of the camera's clips in record.dir.",
+            Some("bytes"),
+            per_camera(report, |c| c.bytes as f64),
+        ),
+        camera_gauge(
+            "record_recording",
+            "1 while a clip of the camera is being written, else 0.",
+            None,
+            per_camera(report, |c| flag(c.recording)),
+        ),
+        camera_gauge(
+            "record_preroll",
+            "Memory the camera's encoded pre-roll holds.",
+            Some("bytes"),
+            per_camera(report, |c| c.preroll_bytes as f64),
+        ),
+        camera_counter(
+            "record_written_clips",
+            "Clips of the camera finished since start.",
+            None,
+            per_camera(report, |c| c.written),
+        ),
+        camera_counter(
+            "record_written",
+            "Bytes of the camera's clips finished since start.",
+            Some("bytes"),
+            per_camera(report, |c| c.written_bytes),
+        ),
+        camera_counter(
+            "record_dropped",
+            "Video the recorder dropped (its queue full, the pre-roll over its byte bound, the encoder behind).",
+            None,
+            per_camera(report, |c| c.dropped),
+        ),
+        camera_counter(
+            "record_failed",
+            "Clips that could not be started or written, and units that could not be read (the log says why).",
+            None,
+            per_camera(report, |c| c.failed),
+        ),
+    ]
+}
