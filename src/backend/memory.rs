@@ -1,8 +1,7 @@
 //! Device memory of the inference workers' contexts: per model of one worker (what `bench` and
-//! `selftest` report) and against one context per camera (the scheduler's telemetry).
+//! `selftest` report; against one context per camera: `super::memory_report`).
 //!
-//! Owns: [`MemoryReport`] (the contexts of every worker against one per camera), [`WorkerMemory`]
-//! and [`ModelMemory`], and their arithmetic: a worker holds one context
+//! Owns: [`WorkerMemory`] and [`ModelMemory`], and their arithmetic: a worker holds one context
 //! (session) of every model it runs, detectors and classifiers, one after another on its one
 //! stream, so their scratch shares one arena sized to the largest context
 //! ([`shared_arena_bytes`]). Against one scratch allocation per context, every model whose
@@ -14,42 +13,8 @@
 
 use serde::Serialize;
 
-use super::traits::{Backend, SessionMemory};
+use super::traits::Backend;
 use super::trt::arena_plan::{shared_arena_bytes, ArenaPlan};
-
-/// Device memory of the execution contexts, against one context per camera (the design before
-/// the shared workers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct MemoryReport {
-    /// Live contexts: one per worker.
-    pub contexts: usize,
-    /// Scratch (activation) memory of one context; the contexts of one worker lease one arena.
-    pub scratch_bytes_per_context: u64,
-    /// Memory one context keeps for itself beyond its scratch, as far as the driver shows it.
-    pub persistent_bytes_per_context: u64,
-    /// What the contexts hold together: scratch, and persistent memory.
-    pub scratch_bytes: u64,
-    pub persistent_bytes: u64,
-    /// Saved against one context per camera: `(cameras − contexts) × (scratch + persistent)` of
-    /// one context, when positive.
-    pub saved_bytes: u64,
-}
-
-impl MemoryReport {
-    pub fn new(contexts: usize, cameras: usize, per_context: SessionMemory) -> MemoryReport {
-        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
-        let SessionMemory { scratch_bytes, persistent_bytes } = per_context;
-        MemoryReport {
-            contexts,
-            scratch_bytes_per_context: scratch_bytes,
-            persistent_bytes_per_context: persistent_bytes,
-            scratch_bytes: count(contexts).saturating_mul(scratch_bytes),
-            persistent_bytes: count(contexts).saturating_mul(persistent_bytes),
-            saved_bytes: count(cameras.saturating_sub(contexts))
-                .saturating_mul(scratch_bytes.saturating_add(persistent_bytes)),
-        }
-    }
-}
 
 /// What a model does in the worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

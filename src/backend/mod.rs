@@ -20,10 +20,12 @@ pub mod fleet;
 pub mod handover;
 pub mod load;
 pub mod memory;
+pub mod memory_report;
 pub mod traits;
 pub mod trt;
 
 pub use build_display::BuildDisplay;
 pub use error::BackendError;
-pub use memory::{MemoryReport, ModelMemory, ModelRole, WorkerMemory};
+pub use memory::{ModelMemory, ModelRole, WorkerMemory};
+pub use memory_report::MemoryReport;
 pub use traits::{Backend, BackendInfo, BackendTimings, InferenceSession, SessionMemory, WorkerSeat};

@@ -23,7 +23,7 @@ use super::runtime::{DataType, Engine, ExecutionContext, TensorFormat, TensorInf
 use super::version::TrtVersion;
 use crate::backend::engine::EngineOrigin;
 use crate::backend::error::BackendError;
-use crate::backend::memory::MemoryReport;
+use crate::backend::memory_report::MemoryReport;
 use crate::backend::traits::{Backend, BackendInfo, BackendTimings, InferenceSession, SessionMemory};
 use crate::frame::FrameSlot;
 use crate::model::{DeviceSpec, ModelOutputs, ModelSpec, OutputTensor};
