@@ -2,7 +2,7 @@
 //! `selftest` report; against one context per camera: `super::memory_report`).
 //!
 //! Owns: [`WorkerMemory`] and [`ModelMemory`], and their arithmetic: a worker holds one context
-//! (session) of every model it runs, detectors and classifiers, one after another on its one
+//! (session) of every model it runs, detectors and per-track models, one after another on its one
 //! stream, so their scratch shares one arena sized to the largest context
 //! ([`shared_arena_bytes`]). Against one scratch allocation per context, every model whose
 //! context fits in an arena sized by another model saves its own context's scratch bytes; the
@@ -16,12 +16,21 @@ use serde::Serialize;
 use super::traits::Backend;
 use super::trt::arena_plan::{shared_arena_bytes, ArenaPlan};
 
-/// What a model does in the worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+/// What a model does in the worker: it detects on whole frames, or it is a per-track model of a
+/// kind (`classifier`) that runs on crops of tracks. Serialised as that word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelRole {
     Detector,
-    Classifier,
+    PerTrack(&'static str),
+}
+
+impl Serialize for ModelRole {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(match self {
+            ModelRole::Detector => "detector",
+            ModelRole::PerTrack(kind) => kind,
+        })
+    }
 }
 
 /// One model a worker runs, and its share of the worker's device memory.

@@ -1,13 +1,13 @@
 //! The models beside `[model]` that a command runs as the daemon does: the `[models.<name>]`
-//! detectors as the scheduler's lanes, the classifiers every worker holds, what each runs on
+//! detectors as the scheduler's lanes, the per-track models every worker holds, what each runs on
 //! (telemetry's `engine.models`) and their device memory in a worker (telemetry's
 //! `engine.model_memory`, `bench`'s and `selftest`'s `models`). Not a command: `run`, `bench` and
 //! `selftest` share it, so that the lanes they build are the same.
 //!
 //! Owns: reading the named models of a config ([`named_detectors`] for the cameras that name
 //! them, [`named_detector`] for cameras a command assigns, [`named_classifiers`]), whether `[model]`
-//! runs at all ([`model_runs`]), turning loaded
-//! backends into lanes ([`detector_lanes`], [`classifier_lanes`]), naming each lane's backend
+//! runs at all ([`model_runs`]), turning loaded backends into lanes ([`detector_lanes`],
+//! [`per_track_lanes`], where each kind of per-track model is registered), naming each lane's backend
 //! ([`engine_models`]) and adding up their memory ([`worker_models`], [`worker_memory`], or read
 //! with one context of each open: [`worker_memory_with_contexts`]). Must not: load backends (each
 //! command loads them its own way: `run` with build progress over MQTT and systemd) or start the
@@ -21,7 +21,7 @@ use crate::config::{Config, ConfigError};
 use crate::decode::classify::ClassGroups;
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
-use crate::infer::classifier::ClassifierLane;
+use crate::infer::per_track::{Classifier, PerTrackKind, PerTrackLane};
 use crate::infer::scheduler::ModelLane;
 use crate::model::ModelSpec;
 
@@ -154,7 +154,7 @@ pub struct NamedClassifier {
 /// The classifiers of `config`, after checking that each one's `on` labels are in `labels` (the
 /// shared list), its files are regular files and its `groups` name its own labels.
 pub fn named_classifiers(config: &Config, labels: &Labels) -> Result<Vec<NamedClassifier>, ModelsError> {
-    crate::publish::tracking::classify_rules(config, labels)?;
+    crate::infer::per_track::crop_rules(config, labels)?;
     let mut classifiers = Vec::new();
     for (name, named) in config.classifiers() {
         let Some(model) = ModelSpec::named(config, name) else { continue };
@@ -198,30 +198,35 @@ pub fn model_runs(config: &Config) -> bool {
     config.cameras.iter().any(|camera| camera.model.is_none())
 }
 
-/// The classifiers' lanes, each with its backend (in the order of `classifiers`).
-pub fn classifier_lanes(
+/// The per-track models' lanes, each with its backend (in the order of `classifiers`).
+pub fn per_track_lanes(
     classifiers: Vec<NamedClassifier>,
     backends: impl IntoIterator<Item = Arc<dyn Backend>>,
-) -> Arc<[ClassifierLane]> {
+) -> Arc<[PerTrackLane]> {
     classifiers
         .into_iter()
         .zip(backends)
-        .map(|(classifier, backend)| {
-            log::info!("backend of models.{} (classifier): {:?}", classifier.name, backend.info());
-            let scores = classifier.model.class_scores;
-            let (labels, groups) = (classifier.labels, classifier.groups);
-            ClassifierLane { name: classifier.name, backend, labels, scores, groups }
+        .map(|(named, backend)| {
+            let name = named.name.clone();
+            let kind = per_track_kind(named);
+            log::info!("backend of models.{name} ({}): {:?}", kind.kind(), backend.info());
+            PerTrackLane { name, backend, kind }
         })
         .collect()
 }
 
-/// Every named detector's and classifier's backend, by name (telemetry's `engine.models`;
+/// The kind of a per-track model, built from its config: where each kind is registered.
+fn per_track_kind(named: NamedClassifier) -> Arc<dyn PerTrackKind> {
+    Arc::new(Classifier { labels: named.labels, scores: named.model.class_scores, groups: named.groups })
+}
+
+/// Every named detector's and per-track model's backend, by name (telemetry's `engine.models`;
 /// `[model]`'s is the `engine` section itself).
-pub fn engine_models(lanes: &[ModelLane], classifiers: &[ClassifierLane]) -> Vec<(String, BackendInfo)> {
+pub fn engine_models(lanes: &[ModelLane], per_track: &[PerTrackLane]) -> Vec<(String, BackendInfo)> {
     lanes
         .iter()
         .filter_map(|lane| Some((lane.name()?.to_string(), lane.backend.info())))
-        .chain(classifiers.iter().map(|classifier| (classifier.name.clone(), classifier.backend.info())))
+        .chain(per_track.iter().map(|lane| (lane.name.clone(), lane.backend.info())))
         .collect()
 }
 
@@ -232,19 +237,19 @@ pub struct WorkerModel {
     pub backend: Arc<dyn Backend>,
 }
 
-/// The models of `lanes` and `classifiers`, in the order a worker opens their sessions.
-pub fn worker_models(lanes: &[ModelLane], classifiers: &[ClassifierLane]) -> Vec<WorkerModel> {
+/// The models of `lanes` and `per_track`, in the order a worker opens their sessions.
+pub fn worker_models(lanes: &[ModelLane], per_track: &[PerTrackLane]) -> Vec<WorkerModel> {
     let detectors = lanes.iter().map(|lane| WorkerModel {
         name: lane.name().map_or_else(|| "model".to_string(), |name| format!("models.{name}")),
         role: ModelRole::Detector,
         backend: Arc::clone(&lane.backend),
     });
-    let classifiers = classifiers.iter().map(|classifier| WorkerModel {
-        name: format!("models.{}", classifier.name),
-        role: ModelRole::Classifier,
-        backend: Arc::clone(&classifier.backend),
+    let per_track = per_track.iter().map(|lane| WorkerModel {
+        name: format!("models.{}", lane.name),
+        role: ModelRole::PerTrack(lane.kind.kind()),
+        backend: Arc::clone(&lane.backend),
     });
-    detectors.chain(classifiers).collect()
+    detectors.chain(per_track).collect()
 }
 
 /// The device memory of `workers` workers that each hold a context of every one of `models`

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 use super::backends::{check_policy, load_models, LoadedModels, StartModel};
 use super::models::{
-    classifier_lanes, detector_lanes, engine_models, model_runs, named_classifiers, named_detectors,
+    detector_lanes, engine_models, model_runs, named_classifiers, named_detectors, per_track_lanes,
     worker_memory_with_contexts, worker_models, ModelsError, NamedClassifier, NamedDetector,
 };
 use crate::backend::load::{
@@ -41,8 +41,8 @@ use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
 use crate::http::{BoundListener, HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
-use crate::infer::classifier::ClassifierLane;
 use crate::infer::engine_build::{CheckSubject, EngineBuilds, PendingModel};
+use crate::infer::per_track::PerTrackLane;
 use crate::infer::scheduler::{ModelLane, SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
 use crate::model::footprint::{check_fit, EngineEstimate, FitError};
@@ -398,7 +398,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         }
     };
     let classifier_backends = backends.split_off(backends.len() - classifiers.len());
-    let classifiers = classifier_lanes(classifiers, classifier_backends);
+    let classifiers = per_track_lanes(classifiers, classifier_backends);
     let mut backends = backends.into_iter();
     let model_backend = if model_runs { backends.next() } else { None };
     let detector_backends: Vec<Arc<dyn Backend>> = backends.collect();
@@ -487,7 +487,7 @@ struct Started {
     http: Option<(BoundListener, Option<Token>)>,
     controls: StartControls,
     /// The classifiers every inference worker holds a session of.
-    classifiers: Arc<[ClassifierLane]>,
+    classifiers: Arc<[PerTrackLane]>,
     /// The models the CPU serves until their engines are built (`engine.serve_while_building`).
     pending: Vec<PendingModel>,
 }

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use super::classifier::Classifiers;
+use super::per_track::PerTrackSessions;
 use crate::backend::{Backend, BackendError, BackendTimings, InferenceSession};
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::Detection;
@@ -37,17 +37,20 @@ pub enum PipelineError {
 }
 
 /// Receives every processed frame. Called on an inference worker with the frame still in its slot
-/// (for snapshots and classifier crops); must not block: it holds up every camera's next frame.
+/// (for snapshots and the crops of per-track models); must not block: it holds up every camera's
+/// next frame.
 pub trait FrameSink: Send + Sync {
-    /// `classifiers` are the worker's sessions of every classifier, on its thread: the sink may
-    /// run them on crops of this frame, a bounded number per frame.
+    /// `per_track` are the worker's sessions of every per-track model, on its thread: the sink
+    /// hands them, with the camera's tracks, to the camera's per-track step
+    /// ([`crate::infer::per_track::CameraPerTrack::step`]), which runs them on a bounded number
+    /// of crops of this frame.
     fn frame(
         &self,
         camera: &str,
         slot: &FrameSlot,
         detections: &[Detection],
         timings: &FrameTimings,
-        classifiers: &mut Classifiers,
+        per_track: &mut PerTrackSessions,
     );
     /// A frame of a camera whose detection is off, on the camera's source thread (no inference):
     /// for its picture. Must not block either: it holds up the camera's capture.

@@ -12,8 +12,9 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::payload::{round_to, AttributeRecord, Attributes, BoxPixels, SCHEMA_VERSION};
+use super::payload::{round_to, AttributeRecord, BoxPixels, SCHEMA_VERSION};
 use crate::detection::{BoundingBox, Labels};
+use crate::infer::per_track::Attributes;
 use crate::service::run_id::KIND_EVENT;
 use crate::sys::time::Rfc3339Millis;
 use crate::track::events::{Changes, EventKind, TrackEvent};

@@ -21,12 +21,12 @@ use tokio::sync::watch;
 use super::dispatch::NamedFigures;
 use super::events::ObjectEvent;
 use super::outlet::{FrameResult, Outlet, TrackingUpdate};
-use super::payload::TrackAttributes;
 use crate::backend::BackendInfo;
 use crate::config::Config;
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameMeta, FrameSlot};
 use crate::infer::engine_build::ModelBuildReport;
+use crate::infer::per_track::TrackAttributes;
 use crate::infer::scheduler::ScheduleReport;
 use crate::service::notify::Liveness;
 use crate::service::telemetry::{CameraStats, JetsonSysfs, SystemSample};
@@ -88,7 +88,8 @@ impl LiveCamera {
         let answers = |index: usize| -> Option<String> {
             let track = track_ids.get(index).copied().flatten()?;
             let answers = attributes?.get(&track)?;
-            Some(answers.iter().map(|(name, answer)| format!("{name}={}", answer.label)).collect::<Vec<_>>().join(" "))
+            let captions = answers.iter().filter_map(|(name, answer)| Some(format!("{name}={}", answer.caption()?)));
+            Some(captions.collect::<Vec<_>>().join(" "))
         };
         let frame = Arc::new(CapturedFrame {
             data: slot.data().to_vec(),
@@ -297,7 +298,7 @@ mod tests {
     use super::*;
     use crate::config::CameraConfig;
     use crate::frame::HeapMemory;
-    use crate::publish::payload::Attribute;
+    use crate::infer::per_track::Attribute;
 
     fn view(cameras: &[&str]) -> LiveView {
         let mut config = Config::embedded_default().expect("the embedded default is valid");
@@ -335,7 +336,7 @@ mod tests {
             score: 0.9,
             bbox: crate::detection::BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 },
         };
-        let answer = |label: &str| Attribute { label: label.into(), score: 0.8 };
+        let answer = |label: &str| Attribute::Label { label: label.into(), score: 0.8 };
         let answers = [("colour".to_string(), answer("red")), ("kind".to_string(), answer("van"))];
         let attributes: TrackAttributes = [(7, answers.into_iter().collect())].into_iter().collect();
         let _arrived = camera.request_frame();

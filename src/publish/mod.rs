@@ -5,9 +5,10 @@
 //! reads). The schemas of the JSON messages ([`payload`], [`events`]) and snapshot rendering
 //! ([`snapshot`]) are shared by the outlets and the HTTP API.
 //!
-//! Owns: everything from a processed frame to what leaves the daemon. Must not: run inference,
-//! touch frame rings, or block an inference worker (outlets hand over to their own tasks through
-//! bounded queues).
+//! Owns: everything from a processed frame to what leaves the daemon. Must not: run inference (a
+//! camera's tracks go to its per-track step, `crate::infer::per_track`, which runs the per-track
+//! models on the worker's sessions and keeps their answers), touch frame rings, or block an
+//! inference worker (outlets hand over to their own tasks through bounded queues).
 
 pub mod clips;
 pub mod dispatch;

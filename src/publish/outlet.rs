@@ -52,11 +52,11 @@ use std::sync::Arc;
 
 use super::events::ObjectEvent;
 use super::figures::OutletFigures;
-use super::payload::TrackAttributes;
 use crate::config::Config;
 use crate::controls::ControlValues;
 use crate::detection::Detection;
 use crate::frame::{FrameSlot, FrameTimings};
+use crate::infer::per_track::TrackAttributes;
 use crate::service::telemetry::TelemetryReport;
 use crate::track::occupancy::OccupancyChange;
 use crate::track::tracker::TrackId;

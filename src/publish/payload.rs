@@ -7,7 +7,7 @@
 //! a message is sent, or know about topics and MQTT.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::ser::SerializeSeq;
@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameMeta, FrameTimings};
+use crate::infer::per_track::{Attribute, Attributes, TrackAttributes};
 use crate::service::run_id::{Stamp, KIND_DETECTIONS};
 use crate::sys::time::Rfc3339Millis;
 
@@ -112,37 +113,35 @@ pub struct DetectionRecord {
     /// track is not confirmed yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub track_id: Option<u64>,
-    /// The latest answer of each classifier on its track, by classifier name (absent while none).
+    /// The latest answer of each per-track model on its track, by model name (absent while none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attributes: BTreeMap<String, AttributeRecord>,
 }
 
-/// What a classifier said of a track's crop (`[models.<name>]` with `kind = "classifier"`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Attribute {
-    pub label: String,
-    /// 0..1.
-    pub score: f32,
-}
-
-/// A track's attributes, by classifier name.
-pub type Attributes = BTreeMap<String, Attribute>;
-
-/// The attributes of a camera's live tracks, by track id.
-pub type TrackAttributes = HashMap<u64, Attributes>;
-
-/// One classifier's answer on a track, as events and detections carry it.
+/// One per-track model's answer on a track, as events and detections carry it, whichever kind of
+/// model gave it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AttributeRecord {
-    /// From the classifier's label file.
-    pub label: String,
-    /// 0..=1, rounded to 3 decimals.
-    pub score: f64,
+#[serde(untagged)]
+pub enum AttributeRecord {
+    /// `{"label": …, "score": …}` (a classifier's).
+    Label {
+        /// From the model's label file.
+        label: String,
+        /// 0..=1, rounded to 3 decimals.
+        score: f64,
+    },
+    /// A vector of numbers (an embedding).
+    Vector(Vec<f32>),
 }
 
 impl From<&Attribute> for AttributeRecord {
     fn from(attribute: &Attribute) -> AttributeRecord {
-        AttributeRecord { label: attribute.label.clone(), score: round_to(f64::from(attribute.score), 1000.0) }
+        match attribute {
+            Attribute::Label { label, score } => {
+                AttributeRecord::Label { label: label.clone(), score: round_to(f64::from(*score), 1000.0) }
+            }
+            Attribute::Vector(values) => AttributeRecord::Vector(values.to_vec()),
+        }
     }
 }
 

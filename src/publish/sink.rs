@@ -23,12 +23,12 @@ use super::dispatch::Outlets;
 use super::events::{ClipRef, ObjectEvent};
 use super::outlet::{FrameResult, TrackingUpdate};
 use super::snapshot::Snapshotter;
-use super::tracking::{classify_rules, tracking_params, CameraTracking};
+use super::tracking::{tracking_params, CameraTracking};
 use crate::config::Config;
 use crate::controls::{CameraControls, Controls, Switch};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
-use crate::infer::classifier::Classifiers;
+use crate::infer::per_track::{crop_rules, PerTrackSessions};
 use crate::infer::step::{FrameSink, PipelineError};
 use crate::service::telemetry::CameraStats;
 use crate::sys::lock::lock;
@@ -82,8 +82,8 @@ impl PublishSink {
         outlets.starting(config);
         let event_snapshots = config.snapshot.events.then_some(config.snapshot.jpeg_quality);
         // `run`'s preflight refused a config whose rules name unknown labels.
-        let rules = classify_rules(config, &labels).unwrap_or_else(|e| {
-            log::error!("classifiers not run: {e}");
+        let rules = crop_rules(config, &labels).unwrap_or_else(|e| {
+            log::error!("per-track models not run: {e}");
             Vec::new()
         });
         let cameras = config
@@ -100,7 +100,7 @@ impl PublishSink {
                         event_snapshots,
                         Some(run.clone()),
                     )
-                    .with_classifiers(&rules);
+                    .with_per_track_models(&rules);
                     outlets.tracking(&camera.name, &tracking.startup());
                     tracking
                 });
@@ -222,7 +222,7 @@ impl FrameSink for PublishSink {
         slot: &FrameSlot,
         detections: &[Detection],
         timings: &FrameTimings,
-        classifiers: &mut Classifiers,
+        per_track: &mut PerTrackSessions,
     ) {
         let Some(entry) = self.camera(camera) else { return };
         let publish_started = Instant::now();
@@ -236,8 +236,7 @@ impl FrameSink for PublishSink {
         let (track_ids, attributes, update) = match step.as_mut() {
             Some(tracking) => {
                 let clips = |event: &ObjectEvent| self.clip_of(camera, event);
-                let (track_ids, attributes, update) =
-                    tracking.frame(slot, detections, &self.labels, &clips, classifiers);
+                let (track_ids, attributes, update) = tracking.frame(slot, detections, &self.labels, &clips, per_track);
                 (track_ids, Some(attributes), update)
             }
             None => (&[][..], None, TrackingUpdate::default()),
@@ -254,7 +253,7 @@ impl FrameSink for PublishSink {
             snapshot: snapshot.as_deref(),
         });
         if let Some(tracking) = step.as_mut() {
-            entry.stats.record_classify_skipped(tracking.take_classify_skipped());
+            entry.stats.record_classify_skipped(tracking.take_per_track_skipped());
         }
         let mut timings = *timings;
         timings.publish = Some(publish_started.elapsed());
@@ -347,13 +346,13 @@ mod tests {
         let timings = FrameTimings { infer: Some(Duration::from_millis(5)), ..FrameTimings::default() };
 
         controls.set("front", Switch::Snapshots, false).expect("a known camera");
-        sink.frame("front", &slot, &[], &timings, &mut Classifiers::none());
+        sink.frame("front", &slot, &[], &timings, &mut PerTrackSessions::none());
         assert!(!stats.peek().latency_ms.is_empty(), "an inference time while detecting");
         controls.set("front", Switch::Detect, false).expect("a known camera");
         // A frame that was on its way when the switch flipped.
-        sink.frame("front", &slot, &[], &timings, &mut Classifiers::none());
+        sink.frame("front", &slot, &[], &timings, &mut PerTrackSessions::none());
         sink.stop_detection("front");
-        sink.frame("front", &slot, &[], &timings, &mut Classifiers::none());
+        sink.frame("front", &slot, &[], &timings, &mut PerTrackSessions::none());
         assert!(stats.peek().latency_ms.is_empty(), "no current inference time with detection off");
         controls.set("front", Switch::Snapshots, true).expect("a known camera");
         sink.picture("front", &slot);

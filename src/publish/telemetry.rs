@@ -290,7 +290,7 @@ mod tests {
             arena: Arena::None(NO_DEVICE_ARENA),
             models: vec![
                 model("model", ModelRole::Detector, None, None),
-                model("models.colour", ModelRole::Classifier, None, None),
+                model("models.colour", ModelRole::PerTrack("classifier"), None, None),
             ],
         };
         let named = vec![("colour".to_string(), info("cpu", "colour.onnx"))];

@@ -6,11 +6,10 @@
 //! which carries it. Must not: know outlets, topics or JSON (the sink hands the values to the
 //! outlets), or keep more than one JPEG per live track (the track cap bounds the memory).
 //!
-//! Classifiers (`[models.<name>]` with `kind = "classifier"`): after each update the camera's
-//! [`CropPlan`] of every classifier chooses at most [`MAX_CROPS_PER_FRAME`] confirmed tracks,
-//! the worker's session of that classifier labels their crops of the frame, and the answer is kept
-//! per live track until its `end`; every event of the track carries its latest answers. Tracks the
-//! bound leaves for a later frame are counted ([`CameraTracking::take_classify_skipped`]).
+//! Per-track models (classifiers): after each update the camera's tracks go to its per-track step
+//! ([`CameraPerTrack`], `crate::infer::per_track`), which runs the models on crops of them with
+//! the worker's sessions and keeps their answers per track; every event of a track carries the
+//! latest attributes, its `end` the last.
 //!
 //! A track's snapshot is re-rendered only when its score beats the kept picture's by
 //! [`RESHOOT_STEP`], so a track is encoded at most a handful of times in its life; all tracks that
@@ -21,14 +20,12 @@ use std::sync::Arc;
 
 use super::events::{ClipRef, EventStamp, ObjectEvent};
 use super::outlet::TrackingUpdate;
-use super::payload::{Attribute, TrackAttributes};
-use crate::config::{Config, ConfigError, TrackingConfig};
+use crate::config::TrackingConfig;
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameSlot;
-use crate::infer::classifier::{Classifiers, Label};
-use crate::preprocess::Roi;
+use crate::infer::per_track::{CameraPerTrack, PerTrackSessions, TrackAttributes};
 use crate::publish::snapshot::render_jpeg;
-use crate::track::crop_plan::{Candidate, CropPlan, CropRule};
+use crate::track::crop_plan::CropRule;
 use crate::track::events::{EventKind, Scene, WatchParams};
 use crate::track::occupancy::OccupancyChange;
 use crate::track::scene_tracker::{SceneTracker, TrackingParams};
@@ -39,30 +36,6 @@ pub type ClipNamer<'a> = dyn Fn(&ObjectEvent) -> Option<ClipRef> + 'a;
 
 /// A track's kept picture is replaced when a detection beats its score by this much.
 pub const RESHOOT_STEP: f32 = 0.05;
-
-/// Most crops one classifier runs on one frame of a camera: what a classifier may add to a frame's
-/// work, so the next frame is never delayed by more than this many crops' inference.
-pub const MAX_CROPS_PER_FRAME: usize = 4;
-
-/// One classifier on this camera: its `[models.<name>]` name and plan.
-#[derive(Debug)]
-struct CameraClassifier {
-    name: String,
-    plan: CropPlan,
-}
-
-/// The camera's classifiers, the latest answers per live track, and reused buffers.
-#[derive(Debug, Default)]
-struct Classification {
-    classifiers: Vec<CameraClassifier>,
-    attributes: TrackAttributes,
-    /// Due tracks left for a later frame by the bound, since last taken.
-    skipped: u64,
-    candidates: Vec<Candidate>,
-    rois: Vec<Roi>,
-    chosen: Vec<TrackId>,
-    answers: Vec<Option<Label>>,
-}
 
 /// The best picture of one track.
 #[derive(Debug)]
@@ -96,7 +69,7 @@ pub struct CameraTracking {
     /// The continuity of the last frame ([`FrameSlot::continuity`]); a frame with another one
     /// shows something unrelated, and every track ends before it is tracked.
     continuity: Option<u64>,
-    classification: Classification,
+    per_track: CameraPerTrack,
 }
 
 impl CameraTracking {
@@ -123,25 +96,19 @@ impl CameraTracking {
             events: Vec::new(),
             occupancy: Vec::new(),
             continuity: None,
-            classification: Classification::default(),
+            per_track: CameraPerTrack::new(camera, &[]),
         }
     }
 
-    /// Runs the classifiers `rules` name (by `[models.<name>]` name) on this camera's tracks.
-    pub fn with_classifiers(mut self, rules: &[(String, CropRule)]) -> CameraTracking {
-        self.classification.classifiers = rules
-            .iter()
-            .map(|(name, rule)| CameraClassifier {
-                name: name.clone(),
-                plan: CropPlan::new(rule.clone(), MAX_CROPS_PER_FRAME),
-            })
-            .collect();
+    /// Runs the per-track models `rules` name (by `[models.<name>]` name) on this camera's tracks.
+    pub fn with_per_track_models(mut self, rules: &[(String, CropRule)]) -> CameraTracking {
+        self.per_track = CameraPerTrack::new(&self.camera, rules);
         self
     }
 
-    /// Due tracks the per-frame bound left for a later frame since the last call.
-    pub fn take_classify_skipped(&mut self) -> u64 {
-        std::mem::take(&mut self.classification.skipped)
+    /// Due tracks the per-track models' per-frame bound left for a later frame since the last call.
+    pub fn take_per_track_skipped(&mut self) -> u64 {
+        self.per_track.take_skipped()
     }
 
     /// The counts to announce at start: 0 for every zone's total and configured labels, replacing
@@ -154,9 +121,9 @@ impl CameraTracking {
     }
 
     /// Tracks one processed frame: the track id of each detection (confirmed tracks only), what
-    /// classifiers said of the live tracks, and the frame's events and changed counts. `clips`
-    /// names the clip of each event, if it has one; `classifiers` (the worker's sessions) label
-    /// the crops of the tracks this frame's plans choose.
+    /// per-track models said of the live tracks, and the frame's events and changed counts.
+    /// `clips` names the clip of each event, if it has one; `per_track` (the worker's sessions)
+    /// run the per-track models on the crops of the tracks this frame's plans choose.
     /// A frame of another continuity than the last ends every track first: its `end` events and
     /// zeroed counts come before the frame's own.
     pub fn frame(
@@ -165,7 +132,7 @@ impl CameraTracking {
         detections: &[Detection],
         labels: &Labels,
         clips: &ClipNamer<'_>,
-        classifiers: &mut Classifiers,
+        per_track: &mut PerTrackSessions,
     ) -> (&[Option<TrackId>], &TrackAttributes, TrackingUpdate<'_>) {
         self.events.clear();
         self.occupancy.clear();
@@ -177,12 +144,12 @@ impl CameraTracking {
         }
         let meta = slot.meta();
         self.tracking.update(detections, meta.width, meta.height, meta.captured_at);
-        self.classify(slot, classifiers);
+        self.per_track.step(slot, self.tracking.tracker(), per_track);
         self.collect_events(Some(meta.sequence), clips);
         self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
         self.take_pictures(slot, labels);
         let update = TrackingUpdate { events: &self.events, occupancy: &self.occupancy };
-        (self.tracking.track_ids(), &self.classification.attributes, update)
+        (self.tracking.track_ids(), self.per_track.attributes(), update)
     }
 
     /// Ends every track: `end` events (with their snapshots and clips) and counts back to 0.
@@ -222,81 +189,15 @@ impl CameraTracking {
                 described.stamp = Some(EventStamp { run: run.clone(), seq: self.event_seq });
                 self.event_seq += 1;
             }
-            let classification = &mut self.classification;
             if event.kind == EventKind::End {
                 let shots = self.shots.as_mut().and_then(|shots| shots.shots.remove(&described.track_id));
                 described.picture = shots.map(|shot| shot.jpeg);
-                described.attributes = classification.attributes.remove(&described.track_id).unwrap_or_default();
-                for classifier in &mut classification.classifiers {
-                    classifier.plan.forget(described.track_id);
-                }
-            } else if let Some(attributes) = classification.attributes.get(&described.track_id) {
-                described.attributes = attributes.clone();
+                described.attributes = self.per_track.end(described.track_id);
+            } else {
+                described.attributes = self.per_track.attributes_of(described.track_id);
             }
             described.clip = clips(&described);
             self.events.push(described);
-        }
-    }
-
-    /// Runs each classifier on the crops of the confirmed tracks its plan chooses on this frame and
-    /// keeps the answers. A classifier this worker has no session of (a sink without classifiers)
-    /// is passed over; one that fails is logged and its tracks stay unlabelled.
-    fn classify(&mut self, slot: &FrameSlot, classifiers: &mut Classifiers) {
-        let classification = &mut self.classification;
-        if classification.classifiers.is_empty() {
-            return;
-        }
-        let tracker = self.tracking.tracker();
-        classification.candidates.clear();
-        for report in tracker.reports() {
-            if !matches!(report.lifecycle, Lifecycle::Observed { .. }) {
-                continue;
-            }
-            let Some(track) = tracker.track(report.slot) else { continue };
-            let Some(id) = track.id() else { continue };
-            classification.candidates.push(Candidate {
-                track: id,
-                class_id: track.class_id(),
-                score: track.last_score(),
-                bbox: *track.bbox(),
-            });
-        }
-        let meta = slot.meta();
-        for classifier in &mut classification.classifiers {
-            let choice = classifier.plan.choose(&classification.candidates);
-            classification.skipped += choice.skipped as u64;
-            let Some(index) = classifiers.names().position(|name| name == classifier.name) else { continue };
-            classification.rois.clear();
-            classification.chosen.clear();
-            for id in choice.chosen {
-                let Some(candidate) = classification.candidates.iter().find(|candidate| candidate.track == id) else {
-                    continue;
-                };
-                let b = candidate.bbox;
-                if let Some(roi) = Roi::around_box(meta, b.x1, b.y1, b.x2, b.y2) {
-                    classification.rois.push(roi);
-                    classification.chosen.push(id);
-                }
-            }
-            if classification.rois.is_empty() {
-                continue;
-            }
-            classification.answers.clear();
-            if let Err(e) = classifiers.run(index, slot, &classification.rois, &mut classification.answers) {
-                log::warn!(
-                    "camera {}: classifier {} failed on frame {}: {e}",
-                    self.camera,
-                    classifier.name,
-                    meta.sequence
-                );
-                continue;
-            }
-            for (id, answer) in classification.chosen.iter().zip(classification.answers.drain(..)) {
-                if let Some(Label { label, score }) = answer {
-                    let attributes = classification.attributes.entry(*id).or_default();
-                    attributes.insert(classifier.name.clone(), Attribute { label, score });
-                }
-            }
         }
     }
 
@@ -332,36 +233,6 @@ impl CameraTracking {
             Err(e) => log::warn!("camera {}: event snapshot failed: {e}", self.camera),
         }
     }
-}
-
-/// The rule of every classifier in `config` (`on` labels as ids of `labels`, the shared list),
-/// by name; `Err` names a label of `on` that no detector knows, or a classifier without
-/// `tracking.enabled` (it runs on tracks).
-pub fn classify_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, CropRule)>, ConfigError> {
-    let mut rules = Vec::new();
-    for (name, named) in config.classifiers() {
-        if !config.tracking.enabled {
-            return Err(ConfigError::Invalid {
-                origin: config.origin.clone(),
-                key: format!("models.{name}.kind"),
-                message: "a classifier labels tracks: it needs `tracking.enabled = true`".to_string(),
-            });
-        }
-        let classes = named
-            .on
-            .iter()
-            .map(|label| {
-                labels.id_of(label).ok_or_else(|| ConfigError::Invalid {
-                    origin: config.origin.clone(),
-                    key: format!("models.{name}.on"),
-                    message: format!("no detector's labels name `{label}`"),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let rule = CropRule { classes, min_size: named.min_size() as f32, every: named.every() };
-        rules.push((name.to_string(), rule));
-    }
-    Ok(rules)
 }
 
 /// The settings of `[tracking]`.
@@ -442,7 +313,7 @@ mod tests {
                 &[light(*score, 10.0 + frame as f32)],
                 &labels,
                 &|_| None,
-                &mut Classifiers::none(),
+                &mut PerTrackSessions::none(),
             );
             assert_eq!(ids, [(frame >= 1).then_some(1)]);
             events.extend(update.events.iter().cloned());
@@ -476,7 +347,7 @@ mod tests {
             let mut slot = slot(frame);
             slot.set_continuity(continuity);
             let (ids, _, update) =
-                tracking.frame(&slot, &[light(0.8, 10.0)], &labels, &|_| None, &mut Classifiers::none());
+                tracking.frame(&slot, &[light(0.8, 10.0)], &labels, &|_| None, &mut PerTrackSessions::none());
             let ids = ids.to_vec();
             events.extend(update.events.iter().map(|event| (event.kind, event.track_id)));
             ids
@@ -490,26 +361,6 @@ mod tests {
         assert_eq!(events, [(EventKind::Start, 1), (EventKind::End, 1), (EventKind::Start, 2)]);
     }
 
-    fn classifier_config(on: &str, tracking: bool) -> Config {
-        let text = format!(
-            "[tracking]\nenabled = {tracking}\n[models.colour]\nkind = \"classifier\"\non = {on}\n\
-             onnx = \"c.onnx\"\nlabels = \"c.txt\"\nmin_size = 48\nevery = 5\n"
-        );
-        Config::from_toml(&text, crate::config::ConfigOrigin::Embedded, Path::new("/base")).expect("valid")
-    }
-
-    #[test]
-    fn a_classifiers_rule_names_its_labels_by_their_shared_ids_and_refuses_unknown_ones() {
-        let labels = labels();
-        let rules = classify_rules(&classifier_config("[\"traffic light\"]", true), &labels).expect("known label");
-        let rule = CropRule { classes: vec![1], min_size: 48.0, every: 5 };
-        assert_eq!(rules, [("colour".to_string(), rule)]);
-        let unknown = classify_rules(&classifier_config("[\"car\"]", true), &labels).expect_err("no detector has it");
-        assert!(unknown.to_string().contains("models.colour.on") && unknown.to_string().contains("`car`"), "{unknown}");
-        let untracked = classify_rules(&classifier_config("[\"person\"]", false), &labels).expect_err("no tracks");
-        assert!(untracked.to_string().contains("tracking.enabled"), "{untracked}");
-    }
-
     #[test]
     fn without_a_session_of_its_classifier_a_track_goes_unlabelled_and_the_bound_counts_what_waits() {
         let labels = labels();
@@ -517,7 +368,7 @@ mod tests {
         let mut params = params();
         params.tracker.max_tracks = 8;
         let mut tracking =
-            CameraTracking::new("front", params, scene(), None, None).with_classifiers(&[("colour".into(), rule)]);
+            CameraTracking::new("front", params, scene(), None, None).with_per_track_models(&[("colour".into(), rule)]);
         // Six narrow lights side by side, confirmed on the second frame.
         let lights: Vec<Detection> = (0..6)
             .map(|i| Detection {
@@ -528,13 +379,14 @@ mod tests {
             .collect();
         let mut events = Vec::new();
         for frame in 0..3 {
-            let (_, _, update) = tracking.frame(&slot(frame), &lights, &labels, &|_| None, &mut Classifiers::none());
+            let (_, _, update) =
+                tracking.frame(&slot(frame), &lights, &labels, &|_| None, &mut PerTrackSessions::none());
             events.extend(update.events.iter().cloned());
         }
         assert_eq!(events.len(), 6, "six starts: {events:?}");
         assert!(events.iter().all(|event| event.attributes.is_empty()), "no session, no answer");
-        assert_eq!(tracking.take_classify_skipped(), 2, "6 confirmed tracks, 4 per frame: 2 wait a frame");
-        assert_eq!(tracking.take_classify_skipped(), 0, "taken");
+        assert_eq!(tracking.take_per_track_skipped(), 2, "6 confirmed tracks, 4 per frame: 2 wait a frame");
+        assert_eq!(tracking.take_per_track_skipped(), 0, "taken");
     }
 
     #[test]

@@ -36,7 +36,7 @@ use jetson_detectd::config::{camera_scene, Config, ConfigOrigin};
 use jetson_detectd::controls::Controls;
 use jetson_detectd::detection::{BoundingBox, Detection, Labels};
 use jetson_detectd::frame::{FrameMeta, FrameSlot, FrameTimings, HeapMemory, PixelFormat};
-use jetson_detectd::infer::classifier::Classifiers;
+use jetson_detectd::infer::per_track::PerTrackSessions;
 use jetson_detectd::infer::step::FrameSink;
 use jetson_detectd::publish::dispatch::Outlets;
 use jetson_detectd::publish::events::{EventMessage, ObjectEvent};
@@ -433,7 +433,13 @@ fn run_script() -> (String, Recorder) {
             if camera == "back" && n > APPLY_SCENE_AFTER + 2 {
                 continue;
             }
-            sink.frame(camera, &frame(index as u64, n), &detections(camera, n), &timings(), &mut Classifiers::none());
+            sink.frame(
+                camera,
+                &frame(index as u64, n),
+                &detections(camera, n),
+                &timings(),
+                &mut PerTrackSessions::none(),
+            );
             recording.step(format!("frame {n} of {camera}"));
         }
         if n == RELOAD_AFTER {

@@ -19,7 +19,7 @@ use jetson_detectd::detection::Detection;
 use jetson_detectd::frame::{CaptureMode, FrameSlot, PixelFormat};
 use jetson_detectd::frame::{FrameTimings, Stage};
 use jetson_detectd::infer::camera::{CameraPipeline, PipelineShared};
-use jetson_detectd::infer::classifier::Classifiers;
+use jetson_detectd::infer::per_track::PerTrackSessions;
 use jetson_detectd::infer::scheduler::{SchedulePlan, Scheduler};
 use jetson_detectd::infer::step::{FrameSink, PipelineError};
 use jetson_detectd::model::ModelOutputs;
@@ -138,7 +138,7 @@ impl FrameSource for GatedSource {
 struct NullSink;
 
 impl FrameSink for NullSink {
-    fn frame(&self, _: &str, _: &FrameSlot, _: &[Detection], _: &FrameTimings, _: &mut Classifiers) {}
+    fn frame(&self, _: &str, _: &FrameSlot, _: &[Detection], _: &FrameTimings, _: &mut PerTrackSessions) {}
     fn camera_ended(&self, _: &str, _: &Result<(), PipelineError>) {}
     fn worker_failed(&self, _: &str, _: &PipelineError) {}
 }

@@ -204,7 +204,7 @@ impl step::FrameSink for BenchSink {
         slot: &FrameSlot,
         detections: &[Detection],
         timings: &FrameTimings,
-        _: &mut crate::infer::classifier::Classifiers,
+        _: &mut crate::infer::per_track::PerTrackSessions,
     ) {
         let publish_started = Instant::now();
         let message = detections_message(camera, slot.meta(), &Latency::from(timings), detections, &self.labels);

@@ -12,12 +12,12 @@ use super::BenchError;
 use crate::backend::engine::chain::unchecked;
 use crate::backend::{Backend, BuildDisplay};
 use crate::cmd::models::{
-    classifier_lanes, detector_lanes, named_classifiers, named_detector, named_detectors, worker_models, WorkerModel,
+    detector_lanes, named_classifiers, named_detector, named_detectors, per_track_lanes, worker_models, WorkerModel,
 };
 use crate::config::Config;
 use crate::decode::DecodeParams;
 use crate::detection::Labels;
-use crate::infer::classifier::ClassifierLane;
+use crate::infer::per_track::PerTrackLane;
 use crate::infer::scheduler::ModelLane;
 use crate::model::{DeviceSpec, ModelSpec};
 
@@ -71,7 +71,7 @@ pub struct BenchModels {
     /// Camera name and its model's table, in camera order.
     pub cameras: Vec<(String, String)>,
     pub lanes: Vec<ModelLane>,
-    pub classifiers: Arc<[ClassifierLane]>,
+    pub classifiers: Arc<[PerTrackLane]>,
     /// `[model]`'s labels grown by every listed detector's: what the messages name classes with.
     pub labels: Arc<Labels>,
 }
@@ -117,7 +117,7 @@ impl BenchModels {
         let classifier_backends =
             classifiers.iter().map(|classifier| load(&classifier.model)).collect::<Result<Vec<_>, _>>()?;
         let lanes = detector_lanes(Some(ModelLane::new(backend, params)), detectors, detector_backends);
-        let classifiers = classifier_lanes(classifiers, classifier_backends);
+        let classifiers = per_track_lanes(classifiers, classifier_backends);
         let cameras = names.into_iter().zip(assignment.iter().map(|model| choices[*model].table())).collect();
         Ok(BenchModels { cameras, lanes, classifiers, labels: Arc::new(shared) })
     }

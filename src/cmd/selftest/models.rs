@@ -14,7 +14,7 @@ use crate::backend::load::{self, BuildProgress};
 use crate::backend::memory::Arena;
 use crate::backend::{Backend, WorkerMemory};
 use crate::cmd::models::{
-    classifier_lanes, detector_lanes, named_classifiers, named_detectors, worker_memory_with_contexts, worker_models,
+    detector_lanes, named_classifiers, named_detectors, per_track_lanes, worker_memory_with_contexts, worker_models,
 };
 use crate::config::Config;
 use crate::decode::DecodeParams;
@@ -60,7 +60,7 @@ fn worker_models_memory(
         .map(|classifier| load(&classifier.name, &classifier.model))
         .collect::<Result<Vec<_>, _>>()?;
     let lanes = detector_lanes(Some(ModelLane::new(Arc::clone(backend), params)), detectors, detector_backends);
-    let classifiers = classifier_lanes(classifiers, classifier_backends);
+    let classifiers = per_track_lanes(classifiers, classifier_backends);
     let models = worker_models(&lanes, &classifiers);
     let workers = SchedulePlan::new(config, backend.as_ref(), config.cameras.len()).workers;
     worker_memory_with_contexts(workers, &models).map_err(|e| e.to_string())
@@ -100,7 +100,7 @@ mod tests {
 
     #[test]
     fn the_sentence_names_every_model_and_the_arena_or_its_absence() {
-        let gpu = example_shared_worker("models.colour", ModelRole::Classifier);
+        let gpu = example_shared_worker("models.colour", ModelRole::PerTrack("classifier"));
         assert_eq!(
             describe(&gpu),
             "model (detector, tensorrt model.engine): 100 bytes of scratch per context, saves 0, models.colour \

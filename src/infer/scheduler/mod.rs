@@ -16,8 +16,8 @@
 //! one worker per GPU serves every model on its one stream; a batch holds frames of one lane only
 //! (the lane of the first camera the round finds ready). A lane's class ids are renamed into the
 //! shared label list before the sink sees them, so every outlet names classes with one list.
-//! Every worker also holds a session of every classifier (`super::classifier`), opened on its seat
-//! after its detectors', which it lends the sink with each frame it delivers.
+//! Every worker also holds a session of every per-track model (`super::per_track`), opened on its
+//! seat after its detectors', which it lends the sink with each frame it delivers.
 //!
 //! Overlapping workers: where the backend says so ([`Backend::overlaps_preprocessing`](crate::backend::Backend::overlaps_preprocessing): the CPU
 //! backend's workers of many threads), a worker is two threads with a session each that

@@ -1,5 +1,5 @@
 //! Which session a worker runs each model on: a session of every detector lane and of every
-//! classifier, opened on the worker's own thread for its seat (on the GPU: the worker's stream and
+//! per-track model, opened on the worker's own thread for its seat (on the GPU: the worker's stream and
 //! arena), with the worker's decoder of each lane and the generation of the decode parameters it
 //! has adopted.
 //!
@@ -12,15 +12,15 @@ use super::lanes::ModelLane;
 use super::shared::Shared;
 use crate::backend::{InferenceSession, WorkerSeat};
 use crate::decode::Decoder;
-use crate::infer::classifier::Classifiers;
+use crate::infer::per_track::PerTrackSessions;
 use crate::infer::step::PipelineError;
 use crate::service::notify::LivenessHandle;
 
 /// A worker's sessions of every model: one per detector lane, in lane order, and of every
-/// classifier, which it lends the sink with each frame.
+/// per-track model, which it lends the sink with each frame.
 pub(super) struct WorkerSessions {
     pub(super) models: Vec<ModelSession>,
-    pub(super) classifiers: Classifiers,
+    pub(super) per_track: PerTrackSessions,
 }
 
 /// One worker's state for one model: its session (on the GPU its execution context, created on
@@ -59,7 +59,7 @@ impl LaneDecoder {
 }
 
 impl Shared {
-    /// A session of every lane and of every classifier for worker `index`, opened on this thread.
+    /// A session of every lane and of every per-track model for worker `index`, opened on this thread.
     pub(super) fn open_sessions(
         &self,
         index: usize,
@@ -76,9 +76,9 @@ impl Shared {
             self.stats.limit_to(model.limit);
             models.push(model);
         }
-        let classifiers = Classifiers::open(Arc::clone(&self.classifiers), seat)
+        let per_track = PerTrackSessions::open(Arc::clone(&self.per_track), seat)
             .map_err(|source| PipelineError::Worker { source })?;
         liveness.beat();
-        Ok(WorkerSessions { models, classifiers })
+        Ok(WorkerSessions { models, per_track })
     }
 }

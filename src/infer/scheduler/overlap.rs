@@ -30,7 +30,7 @@ impl Shared {
         liveness: &LivenessHandle,
         turns: &Turns,
     ) -> Result<(), PipelineError> {
-        let WorkerSessions { mut models, mut classifiers } = self.open_sessions(index, liveness)?;
+        let WorkerSessions { mut models, mut per_track } = self.open_sessions(index, liveness)?;
         let mut work = WorkerState::default();
         let mut batch: Vec<Taken> = Vec::with_capacity(1);
         while !self.stop.load(Ordering::SeqCst) {
@@ -65,8 +65,7 @@ impl Shared {
             let outcome = inferred.map_err(FrameError::Backend).and_then(|(outputs, backend_timings)| {
                 decode_frame(decoder, spec, &taken.slot, outputs, backend_timings, &mut work.detections)
             });
-            let delivered =
-                work.deliver(taken, started, turn_wait, outcome, lane, self.sink.as_ref(), &mut classifiers);
+            let delivered = work.deliver(taken, started, turn_wait, outcome, lane, self.sink.as_ref(), &mut per_track);
             turns.delivered(ticket);
             self.stats.count(1);
             self.give_back(&mut batch);

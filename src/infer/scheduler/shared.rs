@@ -14,7 +14,7 @@ use super::plan::SchedulePlan;
 use super::report::BatchStats;
 use crate::backend::WorkerSeat;
 use crate::frame::Doorbell;
-use crate::infer::classifier::ClassifierLane;
+use crate::infer::per_track::PerTrackLane;
 use crate::infer::step::FrameSink;
 
 /// How often an idle worker looks at the stop flag and beats.
@@ -24,8 +24,9 @@ pub(super) const POLL: Duration = Duration::from_millis(100);
 pub(super) struct Shared {
     /// Lane 0 serves cameras no other lane lists.
     pub(super) lanes: Vec<ModelLane>,
-    /// Every worker holds a session of each; the sink runs them ([`FrameSink::frame`]).
-    pub(super) classifiers: Arc<[ClassifierLane]>,
+    /// The per-track models: every worker holds a session of each and lends them to the sink
+    /// with every frame ([`FrameSink::frame`]).
+    pub(super) per_track: Arc<[PerTrackLane]>,
     pub(super) sink: Arc<dyn FrameSink>,
     pub(super) stop: Arc<AtomicBool>,
     pub(super) plan: SchedulePlan,

@@ -21,7 +21,7 @@ use crate::decode::DecodeParams;
 use crate::detection::Detection;
 use crate::frame::{Doorbell, FrameRing, FrameSlot};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
-use crate::infer::classifier::Classifiers;
+use crate::infer::per_track::PerTrackSessions;
 use crate::infer::step::{FrameSink, PipelineError};
 use crate::model::ModelOutputs;
 use crate::model::OutputTensor;
@@ -180,7 +180,7 @@ impl FrameSink for RecordingSink {
         slot: &FrameSlot,
         _: &[Detection],
         timings: &crate::frame::FrameTimings,
-        _: &mut Classifiers,
+        _: &mut PerTrackSessions,
     ) {
         lock(&self.frames).entry(camera.to_string()).or_default().push(slot.meta().sequence);
         lock(&self.timings).push(*timings);
@@ -421,7 +421,7 @@ fn a_renamed_lane_gives_the_shared_ids_and_drops_ids_its_labels_lack() {
             Ok(crate::frame::FrameTimings::default()),
             &lane,
             &sink,
-            &mut Classifiers::none(),
+            &mut PerTrackSessions::none(),
         )
         .expect("deliver");
     assert_eq!(state.detections.iter().map(|d| d.class_id).collect::<Vec<_>>(), [3, 7]);
@@ -521,7 +521,7 @@ fn hand_fed(cameras: usize) -> (Shared, Vec<Arc<FrameRing>>) {
         })
         .collect();
     let shared = Shared {
-        classifiers: Arc::from(Vec::new()),
+        per_track: Arc::from(Vec::new()),
         lanes: vec![ModelLane::new(backend, params())],
         sink: Arc::new(RecordingSink::default()),
         stop: Arc::new(AtomicBool::new(false)),

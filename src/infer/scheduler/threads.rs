@@ -18,7 +18,7 @@ use super::turns::Turns;
 use crate::backend::{Backend, BackendError, MemoryReport, WorkerSeat};
 use crate::decode::DecodeParams;
 use crate::frame::{Doorbell, FrameRing};
-use crate::infer::classifier::ClassifierLane;
+use crate::infer::per_track::PerTrackLane;
 use crate::infer::step::{FrameSink, PipelineError};
 use crate::service::notify::{Liveness, LivenessHandle};
 use crate::sys::lock::lock;
@@ -85,11 +85,11 @@ impl Scheduler {
     }
 
     /// [`Scheduler::start`] with one lane per detector that a camera runs (at least one; `[model]`'s
-    /// first when a camera runs it) and the classifiers every worker holds a session of, which the
-    /// sink runs on the frames it gets.
+    /// first when a camera runs it) and the per-track models every worker holds a session of, which
+    /// it lends the sink with the frames it gets.
     pub fn start_lanes(
         lanes: Vec<ModelLane>,
-        classifiers: Arc<[ClassifierLane]>,
+        per_track: Arc<[PerTrackLane]>,
         plan: SchedulePlan,
         sink: Arc<dyn FrameSink>,
         stop: Arc<AtomicBool>,
@@ -103,7 +103,7 @@ impl Scheduler {
         let plan = SchedulePlan { workers: plan.workers.max(1), max_batch: plan.max_batch.max(1), ..plan };
         let shared = Arc::new(Shared {
             lanes,
-            classifiers,
+            per_track,
             sink,
             stop,
             plan,

@@ -17,7 +17,7 @@ use super::shared::{Shared, POLL};
 use crate::backend::BackendError;
 use crate::detection::Detection;
 use crate::frame::{FrameSlot, FrameTimings, Stage};
-use crate::infer::classifier::Classifiers;
+use crate::infer::per_track::PerTrackSessions;
 use crate::infer::step::{decode_frame, process, FrameError, FrameSink, PipelineError};
 use crate::model::ModelOutputs;
 use crate::service::notify::LivenessHandle;
@@ -45,8 +45,8 @@ impl Shared {
             self.fill_within_timeout(index, &mut batch, &limits);
             liveness.enter(Stage::Infer);
             let lane = batch[0].lane;
-            let WorkerSessions { models, classifiers } = &mut sessions;
-            let outcome = work.run(&mut models[lane], classifiers, &self.lanes[lane], &batch, self.sink.as_ref());
+            let WorkerSessions { models, per_track } = &mut sessions;
+            let outcome = work.run(&mut models[lane], per_track, &self.lanes[lane], &batch, self.sink.as_ref());
             self.stats.count(batch.len());
             self.give_back(&mut batch);
             liveness.beat();
@@ -79,7 +79,7 @@ impl WorkerState {
     fn run(
         &mut self,
         model: &mut ModelSession,
-        classifiers: &mut Classifiers,
+        per_track: &mut PerTrackSessions,
         lane: &ModelLane,
         batch: &[Taken],
         sink: &dyn FrameSink,
@@ -104,7 +104,7 @@ impl WorkerState {
                                     &mut self.detections,
                                 )
                             });
-                        self.deliver(taken, started, Duration::ZERO, decoded, lane, sink, classifiers)?;
+                        self.deliver(taken, started, Duration::ZERO, decoded, lane, sink, per_track)?;
                     }
                     return Ok(());
                 }
@@ -118,7 +118,7 @@ impl WorkerState {
             let started = Instant::now();
             let outcome =
                 process(&mut *model.session, &mut model.decode.decoder, spec, &taken.slot, &mut self.detections);
-            self.deliver(taken, started, Duration::ZERO, outcome, lane, sink, classifiers)?;
+            self.deliver(taken, started, Duration::ZERO, outcome, lane, sink, per_track)?;
         }
         Ok(())
     }
@@ -136,7 +136,7 @@ impl WorkerState {
         outcome: Result<FrameTimings, FrameError>,
         lane: &ModelLane,
         sink: &dyn FrameSink,
-        classifiers: &mut Classifiers,
+        per_track: &mut PerTrackSessions,
     ) -> Result<(), PipelineError> {
         let camera = &*taken.name;
         match outcome {
@@ -152,7 +152,7 @@ impl WorkerState {
                     taken.slot.meta().sequence,
                     self.detections.len()
                 );
-                sink.frame(camera, &taken.slot, &self.detections, &timings, classifiers);
+                sink.frame(camera, &taken.slot, &self.detections, &timings, per_track);
                 Ok(())
             }
             // A frame the preprocessor cannot take (odd size, truncated data) is one bad frame,

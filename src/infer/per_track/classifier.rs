@@ -1,0 +1,108 @@
+//! The classifier, the first kind of per-track model (`[models.<name>]` with
+//! `kind = "classifier"`): a label from its label file, with a score, for each crop; a track keeps
+//! the latest.
+//!
+//! Owns: [`Classifier`] (its labels, how its scores read and the groups it answers with) and its
+//! answer, [`LabelAnswer`].
+//! Must not: choose tracks or run sessions (the per-track step does, alike for every kind).
+
+use super::attribute::Attribute;
+use super::kind::{PerTrackKind, TrackAnswer};
+use crate::config::ClassScores;
+use crate::decode::classify::{classify, ClassGroups};
+use crate::detection::Labels;
+use crate::model::ModelOutputs;
+
+/// A classifier: its labels, how its scores read and the groups it answers with.
+pub struct Classifier {
+    pub labels: Labels,
+    pub scores: ClassScores,
+    /// The coarse classes it answers instead of its labels (`groups`), if any.
+    pub groups: Option<ClassGroups>,
+}
+
+/// One crop's class: the classifier's label and its score in 0..1.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelAnswer {
+    pub label: String,
+    pub score: f32,
+}
+
+impl PerTrackKind for Classifier {
+    fn kind(&self) -> &'static str {
+        "classifier"
+    }
+
+    fn read(
+        &self,
+        outputs: &ModelOutputs,
+        rows: usize,
+        out: &mut Vec<Option<Box<dyn TrackAnswer>>>,
+    ) -> Result<(), String> {
+        let mut classes = Vec::with_capacity(rows);
+        let mut group_scores = Vec::new();
+        let groups = self.groups.as_ref();
+        classify(outputs, rows, self.labels.len(), self.scores, groups, &mut group_scores, &mut classes)
+            .map_err(|e| e.to_string())?;
+        out.extend(classes.into_iter().map(|class| {
+            class.map(|class| {
+                let label = match groups {
+                    Some(groups) => groups.name(class.class_id).to_string(),
+                    None => self.labels.name(class.class_id).into_owned(),
+                };
+                Box::new(LabelAnswer { label, score: class.score }) as Box<dyn TrackAnswer>
+            })
+        }));
+        Ok(())
+    }
+}
+
+impl TrackAnswer for LabelAnswer {
+    /// The latest answer is the track's.
+    fn absorb(&mut self, later: Box<dyn TrackAnswer>) {
+        if let Ok(later) = (later as Box<dyn std::any::Any>).downcast::<LabelAnswer>() {
+            *self = *later;
+        }
+    }
+
+    fn attribute(&self) -> Option<Attribute> {
+        Some(Attribute::Label { label: self.label.clone(), score: self.score })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::OutputTensor;
+
+    fn labels() -> Labels {
+        Labels::parse("red\ngreen\nblue\n", std::path::Path::new("colours.txt")).expect("labels")
+    }
+
+    #[test]
+    fn each_crop_gets_its_best_label_and_a_row_without_numbers_gets_none() {
+        let classifier = Classifier { labels: labels(), scores: ClassScores::Probabilities, groups: None };
+        let outputs = ModelOutputs {
+            tensors: vec![OutputTensor {
+                name: "probabilities".into(),
+                shape: vec![2, 3],
+                data: vec![0.1, 0.7, 0.2, f32::NAN, f32::NAN, f32::NAN],
+            }],
+        };
+        let mut out = Vec::new();
+        classifier.read(&outputs, 2, &mut out).expect("read");
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            out[0].as_ref().and_then(|answer| answer.attribute()),
+            Some(Attribute::Label { label: "green".into(), score: 0.7 })
+        );
+        assert!(out[1].is_none());
+    }
+
+    #[test]
+    fn a_track_keeps_the_latest_label() {
+        let mut kept = LabelAnswer { label: "red".into(), score: 0.9 };
+        kept.absorb(Box::new(LabelAnswer { label: "blue".into(), score: 0.6 }));
+        assert_eq!(kept, LabelAnswer { label: "blue".into(), score: 0.6 });
+    }
+}

@@ -1,0 +1,42 @@
+//! What a kind of per-track model is: how its outputs for a batch of crops read as one answer per
+//! crop, and what a track keeps of its answers. The classifier is the first kind
+//! (`super::classifier`); an embedder (a vector per crop, averaged into a few prototypes per
+//! track) is the next.
+//!
+//! Owns: the [`PerTrackKind`] and [`TrackAnswer`] traits. Must not: choose tracks, cut crops or
+//! run sessions (`super::camera` and `super::sessions` do, alike for every kind).
+
+use std::any::Any;
+use std::fmt::Debug;
+
+use super::attribute::Attribute;
+use crate::model::ModelOutputs;
+
+/// A kind of per-track model: its decoder.
+pub trait PerTrackKind: Send + Sync {
+    /// The kind's name, as telemetry, `bench` and `selftest` call the models of this kind
+    /// (`classifier`).
+    fn kind(&self) -> &'static str;
+
+    /// Reads the answers of the `rows` crops of one inference from `outputs` and appends one per
+    /// crop to `out`, in crop order (`None`: this crop has no answer, e.g. scores that are not
+    /// numbers). An error says why the outputs cannot be read at all.
+    fn read(
+        &self,
+        outputs: &ModelOutputs,
+        rows: usize,
+        out: &mut Vec<Option<Box<dyn TrackAnswer>>>,
+    ) -> Result<(), String>;
+}
+
+/// One crop's answer, and what a track keeps of its model's answers.
+pub trait TrackAnswer: Debug + Send + Sync + Any {
+    /// Folds `later`, a later answer of the same model on the same track, into what the track
+    /// keeps: the classifier keeps the latest label; an embedder averages vectors into a few
+    /// prototypes. `later` is always of this answer's own type (one model, one kind).
+    fn absorb(&mut self, later: Box<dyn TrackAnswer>);
+
+    /// What events and detections messages carry of it under `attributes.<model>` (`None`:
+    /// nothing).
+    fn attribute(&self) -> Option<Attribute>;
+}

@@ -1,0 +1,65 @@
+//! Which tracks each per-track model looks at, from the config: its `on` labels, resolved against
+//! the detectors' shared label list, its `min_size` and `every`.
+//!
+//! Owns: [`crop_rules`]. Must not: open models.
+
+use crate::config::{Config, ConfigError};
+use crate::detection::Labels;
+use crate::track::crop_plan::CropRule;
+
+/// The crop rule of every per-track model of `config` (`on` labels as ids of `labels`, the shared
+/// list), by `[models.<name>]` name; `Err` names a label of `on` that no detector knows, or a
+/// model without `tracking.enabled` (it runs on tracks).
+pub fn crop_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, CropRule)>, ConfigError> {
+    let mut rules = Vec::new();
+    for (name, named) in config.classifiers() {
+        if !config.tracking.enabled {
+            return Err(ConfigError::Invalid {
+                origin: config.origin.clone(),
+                key: format!("models.{name}.kind"),
+                message: "a classifier labels tracks: it needs `tracking.enabled = true`".to_string(),
+            });
+        }
+        let classes = named
+            .on
+            .iter()
+            .map(|label| {
+                labels.id_of(label).ok_or_else(|| ConfigError::Invalid {
+                    origin: config.origin.clone(),
+                    key: format!("models.{name}.on"),
+                    message: format!("no detector's labels name `{label}`"),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let rule = CropRule { classes, min_size: named.min_size() as f32, every: named.every() };
+        rules.push((name.to_string(), rule));
+    }
+    Ok(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn classifier_config(on: &str, tracking: bool) -> Config {
+        let text = format!(
+            "[tracking]\nenabled = {tracking}\n[models.colour]\nkind = \"classifier\"\non = {on}\n\
+             onnx = \"c.onnx\"\nlabels = \"c.txt\"\nmin_size = 48\nevery = 5\n"
+        );
+        Config::from_toml(&text, crate::config::ConfigOrigin::Embedded, Path::new("/base")).expect("valid")
+    }
+
+    #[test]
+    fn a_models_rule_names_its_labels_by_their_shared_ids_and_refuses_unknown_ones() {
+        let labels = Labels::parse("person\ntraffic light\n", Path::new("labels")).expect("labels");
+        let rules = crop_rules(&classifier_config("[\"traffic light\"]", true), &labels).expect("known label");
+        let rule = CropRule { classes: vec![1], min_size: 48.0, every: 5 };
+        assert_eq!(rules, [("colour".to_string(), rule)]);
+        let unknown = crop_rules(&classifier_config("[\"car\"]", true), &labels).expect_err("no detector has it");
+        assert!(unknown.to_string().contains("models.colour.on") && unknown.to_string().contains("`car`"), "{unknown}");
+        let untracked = crop_rules(&classifier_config("[\"person\"]", false), &labels).expect_err("no tracks");
+        assert!(untracked.to_string().contains("tracking.enabled"), "{untracked}");
+    }
+}
