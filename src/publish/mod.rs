@@ -1,4 +1,4 @@
-//! ⑦ Results out: the per-frame sink runs each camera's tracker ([`tracking`]) and hands typed
+//! ⑦ Results out: the per-frame sink runs each camera's tracker ([`camera_events`]) and hands typed
 //! values — detections, track events, zone counts, snapshots, the daemon's status and telemetry —
 //! to the outlets ([`outlet`]): MQTT with Home Assistant discovery ([`mqtt`], the only place that
 //! knows topics and turns values into bytes) and the live view ([`live`], what the HTTP stage
@@ -10,6 +10,7 @@
 //! models on the worker's sessions and keeps their answers), touch frame rings, or block an
 //! inference worker (outlets hand over to their own tasks through bounded queues).
 
+pub mod camera_events;
 pub mod clips;
 pub mod dispatch;
 pub mod events;
@@ -21,4 +22,3 @@ pub mod payload;
 pub mod sink;
 pub mod snapshot;
 pub mod telemetry;
-pub mod tracking;

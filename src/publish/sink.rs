@@ -18,12 +18,12 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
+use super::camera_events::{tracking_params, CameraEvents};
 use super::clips::ClipNaming;
 use super::dispatch::Outlets;
 use super::events::{ClipRef, ObjectEvent};
 use super::outlet::{FrameResult, TrackingUpdate};
 use super::snapshot::Snapshotter;
-use super::tracking::{tracking_params, CameraTracking};
 use crate::config::Config;
 use crate::controls::{CameraControls, Controls, Switch};
 use crate::detection::{Detection, Labels};
@@ -41,7 +41,7 @@ struct CameraEntry {
     snapshotter: Option<Mutex<Snapshotter>>,
     /// The camera's tracking (with `tracking.enabled`), and the lock that serialises its frames
     /// with the end of its detection.
-    step: Mutex<Option<CameraTracking>>,
+    step: Mutex<Option<CameraEvents>>,
     /// The camera's run-time switches (detection, snapshots).
     switches: Option<Arc<CameraControls>>,
 }
@@ -93,7 +93,7 @@ impl PublishSink {
             .zip(stats)
             .map(|((camera, scene), stats)| {
                 let tracking = config.tracking.enabled.then(|| {
-                    let mut tracking = CameraTracking::new(
+                    let mut tracking = CameraEvents::new(
                         &camera.name,
                         tracking_params(&config.tracking),
                         scene,
@@ -179,7 +179,7 @@ impl PublishSink {
         self.finish(&entry.name, &mut lock(&entry.step));
     }
 
-    fn finish(&self, camera: &str, tracking: &mut Option<CameraTracking>) {
+    fn finish(&self, camera: &str, tracking: &mut Option<CameraEvents>) {
         if let Some(tracking) = tracking {
             let clips = |event: &ObjectEvent| self.clip_of(camera, event);
             self.outlets.tracking(camera, &tracking.finish(&clips));

@@ -4,8 +4,8 @@
 //! Owns everything between a frame's detections and the tracking events (`start`/`update`/`end`,
 //! zone occupancy): pure CPU work on each camera's own state, driven by the frames' capture
 //! times. Must not: read the config, build payloads, render snapshots, publish, read clocks, or
-//! share state between cameras (`crate::publish::tracking` runs it per camera and hands its events
-//! to the outlets as typed values; `crate::config::scene` builds its scenes).
+//! share state between cameras (`crate::publish::camera_events` runs it per camera and hands its
+//! events to the outlets as typed values; `crate::config::scene` builds its scenes).
 //!
 //! The flow of one frame, module by module:
 //! - [`tracker`] matches detections to tracks ([`association`], with each track's motion in a

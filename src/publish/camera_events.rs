@@ -1,4 +1,5 @@
-//! A camera's tracking as the daemon runs it: frames in, typed events and zone counts out.
+//! A camera's events as the daemon makes them: frames in, the camera's tracker run, typed events
+//! and zone counts out.
 //!
 //! Owns: the camera's [`SceneTracker`], turning its events into [`ObjectEvent`]s (stamped with the
 //! run and this camera's event sequence, with the clip a [`ClipNamer`] names), its occupancy changes, and the event snapshots — for
@@ -55,7 +56,7 @@ struct BestShots {
 
 /// The tracking state of one camera, and what its last step produced.
 #[derive(Debug)]
-pub struct CameraTracking {
+pub struct CameraEvents {
     camera: String,
     tracking: SceneTracker,
     shots: Option<BestShots>,
@@ -72,7 +73,7 @@ pub struct CameraTracking {
     per_track: CameraPerTrack,
 }
 
-impl CameraTracking {
+impl CameraEvents {
     /// `snapshot_quality` enables event snapshots; `run` (the daemon's run id) stamps every event
     /// with it and a sequence number.
     pub fn new(
@@ -81,8 +82,8 @@ impl CameraTracking {
         scene: Scene,
         snapshot_quality: Option<u8>,
         run: Option<Arc<str>>,
-    ) -> CameraTracking {
-        CameraTracking {
+    ) -> CameraEvents {
+        CameraEvents {
             camera: camera.into(),
             tracking: SceneTracker::new(params, scene),
             run,
@@ -101,7 +102,7 @@ impl CameraTracking {
     }
 
     /// Runs the per-track models `rules` name (by `[models.<name>]` name) on this camera's tracks.
-    pub fn with_per_track_models(mut self, rules: &[(String, CropRule)]) -> CameraTracking {
+    pub fn with_per_track_models(mut self, rules: &[(String, CropRule)]) -> CameraEvents {
         self.per_track = CameraPerTrack::new(&self.camera, rules);
         self
     }
@@ -302,7 +303,7 @@ mod tests {
     #[test]
     fn events_counts_and_the_best_snapshot_of_a_track() {
         let labels = labels();
-        let mut tracking = CameraTracking::new("front", params(), scene(), Some(80), Some("feedc0de".into()));
+        let mut tracking = CameraEvents::new("front", params(), scene(), Some(80), Some("feedc0de".into()));
         assert_eq!(counts(&tracking.startup()), [("yard".into(), None, Some(0)), ("yard".into(), Some(0), Some(0))]);
 
         let mut events = Vec::new();
@@ -341,7 +342,7 @@ mod tests {
     #[test]
     fn a_new_continuity_ends_every_track_before_its_first_frame_is_tracked() {
         let labels = labels();
-        let mut tracking = CameraTracking::new("front", params(), scene(), None, None);
+        let mut tracking = CameraEvents::new("front", params(), scene(), None, None);
         let mut events = Vec::new();
         let mut frame = |frame: u64, continuity: u64| {
             let mut slot = slot(frame);
@@ -368,7 +369,7 @@ mod tests {
         let mut params = params();
         params.tracker.max_tracks = 8;
         let mut tracking =
-            CameraTracking::new("front", params, scene(), None, None).with_per_track_models(&[("colour".into(), rule)]);
+            CameraEvents::new("front", params, scene(), None, None).with_per_track_models(&[("colour".into(), rule)]);
         // Six narrow lights side by side, confirmed on the second frame.
         let lights: Vec<Detection> = (0..6)
             .map(|i| Detection {
@@ -391,7 +392,7 @@ mod tests {
 
     #[test]
     fn a_reload_clears_removed_zones_and_starts_new_ones_at_zero() {
-        let mut tracking = CameraTracking::new("front", params(), scene(), None, None);
+        let mut tracking = CameraEvents::new("front", params(), scene(), None, None);
         tracking.startup();
         let whole = Polygon::new(&[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]).expect("polygon");
         let renamed =
