@@ -84,10 +84,7 @@ impl ImagesSource {
             .map(|interval| (SystemTime::now(), interval));
         let description = format!("images:{}", path.display());
         let backoff = Backoff::new(INITIAL_BACKOFF, MAX_LOOK_AGAIN);
-        let mut connection = Connection::new(description.clone(), backoff, POLL, "looking again");
-        connection
-            .open(|| start_pass(path))
-            .map_err(|message| SourceError::Open { source_name: description, message })?;
+        let connection = Connection::opened(description, backoff, POLL, "looking again", || start_pass(path))?;
         Ok(ImagesSource {
             root: path.to_path_buf(),
             mode: playback.mode,

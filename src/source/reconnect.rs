@@ -8,8 +8,10 @@
 //! devices (the caller's `connect` does) or sleep longer than one poll interval, so that the
 //! sources check their stop flag in between.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::error::SourceError;
 use super::frame_source::Capture;
 use super::status::{SourceState, SourceStatus};
 
@@ -58,15 +60,39 @@ impl<L> Connection<L> {
         }
     }
 
-    /// The first connection attempt: only a [`DeviceError::Permanent`] failure is returned (the
-    /// camera cannot work); any other leaves the connection down and retrying.
-    pub fn open(&mut self, connect: impl FnOnce() -> Result<L, DeviceError>) -> Result<(), String> {
+    /// A connection whose first attempt, `connect`, is made now: only a
+    /// [`DeviceError::Permanent`] failure is an error (the camera cannot work, and the source does
+    /// not open); any other leaves the connection down and retrying.
+    pub fn opened(
+        description: String,
+        backoff: Backoff,
+        poll_interval: Duration,
+        retry_verb: &'static str,
+        connect: impl FnOnce() -> Result<L, DeviceError>,
+    ) -> Result<Self, SourceError> {
+        let mut connection = Connection::new(description, backoff, poll_interval, retry_verb);
         match connect() {
-            Ok(link) => self.up(link),
-            Err(DeviceError::Permanent(message)) => return Err(message),
-            Err(error) => self.down(&error),
+            Ok(link) => connection.up(link),
+            Err(DeviceError::Permanent(message)) => {
+                return Err(SourceError::Open { source_name: connection.description, message });
+            }
+            Err(error) => connection.down(&error),
         }
-        Ok(())
+        Ok(connection)
+    }
+
+    /// What a camera's `next_frame` starts with: [`Capture::End`] once `stop` is set (the link is
+    /// dropped for good), else [`Connection::link_or_retry`].
+    pub fn next_link(
+        &mut self,
+        stop: &AtomicBool,
+        connect: impl FnOnce() -> Result<L, DeviceError>,
+    ) -> Result<&mut L, Capture> {
+        if stop.load(Ordering::Relaxed) {
+            self.stop();
+            return Err(Capture::End);
+        }
+        self.link_or_retry(connect)
     }
 
     /// The live link; when down, waits up to one poll interval, or makes the attempt that is due,
@@ -136,6 +162,11 @@ impl<L> Connection<L> {
     /// A handle telemetry can keep and read from any thread.
     pub fn status(&self) -> &SourceStatus {
         &self.status
+    }
+
+    /// The state now.
+    pub fn state(&self) -> SourceState {
+        self.status.get()
     }
 
     /// Failures since the last good frame.
@@ -255,10 +286,12 @@ mod tests {
 
     #[test]
     fn a_link_that_is_up_is_connecting_until_its_first_frame() {
-        let mut connection: Connection<()> =
+        let fresh: Connection<()> =
             Connection::new("test".into(), Backoff::default(), Duration::from_millis(1), "reopening");
-        assert_eq!(connection.status().get(), SourceState::Connecting { attempt: 0 });
-        connection.open(|| Ok(())).expect("opened");
+        assert_eq!(fresh.state(), SourceState::Connecting { attempt: 0 });
+        let mut connection =
+            Connection::opened("test".into(), Backoff::default(), Duration::from_millis(1), "reopening", || Ok(()))
+                .expect("opened");
         assert!(connection.status().get().is_offline(), "a session without a frame");
         connection.frame_arrived();
         assert_eq!(connection.status().get(), SourceState::Streaming);

@@ -93,7 +93,7 @@ fn capture_through_ring(format: V4l2Format, driver_format: DriverFormat, buffers
         Ok(Box::new(camera))
     };
     let mut source = V4l2Source::with_opener(request, V4l2Options::default(), opener, stop).expect("open");
-    let status = source.status();
+    let status = source.connection_status().expect("a camera has a connection");
 
     let producer_ring = ring.clone();
     let producer = std::thread::spawn(move || {

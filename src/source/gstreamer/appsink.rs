@@ -10,7 +10,7 @@
 //! [`GstreamerOptions::poll_interval`] without checking the stop flag, or let bus messages pile up.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -155,14 +155,15 @@ impl GstreamerSource {
             source_name: description.clone(),
             message: format!("cannot initialise GStreamer: {err}"),
         })?;
-        let connection = Connection::new(
+        let offer = options.offer_pool.then(|| PoolOffer::new(options.slots.clone(), &description));
+        let connection = Connection::opened(
             description.clone(),
             Backoff::new(options.initial_backoff, options.max_backoff),
             options.poll_interval,
             "restarting",
-        );
-        let offer = options.offer_pool.then(|| PoolOffer::new(options.slots.clone(), &description));
-        let mut source = GstreamerSource {
+            || start_pipeline(&spec, offer.as_ref(), options.record.as_ref()),
+        )?;
+        Ok(GstreamerSource {
             spec,
             options,
             limits,
@@ -174,21 +175,13 @@ impl GstreamerSource {
             copy_explained: false,
             skip_log: reconnect::RateLimitedLog::new(Duration::from_secs(10)),
             description,
-        };
-        let (spec, offer, record) = (&source.spec, source.offer.as_ref(), source.options.record.as_ref());
-        if let Err(message) = source.connection.open(|| start_pipeline(spec, offer, record)) {
-            return Err(SourceError::Open { source_name: source.description, message });
-        }
-        Ok(source)
+        })
     }
 
-    /// A handle telemetry can keep and read from any thread.
-    pub fn status(&self) -> SourceStatus {
-        self.connection.status().clone()
-    }
-
+    /// The state now (telemetry keeps [`FrameSource::connection_status`] to read it from any
+    /// thread).
     pub fn state(&self) -> SourceState {
-        self.connection.status().get()
+        self.connection.state()
     }
 }
 
@@ -425,12 +418,8 @@ impl FrameSource for GstreamerSource {
 
     /// Returns [`Capture::End`] once the stop flag is set (and stops the pipeline).
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
-        if self.stop.load(Ordering::Relaxed) {
-            self.connection.stop();
-            return Ok(Capture::End);
-        }
         let (spec, offer, record) = (&self.spec, self.offer.as_ref(), self.options.record.as_ref());
-        let running = match self.connection.link_or_retry(|| start_pipeline(spec, offer, record)) {
+        let running = match self.connection.next_link(&self.stop, || start_pipeline(spec, offer, record)) {
             Ok(running) => running,
             Err(capture) => return Ok(capture),
         };

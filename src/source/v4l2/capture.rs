@@ -26,7 +26,7 @@
 //! (decoded anyway) stream mmap buffers: one copy, or the decode.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -443,44 +443,37 @@ impl V4l2Source {
             format_name(request.format),
             request.fps
         );
-        let connection = Connection::new(
+        let mut opener: Box<dyn DeviceOpener> = Box::new(opener);
+        let mut logged_plan = None;
+        let connection = Connection::opened(
             description.clone(),
             Backoff::new(options.initial_backoff, options.max_backoff),
             options.poll_interval,
             "reopening",
-        );
-        let mut source = V4l2Source {
+            || {
+                connect(opener.as_mut(), &request, &options).inspect(|open| {
+                    log_plan(&mut logged_plan, &description, &open.streaming.plan);
+                })
+            },
+        )?;
+        Ok(V4l2Source {
             request,
             options,
-            opener: Box::new(opener),
+            opener,
             stop,
             connection,
             corrupt_log: RateLimitedLog::new(Duration::from_secs(10)),
             truncated_logged: false,
             mjpeg_scratch: Vec::new(),
             description,
-            logged_plan: None,
-        };
-        let (opener, request, options) = (&mut source.opener, &source.request, &source.options);
-        let (logged, description) = (&mut source.logged_plan, &source.description);
-        let opened = source.connection.open(|| {
-            connect(opener.as_mut(), request, options).inspect(|open| {
-                log_plan(logged, description, &open.streaming.plan);
-            })
-        });
-        if let Err(message) = opened {
-            return Err(SourceError::Open { source_name: source.description, message });
-        }
-        Ok(source)
+            logged_plan,
+        })
     }
 
-    /// A handle telemetry can keep and read from any thread.
-    pub fn status(&self) -> SourceStatus {
-        self.connection.status().clone()
-    }
-
+    /// The state now (telemetry keeps [`FrameSource::connection_status`] to read it from any
+    /// thread).
     pub fn state(&self) -> SourceState {
-        self.connection.status().get()
+        self.connection.state()
     }
 
     /// The layout agreed with the driver while the device is open.
@@ -601,13 +594,9 @@ impl FrameSource for V4l2Source {
 
     /// Returns [`Capture::End`] once the stop flag is set (and closes the device).
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
-        if self.stop.load(Ordering::Relaxed) {
-            self.connection.stop();
-            return Ok(Capture::End);
-        }
         let (opener, request, options) = (&mut self.opener, &self.request, &self.options);
         let (logged, description) = (&mut self.logged_plan, &self.description);
-        let linked = self.connection.link_or_retry(|| {
+        let linked = self.connection.next_link(&self.stop, || {
             connect(opener.as_mut(), request, options).inspect(|open| {
                 log_plan(logged, description, &open.streaming.plan);
             })
@@ -687,7 +676,7 @@ mod tests {
     use crate::source::v4l2::userptr::PageAlignedHeap;
     use crate::source::v4l2::userptr::UserBuffer;
     use std::collections::VecDeque;
-    use std::sync::atomic::AtomicU8;
+    use std::sync::atomic::{AtomicU8, Ordering};
     use std::sync::Mutex;
 
     const LIMITS: LimitsConfig = LimitsConfig { max_width: 16384, max_height: 16384, max_alloc_mib: 256 };
@@ -1012,7 +1001,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let mut source =
             V4l2Source::with_opener(request(V4l2Format::Yuyv), quick_options(), opener, stop).expect("open");
-        let status = source.status();
+        let status = source.connection_status().expect("a camera has a connection");
         let mut slot = heap_slot();
 
         assert_eq!(source.next_frame(&mut slot).expect("frame"), Capture::Frame);
