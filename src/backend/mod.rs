@@ -6,7 +6,9 @@
 //! `crate::model::DeviceSpec` chooses ([`load`]), showing an engine build ([`BuildDisplay`]),
 //! adding up the device memory of the contexts the workers hold ([`memory`]) and engines shared
 //! between devices ([`fleet`]); the backends themselves are [`cpu`] and [`trt`]. Nothing here
-//! reads the config: those two specs are all it sees of it. The outputs a session fills are
+//! reads the `Config`: those two specs, and the few value types of the config they carry
+//! (`device.backend`, `device.fallback`, `device.cpu_engine`, the precision, the cores' budget
+//! `crate::config::CpuBudget`), are all it sees of it. The outputs a session fills are
 //! [`ModelOutputs`](crate::model::ModelOutputs). A backend does preprocessing *and* inference,
 //! because on the GPU path both run on the worker's stream without the tensor leaving the device.
 //! Must not: decode detections, publish, or call CUDA outside the session's own thread. This file
