@@ -2,8 +2,10 @@
 //! runs every camera's frames on one inference worker per GPU, the per-frame step, and the
 //! per-track models (classifiers) the workers run on crops of tracks.
 //!
-//! Owns: threads, rings, batching and fairness. Must not: publish, format payloads, or know about
-//! MQTT; results leave through the [`FrameSink`](step::FrameSink) the caller provides.
+//! Owns: threads, rings, batching and fairness, and the models that run on crops of tracks
+//! ([`per_track`]: their sessions on every worker, each camera's plans and what its tracks keep).
+//! Must not: publish, format payloads, or know about MQTT; results leave through the
+//! [`FrameSink`](step::FrameSink) the caller provides.
 
 pub mod agreement;
 pub mod camera;
