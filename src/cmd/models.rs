@@ -5,9 +5,9 @@
 //! `selftest` share it, so that the lanes they build are the same.
 //!
 //! Owns: reading the named models of a config ([`named_detectors`] for the cameras that name
-//! them, [`named_detector`] for cameras a command assigns, [`named_classifiers`]), whether `[model]`
-//! runs at all ([`model_runs`]), turning loaded backends into lanes ([`detector_lanes`],
-//! [`per_track_lanes`], where each kind of per-track model is registered), naming each lane's backend
+//! them, [`named_detector`] for cameras a command assigns, [`named_per_track`], where each kind of
+//! per-track model is registered), whether `[model]` runs at all ([`model_runs`]), turning loaded
+//! backends into lanes ([`detector_lanes`], [`per_track_lanes`]), naming each lane's backend
 //! ([`engine_models`]) and adding up their memory ([`worker_models`], [`worker_memory`], or read
 //! with one context of each open: [`worker_memory_with_contexts`]). Must not: load backends (each
 //! command loads them its own way: `run` with build progress over MQTT and systemd) or start the
@@ -16,11 +16,12 @@
 use std::sync::Arc;
 
 use crate::backend::{Backend, BackendError, BackendInfo, ModelRole, WorkerMemory};
-use crate::config::models::ModelKind;
+use crate::config::models::{ModelKind, NamedModel};
 use crate::config::{Config, ConfigError};
 use crate::decode::classify::ClassGroups;
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
+use crate::infer::engine_build::CheckSubject;
 use crate::infer::per_track::{Classifier, PerTrackKind, PerTrackLane};
 use crate::infer::scheduler::ModelLane;
 use crate::model::ModelSpec;
@@ -57,7 +58,7 @@ pub struct NamedDetector {
 }
 
 /// The named detectors that cameras use, their decode parameters from their own labels, and
-/// `labels` grown by their names (classifiers are [`named_classifiers`]). Each model is `loaded`'s
+/// `labels` grown by their names (per-track models are [`named_per_track`]). Each model is `loaded`'s
 /// table of that name (on a reload, the running config's: the files, labels and decoder of a
 /// loaded model change only with a restart), else `config`'s; the thresholds and class filter are
 /// `config`'s.
@@ -142,32 +143,47 @@ fn read_detector(
     Ok(Some(NamedDetector { name: name.to_string(), model, params, class_ids, cameras }))
 }
 
-/// A `[models.<name>]` classifier, as loaded, with its own labels and the groups of them it
-/// answers with, if its table names any.
-pub struct NamedClassifier {
+/// A `[models.<name>]` per-track model (a classifier), as loaded, with its kind (what its outputs
+/// answer) and what its engine's check compares (`engine.min_agreement`).
+pub struct NamedPerTrack {
     pub name: String,
     pub model: ModelSpec,
-    pub labels: Labels,
-    pub groups: Option<ClassGroups>,
+    pub kind: Arc<dyn PerTrackKind>,
+    pub check: CheckSubject,
 }
 
-/// The classifiers of `config`, after checking that each one's `on` labels are in `labels` (the
-/// shared list), its files are regular files and its `groups` name its own labels.
-pub fn named_classifiers(config: &Config, labels: &Labels) -> Result<Vec<NamedClassifier>, ModelsError> {
+/// The per-track models of `config`, after checking that each one's `on` labels are in `labels`
+/// (the shared list), its files are regular files and a classifier's `groups` name its own labels.
+pub fn named_per_track(config: &Config, labels: &Labels) -> Result<Vec<NamedPerTrack>, ModelsError> {
     crate::infer::per_track::crop_rules(config, labels)?;
-    let mut classifiers = Vec::new();
-    for (name, named) in config.classifiers() {
+    let mut models = Vec::new();
+    for (name, named) in config.per_track_models() {
         let Some(model) = ModelSpec::named(config, name) else { continue };
         let model = model?;
         crate::backend::load::check_model_files(&model)?;
-        let labels = Labels::load(&model.labels)?;
-        let groups = (!named.groups.is_empty())
-            .then(|| ClassGroups::resolve(&named.groups, &labels))
-            .transpose()
-            .map_err(|error| ModelsError::Groups { name: name.to_string(), error })?;
-        classifiers.push(NamedClassifier { name: name.to_string(), model, labels, groups });
+        models.extend(per_track_model(name, named, model)?);
     }
-    Ok(classifiers)
+    Ok(models)
+}
+
+/// `[models.<name>]` (`named`, loaded as `model`) as a per-track model: its kind, built from its
+/// spec, and how its engine is checked against the CPU (`None`: a detector, no per-track model).
+/// Where each kind is registered.
+fn per_track_model(name: &str, named: &NamedModel, model: ModelSpec) -> Result<Option<NamedPerTrack>, ModelsError> {
+    let name = name.to_string();
+    Ok(match named.kind {
+        ModelKind::Detector => None,
+        ModelKind::Classifier => {
+            let labels = Labels::load(&model.labels)?;
+            let groups = (!named.groups.is_empty())
+                .then(|| ClassGroups::resolve(&named.groups, &labels))
+                .transpose()
+                .map_err(|error| ModelsError::Groups { name: name.clone(), error })?;
+            let check = CheckSubject::Classifier { scores: model.class_scores, labels: labels.clone() };
+            let kind = Arc::new(Classifier { labels, scores: model.class_scores, groups });
+            Some(NamedPerTrack { name, model, kind, check })
+        }
+    })
 }
 
 /// The scheduler's lanes: `[model]`'s (`first`, when a camera runs it) and one per detector with
@@ -198,26 +214,19 @@ pub fn model_runs(config: &Config) -> bool {
     config.cameras.iter().any(|camera| camera.model.is_none())
 }
 
-/// The per-track models' lanes, each with its backend (in the order of `classifiers`).
+/// The per-track models' lanes, each with its backend (in the order of `models`).
 pub fn per_track_lanes(
-    classifiers: Vec<NamedClassifier>,
+    models: Vec<NamedPerTrack>,
     backends: impl IntoIterator<Item = Arc<dyn Backend>>,
 ) -> Arc<[PerTrackLane]> {
-    classifiers
+    models
         .into_iter()
         .zip(backends)
-        .map(|(named, backend)| {
-            let name = named.name.clone();
-            let kind = per_track_kind(named);
+        .map(|(NamedPerTrack { name, kind, .. }, backend)| {
             log::info!("backend of models.{name} ({}): {:?}", kind.kind(), backend.info());
             PerTrackLane { name, backend, kind }
         })
         .collect()
-}
-
-/// The kind of a per-track model, built from its config: where each kind is registered.
-fn per_track_kind(named: NamedClassifier) -> Arc<dyn PerTrackKind> {
-    Arc::new(Classifier { labels: named.labels, scores: named.model.class_scores, groups: named.groups })
 }
 
 /// Every named detector's and per-track model's backend, by name (telemetry's `engine.models`;

@@ -26,8 +26,8 @@ use tokio::sync::mpsc;
 
 use super::backends::{check_policy, load_models, LoadedModels, StartModel};
 use super::models::{
-    detector_lanes, engine_models, model_runs, named_classifiers, named_detectors, per_track_lanes,
-    worker_memory_with_contexts, worker_models, ModelsError, NamedClassifier, NamedDetector,
+    detector_lanes, engine_models, model_runs, named_detectors, named_per_track, per_track_lanes,
+    worker_memory_with_contexts, worker_models, ModelsError, NamedDetector, NamedPerTrack,
 };
 use crate::backend::load::{
     check_model_files, load_backend_for_check, tensorrt_free_memory, BuildProgress, GpuSampler,
@@ -147,7 +147,7 @@ pub struct Preflight {
     /// The `[models.<name>]` detectors that cameras name, in name order.
     pub detectors: Vec<NamedDetector>,
     /// The `[models.<name>]` classifiers, in name order.
-    pub classifiers: Vec<NamedClassifier>,
+    pub classifiers: Vec<NamedPerTrack>,
     /// Each camera's zones and lines, in config order.
     pub scenes: Vec<Scene>,
     pub mqtt: MqttSettings,
@@ -171,7 +171,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     let mut labels = Labels::load(&model.labels)?;
     let params = DecodeParams::new(&model, &config.model, &labels).map_err(DaemonError::Classes)?;
     let detectors = named_detectors(config, config, &mut labels)?;
-    let classifiers = named_classifiers(config, &labels)?;
+    let classifiers = named_per_track(config, &labels)?;
     let labels = Arc::new(labels);
     check_zones_file_labels(config, &labels)?;
     let scenes = camera_scenes(config, &labels)?;
@@ -223,7 +223,7 @@ pub fn check_model(config: &Config, preflight: &Preflight) -> Result<String, Dae
 fn check_engines_fit(
     model: Option<&ModelSpec>,
     detectors: &[NamedDetector],
-    classifiers: &[NamedClassifier],
+    classifiers: &[NamedPerTrack],
     device: &DeviceSpec,
 ) -> Result<(), DaemonError> {
     let Some(free) = tensorrt_free_memory(device) else { return Ok(()) };
@@ -368,10 +368,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         .chain(classifiers.iter().map(|classifier| StartModel {
             name: format!("models.{}", classifier.name),
             spec: &classifier.model,
-            subject: CheckSubject::Classifier {
-                scores: classifier.model.class_scores,
-                labels: classifier.labels.clone(),
-            },
+            subject: classifier.check.clone(),
         }))
         .collect();
     let mut display = BuildDisplay::default();

@@ -251,6 +251,14 @@ impl Config {
             .map(|(name, named)| (name.as_str(), named))
     }
 
+    /// The per-track models (every kind but detectors: they run on crops of tracks), by name.
+    pub fn per_track_models(&self) -> impl Iterator<Item = (&str, &NamedModel)> {
+        self.models
+            .iter()
+            .filter(|(_, named)| named.kind != ModelKind::Detector)
+            .map(|(name, named)| (name.as_str(), named))
+    }
+
     /// The detector of camera `camera` (its `model`, else `[model]`), with its name (`None`: `[model]`).
     pub fn detector_of(&self, camera: &super::CameraConfig) -> (Option<&str>, &ModelConfig) {
         match camera.model.as_deref().and_then(|name| self.models.get_key_value(name)) {

@@ -34,6 +34,7 @@ use crate::sys::lock::lock;
 const MAX_SAMPLES: usize = 8;
 
 /// What a model's answers are, for its check.
+#[derive(Clone)]
 pub enum CheckSubject {
     /// Boxes, decoded with `params` (the threshold users run with), named by `labels`.
     Detector { params: DecodeParams, labels: Arc<Labels> },

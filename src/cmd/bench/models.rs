@@ -12,7 +12,7 @@ use super::BenchError;
 use crate::backend::engine::chain::unchecked;
 use crate::backend::{Backend, BuildDisplay};
 use crate::cmd::models::{
-    detector_lanes, named_classifiers, named_detector, named_detectors, per_track_lanes, worker_models, WorkerModel,
+    detector_lanes, named_detector, named_detectors, named_per_track, per_track_lanes, worker_models, WorkerModel,
 };
 use crate::config::Config;
 use crate::decode::DecodeParams;
@@ -103,7 +103,7 @@ impl BenchModels {
         // The classifiers' `on` labels are checked against the daemon's list, whatever `--models` runs.
         let mut daemon_labels = labels.clone();
         named_detectors(config, config, &mut daemon_labels).map_err(|e| setup(&e))?;
-        let classifiers = named_classifiers(config, &daemon_labels).map_err(|e| setup(&e))?;
+        let classifiers = named_per_track(config, &daemon_labels).map_err(|e| setup(&e))?;
         let device = DeviceSpec::from_config(config);
         let load = |model: &ModelSpec| {
             let mut display = BuildDisplay::default();

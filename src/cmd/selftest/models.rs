@@ -14,7 +14,7 @@ use crate::backend::load::{self, BuildProgress};
 use crate::backend::memory::Arena;
 use crate::backend::{Backend, WorkerMemory};
 use crate::cmd::models::{
-    detector_lanes, named_classifiers, named_detectors, per_track_lanes, worker_memory_with_contexts, worker_models,
+    detector_lanes, named_detectors, named_per_track, per_track_lanes, worker_memory_with_contexts, worker_models,
 };
 use crate::config::Config;
 use crate::decode::DecodeParams;
@@ -48,7 +48,7 @@ fn worker_models_memory(
     let mut labels = Labels::load(&model.labels).map_err(|e| e.to_string())?;
     let params = DecodeParams::new(&model, &config.model, &labels).map_err(|e| e.to_string())?;
     let detectors = named_detectors(config, config, &mut labels).map_err(|e| e.to_string())?;
-    let classifiers = named_classifiers(config, &labels).map_err(|e| e.to_string())?;
+    let classifiers = named_per_track(config, &labels).map_err(|e| e.to_string())?;
     let device = DeviceSpec::from_config(config);
     let mut load = |key: &str, model: &ModelSpec| {
         load::load_backend(model, &device, &mut *progress, &mut unchecked).map_err(|e| format!("models.{key}: {e}"))

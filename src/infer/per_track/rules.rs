@@ -12,7 +12,7 @@ use crate::track::crop_plan::CropRule;
 /// model without `tracking.enabled` (it runs on tracks).
 pub fn crop_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, CropRule)>, ConfigError> {
     let mut rules = Vec::new();
-    for (name, named) in config.classifiers() {
+    for (name, named) in config.per_track_models() {
         if !config.tracking.enabled {
             return Err(ConfigError::Invalid {
                 origin: config.origin.clone(),
