@@ -8,10 +8,11 @@
 //! tracking outside frames (start-up counts, reloads, zone changes from the page, a camera that
 //! ended or whose detection was switched off, shutdown); the end reports of cameras and inference
 //! workers. Runs on the inference worker (a picture: on the camera's source thread), so it must
-//! not block: the outlets only hand over (`super::outlet` says what they may do there); the only
-//! inference it starts is the worker's classifiers on a bounded number of the frame's tracks
-//! (`super::tracking`). Must not: know topics or JSON, run detectors, touch frame rings, or read
-//! files.
+//! not block: the outlets only hand over (`super::outlet` says what they may do there); each
+//! camera's tracks go to its per-track step (`super::camera_events` hands them to
+//! `crate::infer::per_track`, which runs the per-track models on a bounded number of them with the
+//! worker's sessions). Must not: know topics or JSON, run inference itself, touch frame rings, or
+//! read files.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
