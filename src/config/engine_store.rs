@@ -1,6 +1,6 @@
 //! `[engine.store]`: where a fleet's engine packs come from and who must have signed them.
 //!
-//! Owns: the section's typed keys, and [`StoreLocation`], a store's URL parsed (the engine store
+//! Owns: the section's typed keys and their bounds, and [`StoreLocation`], a store's URL parsed (the engine store
 //! clients take it). The trust keys (`public_key`, `verify`) apply to every pack this device takes
 //! in. Must not: read the key files (the pack layer reads and checks them,
 //! `crate::backend::fleet::pack::signature`).
@@ -13,11 +13,34 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineStoreConfig {
+    /// Where the fleet's packs are: an OCI registry or an object store.
+    pub url: Option<StoreLocation>,
     /// The fleet's ed25519 public key (PEM): packs must be signed with its private half.
     pub public_key: Option<PathBuf>,
     /// `false` takes packs whatever signed them (warned at every use).
     pub verify: bool,
+    /// Upload what this device builds (signed with `signing_key`).
+    pub push: bool,
+    /// The fleet's private key (a secret file), for `push`.
+    pub signing_key: Option<PathBuf>,
+    /// The registry's user name, or an S3 access key id.
+    pub username: Option<String>,
+    /// The registry's password or token, or an S3 secret access key (a secret file).
+    pub password_file: Option<PathBuf>,
+    /// An S3-compatible server's URL (`http(s)://host:port`), for `s3://` on other than AWS.
+    pub endpoint: Option<String>,
+    /// Longest one lookup, download or upload may take, in seconds.
+    pub timeout_s: u32,
+    /// Largest pack downloaded, in MiB.
+    pub max_pack_mib: u32,
+    /// How long a building device's lease lives without renewal, in seconds.
+    pub lease_s: u32,
 }
+
+/// Bounds of `engine.store.timeout_s`, `max_pack_mib` and `lease_s`.
+pub const TIMEOUT_S: std::ops::RangeInclusive<u32> = 1..=3600;
+pub const MAX_PACK_MIB: std::ops::RangeInclusive<u32> = 1..=4096;
+pub const LEASE_S: std::ops::RangeInclusive<u32> = 10..=3600;
 
 /// `engine.store.url`, parsed: where the packs are, and through what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

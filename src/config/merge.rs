@@ -37,8 +37,15 @@ impl Config {
         if let Some(p) = self.device.onnxruntime_library.as_mut() {
             resolve(p, &["device", "onnxruntime_library"]);
         }
-        if let Some(p) = self.engine.store.public_key.as_mut() {
-            resolve(p, &["engine", "store", "public_key"]);
+        let store = &mut self.engine.store;
+        for (path, key) in [
+            (store.public_key.as_mut(), "public_key"),
+            (store.signing_key.as_mut(), "signing_key"),
+            (store.password_file.as_mut(), "password_file"),
+        ] {
+            if let Some(p) = path {
+                resolve(p, &["engine", "store", key]);
+            }
         }
         if let Some(p) = self.mqtt.password_file.as_mut() {
             resolve(p, &["mqtt", "password_file"]);

@@ -5,7 +5,8 @@
 //! camera passwords; no secret needs a line of its own in the unit.
 //!
 //! Owns: which keys name secrets (`mqtt.password_file`, `mqtt.tls.client_key`, each RTSP camera's
-//! `password_file`, `http.token_file`), and checking that each can be read by whoever needs it:
+//! `password_file`, `http.token_file`, `engine.store.signing_key` and `engine.store.password_file`),
+//! and checking that each can be read by whoever needs it:
 //! [`check_for_run`] for the daemon itself, [`check_for_service`] for `check-config`, which checks
 //! them the way the service will see them. Must not: read a secret's contents (each stage reads its
 //! own, bounded, and checks what it holds) or print one.
@@ -41,6 +42,8 @@ enum Place {
     MqttClientKey,
     CameraPassword(usize),
     HttpToken,
+    StoreSigningKey,
+    StorePassword,
 }
 
 impl Config {
@@ -61,6 +64,13 @@ impl Config {
         }
         if let (Some(_), Some(path)) = (self.http.listen_addr(), &self.http.token_file) {
             add("http.token_file".into(), path, Place::HttpToken);
+        }
+        let store = &self.engine.store;
+        if let (true, Some(path)) = (store.push, &store.signing_key) {
+            add("engine.store.signing_key".into(), path, Place::StoreSigningKey);
+        }
+        if let (Some(_), Some(path)) = (&store.url, &store.password_file) {
+            add("engine.store.password_file".into(), path, Place::StorePassword);
         }
         files
     }
@@ -84,6 +94,15 @@ impl Config {
                 }
             }
             Place::HttpToken => self.http.token_file = None,
+            // The store runs without them: nothing is pushed unsigned, and it goes anonymous.
+            Place::StoreSigningKey => {
+                self.engine.store.signing_key = None;
+                self.engine.store.push = false;
+            }
+            Place::StorePassword => {
+                self.engine.store.password_file = None;
+                self.engine.store.username = None;
+            }
         }
     }
 }

@@ -128,6 +128,7 @@ impl Config {
         if !(60..=86_400).contains(&self.engine.build_timeout_s) {
             return Err(self.invalid("engine.build_timeout_s", "allowed: 60..=86400 (a minute to a day)"));
         }
+        self.validate_engine_store()?;
         if !(1..=MAX_WORKSPACE_MIB).contains(&self.engine.workspace_mib) {
             return Err(self.invalid(
                 "engine.workspace_mib",
@@ -579,4 +580,54 @@ fn rtsp_url_problem(url: &str) -> Option<&'static str> {
         return Some("names no host (rtsp://host[:port]/path)");
     }
     None
+}
+
+impl Config {
+    /// `[engine.store]`: its bounds, and what `push` and the store need beside the URL.
+    fn validate_engine_store(&self) -> Result<(), ConfigError> {
+        use super::engine_store::{StoreLocation, LEASE_S, MAX_PACK_MIB, TIMEOUT_S};
+        let store = &self.engine.store;
+        let bounded = [
+            ("engine.store.timeout_s", store.timeout_s, TIMEOUT_S),
+            ("engine.store.max_pack_mib", store.max_pack_mib, MAX_PACK_MIB),
+            ("engine.store.lease_s", store.lease_s, LEASE_S),
+        ];
+        for (key, value, range) in bounded {
+            if !range.contains(&value) {
+                return Err(self.invalid(key, format!("{value} is outside {}..={}", range.start(), range.end())));
+            }
+        }
+        if store.push && store.url.is_none() {
+            return Err(self.invalid("engine.store.push", "push = true needs engine.store.url (where to push)"));
+        }
+        if store.push && store.signing_key.is_none() {
+            return Err(self.invalid(
+                "engine.store.signing_key",
+                "push = true signs what it uploads: set signing_key to the fleet's private key (a secret file: \
+                 root:jetson-detectd, mode 0640)",
+            ));
+        }
+        if store.url.is_some() && store.verify && store.public_key.is_none() {
+            return Err(self.invalid(
+                "engine.store.public_key",
+                "a store's packs are used only when their signature verifies: set public_key to the fleet's public \
+                 key (`jetson-detectd engine keygen KEY` writes KEY.pub), or verify = false",
+            ));
+        }
+        if store.password_file.is_some() && store.username.is_none() {
+            return Err(
+                self.invalid("engine.store.username", "password_file needs the user name (or S3 access key id)")
+            );
+        }
+        if let Some(endpoint) = &store.endpoint {
+            let s3 = matches!(&store.url, Some(StoreLocation::Objects { url }) if url.starts_with("s3://"));
+            if !s3 || !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                return Err(self.invalid(
+                    "engine.store.endpoint",
+                    "an S3-compatible server's http:// or https:// URL, for an s3:// store only",
+                ));
+            }
+        }
+        Ok(())
+    }
 }

@@ -1,12 +1,13 @@
 //! Where models run on this machine: the device settings every model shares.
 //!
 //! Owns: [`DeviceSpec`] and building it from the config's `[device]` section, the engine cache
-//! directory and the cameras' largest frame ([`DeviceSpec::from_config`]). Must not: probe the
-//! device or decide the backend (`crate::backend::load` does, from this).
+//! directory, the engine store and the cameras' largest frame ([`DeviceSpec::from_config`]).
+//! Must not: probe the device or decide the backend (`crate::backend::load` does, from this).
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
+use crate::config::engine_store::EngineStoreConfig;
 use crate::config::{BackendChoice, Config, CpuEngine, Fallback};
 
 /// The device settings `crate::backend` loads every model with.
@@ -32,6 +33,8 @@ pub struct DeviceSpec {
     /// The largest frame any configured camera can deliver, in bytes: the first size of the GPU
     /// path's staging buffer.
     pub max_frame_bytes: usize,
+    /// `[engine.store]`: where engines come from beyond the cache, and who must have signed them.
+    pub engine_store: EngineStoreConfig,
 }
 
 impl DeviceSpec {
@@ -47,6 +50,7 @@ impl DeviceSpec {
             cpu_workers: device.cpu_workers,
             cache_dir: config.engine.cache_dir.clone(),
             max_frame_bytes: config.cameras.iter().map(|camera| camera.max_frame_bytes()).max().unwrap_or(0),
+            engine_store: config.engine.store.clone(),
         }
     }
 }
