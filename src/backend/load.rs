@@ -4,7 +4,8 @@
 //! Owns: `device.backend` / `device.fallback` / `device.cpu_engine` semantics (the CPU engine is
 //! chosen and its choice logged here), which [`Toolchain`] builds and runs engines here (the
 //! stand-in when `engine::stand_in::STAND_IN_ENV` is set, else TensorRT on the GPU it opens), and the first step
-//! of an engine's acquisition: a prebuilt or cached engine loads at once ([`Loading::Ready`]);
+//! of an engine's acquisition (the chain's sources: the fleet's store when one is configured): a
+//! prebuilt or cached engine loads at once ([`Loading::Ready`]);
 //! anything else is an [`EngineChain`] to run, on this thread or another ([`Loading::Pending`]).
 //! From a [`ModelSpec`] and a [`DeviceSpec`]. Must not: read the config, run inference or start
 //! threads; every command that needs a backend (run, detect, bench, selftest, check-config,
@@ -17,8 +18,9 @@ use std::sync::Arc;
 use super::cpu::{CpuBackend, EngineChoice};
 use super::engine::chain::{load_prebuilt, Saved, TimingCacheUse};
 use super::engine::stand_in::{StandInSettings, StandInToolchain};
-use super::engine::{EngineChain, EngineError, Progress, Toolchain, Vet};
+use super::engine::{EngineChain, EngineError, EngineSource, Progress, Toolchain, Vet};
 use super::error::BackendError;
+use super::fleet::engine_source::{SourceError, StoreSource};
 use super::traits::Backend;
 use super::trt::expected_model::ExpectedModel;
 use crate::config::{BackendChoice, Fallback};
@@ -63,7 +65,7 @@ pub fn start_loading(model: &ModelSpec, device: &DeviceSpec) -> Result<Loading, 
     if let Some(path) = model.files.engine() {
         return Ok(Loading::Ready((load_prebuilt(toolchain.as_ref(), model, path)?.backend, None)));
     }
-    let mut chain = EngineChain::new(toolchain, model, &device.cache_dir, Vec::new())?;
+    let mut chain = EngineChain::new(toolchain, model, &device.cache_dir, store_sources(device)?)?;
     match chain.look_local() {
         Ok(acquired) => Ok(Loading::Ready((acquired.backend, None))),
         Err(reason) => Ok(Loading::Pending { chain: Box::new(chain), reason: reason.to_string() }),
@@ -111,6 +113,21 @@ pub fn load_cpu_beside_build(model: &ModelSpec, device: &DeviceSpec) -> Result<A
 /// The CPU threads serving takes while an engine builds: half of `cpu_threads`, at least 1.
 pub fn serving_threads(cpu_threads: usize) -> usize {
     (cpu_threads / 2).max(1)
+}
+
+/// The places beyond the cache an engine may come from: the fleet's store, when `[engine.store]`
+/// names one. A store that cannot be set up is left out (logged: engines are then built here); a
+/// key or password file that cannot be read is the config's fault.
+fn store_sources(device: &DeviceSpec) -> Result<Vec<Arc<dyn EngineSource>>, EngineError> {
+    match StoreSource::open(&device.engine_store) {
+        Ok(Some(store)) => Ok(vec![Arc::new(store)]),
+        Ok(None) => Ok(Vec::new()),
+        Err(SourceError::Store(error)) => {
+            log::warn!("{error}; engines are built here without the store");
+            Ok(Vec::new())
+        }
+        Err(error) => Err(EngineError::Config(error.to_string())),
+    }
 }
 
 /// What builds and runs engines here: the stand-in when `engine::stand_in::STAND_IN_ENV` is set (tests only),

@@ -5,16 +5,26 @@
 //! down, one that never answers and a shutdown during a download each end the call with the
 //! reason; an object over the size bound is refused before it is read. Whether a pack is trusted
 //! is the pack layer's (its tests, and the signed pack read back here).
+//!
+//! Then the store in the engine chain, through the binary (`detect`, with the stand-in toolchain
+//! in place of TensorRT): a device with an empty cache takes the engine another pushed without
+//! building; a store that is down means a local build, with the reason in the log.
 
 use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use jetson_detectd::backend::engine::stand_in::STAND_IN_ENV;
+use jetson_detectd::backend::fleet::pack::PrivateKey;
 use jetson_detectd::backend::fleet::store::lease::{lease_object, LeaseRecord};
 use jetson_detectd::backend::fleet::store::{Claimed, EngineStore, Leases, StoreError, StoreSettings, Write, Written};
 use jetson_detectd::config::engine_store::StoreLocation;
 
+use crate::arch::daemon_command;
+use crate::daemon::{sample, toml_string, TestConfig};
 use crate::pace::Pace;
 use crate::store_servers::{Registry, Seaweed, BUCKET, S3_SECRET, S3_USER};
 
@@ -187,4 +197,89 @@ fn a_store_that_is_down_or_never_answers_or_is_stopped_ends_the_call_with_the_re
     assert!(matches!(error, StoreError::Cancelled { .. }), "{error:?}");
     stopper.join().expect("stopper");
     drop(silent);
+}
+
+/// What the chain logs when it builds (`crate::backend::engine::chain`).
+const BUILDING: &str = "building the engine";
+
+/// A device of the fleet: its own engine cache, the fleet's store at `url`, pushing what it
+/// builds when `push`. The fleet's key pair is in `keys` (made by [`fleet_keys`]).
+fn device_config(dir: &Path, name: &str, keys: &Path, url: &str, push: bool) -> PathBuf {
+    let mut config = TestConfig::new(1883, &format!("store-{name}"))
+        .camera("demo", 2.0, "{ kind = \"synthetic\" }")
+        .set("device", "backend", "\"auto\"")
+        .set("engine", "cache_dir", &toml_string(&dir.join(name).display().to_string()))
+        .set("engine.store", "url", &toml_string(url))
+        .set("engine.store", "public_key", &toml_string(&keys.join("fleet.key.pub").display().to_string()));
+    if push {
+        config = config.set("engine.store", "push", "true").set(
+            "engine.store",
+            "signing_key",
+            &toml_string(&keys.join("fleet.key").display().to_string()),
+        );
+    }
+    config.write(&dir.join(format!("{name}.toml")))
+}
+
+fn fleet_keys(dir: &Path) -> PathBuf {
+    let keys = dir.join("keys");
+    std::fs::create_dir_all(&keys).expect("keys dir");
+    PrivateKey::generate().expect("a key").write(&keys.join("fleet.key")).expect("write the fleet's key");
+    keys
+}
+
+/// `detect` on one sample with the stand-in engine, whose build takes `build_s` seconds.
+fn start_detect(config: &Path, build_s: u32) -> Child {
+    daemon_command()
+        .args(["detect", "--config"])
+        .arg(config)
+        .arg(sample("chelsea.png"))
+        .env(STAND_IN_ENV, format!("build_s={build_s}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start jetson-detectd detect")
+}
+
+/// Its stderr, once it succeeded.
+fn succeeded(output: Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "detect failed: {:?}\n{stderr}", output.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+fn cached_engines(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().ends_with(".engine")).count()
+    })
+}
+
+#[test]
+fn a_device_with_an_empty_cache_takes_the_engine_another_pushed_without_building() {
+    let Some(registry) = Registry::start() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = fleet_keys(dir.path());
+    let url = format!("oci+http://{}/fleet/engines", registry.address);
+    let first = device_config(dir.path(), "nano-1", &keys, &url, true);
+    let built = succeeded(start_detect(&first, 1).wait_with_output().expect("detect"));
+    assert!(built.contains(BUILDING), "the first device builds:\n{built}");
+
+    let second = device_config(dir.path(), "nano-2", &keys, &url, false);
+    let pulled = succeeded(start_detect(&second, 1).wait_with_output().expect("detect"));
+    assert!(!pulled.contains(BUILDING), "the second device must not build:\n{pulled}");
+    assert_eq!(cached_engines(&dir.path().join("nano-2")), 1, "the pulled engine is cached:\n{pulled}");
+}
+
+#[test]
+fn a_store_that_is_down_means_a_local_build_with_the_reason_logged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = fleet_keys(dir.path());
+    let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let config = device_config(dir.path(), "nano", &keys, &format!("oci+http://127.0.0.1:{port}/fleet/engines"), true);
+    let log = succeeded(start_detect(&config, 1).wait_with_output().expect("detect"));
+    assert!(log.contains(BUILDING), "{log}");
+    let reason = log.lines().find(|line| line.contains("building locally")).unwrap_or_else(|| panic!("{log}"));
+    assert!(reason.contains(&format!("127.0.0.1:{port}")), "the reason names the store: {reason}");
 }

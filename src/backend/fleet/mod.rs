@@ -4,8 +4,9 @@
 //!
 //! Owns: what crosses between devices and the trust it needs. Pure Rust and always compiled, so
 //! that all of it is tested without TensorRT. Must not: build or run engines (`super::trt`), or
-//! read the config (callers hand in the key files and settings; `store` takes the parsed
+//! parse the config (callers hand in its typed `[engine.store]`; `store` takes the parsed
 //! `engine.store.url`).
 
+pub mod engine_source;
 pub mod pack;
 pub mod store;
