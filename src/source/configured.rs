@@ -89,8 +89,12 @@ pub fn open(
         #[cfg(feature = "gstreamer")]
         SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
             let spec = gstreamer_spec(camera, config)?;
-            let options =
-                gstreamer::GstreamerOptions { slots: slots.clone(), record, ..gstreamer::GstreamerOptions::default() };
+            let options = gstreamer::GstreamerOptions {
+                slots: slots.clone(),
+                record,
+                camera: Some(camera.to_owned()),
+                ..gstreamer::GstreamerOptions::default()
+            };
             Ok(Box::new(gstreamer::GstreamerSource::with_options(spec, options, limits, stop)?))
         }
         #[cfg(not(feature = "gstreamer"))]

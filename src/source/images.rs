@@ -22,10 +22,11 @@ use std::time::{Duration, Instant, SystemTime};
 use super::error::SourceError;
 use super::frame_source::{Capture, FrameSource};
 use super::image_decode::{self, Decoded, ImageDecodeError};
-use super::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog, INITIAL_BACKOFF};
+use super::reconnect::{Backoff, Connection, DeviceError, INITIAL_BACKOFF};
 use super::status::SourceStatus;
 use crate::config::{ImageMode, LimitsConfig};
 use crate::frame::{CaptureMode, FrameSlot};
+use crate::sys::log_limit::RateLimitedLog;
 
 const EXTENSIONS: [&str; 5] = ["png", "jpg", "jpeg", "bmp", "ppm"];
 /// Longest wait between two looks at a folder that has no usable image: files come back by hand

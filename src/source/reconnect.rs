@@ -3,10 +3,10 @@
 //! Owns: [`Connection`] (a link that is up, or down until its next attempt: the skeleton both
 //! sources run their `next_frame` on), [`DeviceError`] (what a failure means for reconnecting),
 //! the backoff schedule, keeping the connection state that telemetry and `STATUS=` show
-//! ([`super::status`]: connecting until the first frame of a link arrives), and rate limiting of
-//! repetitive per-frame warnings. Must not: talk to
+//! ([`super::status`]: connecting until the first frame of a link arrives). Must not: talk to
 //! devices (the caller's `connect` does) or sleep longer than one poll interval, so that the
-//! sources check their stop flag in between.
+//! sources check their stop flag in between. (Repetitive per-frame warnings go through
+//! [`crate::sys::log_limit::RateLimitedLog`].)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -224,43 +224,6 @@ impl Default for Backoff {
     }
 }
 
-/// Lets a warning that could fire on every frame (corrupt MJPEG from a UVC camera) through at most
-/// once per interval, with the number of occurrences it swallowed in between.
-#[derive(Debug)]
-pub struct RateLimitedLog {
-    interval: Duration,
-    last_logged: Option<Instant>,
-    suppressed: u64,
-}
-
-impl RateLimitedLog {
-    pub fn new(interval: Duration) -> Self {
-        RateLimitedLog { interval, last_logged: None, suppressed: 0 }
-    }
-
-    /// Warns `<source>: skipped <what> (<why>); <n> more skipped since the last report` when this
-    /// occurrence should be logged: the one warning of every source that drops a frame it cannot use.
-    pub fn skipped(&mut self, source: &str, what: &str, why: &str) {
-        if let Some(suppressed) = self.admit(Instant::now()) {
-            log::warn!("{source}: skipped {what} ({why}); {suppressed} more skipped since the last report");
-        }
-    }
-
-    /// `Some(suppressed_since_last)` when this occurrence should be logged, `None` to stay quiet.
-    pub fn admit(&mut self, now: Instant) -> Option<u64> {
-        match self.last_logged {
-            Some(last) if now.saturating_duration_since(last) < self.interval => {
-                self.suppressed += 1;
-                None
-            }
-            _ => {
-                self.last_logged = Some(now);
-                Some(std::mem::take(&mut self.suppressed))
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,15 +260,5 @@ mod tests {
         assert_eq!(connection.status().get(), SourceState::Streaming);
         connection.down(&DeviceError::Transient("no frame for 20.0 s".into()));
         assert!(matches!(connection.status().get(), SourceState::Reconnecting { attempt: 1, .. }));
-    }
-
-    #[test]
-    fn rate_limited_log_counts_what_it_swallows() {
-        let mut log = RateLimitedLog::new(Duration::from_secs(10));
-        let start = Instant::now();
-        assert_eq!(log.admit(start), Some(0));
-        assert_eq!(log.admit(start + Duration::from_secs(1)), None);
-        assert_eq!(log.admit(start + Duration::from_secs(2)), None);
-        assert_eq!(log.admit(start + Duration::from_secs(11)), Some(2));
     }
 }

@@ -3,7 +3,9 @@
 //! command names and atomic replacement of the files the daemon writes ([`files`]), the wire
 //! form of a wall-clock time ([`time`]), the resource limits the daemon sizes itself by
 //! ([`limits`]), the room left on a file system ([`disk`]), the CPUs a thread may run on
-//! ([`affinity`]) and who may read a file ([`access`]: users, groups, permission bits).
+//! ([`affinity`]), who may read a file ([`access`]: users, groups, permission bits) and what a log
+//! line may cost when the outside world decides how often it comes and what it holds
+//! ([`log_limit`]).
 //!
 //! Owns: these rules and nothing else. Must not: import any other module of the crate (every
 //! stage may use this one, so it stands below them all).
@@ -14,4 +16,5 @@ pub mod disk;
 pub mod files;
 pub mod limits;
 pub mod lock;
+pub mod log_limit;
 pub mod time;

@@ -6,8 +6,9 @@
 //! wrote into slot memory to the frame slot, copying every other sample once into the slot
 //! honouring the plane strides (said once in the log), stamping the
 //! frame with the time its buffer was captured, and restarting the pipeline with backoff after an
-//! error or end of stream. Must not: wait on the appsink longer than
-//! [`GstreamerOptions::poll_interval`] without checking the stop flag, or let bus messages pile up.
+//! error or end of stream, and the pipeline's warnings in the log (rate-limited, naming the
+//! camera). Must not: wait on the appsink longer than [`GstreamerOptions::poll_interval`] without
+//! checking the stop flag, or let bus messages pile up.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -32,6 +33,7 @@ use crate::source::image_decode::{self, ImageDecodeError};
 use crate::source::reconnect::{self, Backoff, Connection, DeviceError};
 use crate::source::status::{SourceState, SourceStatus};
 use crate::source::tap::RecordTap;
+use crate::sys::log_limit::{excerpt, RateLimitedLog};
 
 /// What to run: a pipeline built in code for an RTSP or CSI camera, or the user's own.
 #[derive(Debug, Clone)]
@@ -70,6 +72,9 @@ pub struct GstreamerOptions {
     pub max_backoff: Duration,
     /// The camera's recorder: every H.264/H.265 access unit before the decoder goes to it.
     pub record: Option<RecordTap>,
+    /// The camera's name, which its pipeline's warnings carry in the log (without it: the
+    /// pipeline's description).
+    pub camera: Option<String>,
 }
 
 impl Default for GstreamerOptions {
@@ -82,6 +87,7 @@ impl Default for GstreamerOptions {
             initial_backoff: reconnect::INITIAL_BACKOFF,
             max_backoff: reconnect::MAX_BACKOFF,
             record: None,
+            camera: None,
         }
     }
 }
@@ -127,8 +133,44 @@ pub struct GstreamerSource {
     mode: CaptureMode,
     /// A copied frame was explained in the log already.
     copy_explained: bool,
-    skip_log: reconnect::RateLimitedLog,
+    skip_log: RateLimitedLog,
+    warnings: BusWarnings,
     description: String,
+}
+
+/// Characters of a warning's text a log line shows.
+const WARNING_EXCERPT_CHARS: usize = 200;
+/// At most one line per this for a pipeline's warnings.
+const WARNING_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A pipeline's warnings (malformed SEI in every frame of a camera's stream, late buffers): a
+/// stream can raise several a second for as long as it runs, so they are logged at most once per
+/// [`WARNING_LOG_INTERVAL`] per camera, naming the camera and the element, with how many were
+/// not logged in between.
+#[derive(Debug)]
+struct BusWarnings {
+    /// `camera <name>`, or the pipeline's description.
+    camera: String,
+    limit: RateLimitedLog,
+}
+
+impl BusWarnings {
+    fn new(camera: String) -> BusWarnings {
+        BusWarnings { camera, limit: RateLimitedLog::new(WARNING_LOG_INTERVAL) }
+    }
+
+    /// The line to log for a warning of `element` saying `text` at `now`, if one is due.
+    fn note(&mut self, now: Instant, element: &str, text: &str) -> Option<String> {
+        let suppressed = self.limit.admit(now)?;
+        let text = excerpt(text, WARNING_EXCERPT_CHARS);
+        Some(match suppressed {
+            0 => format!("{}: GStreamer warning from {element}: {text}", self.camera),
+            n => format!(
+                "{}: GStreamer warning from {element}: {text} ({n} more since the last one logged)",
+                self.camera
+            ),
+        })
+    }
 }
 
 impl GstreamerSource {
@@ -156,12 +198,16 @@ impl GstreamerSource {
             message: format!("cannot initialise GStreamer: {err}"),
         })?;
         let offer = options.offer_pool.then(|| PoolOffer::new(options.slots.clone(), &description));
+        let mut warnings = BusWarnings::new(match &options.camera {
+            Some(camera) => format!("camera {camera}"),
+            None => description.clone(),
+        });
         let connection = Connection::opened(
             description.clone(),
             Backoff::new(options.initial_backoff, options.max_backoff),
             options.poll_interval,
             "restarting",
-            || start_pipeline(&spec, offer.as_ref(), options.record.as_ref()),
+            || start_pipeline(&spec, offer.as_ref(), options.record.as_ref(), &mut warnings),
         )?;
         Ok(GstreamerSource {
             spec,
@@ -173,7 +219,8 @@ impl GstreamerSource {
             offer,
             mode: CaptureMode::Copy,
             copy_explained: false,
-            skip_log: reconnect::RateLimitedLog::new(Duration::from_secs(10)),
+            skip_log: RateLimitedLog::new(Duration::from_secs(10)),
+            warnings,
             description,
         })
     }
@@ -191,6 +238,7 @@ fn start_pipeline(
     spec: &PipelineSpec,
     offer: Option<&PoolOffer>,
     record: Option<&RecordTap>,
+    warnings: &mut BusWarnings,
 ) -> Result<Running, DeviceError> {
     let (pipeline, appsink) = match spec {
         PipelineSpec::Launch(description) => {
@@ -239,7 +287,7 @@ fn start_pipeline(
     let bus = pipeline.bus().ok_or_else(|| DeviceError::Permanent("the pipeline has no bus".into()))?;
     let running = Running { pipeline, appsink, bus, last_sample: Instant::now() };
     if running.pipeline.set_state(gst::State::Playing).is_err() {
-        let reason = drain_bus(&running.bus).unwrap_or_else(|| "the pipeline refused to start".into());
+        let reason = drain_bus(&running.bus, warnings).unwrap_or_else(|| "the pipeline refused to start".into());
         return Err(DeviceError::Transient(reason));
     }
     Ok(running)
@@ -268,9 +316,10 @@ fn find_appsink(pipeline: &gst::Element) -> Result<gst_app::AppSink, DeviceError
         .ok_or_else(missing)
 }
 
-/// Pops every queued bus message (an unread bus grows without bound) and returns the first error
-/// or end of stream among them, as a message for the log and telemetry.
-fn drain_bus(bus: &gst::Bus) -> Option<String> {
+/// Pops every queued bus message (an unread bus grows without bound), hands the warnings to
+/// `warnings` and returns the first error or end of stream among them, as a message for the log
+/// and telemetry.
+fn drain_bus(bus: &gst::Bus, warnings: &mut BusWarnings) -> Option<String> {
     let mut failure = None;
     while let Some(message) = bus.pop() {
         match message.view() {
@@ -293,7 +342,12 @@ fn drain_bus(bus: &gst::Bus) -> Option<String> {
                 });
             }
             gst::MessageView::Eos(_) if failure.is_none() => failure = Some("end of stream".into()),
-            gst::MessageView::Warning(warning) => log::warn!("gstreamer: {}", warning.error()),
+            gst::MessageView::Warning(warning) => {
+                let element = warning.src().map(|src| src.name().to_string()).unwrap_or_default();
+                if let Some(line) = warnings.note(Instant::now(), &element, &warning.error().to_string()) {
+                    log::warn!("{line}");
+                }
+            }
             _ => {}
         }
     }
@@ -419,14 +473,15 @@ impl FrameSource for GstreamerSource {
     /// Returns [`Capture::End`] once the stop flag is set (and stops the pipeline).
     fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<Capture, SourceError> {
         let (spec, offer, record) = (&self.spec, self.offer.as_ref(), self.options.record.as_ref());
-        let running = match self.connection.next_link(&self.stop, || start_pipeline(spec, offer, record)) {
+        let warnings = &mut self.warnings;
+        let running = match self.connection.next_link(&self.stop, || start_pipeline(spec, offer, record, warnings)) {
             Ok(running) => running,
             Err(capture) => return Ok(capture),
         };
         let timeout =
             gst::ClockTime::from_nseconds(self.options.poll_interval.as_nanos().try_into().unwrap_or(u64::MAX));
         let Some(sample) = running.appsink.try_pull_sample(timeout) else {
-            let failure = drain_bus(&running.bus)
+            let failure = drain_bus(&running.bus, &mut self.warnings)
                 .or_else(|| running.appsink.is_eos().then(|| "end of stream".to_owned()))
                 .or_else(|| {
                     let silent = running.last_sample.elapsed();
@@ -439,7 +494,7 @@ impl FrameSource for GstreamerSource {
             return Ok(Capture::Retry);
         };
         running.last_sample = Instant::now();
-        if let Some(reason) = drain_bus(&running.bus) {
+        if let Some(reason) = drain_bus(&running.bus, &mut self.warnings) {
             log::debug!("{}: {reason} after a sample; handled once the samples run out", self.description);
         }
         let age = buffer_age(&running.pipeline, &sample);
@@ -479,6 +534,21 @@ mod tests {
         assert!(copy_plane(&plane[..13], 8, 6, 2, &mut target).is_err());
         assert!(copy_plane(&plane, 4, 6, 2, &mut target).is_err());
         assert!(copy_plane(&plane, -8, 6, 2, &mut target).is_err());
+    }
+
+    /// Issue 49: a stream with malformed SEI in every frame logged ~6 warnings a second per
+    /// camera, none naming it.
+    #[test]
+    fn pipeline_warnings_are_logged_once_per_interval_naming_the_camera_and_what_was_left_out() {
+        let mut warnings = BusWarnings::new("camera front".into());
+        let start = Instant::now();
+        let first = warnings.note(start, "h264parse0", "SEI type 5 truncated").expect("the first is logged");
+        assert_eq!(first, "camera front: GStreamer warning from h264parse0: \"SEI type 5 truncated\"");
+        let quiet = (1..60).filter_map(|n| warnings.note(start + Duration::from_millis(n * 150), "h264parse0", "x"));
+        assert_eq!(quiet.count(), 0, "9 s of warnings: none logged");
+        let next = warnings.note(start + WARNING_LOG_INTERVAL, "h264parse0", &"y".repeat(10_000)).expect("logged");
+        assert!(next.starts_with("camera front: GStreamer warning from h264parse0:"), "{next}");
+        assert!(next.contains("(10000 bytes)") && next.ends_with("(59 more since the last one logged)"), "{next}");
     }
 
     #[test]

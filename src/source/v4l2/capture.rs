@@ -40,8 +40,9 @@ use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
 use crate::source::error::SourceError;
 use crate::source::frame_source::{Capture, FrameSource};
 use crate::source::image_decode::{self, Decoded};
-use crate::source::reconnect::{Backoff, Connection, DeviceError, RateLimitedLog};
+use crate::source::reconnect::{Backoff, Connection, DeviceError};
 use crate::source::status::{SourceState, SourceStatus};
+use crate::sys::log_limit::RateLimitedLog;
 
 /// The camera as configured (`[camera.source] kind = "v4l2"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
