@@ -3,7 +3,8 @@
 //! Owns: connecting and reconnecting with backoff (longer when another client takes the session
 //! over; cut short when a broker that was away accepts connections again: [`BrokerProbe`]), the
 //! retained state and the status after every CONNACK (`Outbox::resync`), the subscriptions after
-//! every CONNACK and handing what arrives on them to the [`Inbound`] queue, handing the outbox's messages to rumqttc within
+//! every CONNACK and handing what arrives on them to the [`Inbound`] queue (through
+//! [`Delivery`], which refuses what is too large), handing the outbox's messages to rumqttc within
 //! the in-flight window, matching acknowledgements, and the bounded flush and clean disconnect at
 //! shutdown. Must not: build payloads, or be called by anyone but the
 //! [`Publisher`](super::Publisher) handle, which spawns it and talks to it only through the
@@ -19,10 +20,11 @@ use rumqttc::{
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::inbound::Delivery;
 use super::login;
 use super::outbox::{Shared, MAX_IN_FLIGHT, STATUS_OFFLINE};
 use super::settings::MqttSettings;
-use super::{Inbound, Incoming};
+use super::Inbound;
 use crate::sys::lock::lock;
 
 /// Connects in the background on `runtime` and serves `shared`'s outbox until shutdown.
@@ -34,7 +36,7 @@ pub(super) fn spawn(
 ) -> JoinHandle<()> {
     // Room for the in-flight window, a SUBSCRIBE and a DISCONNECT.
     let (client, eventloop) = AsyncClient::new(mqtt_options(&settings), usize::from(MAX_IN_FLIGHT) + 2);
-    let connection = Connection { client, shared, settings, inbound };
+    let connection = Connection { client, shared, settings, inbound: inbound.map(Delivery::new) };
     runtime.spawn(connection.run(eventloop))
 }
 
@@ -50,7 +52,7 @@ struct Connection {
     client: AsyncClient,
     shared: Arc<Shared>,
     settings: MqttSettings,
-    inbound: Option<Inbound>,
+    inbound: Option<Delivery>,
 }
 
 /// A session that lasts less than this after its CONNACK counts as closed right away.
@@ -165,7 +167,7 @@ enum Next {
 }
 
 impl Connection {
-    async fn run(self, mut eventloop: EventLoop) {
+    async fn run(mut self, mut eventloop: EventLoop) {
         let broker = format!("{}:{}", self.settings.host, self.settings.port);
         let mut retry_delay = self.settings.reconnect_min;
         let mut ever_connected = false;
@@ -307,15 +309,15 @@ impl Connection {
         }
     }
 
-    fn handle_event(&self, event: Event, broker: &str, ever_connected: &mut bool) -> Next {
+    fn handle_event(&mut self, event: Event, broker: &str, ever_connected: &mut bool) -> Next {
         match event {
             Event::Incoming(Packet::ConnAck(_)) => {
                 // A clean session: subscriptions are made again on every connection, before
                 // anything is published on it.
                 if let Some(inbound) = &self.inbound {
-                    let filters = inbound.filters.iter().map(|f| SubscribeFilter::new(f.clone(), QoS::AtLeastOnce));
+                    let filters = inbound.filters().iter().map(|f| SubscribeFilter::new(f.clone(), QoS::AtLeastOnce));
                     if let Err(error) = self.client.try_subscribe_many(filters) {
-                        log::warn!("MQTT: cannot subscribe to {:?}: {error}", inbound.filters);
+                        log::warn!("MQTT: cannot subscribe to {:?}: {error}", inbound.filters());
                     }
                 }
                 let mut outbox = lock(&self.shared.outbox);
@@ -335,7 +337,11 @@ impl Connection {
             Event::Outgoing(Outgoing::Publish(pkid)) => lock(&self.shared.outbox).on_written(pkid),
             Event::Incoming(Packet::PubAck(ack)) => lock(&self.shared.outbox).on_acknowledged(ack.pkid),
             Event::Incoming(Packet::PubComp(comp)) => lock(&self.shared.outbox).on_acknowledged(comp.pkid),
-            Event::Incoming(Packet::Publish(publish)) => self.deliver(publish),
+            Event::Incoming(Packet::Publish(publish)) => {
+                if let Some(inbound) = self.inbound.as_mut() {
+                    inbound.deliver(&publish.topic, &publish.payload, publish.retain, std::time::Instant::now());
+                }
+            }
             Event::Outgoing(Outgoing::Disconnect) => {
                 lock(&self.shared.outbox).connected = false;
                 log::info!("MQTT: disconnected from {broker}");
@@ -344,16 +350,6 @@ impl Connection {
             _ => {}
         }
         Next::Continue
-    }
-
-    /// Hands a message that arrived on a subscription to the [`Inbound`] queue; drops it (logged)
-    /// when the queue is full: the connection task never waits for its reader.
-    fn deliver(&self, publish: rumqttc::Publish) {
-        let Some(inbound) = &self.inbound else { return };
-        let topic = publish.topic.clone();
-        if let Err(error) = inbound.sender.try_send(Incoming { topic, payload: publish.payload.to_vec() }) {
-            log::warn!("MQTT: a message on a subscribed topic was dropped: {error}");
-        }
     }
 
     /// Once shutdown is requested: start the flush window, and when everything is acknowledged,

@@ -14,8 +14,17 @@ use super::message::{MAX_PAYLOAD_BYTES, MAX_TOPIC_BYTES};
 use super::outbox::MAX_IN_FLIGHT;
 use super::settings::MqttSettings;
 
+/// The largest packet rumqttc reads: MQTT 3.1.1's own bound (its remaining-length field holds no
+/// more), which is what a broker without a `message_size_limit` lets anyone publish. rumqttc
+/// cannot skip a packet over its bound: it closes the connection, and a retained one closed every
+/// later connection too (64 KiB did that). So every packet is read, and `super::inbound` refuses
+/// by size what the daemon has no use for. The memory this takes is one message at a time, at most
+/// what the broker accepts (mosquitto's `message_size_limit` bounds it below this).
+pub const MAX_INCOMING_PACKET_BYTES: usize = 268_435_455;
+
 /// The options of a connection as `client_id`: a clean session (the outbox re-sends), the
-/// in-flight window, the packet size bound, credentials and TLS; no Last Will.
+/// in-flight window, the packet size bounds ([`MAX_INCOMING_PACKET_BYTES`]; out: what the
+/// publisher admits), credentials and TLS; no Last Will.
 pub(super) fn client_options(settings: &MqttSettings, client_id: &str) -> MqttOptions {
     let mut options = MqttOptions::new(client_id, settings.host.clone(), settings.port);
     let keep_alive =
@@ -24,7 +33,7 @@ pub(super) fn client_options(settings: &MqttSettings, client_id: &str) -> MqttOp
         .set_keep_alive(keep_alive)
         .set_clean_session(true)
         .set_inflight(MAX_IN_FLIGHT)
-        .set_max_packet_size(64 * 1024, MAX_PAYLOAD_BYTES + MAX_TOPIC_BYTES + 16);
+        .set_max_packet_size(MAX_INCOMING_PACKET_BYTES, MAX_PAYLOAD_BYTES + MAX_TOPIC_BYTES + 16);
     if let Some(username) = &settings.username {
         options.set_credentials(username.clone(), settings.password.clone().unwrap_or_default());
     }

@@ -10,16 +10,18 @@
 //!   `message` (one queued message and the limits it must meet), `outbox` (every message until
 //!   the broker acknowledged it, and why the daemon keeps its own), `retained` (the latest state
 //!   messages that every connection re-sends), [`login`] (the client options every connection
-//!   presents, a refused login told in the config's words, `probe`'s one-off login) and `connection`
-//!   (the task that owns rumqttc's event loop: reconnection with backoff, the subscriptions and
-//!   what arrives on them, a bounded flush at shutdown). These must not build payloads or decide
-//!   what or how often to publish, and must never block or fail the caller because of the broker.
+//!   presents, a refused login told in the config's words, `probe`'s one-off login), `connection`
+//!   (the task that owns rumqttc's event loop: reconnection with backoff, the subscriptions, a
+//!   bounded flush at shutdown) and `inbound` (what arrives on the subscriptions: the size bound,
+//!   the queue to the outlet). These must not build payloads or decide what or how often to
+//!   publish, and must never block or fail the caller because of the broker.
 //!
 //! A handle apart from the task that owns the connection, as rumqttc's client and event loop.
 
 mod connection;
 pub mod counts;
 pub mod homeassistant;
+mod inbound;
 pub mod login;
 mod message;
 mod outbox;
@@ -37,6 +39,7 @@ use rumqttc::QoS;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
+pub use inbound::MAX_INCOMING_PAYLOAD_BYTES;
 use message::Message;
 pub use message::{Outgoing, MAX_PAYLOAD_BYTES};
 pub use outbox::{MqttStats, MAX_IN_FLIGHT, STATUS_BUILDING, STATUS_OFFLINE, STATUS_ONLINE};
@@ -79,10 +82,14 @@ impl Drop for ConnectionTask {
 pub struct Incoming {
     pub topic: String,
     pub payload: Vec<u8>,
+    /// Sent because the daemon subscribed (the broker kept it), not because someone published it
+    /// just now.
+    pub retain: bool,
 }
 
 /// Messages that arrive on these topic filters (subscribed after every CONNACK, QoS 1) go to
-/// `sender`; when its queue is full they are dropped and logged, never waited for.
+/// `sender`; when its queue is full they are dropped and logged, never waited for. Payloads over
+/// [`MAX_INCOMING_PAYLOAD_BYTES`] are refused (logged) and the connection stays up.
 #[derive(Debug, Clone)]
 pub struct Inbound {
     pub filters: Vec<String>,

@@ -16,6 +16,11 @@
 //! Commands: `<prefix>/<camera>/controls/<switch>/set` (`ON`/`OFF`) and
 //! `<prefix>/controls/score_threshold/set` set the [`Controls`]; `crate::cmd::run` applies the
 //! change and tells the outlets ([`Outlet::controls`]), which is when the new state is published.
+//! Commands are events, not state: a retained one (the broker sends it at every subscription, so
+//! at every start and reconnect it would undo what was set since, over HTTP or kept in the
+//! controls file) is ignored and cleared, with a note; an empty one is such a clearing. A refused
+//! command is logged with an excerpt of its payload, at most once per [`COMMAND_LOG_INTERVAL`]
+//! with the count of those not logged.
 //! With discovery, the outlet also subscribes to this device's discovery configs: those the broker
 //! kept of entities no longer configured (removed while the daemon was stopped) are deleted, with
 //! the retained values only they read. The subscription's messages are read by a task of this
@@ -28,17 +33,18 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
 use super::counts::LabelCounts;
 use super::homeassistant::{discovery_filter, Announcement, BoardSensors, Discovery, DiscoveryContext, Stale};
+use super::inbound::TOPIC_EXCERPT_CHARS;
 use super::policy::PublishPolicy;
 use super::topics::{self, CommandTopic};
 use super::{Inbound, Incoming, MqttError, MqttSettings, Publisher, StateClass, STATUS_BUILDING, STATUS_ONLINE};
 use crate::config::{topic_segment, Config};
-use crate::controls::{ControlValues, Controls, Switch};
+use crate::controls::{ControlError, ControlValues, Controls, Switch};
 use crate::detection::Labels;
 use crate::frame::FrameSlot;
 use crate::publish::events::EventMessage;
@@ -48,12 +54,17 @@ use crate::publish::payload::{tracked_detections_message, Latency};
 use crate::service::run_id::Stamp;
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
 use crate::sys::lock::lock;
+use crate::sys::log_limit::{excerpt, RateLimitedLog};
 use crate::track::events::EventKind;
 
 /// Commands, birth messages and this device's discovery configs (at each subscription the broker
 /// sends every retained one: about a dozen per camera) waiting for the outlet's task; more are
 /// dropped (and logged).
 const INBOUND_QUEUE: usize = 1024;
+/// Characters of a command's payload a log line shows.
+const PAYLOAD_EXCERPT_CHARS: usize = 40;
+/// At most one line per this for refused commands, and for retained commands cleared.
+const COMMAND_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What the retained status topic says.
 fn status_payload(status: DaemonStatus) -> &'static str {
@@ -146,6 +157,8 @@ impl MqttOutlet {
             prefix,
             home_assistant_status,
             discovered,
+            refused_log: RateLimitedLog::new(COMMAND_LOG_INTERVAL),
+            retained_log: RateLimitedLog::new(COMMAND_LOG_INTERVAL),
         };
         tokio::spawn(commands.serve(receiver));
         log::info!("MQTT: publishing under {}", publisher.topic(""));
@@ -418,6 +431,8 @@ struct Commands {
     home_assistant_status: Option<String>,
     /// With discovery: the configs of this device that arrive.
     discovered: Option<DiscoveredConfigs>,
+    refused_log: RateLimitedLog,
+    retained_log: RateLimitedLog,
 }
 
 /// Where this device's discovery configs arrive, and the discovery state that judges them.
@@ -447,13 +462,13 @@ fn delete_stale(publisher: &Publisher, stale: Stale) {
 
 impl Commands {
     /// Until the publisher's connection task ends (it holds the sender).
-    async fn serve(self, mut receiver: mpsc::Receiver<Incoming>) {
+    async fn serve(mut self, mut receiver: mpsc::Receiver<Incoming>) {
         while let Some(incoming) = receiver.recv().await {
             self.handle(&incoming);
         }
     }
 
-    fn handle(&self, incoming: &Incoming) {
+    fn handle(&mut self, incoming: &Incoming) {
         if self.home_assistant_status.as_deref() == Some(incoming.topic.as_str()) {
             if incoming.payload == b"online" {
                 log::info!("MQTT: Home Assistant is online: sending discovery and every current value again");
@@ -467,21 +482,53 @@ impl Commands {
             return;
         }
         let Some(command) = CommandTopic::parse(&self.prefix, &incoming.topic) else { return };
+        if incoming.payload.is_empty() {
+            // The deletion of a retained command (ours below, or another client's): no command.
+            return;
+        }
         let text = String::from_utf8_lossy(&incoming.payload);
         let text = text.trim();
+        if incoming.retain {
+            self.clear_retained(&incoming.topic, text);
+            return;
+        }
         let outcome = match command {
             CommandTopic::Switch { camera, switch } => match switch_payload(text) {
-                Some(on) => self.controls.set(&camera, switch, on).map_err(|e| e.to_string()),
-                None => Err(format!("{text:?} is neither ON nor OFF")),
+                // The camera's name is in the topic, which the log line shows cut to length.
+                Some(on) => self.controls.set(&camera, switch, on).map_err(|error| match error {
+                    ControlError::UnknownCamera(_) => "no camera of that name".to_owned(),
+                    other => other.to_string(),
+                }),
+                None => Err(format!("{} is neither ON nor OFF", excerpt(text, PAYLOAD_EXCERPT_CHARS))),
             },
             CommandTopic::Threshold => match text.parse::<f32>() {
                 Ok(value) => self.controls.set_score_threshold(value).map_err(|e| e.to_string()),
-                Err(_) => Err(format!("{text:?} is not a number")),
+                Err(_) => Err(format!("{} is not a number", excerpt(text, PAYLOAD_EXCERPT_CHARS))),
             },
         };
         if let Err(message) = outcome {
-            log::warn!("MQTT: command on {} refused: {message}", incoming.topic);
+            if let Some(more) = self.refused_log.admit(Instant::now()) {
+                log::warn!(
+                    "MQTT: command on {} refused: {message}; {more} more refused since the last report",
+                    excerpt(&incoming.topic, TOPIC_EXCERPT_CHARS)
+                );
+            }
         }
+    }
+
+    /// A command the broker kept: applying it would undo, at every start and reconnect, what was
+    /// set since. It is deleted from the broker (an empty retained message) and not applied.
+    fn clear_retained(&mut self, topic: &str, text: &str) {
+        if let Some(more) = self.retained_log.admit(Instant::now()) {
+            log::warn!(
+                "MQTT: ignored the retained command {} on {}, and cleared it: commands are events, not state \
+                 (publish them without the retain flag); the controls file and the latest command apply; \
+                 {more} more cleared since the last report",
+                excerpt(text, PAYLOAD_EXCERPT_CHARS),
+                excerpt(topic, TOPIC_EXCERPT_CHARS)
+            );
+        }
+        self.publisher.publish(topic.to_owned(), Vec::new(), true);
     }
 }
 

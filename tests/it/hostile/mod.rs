@@ -23,6 +23,7 @@ use crate::daemon::{images_source, sample, sample_source, RunningDaemon, TestCon
 use crate::pace::Pace;
 
 mod models;
+mod mqtt;
 mod names;
 #[cfg(target_arch = "x86_64")]
 mod pictures;
