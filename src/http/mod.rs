@@ -2,7 +2,7 @@
 //! runtime (axum, HTTP/1).
 //!
 //! Owns: the listener (`[http] listen`) and its connections, bounded in number and time
-//! ([`connections`]), the names it answers to ([`hosts`]), the token (`[http] token_file`, read
+//! ([`connections`]; which one makes room for a new client: [`admission`]), the names it answers to ([`hosts`]), the token (`[http] token_file`, read
 //! once at start, never logged), the routes ([`server`]), the handlers ([`api`], and [`clips`] for
 //! event clips), the live pictures ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]) and
 //! the page's assets compiled into the binary ([`page`]: no files to install, no CDN). It reads the
@@ -15,6 +15,7 @@
 //! a request path reach the file system beyond the one zones file and the clips the recorder's
 //! index lists.
 
+pub mod admission;
 pub mod api;
 pub mod clips;
 pub mod connections;
