@@ -35,9 +35,9 @@ fn publish_live(broker: &Broker, topic: &str, payload: &str) {
     mosquitto_pub(broker, &["-t", topic, "-m", payload], b"");
 }
 
-/// The `mqtt` figures of a telemetry report.
+/// The MQTT outlet's figures of a telemetry report (`outlets.mqtt`).
 fn mqtt_figures(report: &Received) -> serde_json::Value {
-    serde_json::from_slice::<serde_json::Value>(&report.payload).unwrap_or_default()["mqtt"].clone()
+    serde_json::from_slice::<serde_json::Value>(&report.payload).unwrap_or_default()["outlets"]["mqtt"].clone()
 }
 
 /// A 100 KiB message kept by the broker on a command topic, on `homeassistant/status` and on a
