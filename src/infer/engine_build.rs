@@ -11,6 +11,8 @@
 //! telemetry, Home Assistant, the page and `/metrics` show; stopping promptly on shutdown. Must
 //! not: serve frames, touch the workers' sessions, or block the caller (everything runs on its
 //! own thread; the status is a snapshot).
+//!
+//! [`Vet`]: crate::backend::engine::Vet
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
