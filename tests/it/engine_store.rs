@@ -273,6 +273,27 @@ fn a_device_with_an_empty_cache_takes_the_engine_another_pushed_without_building
 }
 
 #[test]
+fn of_two_devices_missing_one_engine_one_builds_and_the_other_waits_and_pulls() {
+    let Some(registry) = Registry::start() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = fleet_keys(dir.path());
+    let url = format!("oci+http://{}/fleet/engines", registry.address);
+    // Long beside a look at the store, so that the second device sees the first one's lease.
+    let build_s = 10;
+    let devices: Vec<Child> = ["orin-1", "orin-2"]
+        .iter()
+        .map(|name| start_detect(&device_config(dir.path(), name, &keys, &url, true), build_s))
+        .collect();
+    let logs: Vec<String> =
+        devices.into_iter().map(|device| succeeded(device.wait_with_output().expect("detect"))).collect();
+    let builders = logs.iter().filter(|log| log.contains(BUILDING)).count();
+    assert_eq!(builders, 1, "exactly one device builds:\n{}", logs.join("\n----\n"));
+    for name in ["orin-1", "orin-2"] {
+        assert_eq!(cached_engines(&dir.path().join(name)), 1, "{name} has the engine");
+    }
+}
+
+#[test]
 fn a_store_that_is_down_means_a_local_build_with_the_reason_logged() {
     let dir = tempfile::tempdir().expect("tempdir");
     let keys = fleet_keys(dir.path());

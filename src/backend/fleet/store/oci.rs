@@ -11,8 +11,9 @@
 //! manifest under the tag, so a tag never names a half-uploaded object. Conditional writes: the
 //! distribution API has none (a manifest PUT to a tag always wins), so [`Write::Create`] and
 //! [`Write::Replace`] read the tag, refuse a change they did not expect, push, wait
-//! [`SETTLE`] and read the tag back: another device that wrote in between is seen then, and only
-//! the last writer goes on. Two devices whose check and write are more than [`SETTLE`] apart can
+//! [`SETTLE`] and read the tag back: a write is this device's only if the tag still resolves to
+//! the digest of the manifest it sent (the sha256 of those bytes; a lease's manifests differ by
+//! the holder and random token inside), so of two writers in one window only the last goes on. Two devices whose check and write are more than [`SETTLE`] apart can
 //! still both win: the worst case is one engine built twice, never a wrong engine (each pack is
 //! checked on its own). Must not: know what the objects hold.
 
@@ -23,9 +24,11 @@ use std::time::Duration;
 
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::OciDistributionError;
-use oci_client::manifest::OciImageManifest;
+use oci_client::manifest::{OciImageManifest, OCI_IMAGE_MEDIA_TYPE};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
+use reqwest::header::HeaderValue;
+use sha2::{Digest, Sha256};
 
 use super::error::StoreError;
 use super::types::{Fetched, StoreSettings, Version, Write, Written};
@@ -115,39 +118,67 @@ impl Oci {
         Ok(Some(Fetched { bytes: sink.bytes, version: Version { e_tag: Some(digest), version: None } }))
     }
 
+    /// The digest `name`'s tag resolves to, if the tag exists.
+    async fn digest(&self, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.manifest(name).await?.map(|(_, digest)| digest))
+    }
+
     pub async fn put(&self, name: &str, bytes: Vec<u8>, write: &Write) -> Result<Written, StoreError> {
-        let current = match write {
+        let expected = match write {
             Write::Overwrite => None,
-            Write::Create | Write::Replace(_) => Some(self.manifest(name).await?.map(|(_, digest)| digest)),
+            Write::Create => Some(None),
+            Write::Replace(version) => Some(version.e_tag.as_ref()),
         };
-        match (write, &current) {
-            (Write::Create, Some(Some(_))) => return Ok(Written::Conflict),
-            (Write::Replace(expected), Some(current)) if current.as_ref() != expected.e_tag.as_ref() => {
-                return Ok(Written::Conflict)
+        if let Some(expected) = expected {
+            if self.digest(name).await?.as_ref() != expected {
+                return Ok(Written::Conflict);
             }
-            _ => {}
         }
-        let layer = ImageLayer::new(bytes, OBJECT_MEDIA_TYPE.to_owned(), None);
+        let ours = self.push_artifact(name, bytes).await?;
+        if expected.is_some() {
+            // Only the tag's last writer holds it: a device that wrote after this one's look
+            // replaced this manifest, and this one must see that it lost.
+            tokio::time::sleep(SETTLE).await;
+            if self.digest(name).await?.as_deref() != Some(ours.as_str()) {
+                return Ok(Written::Conflict);
+            }
+        }
+        Ok(Written::Done(Version { e_tag: Some(ours), version: None }))
+    }
+
+    /// Pushes `bytes` as `name`'s artifact (blobs first, the manifest under the tag last) and
+    /// returns the digest of the manifest this call sent: the sha256 of the exact bytes PUT, which
+    /// is what the tag resolves to until another writer replaces it. Never the tag read back,
+    /// which may already be another writer's.
+    async fn push_artifact(&self, name: &str, bytes: Vec<u8>) -> Result<String, StoreError> {
+        let reference = self.reference(name);
+        let layers = [ImageLayer::new(bytes, OBJECT_MEDIA_TYPE.to_owned(), None)];
         let config = Config::new(b"{}".to_vec(), EMPTY_CONFIG_MEDIA_TYPE.to_owned(), None);
-        let mut manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+        let mut manifest = OciImageManifest::build(&layers, &config, None);
         manifest.artifact_type = Some(ARTIFACT_TYPE.to_owned());
         manifest.annotations = Some(BTreeMap::from([("org.opencontainers.image.title".to_owned(), name.to_owned())]));
-        let reference = self.reference(name);
+        let body = serde_json::to_vec(&manifest).map_err(|e| StoreError::Failed {
+            store: self.name.clone(),
+            message: format!("{name}: its manifest: {e}"),
+        })?;
+        let digest = format!("sha256:{:x}", Sha256::digest(&body));
+
+        self.client.store_auth_if_needed(reference.resolve_registry(), &self.auth).await;
+        for (layer, descriptor) in layers.iter().zip(&manifest.layers) {
+            self.client
+                .push_blob(&reference, layer.data.clone(), &descriptor.digest)
+                .await
+                .map_err(|e| self.error(name, e))?;
+        }
         self.client
-            .push(&reference, &[layer], config, &self.auth, Some(manifest))
+            .push_blob(&reference, config.data, &manifest.config.digest)
             .await
             .map_err(|e| self.error(name, e))?;
-        let ours = self.manifest(name).await?.map(|(_, digest)| digest);
-        if matches!(write, Write::Overwrite) {
-            return Ok(Written::Done(Version { e_tag: ours, version: None }));
-        }
-        tokio::time::sleep(SETTLE).await;
-        let settled = self.manifest(name).await?.map(|(_, digest)| digest);
-        if settled.is_some() && settled == ours {
-            Ok(Written::Done(Version { e_tag: settled, version: None }))
-        } else {
-            Ok(Written::Conflict)
-        }
+        self.client
+            .push_manifest_raw(&reference, body, HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE))
+            .await
+            .map_err(|e| self.error(name, e))?;
+        Ok(digest)
     }
 }
 
