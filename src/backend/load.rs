@@ -16,7 +16,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::cpu::{CpuBackend, EngineChoice};
-use super::engine::chain::{load_prebuilt, Saved, TimingCacheUse};
+use super::engine::chain::{load_prebuilt, unchecked, TimingCacheUse};
+use super::engine::seam::EngineOrigin;
 use super::engine::stand_in::{StandInSettings, StandInToolchain};
 use super::engine::{EngineChain, EngineError, EngineSource, Progress, Toolchain, Vet};
 use super::error::BackendError;
@@ -155,7 +156,7 @@ fn tensorrt_toolchain(_device: &DeviceSpec) -> Result<Arc<dyn Toolchain>, Engine
     Err(EngineError::Unavailable("this binary was built without the `tensorrt` feature".into()))
 }
 
-/// What `build-engine` produced (or found up to date).
+/// What `build-engine` produced (or found up to date, or pulled).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct BuiltEngine {
     pub engine_path: PathBuf,
@@ -165,12 +166,16 @@ pub struct BuiltEngine {
     pub tensorrt_version: String,
     /// True when a valid cached engine already existed and nothing was built.
     pub up_to_date: bool,
+    /// The fleet's store the engine was pulled from instead of built (`[engine.store]`).
+    pub pulled_from: Option<String>,
     pub build_seconds: f64,
 }
 
 /// `jetson-detectd build-engine`: makes sure a valid engine and timing cache for `model` on
-/// `device`'s GPU exist in the cache directory, building them if needed (under the build lock, as
-/// `run` would). `progress` sees every event.
+/// `device`'s GPU exist in the cache directory, the way `run` gets them but without the check
+/// against the CPU (`selftest` checks): the cached engine when one loads, else the fleet's store's
+/// (`[engine.store]`), else a build under the build lock and the store's lease, pushed to the
+/// store with `push = true`. `progress` sees every event.
 pub fn build_engine(
     model: &ModelSpec,
     device: &DeviceSpec,
@@ -178,28 +183,26 @@ pub fn build_engine(
 ) -> Result<BuiltEngine, EngineError> {
     let toolchain = toolchain(device)?;
     let version = toolchain.target().version.clone();
-    let mut chain = EngineChain::new(toolchain, model, &device.cache_dir, Vec::new())?;
+    let mut chain = EngineChain::new(toolchain, model, &device.cache_dir, store_sources(device)?)?;
     let never = AtomicBool::new(false);
-    Ok(match chain.ensure_saved(&mut progress, &never)? {
-        Err(cached) => {
-            progress(Progress::Stage(format!("{} is up to date", cached.display())));
-            BuiltEngine {
-                key: chain.cached_key(&cached),
-                engine_path: cached,
-                timing_cache_path: chain.timing_cache_path(),
-                tensorrt_version: version,
-                up_to_date: true,
-                build_seconds: 0.0,
-            }
+    let acquired = chain.acquire(&mut unchecked, &mut progress, &never)?;
+    let engine_path = acquired.origin.path().to_path_buf();
+    let (up_to_date, pulled_from, build_seconds) = match &acquired.origin {
+        EngineOrigin::Built { seconds, .. } => (false, None, *seconds),
+        EngineOrigin::Fetched { from, .. } => (false, Some(from.clone()), 0.0),
+        EngineOrigin::Cached(_) | EngineOrigin::Prebuilt(_) => {
+            progress(Progress::Stage(format!("{} is up to date", engine_path.display())));
+            (true, None, 0.0)
         }
-        Ok(Saved { engine_path, key, timing_cache_path, seconds }) => BuiltEngine {
-            engine_path,
-            timing_cache_path,
-            key,
-            tensorrt_version: version,
-            up_to_date: false,
-            build_seconds: seconds,
-        },
+    };
+    Ok(BuiltEngine {
+        key: chain.cached_key(&engine_path),
+        engine_path,
+        timing_cache_path: chain.timing_cache_path(),
+        tensorrt_version: version,
+        up_to_date,
+        pulled_from,
+        build_seconds,
     })
 }
 

@@ -6,9 +6,11 @@
 //! reason; an object over the size bound is refused before it is read. Whether a pack is trusted
 //! is the pack layer's (its tests, and the signed pack read back here).
 //!
-//! Then the store in the engine chain, through the binary (`detect`, with the stand-in toolchain
-//! in place of TensorRT): a device with an empty cache takes the engine another pushed without
-//! building; a store that is down means a local build, with the reason in the log.
+//! Then the store in the engine chain, through the binary (`detect` and `build-engine`, with the
+//! stand-in toolchain in place of TensorRT): a device with an empty cache takes the engine another
+//! pushed without building; of two devices missing one engine one builds and the other pulls;
+//! `build-engine` pushes what it builds and pulls what the store has; a store that is down means a
+//! local build, with the reason in the log.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -291,6 +293,38 @@ fn of_two_devices_missing_one_engine_one_builds_and_the_other_waits_and_pulls() 
     for name in ["orin-1", "orin-2"] {
         assert_eq!(cached_engines(&dir.path().join(name)), 1, "{name} has the engine");
     }
+}
+
+/// `build-engine` on `config` with the stand-in engine (a one-second build): its JSON answer.
+fn build_engine(config: &Path) -> (serde_json::Value, String) {
+    let output = daemon_command()
+        .args(["build-engine", "--config"])
+        .arg(config)
+        .env(STAND_IN_ENV, "build_s=1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run jetson-detectd build-engine");
+    let stdout = output.stdout.clone();
+    let stderr = succeeded(output);
+    let answer = serde_json::from_slice(&stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    (answer, stderr)
+}
+
+#[test]
+fn build_engine_pushes_what_it_builds_and_another_device_pulls_it_instead_of_building() {
+    let Some(registry) = Registry::start() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = fleet_keys(dir.path());
+    let url = format!("oci+http://{}/fleet/engines", registry.address);
+    let (built, log) = build_engine(&device_config(dir.path(), "nano-1", &keys, &url, true));
+    assert_eq!((built["up_to_date"].as_bool(), built["pulled_from"].as_str()), (Some(false), None), "{built}\n{log}");
+    assert!(log.contains(BUILDING) && log.contains("pushed engines/"), "{log}");
+
+    let (pulled, log) = build_engine(&device_config(dir.path(), "nano-2", &keys, &url, false));
+    assert!(!log.contains(BUILDING), "the second device must not build:\n{log}");
+    assert_eq!(pulled["pulled_from"].as_str(), Some(url.as_str()), "{pulled}");
+    assert_eq!(pulled["key"], built["key"], "the same engine");
+    assert_eq!(cached_engines(&dir.path().join("nano-2")), 1, "the pulled engine is cached");
 }
 
 #[test]

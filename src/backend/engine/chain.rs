@@ -133,7 +133,7 @@ pub enum TimingCacheUse {
     Empty,
 }
 
-/// A build that was saved (`build-engine`, `selftest`'s build times).
+/// A build that was saved (`selftest`'s build times).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Saved {
     pub engine_path: PathBuf,
@@ -452,24 +452,6 @@ impl EngineChain {
     ) -> Result<Saved, EngineError> {
         let _lock = self.lock_waiting(progress)?;
         self.save_build(timing, progress, cancel)
-    }
-
-    /// `build-engine`: the cached engine when one loads (`Err` with its path: nothing built), else
-    /// a build saved under the build lock, looked for again once the lock is held.
-    pub fn ensure_saved(
-        &mut self,
-        progress: &mut dyn FnMut(Progress),
-        cancel: &AtomicBool,
-    ) -> Result<Result<Saved, PathBuf>, EngineError> {
-        if let Ok(acquired) = self.look_local() {
-            return Ok(Err(acquired.origin.path().to_path_buf()));
-        }
-        let _lock = self.lock_waiting(progress)?;
-        if let Ok(acquired) = self.look_local() {
-            progress(Progress::Stage("another process built the engine meanwhile; using it".into()));
-            return Ok(Err(acquired.origin.path().to_path_buf()));
-        }
-        self.save_build(TimingCacheUse::Saved, progress, cancel).map(Ok)
     }
 
     /// The cache directory's build lock, waiting for another process that holds it.
