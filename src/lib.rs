@@ -51,9 +51,11 @@ pub mod model;
 pub mod source;
 // config: the typed configuration, made of the types of the floors below
 pub mod config;
-// preprocess ③ (the input contract, the CPU reference and fast path) and track ⑥ (tracker, zones,
-// lines, events; pure: no config, payload or snapshot): peers
+// preprocess ③ (the input contract, the CPU reference and fast path), track ⑥ (tracker, zones,
+// lines, events; pure: no config, payload or snapshot) and reid (appearances and their gallery
+// across cameras; pure too): peers
 pub mod preprocess;
+pub mod reid;
 pub mod track;
 // detection and frame: what a detection is; frames, their slots and rings
 pub mod detection;
