@@ -1,9 +1,9 @@
 //! Raw model outputs → detections in source-frame pixels.
 //!
 //! Owns: the output decoders (SSD, YOLOv5, YOLOv8/11, end-to-end NMS, NMS-free YOLOv10/YOLO26, the
-//! DETR family, NanoDet's GFL head, and classifiers' class scores in [`classify`]), score
-//! thresholding, the class allow-list, per-class NMS, max detections, and mapping boxes back
-//! through the resize geometry.
+//! DETR family, NanoDet's GFL head, classifiers' class scores in [`classify`] and embedders'
+//! vectors in [`embed`]), score thresholding, the class allow-list, per-class NMS, max
+//! detections, and mapping boxes back through the resize geometry.
 //! Must not: run models, read files, or know about MQTT. Malformed outputs (wrong count, shape or
 //! length, invalid values) are a [`DecodeError`], never a panic.
 //!
@@ -15,6 +15,7 @@ mod candidate;
 pub mod classify;
 mod decoder;
 mod detr;
+pub mod embed;
 mod end2end;
 mod error;
 pub mod nanodet;
