@@ -35,6 +35,7 @@ mod onnxruntime;
 mod pace;
 mod prometheus;
 mod readme_build;
+mod reid;
 #[cfg(feature = "gstreamer")]
 mod rtsp;
 mod secrets;

@@ -1,0 +1,174 @@
+//! Re-identification's appearance model on sequences the test makes: the bundled MobileNetV2's
+//! `embedding` (through the CPU backend, each crop cut from its frame as the daemon cuts a
+//! track's box) of objects taken from the sample photos and pasted into frames at other sizes,
+//! places, brightness and facing; the same object must be more similar to itself than
+//! `reid.min_similarity`, and another object of its label less.
+//!
+//! With `--nocapture` it prints the similarities it measured (the closing note of issue 51 and
+//! the book's Re-identification page quote them).
+
+use std::path::{Path, PathBuf};
+
+use image::{imageops, Rgb, RgbImage};
+use jetson_detectd::backend::cpu::{CpuBackend, EngineChoice};
+use jetson_detectd::backend::Backend;
+use jetson_detectd::decode::embed::embed;
+use jetson_detectd::frame::{FrameSlot, HeapMemory, PixelFormat};
+use jetson_detectd::onnx::recognise::recognise_input;
+use jetson_detectd::preprocess::Roi;
+use jetson_detectd::reid::{Appearance, Embedding};
+
+use crate::daemon::sample;
+
+/// The default `reid.min_similarity`.
+const MIN_SIMILARITY: f32 = 0.8;
+const FRAME: (u32, u32) = (640, 480);
+
+/// An object of a sample photo: its name, label, file and box (the bundled models' detections).
+struct Object {
+    name: &'static str,
+    label: &'static str,
+    file: &'static str,
+    bbox: [u32; 4],
+}
+
+const OBJECTS: [Object; 4] = [
+    Object { name: "astronaut", label: "person", file: "astronaut.png", bbox: [6, 9, 370, 505] },
+    Object { name: "rider", label: "person", file: "person.jpg", bbox: [182, 104, 268, 378] },
+    Object { name: "dog", label: "dog", file: "dog.jpg", bbox: [128, 226, 320, 544] },
+    Object { name: "small dog", label: "dog", file: "person.jpg", bbox: [70, 266, 203, 346] },
+];
+
+/// One view of an object in a frame: how its box is cut from the photo (each edge moved by this
+/// fraction of the box's size, outwards when positive: a detector's boxes differ from frame to
+/// frame), its height in pixels, its box's left edge, brightness factor and whether it faces the
+/// other way.
+struct View {
+    edges: [f32; 4],
+    height: u32,
+    left: u32,
+    brightness: f32,
+    mirrored: bool,
+}
+
+const VIEWS: [View; 6] = [
+    View { edges: [0.0, 0.0, 0.0, 0.0], height: 300, left: 40, brightness: 1.0, mirrored: false },
+    View { edges: [0.08, -0.05, 0.03, 0.06], height: 240, left: 300, brightness: 1.15, mirrored: false },
+    View { edges: [-0.06, 0.04, -0.08, -0.04], height: 180, left: 420, brightness: 0.85, mirrored: true },
+    View { edges: [0.05, 0.08, -0.04, 0.0], height: 260, left: 150, brightness: 0.9, mirrored: true },
+    View { edges: [-0.03, -0.07, 0.07, 0.05], height: 200, left: 380, brightness: 1.1, mirrored: false },
+    View { edges: [0.1, 0.0, 0.1, -0.06], height: 150, left: 20, brightness: 1.0, mirrored: false },
+];
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// The box `bbox` of `photo` with each edge moved by `edges` (fractions of its size, outwards
+/// when positive), kept inside the photo.
+fn cut(photo: &RgbImage, bbox: [u32; 4], edges: [f32; 4]) -> RgbImage {
+    let [x1, y1, x2, y2] = bbox.map(|v| v as f32);
+    let (width, height) = (x2 - x1, y2 - y1);
+    let left = (x1 - edges[0] * width).clamp(0.0, photo.width() as f32 - 1.0) as u32;
+    let top = (y1 - edges[1] * height).clamp(0.0, photo.height() as f32 - 1.0) as u32;
+    let right = (x2 + edges[2] * width).clamp(left as f32 + 1.0, photo.width() as f32) as u32;
+    let bottom = (y2 + edges[3] * height).clamp(top as f32 + 1.0, photo.height() as f32) as u32;
+    imageops::crop_imm(photo, left, top, right - left, bottom - top).to_image()
+}
+
+/// A grey frame (a soft vertical gradient, like a wall or a road) with `object` pasted in as
+/// `view` says, and the pasted box.
+fn frame(object: &RgbImage, view: &View) -> (RgbImage, [u32; 4]) {
+    let (width, height) = FRAME;
+    let mut frame = RgbImage::from_fn(width, height, |_, y| {
+        let grey = 150 - (y * 40 / height) as u8;
+        Rgb([grey, grey, grey.saturating_sub(6)])
+    });
+    let scale = view.height as f32 / object.height() as f32;
+    let object_width = ((object.width() as f32 * scale).round() as u32).clamp(1, width - view.left);
+    let mut pasted = imageops::resize(object, object_width, view.height, imageops::FilterType::Triangle);
+    if view.mirrored {
+        imageops::flip_horizontal_in_place(&mut pasted);
+    }
+    for pixel in pasted.pixels_mut() {
+        pixel.0 = pixel.0.map(|channel| (f32::from(channel) * view.brightness).round().clamp(0.0, 255.0) as u8);
+    }
+    let top = (height - view.height) * 2 / 3;
+    imageops::replace(&mut frame, &pasted, i64::from(view.left), i64::from(top));
+    (frame, [view.left, top, view.left + object_width, top + view.height])
+}
+
+/// The embedding of the crop `bbox` of `frame`, cut and preprocessed as the daemon cuts a box.
+fn embedding(
+    session: &mut dyn jetson_detectd::backend::InferenceSession,
+    frame: &RgbImage,
+    bbox: [u32; 4],
+) -> Embedding {
+    let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+    slot.prepare(frame.width(), frame.height(), PixelFormat::Rgb8).expect("prepare").copy_from_slice(frame.as_raw());
+    let [x1, y1, x2, y2] = bbox;
+    let roi = Roi { x: x1, y: y1, width: x2 - x1, height: y2 - y1 };
+    let (outputs, _) = session.run_regions(&slot, &[roi]).expect("embed a crop");
+    let mut rows = Vec::new();
+    embed(outputs, 1, &mut rows).expect("an embedding output");
+    rows.pop().flatten().expect("a crop gives a direction")
+}
+
+#[test]
+fn the_same_object_in_other_frames_is_more_similar_than_the_threshold_and_another_of_its_label_less() {
+    let onnx = repo("models/mobilenet_v2_imagenet.onnx");
+    let interface = jetson_detectd::onnx::read_file(&onnx).expect("read the model");
+    let spec = recognise_input(&interface, None).expect("its input").input;
+    let backend = CpuBackend::open(&onnx, spec, None, 1, &EngineChoice::rten("the test")).expect("load");
+    let mut session = backend.new_session().expect("a session");
+
+    // Each object's embeddings, one per view.
+    let views: Vec<Vec<Embedding>> = OBJECTS
+        .iter()
+        .map(|object| {
+            let photo = image::open(sample(object.file)).expect("a sample").to_rgb8();
+            VIEWS
+                .iter()
+                .map(|view| {
+                    let (frame, bbox) = frame(&cut(&photo, object.bbox, view.edges), view);
+                    embedding(session.as_mut(), &frame, bbox)
+                })
+                .collect()
+        })
+        .collect();
+    // A track's appearance is the first three views on one camera, the last three on another.
+    let appearance = |embeddings: &[Embedding]| {
+        let mut appearance = Appearance::default();
+        for embedding in embeddings {
+            appearance.add(embedding, 0.9);
+        }
+        appearance
+    };
+    let tracks: Vec<(Appearance, Appearance)> =
+        views.iter().map(|views| (appearance(&views[..3]), appearance(&views[3..]))).collect();
+
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for (index, object) in OBJECTS.iter().enumerate() {
+        let crops = &views[index];
+        let pairs: Vec<f32> = (0..crops.len())
+            .flat_map(|i| (i + 1..crops.len()).map(move |j| (i, j)))
+            .map(|(i, j)| crops[i].similarity(&crops[j]))
+            .collect();
+        let lowest = pairs.iter().copied().fold(f32::INFINITY, f32::min);
+        let same = tracks[index].0.similarity(&tracks[index].1).expect("both seen");
+        report.push(format!("{}: crops ≥ {lowest:.3}, the two tracks {same:.3}", object.name));
+        if same < MIN_SIMILARITY {
+            failures.push(format!("{}: its two tracks are {same:.3} similar, under {MIN_SIMILARITY}", object.name));
+        }
+        for (other_index, other) in OBJECTS.iter().enumerate().filter(|(i, o)| *i != index && o.label == object.label) {
+            let different = tracks[index].0.similarity(&tracks[other_index].1).expect("both seen");
+            report.push(format!("{} vs {} ({}): {different:.3}", object.name, other.name, object.label));
+            if different >= MIN_SIMILARITY {
+                failures.push(format!("{} and {} are {different:.3} similar", object.name, other.name));
+            }
+        }
+    }
+    eprintln!("re-identification similarities (MobileNetV2 embedding, rten):\n  {}", report.join("\n  "));
+    assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), report.join("\n"));
+}
