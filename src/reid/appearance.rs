@@ -2,8 +2,8 @@
 //! embeddings of the views it gathers, so that a person seen from the front and from the back
 //! keeps both looks instead of one blurred mean.
 //!
-//! Owns: [`Appearance`], folding an embedding into the prototype it resembles (or starting a new
-//! one, up to [`MAX_PROTOTYPES`]), and the similarity of two appearances: the best cosine between
+//! Owns: [`Appearance`], folding an embedding (or a later appearance of the same track) into the
+//! prototype it resembles (or starting a new one, up to [`MAX_PROTOTYPES`]), and the similarity of two appearances: the best cosine between
 //! their prototypes. Must not: choose crops or weights (the caller does: a detection's score), or
 //! keep the embeddings themselves (a prototype is one vector, whatever it gathered).
 
@@ -29,17 +29,17 @@ impl Prototype {
         Prototype { unit: embedding.values().to_vec(), sum_length: weight, weight }
     }
 
-    /// Adds `weight` × `embedding` to the sum. A sum that cancels out (opposite embeddings) keeps
-    /// its direction.
-    fn fold(&mut self, embedding: &Embedding, weight: f64) {
+    /// Adds `other`'s sum (its direction × its length) to this one's, and its weight. A sum that
+    /// cancels out (opposite views) keeps its direction.
+    fn fold(&mut self, other: &Prototype) {
         let sum: Vec<f64> = self
             .unit
             .iter()
-            .zip(embedding.values())
-            .map(|(&unit, &value)| f64::from(unit) * self.sum_length + f64::from(value) * weight)
+            .zip(&other.unit)
+            .map(|(&unit, &theirs)| f64::from(unit) * self.sum_length + f64::from(theirs) * other.sum_length)
             .collect();
         let length = sum.iter().map(|value| value * value).sum::<f64>().sqrt();
-        self.weight += weight;
+        self.weight += other.weight;
         if length.is_finite() && length > 0.0 {
             self.unit = sum.iter().map(|value| (value / length) as f32).collect();
             self.sum_length = length;
@@ -64,19 +64,45 @@ impl Appearance {
         }
         let weight = if weight.is_finite() { f64::from(weight.clamp(0.001, 1.0)) } else { 1.0 };
         self.embeddings = self.embeddings.saturating_add(1);
+        self.fold_in(Prototype::new(embedding, weight));
+        true
+    }
+
+    /// Folds `later`, what the same track looked like since (another model's is ignored:
+    /// `false`), in as if its embeddings had been added here: each of its prototypes into the one
+    /// it resembles, or as a prototype of its own while there is room.
+    pub fn absorb(&mut self, later: Appearance) -> bool {
+        let (Some(mine), Some(theirs)) = (self.prototypes.first(), later.prototypes.first()) else {
+            if self.prototypes.is_empty() {
+                *self = later;
+            }
+            return true;
+        };
+        if mine.unit.len() != theirs.unit.len() {
+            return false;
+        }
+        self.embeddings = self.embeddings.saturating_add(later.embeddings);
+        for prototype in later.prototypes {
+            self.fold_in(prototype);
+        }
+        true
+    }
+
+    /// `view` folded into the nearest prototype when it is another look at it (or when there is
+    /// no room for another), else kept as a prototype of its own.
+    fn fold_in(&mut self, view: Prototype) {
         let nearest = self
             .prototypes
             .iter()
             .enumerate()
-            .map(|(index, prototype)| (index, similarity(&prototype.unit, embedding.values())))
+            .map(|(index, prototype)| (index, similarity(&prototype.unit, &view.unit)))
             .max_by(|a, b| a.1.total_cmp(&b.1));
         match nearest {
             Some((index, closeness)) if closeness >= SAME_VIEW || self.prototypes.len() >= MAX_PROTOTYPES => {
-                self.prototypes[index].fold(embedding, weight)
+                self.prototypes[index].fold(&view)
             }
-            _ => self.prototypes.push(Prototype::new(embedding, weight)),
+            _ => self.prototypes.push(view),
         }
-        true
     }
 
     /// The best cosine similarity between a prototype of each; `None` when either has no
@@ -175,6 +201,31 @@ mod tests {
         assert_eq!(appearance.embeddings(), 2);
         assert!(appearance.dominant().is_some_and(|p| p.iter().all(|v| v.is_finite())));
         assert!(appearance.bytes() >= 2 * 2 * std::mem::size_of::<f32>());
+    }
+
+    #[test]
+    fn a_later_appearance_folds_in_as_if_its_embeddings_had_been_added_here() {
+        let views = [unit(&[1.0, 0.1, 0.0]), unit(&[0.0, 1.0, 0.0]), unit(&[1.0, -0.1, 0.0])];
+        let mut one_by_one = Appearance::default();
+        for view in &views {
+            one_by_one.add(view, 0.5);
+        }
+        let mut earlier = Appearance::default();
+        earlier.add(&views[0], 0.5);
+        let mut later = Appearance::default();
+        later.add(&views[1], 0.5);
+        later.add(&views[2], 0.5);
+        assert!(earlier.absorb(later));
+        assert_eq!((earlier.prototypes(), earlier.embeddings()), (2, 3));
+        let (folded, added) = (earlier.dominant().expect("seen"), one_by_one.dominant().expect("seen"));
+        assert!(folded.iter().zip(added).all(|(a, b)| (a - b).abs() < 1e-6), "{folded:?} against {added:?}");
+        let mut empty = Appearance::default();
+        assert!(empty.absorb(one_by_one.clone()));
+        assert_eq!(empty, one_by_one);
+        let mut other_model = Appearance::default();
+        other_model.add(&unit(&[1.0, 0.0]), 1.0);
+        assert!(!empty.absorb(other_model), "2 dimensions after 3");
+        assert_eq!(empty.embeddings(), 3);
     }
 
     proptest::proptest! {
