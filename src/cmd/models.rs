@@ -22,7 +22,7 @@ use crate::decode::classify::ClassGroups;
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::{Labels, LabelsError};
 use crate::infer::engine_build::CheckSubject;
-use crate::infer::per_track::{Classifier, PerTrackKind, PerTrackLane};
+use crate::infer::per_track::{Classifier, Embedder, PerTrackKind, PerTrackLane};
 use crate::infer::scheduler::ModelLane;
 use crate::model::ModelSpec;
 
@@ -40,8 +40,8 @@ pub enum ModelsError {
     Backend(#[from] BackendError),
     #[error("no detector named `{name}`: {known}")]
     Unknown { name: String, known: String },
-    #[error("`{name}` is a classifier (`kind = \"classifier\"`): name a detector")]
-    NotADetector { name: String },
+    #[error("`{name}` is a {kind} (`kind = \"{kind}\"`): name a detector")]
+    NotADetector { name: String, kind: &'static str },
     #[error("{name}: {error}")]
     Session { name: String, error: BackendError },
 }
@@ -86,7 +86,7 @@ pub fn named_detectors(
 }
 
 /// The detector `[models.<name>]` of `config` for `cameras`, which a command assigns to it itself
-/// (`bench --models`); `labels` grows by its names. An unknown name, or a classifier's, is an error.
+/// (`bench --models`); `labels` grows by its names. An unknown name, or a per-track model's, is an error.
 pub fn named_detector(
     config: &Config,
     name: &str,
@@ -95,7 +95,7 @@ pub fn named_detector(
 ) -> Result<NamedDetector, ModelsError> {
     match config.models.get(name).map(|named| named.kind) {
         Some(ModelKind::Detector) => {}
-        Some(ModelKind::Classifier) => return Err(ModelsError::NotADetector { name: name.to_string() }),
+        Some(kind) => return Err(ModelsError::NotADetector { name: name.to_string(), kind: kind.name() }),
         None => {
             let detectors: Vec<String> = config
                 .models
@@ -143,7 +143,7 @@ fn read_detector(
     Ok(Some(NamedDetector { name: name.to_string(), model, params, class_ids, cameras }))
 }
 
-/// A `[models.<name>]` per-track model (a classifier), as loaded, with its kind (what its outputs
+/// A `[models.<name>]` per-track model (a classifier, an embedder), as loaded, with its kind (what its outputs
 /// answer) and what its engine's check compares (`engine.min_agreement`).
 pub struct NamedPerTrack {
     pub name: String,
@@ -182,6 +182,9 @@ fn per_track_model(name: &str, named: &NamedModel, model: ModelSpec) -> Result<O
             let check = CheckSubject::Classifier { scores: model.class_scores, labels: labels.clone() };
             let kind = Arc::new(Classifier { labels, scores: model.class_scores, groups });
             Some(NamedPerTrack { name, model, kind, check })
+        }
+        ModelKind::Embedder => {
+            Some(NamedPerTrack { name, model, kind: Arc::new(Embedder), check: CheckSubject::Embedder })
         }
     })
 }

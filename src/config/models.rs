@@ -1,11 +1,12 @@
 //! Named models: `[models.<name>]` tables beside the default `[model]`. A detector there serves
 //! the cameras that name it (`[[camera]] model = "<name>"`); a classifier (`kind = "classifier"`)
-//! runs on crops of the detections whose label it lists in `on`.
+//! or an embedder (`kind = "embedder"`) runs on crops of the detections whose label it lists in
+//! `on`.
 //!
 //! Owns: [`NamedModel`] (a [`ModelConfig`] with its role), filling each table's unset keys with
 //! the built-in `[model]` defaults before it is typed, resolving its paths, and the checks between
-//! models and cameras: a camera names a known detector, a classifier lists labels to run on and
-//! sizes in range, a named model is described as `[model]` must be. Must not: open model or label
+//! models and cameras: a camera names a known detector, a per-track model lists labels to run on
+//! and sizes in range, a named model is described as `[model]` must be. Must not: open model or label
 //! files (whether `on` names real labels is checked where the labels are loaded, with the
 //! detectors').
 
@@ -32,6 +33,19 @@ pub enum ModelKind {
     Detector,
     /// Labels crops of detections (vehicle type, colour, species).
     Classifier,
+    /// Gives crops of detections an appearance vector (re-identification).
+    Embedder,
+}
+
+impl ModelKind {
+    /// As `kind = "…"` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Detector => "detector",
+            ModelKind::Classifier => "classifier",
+            ModelKind::Embedder => "embedder",
+        }
+    }
 }
 
 /// One `[models.<name>]` table.
@@ -39,16 +53,16 @@ pub enum ModelKind {
 pub struct NamedModel {
     #[serde(default)]
     pub kind: ModelKind,
-    /// Classifier: the detector labels whose boxes it classifies.
+    /// Classifier, embedder: the detector labels whose boxes it looks at.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on: Vec<String>,
-    /// Classifier: boxes narrower or lower than this many source pixels are not classified
-    /// ([`NamedModel::min_size`]: default 32).
+    /// Classifier, embedder: boxes narrower or lower than this many source pixels are not looked
+    /// at ([`NamedModel::min_size`]: default 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_size: Option<u32>,
-    /// Classifier: 0 (the default) classifies each track once, at its best-scoring detection so
-    /// far (again only when a detection scores higher); N classifies a track every N of its
-    /// camera's frames ([`NamedModel::every`]).
+    /// Classifier, embedder: 0 (the default) looks at each track once, at its best-scoring
+    /// detection so far (again only when a detection scores higher, or for an embedder when its
+    /// box has grown); N looks at a track every N of its camera's frames ([`NamedModel::every`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every: Option<u32>,
     /// Classifier: coarse classes it answers instead of its labels, each a name and the labels
@@ -146,7 +160,7 @@ impl Config {
                     return Err(self.invalid_key(&key(unknown), super::words::no_such_key(unknown, &allowed)));
                 }
             }
-            if !is_set(user, &["models", name, "labels"]) {
+            if named.kind != ModelKind::Embedder && !is_set(user, &["models", name, "labels"]) {
                 return Err(self.invalid_key(&key("labels"), "must be set: a named model has no default labels"));
             }
             match (&named.model.onnx, &named.model.engine) {
@@ -168,11 +182,15 @@ impl Config {
                 _ => {}
             }
             match named.kind {
-                ModelKind::Classifier => {
+                ModelKind::Classifier | ModelKind::Embedder => {
                     if named.on.is_empty() {
                         return Err(self.invalid_key(
                             &key("on"),
-                            "a classifier lists the detector labels it runs on, e.g. [\"car\", \"truck\"]",
+                            format!(
+                                "{} {} lists the detector labels it runs on, e.g. [\"car\", \"truck\"]",
+                                article(named.kind),
+                                named.kind.name()
+                            ),
                         ));
                     }
                     if !MIN_SIZE_RANGE.contains(&named.min_size()) {
@@ -183,6 +201,11 @@ impl Config {
                     if named.every() > MAX_EVERY {
                         return Err(
                             self.invalid_key(&key("every"), format!("{} is outside 0..={MAX_EVERY}", named.every()))
+                        );
+                    }
+                    if named.kind == ModelKind::Embedder && !named.groups.is_empty() {
+                        return Err(
+                            self.invalid_key(&key("groups"), "only a classifier (`kind = \"classifier\"`) takes it")
                         );
                     }
                     if let Some((group, _)) =
@@ -196,9 +219,10 @@ impl Config {
                 }
                 ModelKind::Detector => {
                     if let Some(role_key) = ROLE_KEYS[1..].iter().find(|k| is_set(user, &["models", name, k])) {
-                        return Err(
-                            self.invalid_key(&key(role_key), "only a classifier (`kind = \"classifier\"`) takes it")
-                        );
+                        return Err(self.invalid_key(
+                            &key(role_key),
+                            "only a per-track model (`kind = \"classifier\"` or `\"embedder\"`) takes it",
+                        ));
                     }
                 }
             }
@@ -207,10 +231,14 @@ impl Config {
             let Some(wanted) = &camera.model else { continue };
             match self.models.get(wanted) {
                 Some(named) if named.kind == ModelKind::Detector => {}
-                Some(_) => {
+                Some(named) => {
                     return Err(self.invalid_key(
                         &format!("camera[{i}].model"),
-                        format!("`{wanted}` is a classifier; a camera names a detector"),
+                        format!(
+                            "`{wanted}` is {} {}; a camera names a detector",
+                            article(named.kind),
+                            named.kind.name()
+                        ),
                     ))
                 }
                 None => {
@@ -268,6 +296,14 @@ impl Config {
     }
 }
 
+/// `a` or `an`, before a kind's name.
+fn article(kind: ModelKind) -> &'static str {
+    match kind {
+        ModelKind::Embedder => "an",
+        ModelKind::Detector | ModelKind::Classifier => "a",
+    }
+}
+
 /// The named models as the effective config has them, for `check-config --print`.
 pub type NamedModels = BTreeMap<String, NamedModel>;
 
@@ -285,6 +321,8 @@ mod tests {
         labels = \"vehicles.txt\"\nevery = 10\n\
         [[camera]]\nname = \"front\"\nsource = { kind = \"synthetic\" }\n\
         [[camera]]\nname = \"yard\"\nmodel = \"yard\"\nsource = { kind = \"synthetic\" }\n";
+
+    const EMBEDDER: &str = "[models.looks]\nkind = \"embedder\"\non = [\"person\"]\nonnx = \"mobilenet.onnx\"\n";
 
     #[test]
     fn named_models_take_the_built_in_defaults_and_cameras_pick_their_detector() {
@@ -318,6 +356,27 @@ mod tests {
         assert!(message.contains("`camera[1].model`: unknown model `yrad`: the detectors are `yard`"), "{message}");
         let classifier = TWO_MODELS.replace("model = \"yard\"", "model = \"vehicle_type\"");
         assert!(parse(&classifier).expect_err("a classifier").to_string().contains("is a classifier"));
+    }
+
+    #[test]
+    fn an_embedder_needs_no_labels_takes_no_groups_and_is_no_cameras_detector() {
+        let config = parse(&format!("{TWO_MODELS}{EMBEDDER}")).expect("an embedder without labels");
+        let looks = &config.models["looks"];
+        assert_eq!(
+            (looks.kind, looks.on.as_slice(), looks.every()),
+            (ModelKind::Embedder, &["person".to_string()][..], 0)
+        );
+        let per_track: Vec<&str> = config.per_track_models().map(|(name, _)| name).collect();
+        assert_eq!(per_track, ["looks", "vehicle_type"]);
+        let grouped = format!("{TWO_MODELS}{EMBEDDER}groups = {{ a = [\"b\"] }}\n");
+        let message = parse(&grouped).expect_err("groups").to_string();
+        assert!(message.contains("models.looks.groups") && message.contains("only a classifier"), "{message}");
+        let named = format!("{}{EMBEDDER}", TWO_MODELS.replace("model = \"yard\"", "model = \"looks\""));
+        let message = parse(&named).expect_err("a camera on an embedder").to_string();
+        assert!(message.contains("`looks` is an embedder; a camera names a detector"), "{message}");
+        let nowhere = format!("{TWO_MODELS}{}", EMBEDDER.replace("on = [\"person\"]\n", ""));
+        let message = parse(&nowhere).expect_err("no `on`").to_string();
+        assert!(message.contains("models.looks.on") && message.contains("an embedder lists"), "{message}");
     }
 
     #[test]

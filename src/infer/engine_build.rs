@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::agreement::{compare_classifiers, compare_detectors, Agreement, Verdict};
+use super::agreement::{compare_classifiers, compare_detectors, compare_embedders, Agreement, Verdict};
 use crate::backend::engine::{EngineChain, EngineError, Progress, ProgressReporter};
 use crate::backend::handover::Handover;
 use crate::backend::Backend;
@@ -42,6 +42,8 @@ pub enum CheckSubject {
     Detector { params: DecodeParams, labels: Arc<Labels> },
     /// One class per crop.
     Classifier { scores: ClassScores, labels: Labels },
+    /// One vector per crop.
+    Embedder,
 }
 
 /// How engines are checked: `engine.min_agreement`, `engine.on_disagreement`, and the sample
@@ -342,6 +344,7 @@ pub fn check_engine(
     let compared = match subject {
         CheckSubject::Detector { params, labels } => compare_detectors(reference, engine, frames, params, labels),
         CheckSubject::Classifier { scores, labels } => compare_classifiers(reference, engine, frames, *scores, labels),
+        CheckSubject::Embedder => compare_embedders(reference, engine, frames),
     };
     let agreement = match compared {
         Ok(agreement) => agreement,

@@ -19,10 +19,9 @@ use super::recognise::{recognise_classifier, recognise_decoder, recognise_input}
 /// Completes `config.model` and every `[models.<name>]` from their ONNX files (a no-op for what
 /// the config describes itself).
 pub fn describe(config: &mut Config) -> Result<(), ConfigError> {
-    describe_model(&mut config.model, "model", false, &config.origin)?;
+    describe_model(&mut config.model, "model", ModelKind::Detector, &config.origin)?;
     for (name, named) in &mut config.models {
-        let classifier = named.kind == ModelKind::Classifier;
-        describe_model(&mut named.model, &format!("models.{name}"), classifier, &config.origin)?;
+        describe_model(&mut named.model, &format!("models.{name}"), named.kind, &config.origin)?;
     }
     Ok(())
 }
@@ -30,7 +29,7 @@ pub fn describe(config: &mut Config) -> Result<(), ConfigError> {
 fn describe_model(
     model: &mut ModelConfig,
     table: &str,
-    classifier: bool,
+    kind: ModelKind,
     origin: &ConfigOrigin,
 ) -> Result<(), ConfigError> {
     let wanted = std::mem::take(&mut model.recognise);
@@ -45,7 +44,12 @@ fn describe_model(
     // The label count separates YOLOv5 from anchor-major YOLOv8 and softmax DETR heads; a label
     // file that does not load is reported where it is loaded.
     let labels = Labels::load(&model.labels).ok().map(|labels| labels.len());
-    if classifier {
+    if kind == ModelKind::Embedder {
+        // An embedder has no labels or decoder: its vectors are read by their output's name
+        // (`crate::decode::embed`), and only its input is recognised.
+        return describe_input(model, &interface, None, &wanted, table, &invalid);
+    }
+    if kind == ModelKind::Classifier {
         // A classifier's output must be one row of as many scores as it has labels (item 6 of
         // issue 32), whatever the config says about its scores.
         let labels = Labels::load(&model.labels).map_err(|error| invalid("labels", error.to_string()))?.len();
@@ -247,5 +251,18 @@ mod tests {
                 && message.contains("scores 3 classes, but the label file has 90 labels"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn an_embedder_is_described_by_its_input_alone_without_labels_or_a_decoder() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let text =
+            "[models.looks]\nkind = \"embedder\"\non = [\"person\"]\nonnx = \"models/mobilenet_v2_imagenet.onnx\"\n";
+        let mut config = Config::from_toml(text, ConfigOrigin::Embedded, Path::new(root)).expect("config");
+        describe(&mut config).expect("described");
+        let looks = &config.models["looks"].model;
+        assert_eq!((looks.input.width, looks.input.height, looks.input.layout), (224, 224, TensorLayout::Nchw));
+        let lines: Vec<&str> = config.recognised().filter(|line| line.starts_with("models.looks")).collect();
+        assert_eq!(lines.len(), 1, "its input only: {lines:?}");
     }
 }

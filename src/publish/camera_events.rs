@@ -365,7 +365,7 @@ mod tests {
     #[test]
     fn without_a_session_of_its_classifier_a_track_goes_unlabelled_and_the_bound_counts_what_waits() {
         let labels = labels();
-        let rule = CropRule { classes: vec![1], min_size: 4.0, every: 0 };
+        let rule = CropRule { classes: vec![1], min_size: 4.0, every: 0, grown: None };
         let mut params = params();
         params.tracker.max_tracks = 8;
         let mut tracking =

@@ -8,7 +8,8 @@
 //! A track is due when its class is one of the rule's, its box is at least `min_size` source
 //! pixels wide and high, and either it was never chosen, or (`every = 0`) its detection now scores
 //! higher than when it was last chosen, or (`every = N`) N of its camera's frames have passed
-//! since. At most `max_per_frame` due tracks are chosen, those never chosen first, then those
+//! since, or (`grown`, an embedder's rule) its box's area has grown that many times since it was
+//! last chosen (a closer look at it). At most `max_per_frame` due tracks are chosen, those never chosen first, then those
 //! waiting longest; the others are counted as skipped and stay due for the next frame, so the
 //! classifier never adds more than `max_per_frame` crops to one frame's work.
 
@@ -26,6 +27,9 @@ pub struct CropRule {
     pub min_size: f32,
     /// 0: once per track, again only at a better score; N: every N frames of the camera.
     pub every: u32,
+    /// Also due when the box's area is at least this many times its area when last chosen;
+    /// `None`: the box's size alone never makes a track due again.
+    pub grown: Option<f32>,
 }
 
 /// One confirmed track on this frame.
@@ -52,6 +56,8 @@ pub struct Choice {
 struct Chosen {
     frame: u64,
     score: f32,
+    /// Of the box, in square source pixels.
+    area: f32,
 }
 
 /// One camera's plan for one per-track model.
@@ -83,7 +89,8 @@ impl CropPlan {
         let skipped = due.len().saturating_sub(self.max_per_frame);
         let mut choice = Choice { chosen: Vec::with_capacity(due.len() - skipped), skipped };
         for (_, track) in due.into_iter().take(self.max_per_frame) {
-            self.chosen.insert(track.track, Chosen { frame: self.frame, score: track.score });
+            let area = area(&track.bbox);
+            self.chosen.insert(track.track, Chosen { frame: self.frame, score: track.score, area });
             choice.chosen.push(track.track);
         }
         choice
@@ -100,12 +107,18 @@ impl CropPlan {
         if !self.rule.classes.contains(&track.class_id) || width < self.rule.min_size || height < self.rule.min_size {
             return false;
         }
+        let grown = |last: &Chosen| self.rule.grown.is_some_and(|grown| area(&track.bbox) >= last.area * grown);
         match self.chosen.get(&track.track) {
             None => true,
+            Some(last) if grown(last) => true,
             Some(last) if self.rule.every == 0 => track.score > last.score,
             Some(last) => self.frame - last.frame >= u64::from(self.rule.every),
         }
     }
+}
+
+fn area(bbox: &BoundingBox) -> f32 {
+    (bbox.x2 - bbox.x1) * (bbox.y2 - bbox.y1)
 }
 
 #[cfg(test)]
@@ -120,7 +133,7 @@ mod tests {
     }
 
     fn plan(every: u32, max_per_frame: usize) -> CropPlan {
-        CropPlan::new(CropRule { classes: vec![CAR], min_size: 32.0, every }, max_per_frame)
+        CropPlan::new(CropRule { classes: vec![CAR], min_size: 32.0, every, grown: None }, max_per_frame)
     }
 
     #[test]
@@ -147,6 +160,15 @@ mod tests {
         let chosen_at: Vec<usize> =
             (1..=10).filter(|_| !plan.choose(&[track(7, CAR, 0.5, 64.0)]).chosen.is_empty()).collect();
         assert_eq!(chosen_at, [1, 4, 7, 10]);
+    }
+
+    #[test]
+    fn with_grown_a_track_whose_box_grew_that_much_is_chosen_again() {
+        let mut plan = CropPlan::new(CropRule { classes: vec![CAR], min_size: 32.0, every: 0, grown: Some(2.0) }, 4);
+        assert_eq!(plan.choose(&[track(1, CAR, 0.6, 40.0)]).chosen, [1]);
+        assert_eq!(plan.choose(&[track(1, CAR, 0.5, 56.0)]).chosen, Vec::<TrackId>::new(), "1.96 times the area");
+        assert_eq!(plan.choose(&[track(1, CAR, 0.5, 57.0)]).chosen, [1], "2.03 times the area");
+        assert_eq!(plan.choose(&[track(1, CAR, 0.5, 60.0)]).chosen, Vec::<TrackId>::new(), "against the last crop's");
     }
 
     #[test]

@@ -258,8 +258,10 @@ fn model_is_not_loaded_when_every_camera_names_another_detector() {
 /// A classifier on a detector's tracks: the front camera loops a photo of a dog; `[models.colour]`
 /// (the test colour classifier, `tests/models/NOTICE.md`) runs on the dog's track, and every event
 /// of that track carries its answer under the classifier's name, while tracks of other labels carry
-/// none; its detections carry the same answer. Telemetry lists both models, the classifier by name
-/// in `engine.models` and each with its role and memory in `engine.model_memory`.
+/// none; its detections carry the same answer. `[models.looks]`, the bundled MobileNetV2 as an
+/// embedder on the same track, adds nothing to the messages (an appearance is not published).
+/// Telemetry lists every model, the per-track ones by name in `engine.models` and each with its
+/// role and memory in `engine.model_memory`.
 #[test]
 fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages() {
     let prefix = "e2e-classifier";
@@ -273,6 +275,10 @@ fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages(
             "[models.colour]\nkind = \"classifier\"\non = [\"dog\"]\nonnx = {}\nlabels = {}\n",
             toml_string(&repo("tests/models/colour_classifier.onnx").display().to_string()),
             toml_string(&repo("tests/models/colour_labels.txt").display().to_string())
+        ))
+        .append(&format!(
+            "[models.looks]\nkind = \"embedder\"\non = [\"dog\"]\nonnx = {}\n",
+            toml_string(&repo("models/mobilenet_v2_imagenet.onnx").display().to_string()),
         ))
         .write(&dir.path().join("config.toml"));
     let subscriber = crate::broker::Subscriber::connect(&broker, "e2e-classifier-sub", &[&format!("{prefix}/#")]);
@@ -302,6 +308,7 @@ fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages(
     let engine =
         telemetry.iter().find(|message| with_memory(message)).map(parse).expect("waited for")["engine"].clone();
     assert_eq!(engine["models"]["colour"]["kind"], "cpu", "{engine:#}");
+    assert_eq!(engine["models"]["looks"]["kind"], "cpu", "{engine:#}");
     let memory = &engine["model_memory"];
     let roles: Vec<(&str, &str)> = memory["models"]
         .as_array()
@@ -309,8 +316,9 @@ fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages(
         .flatten()
         .map(|model| (model["name"].as_str().unwrap_or_default(), model["role"].as_str().unwrap_or_default()))
         .collect();
-    assert_eq!(roles, [("model", "detector"), ("models.colour", "classifier")], "{engine:#}");
-    assert_eq!((&memory["workers"], &memory["contexts_per_worker"]), (&1.into(), &2.into()), "{engine:#}");
+    let expected = [("model", "detector"), ("models.colour", "classifier"), ("models.looks", "embedder")];
+    assert_eq!(roles, expected, "{engine:#}");
+    assert_eq!((&memory["workers"], &memory["contexts_per_worker"]), (&1.into(), &3.into()), "{engine:#}");
     assert!(memory["arena"].as_str().is_some_and(|arena| arena.starts_with("none: ")), "{engine:#}");
     assert!(detection["track_id"].is_u64(), "a tracked detection: {detection}");
     daemon.signal(libc::SIGTERM);
@@ -325,14 +333,15 @@ fn a_classifier_labels_each_confirmed_track_of_its_labels_in_the_event_messages(
             let label = colour["label"].as_str().unwrap_or_default();
             assert!(["red", "green", "blue"].contains(&label), "the classifier's label: {event}");
             assert!(colour["score"].as_f64().is_some_and(|score| (0.0..=1.0).contains(&score)), "{event}");
-            assert_eq!(attributes.as_object().map(|a| a.len()), Some(1), "one classifier: {event}");
+            assert_eq!(attributes.as_object().map(|a| a.len()), Some(1), "one classifier, no vector: {event}");
         } else {
             assert!(attributes.is_null(), "no classifier runs on {}: {event}", event["label"]);
         }
     }
     let log = daemon.log();
     assert!(log.contains("backend of models.colour (classifier)"), "{log}");
-    assert!(!log.contains("classifier colour failed"), "{log}");
+    assert!(log.contains("backend of models.looks (embedder)"), "{log}");
+    assert!(!log.contains("models.colour failed") && !log.contains("models.looks failed"), "{log}");
     assert!(!log.contains("panicked"), "{log}");
 }
 

@@ -43,6 +43,7 @@ pub struct CameraPerTrack {
     skipped: u64,
     candidates: Vec<Candidate>,
     rois: Vec<Roi>,
+    scores: Vec<f32>,
     chosen: Vec<TrackId>,
     answers: Vec<Option<Box<dyn TrackAnswer>>>,
 }
@@ -64,6 +65,7 @@ impl CameraPerTrack {
             skipped: 0,
             candidates: Vec::new(),
             rois: Vec::new(),
+            scores: Vec::new(),
             chosen: Vec::new(),
             answers: Vec::new(),
         }
@@ -97,6 +99,7 @@ impl CameraPerTrack {
             self.skipped += choice.skipped as u64;
             let Some(index) = sessions.index_of(&model.name) else { continue };
             self.rois.clear();
+            self.scores.clear();
             self.chosen.clear();
             for id in choice.chosen {
                 let Some(candidate) = self.candidates.iter().find(|candidate| candidate.track == id) else {
@@ -105,6 +108,7 @@ impl CameraPerTrack {
                 let b = candidate.bbox;
                 if let Some(roi) = Roi::around_box(meta, b.x1, b.y1, b.x2, b.y2) {
                     self.rois.push(roi);
+                    self.scores.push(candidate.score);
                     self.chosen.push(id);
                 }
             }
@@ -112,7 +116,7 @@ impl CameraPerTrack {
                 continue;
             }
             self.answers.clear();
-            if let Err(e) = sessions.run(index, slot, &self.rois, &mut self.answers) {
+            if let Err(e) = sessions.run(index, slot, &self.rois, &self.scores, &mut self.answers) {
                 log::warn!("camera {}: models.{} failed on frame {}: {e}", self.camera, model.name, meta.sequence);
                 continue;
             }
@@ -126,11 +130,20 @@ impl CameraPerTrack {
                     }
                     None => answer,
                 };
-                let attributes = self.attributes.entry(*id).or_default();
                 match answer.attribute() {
-                    Some(attribute) => attributes.insert(model.name.clone(), attribute),
-                    None => attributes.remove(&model.name),
-                };
+                    Some(attribute) => {
+                        self.attributes.entry(*id).or_default().insert(model.name.clone(), attribute);
+                    }
+                    // A track that has no attribute left has no entry (messages carry none).
+                    None => {
+                        if let Some(attributes) = self.attributes.get_mut(id) {
+                            attributes.remove(&model.name);
+                            if attributes.is_empty() {
+                                self.attributes.remove(id);
+                            }
+                        }
+                    }
+                }
                 kept.insert(model.name.clone(), answer);
             }
         }

@@ -36,9 +36,10 @@ impl PerTrackKind for Classifier {
     fn read(
         &self,
         outputs: &ModelOutputs,
-        rows: usize,
+        scores: &[f32],
         out: &mut Vec<Option<Box<dyn TrackAnswer>>>,
     ) -> Result<(), String> {
+        let rows = scores.len();
         let mut classes = Vec::with_capacity(rows);
         let mut group_scores = Vec::new();
         let groups = self.groups.as_ref();
@@ -90,7 +91,7 @@ mod tests {
             }],
         };
         let mut out = Vec::new();
-        classifier.read(&outputs, 2, &mut out).expect("read");
+        classifier.read(&outputs, &[0.9, 0.8], &mut out).expect("read");
         assert_eq!(out.len(), 2);
         assert_eq!(
             out[0].as_ref().and_then(|answer| answer.attribute()),

@@ -1,7 +1,7 @@
 //! What a kind of per-track model is: how its outputs for a batch of crops read as one answer per
 //! crop, and what a track keeps of its answers. The classifier is the first kind
-//! (`super::classifier`); an embedder (a vector per crop, averaged into a few prototypes per
-//! track) is the next.
+//! (`super::classifier`); the embedder (`super::embedder`: a vector per crop, averaged into a few
+//! prototypes per track) the second.
 //!
 //! Owns: the [`PerTrackKind`] and [`TrackAnswer`] traits. Must not: choose tracks, cut crops or
 //! run sessions (`super::camera` and `super::sessions` do, alike for every kind).
@@ -18,13 +18,15 @@ pub trait PerTrackKind: Send + Sync {
     /// (`classifier`).
     fn kind(&self) -> &'static str;
 
-    /// Reads the answers of the `rows` crops of one inference from `outputs` and appends one per
-    /// crop to `out`, in crop order (`None`: this crop has no answer, e.g. scores that are not
-    /// numbers). An error says why the outputs cannot be read at all.
+    /// Reads the answers of the crops of one inference from `outputs` and appends one per crop
+    /// to `out`, in crop order (`None`: this crop has no answer, e.g. scores that are not
+    /// numbers). `scores` holds the detection score of each crop's track on this frame, in crop
+    /// order: as many as the outputs have rows (an embedder weighs its crops by them). An error
+    /// says why the outputs cannot be read at all.
     fn read(
         &self,
         outputs: &ModelOutputs,
-        rows: usize,
+        scores: &[f32],
         out: &mut Vec<Option<Box<dyn TrackAnswer>>>,
     ) -> Result<(), String>;
 }

@@ -1,22 +1,25 @@
 //! Per-track models: models that run on crops of a camera's confirmed tracks rather than on whole
-//! frames (`[models.<name>]` with `kind = "classifier"`; an embedder next). A per-track model is a
+//! frames (`[models.<name>]` with `kind = "classifier"` or `"embedder"`). A per-track model is a
 //! plan (which tracks, when: `crate::track::crop_plan`), crops, a session on every worker and a
-//! typed answer kept per track; the classifier is its first kind.
+//! typed answer kept per track; the classifier is its first kind, the embedder its second.
 //!
 //! Files: [`kind`] (what a kind is: its decoder and its answer), [`classifier`] (the first kind),
-//! [`lane`] (a model the workers run), [`rules`] (its crop rule from the config), [`sessions`]
-//! (a worker's sessions, running a model on crops), [`camera`] (one camera's plans and what its
-//! tracks keep), [`attribute`] (what the outlets get). This file only declares and re-exports.
+//! [`embedder`] (the second), [`lane`] (a model the workers run), [`rules`] (its crop rule from
+//! the config), [`sessions`] (a worker's sessions, running a model on crops), [`camera`] (one
+//! camera's plans and what its tracks keep), [`attribute`] (what the outlets get). This file only
+//! declares and re-exports.
 //!
 //! Adding a kind means: its file here (a [`PerTrackKind`] that reads its outputs, a
 //! [`TrackAnswer`] that says what a track keeps and how messages carry it), and the line that
-//! builds its lanes from the config (`crate::cmd::models`).
+//! builds its lanes from the config (`crate::cmd::models`), with the check of its engine against
+//! the CPU (`crate::infer::agreement`).
 //!
 //! Must not: track, publish, or know a kind's outputs outside its own file.
 
 pub mod attribute;
 pub mod camera;
 pub mod classifier;
+pub mod embedder;
 pub mod kind;
 pub mod lane;
 pub mod rules;
@@ -25,6 +28,7 @@ pub mod sessions;
 pub use attribute::{Attribute, Attributes, TrackAttributes};
 pub use camera::{CameraPerTrack, MAX_CROPS_PER_FRAME};
 pub use classifier::Classifier;
+pub use embedder::Embedder;
 pub use kind::{PerTrackKind, TrackAnswer};
 pub use lane::PerTrackLane;
 pub use rules::crop_rules;

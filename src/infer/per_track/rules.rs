@@ -1,11 +1,17 @@
 //! Which tracks each per-track model looks at, from the config: its `on` labels, resolved against
-//! the detectors' shared label list, its `min_size` and `every`.
+//! the detectors' shared label list, its `min_size` and `every`, and for an embedder a box that
+//! grew by [`EMBEDDER_GROWN`] (a closer look at the object).
 //!
 //! Owns: [`crop_rules`]. Must not: open models.
 
+use crate::config::models::ModelKind;
 use crate::config::{Config, ConfigError};
 use crate::detection::Labels;
 use crate::track::crop_plan::CropRule;
+
+/// An embedder looks at a track again when its box's area has grown this many times since its
+/// last crop: the object came closer, and a bigger crop shows more of how it looks.
+pub const EMBEDDER_GROWN: f32 = 1.5;
 
 /// The crop rule of every per-track model of `config` (`on` labels as ids of `labels`, the shared
 /// list), by `[models.<name>]` name; `Err` names a label of `on` that no detector knows, or a
@@ -17,7 +23,7 @@ pub fn crop_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, CropR
             return Err(ConfigError::Invalid {
                 origin: config.origin.clone(),
                 key: format!("models.{name}.kind"),
-                message: "a classifier labels tracks: it needs `tracking.enabled = true`".to_string(),
+                message: format!("a {} runs on tracks: it needs `tracking.enabled = true`", named.kind.name()),
             });
         }
         let classes = named
@@ -31,7 +37,8 @@ pub fn crop_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, CropR
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let rule = CropRule { classes, min_size: named.min_size() as f32, every: named.every() };
+        let grown = (named.kind == ModelKind::Embedder).then_some(EMBEDDER_GROWN);
+        let rule = CropRule { classes, min_size: named.min_size() as f32, every: named.every(), grown };
         rules.push((name.to_string(), rule));
     }
     Ok(rules)
@@ -55,7 +62,7 @@ mod tests {
     fn a_models_rule_names_its_labels_by_their_shared_ids_and_refuses_unknown_ones() {
         let labels = Labels::parse("person\ntraffic light\n", Path::new("labels")).expect("labels");
         let rules = crop_rules(&classifier_config("[\"traffic light\"]", true), &labels).expect("known label");
-        let rule = CropRule { classes: vec![1], min_size: 48.0, every: 5 };
+        let rule = CropRule { classes: vec![1], min_size: 48.0, every: 5, grown: None };
         assert_eq!(rules, [("colour".to_string(), rule)]);
         let unknown = crop_rules(&classifier_config("[\"car\"]", true), &labels).expect_err("no detector has it");
         assert!(unknown.to_string().contains("models.colour.on") && unknown.to_string().contains("`car`"), "{unknown}");

@@ -37,22 +37,32 @@ impl PerTrackSessions {
     }
 
     /// Runs model `index` on `rois` of the frame in `slot` (as many per inference as its session
-    /// takes) and appends one answer per ROI to `out` (`None`: no answer for that crop).
+    /// takes) and appends one answer per ROI to `out` (`None`: no answer for that crop); `scores`
+    /// are the detection scores of the ROIs' tracks, one per ROI.
     pub fn run(
         &mut self,
         index: usize,
         slot: &FrameSlot,
         rois: &[Roi],
+        scores: &[f32],
         out: &mut Vec<Option<Box<dyn TrackAnswer>>>,
     ) -> Result<(), BackendError> {
         let (Some(lane), Some(session)) = (self.lanes.get(index), self.sessions.get_mut(index)) else {
             return Err(BackendError::Inference(format!("no per-track model {index}")));
         };
         let limit = session.max_batch().max(1);
-        for chunk in rois.chunks(limit) {
+        if rois.len() != scores.len() {
+            return Err(BackendError::Inference(format!(
+                "models.{}: {} crops with {} scores",
+                lane.name,
+                rois.len(),
+                scores.len()
+            )));
+        }
+        for (chunk, scores) in rois.chunks(limit).zip(scores.chunks(limit)) {
             let (outputs, _) = session.run_regions(slot, chunk)?;
             lane.kind
-                .read(outputs, chunk.len(), out)
+                .read(outputs, scores, out)
                 .map_err(|message| BackendError::Inference(format!("models.{}: {message}", lane.name)))?;
         }
         Ok(())

@@ -1,0 +1,108 @@
+//! The embedder, the second kind of per-track model (`[models.<name>]` with `kind = "embedder"`):
+//! an appearance vector for each crop (the bundled MobileNetV2's `embedding`, or a Re-ID model's
+//! output), L2-normalised; a track keeps them averaged into a few prototypes, each crop weighed by
+//! its detection's score, so that the best-scoring crops count most.
+//!
+//! Owns: [`Embedder`] and its answer, [`AppearanceAnswer`]. Must not: choose tracks or run
+//! sessions (the per-track step does, alike for every kind), or compare appearances
+//! (`crate::reid` does).
+
+use super::attribute::Attribute;
+use super::kind::{PerTrackKind, TrackAnswer};
+use crate::decode::embed::embed;
+use crate::model::ModelOutputs;
+use crate::reid::Appearance;
+
+/// An embedder: its outputs read as one vector per crop (`crate::decode::embed`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Embedder;
+
+/// What a track looks like: the appearance its crops' embeddings made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppearanceAnswer {
+    pub appearance: Appearance,
+}
+
+impl PerTrackKind for Embedder {
+    fn kind(&self) -> &'static str {
+        "embedder"
+    }
+
+    fn read(
+        &self,
+        outputs: &ModelOutputs,
+        scores: &[f32],
+        out: &mut Vec<Option<Box<dyn TrackAnswer>>>,
+    ) -> Result<(), String> {
+        let mut embeddings = Vec::with_capacity(scores.len());
+        embed(outputs, scores.len(), &mut embeddings).map_err(|e| e.to_string())?;
+        out.extend(embeddings.into_iter().zip(scores).map(|(embedding, &score)| {
+            embedding.map(|embedding| {
+                let mut appearance = Appearance::default();
+                appearance.add(&embedding, score);
+                Box::new(AppearanceAnswer { appearance }) as Box<dyn TrackAnswer>
+            })
+        }));
+        Ok(())
+    }
+}
+
+impl TrackAnswer for AppearanceAnswer {
+    /// The later crops' embeddings fold into the track's prototypes.
+    fn absorb(&mut self, later: Box<dyn TrackAnswer>) {
+        if let Ok(later) = (later as Box<dyn std::any::Any>).downcast::<AppearanceAnswer>() {
+            self.appearance.absorb(later.appearance);
+        }
+    }
+
+    /// None: an appearance is for re-identification, not for messages.
+    fn attribute(&self) -> Option<Attribute> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::OutputTensor;
+
+    fn outputs(rows: usize, data: Vec<f32>) -> ModelOutputs {
+        let dimensions = data.len() / rows;
+        ModelOutputs {
+            tensors: vec![
+                OutputTensor { name: "logits".into(), shape: vec![rows, 2], data: vec![1.0; rows * 2] },
+                OutputTensor { name: "embedding".into(), shape: vec![rows, dimensions], data },
+            ],
+        }
+    }
+
+    fn appearance_of(answer: &dyn TrackAnswer) -> &Appearance {
+        let answer = (answer as &dyn std::any::Any).downcast_ref::<AppearanceAnswer>().expect("an appearance");
+        &answer.appearance
+    }
+
+    #[test]
+    fn each_crop_gets_an_appearance_and_a_row_that_says_nothing_gets_none() {
+        let mut out = Vec::new();
+        Embedder.read(&outputs(2, vec![3.0, 4.0, 0.0, 0.0]), &[0.9, 0.8], &mut out).expect("read");
+        assert_eq!(out.len(), 2);
+        let first = out[0].as_deref().expect("a direction");
+        assert_eq!(appearance_of(first).dominant(), Some(&[0.6f32, 0.8][..]));
+        assert_eq!(first.attribute(), None, "messages carry no vector");
+        assert!(out[1].is_none(), "a row of zeros");
+        let error = Embedder.read(&outputs(1, vec![1.0, 2.0]), &[0.9, 0.8], &mut out).expect_err("one row for two");
+        assert!(error.contains("embedder"), "{error}");
+    }
+
+    #[test]
+    fn a_track_folds_its_crops_into_prototypes_the_better_scored_counting_more() {
+        let mut out = Vec::new();
+        Embedder.read(&outputs(2, vec![1.0, 0.2, 1.0, -0.2]), &[0.9, 0.1], &mut out).expect("read");
+        let mut answers = out.into_iter().flatten();
+        let mut kept = answers.next().expect("the first crop");
+        kept.absorb(answers.next().expect("the second crop"));
+        let appearance = appearance_of(kept.as_ref());
+        assert_eq!((appearance.prototypes(), appearance.embeddings()), (1, 2));
+        assert!(appearance.dominant().expect("seen")[1] > 0.1, "pulled towards the 0.9 crop");
+    }
+}
