@@ -115,6 +115,8 @@ pub struct CameraRecordStats {
     /// Units dropped from the pre-roll to its byte bound, frames the encoder could not keep up
     /// with, units that could not be read.
     pub preroll_dropped: AtomicU64,
+    /// Times the pre-roll was emptied because one keyframe interval alone was over its bound.
+    pub preroll_cuts: AtomicU64,
     pub encoder_dropped: AtomicU64,
     /// Units left out after a drop until the next keyframe (they refer to what was dropped).
     pub resync_skipped: AtomicU64,
@@ -310,6 +312,7 @@ impl CameraThread {
         let stats = &self.context.stats;
         stats.preroll_bytes.store(self.preroll.bytes() as u64, Ordering::Relaxed);
         stats.preroll_dropped.store(self.preroll.dropped(), Ordering::Relaxed);
+        stats.preroll_cuts.store(self.preroll.cuts(), Ordering::Relaxed);
         stats.ready.store(self.preroll.bytes() > 0, Ordering::Relaxed);
         if self.writer.is_none() {
             self.try_start();

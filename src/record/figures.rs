@@ -100,6 +100,13 @@ fn metrics(report: &RecordReport) -> Vec<Metric> {
             per_camera(report, |c| c.dropped),
         ),
         camera_counter(
+            "record_preroll_cuts",
+            "Times the camera's pre-roll was emptied because one keyframe interval alone was over \
+             record.preroll_max_mib: a clip then starts at the next keyframe.",
+            None,
+            per_camera(report, |c| c.preroll_cut),
+        ),
+        camera_counter(
             "record_failed",
             "Clips that could not be started or written, and units that could not be read (the log says why).",
             None,

@@ -330,6 +330,7 @@ impl Recorder {
                     written: load(&stats.clips),
                     written_bytes: load(&stats.bytes),
                     preroll_bytes: load(&stats.preroll_bytes),
+                    preroll_cut: load(&stats.preroll_cuts),
                     dropped: load(&stats.tap.dropped)
                         + load(&stats.preroll_dropped)
                         + load(&stats.encoder_dropped)
@@ -452,6 +453,10 @@ pub struct CameraRecordReport {
     pub written_bytes: u64,
     /// Memory the pre-roll holds now.
     pub preroll_bytes: u64,
+    /// Times the pre-roll was emptied because one keyframe interval alone was over
+    /// `record.preroll_max_mib` (a camera with long keyframe intervals): a clip asked for then
+    /// starts at the next keyframe, later than `pre_s` before its event.
+    pub preroll_cut: u64,
     /// Video dropped: the recorder's queue full (and what followed until the next keyframe), the
     /// pre-roll over its byte bound, the encoder behind.
     pub dropped: u64,

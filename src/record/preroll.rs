@@ -5,7 +5,9 @@
 //! keyframes so that it always starts with one (a decoder can start there), and the choice of
 //! where a clip that should start at a given time begins. Must not: copy the units' bytes (they
 //! are shared with the writer), or grow past its byte bound: past it whole keyframe intervals are
-//! dropped from the front and counted.
+//! dropped from the front and counted, and a keyframe interval that alone is over the bound (a
+//! camera with a keyframe a minute) empties the ring, which then waits for the next keyframe: the
+//! pre-roll is cut, and counted as such ([`Preroll::cuts`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -24,11 +26,15 @@ pub struct Preroll {
     max_bytes: usize,
     /// Units dropped because the byte bound was reached before the span was.
     dropped: u64,
+    /// Times the newest keyframe interval alone went over the byte bound and the ring was emptied.
+    cuts: u64,
+    /// Emptied by a cut: the units until the next keyframe are dropped (and counted).
+    cut_open: bool,
 }
 
 impl Preroll {
     pub fn new(span: Duration, max_bytes: usize) -> Preroll {
-        Preroll { units: VecDeque::new(), bytes: 0, span, max_bytes, dropped: 0 }
+        Preroll { units: VecDeque::new(), bytes: 0, span, max_bytes, dropped: 0, cuts: 0, cut_open: false }
     }
 
     /// Bytes held.
@@ -39,6 +45,11 @@ impl Preroll {
     /// Units dropped to the byte bound so far.
     pub fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// Times the ring was emptied because one keyframe interval alone was over the byte bound.
+    pub fn cuts(&self) -> u64 {
+        self.cuts
     }
 
     /// How far back the ring reaches: from its first unit to its newest.
@@ -56,8 +67,10 @@ impl Preroll {
             self.clear();
         }
         if self.units.is_empty() && !unit.keyframe {
+            self.dropped += u64::from(self.cut_open);
             return;
         }
+        self.cut_open = false;
         self.bytes += unit.data.len();
         self.units.push_back(unit);
         self.trim();
@@ -69,7 +82,8 @@ impl Preroll {
     }
 
     /// Drops the front while a later keyframe alone still reaches back `span`, then whole keyframe
-    /// intervals while over the byte bound (the newest interval is kept whatever its size).
+    /// intervals while over the byte bound; when the newest interval alone is over it, everything
+    /// (the ring then takes nothing before the next keyframe).
     fn trim(&mut self) {
         let Some(newest) = self.units.back().map(|unit| unit.captured_at) else { return };
         let horizon = newest.checked_sub(self.span).unwrap_or(SystemTime::UNIX_EPOCH);
@@ -81,7 +95,12 @@ impl Preroll {
                     self.drop_front(next_key + 1);
                     self.dropped += next_key as u64 + 1;
                 }
-                None => break,
+                None => {
+                    self.dropped += self.units.len() as u64;
+                    self.cuts += 1;
+                    self.clear();
+                    self.cut_open = true;
+                }
             }
         }
     }
@@ -169,6 +188,30 @@ mod tests {
         let held = ring.since(SystemTime::UNIX_EPOCH);
         assert_eq!(times(&held, start)[0], 20, "starts at a keyframe");
         assert_eq!(ring.dropped(), 20);
+    }
+
+    /// Issue 49: with a keyframe a minute the pre-roll held 24 MB under a 1 MiB bound and dropped
+    /// nothing (the newest interval was kept whatever its size).
+    #[test]
+    fn a_keyframe_interval_alone_over_the_bound_empties_the_ring_until_the_next_keyframe() {
+        let (start, f) = (SystemTime::now(), format(64));
+        let mut ring = Preroll::new(Duration::from_secs(60), 2500);
+        let mut held_most = 0;
+        for n in 0..45 {
+            let mut unit = unit(start, n, 300, &f);
+            // One keyframe in all: at unit 0, then at 40.
+            unit.keyframe = n == 0 || n == 40;
+            ring.push(unit);
+            held_most = held_most.max(ring.bytes());
+        }
+        assert!(held_most <= 2500, "{held_most} bytes held under a 2500-byte bound");
+        assert_eq!(ring.cuts(), 1);
+        assert_eq!(
+            times(&ring.since(SystemTime::UNIX_EPOCH), start),
+            [40, 41, 42, 43, 44],
+            "from the next keyframe on"
+        );
+        assert_eq!(ring.dropped(), 40, "units 0..=8 (the ninth went over the bound), then 9..40");
     }
 
     #[test]

@@ -9,7 +9,8 @@ RTSP_SCENE=IMAGE:APPEAR:STAY:PERIOD the stream is a scene instead of the test pa
 frame, on which the picture IMAGE (scaled to the frame) appears APPEAR seconds into every PERIOD
 seconds and stays STAY seconds; the scene's clock starts with the first client. RTSP_PATTERN picks
 the test pattern (videotestsrc's, default ball) and RTSP_BITRATE_KBPS the H.264/H.265 bitrate
-(x264enc's default otherwise), for benchmarks that need a camera's bitrate. Prints "listening"
+(x264enc's default otherwise), for benchmarks that need a camera's bitrate; RTSP_KEY_INTERVAL the
+frames between two keyframes (10 otherwise). Prints "listening"
 once the port is bound; exits with status 2 when it cannot bind (the port is taken). Runs until
 killed.
 """
@@ -41,6 +42,9 @@ def stream(codec: str, size: str, fps: str, scene: bool) -> str:
     bitrate = os.environ.get("RTSP_BITRATE_KBPS")
     if bitrate and codec != "mjpeg":
         encoder = encoder.replace(" key-int-max=10", f" key-int-max=10 bitrate={int(bitrate)}", 1)
+    key_interval = os.environ.get("RTSP_KEY_INTERVAL")
+    if key_interval and codec != "mjpeg":
+        encoder = encoder.replace(" key-int-max=10", f" key-int-max={int(key_interval)}", 1)
     return (
         f"( {source}"
         f" ! video/x-raw,format=I420,width={width},height={height},framerate={fps}/1"
