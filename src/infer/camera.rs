@@ -2,7 +2,8 @@
 //! inference workers (`crate::infer::scheduler`) take them from there, shared by every camera.
 //!
 //! Owns: the camera's source thread, its fps cap, its frame ring (slots sized by what the source
-//! delivers), the camera's [`SourceStatus`] (from a source that reconnects, else kept here), the
+//! delivers), the camera's [`SourceStatus`] (from a source that reconnects, else kept here; the
+//! sink hears when it goes from streaming to offline, [`FrameSink::camera_offline`]), the
 //! source thread's [`Liveness`] party (it beats on every turn of its loop), releasing frames
 //! from inference while the camera's detection is switched off ([`Switch::Detect`]: the sink gets
 //! them for the camera's picture, [`FrameSink::picture`], then they go back to the ring), and
@@ -114,7 +115,8 @@ impl CameraPipeline {
                 // A frame captured while detection is off goes to the camera's picture alone.
                 let detecting = || switches.as_ref().is_none_or(|switches| switches.get(Switch::Detect));
                 let picture = |slot: &FrameSlot| sink.picture(&name, slot);
-                let routes = FrameRoutes { detecting: &detecting, picture: &picture, record };
+                let offline = || sink.camera_offline(&name);
+                let routes = FrameRoutes { detecting: &detecting, picture: &picture, offline: &offline, record };
                 let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness, &routes)
                     .map_err(|source| PipelineError::Source { camera: name.clone(), source });
                 ring.close();
@@ -193,6 +195,8 @@ struct FrameRoutes<'a> {
     detecting: &'a dyn Fn() -> bool,
     /// Else the camera's picture does (no inference), on this thread.
     picture: &'a dyn Fn(&FrameSlot),
+    /// Told when the camera goes from streaming to offline (its source reconnects).
+    offline: &'a dyn Fn(),
     /// The camera's recorder, which copies raw frames at its rate (whether detection is on or not).
     record: Option<RecordTap>,
 }
@@ -211,6 +215,7 @@ fn run_source(
     let mut sequence = 0u64;
     let mut next_due = Instant::now();
     let keeps_every_frame = source.keeps_every_frame();
+    let mut was_streaming = false;
     while !stop.load(Ordering::SeqCst) {
         if let Some(interval) = frame_interval {
             if !sleep_until(next_due, stop, liveness) {
@@ -231,6 +236,11 @@ fn run_source(
         // A reconnecting source returns here after each backoff step: it is alive, whatever
         // its camera's state.
         liveness.beat();
+        let state = status.get();
+        if was_streaming && state.is_offline() {
+            (routes.offline)();
+        }
+        was_streaming = state == SourceState::Streaming;
         match captured {
             Ok(captured @ (Capture::Frame | Capture::TruncatedFrame)) => {
                 if captured == Capture::TruncatedFrame {

@@ -55,6 +55,9 @@ pub trait FrameSink: Send + Sync {
     /// A frame of a camera whose detection is off, on the camera's source thread (no inference):
     /// for its picture. Must not block either: it holds up the camera's capture.
     fn picture(&self, _camera: &str, _slot: &FrameSlot) {}
+    /// The camera's source lost its stream and reconnects (on the camera's source thread): what it
+    /// showed is out of sight until it is back.
+    fn camera_offline(&self, _camera: &str) {}
     /// The camera stopped: `Ok` for a finite source that ended or a requested shutdown.
     fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>);
     /// An inference worker (named `worker`) failed; the stop flag is already set.

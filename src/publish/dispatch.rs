@@ -58,6 +58,10 @@ impl Outlets {
         self.0.iter().for_each(|outlet| outlet.detection_stopped(camera));
     }
 
+    pub fn camera_offline(&self, camera: &str) {
+        self.0.iter().for_each(|outlet| outlet.camera_offline(camera));
+    }
+
     /// An empty update is not handed over.
     pub fn tracking(&self, camera: &str, update: &TrackingUpdate<'_>) {
         if !update.is_empty() {

@@ -142,6 +142,12 @@ pub trait Outlet: Send + Sync {
     /// processed meanwhile (a frame already on its way is dropped, never published after this).
     fn detection_stopped(&self, _camera: &str) {}
 
+    /// `camera`'s source lost its stream (it reconnects) and its tracks have ended (their `end`s
+    /// came through [`Outlet::tracking`] just before): nothing it showed is in sight any more, and
+    /// no frame comes until it is back (a frame captured before, still on its way, is dropped).
+    /// What counts its detections goes to 0, and a clip being written ends with what it has.
+    fn camera_offline(&self, _camera: &str) {}
+
     /// Tracking outside a frame (start-up counts, a camera that ended, shutdown, a reload).
     fn tracking(&self, _camera: &str, _update: &TrackingUpdate<'_>) {}
 

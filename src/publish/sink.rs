@@ -6,16 +6,16 @@
 //! on its way when detection was switched off is dropped, never published after its counts went
 //! to 0); the picture of a camera whose detection is off (its periodic snapshot, the live view);
 //! tracking outside frames (start-up counts, reloads, zone changes from the page, a camera that
-//! ended or whose detection was switched off, shutdown); the end reports of cameras and inference
-//! workers. Runs on the inference worker (a picture: on the camera's source thread), so it must
-//! not block: the outlets only hand over (`super::outlet` says what they may do there); each
-//! camera's tracks go to its per-track step (`super::camera_events` hands them to
-//! `crate::infer::per_track`, which runs the per-track models on a bounded number of them with the
-//! worker's sessions). Must not: know topics or JSON, run inference itself, touch frame rings, or
+//! ended, went offline or whose detection was switched off, shutdown); the end reports of cameras
+//! and inference workers. Runs on the inference worker (a picture, a camera gone offline: on the
+//! camera's source thread), so it must not block: the outlets only hand over (`super::outlet` says
+//! what they may do there); each camera's tracks go to its per-track step
+//! (`super::camera_events` hands them to `crate::infer::per_track`, which runs the per-track models
+//! on a bounded number of them with the worker's sessions). Must not: know topics or JSON, run inference itself, touch frame rings, or
 //! read files.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
@@ -45,6 +45,10 @@ struct CameraEntry {
     step: Mutex<Option<CameraEvents>>,
     /// The camera's run-time switches (detection, snapshots).
     switches: Option<Arc<CameraControls>>,
+    /// When the camera's source last lost its stream, until a frame captured after it arrives: a
+    /// frame captured before, still on its way, is dropped (its objects' tracks have ended).
+    /// Taken under `step`'s lock.
+    offline_since: Mutex<Option<SystemTime>>,
 }
 
 /// Turns processed frames into values for the outlets, and statistics.
@@ -111,6 +115,7 @@ impl PublishSink {
                     snapshotter: config.snapshot.enabled.then(|| Mutex::new(Snapshotter::new(&config.snapshot))),
                     step: Mutex::new(tracking),
                     switches: controls.camera(&camera.name).cloned(),
+                    offline_since: Mutex::new(None),
                 }
             })
             .collect();
@@ -234,6 +239,16 @@ impl FrameSink for PublishSink {
         if !detecting(entry) {
             return;
         }
+        // Likewise a frame captured before the camera went offline.
+        {
+            let mut offline_since = lock(&entry.offline_since);
+            if let Some(since) = *offline_since {
+                if slot.meta().captured_at <= since {
+                    return;
+                }
+                *offline_since = None;
+            }
+        }
         let (track_ids, attributes, update) = match step.as_mut() {
             Some(tracking) => {
                 let clips = |event: &ObjectEvent| self.clip_of(camera, event);
@@ -270,6 +285,18 @@ impl FrameSink for PublishSink {
         self.outlets.picture(camera, slot, snapshot.as_deref());
     }
 
+    /// Its tracks end now (`end` events, each clip given its end, counts back to 0) instead of
+    /// staying in view, unseen, for as long as the camera is away; the outlets hear of it
+    /// ([`Outlet::camera_offline`](super::outlet::Outlet::camera_offline): label counts to 0, the
+    /// clip being written finished).
+    fn camera_offline(&self, camera: &str) {
+        let Some(entry) = self.camera(camera) else { return };
+        let mut step = lock(&entry.step);
+        *lock(&entry.offline_since) = Some(SystemTime::now());
+        self.finish(&entry.name, &mut step);
+        self.outlets.camera_offline(camera);
+    }
+
     fn camera_ended(&self, camera: &str, result: &Result<(), PipelineError>) {
         // Its objects are out of sight for good: their events end now.
         if let Some(entry) = self.camera(camera) {
@@ -295,6 +322,7 @@ mod tests {
 
     use super::*;
     use crate::config::{camera_scenes, ConfigOrigin};
+    use crate::detection::BoundingBox;
     use crate::frame::{HeapMemory, PixelFormat};
     use crate::publish::outlet::Outlet;
 
@@ -309,6 +337,7 @@ mod tests {
 
         fn frame(&self, frame: &FrameResult<'_>) {
             lock(&self.0).push(format!("frame of {}", frame.camera));
+            self.tracking(frame.camera, &frame.tracking);
         }
 
         fn picture(&self, camera: &str, _slot: &FrameSlot, snapshot: Option<&[u8]>) {
@@ -318,17 +347,25 @@ mod tests {
         fn detection_stopped(&self, camera: &str) {
             lock(&self.0).push(format!("detection of {camera} stopped"));
         }
+
+        fn camera_offline(&self, camera: &str) {
+            lock(&self.0).push(format!("{camera} offline"));
+        }
+
+        fn tracking(&self, camera: &str, update: &TrackingUpdate<'_>) {
+            for event in update.events {
+                lock(&self.0).push(format!("{:?} of track {} of {camera}", event.kind, event.track_id));
+            }
+        }
     }
 
-    #[test]
-    fn with_detection_off_no_frame_is_published_but_the_picture_and_its_snapshot_go_on() {
-        let text = "[snapshot]\nenabled = true\n[[camera]]\nname = \"front\"\nsource = { kind = \"synthetic\" }\n";
+    /// A sink of one camera `front` (labels: `person`) whose outlet is `seen`.
+    fn sink_with(text: &str, seen: &Arc<Seen>) -> (PublishSink, Arc<Controls>, Arc<CameraStats>) {
         let config = Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/")).expect("config");
         let labels = Arc::new(Labels::parse("person\n", Path::new("labels.txt")).expect("labels"));
         let scenes = camera_scenes(&config, &labels).expect("scenes");
         let stats = Arc::new(CameraStats::new("front"));
         let controls = Arc::new(Controls::new(&config));
-        let seen = Arc::new(Seen::default());
         let outlets = Outlets::new(vec![seen.clone()]);
         let (ended, _) = mpsc::channel(1);
         let sink = PublishSink::start(
@@ -342,6 +379,51 @@ mod tests {
             None,
             controls.clone(),
         );
+        (sink, controls, stats)
+    }
+
+    /// Issue 49: an RTSP camera that went offline during an event kept its tracks (no `end`, its
+    /// count at 1, its clip recording) for as long as it was away.
+    #[test]
+    fn a_camera_going_offline_ends_its_tracks_and_a_frame_captured_before_is_dropped() {
+        let text = "[tracking]\nmin_hits = 1\n[[camera]]\nname = \"front\"\nsource = { kind = \"synthetic\" }\n";
+        let seen = Arc::new(Seen::default());
+        let (sink, _, _) = sink_with(text, &seen);
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+        slot.prepare(32, 24, PixelFormat::Rgb8).expect("a small frame").fill(90);
+        let person = Detection { class_id: 0, score: 0.9, bbox: BoundingBox { x1: 4.0, y1: 4.0, x2: 12.0, y2: 20.0 } };
+        let timings = FrameTimings::default();
+        let start = SystemTime::now() - Duration::from_secs(10);
+        for n in 0..3 {
+            slot.meta_mut().captured_at = start + Duration::from_millis(100 * n);
+            sink.frame("front", &slot, std::slice::from_ref(&person), &timings, &mut PerTrackSessions::none());
+        }
+        sink.camera_offline("front");
+        // On its way when the camera went: captured before.
+        slot.meta_mut().captured_at = start + Duration::from_millis(300);
+        sink.frame("front", &slot, std::slice::from_ref(&person), &timings, &mut PerTrackSessions::none());
+        slot.meta_mut().captured_at = SystemTime::now() + Duration::from_secs(1);
+        sink.frame("front", &slot, &[], &timings, &mut PerTrackSessions::none());
+        assert_eq!(
+            *lock(&seen.0),
+            [
+                "frame of front",
+                "Start of track 1 of front",
+                "frame of front",
+                "frame of front",
+                "End of track 1 of front",
+                "front offline",
+                "frame of front",
+            ],
+            "the track ends at once; the frame from before is dropped, the one after is processed"
+        );
+    }
+
+    #[test]
+    fn with_detection_off_no_frame_is_published_but_the_picture_and_its_snapshot_go_on() {
+        let text = "[snapshot]\nenabled = true\n[[camera]]\nname = \"front\"\nsource = { kind = \"synthetic\" }\n";
+        let seen = Arc::new(Seen::default());
+        let (sink, controls, stats) = sink_with(text, &seen);
         let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
         slot.prepare(32, 24, PixelFormat::Rgb8).expect("a small frame").fill(90);
         let timings = FrameTimings { infer: Some(Duration::from_millis(5)), ..FrameTimings::default() };

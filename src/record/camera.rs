@@ -3,9 +3,10 @@
 //! Owns: the thread's loop (what the source's tap hands over, the planner's [`Command`]s, the
 //! encoder's output), the clip's life (started from the pre-roll at the keyframe before the
 //! event's `from`, fed live until the capture time passes `until`, continued in a new clip at a
-//! keyframe past `max_clip` or when the stream's format changes), the camera's figures
-//! ([`CameraRecordStats`]) and the index entries of its clips (room in the budget for every write
-//! is retention's: [`Retention::make_room`], which the clip writer asks). A full disk pauses every camera
+//! keyframe past `max_clip` or when the stream's format changes, ended at once when the camera
+//! goes offline), the camera's figures ([`CameraRecordStats`]) and the index entries of its clips
+//! (room in the budget for every write is retention's: [`Retention::make_room`], which the clip
+//! writer asks). A full disk pauses every camera
 //! ([`Pause`]); other write errors end the clip with what was written. Must not: wait on anything
 //! but its own queue, or write outside its camera's folder.
 
@@ -259,6 +260,13 @@ impl CameraThread {
                 if let Some(target) = self.target.as_mut() {
                     target.until = until;
                 }
+            }
+            Command::Offline => {
+                self.finish_clip();
+                self.target = None;
+                self.preroll.clear();
+                self.context.stats.preroll_bytes.store(0, Ordering::Relaxed);
+                self.context.stats.ready.store(false, Ordering::Relaxed);
             }
         }
     }
@@ -696,6 +704,29 @@ mod tests {
         rig.push(25);
         let entry = rig.index.list(Some("gate"), 1).pop().expect("the clip");
         assert_eq!((entry.start, entry.end), (rig.time(0), rig.time(25)), "0-13, then 20-24 (the last 0.1 s long)");
+    }
+
+    /// Issue 49: the clip of an RTSP camera that went offline stayed `.part` (409) for as long as
+    /// the camera was away.
+    #[test]
+    fn a_camera_going_offline_finishes_its_clip_and_empties_the_preroll() {
+        let mut rig = rig();
+        for n in 0..15 {
+            rig.push(n);
+        }
+        let name = clip_name("gate", rig.time(12), 1);
+        rig.thread.command(Command::Start { name: name.clone(), track: 1, from: rig.time(12) });
+        for n in 15..25 {
+            rig.push(n);
+        }
+        assert!(rig.index.get(&name).expect("indexed").recording);
+        rig.thread.command(Command::Until(Some(rig.time(24) + Duration::from_secs(60))));
+        rig.thread.command(Command::Offline);
+        let entry = rig.index.get(&name).expect("indexed");
+        assert!(!entry.recording, "finished at once, not 60 s of capture time later");
+        assert_eq!((entry.start, entry.end), (rig.time(10), rig.time(25)));
+        assert_eq!(rig.thread.preroll.bytes(), 0, "nothing from before the outage is kept");
+        assert!(!rig.thread.context.stats.ready.load(Ordering::Relaxed));
     }
 
     #[test]

@@ -282,6 +282,14 @@ impl Recorder {
         self.send(entry, commands);
     }
 
+    /// `camera` lost its stream: its clip being written ends now. Never waits.
+    pub fn camera_offline(&self, camera: &str) {
+        let Some(entry) = self.camera(camera) else { return };
+        let mut commands = Vec::new();
+        lock(&entry.planner).offline(&mut commands);
+        self.send(entry, commands);
+    }
+
     /// Whether a new clip of `entry` could start now: recording not paused, switched on, and a
     /// keyframe in the camera's pre-roll.
     fn can_record(&self, entry: &CameraEntry) -> bool {
@@ -380,7 +388,8 @@ impl Recorder {
 }
 
 /// The recorder as an outlet: each processed frame lets events waiting for `min_event_s` start
-/// their clips; its figures are its report; stopping it finishes the clips being written.
+/// their clips; a camera that goes offline finishes its clip at once; its figures are its report;
+/// stopping it finishes the clips being written.
 impl Outlet for Recorder {
     fn name(&self) -> &str {
         "record"
@@ -388,6 +397,10 @@ impl Outlet for Recorder {
 
     fn frame(&self, frame: &FrameResult<'_>) {
         self.frame_at(frame.camera, frame.slot.meta().captured_at);
+    }
+
+    fn camera_offline(&self, camera: &str) {
+        Recorder::camera_offline(self, camera);
     }
 
     fn figures(&self) -> Option<OutletFigures> {

@@ -43,6 +43,9 @@ pub enum Command {
     Join { track: u64 },
     /// Keep recording until this capture time (`None`: until told otherwise, an event is open).
     Until(Option<SystemTime>),
+    /// The camera lost its stream: the clip ends now with what it has, and the pre-roll is
+    /// emptied (what comes after the outage must not follow what came before in one clip).
+    Offline,
 }
 
 /// The clip being recorded, as the planner sees it.
@@ -142,6 +145,14 @@ impl ClipPlanner {
             self.waiting.remove(&track);
             self.trigger(track, first_seen, can_record, out);
         }
+    }
+
+    /// The camera lost its stream (its events have ended): the clip being recorded ends now, and
+    /// the next event starts a new one.
+    pub fn offline(&mut self, out: &mut Vec<Command>) {
+        self.current = None;
+        self.waiting.clear();
+        out.push(Command::Offline);
     }
 
     /// The clip event `track` belongs to, while the event lasts.

@@ -56,7 +56,11 @@ struct Rig {
 
 impl Rig {
     fn start(python: &'static str, prefix: &str) -> Rig {
-        let server = RtspServer::scene(python, Codec::H264, &scene());
+        Rig::with_scene(python, prefix, &scene())
+    }
+
+    fn with_scene(python: &'static str, prefix: &str, scene: &str) -> Rig {
+        let server = RtspServer::scene(python, Codec::H264, scene);
         Rig { server, broker: Broker::start(), dir: tempfile::tempdir().expect("tempdir"), prefix: prefix.into() }
     }
 
@@ -317,6 +321,46 @@ fn api_clips(address: SocketAddr, camera: &str) -> Vec<serde_json::Value> {
 /// The recorder's figures in `/api/status`.
 fn record_status(address: SocketAddr) -> serde_json::Value {
     request(address, "GET", "/api/status", &[], &[]).json()["telemetry"]["outlets"]["record"].clone()
+}
+
+/// Issue 49: an RTSP camera that went offline while a person was in view kept the track (no
+/// `end`) and its clip recording (`.part`, answered 409) for as long as it was away. Now the track
+/// ends when the camera goes offline, and the clip is finished, served and decodes.
+#[test]
+fn a_camera_that_goes_offline_during_an_event_ends_its_track_and_finishes_its_clip() {
+    let python = match tools() {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    // The person stays in view from 2 s on, for far longer than the test.
+    let mut rig =
+        Rig::with_scene(python, "e2e-clips-offline", &format!("{}:2:600:1200", sample("person.jpg").display()));
+    let config = rig.config(&rig.server.url()).write(&rig.dir.path().join("config.toml"));
+    let events = format!("{}/gate/events", rig.prefix);
+    let subscriber = Subscriber::connect(&rig.broker, "e2e-clips-offline-sub", &[&events]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = page_address(&mut daemon);
+    daemon.wait_until("a clip of the person with a few seconds recorded", || {
+        api_clips(address, "gate")
+            .iter()
+            .any(|clip| clip["recording"] == true && clip["bytes"].as_u64().is_some_and(|bytes| bytes > 50_000))
+    });
+    rig.server.kill();
+    daemon.wait_for_messages(&subscriber, &events, "the person's end with its clip", |_| {
+        ended_with_clip(&subscriber, &events).is_some()
+    });
+    let end = ended_with_clip(&subscriber, &events).expect("waited for it");
+    let clip = end.clip.expect("a clip");
+    let entry = complete_clip(&mut daemon, address, "gate", &clip.path);
+    let file = rig.clips().join(&clip.path);
+    assert_eq!(entry["bytes"], std::fs::metadata(&file).expect("finished in place").len(), "{entry}");
+    assert_eq!(request(address, "GET", &clip.url, &[], &[]).status, 200);
+    decodes_cleanly(&file);
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
 }
 
 #[test]

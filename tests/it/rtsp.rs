@@ -138,7 +138,7 @@ impl RtspServer {
     }
 
     /// SIGKILL, as a camera that loses power: its clients see the connection drop.
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();

@@ -278,6 +278,14 @@ impl MqttOutlet {
         }
     }
 
+    /// `camera`'s label counts (with discovery) back to 0: it sees nothing now.
+    fn zero_label_counts(&self, camera: &str) {
+        if let Some(counts) = self.cameras.get(camera).and_then(|topics| topics.counts.as_ref()) {
+            let messages = lock(counts).frame(&[], &self.labels);
+            self.publish_values(messages);
+        }
+    }
+
     /// Every control's state; a camera that does not record has no `record` switch to show.
     fn publish_controls(&self, values: &ControlValues) {
         let threshold = format!("{}", (values.score_threshold * 1000.0).round() / 1000.0);
@@ -365,10 +373,12 @@ impl Outlet for MqttOutlet {
 
     /// The camera's label counts go to 0.
     fn detection_stopped(&self, camera: &str) {
-        if let Some(counts) = self.cameras.get(camera).and_then(|topics| topics.counts.as_ref()) {
-            let messages = lock(counts).frame(&[], &self.labels);
-            self.publish_values(messages);
-        }
+        self.zero_label_counts(camera);
+    }
+
+    /// The camera's label counts go to 0.
+    fn camera_offline(&self, camera: &str) {
+        self.zero_label_counts(camera);
     }
 
     fn status(&self, status: DaemonStatus) {
