@@ -312,6 +312,9 @@ fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
     for camera in &config.zones_from_file {
         eprintln!("note: {}", camera.describe(&config.http.zones_file));
     }
+    for problem in &config.zones_file_problems {
+        eprintln!("warning: {}", problem.describe(&config.http.zones_file));
+    }
     if print {
         // What was recognised leads the effective config as TOML comments.
         let recognised = config.recognised().map(|line| format!("# recognised: {line}\n"));

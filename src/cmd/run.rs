@@ -34,7 +34,7 @@ use crate::backend::load::{
 };
 use crate::backend::{Backend, BackendError, BuildDisplay};
 use crate::config::reload::{applied, keys_needing_a_restart};
-use crate::config::zones_file::ZonesFile;
+use crate::config::zones_file::{ZonesFile, ZonesFileProblem};
 use crate::config::{camera_scenes, Config, ConfigError};
 use crate::controls::{ControlValues, Controls};
 use crate::decode::{DecodeError, DecodeParams};
@@ -281,6 +281,9 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     for camera in &config.zones_from_file {
         log::info!("{}", camera.describe(&config.http.zones_file));
     }
+    for problem in &config.zones_file_problems {
+        log::error!("{}", problem.describe(&config.http.zones_file));
+    }
     let notifier = Arc::new(Notifier::from_env().unwrap_or_else(|e| {
         log::warn!("systemd notify socket unusable ({e}); continuing without sd_notify");
         Notifier::disabled()
@@ -300,6 +303,12 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         }
         Ok(_) => {}
         Err(e) => log::warn!("zones file: {e}"),
+    }
+    if config.zones_file_problems.iter().any(|problem| matches!(problem, ZonesFileProblem::Unusable { .. })) {
+        match crate::config::zones_file::set_aside(&config.http.zones_file) {
+            Ok(aside) => log::warn!("zones file: moved aside to {}", aside.display()),
+            Err(e) => log::warn!("zones file: cannot move it aside: {e}"),
+        }
     }
     // The web server's port before the broker hears of this start: a port another process holds
     // ends the start here, with nothing announced (`building`, `online`).
@@ -733,11 +742,20 @@ async fn save_and_apply_zones(change: ZonesChange, zones_file: &Path, sink: &Pub
     let _ = applied.send(result);
 }
 
-/// The zones file's labels against the label file: an error names the zones file and the zone,
-/// where [`camera_scenes`] (which sees them merged into the config) would name the config.
+/// The labels of the zones the zones file gave cameras against the label file: an error names the
+/// zones file and the zone, where [`camera_scenes`] (which sees them merged into the config) would
+/// name the config. A file that does not read was not applied (`config.zones_file_problems` says
+/// so), nor were the zones of a camera it did not fit.
 fn check_zones_file_labels(config: &Config, labels: &Labels) -> Result<(), ConfigError> {
     let path = &config.http.zones_file;
-    ZonesFile::load(path)?.check_labels(path, &config.cameras, |label| labels.id_of(label).is_some())
+    let Ok(file) = ZonesFile::load(path) else { return Ok(()) };
+    let applied: Vec<_> = config
+        .cameras
+        .iter()
+        .filter(|camera| config.zones_from_file.iter().any(|from_file| from_file.camera == camera.name))
+        .cloned()
+        .collect();
+    file.check_labels(path, &applied, |label| labels.id_of(label).is_some())
 }
 
 /// SIGHUP: re-reads the config and applies thresholds, class filter, publish settings, tracking
@@ -802,6 +820,9 @@ fn reload(
                 }
             }
             sink.reload(&running_now, scenes);
+            for problem in &config.zones_file_problems {
+                log::error!("SIGHUP: {}", problem.describe(&config.http.zones_file));
+            }
             let not_applied = keys_needing_a_restart(&running, &config);
             if !not_applied.is_empty() {
                 log::warn!("SIGHUP: not applied, these need a restart: {}", not_applied.join(", "));

@@ -114,6 +114,9 @@ pub struct Config {
     /// The cameras whose zones and lines `http.zones_file` replaced (not a TOML key).
     #[serde(skip)]
     pub zones_from_file: Vec<zones_file::ZonesFromFile>,
+    /// What of `http.zones_file` was not applied, and why (not a TOML key).
+    #[serde(skip)]
+    pub zones_file_problems: Vec<zones_file::ZonesFileProblem>,
 }
 
 fn embedded_origin() -> ConfigOrigin {
@@ -863,7 +866,8 @@ impl Config {
         // `validate` stops at the first mistake: each is set aside in turn, as a value that does
         // not fit its type is, so that the checks after it run too.
         for _ in 0..MAX_CHECK_ROUNDS {
-            config.zones_from_file = zones_file::ZonesFile::load(&config.http.zones_file)?.apply(&mut config.cameras);
+            (config.zones_from_file, config.zones_file_problems) =
+                zones_file::apply_at_start(&config.http.zones_file, &mut config.cameras);
             let (key, message) = match config.validate() {
                 Ok(()) => break,
                 Err(ConfigError::Invalid { key, message, .. }) => (key, message),

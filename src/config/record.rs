@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{CameraConfig, Config, ConfigError};
+use super::{CameraConfig, Config, ConfigError, ZoneConfig};
 
 /// Longest pre-roll: the encoded ring holds this much per camera (plus a GOP).
 pub const MAX_PRE_S: f32 = 60.0;
@@ -217,17 +217,25 @@ impl Config {
             if let Some(min) = own.min_event_s {
                 range(&key("min_event_s"), min, MAX_MIN_EVENT_S)?;
             }
-            for zone in &own.zones {
-                if !camera.zones.iter().any(|own_zone| &own_zone.name == zone) {
-                    let known: Vec<&str> = camera.zones.iter().map(|z| z.name.as_str()).collect();
-                    return Err(self.invalid(
-                        &key("zones"),
-                        format!("camera {:?} has no zone {zone:?} (its zones: {known:?})", camera.name),
-                    ));
-                }
+            if let Some(zone) = camera.record_zone_missing_from(&camera.zones) {
+                let known: Vec<&str> = camera.zones.iter().map(|z| z.name.as_str()).collect();
+                return Err(self.invalid(
+                    &key("zones"),
+                    format!("camera {:?} has no zone {zone:?} (its zones: {known:?})", camera.name),
+                ));
             }
         }
         Ok(())
+    }
+}
+
+impl CameraConfig {
+    /// A zone this camera's `record.zones` names that `zones` lack: the camera's own (config
+    /// validation), or zones it would have after a change (the zones file at start, a save from
+    /// the page), which must keep every zone recording depends on.
+    pub fn record_zone_missing_from(&self, zones: &[ZoneConfig]) -> Option<&str> {
+        let named = self.record.as_ref().map(|record| record.zones.as_slice()).unwrap_or_default();
+        named.iter().find(|name| !zones.iter().any(|zone| &zone.name == *name)).map(String::as_str)
     }
 }
 

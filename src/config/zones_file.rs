@@ -9,8 +9,12 @@
 //! leaves the old or the new file, never a torn one). A save reads, changes and writes the file
 //! under a lock on `.<name>.lock` beside it ([`ZonesFile::update`]), so processes sharing the file
 //! never overwrite each other's cameras, and the temp files of a save killed half-way are removed
-//! under that lock at start ([`remove_leftovers`]). Must not: open anything but that file, its lock
-//! and its directory; it knows no HTTP and no camera beyond its name.
+//! under that lock at start ([`remove_leftovers`]). What the page saved never stops a start
+//! ([`apply_at_start`]): a file that does not read is not applied (and `run` sets it aside,
+//! [`set_aside`], so that the page can save again), and a camera whose zones from the file lack a
+//! zone its `record.zones` names keeps the config's; each is a [`ZonesFileProblem`] that says the
+//! way back. Must not: open anything but that file, its lock and its directory; it knows no HTTP
+//! and no camera beyond its name.
 
 use std::path::{Path, PathBuf};
 
@@ -75,6 +79,80 @@ impl ZonesFromFile {
             self.lines
         )
     }
+}
+
+/// What of the zones file is not applied at start, and why; the config's zones and lines apply
+/// instead. `run` logs it as an error, `check-config` says it as a warning: neither stops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ZonesFileProblem {
+    /// The file does not read or parse: none of it applies.
+    Unusable { message: String },
+    /// A camera's zones in the file lack `zone`, which the config's `key` (`camera[<i>].record.zones`)
+    /// names: that camera keeps the config's zones and lines.
+    MissingRecordZone { camera: String, key: String, zone: String },
+}
+
+impl ZonesFileProblem {
+    /// One line for the log and `check-config`: what is not applied, why, and the way back.
+    pub fn describe(&self, path: &Path) -> String {
+        match self {
+            // The error last: a parse error's own lines (the line and a caret) follow it.
+            ZonesFileProblem::Unusable { message } => format!(
+                "the zones file {} (saved from the web page) is not applied, every camera runs with the config's \
+                 zones and lines, and `run` moves it aside to {}.bad-<unix time> so that the page can save again \
+                 (fix it and move it back, or leave it): {message}",
+                path.display(),
+                path.display()
+            ),
+            ZonesFileProblem::MissingRecordZone { camera, key, zone } => format!(
+                "camera {camera:?}: the zones file {} (saved from the web page) is not applied to it: its zones \
+                 there lack {zone:?}, which the config's `{key}` names; it runs with the config's zones and lines. \
+                 Save its zones from the page again (with a zone {zone:?}), or change `{key}`",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// The zones file at `path` over `cameras`, as far as it fits (module doc): which cameras it
+/// changed, and what of it was not applied.
+pub fn apply_at_start(path: &Path, cameras: &mut [CameraConfig]) -> (Vec<ZonesFromFile>, Vec<ZonesFileProblem>) {
+    let file = match ZonesFile::load(path) {
+        Ok(file) => file,
+        Err(error) => return (Vec::new(), vec![ZonesFileProblem::Unusable { message: error.to_string() }]),
+    };
+    let mut problems = Vec::new();
+    let fitting = file
+        .cameras
+        .into_iter()
+        .filter(|scene| {
+            let Some((i, camera)) = cameras.iter().enumerate().find(|(_, camera)| camera.name == scene.name) else {
+                return true;
+            };
+            let Some(zone) = camera.record_zone_missing_from(&scene.zones) else { return true };
+            problems.push(ZonesFileProblem::MissingRecordZone {
+                camera: camera.name.clone(),
+                key: format!("camera[{i}].record.zones"),
+                zone: zone.to_owned(),
+            });
+            false
+        })
+        .collect();
+    (ZonesFile { cameras: fitting }.apply(cameras), problems)
+}
+
+/// Moves the zones file at `path` aside, to `<name>.bad-<unix time>` beside it, under the save
+/// lock: a file that does not read would refuse every save from the page. Returns the new path.
+pub fn set_aside(path: &Path) -> Result<PathBuf, SaveError> {
+    let _lock = lock_beside(path)?;
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_secs())
+        .unwrap_or_default();
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let aside = path.with_file_name(format!("{name}.bad-{seconds}"));
+    std::fs::rename(path, &aside).map_err(|source| SaveError::Clean { path: path.to_path_buf(), source })?;
+    Ok(aside)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -348,6 +426,52 @@ mod tests {
             record: None,
             model: None,
         }
+    }
+
+    #[test]
+    fn at_start_a_camera_whose_file_zones_lack_its_recorded_zone_keeps_the_configs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zones.toml");
+        let mut file = ZonesFile::default();
+        file.set(lane());
+        file.set(CameraScene { name: "back".into(), ..lane() });
+        file.write(&path).unwrap();
+        let drive =
+            ZoneConfig { name: "drive".into(), polygon: vec![[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]], labels: vec![] };
+        let mut front = camera("front");
+        front.zones = vec![drive.clone()];
+        front.record =
+            Some(super::super::record::CameraRecordConfig { zones: vec!["drive".into()], ..Default::default() });
+        let mut cameras = vec![front, camera("back")];
+        let (applied, problems) = apply_at_start(&path, &mut cameras);
+        assert_eq!(applied.iter().map(|a| a.camera.as_str()).collect::<Vec<_>>(), ["back"]);
+        assert_eq!(cameras[0].zones, [drive], "front keeps the config's zones");
+        assert_eq!(cameras[1].zones, lane().zones);
+        assert_eq!(
+            problems,
+            [ZonesFileProblem::MissingRecordZone {
+                camera: "front".into(),
+                key: "camera[0].record.zones".into(),
+                zone: "drive".into()
+            }]
+        );
+        let line = problems[0].describe(&path);
+        assert!(line.contains(&path.display().to_string()) && line.contains("Save its zones from the page"), "{line}");
+    }
+
+    #[test]
+    fn at_start_a_file_that_does_not_parse_is_not_applied_and_can_be_set_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zones.toml");
+        std::fs::write(&path, "[[camera]\n").unwrap();
+        let mut cameras = vec![camera("front")];
+        let (applied, problems) = apply_at_start(&path, &mut cameras);
+        assert!(applied.is_empty());
+        assert!(matches!(&problems[..], [ZonesFileProblem::Unusable { message }] if message.contains("zones.toml")));
+        assert_eq!(cameras[0].lines[0].name, "old");
+        let aside = set_aside(&path).unwrap();
+        assert!(!path.exists() && aside.file_name().unwrap().to_string_lossy().starts_with("zones.toml.bad-"));
+        assert!(ZonesFile::update(&path, |file| file.set(lane())).is_ok(), "saves work again");
     }
 
     #[test]

@@ -257,6 +257,13 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
         Ok(parsed) => parsed,
         Err((field, message)) => return error(StatusCode::BAD_REQUEST, message, Some(field)),
     };
+    if let Some(zone) = camera.record_zone_missing_from(&scene.zones) {
+        let message = format!(
+            "camera {name:?} records only events in the zones its `record.zones` names in the config, {zone:?} \
+             among them: keep a zone {zone:?}, or change `record.zones` first"
+        );
+        return error(StatusCode::BAD_REQUEST, message, Some("zones".into()));
+    }
     let mut with_scene = (*config).clone();
     if let Some(camera) = with_scene.cameras.iter_mut().find(|camera| camera.name == name) {
         camera.zones.clone_from(&scene.zones);

@@ -521,7 +521,8 @@ fn a_zone_saved_through_the_api_is_in_the_next_events_the_zones_file_and_the_pri
     check_config_names_the_zones_file_when_it_is_bad(fixture.dir.path());
 }
 
-/// A zones file broken by hand is refused naming the file and the key.
+/// A zones file broken by hand is not applied, and `check-config` warns naming the file and the
+/// key; it does not stop a start (issue 49: what the page saved never does).
 fn check_config_names_the_zones_file_when_it_is_bad(dir: &Path) {
     let zones_file = dir.join("state/zones.toml");
     std::fs::write(
@@ -531,9 +532,11 @@ fn check_config_names_the_zones_file_when_it_is_bad(dir: &Path) {
     .expect("write");
     let output = daemon().args(["check-config", "--config"]).arg(dir.join("config.toml")).output().expect("run");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(78), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains(&zones_file.display().to_string()) && stderr.contains("camera[0].zone[0].polygon"),
+        stderr.contains("warning: ")
+            && stderr.contains(&zones_file.display().to_string())
+            && stderr.contains("camera[0].zone[0].polygon"),
         "{stderr}"
     );
 }

@@ -224,3 +224,67 @@ fn bodies_that_name_nothing_or_break_a_zone_rule_are_refused_and_change_nothing(
     assert_eq!(cleared.status, 200, "{}", cleared.text());
     assert_eq!(zones_of(address, "front").1, serde_json::json!({"zones": [], "lines": []}));
 }
+
+/// Renaming or removing the zone that `record.zones` names was saved (200): the camera then
+/// recorded nothing, and the next start exited 78 naming the config file, so systemd left the
+/// service down. Such a save is now refused (400 naming `record.zones`) and writes nothing; and a
+/// zones file that breaks the reference anyway (saved by an earlier version, or `record.zones`
+/// changed since), or that does not read at all, never stops a start: the camera keeps the
+/// config's zones, `check-config` warns, `run` names the file, the key and the way back, and a
+/// file that does not read is moved aside so that the page saves again.
+#[test]
+fn zones_from_the_page_never_stop_a_start_and_a_save_that_breaks_record_zones_is_refused() {
+    let dir = shared_dir();
+    let zones = dir.path().join("zones.toml");
+    let drive = r#"{"name":"drive","polygon":[[0,0.5],[1,0.5],[1,1]]}"#;
+    let config = web_config(1, "hostile-record-zones", dir.path())
+        .camera("front", 1.0, &sample_source("dog.jpg", "loop"))
+        .append(
+            "record = { zones = [\"drive\"] }\n[[camera.zone]]\nname = \"drive\"\n\
+             polygon = [[0.0, 0.5], [1.0, 0.5], [1.0, 1.0]]",
+        )
+        .write(&dir.path().join("config.toml"));
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = http_address(&mut daemon);
+    for body in [zone_body("lane"), br#"{"zones":[]}"#.to_vec()] {
+        let answer = put_body(address, "front", &body);
+        assert_eq!((answer.status, answer.json()["field"].as_str()), (400, Some("zones")), "{}", answer.text());
+        assert!(answer.text().contains("record.zones") && answer.text().contains("drive"), "{}", answer.text());
+    }
+    assert!(!zones.exists(), "a refused save writes nothing");
+    let kept = format!(r#"{{"zones":[{drive},{{"name":"lane","polygon":[[0,0],[1,0],[1,0.5]]}}]}}"#);
+    assert_eq!(put_body(address, "front", kept.as_bytes()).status, 200, "a save that keeps the zone");
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "{}", daemon.log());
+
+    let zones_path = zones.display().to_string();
+    let broken = "[[camera]]\nname = \"front\"\n[[camera.zone]]\nname = \"lane\"\n\
+                  polygon = [[0.0, 0.5], [1.0, 0.5], [1.0, 1.0]]\n";
+    for (what, text, wanted) in [
+        ("a zones file without the recorded zone", broken, vec!["camera[0].record.zones", "\"drive\""]),
+        ("a zones file that does not parse", "[[camera]\nname = ", vec!["is not applied", "moves it aside"]),
+    ] {
+        std::fs::write(&zones, text).expect("write the zones file");
+        let checked = super::run_command(what, "check-config", &config);
+        assert!(checked.status.success(), "{what}: {}\n{}", checked.status, checked.stderr);
+        let warning = checked.stderr.lines().find(|line| line.starts_with("warning: ")).unwrap_or_default();
+        for text in wanted.iter().chain([&zones_path.as_str()]) {
+            assert!(warning.contains(text), "{what}: the warning names {text:?}:\n{}", checked.stderr);
+        }
+        let mut daemon = RunningDaemon::start(&config, &[]);
+        let address = http_address(&mut daemon);
+        let log = daemon.log_handle();
+        daemon.wait_until("running", || log.text().contains("running:"));
+        let running = zones_of(address, "front").1;
+        assert_eq!(running["zones"][0]["name"], "drive", "{what}: the config's zones run: {running}");
+        assert!(log.text().contains(&zones_path), "{what}: the log names the file:\n{}", daemon.log());
+        assert_eq!(put_body(address, "front", kept.as_bytes()).status, 200, "{what}: the page saves again");
+        daemon.signal(libc::SIGTERM);
+        assert_eq!(daemon.wait_exit().code(), Some(0), "{}", daemon.log());
+    }
+    let aside = std::fs::read_dir(dir.path())
+        .expect("the directory")
+        .flatten()
+        .any(|entry| entry.file_name().to_string_lossy().starts_with("zones.toml.bad-"));
+    assert!(aside, "the file that did not parse is kept aside");
+}
