@@ -62,8 +62,8 @@ impl std::fmt::Debug for CpuBackend {
 
 impl CpuBackend {
     /// Loads `onnx` on the engine `choice` names, checks that its single input (named
-    /// `input_name` when given) can take the tensor `spec` describes, and gives the backend
-    /// `cores` cores (at least 1).
+    /// `input_name` when given) can take the tensor `spec` describes and that it has outputs, and
+    /// gives the backend `cores` cores (at least 1).
     pub fn open(
         onnx: &Path,
         spec: PreprocessSpec,
@@ -77,6 +77,14 @@ impl CpuBackend {
             EngineKind::OnnxRuntime => Arc::new(OrtEngine::load(onnx, cores)?),
         };
         let input_name = check_input(engine.as_ref(), onnx, &spec, input_name)?;
+        if engine.outputs().is_empty() {
+            // ONNX Runtime would refuse every inference ("at least one output should be
+            // requested"), an error of the run and not of the model: exit 1, a restart every 5 s.
+            return Err(BackendError::Load {
+                path: onnx.to_path_buf(),
+                message: "the model declares no outputs: there is nothing to decode".into(),
+            });
+        }
         Ok(CpuBackend { engine, spec, cores, workers: None, model_path: onnx.to_path_buf(), input_name })
     }
 
@@ -412,6 +420,28 @@ mod tests {
         let scores = outputs.by_name("scores").expect("scores output");
         // Column 18 is label id 17, "dog".
         scores.data.chunks_exact(91).map(|row| row[18]).fold(f32::MIN, f32::max)
+    }
+
+    /// Issue 49: a model without outputs passed ONNX Runtime's load and failed every inference
+    /// ("at least one output should be requested"): exit 1 and a restart every 5 s.
+    #[test]
+    fn every_engine_refuses_a_model_without_outputs_at_load() {
+        use crate::onnx::test_models::{graph_input, graph_node, model, node, UINT8};
+        use crate::protobuf::encode::{bytes_field, varint_field};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let onnx = dir.path().join("no-outputs.onnx");
+        let input = graph_input("image", UINT8, &[Some(1), Some(300), Some(300), Some(3)]);
+        let graph = model(&[input, graph_node(node("Identity", &["image"], &["out"]))]);
+        // ONNX Runtime wants the operator set named (opset_import: the default domain, 13).
+        let opset = bytes_field(8, &[bytes_field(1, b""), varint_field(2, 13)].concat());
+        std::fs::write(&onnx, [graph, opset].concat()).expect("write");
+        for engine in engines() {
+            match open(&engine, &onnx, ssd_spec(), Some("image"), 1) {
+                Err(BackendError::Load { message, .. }) => assert!(message.contains("no outputs"), "{message}"),
+                Err(other) => panic!("{}: {other}", engine.engine()),
+                Ok(_) => panic!("{}: a model without outputs loaded", engine.engine()),
+            }
+        }
     }
 
     #[test]

@@ -78,3 +78,48 @@ fn a_missing_or_foreign_onnx_runtime_library_is_refused_by_check_config_too_with
         run_bounded(&what, binary).assert_config_error(&what, &["ORT_DYLIB_PATH", "invalid ELF header"]);
     }
 }
+
+/// An ONNX model with one `u8` input `image` of [1, 300, 300, 3], an `Identity` node, and no
+/// output: protobuf written out by hand (field numbers from onnx.proto).
+fn model_without_outputs() -> Vec<u8> {
+    fn varint(mut value: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        loop {
+            let byte = (value & 0x7f) as u8;
+            value >>= 7;
+            if value == 0 {
+                out.push(byte);
+                return out;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let number = |field: u64, value: u64| [varint(field << 3), varint(value)].concat();
+    let bytes =
+        |field: u64, value: &[u8]| [varint(field << 3 | 2), varint(value.len() as u64), value.to_vec()].concat();
+    let dims: Vec<u8> = [1, 300, 300, 3].iter().flat_map(|dim| bytes(1, &number(1, *dim))).collect();
+    let tensor_type = [number(1, 2), bytes(2, &dims)].concat();
+    let input = [bytes(1, b"image"), bytes(2, &bytes(1, &tensor_type))].concat();
+    let node = [bytes(1, b"image"), bytes(2, b"out"), bytes(4, b"Identity")].concat();
+    let graph = [bytes(1, &node), bytes(2, b"g"), bytes(11, &input)].concat();
+    let opset = [bytes(1, b""), number(2, 13)].concat();
+    [number(1, 8), bytes(7, &graph), bytes(8, &opset)].concat()
+}
+
+/// Issue 49 (round 2's residue): a model with no outputs made `check-config` and `run` exit 1 on
+/// ONNX Runtime (its first inference failed: a restart every 5 s for ever), 78 on rten. Both
+/// engines now refuse it at load, with 78 naming the file.
+#[test]
+fn a_model_without_outputs_is_refused_with_78_on_every_engine() {
+    let dir = shared_dir();
+    let model = dir.path().join("no-outputs.onnx");
+    std::fs::write(&model, model_without_outputs()).expect("write");
+    let path = model.display().to_string();
+    for engine in ["rten", "auto"] {
+        let config = one_camera()
+            .model(&model, &TestConfig::bundled_labels())
+            .set("device", "cpu_engine", &format!("{engine:?}"))
+            .write(&dir.path().join(format!("config-{engine}.toml")));
+        both_refuse(&format!("a model without outputs on {engine}"), &config, &[&path, "no outputs"]);
+    }
+}
