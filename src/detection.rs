@@ -44,7 +44,7 @@ pub struct Detection {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LabelsError {
-    #[error("model.labels: cannot read label file {path}: {source}")]
+    #[error("cannot read label file {path}: {source}")]
     Read { path: PathBuf, source: crate::sys::files::ReadError },
     #[error("label file {path} has no labels")]
     Empty { path: PathBuf },

@@ -331,7 +331,9 @@ fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
 /// The labels and decode parameters of `config`, with an optional threshold override.
 fn decode_setup(config: &Config, threshold: Option<f32>) -> Result<(Arc<Labels>, DecodeParams), Failure> {
     let model = ModelSpec::from_config(config).map_err(Failure::config)?;
-    let labels = Arc::new(Labels::load(&model.labels).map_err(|e| Failure::from(DaemonError::from(e)))?);
+    let labels = Arc::new(
+        Labels::load(&model.labels).map_err(|error| Failure::config(config.file_error("model.labels", error)))?,
+    );
     let mut params =
         DecodeParams::new(&model, &config.model, &labels).map_err(|e| Failure::from(DaemonError::Classes(e)))?;
     if let Some(threshold) = threshold {

@@ -20,7 +20,7 @@ use crate::config::models::{ModelKind, NamedModel};
 use crate::config::{Config, ConfigError};
 use crate::decode::classify::ClassGroups;
 use crate::decode::{DecodeError, DecodeParams};
-use crate::detection::{Labels, LabelsError};
+use crate::detection::Labels;
 use crate::infer::engine_build::CheckSubject;
 use crate::infer::per_track::{Classifier, Embedder, PerTrackKind, PerTrackLane};
 use crate::infer::scheduler::ModelLane;
@@ -30,8 +30,6 @@ use crate::model::ModelSpec;
 pub enum ModelsError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error(transparent)]
-    Labels(#[from] LabelsError),
     #[error("models.{name}.classes: {error}")]
     Classes { name: String, error: DecodeError },
     #[error("models.{name}.groups: {error}")]
@@ -136,7 +134,8 @@ fn read_detector(
             })?;
         }
     }
-    let own = Labels::load(&model.labels)?;
+    let own =
+        Labels::load(&model.labels).map_err(|error| config.file_error(&format!("models.{name}.labels"), error))?;
     let params = DecodeParams::new(&model, &named.model, &own)
         .map_err(|error| ModelsError::Classes { name: name.to_string(), error })?;
     let class_ids = labels.absorb(&own);
@@ -161,7 +160,7 @@ pub fn named_per_track(config: &Config, labels: &Labels) -> Result<Vec<NamedPerT
         let Some(model) = ModelSpec::named(config, name) else { continue };
         let model = model?;
         crate::backend::load::check_model_files(&model)?;
-        models.extend(per_track_model(name, named, model)?);
+        models.extend(per_track_model(config, name, named, model)?);
     }
     Ok(models)
 }
@@ -169,12 +168,18 @@ pub fn named_per_track(config: &Config, labels: &Labels) -> Result<Vec<NamedPerT
 /// `[models.<name>]` (`named`, loaded as `model`) as a per-track model: its kind, built from its
 /// spec, and how its engine is checked against the CPU (`None`: a detector, no per-track model).
 /// Where each kind is registered.
-fn per_track_model(name: &str, named: &NamedModel, model: ModelSpec) -> Result<Option<NamedPerTrack>, ModelsError> {
+fn per_track_model(
+    config: &Config,
+    name: &str,
+    named: &NamedModel,
+    model: ModelSpec,
+) -> Result<Option<NamedPerTrack>, ModelsError> {
     let name = name.to_string();
     Ok(match named.kind {
         ModelKind::Detector => None,
         ModelKind::Classifier => {
-            let labels = Labels::load(&model.labels)?;
+            let labels = Labels::load(&model.labels)
+                .map_err(|error| config.file_error(&format!("models.{name}.labels"), error))?;
             let groups = (!named.groups.is_empty())
                 .then(|| ClassGroups::resolve(&named.groups, &labels))
                 .transpose()

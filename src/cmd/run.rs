@@ -38,7 +38,7 @@ use crate::config::zones_file::{ZonesFile, ZonesFileProblem};
 use crate::config::{camera_scenes, Config, ConfigError};
 use crate::controls::{ControlValues, Controls};
 use crate::decode::{DecodeError, DecodeParams};
-use crate::detection::{Labels, LabelsError};
+use crate::detection::Labels;
 use crate::http::{BoundListener, HttpError, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::engine_build::{CheckSubject, EngineBuilds, PendingModel};
@@ -75,8 +75,6 @@ const BUILD_TIMEOUT_EXTENSION: Duration = Duration::from_secs(300);
 pub enum DaemonError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error(transparent)]
-    Labels(#[from] LabelsError),
     #[error("model.classes: {0}")]
     Classes(DecodeError),
     #[error(transparent)]
@@ -108,7 +106,6 @@ impl DaemonError {
         matches!(
             self,
             DaemonError::Config(_)
-                | DaemonError::Labels(_)
                 | DaemonError::Classes(_)
                 | DaemonError::Backend(
                     BackendError::Load { .. } | BackendError::InputMismatch(_) | BackendError::Unavailable(..)
@@ -168,7 +165,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     crate::config::secrets::check_for_run(config)?;
     let model = ModelSpec::from_config(config)?;
     check_model_files(&model)?;
-    let mut labels = Labels::load(&model.labels)?;
+    let mut labels = Labels::load(&model.labels).map_err(|error| config.file_error("model.labels", error))?;
     let params = DecodeParams::new(&model, &config.model, &labels).map_err(DaemonError::Classes)?;
     let detectors = named_detectors(config, config, &mut labels)?;
     let classifiers = named_per_track(config, &labels)?;

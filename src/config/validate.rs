@@ -60,6 +60,12 @@ impl Config {
         ConfigError::Invalid { origin: self.origin.clone(), key: key.into(), message: message.into() }
     }
 
+    /// What is wrong with the file that `key` names (a label file that does not read or parse),
+    /// as an error of this config: its file, the key, then `error`.
+    pub fn file_error(&self, key: &str, error: impl std::fmt::Display) -> ConfigError {
+        self.invalid(key, error.to_string())
+    }
+
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         let m = &self.model;
         match (&m.onnx, &m.engine) {

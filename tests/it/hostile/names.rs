@@ -53,3 +53,25 @@ fn a_label_file_with_a_byte_order_mark_names_its_first_class_without_it() {
     assert!(detected.stdout.contains("\"label\":\"person\""), "{}", detected.stdout);
     assert!(!detected.stdout.contains("\\ufeff") && !detected.stdout.contains('\u{feff}'), "{}", detected.stdout);
 }
+
+/// A missing label file of a `[models.<name>]` detector was reported as `model.labels`, a key the
+/// config does not set, and without the config file. Both commands now name the config file, the
+/// model's own key and the label file.
+#[test]
+fn a_named_models_missing_label_file_names_its_key_and_the_config_file() {
+    let dir = shared_dir();
+    let labels = dir.path().join("missing-labels.txt");
+    let config = one_camera()
+        .append(&format!(
+            "model = \"yard\"\n[models.yard]\nonnx = {}\nlabels = {}",
+            toml_path(&TestConfig::bundled_model()),
+            toml_path(&labels)
+        ))
+        .write(&dir.path().join("config.toml"));
+    let wanted = [config.display().to_string(), "`models.yard.labels`".into(), labels.display().to_string()];
+    for command in ["check-config", "run"] {
+        let outcome = run_command("a named model's missing label file", command, &config);
+        outcome.assert_config_error(command, &wanted.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(!outcome.stderr.contains("`model.labels`"), "names [model]'s key:\n{}", outcome.stderr);
+    }
+}
