@@ -309,6 +309,9 @@ fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
     for note in &secrets.notes {
         eprintln!("note: {note}");
     }
+    for warning in &preflight.warnings {
+        eprintln!("warning: {warning}");
+    }
     for camera in &config.zones_from_file {
         eprintln!("note: {}", camera.describe(&config.http.zones_file));
     }

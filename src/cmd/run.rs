@@ -150,10 +150,13 @@ pub struct Preflight {
     pub mqtt: MqttSettings,
     /// The bearer token of `[http] token_file`, when the web server is on and has one.
     pub http_token: Option<Token>,
+    /// What is worth a word but stops nothing: a secret every local user may read.
+    pub warnings: Vec<String>,
 }
 
 /// Every check of `config` that needs no device, socket or model load: every secret file is
-/// readable by this process ([`crate::config::secrets::check_for_run`]), the model files are
+/// readable by this process and writable by no one else ([`crate::config::secrets::check_for_run`];
+/// one every local user may read is a warning), the model files are
 /// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
 /// reads and has `model.classes`, every zone label (the zones file's named as its own) and (with
 /// discovery on) every `homeassistant.labels` entry, the
@@ -162,7 +165,7 @@ pub struct Preflight {
 /// entities would share an id. (The controls file is the daemon's own: [`restore_controls`] sets a
 /// bad one aside at start.)
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
-    crate::config::secrets::check_for_run(config)?;
+    let warnings = crate::config::secrets::check_for_run(config)?;
     let model = ModelSpec::from_config(config)?;
     check_model_files(&model)?;
     let mut labels = Labels::load(&model.labels).map_err(|error| config.file_error("model.labels", error))?;
@@ -186,7 +189,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     if let Some(message) = crate::publish::mqtt::homeassistant::collision(config) {
         return Err(DaemonError::Discovery { origin: config.origin.clone(), message });
     }
-    Ok(Preflight { model, labels, params, detectors, classifiers, scenes, mqtt, http_token })
+    Ok(Preflight { model, labels, params, detectors, classifiers, scenes, mqtt, http_token, warnings })
 }
 
 /// `check-config`'s model and library checks: the backend `run` would load, loaded the same way
@@ -286,7 +289,11 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         Notifier::disabled()
     }));
     // Everything `check-config` checks too, before anything is published.
-    let Preflight { model, labels, mut params, detectors, classifiers, scenes, mqtt, http_token } = preflight(&config)?;
+    let Preflight { model, labels, mut params, detectors, classifiers, scenes, mqtt, http_token, warnings } =
+        preflight(&config)?;
+    for warning in &warnings {
+        log::warn!("{warning}");
+    }
     let controls = Arc::new(Controls::new(&config));
     restore_controls(&controls, &config.controls.file);
     params.score_threshold = controls.score_threshold();

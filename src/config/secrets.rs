@@ -6,10 +6,11 @@
 //!
 //! Owns: which keys name secrets (`mqtt.password_file`, `mqtt.tls.client_key`, each RTSP camera's
 //! `password_file`, `http.token_file`, `engine.store.signing_key` and `engine.store.password_file`),
-//! and checking that each can be read by whoever needs it:
-//! [`check_for_run`] for the daemon itself, [`check_for_service`] for `check-config`, which checks
-//! them the way the service will see them. Must not: read a secret's contents (each stage reads its
-//! own, bounded, and checks what it holds) or print one.
+//! checking that each can be read by whoever needs it ([`check_for_run`] for the daemon itself,
+//! [`check_for_service`] for `check-config`, which checks them the way the service will see them)
+//! and that nobody else can change it: a secret every local user may write is refused, one every
+//! local user may read is a warning ([`Exposure`]). Must not: read a secret's contents (each stage
+//! reads its own, bounded, and checks what it holds) or print one.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -153,10 +154,61 @@ fn denied_to_service(path: &Path, service_gid: u32) -> Option<String> {
     access::denied_to_group_reader(path, &groups)
 }
 
-/// `run`: every secret must be readable by this process. One that is not is a config error naming
-/// the key, the file, this user and the model's fix, before anything starts.
-pub fn check_for_run(config: &Config) -> Result<(), ConfigError> {
+/// Who besides root, the owner and the file's group may touch a secret, by its permission bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposure {
+    /// Every local user may read it (mode 0644, say): a warning.
+    ReadableByAll,
+    /// Every local user may write it (mode 0666, say): anyone on the machine could put their own
+    /// password or token in; refused.
+    WritableByAll,
+}
+
+impl Exposure {
+    /// From a file's mode; `None` when others have neither bit.
+    pub fn of_mode(mode: u32) -> Option<Exposure> {
+        if mode & 0o002 != 0 {
+            Some(Exposure::WritableByAll)
+        } else if mode & 0o004 != 0 {
+            Some(Exposure::ReadableByAll)
+        } else {
+            None
+        }
+    }
+}
+
+/// `run` (and, through it, `check-config`): every secret must be readable by this process, and
+/// writable by no one but its owner and group. One that is not is a config error naming the key,
+/// the file and the fix, before anything starts. Returns a warning for each secret every local
+/// user may read.
+pub fn check_for_run(config: &Config) -> Result<Vec<String>, ConfigError> {
+    let mut warnings = Vec::new();
     for secret in config.secret_files() {
+        let metadata = std::fs::metadata(&secret.path).ok();
+        match metadata.as_ref().and_then(|metadata| Exposure::of_mode(metadata.mode())) {
+            Some(Exposure::WritableByAll) => {
+                let what = metadata.as_ref().map(access::describe).unwrap_or_default();
+                return Err(invalid(
+                    config,
+                    &secret,
+                    format!(
+                        "every local user may write it ({what}), so anyone on this machine could replace the \
+                         secret; {}",
+                        fix(&secret.path)
+                    ),
+                ));
+            }
+            Some(Exposure::ReadableByAll) => {
+                let what = metadata.as_ref().map(access::describe).unwrap_or_default();
+                warnings.push(format!(
+                    "{}: {}: every local user may read this secret ({what}); {}",
+                    secret.key,
+                    secret.path.display(),
+                    fix(&secret.path)
+                ));
+            }
+            None => {}
+        }
         if may_open(&secret.path) == Some(false) {
             let user = access::user_name(access::effective_uid());
             return Err(invalid(
@@ -170,7 +222,7 @@ pub fn check_for_run(config: &Config) -> Result<(), ConfigError> {
             ));
         }
     }
-    Ok(())
+    Ok(warnings)
 }
 
 /// `check-config`: each secret the way the service will see it.
@@ -299,6 +351,38 @@ mod tests {
         assert!(rest.secret_files().is_empty());
         assert_eq!(rest.mqtt.username.as_deref(), Some("u"));
         assert!(matches!(&rest.cameras[0].source, SourceConfig::Rtsp { user: Some(user), .. } if user == "v"));
+    }
+
+    #[test]
+    fn others_bits_tell_a_secret_anyone_may_read_from_one_anyone_may_write() {
+        assert_eq!(Exposure::of_mode(0o100640), None);
+        assert_eq!(Exposure::of_mode(0o100600), None);
+        assert_eq!(Exposure::of_mode(0o100644), Some(Exposure::ReadableByAll));
+        assert_eq!(Exposure::of_mode(0o100666), Some(Exposure::WritableByAll));
+        assert_eq!(Exposure::of_mode(0o100602), Some(Exposure::WritableByAll), "write without read");
+    }
+
+    /// Issue 49: password and token files of mode 0644 and 0666 were taken without a word.
+    #[test]
+    fn a_secret_anyone_may_write_is_refused_and_one_anyone_may_read_is_a_warning() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let password = dir.path().join("mqtt-password");
+        std::fs::write(&password, "secret\n").expect("write");
+        let text = format!("[mqtt]\nusername = \"u\"\npassword_file = {:?}\n", password.display().to_string());
+        let config = config(&text);
+        for (mode, warned) in [(0o640, false), (0o644, true)] {
+            std::fs::set_permissions(&password, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            let warnings = check_for_run(&config).expect("accepted");
+            assert_eq!(warnings.len(), usize::from(warned), "{mode:o}: {warnings:?}");
+            assert!(
+                warnings.iter().all(|w| w.contains("mqtt.password_file") && w.contains("chmod 0640")),
+                "{warnings:?}"
+            );
+        }
+        std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let error = check_for_run(&config).expect_err("refused").to_string();
+        assert!(error.contains("`mqtt.password_file`") && error.contains("every local user may write it"), "{error}");
     }
 
     #[test]

@@ -410,3 +410,40 @@ fn truncated_jpegs_are_counted_in_telemetry_and_logged_once() {
     assert_eq!(daemon.wait_exit().code(), Some(0), "{}", daemon.log());
     assert_eq!(daemon.log().matches("is truncated").count(), 1, "logged once:\n{}", daemon.log());
 }
+
+/// Password and token files that every local user could read (0644) or write (0666) were taken
+/// without a word. One every local user may write is now refused by both commands (78, naming the
+/// key, the file and the fix); one every local user may read is a warning, and the daemon runs.
+#[test]
+fn secrets_every_local_user_may_write_are_refused_and_those_they_may_read_are_a_warning() {
+    let dir = shared_dir();
+    let password = dir.path().join("mqtt-password");
+    std::fs::write(&password, "secret\n").expect("write");
+    let token = dir.path().join("http-token");
+    std::fs::write(&token, "a-token-of-enough-length-0123456789\n").expect("write");
+    let config = one_camera()
+        .set("mqtt", "username", "\"u\"")
+        .set("mqtt", "password_file", &toml_path(&password))
+        .set("http", "listen", "\"127.0.0.1:0\"")
+        .set("http", "token_file", &toml_path(&token))
+        .write(&dir.path().join("config.toml"));
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let path = password.display().to_string();
+    for command in ["check-config", "run"] {
+        run_command("a password file anyone may write", command, &config).assert_config_error(
+            command,
+            &["mqtt.password_file", &path, "every local user may write it", "chmod 0640"],
+        );
+    }
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let checked = run_command("a token file anyone may read", "check-config", &config);
+    assert!(checked.status.success(), "{}\n{}", checked.status, checked.stderr);
+    let warning = checked.stderr.lines().find(|line| line.starts_with("warning: ")).unwrap_or_default();
+    assert!(
+        warning.contains("http.token_file") && warning.contains(&token.display().to_string()),
+        "{}",
+        checked.stderr
+    );
+}
