@@ -118,8 +118,9 @@ impl DaemonError {
                 // Outputs that do not fit `model.decoder` (a blank frame at start).
                 | DaemonError::Pipeline(PipelineError::ModelOutputs { .. })
                 | DaemonError::Discovery { .. }
-                // A record directory that cannot be created, a raw camera that cannot be encoded.
-                | DaemonError::Record(RecordError::Dir { .. } | RecordError::Camera { .. })
+                // A record directory that cannot be created, a raw camera that cannot be encoded, a
+                // camera another daemon records into the same folder.
+                | DaemonError::Record(RecordError::Dir { .. } | RecordError::Camera { .. } | RecordError::Shared { .. })
                 // Models too large for the GPU together: the config must run fewer or smaller ones.
                 | DaemonError::EnginesWontFit(_)
         ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())

@@ -36,14 +36,21 @@ pub struct ClipIndex {
 
 impl ClipIndex {
     /// Reads back every clip under `root` (one folder per camera; folders whose name is not a
-    /// camera name are left alone) and recovers or removes those cut short.
-    pub fn rebuild(root: &Path) -> (ClipIndex, Rebuilt) {
+    /// camera name are left alone) and recovers or removes those cut short. `ours`: the camera
+    /// folders this process holds ([`super::dir::FolderLock`]); a folder another process holds is
+    /// left alone whole, its `.part` files being written.
+    pub fn rebuild(root: &Path, ours: &[&str]) -> (ClipIndex, Rebuilt) {
         let index = ClipIndex::default();
         let mut report = Rebuilt::default();
         let Ok(folders) = std::fs::read_dir(root) else { return (index, report) };
         for folder in folders.flatten() {
             let Some(camera) = folder.file_name().to_str().map(str::to_owned) else { continue };
             if !folder.file_type().is_ok_and(|t| t.is_dir()) || !crate::config::is_topic_segment(&camera) {
+                continue;
+            }
+            if !ours.contains(&camera.as_str()) && super::dir::held_elsewhere(&folder.path()) {
+                // Another daemon records into it: its `.part` files are being written.
+                log::info!("record: {camera}/ is another process's (it holds its lock): left alone");
                 continue;
             }
             let Ok(files) = std::fs::read_dir(folder.path()) else { continue };
@@ -212,11 +219,28 @@ mod tests {
         std::fs::write(gate.join("notes.txt"), "mine").expect("write");
         std::fs::write(gate.join("20261118T110640.123Z-4.mp4.part"), b"not even a header").expect("write");
         std::fs::create_dir_all(dir.path().join("not a camera")).expect("mkdir");
-        let (index, report) = ClipIndex::rebuild(dir.path());
+        let (index, report) = ClipIndex::rebuild(dir.path(), &[]);
         assert_eq!(report, Rebuilt { clips: 0, recovered: 0, removed: 1, unreadable: 0 });
         assert!(index.list(None, 10).is_empty());
         assert!(gate.join("notes.txt").exists() && !gate.join("20261118T110640.123Z-4.mp4.part").exists());
-        let (_, report) = ClipIndex::rebuild(&dir.path().join("absent"));
+        let (_, report) = ClipIndex::rebuild(&dir.path().join("absent"), &[]);
         assert_eq!(report, Rebuilt::default());
+    }
+
+    /// Issue 49: a second daemon on the same record directory "recovered" the first one's live
+    /// `.part` file.
+    #[test]
+    fn a_rebuild_leaves_a_folder_another_recorder_holds_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let gate = dir.path().join("gate");
+        let held = super::super::dir::FolderLock::take(&gate).expect("the other recorder's lock");
+        let part = gate.join("20261118T110640.123Z-4.mp4.part");
+        std::fs::write(&part, b"being written").expect("write");
+        let (_, report) = ClipIndex::rebuild(dir.path(), &[]);
+        assert_eq!(report, Rebuilt::default());
+        assert!(part.exists(), "a clip being written is not recovered");
+        let (_, report) = ClipIndex::rebuild(dir.path(), &["gate"]);
+        assert_eq!(report.removed, 1, "its own folder is read");
+        drop(held);
     }
 }

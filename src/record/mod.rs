@@ -13,6 +13,7 @@
 
 pub mod camera;
 pub mod clip;
+pub mod dir;
 #[cfg(feature = "gstreamer")]
 pub mod encode;
 pub mod figures;
@@ -67,6 +68,9 @@ pub enum RecordError {
     Dir { path: PathBuf, source: std::io::Error },
     #[error("camera {camera}: `{key}`: {message}")]
     Camera { camera: String, key: String, message: String },
+    /// Another process records the camera into the same folder of `record.dir`.
+    #[error("camera {camera}: `record.dir`: {source}; give each daemon its own record.dir or its own camera names")]
+    Shared { camera: String, source: dir::FolderError },
     #[error("cannot start a recorder thread: {0}")]
     Thread(std::io::Error),
 }
@@ -89,6 +93,10 @@ pub fn clip_url(camera: &str, file: &str) -> String {
 /// label file, a raw camera (V4L2, CSI, images, test pattern) that no encoder here can encode as
 /// `[record.encoder]` asks, and any recording camera in a binary without GStreamer.
 pub fn check(config: &Config, labels: &Labels) -> Result<(), RecordError> {
+    if config.records() {
+        dir::check(&config.record.dir)
+            .map_err(|source| RecordError::Dir { path: config.record.dir.clone(), source })?;
+    }
     for camera in &config.cameras {
         let Some(recording) = config.recording(camera) else { continue };
         let refuse =
@@ -156,6 +164,8 @@ pub struct Recorder {
     retention: Arc<Retention>,
     stop: Arc<AtomicBool>,
     janitor: Mutex<Option<JoinHandle<()>>>,
+    /// The recording cameras' folders, this process's for as long as it records.
+    _folders: Vec<(String, dir::FolderLock)>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -179,7 +189,15 @@ impl Recorder {
         }
         let root = config.record.dir.clone();
         std::fs::create_dir_all(&root).map_err(|source| RecordError::Dir { path: root.clone(), source })?;
-        let (index, rebuilt) = ClipIndex::rebuild(&root);
+        // Each recording camera's folder is this process's before anything is read there.
+        let mut folders = Vec::new();
+        for camera in config.cameras.iter().filter(|camera| config.recording(camera).is_some()) {
+            let lock = dir::FolderLock::take(&root.join(&camera.name))
+                .map_err(|source| RecordError::Shared { camera: camera.name.clone(), source })?;
+            folders.push((camera.name.clone(), lock));
+        }
+        let ours: Vec<&str> = folders.iter().map(|(camera, _)| camera.as_str()).collect();
+        let (index, rebuilt) = ClipIndex::rebuild(&root, &ours);
         log::info!(
             "record: {} clip(s) in {} ({} recovered after being cut short, {} removed)",
             rebuilt.clips,
@@ -250,6 +268,7 @@ impl Recorder {
             retention,
             stop,
             janitor: Mutex::new(Some(janitor)),
+            _folders: folders,
         })))
     }
 
@@ -526,7 +545,7 @@ mod tests {
     use crate::config::ConfigOrigin;
     use crate::track::events::EventKind;
 
-    fn recorder(dir: &Path) -> (Arc<Recorder>, Arc<Controls>) {
+    fn try_recorder(dir: &Path) -> (Result<Option<Arc<Recorder>>, RecordError>, Arc<Controls>) {
         let text = format!(
             "[record]\nenabled = true\ndir = {:?}\n[[camera]]\nname = \"gate\"\nsource = {{ kind = \"synthetic\" }}\n",
             dir.display().to_string()
@@ -534,8 +553,27 @@ mod tests {
         let config = Config::from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/")).expect("config");
         let labels = Arc::new(Labels::parse("person\n", Path::new("labels")).expect("labels"));
         let controls = Arc::new(Controls::new(&config));
-        let recorder = Recorder::start(&config, labels, controls.clone()).expect("start").expect("a camera records");
-        (recorder, controls)
+        (Recorder::start(&config, labels, controls.clone()), controls)
+    }
+
+    fn recorder(dir: &Path) -> (Arc<Recorder>, Arc<Controls>) {
+        let (recorder, controls) = try_recorder(dir);
+        (recorder.expect("start").expect("a camera records"), controls)
+    }
+
+    /// Issue 49: two daemons sharing a record directory: the second "recovered" the first one's
+    /// clip being written. It now refuses to record a camera whose folder the first holds.
+    #[test]
+    fn a_second_recorder_of_the_same_camera_into_the_same_directory_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (first, _) = recorder(dir.path());
+        let (second, _) = try_recorder(dir.path());
+        let error = second.expect_err("refused").to_string();
+        assert!(error.contains("camera gate") && error.contains("another process records"), "{error}");
+        first.finish();
+        drop(first);
+        let (third, _) = recorder(dir.path());
+        third.finish();
     }
 
     fn start(track: u64) -> EventFacts<'static> {

@@ -181,7 +181,8 @@ fn a_password_file_the_service_user_cannot_read_exits_78_naming_it() {
     }
 }
 
-/// The configs `check-config` used to accept and `run` refused: now both refuse them, alike.
+/// The configs `check-config` used to accept and `run` refused: now both refuse them, alike (a
+/// `record.dir` `run` cannot create: issue 49).
 #[test]
 fn check_config_refuses_what_run_refuses() {
     let dir = shared_dir();
@@ -190,6 +191,10 @@ fn check_config_refuses_what_run_refuses() {
     std::fs::write(&no_pem, "not a certificate\n").expect("write");
     let zone =
         "[[camera.zone]]\nname = \"drive\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\nlabels = [\"unicorn\"]";
+    let a_file = dir.path().join("a-file");
+    std::fs::write(&a_file, "not a directory\n").expect("write");
+    let recording_into =
+        |path: &Path| one_camera().set("record", "enabled", "true").set("record", "dir", &toml_path(path));
     let v4l2 = "{ kind = \"v4l2\", device = \"/dev/null\", width = 640, height = 480, format = \"mjpeg\" }";
     let cases: Vec<(&str, TestConfig, &str)> = vec![
         ("a class the label file lacks", one_camera().set("model", "classes", "[\"unicorn\"]"), "unicorn"),
@@ -225,6 +230,9 @@ fn check_config_refuses_what_run_refuses() {
             ),
             "http.token_file",
         ),
+        ("a record.dir that is a file", recording_into(&a_file), "record.dir"),
+        ("a record.dir under a file", recording_into(&a_file.join("clips")), "record.dir"),
+        ("a record.dir nothing can be created in", recording_into(Path::new("/proc/clips")), "record.dir"),
     ];
     for (n, (what, config, wanted)) in cases.into_iter().enumerate() {
         let config = config.write(&dir.path().join(format!("config-{n}.toml")));
