@@ -47,6 +47,9 @@ pub enum ClipError {
     Stream(#[from] NalError),
     #[error("{path}: {reason}")]
     Unreadable { path: PathBuf, reason: String },
+    /// The clip ended before any of its video was whole on disk: removed, never put in place.
+    #[error("{path}: no fragment of video was written (removed)")]
+    NoVideo { path: PathBuf },
 }
 
 impl ClipError {
@@ -358,13 +361,19 @@ impl ClipWriter {
     }
 
     /// Writes what is pending, the trailer, and puts the clip in place under its final name.
-    /// After a write error the clip keeps what was written before it (its last whole fragment).
+    /// After a write error the clip keeps what was written before it (its last whole fragment); a
+    /// clip without one (a disk that filled right after its header) is removed instead: a
+    /// "finished" clip with no video must never be listed.
     pub fn finish(mut self) -> Result<ClipEntry, ClipError> {
         let last = self.pending.last().map(|pending| pending.ticks + u64::from(self.timeline.last_step));
         let flushed = match last {
             Some(next) => self.flush(next),
             None => Ok(()),
         };
+        if self.sequence == 1 {
+            let _ = std::fs::remove_file(&self.part);
+            return Err(flushed.err().unwrap_or(ClipError::NoVideo { path: self.part.clone() }));
+        }
         (self.room)(TRAILER_BYTES as u64);
         let placed = put_in_place(&mut self.file, &self.part, &self.root, &mut self.entry, self.written);
         flushed.and(placed)
@@ -582,6 +591,20 @@ mod tests {
         for bad in ["x.mp4", "20261018T081320.123Z.mp4", "20261318T081320.123Z-1.mp4", "20261018T081320.123Z-1.mkv"] {
             assert_eq!(parse_clip_name(bad), None, "{bad}");
         }
+    }
+
+    /// Issue 49: a disk that filled right after a clip's header left a 1.9 KB "finished" clip with
+    /// no video, listed. A clip without a whole fragment is removed, never put in place.
+    #[test]
+    fn a_clip_without_a_whole_fragment_is_removed_not_put_in_place() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = format();
+        let name = clip_name("gate", start(), 7);
+        let writer = ClipWriter::create(dir.path(), "gate", &name, 7, &unit(&f, start(), 0), &sets(), no_room())
+            .expect("create");
+        assert!(dir.path().join(format!("{name}{PART_SUFFIX}")).exists(), "its header is on disk");
+        assert!(matches!(writer.finish(), Err(ClipError::NoVideo { .. })));
+        assert!(!dir.path().join(&name).exists() && !dir.path().join(format!("{name}{PART_SUFFIX}")).exists());
     }
 
     #[test]
