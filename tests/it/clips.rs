@@ -60,7 +60,11 @@ impl Rig {
     }
 
     fn with_scene(python: &'static str, prefix: &str, scene: &str) -> Rig {
-        let server = RtspServer::scene(python, Codec::H264, scene);
+        Rig::with_codec(python, prefix, scene, Codec::H264)
+    }
+
+    fn with_codec(python: &'static str, prefix: &str, scene: &str, codec: Codec) -> Rig {
+        let server = RtspServer::scene(python, codec, scene);
         Rig { server, broker: Broker::start(), dir: tempfile::tempdir().expect("tempdir"), prefix: prefix.into() }
     }
 
@@ -276,6 +280,56 @@ fn plays_in_chromium(daemon: &mut RunningDaemon, address: SocketAddr, url: &str,
     );
     let error = driver.script(&format!("const v = {video}; return v.error ? v.error.message : null;"));
     assert_eq!(error, serde_json::Value::Null);
+}
+
+/// Issue 49: an H.265 camera's clips are valid, but Chromium (on Linux, without an HEVC decoder)
+/// does not play them while the page offered nothing else. Now the page says the browser cannot
+/// play the clip and offers it for download, and the download is the clip.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_page_offers_an_h265_clip_chromium_cannot_play_for_download() {
+    use crate::browser::{found, wait_for, Driver};
+    let python = match prerequisites(Codec::H265).and_then(|python| tools().map(|_| python)) {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    if !(found("chromium") && found("chromedriver")) {
+        eprintln!("skipped: no chromium or chromedriver (apt-get install chromium chromium-driver)");
+        return;
+    }
+    let rig = Rig::with_codec(python, "e2e-clips-h265", &scene(), Codec::H265);
+    let config = rig.config(&rig.server.url()).write(&rig.dir.path().join("config.toml"));
+    let events = format!("{}/gate/events", rig.prefix);
+    let subscriber = Subscriber::connect(&rig.broker, "e2e-clips-h265-sub", &[&events]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    let address = page_address(&mut daemon);
+    daemon.wait_for_messages(&subscriber, &events, "a person's end with its clip", |_| {
+        ended_with_clip(&subscriber, &events).is_some()
+    });
+    let clip = ended_with_clip(&subscriber, &events).and_then(|end| end.clip).expect("waited for it");
+    complete_clip(&mut daemon, address, "gate", &clip.path);
+    let mut driver = Driver::start();
+    driver.new_session(&rig.dir.path().join("profile"));
+    driver.go(&format!("http://{address}/"));
+    let button = format!("#events button.play[data-clip=\"{}\"]", clip.url);
+    wait_for(&mut daemon, &driver, "the event's play button", &format!("return !!document.querySelector('{button}');"));
+    driver.script(&format!("document.querySelector('{button}').click(); return true;"));
+    wait_for(
+        &mut daemon,
+        &driver,
+        "the download offered",
+        "return !document.getElementById('unplayable').hidden && document.getElementById('player').hidden;",
+    );
+    let href = driver.script("return document.getElementById('download').getAttribute('href');");
+    assert_eq!(href, serde_json::Value::String(clip.url.clone()));
+    let download = request(address, "GET", &clip.url, &[], &[]);
+    assert_eq!(download.status, 200);
+    assert_eq!(download.body, std::fs::read(rig.clips().join(&clip.path)).expect("the clip"));
+    daemon.signal(libc::SIGTERM);
+    assert_eq!(daemon.wait_exit().code(), Some(0), "log:\n{}", daemon.log());
 }
 
 /// The finished clips (`.mp4`) under `dir/<camera>/` and their bytes.

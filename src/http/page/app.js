@@ -172,9 +172,12 @@ async function refreshStatus() {
 
 // An `end` event's clip: a button that plays it in the events panel's player. The player is
 // outside the list, which is rebuilt every refresh. A clip is complete post_s after its end (409
-// until then): the player tries again every 3 s, a minute at most.
+// until then): the player tries again every 3 s, a minute at most. A clip that is served whole and
+// still does not play is one this browser cannot decode (H.265 in most browsers): the page offers
+// it for download instead.
 function playClip(url, tries) {
   const player = document.getElementById('player');
+  document.getElementById('unplayable').hidden = true;
   player.dataset.tries = String(tries);
   player.src = url;
   player.hidden = false;
@@ -192,12 +195,33 @@ function clipButton(clip) {
   return button;
 }
 
-document.getElementById('player').addEventListener('error', (event) => {
+function offerDownload(url) {
+  const player = document.getElementById('player');
+  player.pause();
+  player.hidden = true;
+  const link = document.getElementById('download');
+  link.href = url;
+  link.download = url.split('/').pop();
+  document.getElementById('unplayable').hidden = false;
+}
+
+document.getElementById('player').addEventListener('error', async (event) => {
   const player = event.target;
+  const url = player.getAttribute('src');
   const tries = Number(player.dataset.tries || 0);
+  let served = false;
+  try {
+    served = (await fetch(url, { method: 'HEAD' })).status === 200;
+  } catch (e) {
+    served = false;
+  }
+  if (player.getAttribute('src') !== url) return;
+  if (served) {
+    offerDownload(url);
+    return;
+  }
   player.title = 'not ready yet (still recording?)';
   if (tries < 20) {
-    const url = player.getAttribute('src');
     setTimeout(() => { if (player.getAttribute('src') === url) playClip(url, tries + 1); }, 3000);
   }
 });
