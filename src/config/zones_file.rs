@@ -145,12 +145,7 @@ pub fn apply_at_start(path: &Path, cameras: &mut [CameraConfig]) -> (Vec<ZonesFr
 /// lock: a file that does not read would refuse every save from the page. Returns the new path.
 pub fn set_aside(path: &Path) -> Result<PathBuf, SaveError> {
     let _lock = lock_beside(path)?;
-    let seconds = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.as_secs())
-        .unwrap_or_default();
-    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let aside = path.with_file_name(format!("{name}.bad-{seconds}"));
+    let aside = crate::sys::files::aside_path(path);
     std::fs::rename(path, &aside).map_err(|source| SaveError::Clean { path: path.to_path_buf(), source })?;
     Ok(aside)
 }

@@ -75,12 +75,7 @@ pub fn restore(path: &Path) -> Restored {
     match load(path) {
         Ok(values) => restored.values = values,
         Err(error) => {
-            let seconds = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|since| since.as_secs())
-                .unwrap_or_default();
-            let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-            let aside = path.with_file_name(format!("{name}.bad-{seconds}"));
+            let aside = crate::sys::files::aside_path(path);
             match std::fs::rename(path, &aside) {
                 Ok(()) => restored.set_aside = Some((error, Some(aside))),
                 Err(source) => {

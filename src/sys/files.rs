@@ -12,8 +12,9 @@
 //! never a torn one; the temp file is given to the directory's owner when root writes into
 //! another user's directory ([`adopt_dir_owner`]), so the service can replace what
 //! `sudo jetson-detectd build-engine` wrote. And the lock beside such a file ([`lock_beside`]),
-//! which processes sharing a state directory take around a read-change-write of it, and the
-//! clean-up of temp files a write killed half-way left ([`remove_temp_leftovers`]). Must not: know
+//! which processes sharing a state directory take around a read-change-write of it, the clean-up
+//! of temp files a write killed half-way left ([`remove_temp_leftovers`]), and the name a file of
+//! the daemon's own that does not read is moved aside to ([`aside_path`]). Must not: know
 //! what the bytes mean, name config keys (callers add the key and path to the error), or log.
 
 use std::fs::{File, OpenOptions};
@@ -217,6 +218,18 @@ pub fn lock_beside(path: &Path) -> Result<FileLock, LockError> {
             Err(std::fs::TryLockError::Error(source)) => return Err(failed(source)),
         }
     }
+}
+
+/// Where a state file of the daemon's own that does not read (the controls file, the zones file)
+/// is moved aside to, so that the daemon starts afresh without it and whoever wants can look at
+/// it: `<name>.bad-<unix time>` beside it.
+pub fn aside_path(path: &Path) -> PathBuf {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_secs())
+        .unwrap_or_default();
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!("{name}.bad-{seconds}"))
 }
 
 /// Removes what writes of the file at `path` killed half-way (`kill -9`, a power cut) left beside
