@@ -41,6 +41,17 @@ fn secrets_group_name() -> String {
     }
 }
 
+/// Lays `path` out as the package lays a secret out: root's and the secrets' group's
+/// ([`secrets_group`]), mode 0640. As root `check-config` refuses a secret the service's group may
+/// not read, where the machine has that group; without root only the mode is set (only root can
+/// give files away).
+pub(crate) fn lay_out_as_a_packaged_secret(path: &Path) {
+    if is_root() {
+        std::os::unix::fs::chown(path, Some(0), Some(secrets_group())).expect("chown");
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }

@@ -21,6 +21,7 @@ use crate::bounded::{run_to_end, Ended};
 use crate::broker::{Broker, Received, Subscriber};
 use crate::daemon::{images_source, sample, sample_source, RunningDaemon, TestConfig};
 use crate::pace::Pace;
+use crate::secrets::lay_out_as_a_packaged_secret;
 
 mod models;
 mod mqtt;
@@ -435,7 +436,9 @@ fn secrets_every_local_user_may_write_are_refused_and_those_they_may_read_are_a_
         .set("http", "listen", "\"127.0.0.1:0\"")
         .set("http", "token_file", &toml_path(&token))
         .write(&dir.path().join("config.toml"));
-    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // The secret not under test is laid out as the package does: as root, check-config refuses a
+    // secret the service's group may not read where the machine has that group.
+    lay_out_as_a_packaged_secret(&token);
     std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o666)).expect("chmod");
     let path = password.display().to_string();
     for command in ["check-config", "run"] {
@@ -444,7 +447,7 @@ fn secrets_every_local_user_may_write_are_refused_and_those_they_may_read_are_a_
             &["mqtt.password_file", &path, "every local user may write it", "chmod 0640"],
         );
     }
-    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    lay_out_as_a_packaged_secret(&password);
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let checked = run_command("a token file anyone may read", "check-config", &config);
     assert!(checked.status.success(), "{}\n{}", checked.status, checked.stderr);
