@@ -114,3 +114,44 @@ fn metrics(report: &RecordReport) -> Vec<Metric> {
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::record::camera::Feed;
+    use crate::record::CameraRecordReport;
+
+    /// Issue 49: a pre-roll emptied because one keyframe interval alone was over
+    /// `record.preroll_max_mib` is counted where the recorder's other figures are.
+    #[test]
+    fn the_preroll_cuts_are_in_the_report_and_a_counter_per_camera() {
+        let camera = CameraRecordReport {
+            feed: Feed::Passthrough,
+            recording: false,
+            clips: 0,
+            bytes: 0,
+            written: 0,
+            written_bytes: 0,
+            preroll_bytes: 0,
+            preroll_cut: 2,
+            dropped: 40,
+            failed: 0,
+        };
+        let report = RecordReport {
+            dir: "/var/lib/jetson-detectd/clips".into(),
+            paused: false,
+            paused_reason: None,
+            clips: 0,
+            bytes: 0,
+            max_bytes: 1 << 30,
+            removed: 0,
+            cameras: BTreeMap::from([("gate".to_owned(), camera)]),
+        };
+        let figures = figures(&report);
+        assert_eq!(figures.report["cameras"]["gate"]["preroll_cut"], 2, "{}", figures.report);
+        let cuts = figures.metrics.iter().find(|metric| metric.name == "record_preroll_cuts").expect("the counter");
+        assert_eq!(cuts.samples, Samples::Counter(vec![(vec![("camera", "gate".to_owned())], 2)]));
+    }
+}
