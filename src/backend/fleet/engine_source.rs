@@ -10,12 +10,14 @@
 //! ([`Lookup::NotHere`]). With `push = true` it takes the key's lease before a build (so that the
 //! others wait for it; a device that does not push takes none) and pushes what was built, signed.
 //! A store that is down or slow is never an error: the chain then builds as without a store.
-//! Must not: build, load or cache engines (the chain does), or decide what a pack's bytes are
+//! Every store call ends soon after the chain's cancel flag is set (an upload or download is
+//! abandoned; what the store shows stays whole), and a call cut short that way is not logged as
+//! the store's failure. Must not: build, load or cache engines (the chain does), or decide what a pack's bytes are
 //! (`super::pack`) and how they travel (`super::store`).
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::pack::format::PACK_SCHEMA;
@@ -90,18 +92,20 @@ impl StoreSource {
             timeout: Duration::from_secs(config.timeout_s.into()),
             max_bytes: u64::from(config.max_pack_mib) << 20,
         };
-        // Every call is bounded by `timeout_s`; the chain's own cancel flag stops it between calls.
-        let store = EngineStore::open(&settings, Arc::new(AtomicBool::new(false)))?;
+        // Every call is bounded by `timeout_s`, and ends when the chain's cancel flag is set.
+        let store = EngineStore::open(&settings)?;
         let leases = Leases::new(store.clone(), Duration::from_secs(config.lease_s.into()));
         Ok(Some(StoreSource { store, leases, trust, signing_key, last_miss: Mutex::new(None) }))
     }
 
     /// The engine `identity` names, if the store has a pack of it that can be used here.
-    fn fetch_engine(&self, identity: &EngineIdentity) -> Result<Option<Vec<u8>>, String> {
+    fn fetch_engine(&self, identity: &EngineIdentity, cancel: &AtomicBool) -> Result<Option<Vec<u8>>, String> {
         let key = identity.key();
         let object = engine_object(&key);
         let started = Instant::now();
-        let Some(fetched) = self.store.fetch(&object).map_err(|error| error.to_string())? else { return Ok(None) };
+        let Some(fetched) = self.store.fetch(&object, cancel).map_err(|error| error.to_string())? else {
+            return Ok(None);
+        };
         let size = fetched.bytes.len();
         let opened = read_pack(fetched.bytes.as_slice(), &self.trust, |manifest| match manifest.engines.as_slice() {
             [packed] if packed.sidecar.identity == *identity && packed.sidecar.key == key => {
@@ -125,8 +129,11 @@ impl StoreSource {
     }
 
     /// The miss `why`, remembered for [`REMOTE_LOOK_AGAIN`]; logged as a warning when `failed`
-    /// (the store or its pack, not a plain absence) and new.
-    fn miss(&self, why: String, failed: bool) -> Lookup {
+    /// (the store or its pack, not a plain absence or a call cut short by `cancel`) and new.
+    fn miss(&self, why: String, failed: bool, cancel: &AtomicBool) -> Lookup {
+        if cancel.load(Ordering::SeqCst) {
+            return Lookup::NotHere(why);
+        }
         let mut last = lock(&self.last_miss);
         if failed && last.as_ref().is_none_or(|(_, before)| *before != why) {
             log::warn!("{why}; building locally unless another source has the engine");
@@ -136,7 +143,14 @@ impl StoreSource {
     }
 
     /// Pushes `pack`'s bytes, signed, as `object`; failures are logged (the engine serves anyway).
-    fn push_pack(&self, key: &PrivateKey, object: &str, manifest: PackManifest, files: Packed<'_>) {
+    fn push_pack(
+        &self,
+        key: &PrivateKey,
+        object: &str,
+        manifest: PackManifest,
+        files: Packed<'_>,
+        cancel: &AtomicBool,
+    ) {
         let pack = super::pack::Pack {
             manifest,
             engines: files.engines.iter().map(|bytes| bytes.to_vec()).collect(),
@@ -152,7 +166,7 @@ impl StoreSource {
         let (size, started) = (bytes.len(), Instant::now());
         // Overwrite: a pack there is either the same engine (another device built it too) or one
         // this device could not use; both are fine to replace with a checked one.
-        match self.store.push(object, bytes, Write::Overwrite) {
+        match self.store.push(object, bytes, Write::Overwrite, cancel) {
             Ok(_) => log::info!(
                 "{}: pushed {object} ({:.1} MB) in {:.1} s",
                 self.store.name(),
@@ -175,36 +189,40 @@ impl EngineSource for StoreSource {
         self.store.name().to_owned()
     }
 
-    fn look(&self, plan: &EnginePlan, _target: &BuildTarget) -> Lookup {
+    fn look(&self, plan: &EnginePlan, _target: &BuildTarget, cancel: &AtomicBool) -> Lookup {
         if let Some((when, why)) = lock(&self.last_miss).as_ref() {
             if when.elapsed() < REMOTE_LOOK_AGAIN {
                 return Lookup::NotHere(why.clone());
             }
         }
         for identity in [&plan.static_identity, &plan.identity] {
-            match self.fetch_engine(identity) {
+            match self.fetch_engine(identity, cancel) {
                 Ok(Some(bytes)) => {
                     return Lookup::Found(Box::new(FoundEngine { bytes, identity: identity.clone() }));
                 }
                 Ok(None) => {}
-                Err(why) => return self.miss(why, true),
+                Err(why) => return self.miss(why, true, cancel),
             }
         }
-        match self.leases.holder(&plan.identity.key()) {
+        match self.leases.holder(&plan.identity.key(), cancel) {
             Ok(Some(busy)) => Lookup::Busy { holder: busy.holder, look_again: REMOTE_LOOK_AGAIN },
-            Ok(None) => self.miss(format!("{} has no engine {}", self.store.name(), plan.identity.key()), false),
-            Err(error) => self.miss(error.to_string(), true),
+            Ok(None) => {
+                self.miss(format!("{} has no engine {}", self.store.name(), plan.identity.key()), false, cancel)
+            }
+            Err(error) => self.miss(error.to_string(), true, cancel),
         }
     }
 
-    fn claim(&self, plan: &EnginePlan, _target: &BuildTarget, holder: &str) -> Claim {
+    fn claim(&self, plan: &EnginePlan, _target: &BuildTarget, holder: &str, cancel: &AtomicBool) -> Claim {
         if self.signing_key.is_none() {
             // It will not push what it builds: the others must not wait for it.
             return Claim::Held(Box::new(()));
         }
-        match self.leases.claim(&plan.identity.key(), holder) {
+        match self.leases.claim(&plan.identity.key(), holder, cancel) {
             Ok(Claimed::Held(guard)) => Claim::Held(Box::new(guard)),
             Ok(Claimed::Busy(busy)) => Claim::Busy { holder: busy.holder, look_again: REMOTE_LOOK_AGAIN },
+            // Stopping: the chain does not build.
+            Err(StoreError::Cancelled { .. }) => Claim::Held(Box::new(())),
             Err(error) => {
                 log::warn!("{error}; building without the store's lease");
                 Claim::Held(Box::new(()))
@@ -212,10 +230,11 @@ impl EngineSource for StoreSource {
         }
     }
 
-    fn timing_cache(&self, target: &BuildTarget) -> Option<Vec<u8>> {
+    fn timing_cache(&self, target: &BuildTarget, cancel: &AtomicBool) -> Option<Vec<u8>> {
         let object = timing_object(target);
-        let fetched = match self.store.fetch(&object) {
+        let fetched = match self.store.fetch(&object, cancel) {
             Ok(fetched) => fetched?,
+            Err(StoreError::Cancelled { .. }) => return None,
             Err(error) => {
                 log::warn!("{error}; building from an empty timing cache");
                 return None;
@@ -242,7 +261,7 @@ impl EngineSource for StoreSource {
         }
     }
 
-    fn keep(&self, engine: KeptEngine<'_>) {
+    fn keep(&self, engine: KeptEngine<'_>, cancel: &AtomicBool) {
         let Some(key) = &self.signing_key else { return };
         let engine_key = engine.identity.key();
         let model = model_stem(engine.path, &engine_key);
@@ -257,7 +276,7 @@ impl EngineSource for StoreSource {
             timing_caches: Vec::new(),
         };
         let files = Packed { engines: &[engine.bytes], timing_caches: &[] };
-        self.push_pack(key, &engine_object(&engine_key), manifest, files);
+        self.push_pack(key, &engine_object(&engine_key), manifest, files, cancel);
         if let Some(timing) = engine.timing_cache {
             let target = engine.target;
             let sidecar = TimingCacheSidecar::new(&target.version, &target.device, timing);
@@ -268,7 +287,7 @@ impl EngineSource for StoreSource {
                 timing_caches: vec![PackedTimingCache { model, sidecar }],
             };
             let files = Packed { engines: &[], timing_caches: &[timing] };
-            self.push_pack(key, &timing_object(target), manifest, files);
+            self.push_pack(key, &timing_object(target), manifest, files, cancel);
         }
     }
 }
@@ -315,6 +334,9 @@ mod tests {
     use crate::backend::engine::device_key::DeviceIdentity;
     use crate::backend::engine::plan::test_support::{config, spec};
     use crate::config::engine_store::StoreLocation;
+
+    /// The cancel flag of a chain that is never stopped.
+    static NEVER: AtomicBool = AtomicBool::new(false);
 
     fn target(board: &str) -> BuildTarget {
         let device = DeviceIdentity {
@@ -366,7 +388,7 @@ mod tests {
 
     fn keep(source: &StoreSource, identity: &EngineIdentity, target: &BuildTarget, bytes: &[u8]) {
         let path = Path::new("/cache").join(format!("ssd.{}.engine", identity.key()));
-        source.keep(KeptEngine { identity, path: &path, bytes, timing_cache: Some(b"timing"), target });
+        source.keep(KeptEngine { identity, path: &path, bytes, timing_cache: Some(b"timing"), target }, &NEVER);
     }
 
     #[test]
@@ -379,14 +401,14 @@ mod tests {
         keep(&builder, &plan.static_identity, &orin, b"an engine");
 
         let puller = open(&store_config(&dir.path().join("b"), url, &key, None));
-        match puller.look(&plan, &orin) {
+        match puller.look(&plan, &orin, &NEVER) {
             Lookup::Found(found) => {
                 assert_eq!((found.bytes.as_slice(), &found.identity), (&b"an engine"[..], &plan.static_identity));
             }
             other => panic!("the pushed engine must be found, got {other:?}"),
         }
-        assert_eq!(puller.timing_cache(&orin).as_deref(), Some(&b"timing"[..]));
-        assert_eq!(puller.timing_cache(&target("AGX Orin")), None, "timing caches are per board");
+        assert_eq!(puller.timing_cache(&orin, &NEVER).as_deref(), Some(&b"timing"[..]));
+        assert_eq!(puller.timing_cache(&target("AGX Orin"), &NEVER), None, "timing caches are per board");
     }
 
     #[test]
@@ -398,7 +420,7 @@ mod tests {
         let foreign = open(&store_config(&dir.path().join("a"), url.clone(), &stranger, Some(&stranger)));
         keep(&foreign, &plan.static_identity, &orin, b"a stranger's engine");
         let puller = open(&store_config(&dir.path().join("b"), url.clone(), &fleet, None));
-        match puller.look(&plan, &orin) {
+        match puller.look(&plan, &orin, &NEVER) {
             Lookup::NotHere(why) => assert!(why.contains("refused") && why.contains(&stranger.public().id()), "{why}"),
             other => panic!("a stranger's pack must not be used, got {other:?}"),
         }
@@ -408,12 +430,12 @@ mod tests {
         let fleet_builder = open(&store_config(&dir.path().join("c"), url.clone(), &fleet, Some(&fleet)));
         let path = Path::new("/cache/ssd.engine");
         let kept = KeptEngine { identity: &other_board, path, bytes: b"for the AGX", timing_cache: None, target: &agx };
-        fleet_builder.keep(kept);
+        fleet_builder.keep(kept, &NEVER);
         let object = engine_object(&other_board.key());
         let misfiled = shared.path().join(engine_object(&plan.static_identity.key()));
         std::fs::copy(shared.path().join(object), misfiled).expect("file the AGX's pack under the Nano's key");
         let puller = open(&store_config(&dir.path().join("d"), url, &fleet, None));
-        match puller.look(&plan, &orin) {
+        match puller.look(&plan, &orin, &NEVER) {
             Lookup::NotHere(why) => assert!(why.contains("board: AGX Orin → Jetson Orin Nano"), "{why}"),
             other => panic!("another board's engine must not be used, got {other:?}"),
         }
@@ -426,16 +448,16 @@ mod tests {
         let url = format!("file://{}", shared.path().display());
         let (orin, plan) = (target("Jetson Orin Nano"), plan(&target("Jetson Orin Nano")));
         let puller = open(&store_config(&dir.path().join("a"), url.clone(), &key, None));
-        let _no_lease = match puller.claim(&plan, &orin, "pid 1 (pull only)") {
+        let _no_lease = match puller.claim(&plan, &orin, "pid 1 (pull only)", &NEVER) {
             Claim::Held(nothing) => nothing,
             Claim::Busy { holder, .. } => panic!("busy with {holder}"),
         };
         let builder = open(&store_config(&dir.path().join("b"), url, &key, Some(&key)));
-        let _lease = match builder.claim(&plan, &orin, "pid 2 (orin-1)") {
+        let _lease = match builder.claim(&plan, &orin, "pid 2 (orin-1)", &NEVER) {
             Claim::Held(lease) => lease,
             Claim::Busy { holder, .. } => panic!("a pull-only device took the lease: {holder}"),
         };
-        match puller.look(&plan, &orin) {
+        match puller.look(&plan, &orin, &NEVER) {
             Lookup::Busy { holder, look_again } => {
                 assert_eq!((holder.as_str(), look_again), ("pid 2 (orin-1)", REMOTE_LOOK_AGAIN))
             }
@@ -451,11 +473,11 @@ mod tests {
         let url = format!("oci+http://127.0.0.1:{port}/fleet/engines");
         let (orin, plan) = (target("Jetson Orin Nano"), plan(&target("Jetson Orin Nano")));
         let down = open(&store_config(dir.path(), url, &key, Some(&key)));
-        match down.look(&plan, &orin) {
+        match down.look(&plan, &orin, &NEVER) {
             Lookup::NotHere(why) => assert!(why.contains(&format!("127.0.0.1:{port}")), "{why}"),
             other => panic!("a store that is down has nothing, got {other:?}"),
         }
-        assert!(matches!(down.claim(&plan, &orin, "pid 3"), Claim::Held(_)), "the build goes ahead");
-        assert_eq!(down.timing_cache(&orin), None);
+        assert!(matches!(down.claim(&plan, &orin, "pid 3", &NEVER), Claim::Held(_)), "the build goes ahead");
+        assert_eq!(down.timing_cache(&orin, &NEVER), None);
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! Owns: [`EngineStore`] (opening the configured store, [`fetch`](EngineStore::fetch) and
 //! [`push`](EngineStore::push) of named objects with [`Write`] modes, the bounds: `timeout_s` per
-//! operation and `max_pack_mib` per download, and the cancel flag), and the runtime the async store
+//! operation, `max_pack_mib` per download, and the caller's stop flag, which abandons a call
+//! within a tenth of a second; an upload cut off that way leaves nothing visible, since every
+//! write is atomic: see `super::oci` and `super::objects`), and the runtime the async store
 //! clients run on. Why a runtime of its own rather than the daemon's: engines are acquired on the
 //! inference worker's thread (and in one-shot commands, `build-engine` and `engine import`, where
 //! no daemon runtime exists); a blocking call from there into the daemon's runtime would tie the
@@ -51,7 +53,6 @@ pub(super) struct Inner {
     pub(super) name: String,
     pub(super) timeout: Duration,
     pub(super) max_bytes: u64,
-    cancel: Arc<AtomicBool>,
 }
 
 impl Drop for Inner {
@@ -69,13 +70,12 @@ pub struct EngineStore {
     pub(super) inner: Arc<Inner>,
 }
 
-/// How often a blocking call looks at the cancel flag.
-const CANCEL_POLL: Duration = Duration::from_millis(100);
+/// How often a blocking call looks at its stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 impl EngineStore {
-    /// Opens the store (no request is made yet). `cancel` set (shutdown) stops every call within
-    /// a tenth of a second.
-    pub fn open(settings: &StoreSettings, cancel: Arc<AtomicBool>) -> Result<EngineStore, StoreError> {
+    /// Opens the store (no request is made yet).
+    pub fn open(settings: &StoreSettings) -> Result<EngineStore, StoreError> {
         let name = settings.location.to_string();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -101,7 +101,6 @@ impl EngineStore {
                 name,
                 timeout: settings.timeout,
                 max_bytes: settings.max_bytes,
-                cancel,
             }),
         })
     }
@@ -111,52 +110,59 @@ impl EngineStore {
         &self.inner.name
     }
 
-    /// The object `name`, if the store has it.
-    pub fn fetch(&self, name: &str) -> Result<Option<Fetched>, StoreError> {
+    /// The object `name`, if the store has it; abandoned when `stop` is set.
+    pub fn fetch(&self, name: &str, stop: &AtomicBool) -> Result<Option<Fetched>, StoreError> {
         let inner = self.inner.clone();
         let object = name.to_owned();
-        self.block_on(name, async move { inner.backend.get(&object, inner.max_bytes).await })
+        self.block_on(name, async move { inner.backend.get(&object, inner.max_bytes).await }, stop)
     }
 
-    /// Writes `bytes` to `name` as `write` says.
-    pub fn push(&self, name: &str, bytes: Vec<u8>, write: Write) -> Result<Written, StoreError> {
+    /// Writes `bytes` to `name` as `write` says; abandoned when `stop` is set (nothing is written
+    /// then: the object appears whole or not at all).
+    pub fn push(&self, name: &str, bytes: Vec<u8>, write: Write, stop: &AtomicBool) -> Result<Written, StoreError> {
         let inner = self.inner.clone();
         let object = name.to_owned();
-        self.block_on(name, async move { inner.backend.put(&object, bytes, &write).await })
+        self.block_on(name, async move { inner.backend.put(&object, bytes, &write).await }, stop)
     }
 
-    /// Runs `operation` on the store's runtime, bounded by `timeout_s` and the cancel flag.
-    pub(super) fn block_on<T: Send + 'static>(
+    /// Runs `operation` on the store's runtime, bounded by `timeout_s`; abandoned (the task
+    /// aborted, its connections dropped) within [`STOP_POLL`] of `stop` being set.
+    fn block_on<T: Send + 'static>(
         &self,
         what: &str,
         operation: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+        stop: &AtomicBool,
     ) -> Result<T, StoreError> {
         let inner = &self.inner;
         let store = inner.name.clone();
         let Some(runtime) = inner.runtime.as_ref() else { return Err(StoreError::Cancelled { store }) };
-        if inner.cancel.load(Ordering::Relaxed) {
+        if stop.load(Ordering::SeqCst) {
             return Err(StoreError::Cancelled { store });
         }
         let timeout = inner.timeout;
-        let cancel = inner.cancel.clone();
-        let task = runtime.spawn(async move {
-            let cancelled = async {
-                while !cancel.load(Ordering::Relaxed) {
-                    tokio::time::sleep(CANCEL_POLL).await;
-                }
-            };
+        // The timer is made inside the task: it needs the runtime's context.
+        let mut task = runtime.spawn(async move { tokio::time::timeout(timeout, operation).await });
+        let stopped = async {
+            while !stop.load(Ordering::SeqCst) {
+                tokio::time::sleep(STOP_POLL).await;
+            }
+        };
+        let finished = runtime.block_on(async {
             tokio::select! {
-                outcome = tokio::time::timeout(timeout, operation) => Some(outcome),
-                () = cancelled => None,
+                joined = &mut task => Some(joined),
+                () = stopped => None,
             }
         });
-        match runtime.block_on(task) {
-            Ok(Some(Ok(outcome))) => outcome,
-            Ok(Some(Err(_elapsed))) => {
+        match finished {
+            Some(Ok(Ok(outcome))) => outcome,
+            Some(Ok(Err(_elapsed))) => {
                 Err(StoreError::TimedOut { store, what: what.to_owned(), seconds: timeout.as_secs() })
             }
-            Ok(None) => Err(StoreError::Cancelled { store }),
-            Err(panicked) => Err(StoreError::Failed { store, message: format!("{what}: {panicked}") }),
+            Some(Err(panicked)) => Err(StoreError::Failed { store, message: format!("{what}: {panicked}") }),
+            None => {
+                task.abort();
+                Err(StoreError::Cancelled { store })
+            }
         }
     }
 

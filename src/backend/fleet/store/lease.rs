@@ -11,6 +11,7 @@
 //! `super::objects`). Must not: build, or decide what to do while another device builds.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -71,16 +72,16 @@ impl Leases {
         Leases { store, lifetime, seen: Mutex::new(HashMap::new()) }
     }
 
-    /// Who holds `key`'s lease, if a live holder does.
-    pub fn holder(&self, key: &str) -> Result<Option<Busy>, StoreError> {
-        Ok(match self.read(key)? {
+    /// Who holds `key`'s lease, if a live holder does (abandoned when `stop` is set).
+    pub fn holder(&self, key: &str, stop: &AtomicBool) -> Result<Option<Busy>, StoreError> {
+        Ok(match self.read(key, stop)? {
             Reading::Live(busy) => Some(busy),
             Reading::Free(_) => None,
         })
     }
 
-    fn read(&self, key: &str) -> Result<Reading, StoreError> {
-        let Some(fetched) = self.store.fetch(&lease_object(key))? else { return Ok(Reading::Free(None)) };
+    fn read(&self, key: &str, stop: &AtomicBool) -> Result<Reading, StoreError> {
+        let Some(fetched) = self.store.fetch(&lease_object(key), stop)? else { return Ok(Reading::Free(None)) };
         let record: Option<LeaseRecord> =
             (fetched.bytes.len() <= MAX_LEASE_BYTES).then(|| serde_json::from_slice(&fetched.bytes).ok()).flatten();
         let Some(record) = record else {
@@ -112,9 +113,10 @@ impl Leases {
         Ok(Reading::Live(Busy { holder: record.holder }))
     }
 
-    /// Takes `key`'s lease for `holder`, unless a live holder has it.
-    pub fn claim(&self, key: &str, holder: &str) -> Result<Claimed, StoreError> {
-        let write = match self.read(key)? {
+    /// Takes `key`'s lease for `holder`, unless a live holder has it (abandoned when `stop` is
+    /// set).
+    pub fn claim(&self, key: &str, holder: &str, stop: &AtomicBool) -> Result<Claimed, StoreError> {
+        let write = match self.read(key, stop)? {
             Reading::Live(busy) => return Ok(Claimed::Busy(busy)),
             Reading::Free(None) => Write::Create,
             Reading::Free(Some(version)) => Write::Replace(version),
@@ -126,12 +128,12 @@ impl Leases {
             renewals: 0,
             released: false,
         };
-        match self.store.push(&lease_object(key), to_json(&record), write)? {
+        match self.store.push(&lease_object(key), to_json(&record), write, stop)? {
             Written::Done(version) => {
                 Ok(Claimed::Held(LeaseGuard::start(&self.store, key, record, version, self.lifetime)))
             }
             Written::Conflict => {
-                let holder = self.holder(key)?.map_or_else(|| "another device".to_owned(), |busy| busy.holder);
+                let holder = self.holder(key, stop)?.map_or_else(|| "another device".to_owned(), |busy| busy.holder);
                 Ok(Claimed::Busy(Busy { holder }))
             }
         }
