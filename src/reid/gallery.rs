@@ -26,7 +26,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::appearance::Appearance;
-use super::embedding::Embedding;
 
 /// How links are made and how much is kept.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -55,6 +54,14 @@ pub struct Link {
     pub similarity: f32,
     /// The earlier track's last sighting, in the sightings' seconds.
     pub seen_at: f64,
+}
+
+/// Who a track is, as its events say: its object id (shared by linked tracks) and the earlier
+/// track it continues, once linked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Identity {
+    pub object_id: u64,
+    pub same_as: Option<Link>,
 }
 
 #[derive(Debug)]
@@ -139,10 +146,10 @@ impl Gallery {
         true
     }
 
-    /// Folds a crop's embedding of `key` into its appearance, `weight` its detection's score.
-    /// `false`: the gallery does not hold `key`, or the embedding is another model's.
-    pub fn add(&mut self, key: &TrackKey, embedding: &Embedding, weight: f32) -> bool {
-        self.entries.get_mut(key).is_some_and(|entry| entry.appearance.add(embedding, weight))
+    /// `key`'s appearance so far (its embedder's answer), replacing the one it had. `false`: the
+    /// gallery does not hold `key`.
+    pub fn set_appearance(&mut self, key: &TrackKey, appearance: &Appearance) -> bool {
+        self.entries.get_mut(key).map(|entry| entry.appearance.clone_from(appearance)).is_some()
     }
 
     /// The link of `key`: the one it made, else one made now by the rules above (`None`: no
@@ -186,6 +193,11 @@ impl Gallery {
     /// The object id of `key`: its own, or since it linked the one of the track it continues.
     pub fn object_id(&self, key: &TrackKey) -> Option<u64> {
         self.entries.get(key).map(|entry| entry.object_id)
+    }
+
+    /// `key`'s object id and link (`None`: the gallery does not hold it).
+    pub fn identity(&self, key: &TrackKey) -> Option<Identity> {
+        self.entries.get(key).map(|entry| Identity { object_id: entry.object_id, same_as: entry.link.clone() })
     }
 
     pub fn appearance(&self, key: &TrackKey) -> Option<&Appearance> {
@@ -247,6 +259,7 @@ impl Gallery {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reid::embedding::Embedding;
 
     const PERSON: usize = 0;
     const DOG: usize = 17;
@@ -268,10 +281,17 @@ mod tests {
         Embedding::normalised(&values).expect("a direction")
     }
 
+    /// An appearance of one crop that looked like `look`.
+    fn seen(look: &Embedding) -> Appearance {
+        let mut appearance = Appearance::default();
+        appearance.add(look, 0.9);
+        appearance
+    }
+
     /// `key` sighted from `from` to `to` seconds with `look`, then ended.
     fn pass(gallery: &mut Gallery, key: &TrackKey, label: usize, look: &Embedding, from: f64, to: f64) {
         assert!(gallery.sighted(key, label, from));
-        gallery.add(key, look, 0.9);
+        gallery.set_appearance(key, &seen(look));
         gallery.sighted(key, label, to);
         gallery.ended(key);
     }
@@ -284,11 +304,13 @@ mod tests {
         let porch = key("porch", 1);
         assert!(gallery.sighted(&porch, PERSON, 130.0));
         assert_eq!(gallery.link(&porch), None, "no appearance yet");
-        gallery.add(&porch, &look(0, 2), 0.8);
+        assert!(gallery.set_appearance(&porch, &seen(&look(0, 2))));
         let link = gallery.link(&porch).cloned().expect("the driveway's track");
         assert_eq!((&*link.camera, link.track, link.seen_at), ("drive", 3, 110.0));
         assert!(link.similarity > 0.9 && link.similarity < 1.0, "{link:?}");
         assert_eq!(gallery.object_id(&porch), gallery.object_id(&drive));
+        let identity = gallery.identity(&porch).expect("held");
+        assert_eq!((Some(identity.object_id), identity.same_as), (gallery.object_id(&drive), Some(link.clone())));
         assert_eq!(gallery.link(&porch), Some(&link), "asked again: the same link");
         assert_eq!(gallery.figures().links, 1);
     }
@@ -311,9 +333,9 @@ mod tests {
         let mut gallery = Gallery::new(params());
         let (a, b) = (key("drive", 1), key("porch", 1));
         gallery.sighted(&a, PERSON, 100.0);
-        gallery.add(&a, &look(0, 1), 0.9);
+        gallery.set_appearance(&a, &seen(&look(0, 1)));
         gallery.sighted(&b, PERSON, 101.0);
-        gallery.add(&b, &look(0, 1), 0.9);
+        gallery.set_appearance(&b, &seen(&look(0, 1)));
         gallery.sighted(&a, PERSON, 102.0);
         assert_eq!(gallery.link(&b), None, "a was still sighted after b appeared");
         assert_eq!(gallery.link(&a), None, "b appeared after a did");
@@ -324,13 +346,13 @@ mod tests {
         let mut gallery = Gallery::new(params());
         let before = key("porch", 4);
         gallery.sighted(&before, PERSON, 100.0);
-        gallery.add(&before, &look(5, 6), 0.9);
+        gallery.set_appearance(&before, &seen(&look(5, 6)));
         // Behind the lamp post from 105 s; the tracker gives up on it and it ends.
         gallery.sighted(&before, PERSON, 105.0);
         gallery.ended(&before);
         let after = key("porch", 5);
         gallery.sighted(&after, PERSON, 115.0);
-        gallery.add(&after, &look(5, 7), 0.9);
+        gallery.set_appearance(&after, &seen(&look(5, 7)));
         let link = gallery.link(&after).cloned().expect("the lost track");
         assert_eq!((&*link.camera, link.track, link.seen_at), ("porch", 4, 105.0));
     }
@@ -358,7 +380,7 @@ mod tests {
         pass(&mut gallery, &key("drive", 1), PERSON, &look(0, 1), 0.0, 10.0);
         let late = key("porch", 1);
         gallery.sighted(&late, PERSON, 700.0);
-        gallery.add(&late, &look(0, 1), 0.9);
+        gallery.set_appearance(&late, &seen(&look(0, 1)));
         assert_eq!(gallery.link(&late), None, "690 s after its last sighting: outside the 600 s window");
         gallery.expire(700.0);
         assert_eq!(gallery.figures().entries, 1, "the ended entry left");

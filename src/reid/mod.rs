@@ -18,4 +18,4 @@ pub mod gallery;
 
 pub use appearance::Appearance;
 pub use embedding::Embedding;
-pub use gallery::{Gallery, GalleryParams, Link, TrackKey};
+pub use gallery::{Gallery, GalleryParams, Identity, Link, TrackKey};
