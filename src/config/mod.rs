@@ -22,6 +22,7 @@ pub mod mistake;
 pub mod models;
 mod origin;
 pub mod record;
+pub mod reid;
 pub mod reload;
 pub mod scene;
 pub mod secrets;
@@ -105,6 +106,7 @@ pub struct Config {
     pub http: HttpConfig,
     pub controls: ControlsConfig,
     pub record: record::RecordConfig,
+    pub reid: reid::ReidConfig,
     /// `[models.<name>]`: detectors that cameras name, and classifiers of their detections.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub models: models::NamedModels,

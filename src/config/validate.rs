@@ -361,6 +361,7 @@ impl Config {
         }
         self.validate_http()?;
         self.validate_record()?;
+        self.validate_reid()?;
         if !(1..=100).contains(&self.snapshot.jpeg_quality) {
             return Err(self.invalid("snapshot.jpeg_quality", "allowed: 1..=100"));
         }
