@@ -12,6 +12,10 @@
 //! the worker's sessions and keeps their answers per track; every event of a track carries the
 //! latest attributes, its `end` the last.
 //!
+//! Re-identification (`[reid]`, [`CameraReid`]): every frame the camera's confirmed tracks are
+//! sighted in the gallery all cameras share, and every event of a track carries its identity
+//! (`object_id`, `same_as`), its embedder's appearance handed over first.
+//!
 //! A track's snapshot is re-rendered only when its score beats the kept picture's by
 //! [`RESHOOT_STEP`], so a track is encoded at most a handful of times in its life; all tracks that
 //! improved on one frame share one JPEG of it, so a frame costs at most one encode.
@@ -19,17 +23,19 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::camera_reid::{CameraReid, Sighting};
 use super::events::{ClipRef, EventStamp, ObjectEvent};
 use super::outlet::TrackingUpdate;
 use crate::config::TrackingConfig;
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameSlot;
+use crate::infer::per_track::embedder::AppearanceAnswer;
 use crate::infer::per_track::{CameraPerTrack, PerTrackSessions, TrackAttributes};
 use crate::publish::snapshot::render_jpeg;
 use crate::track::crop_plan::CropRule;
 use crate::track::events::{EventKind, Scene, WatchParams};
 use crate::track::occupancy::OccupancyChange;
-use crate::track::scene_tracker::{SceneTracker, TrackingParams};
+use crate::track::scene_tracker::{seconds, SceneTracker, TrackingParams};
 use crate::track::tracker::{Lifecycle, TrackId, TrackerParams};
 
 /// Names the clip an event belongs to (the sink's clip stage, `super::clips::ClipNaming`).
@@ -71,6 +77,7 @@ pub struct CameraEvents {
     /// shows something unrelated, and every track ends before it is tracked.
     continuity: Option<u64>,
     per_track: CameraPerTrack,
+    reid: Option<CameraReid>,
 }
 
 impl CameraEvents {
@@ -98,7 +105,14 @@ impl CameraEvents {
             occupancy: Vec::new(),
             continuity: None,
             per_track: CameraPerTrack::new(camera, &[]),
+            reid: None,
         }
+    }
+
+    /// Takes part in re-identification: its tracks' identities in their events.
+    pub fn with_reid(mut self, reid: CameraReid) -> CameraEvents {
+        self.reid = Some(reid);
+        self
     }
 
     /// Runs the per-track models `rules` name (by `[models.<name>]` name) on this camera's tracks.
@@ -146,6 +160,17 @@ impl CameraEvents {
         let meta = slot.meta();
         self.tracking.update(detections, meta.width, meta.height, meta.captured_at);
         self.per_track.step(slot, self.tracking.tracker(), per_track);
+        if let Some(reid) = &self.reid {
+            let tracker = self.tracking.tracker();
+            let sightings =
+                tracker.reports().iter().filter(|report| matches!(report.lifecycle, Lifecycle::Observed { .. }));
+            let sightings = sightings.filter_map(|report| {
+                let track = tracker.track(report.slot)?;
+                let (first_seen, last_seen) = (track.first_seen(), track.last_seen());
+                Some(Sighting { track: track.id()?, class_id: track.class_id(), first_seen, last_seen })
+            });
+            reid.sighted(sightings, seconds(meta.captured_at));
+        }
         self.collect_events(Some(meta.sequence), clips);
         self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
         self.take_pictures(slot, labels);
@@ -189,6 +214,16 @@ impl CameraEvents {
             if let Some(run) = &self.run {
                 described.stamp = Some(EventStamp { run: run.clone(), seq: self.event_seq });
                 self.event_seq += 1;
+            }
+            if let Some(reid) = &self.reid {
+                let appearance = self
+                    .per_track
+                    .answer_of(described.track_id, reid.model())
+                    .and_then(|answer| (answer as &dyn std::any::Any).downcast_ref::<AppearanceAnswer>())
+                    .map(|answer| &answer.appearance);
+                let last_seen = seconds(described.last_seen);
+                described.identity =
+                    reid.identify(described.track_id, described.class_id, event.kind, last_seen, appearance);
             }
             if event.kind == EventKind::End {
                 let shots = self.shots.as_mut().and_then(|shots| shots.shots.remove(&described.track_id));

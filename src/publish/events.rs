@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::payload::{round_to, AttributeRecord, BoxPixels, SCHEMA_VERSION};
 use crate::detection::{BoundingBox, Labels};
 use crate::infer::per_track::Attributes;
+use crate::reid::Identity;
 use crate::service::run_id::KIND_EVENT;
 use crate::sys::time::Rfc3339Millis;
 use crate::track::events::{Changes, EventKind, TrackEvent};
@@ -81,6 +82,8 @@ pub struct ObjectEvent {
     pub clip: Option<ClipRef>,
     /// The latest answer of each classifier on the track (empty without classifiers).
     pub attributes: Attributes,
+    /// With `[reid]`: the track's object id and the earlier track it continues, once linked.
+    pub identity: Option<Identity>,
 }
 
 impl ObjectEvent {
@@ -116,6 +119,7 @@ impl ObjectEvent {
             picture: None,
             clip: None,
             attributes: Attributes::new(),
+            identity: None,
         })
     }
 }
@@ -168,6 +172,23 @@ pub struct EventMessage {
     /// has answered (or none is configured).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attributes: BTreeMap<String, AttributeRecord>,
+    /// With `[reid]`: the object this track is, shared by the tracks linked to each other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<u64>,
+    /// With `[reid]`, once linked: the earlier track of the same object this one continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<SameAs>,
+}
+
+/// The earlier track a track continues (re-identification).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SameAs {
+    pub camera: String,
+    pub track_id: u64,
+    /// Of the two tracks' appearances when they were linked, cosine, 3 decimals.
+    pub similarity: f64,
+    /// When the earlier track was last seen (RFC 3339, ms, UTC).
+    pub seen_at: String,
 }
 
 /// A line crossing.
@@ -215,6 +236,13 @@ impl EventMessage {
             frames: event.frames,
             clip: event.clip.clone(),
             attributes: event.attributes.iter().map(|(name, attribute)| (name.clone(), attribute.into())).collect(),
+            object_id: event.identity.as_ref().map(|identity| identity.object_id),
+            same_as: event.identity.as_ref().and_then(|identity| identity.same_as.as_ref()).map(|link| SameAs {
+                camera: link.camera.to_string(),
+                track_id: link.track,
+                similarity: round_to(f64::from(link.similarity), 1000.0),
+                seen_at: Rfc3339Millis(system_time(link.seen_at)).to_string(),
+            }),
         }
     }
 

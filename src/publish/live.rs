@@ -398,6 +398,7 @@ mod tests {
             picture: Some(Arc::new(vec![0xff, 0xd8])),
             clip: None,
             attributes: Default::default(),
+            identity: None,
         };
         for i in 0..EVENT_RING as u64 + 5 {
             let camera = if i % 2 == 0 { "front" } else { "back" };

@@ -1,4 +1,5 @@
-//! ⑦ Results out: the per-frame sink runs each camera's tracker ([`camera_events`]) and hands typed
+//! ⑦ Results out: the per-frame sink runs each camera's tracker ([`camera_events`], with
+//! re-identification across cameras: [`camera_reid`]) and hands typed
 //! values — detections, track events, zone counts, snapshots, the daemon's status and telemetry —
 //! to the outlets ([`outlet`]): MQTT with Home Assistant discovery ([`mqtt`], the only place that
 //! knows topics and turns values into bytes) and the live view ([`live`], what the HTTP stage
@@ -11,6 +12,7 @@
 //! inference worker (outlets hand over to their own tasks through bounded queues).
 
 pub mod camera_events;
+pub mod camera_reid;
 pub mod clips;
 pub mod dispatch;
 pub mod events;

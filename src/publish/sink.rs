@@ -20,6 +20,7 @@ use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc;
 
 use super::camera_events::{tracking_params, CameraEvents};
+use super::camera_reid::CameraReid;
 use super::clips::ClipNaming;
 use super::dispatch::Outlets;
 use super::events::{ClipRef, ObjectEvent};
@@ -31,6 +32,7 @@ use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
 use crate::infer::per_track::{crop_rules, PerTrackSessions};
 use crate::infer::step::{FrameSink, PipelineError};
+use crate::reid::{Gallery, GalleryParams};
 use crate::service::telemetry::CameraStats;
 use crate::sys::lock::lock;
 use crate::track::events::Scene;
@@ -91,6 +93,16 @@ impl PublishSink {
             log::error!("per-track models not run: {e}");
             Vec::new()
         });
+        // One gallery for every camera: re-identification spans them.
+        let reid = &config.reid;
+        let gallery = reid.model.as_deref().filter(|_| reid.enabled).map(|model| {
+            let params = GalleryParams {
+                window_s: reid.window_s,
+                max_entries: reid.max_entries as usize,
+                min_similarity: reid.min_similarity,
+            };
+            (model, Arc::new(Mutex::new(Gallery::new(params))))
+        });
         let cameras = config
             .cameras
             .iter()
@@ -106,6 +118,9 @@ impl PublishSink {
                         Some(run.clone()),
                     )
                     .with_per_track_models(&rules);
+                    if let Some((model, gallery)) = &gallery {
+                        tracking = tracking.with_reid(CameraReid::new(&camera.name, model, gallery.clone()));
+                    }
                     outlets.tracking(&camera.name, &tracking.startup());
                     tracking
                 });

@@ -6,7 +6,13 @@
 //!
 //! With `--nocapture` it prints the similarities it measured (the closing note of issue 51 and
 //! the book's Re-identification page quote them).
+//!
+//! Then the daemon itself with `[reid]` on two cameras replaying frames the test makes (as
+//! `crate::tracking` does: every frame processed, stamped at the replay rate): the same person
+//! after an occlusion on one camera and later on the other is linked each time, and another
+//! person is not.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use image::{imageops, Rgb, RgbImage};
@@ -18,7 +24,9 @@ use jetson_detectd::onnx::recognise::recognise_input;
 use jetson_detectd::preprocess::Roi;
 use jetson_detectd::reid::{Appearance, Embedding};
 
-use crate::daemon::sample;
+use crate::broker::{Broker, Subscriber};
+use crate::daemon::{sample, toml_string, RunningDaemon, TestConfig};
+use crate::tracking::{cutout, events, wait_exit_while_progressing, PERSON_IN_SAMPLE};
 
 /// The default `reid.min_similarity`.
 const MIN_SIMILARITY: f32 = 0.8;
@@ -171,4 +179,122 @@ fn the_same_object_in_other_frames_is_more_similar_than_the_threshold_and_anothe
     }
     eprintln!("re-identification similarities (MobileNetV2 embedding, rten):\n  {}", report.join("\n  "));
     assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), report.join("\n"));
+}
+
+const REPLAY_FPS: f32 = 5.0;
+
+/// What a replayed frame shows: nothing, the rider of person.jpg or the astronaut.
+#[derive(Clone, Copy, PartialEq)]
+enum Shown {
+    Nobody,
+    Rider,
+    Astronaut,
+}
+
+/// Writes `script` (runs of frames showing the same) as the frames of `dir/<camera>`; whoever is
+/// shown walks a little to the right from frame to frame.
+fn write_frames(dir: &Path, camera: &str, script: &[(usize, Shown)]) -> PathBuf {
+    let frames = dir.join(camera);
+    std::fs::create_dir(&frames).expect("mkdir frames");
+    let rider = cutout("person.jpg", PERSON_IN_SAMPLE, 0.7);
+    let astronaut = cutout("astronaut.png", [6, 9, 370, 505], 0.45);
+    let mut n = 0;
+    for &(count, shown) in script {
+        for step in 0..count {
+            let mut frame = RgbImage::from_pixel(FRAME.0, FRAME.1, Rgb([178, 182, 176]));
+            let person = match shown {
+                Shown::Nobody => None,
+                Shown::Rider => Some(&rider),
+                Shown::Astronaut => Some(&astronaut),
+            };
+            if let Some(person) = person {
+                let left = 100 + 30 * step as i64;
+                imageops::overlay(&mut frame, person, left, i64::from(FRAME.1 - 10 - person.height()));
+            }
+            frame.save(frames.join(format!("frame-{n:03}.png"))).expect("write frame");
+            n += 1;
+        }
+    }
+    frames
+}
+
+/// The driveway camera sees the rider, loses them for 1.6 s (longer than `max_lost_s`) and sees
+/// them again; later the porch camera sees the rider, then the astronaut. The rider's second
+/// driveway track names the first (`same_as`), the porch's rider track names the driveway's latest
+/// and all three share one `object_id`; the astronaut, another person, is linked to nobody.
+#[test]
+fn the_same_person_after_an_occlusion_and_on_another_camera_is_linked_and_another_person_is_not() {
+    let prefix = "e2e-reid";
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let drive = write_frames(
+        dir.path(),
+        "drive",
+        &[(6, Shown::Rider), (8, Shown::Nobody), (6, Shown::Rider), (6, Shown::Nobody)],
+    );
+    let porch = write_frames(
+        dir.path(),
+        "porch",
+        &[(30, Shown::Nobody), (6, Shown::Rider), (8, Shown::Nobody), (6, Shown::Astronaut), (6, Shown::Nobody)],
+    );
+    let source = |frames: &Path| {
+        format!(
+            "{{ kind = \"images\", path = {}, mode = \"once\", replay_fps = {REPLAY_FPS:?} }}",
+            toml_string(&frames.display().to_string())
+        )
+    };
+    let config = TestConfig::new(broker.port(), prefix)
+        .set("reid", "enabled", "true")
+        .set("reid", "model", "\"looks\"")
+        .set("reid", "min_similarity", &MIN_SIMILARITY.to_string())
+        .camera("drive", 0.0, &source(&drive))
+        .camera("porch", 0.0, &source(&porch))
+        .append(&format!(
+            "[models.looks]\nkind = \"embedder\"\non = [\"person\"]\nonnx = {}\n",
+            toml_string(&repo("models/mobilenet_v2_imagenet.onnx").display().to_string()),
+        ))
+        .write(&dir.path().join("config.toml"));
+    let subscriber = Subscriber::connect(&broker, "e2e-reid-sub", &[&format!("{prefix}/#")]);
+    let mut daemon = RunningDaemon::start(&config, &[]);
+    wait_exit_while_progressing(&mut daemon, &subscriber, &format!("{prefix}/porch/detections"));
+    let exit = daemon.wait_exit();
+    assert_eq!(exit.code(), Some(0), "the cameras ended, so did the daemon; log:\n{}", daemon.log());
+    subscriber.wait_for_payload(&format!("{prefix}/status"), b"offline");
+
+    // Each camera's person tracks in the order they started, with their last event.
+    let tracks = |camera: &str| {
+        let events = events(&subscriber, &format!("{prefix}/{camera}/events"));
+        let mut last = BTreeMap::new();
+        let mut order = Vec::new();
+        for event in events.into_iter().filter(|event| event.label == "person") {
+            if !last.contains_key(&event.track_id) {
+                order.push(event.track_id);
+            }
+            last.insert(event.track_id, event);
+        }
+        order.into_iter().map(|id| last.remove(&id).expect("kept")).collect::<Vec<_>>()
+    };
+    let (drive, porch) = (tracks("drive"), tracks("porch"));
+    let story = format!("drive: {drive:#?}\nporch: {porch:#?}\nlog:\n{}", daemon.log());
+    assert_eq!((drive.len(), porch.len()), (2, 2), "two person tracks on each camera: {story}");
+    assert!(drive.iter().chain(&porch).all(|event| event.kind == "end"), "{story}");
+    let link = |event: &jetson_detectd::publish::events::EventMessage| {
+        event.same_as.as_ref().map(|same_as| (same_as.camera.clone(), same_as.track_id))
+    };
+    assert_eq!(link(&drive[0]), None, "nothing earlier: {story}");
+    assert_eq!(link(&drive[1]), Some(("drive".to_string(), drive[0].track_id)), "after the occlusion: {story}");
+    assert_eq!(link(&porch[0]), Some(("drive".to_string(), drive[1].track_id)), "on the porch: {story}");
+    assert_eq!(link(&porch[1]), None, "the astronaut is nobody seen before: {story}");
+    let objects: Vec<Option<u64>> = drive.iter().chain(&porch).map(|event| event.object_id).collect();
+    assert!(objects.iter().all(Option::is_some), "{story}");
+    assert!(objects[..3].iter().all(|id| *id == objects[0]), "the rider is one object: {story}");
+    assert_ne!(objects[3], objects[0], "{story}");
+    let same_as = porch[0].same_as.as_ref().expect("linked");
+    assert!(same_as.similarity >= f64::from(MIN_SIMILARITY) && same_as.similarity <= 1.0, "{story}");
+    assert!(same_as.seen_at <= porch[0].first_ts, "seen before the porch's track began: {story}");
+    eprintln!(
+        "re-identification links: drive → drive {:.3}, drive → porch {:.3}",
+        drive[1].same_as.as_ref().map_or(0.0, |same_as| same_as.similarity),
+        same_as.similarity
+    );
 }

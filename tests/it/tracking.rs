@@ -31,11 +31,11 @@ const DOG_LAST_FRAME: usize = 11;
 
 /// The boxes the bundled model finds in the samples (tests/it/detect.rs), cut out with a margin.
 const DOG_IN_SAMPLE: [u32; 4] = [127, 226, 320, 544];
-const PERSON_IN_SAMPLE: [u32; 4] = [182, 103, 268, 378];
+pub const PERSON_IN_SAMPLE: [u32; 4] = [182, 103, 268, 378];
 const MARGIN: u32 = 6;
 
 /// The part of a sample image around `bbox`, scaled by `scale`.
-fn cutout(name: &str, bbox: [u32; 4], scale: f32) -> RgbImage {
+pub fn cutout(name: &str, bbox: [u32; 4], scale: f32) -> RgbImage {
     let source = image::open(sample(name)).unwrap_or_else(|e| panic!("{name}: {e}")).into_rgb8();
     let [x1, y1, x2, y2] = bbox;
     let (x1, y1) = (x1.saturating_sub(MARGIN), y1.saturating_sub(MARGIN));
@@ -81,7 +81,7 @@ fn write_frames(dir: &Path) -> PathBuf {
     frames
 }
 
-fn events(subscriber: &Subscriber, topic: &str) -> Vec<EventMessage> {
+pub fn events(subscriber: &Subscriber, topic: &str) -> Vec<EventMessage> {
     subscriber
         .messages(topic)
         .iter()
@@ -98,7 +98,7 @@ fn count_sequence(subscriber: &Subscriber, topic: &str) -> Vec<String> {
 
 /// Waits for the daemon to exit by itself; the guard ([`Pace::daemon_wait`]) restarts whenever a
 /// message arrives on `topic`.
-fn wait_exit_while_progressing(daemon: &mut RunningDaemon, subscriber: &Subscriber, topic: &str) {
+pub fn wait_exit_while_progressing(daemon: &mut RunningDaemon, subscriber: &Subscriber, topic: &str) {
     let stall_wait = Pace::measured().daemon_wait();
     let mut seen = 0;
     let mut deadline = Instant::now() + stall_wait;

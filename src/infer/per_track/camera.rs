@@ -159,6 +159,11 @@ impl CameraPerTrack {
         self.attributes.get(&track).cloned().unwrap_or_default()
     }
 
+    /// What live track `track` keeps of model `model`'s answers (`None`: no answer yet).
+    pub fn answer_of(&self, track: TrackId, model: &str) -> Option<&dyn TrackAnswer> {
+        self.kept.get(&track)?.get(model).map(Box::as_ref)
+    }
+
     /// Track `track` ended: what it kept is let go, and its last attributes returned (for its
     /// `end` event).
     pub fn end(&mut self, track: TrackId) -> Attributes {
