@@ -100,6 +100,7 @@ pub async fn status(State(state): State<HttpState>) -> Response {
         jetson: &figures.jetson,
         engine: Some(engine),
         outlets: figures.outlets.iter().map(|named| (named.outlet.clone(), named.figures.report.clone())).collect(),
+        reid: None,
         ts: figures.updated.unwrap_or_else(std::time::SystemTime::now),
     };
     let telemetry: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).unwrap_or_default();

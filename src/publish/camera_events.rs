@@ -161,6 +161,9 @@ impl CameraEvents {
         self.tracking.update(detections, meta.width, meta.height, meta.captured_at);
         self.per_track.step(slot, self.tracking.tracker(), per_track);
         if let Some(reid) = &self.reid {
+            if let Some((crops, elapsed)) = self.per_track.ran(reid.model()) {
+                reid.embedded(crops, elapsed);
+            }
             let tracker = self.tracking.tracker();
             let sightings =
                 tracker.reports().iter().filter(|report| matches!(report.lifecycle, Lifecycle::Observed { .. }));

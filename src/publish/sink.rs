@@ -20,7 +20,7 @@ use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc;
 
 use super::camera_events::{tracking_params, CameraEvents};
-use super::camera_reid::CameraReid;
+use super::camera_reid::{CameraReid, ReidFigures, ReidState};
 use super::clips::ClipNaming;
 use super::dispatch::Outlets;
 use super::events::{ClipRef, ObjectEvent};
@@ -62,6 +62,8 @@ pub struct PublishSink {
     /// In config order.
     cameras: Vec<CameraEntry>,
     ended: mpsc::Sender<Ended>,
+    /// With `[reid]`: the gallery and counts every camera shares.
+    reid: Option<Arc<ReidState>>,
 }
 
 /// A camera or inference worker that stopped (`what` names it): `Err` carries why it failed.
@@ -101,7 +103,7 @@ impl PublishSink {
                 max_entries: reid.max_entries as usize,
                 min_similarity: reid.min_similarity,
             };
-            (model, Arc::new(Mutex::new(Gallery::new(params))))
+            (model, ReidState::new(Gallery::new(params)))
         });
         let cameras = config
             .cameras
@@ -134,7 +136,8 @@ impl PublishSink {
                 }
             })
             .collect();
-        PublishSink { outlets, clips, labels, cameras, ended }
+        let reid = gallery.map(|(_, state)| state);
+        PublishSink { outlets, clips, labels, cameras, ended, reid }
     }
 
     fn camera(&self, name: &str) -> Option<&CameraEntry> {
@@ -144,6 +147,11 @@ impl PublishSink {
     /// The statistics of `camera`, which telemetry reports.
     pub fn camera_stats(&self, camera: &str) -> Option<&Arc<CameraStats>> {
         self.camera(camera).map(|entry| &entry.stats)
+    }
+
+    /// Re-identification's figures, which telemetry reports (`None`: `[reid]` is off).
+    pub fn reid_figures(&self) -> Option<ReidFigures> {
+        self.reid.as_ref().map(|state| state.figures())
     }
 
     /// The labels every message names classes with.

@@ -80,6 +80,7 @@ fn report_without_figures(engine: serde_json::Value) -> TelemetryReport<'static>
         jetson: &NO_READINGS,
         engine: Some(engine),
         outlets: Vec::new(),
+        reid: None,
         ts: SystemTime::now(),
     }
 }
@@ -217,6 +218,7 @@ impl Telemetry {
             jetson: &jetson,
             engine: Some(engine),
             outlets: outlets.into_iter().map(|named| (named.outlet, named.figures.report)).collect(),
+            reid: sources.sink.reid_figures().and_then(|figures| serde_json::to_value(figures).ok()),
             ts: SystemTime::now(),
         };
         sources.outlets.telemetry(&report);

@@ -247,6 +247,7 @@ fn the_same_person_after_an_occlusion_and_on_another_camera_is_linked_and_anothe
         .set("reid", "enabled", "true")
         .set("reid", "model", "\"looks\"")
         .set("reid", "min_similarity", &MIN_SIMILARITY.to_string())
+        .set("telemetry", "interval_s", "1")
         .camera("drive", 0.0, &source(&drive))
         .camera("porch", 0.0, &source(&porch))
         .append(&format!(
@@ -292,6 +293,20 @@ fn the_same_person_after_an_occlusion_and_on_another_camera_is_linked_and_anothe
     let same_as = porch[0].same_as.as_ref().expect("linked");
     assert!(same_as.similarity >= f64::from(MIN_SIMILARITY) && same_as.similarity <= 1.0, "{story}");
     assert!(same_as.seen_at <= porch[0].first_ts, "seen before the porch's track began: {story}");
+    // Telemetry counted the embedder's crops and the gallery's links and memory.
+    let telemetry: Vec<serde_json::Value> = subscriber
+        .messages(&format!("{prefix}/telemetry"))
+        .iter()
+        .filter_map(|message| serde_json::from_slice::<serde_json::Value>(&message.payload).ok())
+        .filter(|message| message["reid"].is_object())
+        .collect();
+    let most = |key: &str| telemetry.iter().filter_map(|message| message["reid"][key].as_u64()).max();
+    assert_eq!(most("links"), Some(2), "{telemetry:#?}");
+    assert!(most("embeddings").is_some_and(|crops| crops >= 4) && most("bytes") > Some(0), "{telemetry:#?}");
+    eprintln!(
+        "re-identification telemetry: {}",
+        telemetry.last().map(|message| message["reid"].clone()).unwrap_or_default()
+    );
     eprintln!(
         "re-identification links: drive → drive {:.3}, drive → porch {:.3}",
         drive[1].same_as.as_ref().map_or(0.0, |same_as| same_as.similarity),

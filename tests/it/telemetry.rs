@@ -132,6 +132,7 @@ fn telemetry_message_has_every_documented_field() {
             "mqtt".into(),
             serde_json::json!({"connected": true, "queued": 0, "dropped": 0, "published": 42, "reconnects": 1}),
         )],
+        reid: None,
         ts: SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_341_600),
     };
     let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("valid JSON");
@@ -177,6 +178,7 @@ fn telemetry_without_jetson_files_omits_their_sections() {
         jetson: &jetson,
         engine: None,
         outlets: Vec::new(),
+        reid: None,
         ts: SystemTime::now(),
     };
     let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("valid JSON");

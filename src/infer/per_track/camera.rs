@@ -10,6 +10,7 @@
 //! (`super::kind`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 use super::attribute::{Attributes, TrackAttributes};
 use super::kind::TrackAnswer;
@@ -28,6 +29,8 @@ pub const MAX_CROPS_PER_FRAME: usize = 4;
 struct CameraModel {
     name: String,
     plan: CropPlan,
+    /// The crops it ran on the last frame, and how long that took (`None`: it did not run).
+    ran: Option<(usize, Duration)>,
 }
 
 /// The camera's per-track models, what its live tracks keep of their answers, and reused buffers.
@@ -58,6 +61,7 @@ impl CameraPerTrack {
                 .map(|(name, rule)| CameraModel {
                     name: name.clone(),
                     plan: CropPlan::new(rule.clone(), MAX_CROPS_PER_FRAME),
+                    ran: None,
                 })
                 .collect(),
             kept: HashMap::new(),
@@ -95,6 +99,7 @@ impl CameraPerTrack {
         }
         let meta = slot.meta();
         for model in &mut self.models {
+            model.ran = None;
             let choice = model.plan.choose(&self.candidates);
             self.skipped += choice.skipped as u64;
             let Some(index) = sessions.index_of(&model.name) else { continue };
@@ -116,10 +121,12 @@ impl CameraPerTrack {
                 continue;
             }
             self.answers.clear();
+            let started = Instant::now();
             if let Err(e) = sessions.run(index, slot, &self.rois, &self.scores, &mut self.answers) {
                 log::warn!("camera {}: models.{} failed on frame {}: {e}", self.camera, model.name, meta.sequence);
                 continue;
             }
+            model.ran = Some((self.rois.len(), started.elapsed()));
             for (id, answer) in self.chosen.iter().zip(self.answers.drain(..)) {
                 let Some(answer) = answer else { continue };
                 let kept = self.kept.entry(*id).or_default();
@@ -157,6 +164,12 @@ impl CameraPerTrack {
     /// The attributes of live track `track` (empty while no model answered on it).
     pub fn attributes_of(&self, track: TrackId) -> Attributes {
         self.attributes.get(&track).cloned().unwrap_or_default()
+    }
+
+    /// The crops model `model` ran on in the last step, and how long that took (`None`: it ran on
+    /// none).
+    pub fn ran(&self, model: &str) -> Option<(usize, Duration)> {
+        self.models.iter().find(|candidate| candidate.name == model)?.ran
     }
 
     /// What live track `track` keeps of model `model`'s answers (`None`: no answer yet).

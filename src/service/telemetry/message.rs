@@ -35,6 +35,8 @@ pub struct TelemetryReport<'a> {
     /// Each outlet's figures under its name (`crate::publish::figures`: MQTT's connection and
     /// queue, the recorder's clips, ...).
     pub outlets: Vec<(String, serde_json::Value)>,
+    /// With `[reid]`: re-identification's figures (`crate::publish::camera_reid::ReidFigures`).
+    pub reid: Option<serde_json::Value>,
     pub ts: SystemTime,
 }
 
@@ -89,6 +91,8 @@ struct TelemetryJson<'a> {
     engine: Option<&'a serde_json::Value>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     outlets: BTreeMap<&'a str, &'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reid: Option<&'a serde_json::Value>,
     warnings: Vec<String>,
 }
 
@@ -129,6 +133,7 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
         power: &report.jetson.power,
         engine: report.engine.as_ref(),
         outlets: report.outlets.iter().map(|(name, figures)| (name.as_str(), figures)).collect(),
+        reid: report.reid.as_ref(),
         warnings: report.jetson.clock_warning().into_iter().collect(),
     };
     // Serialising plain structs, string-keyed maps and finite numbers cannot fail; an empty payload
@@ -162,6 +167,7 @@ mod tests {
             jetson: &JetsonSysfs::default(),
             engine: None,
             outlets: Vec::new(),
+            reid: None,
             ts: SystemTime::UNIX_EPOCH,
             stamp: None,
         }))
@@ -198,6 +204,7 @@ mod tests {
             jetson: &jetson,
             engine: None,
             outlets: Vec::new(),
+            reid: None,
             ts: since,
         };
         let json: serde_json::Value = serde_json::from_slice(&telemetry_message(&report)).expect("JSON");
@@ -300,6 +307,7 @@ mod properties {
                 jetson: &jetson,
                 engine: None,
                 outlets: vec![("mqtt".into(), serde_json::json!({"connected": true, "queued": 1}))],
+                reid: None,
                 ts: SystemTime::UNIX_EPOCH + Duration::from_secs(seconds),
             };
             let bytes = telemetry_message(&report);
