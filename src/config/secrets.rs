@@ -198,6 +198,21 @@ pub fn check_for_run(config: &Config) -> Result<Vec<String>, ConfigError> {
                     ),
                 ));
             }
+            // The engine store refuses a signing key others may read when it reads it
+            // (`crate::backend::fleet`'s `PrivateKey::read`): a warning here would pass
+            // `check-config` for a start that then fails.
+            Some(Exposure::ReadableByAll) if secret.place == Place::StoreSigningKey => {
+                let what = metadata.as_ref().map(access::describe).unwrap_or_default();
+                return Err(invalid(
+                    config,
+                    &secret,
+                    format!(
+                        "every local user may read it ({what}), and the engine store signs with no key others \
+                         may read; {}",
+                        fix(&secret.path)
+                    ),
+                ));
+            }
             Some(Exposure::ReadableByAll) => {
                 let what = metadata.as_ref().map(access::describe).unwrap_or_default();
                 warnings.push(format!(
@@ -383,6 +398,30 @@ mod tests {
         std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o666)).expect("chmod");
         let error = check_for_run(&config).expect_err("refused").to_string();
         assert!(error.contains("`mqtt.password_file`") && error.contains("every local user may write it"), "{error}");
+    }
+
+    /// The engine store refuses a signing key every local user may read when `run` opens it: a
+    /// warning would have passed `check-config` for a start that fails.
+    #[test]
+    fn a_signing_key_anyone_may_read_is_refused_not_warned_of() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = dir.path().join("fleet.key");
+        std::fs::write(&key, "not read here\n").expect("write");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let text = format!(
+            "[engine.store]\nurl = \"file:///srv/engines\"\nverify = false\npush = true\nsigning_key = {:?}\n",
+            key.display().to_string()
+        );
+        let error = check_for_run(&config(&text)).expect_err("refused").to_string();
+        assert!(
+            error.contains("`engine.store.signing_key`")
+                && error.contains("every local user may read it")
+                && error.contains("chmod 0640"),
+            "{error}"
+        );
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        assert_eq!(check_for_run(&config(&text)).expect("accepted"), Vec::<String>::new());
     }
 
     #[test]
