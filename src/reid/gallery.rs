@@ -106,16 +106,6 @@ impl Gallery {
         Gallery { params, entries: HashMap::new(), next_object_id: 1, links: 0, refused: 0 }
     }
 
-    /// Replaces the bounds and threshold (a reload); entries are kept, over a smaller bound until
-    /// ended ones leave.
-    pub fn set_params(&mut self, params: GalleryParams) {
-        self.params = params;
-    }
-
-    pub fn params(&self) -> GalleryParams {
-        self.params
-    }
-
     /// `key` (of `label`) was sighted at `at`: its entry is made on the first sighting (when there
     /// is room) and its last sighting moved on. `false`: the gallery does not hold it.
     pub fn sighted(&mut self, key: &TrackKey, label: usize, at: f64) -> bool {
@@ -190,30 +180,15 @@ impl Gallery {
         self.entries.get(key)?.link.as_ref()
     }
 
-    /// The object id of `key`: its own, or since it linked the one of the track it continues.
-    pub fn object_id(&self, key: &TrackKey) -> Option<u64> {
-        self.entries.get(key).map(|entry| entry.object_id)
-    }
-
-    /// `key`'s object id and link (`None`: the gallery does not hold it).
+    /// `key`'s object id (its own, or since it linked the one of the track it continues) and its
+    /// link (`None`: the gallery does not hold it).
     pub fn identity(&self, key: &TrackKey) -> Option<Identity> {
         self.entries.get(key).map(|entry| Identity { object_id: entry.object_id, same_as: entry.link.clone() })
-    }
-
-    pub fn appearance(&self, key: &TrackKey) -> Option<&Appearance> {
-        self.entries.get(key).map(|entry| &entry.appearance)
     }
 
     /// `key`'s track ended; its entry stays a candidate for `window_s` after its last sighting.
     pub fn ended(&mut self, key: &TrackKey) {
         if let Some(entry) = self.entries.get_mut(key) {
-            entry.ended = true;
-        }
-    }
-
-    /// Every track of `camera` ended (a camera that stopped, or a reload that dropped it).
-    pub fn camera_ended(&mut self, camera: &str) {
-        for (_, entry) in self.entries.iter_mut().filter(|(key, _)| &*key.camera == camera) {
             entry.ended = true;
         }
     }
@@ -268,6 +243,10 @@ mod tests {
         GalleryParams { window_s: 600.0, max_entries: 16, min_similarity: 0.75 }
     }
 
+    fn object_id(gallery: &Gallery, key: &TrackKey) -> Option<u64> {
+        gallery.identity(key).map(|identity| identity.object_id)
+    }
+
     fn key(camera: &str, track: u64) -> TrackKey {
         TrackKey { camera: camera.into(), track }
     }
@@ -308,9 +287,9 @@ mod tests {
         let link = gallery.link(&porch).cloned().expect("the driveway's track");
         assert_eq!((&*link.camera, link.track, link.seen_at), ("drive", 3, 110.0));
         assert!(link.similarity > 0.9 && link.similarity < 1.0, "{link:?}");
-        assert_eq!(gallery.object_id(&porch), gallery.object_id(&drive));
+        assert_eq!(object_id(&gallery, &porch), object_id(&gallery, &drive));
         let identity = gallery.identity(&porch).expect("held");
-        assert_eq!((Some(identity.object_id), identity.same_as), (gallery.object_id(&drive), Some(link.clone())));
+        assert_eq!((Some(identity.object_id), identity.same_as), (object_id(&gallery, &drive), Some(link.clone())));
         assert_eq!(gallery.link(&porch), Some(&link), "asked again: the same link");
         assert_eq!(gallery.figures().links, 1);
     }
@@ -325,7 +304,7 @@ mod tests {
         let dog = key("porch", 2);
         pass(&mut gallery, &dog, DOG, &look(0, 1), 150.0, 160.0);
         assert_eq!(gallery.link(&dog), None, "a dog that looks like the person is no person");
-        assert_ne!(gallery.object_id(&stranger), gallery.object_id(&key("drive", 1)));
+        assert_ne!(object_id(&gallery, &stranger), object_id(&gallery, &key("drive", 1)));
     }
 
     #[test]
@@ -370,7 +349,7 @@ mod tests {
         pass(&mut gallery, &second, PERSON, &look(0, 1), 130.0, 140.0);
         let link = gallery.link(&second).cloned().expect("continues the porch's track");
         assert_eq!((&*link.camera, link.track), ("porch", 1));
-        let ids: Vec<_> = [key("drive", 1), first, second].iter().map(|k| gallery.object_id(k)).collect();
+        let ids: Vec<_> = [key("drive", 1), first, second].iter().map(|k| object_id(&gallery, k)).collect();
         assert!(ids.windows(2).all(|pair| pair[0] == pair[1]), "one object: {ids:?}");
     }
 
@@ -387,12 +366,10 @@ mod tests {
 
         pass(&mut gallery, &key("drive", 2), PERSON, &look(1, 2), 710.0, 720.0);
         assert!(gallery.sighted(&key("drive", 3), PERSON, 730.0), "drive/2 (ended) makes room");
-        assert!(gallery.appearance(&key("drive", 2)).is_none());
+        assert!(gallery.identity(&key("drive", 2)).is_none(), "dropped");
         assert!(!gallery.sighted(&key("drive", 4), PERSON, 740.0), "both entries are live tracks");
         let figures = gallery.figures();
         assert_eq!((figures.entries, figures.ended, figures.refused), (2, 0, 1));
         assert!(figures.bytes > 0);
-        gallery.camera_ended("drive");
-        assert_eq!(gallery.figures().ended, 1);
     }
 }
