@@ -44,7 +44,7 @@ pub use scene::{camera_scene, camera_scenes, parse_scene, ParsedScene, SceneErro
 use service_dirs::ServiceDir;
 
 /// The documented example, also used when no `--config` is given.
-pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/jetson-detectd.toml");
+pub const EMBEDDED_DEFAULT: &str = include_str!("defaults.toml");
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
