@@ -58,7 +58,9 @@ def documented_config(settings):
     backend with the bundled model, with each `(section, key, value)` of `settings` set; the caller
     appends its own `[[camera]]` tables."""
     text = (REPO / "config" / "jetson-detectd.toml").read_text()
-    text = text[:text.index("\n[[camera]]\n")] + text[text.index("\n[mqtt]\n"):]
+    start = text.index("\n[[camera]]\n")
+    # Up to the next table: the example camera's zones and lines are commented out.
+    text = text[:start] + text[text.index("\n[", start + 1):]
     bundled_model = [
         ("device", "backend", '"cpu"'),
         ("model", "onnx", json.dumps(str(MODELS / "ssd_mobilenet_v2_coco_prenms_fp32.onnx"))),

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Generates the book's two reference pages from their sources, or checks that they are current.
+"""Generates the whole commented default config and the book's two reference pages from their
+sources, or checks that they are current.
 
   python3 docs/gen.py [--check] [--binary PATH]
 
-- docs/src/reference/config.md from config/jetson-detectd.toml, the commented default config (which is
-  also the daemon's built-in default): one section per table, one entry per key with its default and
-  the comment above it. Keys that are commented out (`# key = value`) are optional and have no default.
+- config/jetson-detectd.toml, the commented default config, from `jetson-detectd check-config
+  --print-default`: the daemon's built-in default, which it composes from the core's part
+  (src/config/defaults.toml) and each component's section (an outlet's lives in its folder, e.g.
+  src/publish/mqtt/mqtt.toml). Edit those, never this file.
+- docs/src/reference/config.md from config/jetson-detectd.toml: one section per table, one entry per
+  key with its default and the comment above it. Keys that are commented out (`# key = value`) are
+  optional and have no default.
 - docs/src/reference/cli.md from the `--help` output of `jetson-detectd` and of every subcommand it
   lists (clap's text, so the page says exactly what the binary says).
 
@@ -185,6 +190,14 @@ def key_entry(table, name, value, comments, optional, repeated):
     return head + prose(comments)
 
 
+def default_config(binary):
+    """The built-in default config, as the binary composes it."""
+    result = subprocess.run([binary, "check-config", "--print-default"], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"docs/gen.py: `{binary} check-config --print-default` failed: {result.stderr}")
+    return result.stdout
+
+
 def run_help(binary, *args):
     result = subprocess.run([binary, *args, "--help"], capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -227,7 +240,8 @@ def main():
     binary = args.binary or str(target / "debug" / "jetson-detectd")
     if not os.access(binary, os.X_OK):
         raise SystemExit(f"docs/gen.py: no binary at {binary}: run `cargo build` first (or pass --binary)")
-    pages = {CONFIG_PAGE: config_page(CONFIG.read_text()), CLI_PAGE: cli_page(binary)}
+    config = default_config(binary)
+    pages = {CONFIG: config, CONFIG_PAGE: config_page(config), CLI_PAGE: cli_page(binary)}
     stale = 0
     for path, wanted in pages.items():
         current = path.read_text() if path.exists() else ""

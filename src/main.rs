@@ -12,7 +12,7 @@ use jetson_detectd::backend::engine::chain::unchecked;
 use jetson_detectd::backend::{load, Backend, BuildDisplay};
 use jetson_detectd::cmd::run::{self, DaemonError};
 use jetson_detectd::cmd::selftest::{self, SelftestOptions, Status};
-use jetson_detectd::cmd::{bench, detect, probe};
+use jetson_detectd::cmd::{bench, detect, outlets, probe};
 use jetson_detectd::config::{secrets, Config, ConfigError};
 use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Labels;
@@ -56,6 +56,10 @@ enum Command {
         /// (passwords are never part of a config, only the file or variable that holds them).
         #[arg(long)]
         print: bool,
+        /// Print the built-in default config with its comments instead: every key, its default
+        /// and what it means (config/jetson-detectd.toml is this text). Checks nothing.
+        #[arg(long, conflicts_with = "print")]
+        print_default: bool,
     },
     /// Detect objects in image files and print one JSON line per file (no MQTT).
     Detect {
@@ -170,9 +174,10 @@ enum EngineCommand {
 
 /// The config, its model description completed from the ONNX file where it leaves keys unset.
 fn load_config(arg: &ConfigArg) -> Result<Config, ConfigError> {
+    let schema = outlets::schema();
     let mut config = match &arg.config {
-        Some(path) => Config::load(path),
-        None => Config::embedded_default(),
+        Some(path) => schema.load(path),
+        None => schema.embedded_default(),
     }?;
     jetson_detectd::onnx::describe::describe(&mut config)?;
     Ok(config)
@@ -233,7 +238,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Run(arg) => run(&arg),
-        Command::CheckConfig { config, print } => check_config(&config, print),
+        Command::CheckConfig { print_default: true, .. } => {
+            write_stdout(&mut std::io::stdout().lock(), outlets::schema().default_text().as_bytes())
+        }
+        Command::CheckConfig { config, print, .. } => check_config(&config, print),
         Command::Detect { config, threshold, files } => detect(&config, threshold, &files),
         Command::Probe(arg) => probe_command(&arg),
         Command::Bench { config, image, warmup, iterations, gpu, cameras, models } => {

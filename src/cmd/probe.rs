@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use crate::backend::cpu::{EngineChoice, EngineKind};
 use crate::config::{BackendChoice, Config, Fallback, SourceConfig};
 use crate::frame::SlotAllocator;
+use crate::publish::mqtt::config::MqttConfig;
 use crate::publish::mqtt::login::try_login;
 use crate::publish::mqtt::MqttSettings;
 use crate::source::v4l2::{SourceState, V4l2Source};
@@ -277,7 +278,8 @@ fn decoders(_source: &SourceConfig) -> Option<Value> {
 
 /// [`BrokerProbe`]: the TCP check ([`broker_reachable`]), then the login.
 fn broker_probe(config: &Config) -> BrokerProbe {
-    let reachable = broker_reachable(&config.mqtt.host, config.mqtt.port);
+    let mqtt = MqttConfig::of(config);
+    let reachable = broker_reachable(&mqtt.host, mqtt.port);
     if !reachable.reachable {
         return reachable;
     }

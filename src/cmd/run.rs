@@ -29,6 +29,7 @@ use super::models::{
     detector_lanes, engine_models, model_runs, named_detectors, named_per_track, per_track_lanes,
     worker_memory_with_contexts, worker_models, ModelsError, NamedDetector, NamedPerTrack,
 };
+use super::outlets::{schema, OUTLETS};
 use crate::backend::load::{
     check_model_files, load_backend_for_check, tensorrt_free_memory, BuildProgress, GpuSampler,
 };
@@ -49,9 +50,8 @@ use crate::model::footprint::{check_fit, EngineEstimate, FitError};
 use crate::model::{DeviceSpec, ModelFiles, ModelSpec};
 use crate::publish::clips::ClipNaming;
 use crate::publish::dispatch::Outlets;
+use crate::publish::kind::{OutletError, OutletStart};
 use crate::publish::live::{LiveView, StartFacts};
-use crate::publish::mqtt::homeassistant::BoardSensors;
-use crate::publish::mqtt::{MqttError, MqttOutlet, MqttSettings};
 use crate::publish::outlet::{DaemonStatus, Outlet, Stop};
 use crate::publish::sink::PublishSink;
 use crate::publish::telemetry::{self, FigureSources, Telemetry};
@@ -59,6 +59,7 @@ use crate::record::{RecordError, Recorder};
 use crate::service::notify::{Liveness, Notifier, WatchdogKeeper};
 use crate::service::run_id::new_run_id;
 use crate::source::SourceError;
+use crate::sys::exit::{Classified, ExitClass};
 use crate::track::events::Scene;
 
 /// The longest a source thread may spend in one call, or the inference worker on one frame, before
@@ -79,8 +80,8 @@ pub enum DaemonError {
     Classes(DecodeError),
     #[error(transparent)]
     Backend(#[from] BackendError),
-    #[error("MQTT: {0}")]
-    Mqtt(#[from] MqttError),
+    #[error(transparent)]
+    Outlet(#[from] OutletError),
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
     #[error("{0}")]
@@ -89,8 +90,6 @@ pub enum DaemonError {
     Runtime(std::io::Error),
     #[error(transparent)]
     Http(#[from] HttpError),
-    #[error("{origin}: homeassistant.discovery: {message}")]
-    Discovery { origin: crate::config::ConfigOrigin, message: String },
     #[error("record: {0}")]
     Record(#[from] RecordError),
     #[error(transparent)]
@@ -117,13 +116,12 @@ impl DaemonError {
                 | DaemonError::Pipeline(PipelineError::Source { source: SourceError::Open { .. }, .. })
                 // Outputs that do not fit `model.decoder` (a blank frame at start).
                 | DaemonError::Pipeline(PipelineError::ModelOutputs { .. })
-                | DaemonError::Discovery { .. }
                 // A record directory that cannot be created, a raw camera that cannot be encoded, a
                 // camera another daemon records into the same folder.
                 | DaemonError::Record(RecordError::Dir { .. } | RecordError::Camera { .. } | RecordError::Shared { .. })
                 // Models too large for the GPU together: the config must run fewer or smaller ones.
                 | DaemonError::EnginesWontFit(_)
-        ) || matches!(self, DaemonError::Mqtt(e) if e.is_configuration_problem())
+        ) || matches!(self, DaemonError::Outlet(e) if e.exit_class() == ExitClass::Configuration)
             // A named model's table, files or labels; not a context that could not be opened at
             // start (as the model check's and the workers' own sessions, a restart may open it).
             || matches!(self, DaemonError::Models(e) if !matches!(e, ModelsError::Session { .. }))
@@ -148,7 +146,6 @@ pub struct Preflight {
     pub classifiers: Vec<NamedPerTrack>,
     /// Each camera's zones and lines, in config order.
     pub scenes: Vec<Scene>,
-    pub mqtt: MqttSettings,
     /// The bearer token of `[http] token_file`, when the web server is on and has one.
     pub http_token: Option<Token>,
     /// What is worth a word but stops nothing: a secret every local user may read.
@@ -159,11 +156,11 @@ pub struct Preflight {
 /// readable by this process and writable by no one else ([`crate::config::secrets::check_for_run`];
 /// one every local user may read is a warning), the model files are
 /// regular files within [`MAX_MODEL_BYTES`](crate::sys::files::MAX_MODEL_BYTES), the label file
-/// reads and has `model.classes`, every zone label (the zones file's named as its own) and (with
-/// discovery on) every `homeassistant.labels` entry, the
-/// password and TLS files read and parse, each camera's source could be opened
-/// ([`crate::source::check`]) and recorded ([`crate::record::check`]), and no two Home Assistant
-/// entities would share an id. (The controls file is the daemon's own: [`restore_controls`] sets a
+/// reads and has `model.classes`, every zone label (the zones file's named as its own), each
+/// outlet's own checks (`crate::publish::kind::OutletKind::check`: MQTT's password and TLS files
+/// read and parse, with discovery on every `homeassistant.labels` entry in the label file), each
+/// camera's source could be opened ([`crate::source::check`]) and recorded
+/// ([`crate::record::check`]). (The controls file is the daemon's own: [`restore_controls`] sets a
 /// bad one aside at start.)
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     let warnings = crate::config::secrets::check_for_run(config)?;
@@ -176,8 +173,9 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
     let labels = Arc::new(labels);
     check_zones_file_labels(config, &labels)?;
     let scenes = camera_scenes(config, &labels)?;
-    crate::publish::mqtt::homeassistant::check_labels(config, &labels)?;
-    let mqtt = MqttSettings::from_config(config)?;
+    for kind in OUTLETS {
+        (kind.check)(config, &labels)?;
+    }
     for camera in &config.cameras {
         crate::source::check(&camera.name, &camera.source)
             .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
@@ -187,10 +185,7 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
         (Some(_), Some(path)) => Some(Token::read(path)?),
         _ => None,
     };
-    if let Some(message) = crate::publish::mqtt::homeassistant::collision(config) {
-        return Err(DaemonError::Discovery { origin: config.origin.clone(), message });
-    }
-    Ok(Preflight { model, labels, params, detectors, classifiers, scenes, mqtt, http_token, warnings })
+    Ok(Preflight { model, labels, params, detectors, classifiers, scenes, http_token, warnings })
 }
 
 /// `check-config`'s model and library checks: the backend `run` would load, loaded the same way
@@ -290,7 +285,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         Notifier::disabled()
     }));
     // Everything `check-config` checks too, before anything is published.
-    let Preflight { model, labels, mut params, detectors, classifiers, scenes, mqtt, http_token, warnings } =
+    let Preflight { model, labels, mut params, detectors, classifiers, scenes, http_token, warnings } =
         preflight(&config)?;
     for warning in &warnings {
         log::warn!("{warning}");
@@ -322,28 +317,20 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         crate::http::bind(&config)?
     };
 
-    // MQTT first: an engine build takes minutes on a Jetson, and subscribers must not see a stale
-    // status meanwhile. The status is `building` (retained) until the engine is ready, and
-    // telemetry carries the build's progress. CUDA and TensorRT run on this thread, never on the
-    // runtime's.
+    // The outlets first: an engine build takes minutes on a Jetson, and subscribers must not see
+    // a stale status meanwhile. The status is `building` (retained) until the engine is ready,
+    // and telemetry carries the build's progress. CUDA and TensorRT run on this thread, never on
+    // the runtime's.
     let run: Arc<str> = new_run_id().into();
-    let board = crate::service::telemetry::JetsonSysfs::read(&config.telemetry.sysfs_root);
-    let board = BoardSensors {
-        temperature: !board.thermal.is_empty(),
-        gpu_load: board.gpu.as_ref().is_some_and(|gpu| gpu.load_percent.is_some()),
-    };
     let outlets = {
-        let _entered = runtime.enter();
-        let mqtt = MqttOutlet::start(
-            mqtt,
-            DaemonStatus::Building,
-            &config,
-            run.clone(),
-            labels.clone(),
-            controls.clone(),
-            board,
-        )?;
-        Outlets::new(vec![Arc::new(mqtt)])
+        let start = OutletStart {
+            config: &config,
+            run: run.clone(),
+            labels: labels.clone(),
+            controls: controls.clone(),
+            status: DaemonStatus::Building,
+        };
+        start_outlets(&runtime, &start)?
     };
     if config.telemetry.interval_s > 0 {
         // The previous run's retained figures go at once, not one period from now.
@@ -452,6 +439,26 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let started =
         Started { engine, gpu, outlets, run, scenes, sighup, model_load, http, controls, classifiers, pending };
     runtime.block_on(serve(config, config_path, lanes, labels, params, notifier, started))
+}
+
+/// Starts every registered outlet ([`OUTLETS`]), inside `runtime`; when one cannot start, those
+/// started before it are stopped as after a failed start.
+fn start_outlets(runtime: &tokio::runtime::Runtime, start: &OutletStart<'_>) -> Result<Outlets, DaemonError> {
+    let mut started = Vec::new();
+    for kind in OUTLETS {
+        let outlets = {
+            let _entered = runtime.enter();
+            (kind.start)(start)
+        };
+        match outlets {
+            Ok(outlets) => started.extend(outlets),
+            Err(error) => {
+                runtime.block_on(Outlets::new(started).stop(Stop::FailedStart));
+                return Err(error.into());
+            }
+        }
+    }
+    Ok(Outlets::new(started))
 }
 
 /// Takes over what users set before from the controls file at `path`; a file that cannot be read
@@ -785,7 +792,7 @@ fn reload(
     };
     let running = live.config();
     let loaded =
-        Config::load(path).and_then(|mut config| crate::onnx::describe::describe(&mut config).map(|()| config));
+        schema().load(path).and_then(|mut config| crate::onnx::describe::describe(&mut config).map(|()| config));
     let reloaded = loaded.map_err(|e| e.to_string()).and_then(|config| {
         // The loaded models are the running config's: a reload changes their thresholds and
         // class filters, never their decoders.
@@ -802,9 +809,8 @@ fn reload(
         camera_scenes(&config, sink.labels()).map_err(|e| e.to_string())?;
         let running_now = applied(&running, &config);
         let scenes = camera_scenes(&running_now, sink.labels()).map_err(|e| e.to_string())?;
-        if let Some(message) = crate::publish::mqtt::homeassistant::collision(&running_now) {
-            return Err(format!("homeassistant.discovery: {message}"));
-        }
+        // The sections' checks of what runs now: the running cameras with the reloaded zones.
+        running_now.check_sections().map_err(|e| e.to_string())?;
         if config.model.score_threshold != running.model.score_threshold {
             // Tells the outlets and saves the file through the controls' change, like a command.
             let _ = controls.set_score_threshold(config.model.score_threshold);

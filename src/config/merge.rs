@@ -1,7 +1,7 @@
 //! How a user's partial config meets the built-in default: tables merge key by key, and each
 //! relative path resolves against the directory of the file that set it.
 //!
-//! Owns: [`merge`], path resolution and [`data_dir`]. Must not: type or validate values (that is
+//! Owns: [`merge`], path resolution ([`resolver`]) and [`data_dir`]. Must not: type or validate values (that is
 //! `super`'s schema and `super::validate`), or read any file.
 
 use std::path::{Path, PathBuf};
@@ -10,15 +10,26 @@ use toml::{Table, Value};
 
 use super::{Config, SourceConfig};
 
+/// Resolves a relative path against the directory of the file that set the key: `user_base` when
+/// `user` sets it, else `default_base` (the built-in default's).
+pub(super) fn resolver<'a>(
+    user: &'a Table,
+    user_base: &'a Path,
+    default_base: &'a Path,
+) -> impl FnMut(&mut PathBuf, &[&str]) + 'a {
+    move |p: &mut PathBuf, key: &[&str]| {
+        if p.is_relative() {
+            let base = if is_set(user, key) { user_base } else { default_base };
+            *p = base.join(&*p);
+        }
+    }
+}
+
 impl Config {
-    /// Resolves each relative path against the directory of the file that set it.
+    /// Resolves each relative path of the core's tables against the directory of the file that
+    /// set it (the sections resolve their own: `super::section::Section::resolve_paths`).
     pub(super) fn resolve_paths(&mut self, user: &Table, user_base: &Path, default_base: &Path) {
-        let resolve = |p: &mut PathBuf, key: &[&str]| {
-            if p.is_relative() {
-                let base = if is_set(user, key) { user_base } else { default_base };
-                *p = base.join(&*p);
-            }
-        };
+        let mut resolve = resolver(user, user_base, default_base);
         if let Some(p) = self.model.onnx.as_mut() {
             resolve(p, &["model", "onnx"]);
         }
@@ -47,24 +58,12 @@ impl Config {
                 resolve(p, &["engine", "store", key]);
             }
         }
-        if let Some(p) = self.mqtt.password_file.as_mut() {
-            resolve(p, &["mqtt", "password_file"]);
-        }
         if let Some(p) = self.http.token_file.as_mut() {
             resolve(p, &["http", "token_file"]);
         }
         resolve(&mut self.http.zones_file, &["http", "zones_file"]);
         resolve(&mut self.controls.file, &["controls", "file"]);
         resolve(&mut self.record.dir, &["record", "dir"]);
-        if let Some(tls) = self.mqtt.tls.as_mut() {
-            resolve(&mut tls.ca_file, &["mqtt", "tls"]);
-            if let Some(p) = tls.client_cert.as_mut() {
-                resolve(p, &["mqtt", "tls"]);
-            }
-            if let Some(p) = tls.client_key.as_mut() {
-                resolve(p, &["mqtt", "tls"]);
-            }
-        }
     }
 }
 

@@ -1,10 +1,14 @@
 //! Typed daemon configuration: parsing, defaults and validation.
 //!
-//! Owns: the TOML schema (`config/jetson-detectd.toml` documents every key and is also the embedded
-//! default, the single source of every default: a user's file is merged over it before typing),
-//! resolution of relative paths, printing the effective config, and [`ConfigError`], which always
-//! names the file, the key and what is allowed. Must not: open models, cameras or sockets —
-//! `check-config` relies on validation having no side effects beyond reading the config.
+//! Owns: the core of the TOML schema — the tables of the stages below the outlets, typed here —
+//! and the composition with the sections components own ([`section`]: an outlet's table is typed,
+//! documented, defaulted and checked in the outlet's folder, and registered). The built-in default
+//! is the core's commented text (`defaults.toml`) followed by each section's; it documents every
+//! key (`config/jetson-detectd.toml` is the whole text) and is the single source of every default:
+//! a user's file is merged over it before typing. Also resolution of relative paths, printing the
+//! effective config, and [`ConfigError`], which always names the file, the key and what is
+//! allowed. Must not: open models, cameras or sockets — `check-config` relies on validation having
+//! no side effects beyond reading the config.
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -26,8 +30,9 @@ pub mod reid;
 pub mod reload;
 pub mod scene;
 pub mod secrets;
+pub mod section;
 pub mod service_dirs;
-mod validate;
+pub mod validate;
 mod words;
 pub mod zones_file;
 
@@ -37,14 +42,15 @@ use crate::preprocess::PreprocessSpec;
 pub use crate::preprocess::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 pub use cpu_budget::CpuBudget;
 pub use merge::data_dir;
-use merge::{merge, names_a_model};
+use merge::{merge, names_a_model, resolver};
 pub use mistake::{Mistake, Mistakes};
 pub use origin::ConfigOrigin;
 pub use scene::{camera_scene, camera_scenes, parse_scene, ParsedScene, SceneError};
 use service_dirs::ServiceDir;
 
-/// The documented example, also used when no `--config` is given.
-pub const EMBEDDED_DEFAULT: &str = include_str!("defaults.toml");
+/// The core's part of the built-in default, documented (each component's section follows it:
+/// [`section::Schema::default_text`]).
+pub const CORE_DEFAULTS: &str = include_str!("defaults.toml");
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -85,8 +91,9 @@ impl ConfigError {
 
 /// The whole configuration, validated.
 ///
-/// Defaults: the user's file is merged over [`EMBEDDED_DEFAULT`] before it is deserialised, so a
-/// field here needs no serde default — its line in `config/jetson-detectd.toml` is the default.
+/// Defaults: the user's file is merged over the built-in default ([`CORE_DEFAULTS`] and each
+/// section's) before it is deserialised, so a field here needs no serde default — its line in the
+/// default's text is the default.
 /// Only keys the default leaves commented out are `Option`s, and keys inside `[[camera]]` tables
 /// (arrays replace rather than merge) carry serde defaults documented in that file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -98,10 +105,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(rename = "camera")]
     pub cameras: Vec<CameraConfig>,
-    pub mqtt: MqttConfig,
     pub telemetry: TelemetryConfig,
     pub snapshot: SnapshotConfig,
-    pub homeassistant: HomeAssistantConfig,
     pub tracking: TrackingConfig,
     pub http: HttpConfig,
     pub controls: ControlsConfig,
@@ -119,6 +124,10 @@ pub struct Config {
     /// What of `http.zones_file` was not applied, and why (not a TOML key).
     #[serde(skip)]
     pub zones_file_problems: Vec<zones_file::ZonesFileProblem>,
+    /// The tables components own (`[mqtt]`, `[[webhook]]`, ...), as the [`section::Schema`] the
+    /// config was read with registered them; each is found by its type.
+    #[serde(skip)]
+    pub sections: section::Sections,
 }
 
 fn embedded_origin() -> ConfigOrigin {
@@ -372,10 +381,6 @@ pub const MAX_IMAGE_SIDE: u32 = 65_535;
 pub const MAX_ALLOC_MIB: u32 = 16_384;
 /// Largest V4L2 `fps` requested.
 pub const MAX_V4L2_FPS: u32 = 1000;
-/// Largest `mqtt.shutdown_flush_ms` accepted: a minute, within systemd's default stop timeout (90 s).
-pub const MAX_SHUTDOWN_FLUSH_MS: u64 = 60_000;
-/// Largest `mqtt.reconnect_max_ms` accepted: ten minutes between attempts.
-pub const MAX_RECONNECT_MS: u64 = 600_000;
 
 /// Largest `engine.max_batch` accepted.
 pub const MAX_BATCH: usize = 64;
@@ -605,61 +610,6 @@ impl CameraConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PublishMode {
-    /// A message for every processed frame, with or without detections.
-    EveryFrame,
-    /// A message for every frame that has detections.
-    Detections,
-    /// Only when the set of labels seen changes (including to none).
-    OnChange,
-    /// No detections messages (events, snapshots and telemetry still go out).
-    None,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsConfig {
-    /// CA bundle (PEM) that signs the broker's certificate.
-    pub ca_file: PathBuf,
-    /// Client certificate + key (PEM) for mutual TLS; both or neither.
-    pub client_cert: Option<PathBuf>,
-    pub client_key: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MqttConfig {
-    pub host: String,
-    pub port: u16,
-    /// Default: `jetson-detectd-<device id>`.
-    pub client_id: Option<String>,
-    /// Topic prefix; default `jetson-detectd/<device id>`.
-    pub prefix: Option<String>,
-    /// QoS for detections, snapshots and telemetry (0, 1 or 2). Status is always QoS 1.
-    pub qos: u8,
-    pub keep_alive_s: u16,
-    /// Messages held while the broker is slow or away; the oldest is dropped (and counted) beyond.
-    pub queue_capacity: usize,
-    /// The same bound in MiB of payload and topic (a snapshot can be 8 MiB).
-    pub queue_max_mib: u32,
-    pub publish: PublishMode,
-    /// At most this many detection messages per camera per second; 0 = no limit.
-    pub max_rate_hz: f32,
-    pub username: Option<String>,
-    /// File whose first line is the password (preferred).
-    pub password_file: Option<PathBuf>,
-    /// Environment variable holding the password.
-    pub password_env: Option<String>,
-    pub tls: Option<TlsConfig>,
-    /// Longest wait at shutdown for queued QoS ≥ 1 messages to be acknowledged.
-    pub shutdown_flush_ms: u64,
-    /// Reconnect backoff bounds.
-    pub reconnect_min_ms: u64,
-    pub reconnect_max_ms: u64,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
@@ -679,28 +629,6 @@ pub struct SnapshotConfig {
     pub jpeg_quality: u8,
     /// Publish each tracked object's best picture when its event ends (needs `tracking.enabled`).
     pub events: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HomeAssistantConfig {
-    /// Publish Home Assistant MQTT discovery messages.
-    pub discovery: bool,
-    pub discovery_prefix: String,
-    /// Labels that get a per-camera count sensor.
-    pub labels: Vec<String>,
-    /// Home Assistant's birth and last-will topic; `None`: `<discovery_prefix>/status`.
-    pub status_topic: Option<String>,
-    /// The address of the web page that the device page in Home Assistant links to; `None`: the
-    /// `http.listen` address when that is one address beyond loopback, else no link.
-    pub configuration_url: Option<String>,
-}
-
-impl HomeAssistantConfig {
-    /// The topic Home Assistant announces itself on (`online` when it starts).
-    pub fn status_topic(&self) -> String {
-        self.status_topic.clone().unwrap_or_else(|| format!("{}/status", self.discovery_prefix))
-    }
 }
 
 /// `[controls]`: where the switches set at run time (MQTT command topics, the HTTP API) are kept.
@@ -779,18 +707,24 @@ fn state_dir() -> PathBuf {
 impl Config {
     /// Reads `path` (a regular file of at most
     /// [`MAX_CONFIG_BYTES`](crate::sys::files::MAX_CONFIG_BYTES)), merges it over the built-in
-    /// default, resolves relative paths, validates.
+    /// default, resolves relative paths, validates; the core alone ([`section::Schema::CORE`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Self::load_with(path, &section::Schema::CORE)
+    }
+
+    /// [`Config::load`] with the sections of `schema`.
+    fn load_with(path: &Path, schema: &section::Schema) -> Result<Config, ConfigError> {
         let origin = ConfigOrigin::File(path.to_path_buf());
         let text = crate::sys::files::read_to_string(path, crate::sys::files::MAX_CONFIG_BYTES)
             .map_err(|source| ConfigError::Read { origin: origin.clone(), source })?;
         // Absolute, so that every path resolved against it (and every message naming one) is.
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let base = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
-        Self::from_toml(&text, origin, &base)
+        Self::from_toml_with(&text, origin, &base, schema)
     }
 
-    /// The built-in default alone; its relative paths resolve against the data directory.
+    /// The built-in default alone (the core's); its relative paths resolve against the data
+    /// directory.
     pub fn embedded_default() -> Result<Config, ConfigError> {
         Self::from_toml("", ConfigOrigin::Embedded, &data_dir())
     }
@@ -798,16 +732,29 @@ impl Config {
     /// `text` (a whole config or only the keys that differ) merged over the built-in default, then
     /// typed and validated. Tables merge key by key; any other value, arrays such as `[[camera]]`
     /// included, replaces the default's. Relative paths set in `text` resolve against `base`, the
-    /// default's against [`data_dir`].
+    /// default's against [`data_dir`]. The core alone ([`section::Schema::CORE`]): a table that a
+    /// component owns is unknown here (`crate::cmd::outlets::schema` reads the daemon's).
     ///
     /// Every mistake of the file is reported at once ([`ConfigError::Mistakes`]), each with its
     /// line and column: every syntax error; else every value that does not fit its type (each set
     /// aside in turn, `collect`), and what the checks find in the rest.
     pub fn from_toml(text: &str, origin: ConfigOrigin, base: &Path) -> Result<Config, ConfigError> {
+        Self::from_toml_with(text, origin, base, &section::Schema::CORE)
+    }
+
+    /// [`Config::from_toml`] with the sections of `schema`: each one's defaults merged in, its
+    /// table read by its own rules once the core is typed, then checked after the core's checks.
+    fn from_toml_with(
+        text: &str,
+        origin: ConfigOrigin,
+        base: &Path,
+        schema: &section::Schema,
+    ) -> Result<Config, ConfigError> {
         let places = located::SourceMap::new(text);
         let user: Table = toml::from_str(text).map_err(|_| syntax_mistakes(text, &origin, &places))?;
-        let mut merged: Table = toml::from_str(EMBEDDED_DEFAULT)
+        let mut merged: Table = toml::from_str(CORE_DEFAULTS)
             .map_err(|e| ConfigError::Parse { origin: ConfigOrigin::Embedded, message: e.to_string() })?;
+        schema.merge_defaults(&mut merged)?;
         if names_a_model(&user) {
             // The model file keys default together: naming an engine must not keep the bundled ONNX.
             if let Some(Value::Table(model)) = merged.get_mut("model") {
@@ -829,22 +776,37 @@ impl Config {
         }
         merge(&mut merged, &user);
         models::fill_model_defaults(&mut merged, &model_defaults);
+        // The sections components own are read by their own rules, apart from the core (where a
+        // table no component registered is unknown), and set in every typing of the core.
+        let taken = schema.take_sections(&mut merged);
+        schema.take_sections(&mut fallback);
+        let default_base = data_dir();
+        let (sections, misread) = section::read_sections(taken, &mut resolver(&user, base, &default_base));
+        let mut mistakes: Vec<Mistake> = misread
+            .into_iter()
+            .map(|(key, message)| Mistake::at_key(key, words::explain(&message), &places))
+            .collect();
         let (mut value, fallback) = (Value::Table(merged), Value::Table(fallback));
         let mut set_aside = Vec::new();
-        let mut mistakes = Vec::new();
         // Typed again after a check's mistake is set aside, a value that no longer fits (a key
         // the check named removed from its table) is that setting aside's doing, not the file's:
         // only the first typing's misfits are the file's mistakes.
         let typed = |value: &mut Value, set_aside: &mut Vec<String>, mistakes: Option<&mut Vec<Mistake>>| {
             let (typed, misfits) = collect::deserialize_all::<Config>(value, &fallback, set_aside);
             if let Some(mistakes) = mistakes {
-                let explained =
-                    misfits.into_iter().map(|m| Mistake::at_key(m.key, words::explain(&m.message), &places));
+                let explained = misfits.into_iter().map(|mut misfit| {
+                    if misfit.message.starts_with("unknown field") && !misfit.key.contains(['.', '[']) {
+                        // The components' tables are not the core's fields: name them too.
+                        schema.keys().for_each(|key| misfit.message.push_str(&format!(", `{key}`")));
+                    }
+                    Mistake::at_key(misfit.key, words::explain(&misfit.message), &places)
+                });
                 mistakes.extend(explained);
             }
             let mut config = typed?;
+            config.sections = sections.clone();
             config.origin = origin.clone();
-            config.resolve_paths(&user, base, &data_dir());
+            config.resolve_paths(&user, base, &default_base);
             config.model.recognise = config.keys_to_recognise(&user);
             config.prepare_named_models(&user, base);
             Some(config)
@@ -885,15 +847,38 @@ impl Config {
                 None => break,
             }
         }
+        // The sections' checks, with the core's values (the ones set aside stand in as defaults).
+        match config.check_sections() {
+            Err(ConfigError::Invalid { key, message, .. }) => note(key, message, &set_aside, &mut mistakes),
+            other => other?,
+        }
         if !mistakes.is_empty() {
             return Err(ConfigError::Mistakes(Mistakes::new(origin, mistakes)));
         }
         Ok(config)
     }
 
+    /// Every component section's checks against the config as it is now: after a zone change
+    /// from the page or a reload, whose cameras and zones the sections may depend on (Home
+    /// Assistant's entity ids do).
+    pub fn check_sections(&self) -> Result<(), ConfigError> {
+        self.sections.validate(self)
+    }
+
+    /// The config as a TOML value: the core's tables and each section's, as read (what a reload
+    /// compares key by key).
+    pub fn to_value(&self) -> Result<Value, String> {
+        let mut value = Value::try_from(self).map_err(|e| e.to_string())?;
+        let sections = self.sections.values()?;
+        if let Value::Table(table) = &mut value {
+            table.extend(sections.into_iter().map(|(key, section)| (key.to_owned(), section)));
+        }
+        Ok(value)
+    }
+
     /// The effective configuration as TOML (`check-config --print`): every key with the value the
-    /// daemon uses, defaults and computed values (device id, CPU threads, client id, topic prefix)
-    /// filled in.
+    /// daemon uses, defaults and computed values (device id, CPU threads; a section's own, such as
+    /// MQTT's client id and topic prefix) filled in.
     /// Holds no secret: a password is never part of the config, only the file or variable
     /// that holds it.
     pub fn to_toml(&self) -> Result<String, ConfigError> {
@@ -901,10 +886,14 @@ impl Config {
         effective.device.id = Some(self.device_id());
         effective.device.cpu_threads = NonZeroUsize::new(self.device.cpu_threads());
         effective.device.cpu_workers = NonZeroUsize::new(self.device.cpu_workers(self.cameras.len()));
-        effective.mqtt.prefix = Some(self.topic_prefix());
-        effective.mqtt.client_id = Some(self.client_id());
-        toml::to_string(&effective)
-            .map_err(|e| ConfigError::Parse { origin: self.origin.clone(), message: format!("cannot print: {e}") })
+        let cannot_print = |message: String| ConfigError::Parse {
+            origin: self.origin.clone(),
+            message: format!("cannot print: {message}"),
+        };
+        // The core as its struct prints (numbers as written), then each section.
+        let core = toml::to_string(&effective).map_err(|e| cannot_print(e.to_string()))?;
+        let sections = self.sections.effective_text(&effective).map_err(cannot_print)?;
+        Ok(if sections.is_empty() { core } else { format!("{core}\n{sections}") })
     }
 
     /// The device id: configured, else the host name reduced to topic-safe characters.
@@ -920,20 +909,6 @@ impl Config {
         } else {
             id
         }
-    }
-
-    /// `mqtt.prefix`, else `jetson-detectd/<device id>`.
-    pub fn topic_prefix(&self) -> String {
-        self.mqtt.prefix.clone().unwrap_or_else(|| format!("jetson-detectd/{}", self.device_id()))
-    }
-
-    /// `mqtt.client_id`, else `jetson-detectd-<device id>-<machine>` ([`machine_suffix`]): two
-    /// devices that share a host name (a cloned SD card) must not share an MQTT session.
-    pub fn client_id(&self) -> String {
-        self.mqtt.client_id.clone().unwrap_or_else(|| match machine_suffix(Path::new("/")) {
-            Some(machine) => format!("jetson-detectd-{}-{machine}", self.device_id()),
-            None => format!("jetson-detectd-{}", self.device_id()),
-        })
     }
 }
 
@@ -991,9 +966,21 @@ pub fn topic_segment(label: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::publish::mqtt::config::{MqttConfig, PublishMode};
 
+    /// The daemon's config: the core and every outlet's sections.
     fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base")).map_err(ConfigError::one)
+        crate::cmd::outlets::schema()
+            .from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base"))
+            .map_err(ConfigError::one)
+    }
+
+    fn embedded_default() -> Result<Config, ConfigError> {
+        crate::cmd::outlets::schema().embedded_default()
+    }
+
+    fn mqtt(config: &Config) -> &MqttConfig {
+        MqttConfig::of(config)
     }
 
     const MINIMAL: &str = r#"
@@ -1009,7 +996,7 @@ mod tests {
 
     #[test]
     fn embedded_default_is_valid() {
-        let config = Config::embedded_default().expect("embedded default must validate");
+        let config = embedded_default().expect("embedded default must validate");
         assert!(config.model.onnx.as_ref().is_some_and(|p| p.is_absolute()));
     }
 
@@ -1049,7 +1036,7 @@ mod tests {
     fn minimal_config_gets_defaults_and_resolved_paths() {
         let config = parse(MINIMAL).expect("valid");
         assert_eq!(config.model.onnx.as_deref(), Some(Path::new("/base/m.onnx")));
-        assert_eq!(config.mqtt.port, 1883);
+        assert_eq!(mqtt(&config).port, 1883);
         assert_eq!(config.model.input.resize, ResizeKind::Stretch);
         assert_eq!(config.model.input.filter, ResizeFilter::Antialias);
     }
@@ -1160,11 +1147,11 @@ mod tests {
         assert_eq!(camera.zones[0].name, "drive");
         assert_eq!(camera.zones[0].labels, ["car"]);
         assert_eq!(camera.lines[0].points, [[0.5, 1.0], [0.5, 0.0]]);
-        assert_eq!(config.tracking, Config::embedded_default().expect("default").tracking);
+        assert_eq!(config.tracking, embedded_default().expect("default").tracking);
         assert!(config.tracking.enabled && config.tracking.min_hits == 3 && config.tracking.max_lost_s == 1.0);
         assert!(!config.snapshot.events);
         let none = parse(&MINIMAL.replace("[[camera]]", "[mqtt]\npublish = \"none\"\n[[camera]]")).expect("valid");
-        assert_eq!(none.mqtt.publish, PublishMode::None);
+        assert_eq!(mqtt(&none).publish, PublishMode::None);
     }
 
     /// Every zone and line mistake is refused with the camera, the zone or line, and the reason.
@@ -1257,7 +1244,7 @@ mod tests {
 
     #[test]
     fn partial_configs_get_every_other_key_from_the_default() {
-        let default = Config::embedded_default().expect("default");
+        let default = embedded_default().expect("default");
         let threshold_only = parse("[model]\nscore_threshold = 0.7").expect("only a threshold");
         assert_eq!(threshold_only.model.score_threshold, 0.7);
         assert_eq!(threshold_only.model.onnx, default.model.onnx, "the bundled model, resolved in the data dir");
@@ -1279,8 +1266,8 @@ mod tests {
         assert_eq!(camera_only.model.onnx, default.model.onnx);
 
         let broker_only = parse("[mqtt]\nhost = \"broker.lan\"").expect("only a broker");
-        assert_eq!((broker_only.mqtt.host.as_str(), broker_only.mqtt.port), ("broker.lan", 1883));
-        assert_eq!(broker_only.mqtt.queue_capacity, default.mqtt.queue_capacity);
+        assert_eq!((mqtt(&broker_only).host.as_str(), mqtt(&broker_only).port), ("broker.lan", 1883));
+        assert_eq!(mqtt(&broker_only).queue_capacity, mqtt(&default).queue_capacity);
 
         let empty = parse("").expect("an empty file is the default");
         assert_eq!(empty.model.onnx, default.model.onnx);
@@ -1290,11 +1277,11 @@ mod tests {
     #[test]
     fn nested_tables_merge_key_by_key() {
         let config = parse("[model.input]\nfilter = \"bilinear\"\n[mqtt]\nqos = 0").expect("valid");
-        let default = Config::embedded_default().expect("default");
+        let default = embedded_default().expect("default");
         assert_eq!(config.model.input.filter, ResizeFilter::Bilinear);
         assert_eq!((config.model.input.width, config.model.input.dtype), (300, TensorDtype::U8));
-        assert_eq!(config.mqtt.qos, 0);
-        assert_eq!(config.mqtt.host, default.mqtt.host);
+        assert_eq!(mqtt(&config).qos, 0);
+        assert_eq!(mqtt(&config).host, mqtt(&default).host);
     }
 
     #[test]
@@ -1443,8 +1430,8 @@ mod tests {
         assert!(printed.contains("score_threshold = 0.4\n"), "floats print as written: {printed}");
         let reread = parse(&printed).unwrap_or_else(|e| panic!("{e}\n{printed}"));
         assert_eq!(reread.to_toml().expect("printable"), printed);
-        assert_eq!(reread.mqtt.password_file.as_deref(), Some(password.as_path()));
-        assert_eq!(reread.mqtt.client_id, Some(config.client_id()));
+        assert_eq!(mqtt(&reread).password_file.as_deref(), Some(password.as_path()));
+        assert_eq!(mqtt(&reread).client_id, Some(mqtt(&config).client_id(&config)));
     }
 
     /// Found by `properties::random_configs_are_valid_and_usable_or_a_clear_error`: `[snapshot]
@@ -1472,7 +1459,7 @@ mod tests {
         let daily = format!("{MINIMAL}\n[snapshot]\ninterval_s = 86400.0\n[mqtt]\nmax_rate_hz = 1.2e-5");
         let config = parse(&daily).expect("once a day is allowed");
         let _ = crate::publish::snapshot::Snapshotter::new(&config.snapshot);
-        let _ = crate::publish::mqtt::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
+        let _ = crate::publish::mqtt::policy::PublishPolicy::new(mqtt(&config).publish, mqtt(&config).max_rate_hz);
     }
 
     #[test]
@@ -1494,7 +1481,7 @@ mod tests {
         assert_eq!(machine("a\n", None).len(), 8);
         assert_eq!(machine_suffix(tempfile::tempdir().expect("tempdir").path()), None);
         let configured = parse("[mqtt]\nclient_id = \"mine\"").expect("valid");
-        assert_eq!(configured.client_id(), "mine");
+        assert_eq!(mqtt(&configured).client_id(&configured), "mine");
     }
 
     #[test]
@@ -1515,7 +1502,11 @@ mod tests {
             }
         }
         assert!(parse("[mqtt]\nprefix = \"site/cam-box_1\"").is_ok());
-        assert!(parse(&format!("[mqtt]\nprefix = {:?}", "a".repeat(validate::MAX_TOPIC_PREFIX_BYTES))).is_ok());
+        assert!(parse(&format!(
+            "[mqtt]\nprefix = {:?}",
+            "a".repeat(crate::publish::mqtt::config::MAX_TOPIC_PREFIX_BYTES)
+        ))
+        .is_ok());
     }
 
     /// Found by `properties::random_configs_are_valid_and_usable_or_a_clear_error`: an empty
@@ -1570,7 +1561,7 @@ mod tests {
             }
         }
         let ipv6 = parse(&format!("[mqtt]\nhost = \"::1\"\n{MINIMAL}")).expect("an IPv6 address is a host");
-        assert_eq!(ipv6.mqtt.host, "::1");
+        assert_eq!(mqtt(&ipv6).host, "::1");
         // A synthetic camera within the pixel limits but over the allocation limit.
         let big =
             MINIMAL.replace("{ kind = \"synthetic\" }", "{ kind = \"synthetic\", width = 16384, height = 16384 }");
@@ -1621,6 +1612,7 @@ mod tests {
 #[cfg(test)]
 mod properties {
     use super::*;
+    use crate::publish::mqtt::config::{HomeAssistantConfig, MqttConfig};
     use proptest::prelude::*;
     use proptest::strategy::BoxedStrategy;
 
@@ -1718,7 +1710,7 @@ mod properties {
                 out.push((path, value.clone()));
             }
         }
-        let table: Table = toml::from_str(EMBEDDED_DEFAULT).expect("the default parses");
+        let table: Table = toml::from_str(&crate::cmd::outlets::schema().default_text()).expect("the default parses");
         let mut keys = Vec::new();
         walk(&table, &[], &mut keys);
         keys.extend(optional_keys());
@@ -1911,25 +1903,27 @@ mod properties {
     /// What the daemon derives from a valid config at start must not fail on it either.
     fn assert_usable(config: &Config) {
         let printed = config.to_toml().expect("a valid config prints");
-        let reread = Config::from_toml(&printed, ConfigOrigin::File("printed.toml".into()), Path::new("/base"))
+        let reread = crate::cmd::outlets::schema()
+            .from_toml(&printed, ConfigOrigin::File("printed.toml".into()), Path::new("/base"))
             .unwrap_or_else(|e| panic!("the printed config does not read back: {e}\n{printed}"));
         assert_eq!(reread.to_toml().expect("prints"), printed);
         for camera in &config.cameras {
             let _ = camera.frame_interval();
             let _ = camera.max_frame_bytes();
         }
-        let _ = crate::publish::mqtt::policy::PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz);
+        let mqtt = MqttConfig::of(config);
+        let _ = crate::publish::mqtt::policy::PublishPolicy::new(mqtt.publish, mqtt.max_rate_hz);
         let _ = crate::publish::snapshot::Snapshotter::new(&config.snapshot);
         let _ = crate::publish::mqtt::MqttSettings::from_config(config);
         let board = crate::publish::mqtt::homeassistant::BoardSensors { temperature: true, gpu_load: true };
         let context = crate::publish::mqtt::homeassistant::DiscoveryContext { config, sw_version: "test", board };
         let messages = crate::publish::mqtt::homeassistant::discovery_messages(&context);
         let mut with_discovery = config.clone();
-        with_discovery.homeassistant.discovery = true;
+        with_discovery.sections.get_mut::<HomeAssistantConfig>().expect("[homeassistant]").discovery = true;
         let mut topics = std::collections::BTreeSet::new();
         for message in &messages {
             let topic = message.topic.as_str();
-            let prefix = &config.homeassistant.discovery_prefix;
+            let prefix = &HomeAssistantConfig::of(config).discovery_prefix;
             assert!(!prefix.is_empty() && topic.starts_with(&format!("{prefix}/")), "{topic}");
             assert!(!topic.contains(['+', '#']) && !topic.contains("//"), "{topic}");
             assert!(
@@ -1944,7 +1938,7 @@ mod properties {
 
         #[test]
         fn random_configs_are_valid_and_usable_or_a_clear_error(text in user_config()) {
-            match Config::from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/base")) {
+            match crate::cmd::outlets::schema().from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/base")) {
                 Ok(config) => assert_usable(&config),
                 Err(error) => {
                     // One mistake a line, each naming the file (and its place in it, when it has one).

@@ -1,26 +1,20 @@
 //! What a reload can apply: the keys a SIGHUP takes live, and the difference between the running
 //! config and a reloaded one that needs a restart instead.
 //!
-//! Owns: `RELOADABLE_KEYS`, [`keys_needing_a_restart`] (config knowledge: which key is which) and
-//! [`applied`], the running config after a reload.
+//! Owns: `RELOADABLE_KEYS` (the core's; a component's section names its own:
+//! `super::section::Section::RELOADABLE`), [`keys_needing_a_restart`] (config knowledge: which key
+//! is which) and [`applied`], the running config after a reload.
 //! Must not: apply anything (the daemon's loop does), or read files.
 
 use std::collections::BTreeMap;
 
 use super::{Config, TrackingConfig};
 
-/// Keys a SIGHUP applies; every other change needs a restart. `camera[i].zone` and
-/// `camera[i].line` are applied too, and the `model.` keys here of every `[models.<name>]` table
-/// that runs already (see [`keys_needing_a_restart`]).
-const RELOADABLE_KEYS: [&str; 7] = [
-    "model.score_threshold",
-    "model.nms_iou",
-    "model.max_detections",
-    "model.classes",
-    "mqtt.publish",
-    "mqtt.max_rate_hz",
-    "tracking.",
-];
+/// The core's keys a SIGHUP applies (with each section's own); every other change needs a
+/// restart. `camera[i].zone` and `camera[i].line` are applied too, and the `model.` keys here of
+/// every `[models.<name>]` table that runs already (see [`keys_needing_a_restart`]).
+const RELOADABLE_KEYS: [&str; 5] =
+    ["model.score_threshold", "model.nms_iou", "model.max_detections", "model.classes", "tracking."];
 
 /// The keys whose value differs between `running` and `reloaded` and that a SIGHUP does not apply,
 /// as `mqtt.host` or `camera[1].source.device` (whole tables when one was added or removed).
@@ -41,11 +35,12 @@ pub fn keys_needing_a_restart(running: &Config, reloaded: &Config) -> Vec<String
     }
     let keys = |config: &Config| {
         let mut out = BTreeMap::new();
-        if let Ok(value) = toml::Value::try_from(config) {
+        if let Ok(value) = config.to_value() {
             flatten("", &value, &mut out);
         }
         out
     };
+    let sections: Vec<&str> = running.sections.reloadable().collect();
     let (before, after) = (keys(running), keys(reloaded));
     let reloadable = |key: &str| {
         let scene = key.split_once('.').is_some_and(|(head, rest)| {
@@ -59,6 +54,7 @@ pub fn keys_needing_a_restart(running: &Config, reloaded: &Config) -> Vec<String
         });
         scene
             || named
+            || sections.contains(&key)
             || (key != "tracking.enabled"
                 && RELOADABLE_KEYS.iter().any(|k| key == *k || (k.ends_with('.') && key.starts_with(k))))
     };
@@ -74,7 +70,8 @@ pub fn keys_needing_a_restart(running: &Config, reloaded: &Config) -> Vec<String
 }
 
 /// The config a SIGHUP leaves running: `running` with what a reload applies taken from `reloaded`
-/// — the [`RELOADABLE_KEYS`] (of `[model]` and of each running `[models.<name>]`), and each
+/// — the [`RELOADABLE_KEYS`] (of `[model]` and of each running `[models.<name>]`), each section's
+/// own (`super::section::Section::reloaded`), and each
 /// running camera's zones and lines from the reloaded camera
 /// of the same name — and nothing else. Cameras keep the names they run under: one that the
 /// reload renamed or removed keeps its zones until a restart, so the web page and the API go on
@@ -93,8 +90,7 @@ pub fn applied(running: &Config, reloaded: &Config) -> Config {
             named.model.classes.clone_from(&reloaded.model.classes);
         }
     }
-    config.mqtt.publish = reloaded.mqtt.publish;
-    config.mqtt.max_rate_hz = reloaded.mqtt.max_rate_hz;
+    config.sections = running.sections.reloaded(&reloaded.sections);
     config.tracking = TrackingConfig { enabled: running.tracking.enabled, ..reloaded.tracking.clone() };
     for camera in &mut config.cameras {
         if let Some(reloaded) = reloaded.cameras.iter().find(|other| other.name == camera.name) {
@@ -112,8 +108,10 @@ mod tests {
     use super::*;
     use crate::config::ConfigOrigin;
 
+    /// With the daemon's sections: `mqtt.publish` is a reloadable key of the MQTT outlet's.
     fn config(text: &str) -> Config {
-        Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base")).expect("config")
+        let origin = ConfigOrigin::File("test.toml".into());
+        crate::cmd::outlets::schema().from_toml(text, origin, Path::new("/base")).expect("config")
     }
 
     const CAMERA: &str = "[[camera]]\nname = \"front\"\nsource = { kind = \"images\", path = \"a\" }\n";

@@ -4,13 +4,15 @@
 //! (`SupplementaryGroups=`), which works alike on every JetPack's systemd and for any number of
 //! camera passwords; no secret needs a line of its own in the unit.
 //!
-//! Owns: which keys name secrets (`mqtt.password_file`, `mqtt.tls.client_key`, each RTSP camera's
-//! `password_file`, `http.token_file`, `engine.store.signing_key` and `engine.store.password_file`),
-//! checking that each can be read by whoever needs it ([`check_for_run`] for the daemon itself,
-//! [`check_for_service`] for `check-config`, which checks them the way the service will see them)
-//! and that nobody else can change it: a secret every local user may write is refused, one every
-//! local user may read is a warning ([`Exposure`]). Must not: read a secret's contents (each stage
-//! reads its own, bounded, and checks what it holds) or print one.
+//! Owns: which keys of the core name secrets (each RTSP camera's `password_file`,
+//! `http.token_file`, `engine.store.signing_key` and `engine.store.password_file`; a component's
+//! section names its own, as `mqtt.password_file` and `mqtt.tls.client_key`:
+//! `super::section::Section::secret_files`), checking that each can be read by whoever needs it
+//! ([`check_for_run`] for the daemon itself, [`check_for_service`] for `check-config`, which checks
+//! them the way the service will see them) and that nobody else can change it: a secret every
+//! local user may write is refused, one every local user may read is a warning ([`Exposure`]).
+//! Must not: read a secret's contents (each stage reads its own, bounded, and checks what it
+//! holds) or print one.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -39,8 +41,8 @@ pub struct SecretFile {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Place {
-    MqttPassword,
-    MqttClientKey,
+    /// A component's section's: it forgets it by its key.
+    Section,
     CameraPassword(usize),
     HttpToken,
     StoreSigningKey,
@@ -52,11 +54,8 @@ impl Config {
     pub fn secret_files(&self) -> Vec<SecretFile> {
         let mut files = Vec::new();
         let mut add = |key: String, path: &Path, place: Place| files.push(SecretFile { key, path: path.into(), place });
-        if let Some(path) = &self.mqtt.password_file {
-            add("mqtt.password_file".into(), path, Place::MqttPassword);
-        }
-        if let Some(path) = self.mqtt.tls.as_ref().and_then(|tls| tls.client_key.as_ref()) {
-            add("mqtt.tls.client_key".into(), path, Place::MqttClientKey);
+        for (key, path) in self.sections.secret_files() {
+            add(key, &path, Place::Section);
         }
         for (index, camera) in self.cameras.iter().enumerate() {
             if let SourceConfig::Rtsp { password_file: Some(path), .. } = &camera.source {
@@ -80,13 +79,7 @@ impl Config {
     /// goes with its key).
     fn forget(&mut self, secret: &SecretFile) {
         match secret.place {
-            Place::MqttPassword => self.mqtt.password_file = None,
-            Place::MqttClientKey => {
-                if let Some(tls) = self.mqtt.tls.as_mut() {
-                    tls.client_cert = None;
-                    tls.client_key = None;
-                }
-            }
+            Place::Section => self.sections.forget_secret(&secret.key),
             Place::CameraPassword(index) => {
                 if let Some(SourceConfig::Rtsp { password_file, .. }) =
                     self.cameras.get_mut(index).map(|camera| &mut camera.source)
@@ -325,9 +318,10 @@ mod tests {
     use super::*;
     use crate::config::ConfigOrigin;
 
+    /// With the daemon's sections: the MQTT outlet's name secrets of their own.
     fn config(text: &str) -> Config {
-        Config::from_toml(text, ConfigOrigin::File("/etc/jetson-detectd/config.toml".into()), Path::new("/base"))
-            .expect("config")
+        let origin = ConfigOrigin::File("/etc/jetson-detectd/config.toml".into());
+        crate::cmd::outlets::schema().from_toml(text, origin, Path::new("/base")).expect("config")
     }
 
     #[test]
@@ -364,7 +358,8 @@ mod tests {
             rest.forget(&secret);
         }
         assert!(rest.secret_files().is_empty());
-        assert_eq!(rest.mqtt.username.as_deref(), Some("u"));
+        let mqtt = crate::publish::mqtt::config::MqttConfig::of(&rest);
+        assert_eq!(mqtt.username.as_deref(), Some("u"));
         assert!(matches!(&rest.cameras[0].source, SourceConfig::Rtsp { user: Some(user), .. } if user == "v"));
     }
 

@@ -1,9 +1,12 @@
 //! Validation of a typed config: every value checked against what is allowed, each error naming
 //! the file, the key and the allowed range.
 //!
-//! Owns: the rules between keys (a model must be described, DLA needs reduced precision, topics
-//! must be valid levels); zones and lines go through the one zone parser (`super::scene`). Must
-//! not: open models, cameras or sockets (`check-config` relies on it).
+//! Owns: the rules between the core's keys (a model must be described, DLA needs reduced
+//! precision, a camera's names must be valid topic levels), and the checks every section may use
+//! ([`is_rate`], [`is_variable_name`]); zones and lines go through the one zone
+//! parser (`super::scene`). A component's section checks its own keys
+//! (`super::section::Section::validate`). Must not: open models, cameras or sockets
+//! (`check-config` relies on it).
 
 use std::collections::BTreeSet;
 
@@ -56,7 +59,8 @@ impl Config {
             .collect()
     }
 
-    pub(super) fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
+    /// An error naming `key` (`mqtt.qos`, `camera[1].fps`) of this config's file.
+    pub fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid { origin: self.origin.clone(), key: key.into(), message: message.into() }
     }
 
@@ -291,67 +295,6 @@ impl Config {
             parse_scene(&camera.name, &camera.zones, &camera.lines)
                 .map_err(|e| self.invalid(&format!("camera[{i}].{}", e.key), e.message))?;
         }
-        let mqtt = &self.mqtt;
-        if mqtt.qos > 2 {
-            return Err(self.invalid("mqtt.qos", format!("{} is not 0, 1 or 2", mqtt.qos)));
-        }
-        if mqtt.queue_capacity == 0 {
-            return Err(self.invalid("mqtt.queue_capacity", "must be at least 1"));
-        }
-        if !(MIN_QUEUE_MIB..=MAX_QUEUE_MIB).contains(&mqtt.queue_max_mib) {
-            return Err(self.invalid(
-                "mqtt.queue_max_mib",
-                format!("allowed: {MIN_QUEUE_MIB}..={MAX_QUEUE_MIB} (the largest message is 8 MiB)"),
-            ));
-        }
-        if !is_rate(mqtt.max_rate_hz) {
-            return Err(self.invalid("mqtt.max_rate_hz", format!("{}: {RATE_ALLOWED}", mqtt.max_rate_hz)));
-        }
-        if let Err(reason) = check_host(&mqtt.host) {
-            return Err(self.invalid("mqtt.host", format!("{:?}: {reason}", mqtt.host)));
-        }
-        if mqtt.port == 0 {
-            return Err(self.invalid("mqtt.port", "0 is outside 1..=65535"));
-        }
-        if mqtt.shutdown_flush_ms > MAX_SHUTDOWN_FLUSH_MS {
-            return Err(self.invalid(
-                "mqtt.shutdown_flush_ms",
-                format!("{} is outside 0..={MAX_SHUTDOWN_FLUSH_MS}", mqtt.shutdown_flush_ms),
-            ));
-        }
-        if mqtt.reconnect_max_ms > MAX_RECONNECT_MS {
-            return Err(self.invalid(
-                "mqtt.reconnect_max_ms",
-                format!("{} is outside 1..={MAX_RECONNECT_MS}", mqtt.reconnect_max_ms),
-            ));
-        }
-        if mqtt.reconnect_min_ms == 0 || mqtt.reconnect_min_ms > mqtt.reconnect_max_ms {
-            return Err(self.invalid("mqtt.reconnect_min_ms", "must be ≥ 1 and ≤ reconnect_max_ms"));
-        }
-        if let Some(name) = &mqtt.password_env {
-            if !is_variable_name(name) {
-                // The value is not echoed: a password put here by mistake must not reach a log.
-                return Err(self.invalid(
-                    "mqtt.password_env",
-                    "must be the name of an environment variable (letters, digits and `_`, not starting with a \
-                     digit, at most 255), not the password itself",
-                ));
-            }
-        }
-        if mqtt.password_file.is_some() && mqtt.password_env.is_some() {
-            return Err(self.invalid("mqtt.password_file", "set either password_file or password_env, not both"));
-        }
-        if (mqtt.password_file.is_some() || mqtt.password_env.is_some()) && mqtt.username.is_none() {
-            return Err(self.invalid("mqtt.username", "a password needs a username"));
-        }
-        if let Some(problem) = mqtt.prefix.as_deref().and_then(topic_prefix_problem) {
-            return Err(self.invalid("mqtt.prefix", problem));
-        }
-        if let Some(tls) = &mqtt.tls {
-            if tls.client_cert.is_some() != tls.client_key.is_some() {
-                return Err(self.invalid("mqtt.tls.client_cert", "set client_cert and client_key together"));
-            }
-        }
         self.validate_tracking()?;
         if self.telemetry.interval_s > MAX_INTERVAL_S as u32 {
             return Err(self.invalid(
@@ -369,33 +312,6 @@ impl Config {
             return Err(
                 self.invalid("snapshot.interval_s", format!("allowed: above 0 and at most {MAX_INTERVAL_S} (a day)"))
             );
-        }
-        if let Some(problem) = topic_prefix_problem(&self.homeassistant.discovery_prefix) {
-            return Err(self.invalid("homeassistant.discovery_prefix", problem));
-        }
-        if let Some(problem) = self.homeassistant.status_topic.as_deref().and_then(topic_prefix_problem) {
-            return Err(self.invalid("homeassistant.status_topic", problem));
-        }
-        if let Some(url) = &self.homeassistant.configuration_url {
-            let scheme = url.split_once("://").map(|(scheme, _)| scheme);
-            if !matches!(scheme, Some("http" | "https")) || url.len() > 2048 || url.chars().any(char::is_whitespace) {
-                return Err(self.invalid(
-                    "homeassistant.configuration_url",
-                    format!("{url:?}: use an http:// or https:// address without spaces"),
-                ));
-            }
-        }
-        let mut sensor_ids = BTreeSet::new();
-        for label in &self.homeassistant.labels {
-            if !sensor_ids.insert(crate::config::topic_segment(label)) {
-                return Err(self.invalid(
-                    "homeassistant.labels",
-                    format!(
-                        "{label:?} gives the same sensor id as an earlier label (ids are lower case, other \
-                         characters than letters, digits and `-` become `_`): list each label once"
-                    ),
-                ));
-            }
         }
         if let Some(id) = &self.device.id {
             if !is_topic_segment(id) {
@@ -462,12 +378,13 @@ impl Config {
 
 /// Longest interval a rate or period may stand for, in seconds (a day): anything longer is a
 /// typo, and a rate so small that its interval overflows a `Duration` would be a crash.
-const MAX_INTERVAL_S: f32 = 86_400.0;
+pub const MAX_INTERVAL_S: f32 = 86_400.0;
 
-const RATE_ALLOWED: &str = "allowed: 0 (no limit), or from 1/86400 (once a day) up, per second";
+/// What [`is_rate`] allows, in words.
+pub const RATE_ALLOWED: &str = "allowed: 0 (no limit), or from 1/86400 (once a day) up, per second";
 
 /// A per-second rate: 0 for none, else at least once a day.
-fn is_rate(value: f32) -> bool {
+pub fn is_rate(value: f32) -> bool {
     value == 0.0 || (value.is_finite() && value >= 1.0 / MAX_INTERVAL_S)
 }
 
@@ -480,27 +397,6 @@ const MODEL_DESCRIPTION: [&[&str]; 6] = [
     &["model", "input", "layout"],
     &["model", "input", "dtype"],
 ];
-
-/// Bounds of `mqtt.queue_max_mib`: room for two of the largest messages (8 MiB), at most 4 GiB.
-const MIN_QUEUE_MIB: u32 = 17;
-const MAX_QUEUE_MIB: u32 = 4096;
-
-/// `mqtt.host`: a host name or an IP address, without a port, a scheme or spaces.
-fn check_host(host: &str) -> Result<(), &'static str> {
-    if host.is_empty() {
-        return Err("must not be empty");
-    }
-    if host.parse::<std::net::Ipv6Addr>().is_ok() {
-        return Ok(());
-    }
-    if host.contains(':') {
-        return Err("a host name or IP address only: set the port in `mqtt.port`, and no `mqtt://` scheme");
-    }
-    if host.len() > 253 || host.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/') {
-        return Err("not a host name (at most 253 characters, no spaces or `/`)");
-    }
-    Ok(())
-}
 
 /// A name (`jetson`, `jetson.local`) or an IP address a browser may put in `Host`: no port, no
 /// scheme, no wildcard.
@@ -523,43 +419,11 @@ fn check_allowed_host(host: &str) -> Result<(), &'static str> {
 }
 
 /// An environment variable name as shells accept it: `[A-Za-z_][A-Za-z0-9_]*`, at most 255 bytes.
-fn is_variable_name(name: &str) -> bool {
+pub fn is_variable_name(name: &str) -> bool {
     let mut chars = name.chars();
     name.len() <= 255
         && chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// Longest topic prefix accepted, in bytes: MQTT topics hold at most 65535 bytes, and the daemon
-/// appends levels to the prefix (camera names, Home Assistant ids), for which 1 KiB is kept.
-pub const MAX_TOPIC_PREFIX_BYTES: usize = 65535 - 1024;
-
-/// Why `prefix` cannot start the topics the daemon publishes to (it appends `/<levels>`), if it
-/// cannot. A broker acknowledges but drops a publish to a `$` topic (`$SYS/...`), so those would
-/// be lost silently; wildcards, NUL and over-long topics make every publish fail.
-fn topic_prefix_problem(prefix: &str) -> Option<String> {
-    let problem = if prefix.is_empty() {
-        "must not be empty".to_owned()
-    } else if prefix.starts_with('$') {
-        "must not start with `$`: topics starting with `$` belong to the broker ($SYS), which acknowledges \
-         publishes to them and drops them"
-            .to_owned()
-    } else if prefix.split('/').any(str::is_empty) {
-        "must not hold an empty level (a leading or trailing `/`, or `//`)".to_owned()
-    } else if prefix.contains(['+', '#']) {
-        "must not hold the wildcards `+` or `#`".to_owned()
-    } else if prefix.contains('\0') {
-        "must not hold a NUL character".to_owned()
-    } else if prefix.len() > MAX_TOPIC_PREFIX_BYTES {
-        format!(
-            "is {} bytes; at most {MAX_TOPIC_PREFIX_BYTES} (an MQTT topic holds 65535 bytes, with room for the levels \
-             appended to the prefix)",
-            prefix.len()
-        )
-    } else {
-        return None;
-    };
-    Some(problem)
 }
 
 /// What is wrong with an RTSP camera URL, if anything. The message never repeats the URL: it may

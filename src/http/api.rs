@@ -25,7 +25,7 @@ use super::exposition::Format;
 use super::picture::Overlay;
 use super::{HttpState, ZonesChange};
 use crate::config::zones_file::CameraScene;
-use crate::config::{parse_scene as parse_zones_and_lines, LineConfig, ZoneConfig};
+use crate::config::{parse_scene as parse_zones_and_lines, ConfigError, LineConfig, ZoneConfig};
 use crate::controls::{check_threshold, ControlError, Switch};
 use crate::publish::events::EventMessage;
 use crate::publish::telemetry::with_builds;
@@ -269,7 +269,13 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
     if let Some(camera) = with_scene.cameras.iter_mut().find(|camera| camera.name == name) {
         camera.zones.clone_from(&scene.zones);
     }
-    if let Some(message) = crate::publish::mqtt::homeassistant::collision(&with_scene) {
+    // What the outlets' sections say of the config with these zones (Home Assistant's entity ids
+    // come from zone names).
+    if let Err(refused) = with_scene.check_sections() {
+        let message = match refused {
+            ConfigError::Invalid { key, message, .. } => format!("{key}: {message}"),
+            other => other.to_string(),
+        };
         return error(StatusCode::BAD_REQUEST, message, Some("zones".into()));
     }
     // The daemon's loop saves and applies the change, or, once it has stopped (shutdown), drops

@@ -17,6 +17,7 @@ pub mod clips;
 pub mod dispatch;
 pub mod events;
 pub mod figures;
+pub mod kind;
 pub mod live;
 pub mod mqtt;
 pub mod outlet;

@@ -3,9 +3,9 @@
 //! command names and atomic replacement of the files the daemon writes ([`files`]), the wire
 //! form of a wall-clock time ([`time`]), the resource limits the daemon sizes itself by
 //! ([`limits`]), the room left on a file system ([`disk`]), the CPUs a thread may run on
-//! ([`affinity`]), who may read a file ([`access`]: users, groups, permission bits) and what a log
+//! ([`affinity`]), who may read a file ([`access`]: users, groups, permission bits), what a log
 //! line may cost when the outside world decides how often it comes and what it holds
-//! ([`log_limit`]).
+//! ([`log_limit`]) and what a failure means to systemd ([`exit`]).
 //!
 //! Owns: these rules and nothing else. Must not: import any other module of the crate (every
 //! stage may use this one, so it stands below them all).
@@ -13,6 +13,7 @@
 pub mod access;
 pub mod affinity;
 pub mod disk;
+pub mod exit;
 pub mod files;
 pub mod limits;
 pub mod lock;

@@ -74,9 +74,13 @@ impl TestConfig {
     }
 
     pub fn new(broker_port: u16, prefix: &str) -> TestConfig {
-        let default = jetson_detectd::config::EMBEDDED_DEFAULT;
+        let default = jetson_detectd::cmd::outlets::schema().default_text();
         let cameras_start = default.find("\n[[camera]]\n").expect("embedded default has a [[camera]]");
-        let cameras_end = default.find("\n[mqtt]\n").expect("embedded default has [mqtt]");
+        // The next table after the example camera (its zones and lines are commented out).
+        let cameras_end = default[cameras_start + 1..]
+            .find("\n[")
+            .map(|end| cameras_start + 1 + end)
+            .expect("a table after the cameras");
         let text = format!("{}{}", &default[..cameras_start], &default[cameras_end..]);
         TestConfig { text }
             .set("device", "backend", "\"cpu\"")
@@ -421,7 +425,9 @@ fn check_config_accepts_the_embedded_default() {
 fn malformed_config_exits_78_naming_file_and_key() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("bad.toml");
-    let text = jetson_detectd::config::EMBEDDED_DEFAULT.replace("nms_iou = 0.5", "nms_iou = 0.5\nnms_threshold = 2");
+    let text = jetson_detectd::cmd::outlets::schema()
+        .default_text()
+        .replace("nms_iou = 0.5", "nms_iou = 0.5\nnms_threshold = 2");
     std::fs::write(&path, text).expect("write config");
     let output = daemon().args(["check-config", "--config"]).arg(&path).output().expect("run jetson-detectd");
     assert_eq!(output.status.code(), Some(78));

@@ -379,12 +379,13 @@ fn run_script() -> (String, Recorder) {
     let dir = tempfile::tempdir().expect("tempdir");
     let zones_file = dir.path().join("zones.toml");
     let load = |reloaded: bool| {
-        Config::from_toml(
-            &config_text(&broker, &zones_file, reloaded),
-            ConfigOrigin::File("golden.toml".into()),
-            dir.path(),
-        )
-        .expect("the golden config")
+        jetson_detectd::cmd::outlets::schema()
+            .from_toml(
+                &config_text(&broker, &zones_file, reloaded),
+                ConfigOrigin::File("golden.toml".into()),
+                dir.path(),
+            )
+            .expect("the golden config")
     };
     let config = load(false);
     let labels = Arc::new(Labels::parse(LABELS, Path::new("labels.txt")).expect("labels"));

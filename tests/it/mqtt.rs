@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use jetson_detectd::config::{Config, ConfigOrigin};
+use jetson_detectd::config::ConfigOrigin;
 use jetson_detectd::detection::{BoundingBox, Detection, Labels};
 use jetson_detectd::frame::{FrameMeta, PixelFormat};
 use jetson_detectd::publish::mqtt::{MqttSettings, MqttStats, Publisher, STATUS_BUILDING, STATUS_ONLINE};
@@ -54,7 +54,8 @@ fn settings_with(broker: &Broker, prefix: &str, qos: u8, queue_capacity: usize, 
         host = broker.host(),
         port = broker.port(),
     );
-    let config = Config::from_toml(&text, ConfigOrigin::File("it.toml".into()), Path::new("/")).expect("test config");
+    let schema = jetson_detectd::cmd::outlets::schema();
+    let config = schema.from_toml(&text, ConfigOrigin::File("it.toml".into()), Path::new("/")).expect("test config");
     MqttSettings::from_config(&config).expect("mqtt settings")
 }
 

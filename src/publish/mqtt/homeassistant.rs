@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
+use super::config::{HomeAssistantConfig, MqttConfig};
 use super::topics;
 use crate::config::{topic_segment, Config, ConfigError};
 use crate::controls::Switch;
@@ -101,10 +102,10 @@ fn from_telemetry(path: &[&str]) -> String {
 /// Every entity of `config`, in a fixed order: the daemon's, then per camera, then per zone.
 fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
     let config = context.config;
-    let prefix = config.topic_prefix();
+    let prefix = MqttConfig::of(config).topic_prefix(config);
     let status = topics::status(&prefix);
     let telemetry = topics::telemetry(&prefix);
-    let labels = &config.homeassistant.labels;
+    let labels = &HomeAssistantConfig::of(config).labels;
     let mut out = vec![
         Entity {
             follows_status: false,
@@ -365,7 +366,7 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
 /// The labels a zone's count sensors are for: its own, else `homeassistant.labels`.
 fn zone_labels<'a>(config: &'a Config, zone_labels: &'a [String]) -> &'a [String] {
     if zone_labels.is_empty() {
-        &config.homeassistant.labels
+        &HomeAssistantConfig::of(config).labels
     } else {
         zone_labels
     }
@@ -374,7 +375,7 @@ fn zone_labels<'a>(config: &'a Config, zone_labels: &'a [String]) -> &'a [String
 /// The address the device page links to: `homeassistant.configuration_url`, else the page's when
 /// `http.listen` is one address beyond loopback.
 fn configuration_url(config: &Config) -> Option<String> {
-    if let Some(url) = &config.homeassistant.configuration_url {
+    if let Some(url) = &HomeAssistantConfig::of(config).configuration_url {
         return Some(url.clone());
     }
     let address = config.http.listen_addr()?;
@@ -386,7 +387,7 @@ pub fn discovery_messages(context: &DiscoveryContext<'_>) -> Vec<DiscoveryMessag
     let config = context.config;
     let device_id = config.device_id();
     let node_id = format!("jetson-detectd_{device_id}");
-    let status = topics::status(&config.topic_prefix());
+    let status = topics::status(&MqttConfig::of(config).topic_prefix(config));
     let mut device = json!({
         "identifiers": [node_id],
         "name": format!("jetson-detectd {device_id}"),
@@ -415,7 +416,9 @@ pub fn discovery_messages(context: &DiscoveryContext<'_>) -> Vec<DiscoveryMessag
             DiscoveryMessage {
                 topic: format!(
                     "{}/{}/{node_id}/{}/config",
-                    config.homeassistant.discovery_prefix, entity.component, entity.object_id
+                    HomeAssistantConfig::of(config).discovery_prefix,
+                    entity.component,
+                    entity.object_id
                 ),
                 payload: payload.to_string().into_bytes(),
                 unique_id,
@@ -429,7 +432,7 @@ pub fn discovery_messages(context: &DiscoveryContext<'_>) -> Vec<DiscoveryMessag
 /// camera `front_yard` both make `front_yard_person_count`): one would silently replace the other
 /// in Home Assistant. Said naming both, so the config can be fixed; `None` without discovery.
 pub fn collision(config: &Config) -> Option<String> {
-    if !config.homeassistant.discovery {
+    if !HomeAssistantConfig::of(config).discovery {
         return None;
     }
     let every_board_sensor = BoardSensors { temperature: true, gpu_load: true };
@@ -450,10 +453,10 @@ pub fn collision(config: &Config) -> Option<String> {
 /// With discovery on, every `homeassistant.labels` entry must be a label of the model's label file:
 /// a count sensor for a label no detection can carry (`"persn"`) would sit at 0 for ever.
 pub fn check_labels(config: &Config, labels: &Labels) -> Result<(), ConfigError> {
-    if !config.homeassistant.discovery {
+    if !HomeAssistantConfig::of(config).discovery {
         return Ok(());
     }
-    for (index, label) in config.homeassistant.labels.iter().enumerate() {
+    for (index, label) in HomeAssistantConfig::of(config).labels.iter().enumerate() {
         if labels.id_of(label).is_none() {
             let close: Vec<String> = (0..labels.len())
                 .map(|id| labels.name(id).into_owned())
@@ -510,7 +513,7 @@ pub struct Stale {
 /// The filter the configs of `config`'s device match, whatever their component and object id:
 /// what [`Discovery::found`] is fed with.
 pub fn discovery_filter(config: &Config) -> String {
-    format!("{}/+/jetson-detectd_{}/+/config", config.homeassistant.discovery_prefix, config.device_id())
+    format!("{}/+/jetson-detectd_{}/+/config", HomeAssistantConfig::of(config).discovery_prefix, config.device_id())
 }
 
 /// A discovery message to hand over: an empty payload removes the entity.
@@ -540,7 +543,7 @@ impl Discovery {
             .collect();
         self.published.retain(|topic, _| topics.contains(topic.as_str()));
         self.state_topics = current.iter().flat_map(|(_, _, payload)| named_state_topics(payload)).collect();
-        self.topic_root = format!("{}/", context.config.topic_prefix());
+        self.topic_root = format!("{}/", MqttConfig::of(context.config).topic_prefix(context.config));
         self.announced = true;
         for (topic, hash, payload) in current {
             if self.published.insert(topic.clone(), hash) != Some(hash) {
@@ -611,29 +614,38 @@ mod tests {
     use super::*;
     use crate::config::ConfigOrigin;
 
+    fn home_assistant(config: &mut Config) -> &mut HomeAssistantConfig {
+        config.sections.get_mut::<HomeAssistantConfig>().expect("[homeassistant]")
+    }
+
     #[test]
     fn a_discovery_label_the_label_file_lacks_is_refused_with_the_likely_one() {
         let labels = Labels::parse("person\nbicycle\ncar\n", Path::new("labels.txt")).expect("labels");
-        let mut config = Config::embedded_default().expect("default");
-        config.homeassistant.labels = vec!["car".into(), "persn".into()];
+        let mut config = super::super::kind::schema().embedded_default().expect("default");
+        home_assistant(&mut config).labels = vec!["car".into(), "persn".into()];
         assert!(check_labels(&config, &labels).is_ok(), "discovery off: the labels are not used");
-        config.homeassistant.discovery = true;
+        home_assistant(&mut config).discovery = true;
         let error = check_labels(&config, &labels).expect_err("persn is no label").to_string();
         assert!(error.contains("homeassistant.labels[1]") && error.contains("\"persn\""), "{error}");
         assert!(error.contains("did you mean \"person\""), "{error}");
-        config.homeassistant.labels = vec!["person".into(), "car".into()];
+        home_assistant(&mut config).labels = vec!["person".into(), "car".into()];
         assert!(check_labels(&config, &labels).is_ok());
     }
 
     fn config(extra: &str) -> Config {
-        let text = format!(
+        super::super::kind::schema()
+            .from_toml(&config_text(extra), ConfigOrigin::File("test.toml".into()), Path::new("/"))
+            .expect("config")
+    }
+
+    fn config_text(extra: &str) -> String {
+        format!(
             "[device]\nid = \"orin1\"\n[mqtt]\nprefix = \"jd/orin1\"\n[snapshot]\nenabled = true\n\
              [homeassistant]\ndiscovery = true\nlabels = [\"person\", \"traffic light\"]\n\
              [[camera]]\nname = \"front\"\nsource = {{ kind = \"synthetic\" }}\n\
              [[camera.zone]]\nname = \"drive\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\nlabels = [\"car\"]\n\
              [[camera.zone]]\nname = \"yard\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]\n{extra}"
-        );
-        Config::from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/")).expect("config")
+        )
     }
 
     fn messages(config: &Config, board: BoardSensors) -> BTreeMap<String, Value> {
@@ -736,21 +748,34 @@ mod tests {
         config.http.listen = listening;
         let device = &messages(&config, BoardSensors::default())["online"]["device"];
         assert_eq!(device["configuration_url"], "http://192.168.1.20:8090/");
-        config.homeassistant.configuration_url = Some("https://jetson.lan/".into());
+        home_assistant(&mut config).configuration_url = Some("https://jetson.lan/".into());
         let device = &messages(&config, BoardSensors::default())["online"]["device"];
         assert_eq!(device["configuration_url"], "https://jetson.lan/");
     }
 
     /// Issue 35.16: camera `front` with zone `yard` and a camera `front_yard` made the same id.
     #[test]
-    fn entities_that_would_share_an_id_are_a_collision_naming_both() {
-        assert_eq!(collision(&config("")), None);
-        let clash = config("[[camera]]\nname = \"front_yard\"\nsource = { kind = \"synthetic\" }\n");
-        let message = collision(&clash).expect("a collision");
+    fn entities_that_would_share_an_id_are_a_collision_naming_both_and_the_config_is_refused() {
+        let fine = config("");
+        assert_eq!(collision(&fine), None);
+        // The same cameras read together: `homeassistant.discovery`'s check refuses them.
+        let clash = "[[camera]]\nname = \"front_yard\"\nsource = { kind = \"synthetic\" }\n";
+        let refused = super::super::kind::schema()
+            .from_toml(&config_text(clash), ConfigOrigin::File("test.toml".into()), Path::new("/"))
+            .expect_err("ids that collide");
+        assert!(refused.to_string().contains("`homeassistant.discovery`"), "{refused}");
+        // Added later (a zone change from the page, a reload): the check of the config as it is now.
+        let mut changed = fine.clone();
+        let mut added = changed.cameras[0].clone();
+        added.name = "front_yard".into();
+        added.zones.clear();
+        changed.cameras.push(added);
+        let message = collision(&changed).expect("a collision");
         assert!(
             message.contains("Front yard person count") && message.contains("front_yard_person_count"),
             "{message}"
         );
+        assert!(changed.check_sections().is_err());
     }
 
     #[test]

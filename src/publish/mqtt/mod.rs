@@ -1,6 +1,8 @@
 //! MQTT: the outlet that turns the pipeline's values into topics and payloads, and the publisher
 //! that gets them to the broker. Two layers, each its own files:
 //!
+//! - **What it is** — [`config`] (its sections, `[mqtt]` and `[homeassistant]`: types, defaults,
+//!   checks, secrets) and [`kind`] (how it registers itself: its checks before the start, its start).
 //! - **What to publish** — [`outlet`] (the MQTT outlet: every topic and payload, the commands that
 //!   arrive), [`topics`] (the topic layout), [`policy`] (how often detections go out), [`counts`]
 //!   (per-camera label counts) and [`homeassistant`] (discovery). They decide what goes out and
@@ -18,10 +20,12 @@
 //!
 //! A handle apart from the task that owns the connection, as rumqttc's client and event loop.
 
+pub mod config;
 mod connection;
 pub mod counts;
 pub mod homeassistant;
 mod inbound;
+pub mod kind;
 pub mod login;
 mod message;
 mod outbox;
@@ -40,6 +44,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 pub use inbound::MAX_INCOMING_PAYLOAD_BYTES;
+pub use kind::OUTLET;
 use message::Message;
 pub use message::{Outgoing, MAX_PAYLOAD_BYTES};
 pub use outbox::{MqttStats, MAX_IN_FLIGHT, STATUS_BUILDING, STATUS_OFFLINE, STATUS_ONLINE};
@@ -234,11 +239,10 @@ impl Publisher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
 
     #[test]
     fn start_outside_a_runtime_is_an_error() {
-        let config = Config::embedded_default().expect("the embedded default is valid");
+        let config = kind::schema().embedded_default().expect("the embedded default is valid");
         let settings = MqttSettings::from_config(&config).expect("settings");
         assert!(matches!(Publisher::start(settings), Err(MqttError::NoRuntime)));
     }

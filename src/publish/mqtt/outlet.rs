@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use super::config::{HomeAssistantConfig, MqttConfig};
 use super::counts::LabelCounts;
 use super::homeassistant::{discovery_filter, Announcement, BoardSensors, Discovery, DiscoveryContext, Stale};
 use super::inbound::TOPIC_EXCERPT_CHARS;
@@ -134,9 +135,10 @@ impl MqttOutlet {
         controls: Arc<Controls>,
         board: BoardSensors,
     ) -> Result<MqttOutlet, MqttError> {
-        let prefix = config.topic_prefix();
-        let home_assistant_status = config.homeassistant.discovery.then(|| config.homeassistant.status_topic());
-        let home_assistant = config.homeassistant.discovery.then(|| {
+        let prefix = MqttConfig::of(config).topic_prefix(config);
+        let discovery = HomeAssistantConfig::of(config);
+        let home_assistant_status = discovery.discovery.then(|| discovery.status_topic());
+        let home_assistant = discovery.discovery.then(|| {
             Arc::new(Mutex::new(HomeAssistant { discovery: Discovery::default(), board, zone_values: BTreeSet::new() }))
         });
         let (sender, receiver) = mpsc::channel(INBOUND_QUEUE);
@@ -173,7 +175,8 @@ impl MqttOutlet {
         controls: Arc<Controls>,
         home_assistant: Option<Arc<Mutex<HomeAssistant>>>,
     ) -> MqttOutlet {
-        let prefix = config.topic_prefix();
+        let (mqtt, discovery) = (MqttConfig::of(config), HomeAssistantConfig::of(config));
+        let prefix = mqtt.topic_prefix(config);
         let cameras = config
             .cameras
             .iter()
@@ -183,11 +186,10 @@ impl MqttOutlet {
                     detections: format!("{base}/detections"),
                     snapshot: topics::snapshot(&prefix, &camera.name),
                     events: format!("{base}/events"),
-                    policy: Mutex::new(PublishPolicy::new(config.mqtt.publish, config.mqtt.max_rate_hz)),
-                    counts: config
-                        .homeassistant
+                    policy: Mutex::new(PublishPolicy::new(mqtt.publish, mqtt.max_rate_hz)),
+                    counts: discovery
                         .discovery
-                        .then(|| Mutex::new(LabelCounts::new(&prefix, &camera.name, &config.homeassistant.labels))),
+                        .then(|| Mutex::new(LabelCounts::new(&prefix, &camera.name, &discovery.labels))),
                     detections_seq: AtomicU64::new(0),
                     records: config.recording(camera).is_some(),
                     base,
@@ -236,7 +238,7 @@ impl MqttOutlet {
         }
         for camera in &config.cameras {
             for zone in camera.zones.iter().filter(|zone| zone.labels.is_empty()) {
-                for label in &config.homeassistant.labels {
+                for label in &HomeAssistantConfig::of(config).labels {
                     let topic = topics::zone_label(&self.prefix, &camera.name, &zone.name, label);
                     if home_assistant.zone_values.insert(topic.clone()) {
                         self.publisher.publish_state(StateClass::Value, topic, b"0".to_vec());
@@ -353,8 +355,9 @@ impl Outlet for MqttOutlet {
 
     /// New publish settings; discovery for the config as it is now (removing what is gone).
     fn reconfigured(&self, config: &Config) {
+        let mqtt = MqttConfig::of(config);
         for topics in self.cameras.values() {
-            lock(&topics.policy).update(config.mqtt.publish, config.mqtt.max_rate_hz);
+            lock(&topics.policy).update(mqtt.publish, mqtt.max_rate_hz);
         }
         self.announce(config);
     }

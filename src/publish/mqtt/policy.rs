@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::config::PublishMode;
+use super::config::PublishMode;
 use crate::detection::Detection;
 
 #[derive(Debug, Clone)]

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use rumqttc::QoS;
 
+use super::config::MqttConfig;
 use crate::config::Config;
+use crate::sys::exit::{Classified, ExitClass};
 use crate::sys::files::{self, ReadError, MAX_PASSWORD_BYTES, MAX_PEM_BYTES};
 
 #[derive(Debug, thiserror::Error)]
@@ -33,10 +35,10 @@ pub enum MqttError {
     NoRuntime,
 }
 
-impl MqttError {
-    /// A mistake in the config or in a file it names, which a restart cannot fix.
-    pub fn is_configuration_problem(&self) -> bool {
-        !matches!(self, MqttError::NoRuntime)
+/// A mistake in the config or in a file it names is the configuration's: a restart cannot fix it.
+impl Classified for MqttError {
+    fn exit_class(&self) -> ExitClass {
+        ExitClass::configuration_if(!matches!(self, MqttError::NoRuntime))
     }
 }
 
@@ -110,9 +112,9 @@ impl fmt::Debug for MqttSettings {
 }
 
 impl MqttSettings {
-    /// Resolves defaults and reads the password and TLS files the config names.
+    /// `config`'s `[mqtt]` with its computed defaults, the password and TLS files it names read.
     pub fn from_config(config: &Config) -> Result<MqttSettings, MqttError> {
-        let mqtt = &config.mqtt;
+        let mqtt = MqttConfig::of(config);
         let password = match (&mqtt.password_file, &mqtt.password_env) {
             (Some(path), _) => Some(read_password_file(path)?),
             (None, Some(name)) => Some(std::env::var(name).map_err(|_| MqttError::PasswordEnv { name: name.clone() })?),
@@ -136,8 +138,8 @@ impl MqttSettings {
         Ok(MqttSettings {
             host: mqtt.host.clone(),
             port: mqtt.port,
-            client_id: config.client_id(),
-            prefix: config.topic_prefix(),
+            client_id: mqtt.client_id(config),
+            prefix: mqtt.topic_prefix(config),
             qos: match mqtt.qos {
                 0 => QoS::AtMostOnce,
                 1 => QoS::AtLeastOnce,
@@ -251,7 +253,7 @@ mod tests {
             {mqtt}
             "#
         );
-        Config::from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/base"))
+        super::super::kind::schema().from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/base"))
     }
 
     #[test]
@@ -340,9 +342,15 @@ lwUH9wlJdHngkmFawTQ3Yy/YyAKjjZOX2ZnkWLNb
         std::fs::File::create(&huge).and_then(|file| file.set_len(1 << 30)).expect("sparse file");
         for path in [Path::new("/dev/zero"), dir.path(), huge.as_path()] {
             let error = read_password_file(path).expect_err("refused");
-            assert!(error.is_configuration_problem() && error.to_string().contains("mqtt.password_file"), "{error}");
+            assert!(
+                error.exit_class() == ExitClass::Configuration && error.to_string().contains("mqtt.password_file"),
+                "{error}"
+            );
             let error = read_certificates(path, "ca_file").expect_err("refused");
-            assert!(error.is_configuration_problem() && error.to_string().contains("mqtt.tls.ca_file"), "{error}");
+            assert!(
+                error.exit_class() == ExitClass::Configuration && error.to_string().contains("mqtt.tls.ca_file"),
+                "{error}"
+            );
         }
         let not_utf8 = dir.path().join("password");
         std::fs::write(&not_utf8, [0xff, 0xfe, b'\n']).expect("write");
