@@ -10,7 +10,9 @@ sources, or checks that they are current.
   src/publish/mqtt/mqtt.toml). Edit those, never this file.
 - docs/src/reference/config.md from config/jetson-detectd.toml: one section per table, one entry per
   key with its default and the comment above it. Keys that are commented out (`# key = value`) are
-  optional and have no default.
+  optional and have no default; a commented-out table followed by prose (`# [[webhook]]`) is a
+  table that is absent by default, documented key by key, while one followed by its keys is an
+  example.
 - docs/src/reference/cli.md from the `--help` output of `jetson-detectd` and of every subcommand it
   lists (clap's text, so the page says exactly what the binary says).
 
@@ -119,6 +121,7 @@ def config_page(text):
     comments = []
     table = None
     repeated = False  # the table is an array of tables ([[camera]]): its values are an instance's
+    absent_table = False  # the table is commented out, documented key by key
     example = None  # lines of a commented-out table (an example), collected as TOML
 
     def emit_example():
@@ -127,8 +130,10 @@ def config_page(text):
             out.extend(["Example:", "", "```toml", *example, "```", ""])
         example = None
 
-    for raw in lines + [""]:
+    padded = lines + [""]
+    for index, raw in enumerate(padded):
         line = raw.rstrip()
+        following = padded[index + 1].rstrip() if index + 1 < len(padded) else ""
         if example is not None:
             if line.startswith("#") and (commented_key(line) or COMMENTED_TABLE.match(line)):
                 example.append(strip_hash(line))
@@ -146,6 +151,18 @@ def config_page(text):
                 comments = []
             continue
         if COMMENTED_TABLE.match(line):
+            prose_follows = following.startswith("#") and not (commented_key(following) or COMMENTED_TABLE.match(following))
+            if prose_follows:
+                # A table that is absent by default, documented key by key (`# [[webhook]]`).
+                opening, name, _ = COMMENTED_TABLE.match(line).groups()
+                table = name
+                absent_table = True
+                repeated = False  # its keys' values are its defaults once it is written
+                title = f"[[{name}]]" if opening == "[[" else f"[{name}]"
+                out.extend([f"## `{title}`", ""])
+                out.extend(prose(comments))
+                comments = []
+                continue
             if comments:
                 out.extend(prose(comments))
                 comments = []
@@ -155,7 +172,9 @@ def config_page(text):
             match = commented_key(line)
             if match and table is not None:
                 name, value = match.groups()
-                out.extend(key_entry(table, name, value, comments, optional=True, repeated=repeated))
+                out.extend(
+                    key_entry(table, name, value, comments, optional=True, repeated=repeated, in_absent_table=absent_table)
+                )
                 comments = []
             else:
                 comments.append(strip_hash(line))
@@ -165,6 +184,7 @@ def config_page(text):
             opening, name, _ = match.groups()
             table = name
             repeated = opening == "[["
+            absent_table = False
             title = f"[[{name}]]" if opening == "[[" else f"[{name}]"
             out.extend([f"## `{title}`", ""])
             out.extend(prose(comments))
@@ -182,7 +202,14 @@ def config_page(text):
     return "\n".join(out) + "\n"
 
 
-def key_entry(table, name, value, comments, optional, repeated):
+def key_entry(table, name, value, comments, optional, repeated, in_absent_table=False):
+    """One key's entry. In a table that is absent by default, a commented key's value is its default
+    once the table is written, unless its text starts with `Required.` or `Optional.`."""
+    first = comments[0].strip() if comments else ""
+    if in_absent_table and first.startswith("Required."):
+        return [f"### `{table}.{name}`", "", f"Required (example: `{value}`)", ""] + prose(comments)
+    if in_absent_table and not first.startswith("Optional."):
+        optional = False
     default = "not set" if optional else f"`{value}`"
     example = f" (example: `{value}`)" if optional else ""
     label = "Built-in config" if repeated and not optional else "Default"
