@@ -8,7 +8,7 @@ use crate::config::section::Schema;
 use crate::publish::kind::OutletKind;
 
 /// Every kind of outlet the daemon builds from its config, in the order they start and receive.
-pub const OUTLETS: &[OutletKind] = &[crate::publish::mqtt::OUTLET];
+pub const OUTLETS: &[OutletKind] = &[crate::publish::mqtt::OUTLET, crate::publish::webhook::OUTLET];
 
 /// The config the daemon reads: the core, then every outlet's sections in [`OUTLETS`]' order.
 pub fn schema() -> Schema {

@@ -25,3 +25,4 @@ pub mod payload;
 pub mod sink;
 pub mod snapshot;
 pub mod telemetry;
+pub mod webhook;

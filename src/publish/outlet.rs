@@ -34,9 +34,12 @@
 //!
 //! # Adding an outlet
 //!
-//! Implement [`Outlet`] (every method but [`Outlet::name`] has a no-op default: take what you
-//! need) and add it to the outlets the daemon builds (`crate::cmd::run`). No outlet knows another
-//! (the recording outlet of `tests/it/golden.rs` shows it). The values are shared, never edited by
+//! Give it a folder of its own beside the others (`super::webhook` shows the whole of one): its
+//! config section (`crate::config::section::Section`: types, commented defaults, checks, secrets),
+//! its [`Outlet`] (every method but [`Outlet::name`] has a no-op default: take what you need) and
+//! its registration (`super::kind::OutletKind`: its sections, its checks before the start, its
+//! start); then declare the folder and add the kind to `crate::cmd::outlets`, one line each. No
+//! outlet knows another (the recording outlet of `tests/it/golden.rs` shows it). The values are shared, never edited by
 //! an outlet: what one outlet derives (a webhook's answer) is its own output. The clip of an event
 //! is named before any outlet sees the event, by a stage of the sink (`super::clips`), so every
 //! outlet sees the same [`ObjectEvent::clip`](super::events::ObjectEvent::clip) — the MQTT outlet's

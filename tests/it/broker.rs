@@ -227,8 +227,9 @@ fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("jetson-detectd-mosquitto").tempdir().expect("temp dir for mosquitto")
 }
 
-/// A CA and a server certificate for 127.0.0.1/localhost, valid for a century (P-256 keys).
-fn make_test_certificates(dir: &Path) {
+/// A CA and a server certificate for 127.0.0.1/localhost, valid for a century (P-256 keys):
+/// `ca.pem`, `server.pem` and `server.key` in `dir`.
+pub fn make_test_certificates(dir: &Path) {
     let path = |name: &str| dir.join(name);
     let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
     run_tool(

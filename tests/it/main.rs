@@ -45,4 +45,5 @@ mod store_servers;
 mod telemetry;
 mod tracking;
 mod watchdog;
+mod webhook;
 mod zones_file;
