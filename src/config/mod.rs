@@ -779,15 +779,13 @@ impl Config {
         // The sections components own are read by their own rules, apart from the core (where a
         // table no component registered is unknown), and set in every typing of the core.
         let taken = schema.take_sections(&mut merged);
-        schema.take_sections(&mut fallback);
+        let section_defaults = schema.take_sections(&mut fallback);
         let default_base = data_dir();
-        let (sections, misread) = section::read_sections(taken, &mut resolver(&user, base, &default_base));
-        let mut mistakes: Vec<Mistake> = misread
-            .into_iter()
-            .map(|(key, message)| Mistake::at_key(key, words::explain(&message), &places))
-            .collect();
+        let (sections, misfits, mut set_aside) =
+            section::read_sections(taken, &section_defaults, &mut resolver(&user, base, &default_base));
+        let mut mistakes: Vec<Mistake> =
+            misfits.into_iter().map(|(key, message)| Mistake::at_key(key, words::explain(&message), &places)).collect();
         let (mut value, fallback) = (Value::Table(merged), Value::Table(fallback));
-        let mut set_aside = Vec::new();
         // Typed again after a check's mistake is set aside, a value that no longer fits (a key
         // the check named removed from its table) is that setting aside's doing, not the file's:
         // only the first typing's misfits are the file's mistakes.
@@ -1057,7 +1055,9 @@ mod tests {
     fn every_mistake_of_a_file_is_reported_at_once_with_its_place_and_the_nearest_key() {
         let text = "[mqtt]\nhost = \"broker\"\nport = \"x\"\npasword_file = \"/etc/p\"\nqos = 3\n\n\
                     [model]\ndecoder = \"yolov99\"\n";
-        let error = Config::from_toml(text, ConfigOrigin::File("my.toml".into()), Path::new("/base")).unwrap_err();
+        let error = crate::cmd::outlets::schema()
+            .from_toml(text, ConfigOrigin::File("my.toml".into()), Path::new("/base"))
+            .unwrap_err();
         let ConfigError::Mistakes(mistakes) = &error else { panic!("{error:?}") };
         let said: Vec<(String, &str)> = mistakes
             .list
@@ -1083,7 +1083,9 @@ mod tests {
     fn values_out_of_range_in_several_sections_are_all_reported() {
         let text = "[engine]\nframe_slots = 1\n[mqtt]\nqos = 7\n[snapshot]\njpeg_quality = 0\n\
                     [[camera]]\nname = \"a/b\"\nsource = { kind = \"synthetic\" }\n";
-        let error = Config::from_toml(text, ConfigOrigin::File("my.toml".into()), Path::new("/base")).unwrap_err();
+        let error = crate::cmd::outlets::schema()
+            .from_toml(text, ConfigOrigin::File("my.toml".into()), Path::new("/base"))
+            .unwrap_err();
         assert_eq!(
             error.keys(),
             ["engine.frame_slots", "mqtt.qos", "snapshot.jpeg_quality", "camera[0].name"],

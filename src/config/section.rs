@@ -147,8 +147,14 @@ impl<T: Section> Held for T {
 /// What is wrong in a section as read: the key from the top, and the message.
 pub(super) type KeyError = (String, String);
 
-/// Reads one section from its TOML, resolving its paths.
-type Reader = fn(Value, &mut Resolve<'_>) -> Result<Box<dyn Held>, KeyError>;
+/// What reading one section found: the section, when it typed at all (the default's values
+/// standing in for those that did not fit), each value that did not fit, and the keys set aside
+/// for them (both from the top: `mqtt.port`).
+type Read = (Option<Box<dyn Held>>, Vec<KeyError>, Vec<String>);
+
+/// Reads one section from its TOML over its defaults' (what stands in for a value that does not
+/// fit), resolving its paths.
+type Reader = fn(Value, &Value, &mut Resolve<'_>) -> Read;
 
 /// How one [`Section`] is read: registered by its component ([`SectionKind::of`]).
 #[derive(Clone, Copy)]
@@ -175,19 +181,22 @@ impl SectionKind {
     }
 }
 
-/// `value` as a `T`, its paths resolved; an error as (key from the top, message).
-fn read<T: Section>(value: Value, resolve: &mut Resolve<'_>) -> Result<Box<dyn Held>, KeyError> {
-    let mut section: T = serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = error.path().to_string();
-        let key = match path.as_str() {
-            "." => T::KEY.to_owned(),
-            _ if path.starts_with('[') => format!("{}{path}", T::KEY),
-            _ => format!("{}.{path}", T::KEY),
-        };
-        (key, error.into_inner().message().trim_end().to_owned())
-    })?;
-    section.resolve_paths(resolve);
-    Ok(Box::new(section))
+/// `value` as a `T`, its paths resolved, with every value that did not fit set aside in turn
+/// (`super::collect`), so that all of them are reported at once.
+fn read<T: Section>(mut value: Value, fallback: &Value, resolve: &mut Resolve<'_>) -> Read {
+    let from_top = |path: &str| match path {
+        "" => T::KEY.to_owned(),
+        _ if path.starts_with('[') => format!("{}{path}", T::KEY),
+        _ => format!("{}.{path}", T::KEY),
+    };
+    let mut set_aside = Vec::new();
+    let (typed, misfits) = super::collect::deserialize_all::<T>(&mut value, fallback, &mut set_aside);
+    let misfits = misfits.into_iter().map(|misfit| (from_top(&misfit.key), misfit.message)).collect();
+    let section = typed.map(|mut section| {
+        section.resolve_paths(resolve);
+        Box::new(section) as Box<dyn Held>
+    });
+    (section, misfits, set_aside.iter().map(|path| from_top(path)).collect())
 }
 
 /// The sections a config holds, in the order of its [`Schema`].
@@ -327,16 +336,22 @@ impl Schema {
     }
 }
 
-/// Reads the sections [`Schema::take_sections`] took, in order: those that read, and what is
-/// wrong in each of the others (its key from the top, and serde's message).
-pub(super) fn read_sections(taken: Vec<(SectionKind, Value)>, resolve: &mut Resolve<'_>) -> (Sections, Vec<KeyError>) {
-    let mut sections = Vec::new();
-    let mut misread = Vec::new();
+/// Reads the sections [`Schema::take_sections`] took, in order, each over its defaults' table
+/// (`defaults`, taken the same way from the defaults): those that typed, every value that did not
+/// fit (its key from the top, and serde's message), and the keys set aside for them.
+pub(super) fn read_sections(
+    taken: Vec<(SectionKind, Value)>,
+    defaults: &[(SectionKind, Value)],
+    resolve: &mut Resolve<'_>,
+) -> (Sections, Vec<KeyError>, Vec<String>) {
+    let (mut sections, mut misfits, mut set_aside) = (Vec::new(), Vec::new(), Vec::new());
+    let none = Value::Table(Table::new());
     for (kind, value) in taken {
-        match (kind.read)(value, resolve) {
-            Ok(section) => sections.push(section),
-            Err(error) => misread.push(error),
-        }
+        let fallback = defaults.iter().find(|(other, _)| other.key == kind.key).map_or(&none, |(_, value)| value);
+        let (section, mut misfit, mut aside) = (kind.read)(value, fallback, resolve);
+        sections.extend(section);
+        misfits.append(&mut misfit);
+        set_aside.append(&mut aside);
     }
-    (Sections(sections), misread)
+    (Sections(sections), misfits, set_aside)
 }
