@@ -372,7 +372,7 @@ mod tests {
             (format!("[[webhook]]\n{url}\nshutdown_flush_ms = 60001\n"), "webhook[0].shutdown_flush_ms".into()),
             (format!("[[webhook]]\n{url}\nsecret = \"x\"\n"), "webhook[0].secret".into()),
         ] {
-            match read(&text) {
+            match read(&text).map_err(ConfigError::one) {
                 Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key, "{text}"),
                 other => panic!("{text}: expected an invalid `{key}`, got {other:?}"),
             }
