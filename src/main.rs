@@ -10,7 +10,9 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use jetson_detectd::backend::engine::chain::unchecked;
 use jetson_detectd::backend::{load, Backend, BuildDisplay};
-use jetson_detectd::cmd::run::{self, DaemonError};
+use jetson_detectd::cmd::error::DaemonError;
+use jetson_detectd::cmd::preflight::{self, check_model};
+use jetson_detectd::cmd::run;
 use jetson_detectd::cmd::selftest::{self, SelftestOptions, Status};
 use jetson_detectd::cmd::{bench, detect, outlets, probe};
 use jetson_detectd::config::{secrets, Config, ConfigError};
@@ -304,20 +306,20 @@ fn run(arg: &ConfigArg) -> Result<(), Stop> {
 }
 
 /// The config, every check `run` makes before it opens a device or a socket
-/// ([`run::preflight`]), and the model and library checks of the backend `run` would load
-/// ([`run::check_model`]) wherever that needs no engine build: what this accepts, `run` does not
+/// ([`preflight::preflight`]), and the model and library checks of the backend `run` would load
+/// ([`check_model`]) wherever that needs no engine build: what this accepts, `run` does not
 /// refuse at start. Secrets are checked the way the service will see them
 /// ([`secrets::check_for_service`]); what that says goes to stderr as notes, so that `--print`
 /// stays TOML.
 fn check_config(arg: &ConfigArg, print: bool) -> Result<(), Stop> {
     let config = load_config(arg).map_err(Failure::config)?;
     let secrets = secrets::check_for_service(&config).map_err(Failure::config)?;
-    let preflight = run::preflight(&secrets.rest).map_err(Failure::from)?;
-    let model = run::check_model(&secrets.rest, &preflight).map_err(Failure::from)?;
+    let checked = preflight::preflight(&secrets.rest).map_err(Failure::from)?;
+    let model = check_model(&secrets.rest, &checked).map_err(Failure::from)?;
     for note in &secrets.notes {
         eprintln!("note: {note}");
     }
-    for warning in &preflight.warnings {
+    for warning in &checked.warnings {
         eprintln!("warning: {warning}");
     }
     for camera in &config.zones_from_file {

@@ -154,7 +154,7 @@ pub fn bind(config: &Config) -> Result<Option<BoundListener>, HttpError> {
 
 impl HttpServer {
     /// Serves on `listener` ([`bind`]). `token` is the one read from `[http] token_file` by the
-    /// start-up checks (`crate::cmd::run::preflight`), so that `check-config` reads it too.
+    /// start-up checks (`crate::cmd::preflight::preflight`), so that `check-config` reads it too.
     /// `record`: the recorder whose clips the API lists and serves. Must run inside the daemon's
     /// tokio runtime.
     pub fn start(
