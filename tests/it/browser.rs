@@ -6,8 +6,8 @@
 //! grid with their figures and editors in view and the recent events beside them, and a zone is
 //! deleted only once the user confirms it.
 //!
-//! Skipped, saying what to install, where `chromium` or `chromedriver` is missing (CI installs both
-//! and checks that they are there, so CI cannot skip it). Host architecture only: the browser is a
+//! Skipped, saying what to install, where `chromium` or `chromedriver` is missing, except with
+//! `CI=true`, where it fails ([`crate::prerequisite`]: `.ci/run` installs both). Host architecture only: the browser is a
 //! host tool, and the page's bytes are the same on every architecture.
 //! `JETSON_DETECTD_SCREENSHOT=FILE` saves a PNG of the page after the zone is saved.
 
@@ -23,6 +23,7 @@ use crate::broker::{Broker, Subscriber};
 use crate::daemon::{sample_source, RunningDaemon, TestConfig};
 use crate::http::request;
 use crate::pace::Pace;
+use crate::prerequisite::{or_skip, runs};
 use jetson_detectd::publish::events::EventMessage;
 
 /// A chromedriver process; killed on drop.
@@ -32,13 +33,13 @@ pub(crate) struct Driver {
     session: Option<String>,
 }
 
-pub(crate) fn found(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+/// `Ok` where headless Chromium and chromedriver both run, else what to install.
+pub(crate) fn chromium() -> Result<(), String> {
+    if runs("chromium", "--version") && runs("chromedriver", "--version") {
+        Ok(())
+    } else {
+        Err("no chromium or chromedriver (apt-get install chromium chromium-driver)".into())
+    }
 }
 
 impl Driver {
@@ -192,8 +193,7 @@ pub(crate) fn wait_for(daemon: &mut RunningDaemon, driver: &Driver, what: &str, 
 
 #[test]
 fn the_page_shows_every_camera_and_a_zone_drawn_in_the_browser_is_in_the_next_events() {
-    if !(found("chromium") && found("chromedriver")) {
-        eprintln!("skipped: no chromium or chromedriver (apt-get install chromium chromium-driver)");
+    if or_skip(chromium()).is_none() {
         return;
     }
     let broker = Broker::start();

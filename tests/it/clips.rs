@@ -11,8 +11,9 @@
 //! - a full disk (a tmpfs) pauses recording, says so, and detections go on;
 //! - a raw camera is refused at `check-config` without an encoder and records with x264 with one.
 //!
-//! Skipped, saying what to install, where the RTSP server, the GStreamer plugins or ffmpeg are
-//! missing (CI installs them: `.ci/run`).
+//! Skipped, saying what to install, where the RTSP server, the GStreamer plugins, ffmpeg or (for
+//! the browser parts) Chromium are missing, except with `CI=true`, where they fail
+//! ([`crate::prerequisite`]: `.ci/run` installs them).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use crate::arch::daemon_command;
 use crate::broker::{Broker, Subscriber};
 use crate::daemon::{sample, sample_source, toml_string, RunningDaemon, TestConfig};
 use crate::http::request;
+use crate::prerequisite::{gstreamer_element, or_skip, runs};
 use crate::rtsp::{prerequisites, unix_ms, Codec, RtspServer};
 use jetson_detectd::publish::events::EventMessage;
 
@@ -38,12 +40,16 @@ const POST_S: f64 = 2.0;
 /// What the clip tests need, or why they cannot run here.
 fn tools() -> Result<&'static str, String> {
     let python = prerequisites(Codec::H264)?;
-    for tool in ["ffprobe", "ffmpeg"] {
-        if !Command::new(tool).arg("-version").output().is_ok_and(|o| o.status.success()) {
-            return Err(format!("no {tool} (apt-get install ffmpeg)"));
-        }
-    }
+    ffmpeg()?;
     Ok(python)
+}
+
+/// `Ok` where Debian's ffprobe and ffmpeg run, else what to install.
+fn ffmpeg() -> Result<(), String> {
+    match ["ffprobe", "ffmpeg"].into_iter().find(|tool| !runs(tool, "-version")) {
+        Some(tool) => Err(format!("no {tool} (apt-get install ffmpeg)")),
+        None => Ok(()),
+    }
 }
 
 /// A daemon recording the RTSP scene camera `gate` into `dir/clips`, its page on a free port.
@@ -172,13 +178,7 @@ fn decodes_cleanly(file: &Path) {
 
 #[test]
 fn an_event_clip_starts_before_the_object_appeared_lasts_past_its_end_and_plays_in_a_browser() {
-    let python = match tools() {
-        Ok(python) => python,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let Some(python) = or_skip(tools()) else { return };
     let rig = Rig::start(python, "e2e-clips");
     let config = rig.config(&rig.server.url()).write(&rig.dir.path().join("config.toml"));
     let subscriber = Subscriber::connect(&rig.broker, "e2e-clips-sub", &[&format!("{}/#", rig.prefix)]);
@@ -260,9 +260,8 @@ fn an_event_clip_starts_before_the_object_appeared_lasts_past_its_end_and_plays_
 /// advances.
 #[cfg(target_arch = "x86_64")]
 fn plays_in_chromium(daemon: &mut RunningDaemon, address: SocketAddr, url: &str, dir: &Path) {
-    use crate::browser::{found, wait_for, Driver};
-    if !(found("chromium") && found("chromedriver")) {
-        eprintln!("browser part skipped: no chromium or chromedriver (apt-get install chromium chromium-driver)");
+    use crate::browser::{chromium, wait_for, Driver};
+    if or_skip(chromium()).is_none() {
         return;
     }
     let mut driver = Driver::start();
@@ -288,18 +287,11 @@ fn plays_in_chromium(daemon: &mut RunningDaemon, address: SocketAddr, url: &str,
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_page_offers_an_h265_clip_chromium_cannot_play_for_download() {
-    use crate::browser::{found, wait_for, Driver};
-    let python = match prerequisites(Codec::H265).and_then(|python| tools().map(|_| python)) {
-        Ok(python) => python,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
-    if !(found("chromium") && found("chromedriver")) {
-        eprintln!("skipped: no chromium or chromedriver (apt-get install chromium chromium-driver)");
+    use crate::browser::{chromium, wait_for, Driver};
+    let Some(python) = or_skip(prerequisites(Codec::H265).and_then(|python| ffmpeg().and(chromium()).map(|()| python)))
+    else {
         return;
-    }
+    };
     let rig = Rig::with_codec(python, "e2e-clips-h265", &scene(), Codec::H265);
     let config = rig.config(&rig.server.url()).write(&rig.dir.path().join("config.toml"));
     let events = format!("{}/gate/events", rig.prefix);
@@ -382,13 +374,7 @@ fn record_status(address: SocketAddr) -> serde_json::Value {
 /// ends when the camera goes offline, and the clip is finished, served and decodes.
 #[test]
 fn a_camera_that_goes_offline_during_an_event_ends_its_track_and_finishes_its_clip() {
-    let python = match tools() {
-        Ok(python) => python,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let Some(python) = or_skip(tools()) else { return };
     // The person stays in view from 2 s on, for far longer than the test.
     let mut rig =
         Rig::with_scene(python, "e2e-clips-offline", &format!("{}:2:600:1200", sample("person.jpg").display()));
@@ -419,13 +405,7 @@ fn a_camera_that_goes_offline_during_an_event_ends_its_track_and_finishes_its_cl
 
 #[test]
 fn a_clip_cut_by_kill_9_plays_up_to_the_cut_after_a_restart_and_the_index_agrees_with_the_directory() {
-    let python = match tools() {
-        Ok(python) => python,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let Some(python) = or_skip(tools()) else { return };
     let rig = Rig::start(python, "e2e-clips-kill");
     // A long post-roll: the clip is still recording when the daemon is killed.
     let config =
@@ -491,13 +471,7 @@ fn a_clip_cut_by_kill_9_plays_up_to_the_cut_after_a_restart_and_the_index_agrees
 /// under it at every look, also while a clip records (it was over it about a third of the time).
 #[test]
 fn a_tiny_max_gib_keeps_the_clip_directory_under_it_while_clips_record() {
-    let python = match tools() {
-        Ok(python) => python,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let Some(python) = or_skip(tools()) else { return };
     // A person every 4 s for a second: a clip of a few seconds every 4 s.
     let server = RtspServer::scene(python, Codec::H264, &format!("{}:1:1:4", sample("person.jpg").display()));
     let rig = Rig {
@@ -566,13 +540,7 @@ impl Drop for Tmpfs {
 
 #[test]
 fn a_full_disk_pauses_recording_and_says_so_while_detections_go_on() {
-    let python = match tools() {
-        Ok(python) => python,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let Some(python) = or_skip(tools()) else { return };
     let rig = Rig::start(python, "e2e-clips-full");
     // A tmpfs with room for one clip: the second fills it. Without the right to mount one, the
     // free-space watch is what pauses: record.min_free_mib above what any disk has.
@@ -622,12 +590,7 @@ fn a_full_disk_pauses_recording_and_says_so_while_detections_go_on() {
 
 #[test]
 fn a_raw_camera_is_refused_at_check_config_without_an_encoder_and_recorded_with_x264_with_one() {
-    if !Command::new("gst-inspect-1.0").arg("x264enc").output().is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: no x264enc (apt-get install gstreamer1.0-plugins-ugly)");
-        return;
-    }
-    if !Command::new("ffprobe").arg("-version").output().is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: no ffprobe (apt-get install ffmpeg)");
+    if or_skip(gstreamer_element("x264enc", "gstreamer1.0-plugins-ugly").and_then(|()| ffmpeg())).is_none() {
         return;
     }
     let broker = Broker::start();

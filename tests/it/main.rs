@@ -33,6 +33,7 @@ mod mqtt;
 mod notify;
 mod onnxruntime;
 mod pace;
+mod prerequisite;
 mod prometheus;
 mod readme_build;
 mod reid;

@@ -4,7 +4,7 @@
 //!
 //! ONNX Runtime comes from `ORT_DYLIB_PATH` (`.ci/run` installs PyPI's onnxruntime and exports it).
 //! Without it the tests that need it print why and pass, except in CI on x86_64 (`CI=true`), where
-//! they fail: the aarch64 suite under qemu has no ONNX Runtime.
+//! they fail ([`crate::prerequisite`]): the aarch64 suite under qemu has no ONNX Runtime.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use crate::arch::daemon_command as daemon;
 use crate::daemon::{sample, sample_source, toml_string, RunningDaemon, TestConfig};
+use crate::prerequisite::or_skip;
 
 /// Largest difference allowed between the engines' scores of one object; each printed score is
 /// also rounded to 0.001, so two printed values may differ by 0.001 more.
@@ -36,19 +37,12 @@ struct FileResult {
 
 /// The ONNX Runtime library the tests may use: `ORT_DYLIB_PATH`, which must be set in CI on x86_64.
 fn onnxruntime_library() -> Option<PathBuf> {
-    match std::env::var_os("ORT_DYLIB_PATH").filter(|path| !path.is_empty()) {
-        Some(path) => Some(PathBuf::from(path)),
-        None if std::env::var("CI").as_deref() == Ok("true") && cfg!(target_arch = "x86_64") => {
-            panic!("CI=true on x86_64: ORT_DYLIB_PATH must name ONNX Runtime (.ci/run installs it from PyPI)")
-        }
-        None => {
-            println!(
-                "skipped: ORT_DYLIB_PATH is not set (pip install onnxruntime, then export \
-                 ORT_DYLIB_PATH=<site-packages>/onnxruntime/capi/libonnxruntime.so.<version>)"
-            );
-            None
-        }
-    }
+    let library = std::env::var_os("ORT_DYLIB_PATH").filter(|path| !path.is_empty()).map(PathBuf::from);
+    or_skip(library.ok_or_else(|| {
+        "ORT_DYLIB_PATH is not set (pip install onnxruntime, then export \
+         ORT_DYLIB_PATH=<site-packages>/onnxruntime/capi/libonnxruntime.so.<version>)"
+            .to_owned()
+    }))
 }
 
 fn config_with(dir: &Path, name: &str, device: &[(&str, String)]) -> PathBuf {

@@ -7,8 +7,9 @@
 //! family (`x`) with its sample (`x_total`) and reports "no help text" for every counter. So the
 //! OpenMetrics answer goes through promtool too, and the test requires that this is all it says.
 //!
-//! Skipped, saying what to install, where `promtool` or `prometheus` is missing (CI installs the
-//! package and checks that both are there, so CI cannot skip it). Waits are failure guards ([`Pace`]).
+//! Skipped, saying what to install, where `promtool` or `prometheus` is missing, except with
+//! `CI=true`, where it fails ([`crate::prerequisite`]: `.ci/run` installs the package). Waits are
+//! failure guards ([`Pace`]).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -19,15 +20,7 @@ use crate::announced::announced;
 use crate::broker::Broker;
 use crate::daemon::{sample_source, RunningDaemon, TestConfig};
 use crate::http::{http_address, request};
-
-fn found(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
+use crate::prerequisite::{runs, skip};
 
 /// `promtool check metrics` on `text`: its exit status and what it printed.
 fn promtool_check(text: &str) -> (bool, String) {
@@ -97,8 +90,8 @@ impl Drop for PrometheusServer {
 
 #[test]
 fn promtool_and_a_prometheus_server_read_metrics_in_both_formats() {
-    if !(found("promtool") && found("prometheus")) {
-        eprintln!("skipped: no promtool or prometheus (apt-get install prometheus)");
+    if !(runs("promtool", "--version") && runs("prometheus", "--version")) {
+        skip("no promtool or prometheus (apt-get install prometheus)");
         return;
     }
     let broker = Broker::start();

