@@ -551,6 +551,12 @@ mod tests {
         Box::new(|_| {})
     }
 
+    /// Camera `gate`'s clip of `track` in `dir`, begun at [`start`] with unit 0 of `format`.
+    fn begin(dir: &Path, format: &Arc<StreamFormat>, track: u64, room: Room) -> ClipWriter {
+        let name = clip_name("gate", start(), track);
+        ClipWriter::create(dir, "gate", &name, track, &unit(format, start(), 0), &sets(), room).expect("create")
+    }
+
     #[test]
     fn every_write_is_announced_with_its_size_before_it_is_made() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -566,8 +572,7 @@ mod tests {
                 heard.lock().expect("lock").push((bytes, on_disk));
             })
         };
-        let mut writer =
-            ClipWriter::create(dir.path(), "gate", &name, 7, &unit(&f, start(), 0), &sets(), room).expect("create");
+        let mut writer = begin(dir.path(), &f, 7, room);
         for n in 0..25 {
             writer.push(&unit(&f, start(), n)).expect("push");
         }
@@ -600,8 +605,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
         let name = clip_name("gate", start(), 7);
-        let writer = ClipWriter::create(dir.path(), "gate", &name, 7, &unit(&f, start(), 0), &sets(), no_room())
-            .expect("create");
+        let writer = begin(dir.path(), &f, 7, no_room());
         assert!(dir.path().join(format!("{name}{PART_SUFFIX}")).exists(), "its header is on disk");
         assert!(matches!(writer.finish(), Err(ClipError::NoVideo { .. })));
         assert!(!dir.path().join(&name).exists() && !dir.path().join(format!("{name}{PART_SUFFIX}")).exists());
@@ -611,16 +615,7 @@ mod tests {
     fn a_finished_clip_is_in_place_with_its_trailer_and_reads_back_the_same() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
-        let mut writer = ClipWriter::create(
-            dir.path(),
-            "gate",
-            &clip_name("gate", start(), 7),
-            7,
-            &unit(&f, start(), 0),
-            &sets(),
-            no_room(),
-        )
-        .expect("create");
+        let mut writer = begin(dir.path(), &f, 7, no_room());
         for n in 0..25 {
             writer.push(&unit(&f, start(), n)).expect("push");
         }
@@ -644,16 +639,7 @@ mod tests {
     fn a_part_file_cut_mid_fragment_is_recovered_to_its_last_whole_fragment() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
-        let mut writer = ClipWriter::create(
-            dir.path(),
-            "gate",
-            &clip_name("gate", start(), 3),
-            3,
-            &unit(&f, start(), 0),
-            &sets(),
-            no_room(),
-        )
-        .expect("create");
+        let mut writer = begin(dir.path(), &f, 3, no_room());
         for n in 0..31 {
             writer.push(&unit(&f, start(), n)).expect("push");
         }
@@ -682,8 +668,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
         let name = clip_name("gate", start(), 3);
-        let mut writer = ClipWriter::create(dir.path(), "gate", &name, 3, &unit(&f, start(), 0), &sets(), no_room())
-            .expect("create");
+        let mut writer = begin(dir.path(), &f, 3, no_room());
         for n in 0..36 {
             writer.push(&unit(&f, start(), n)).expect("push");
         }
@@ -719,16 +704,7 @@ mod tests {
     fn a_part_file_without_a_whole_fragment_is_removed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format();
-        let writer = ClipWriter::create(
-            dir.path(),
-            "gate",
-            &clip_name("gate", start(), 3),
-            3,
-            &unit(&f, start(), 0),
-            &sets(),
-            no_room(),
-        )
-        .expect("create");
+        let writer = begin(dir.path(), &f, 3, no_room());
         let part = dir.path().join(format!("{}{PART_SUFFIX}", writer.entry().path));
         drop(writer);
         let name = part.file_name().and_then(|n| n.to_str()).expect("name").to_owned();
