@@ -15,21 +15,28 @@ fn both_refuse(what: &str, config: &Path, wanted: &[&str]) {
     }
 }
 
-/// An all-0xff model hung rten's loader at 100 % CPU (in `read_varint`) while `check-config` said
-/// ok. Both engines now refuse it at once.
-#[test]
-fn an_all_0xff_model_is_refused_by_check_config_and_run_without_hanging() {
+/// `what`, a model file of `bytes`, is refused by [`both_refuse`] on rten and on `auto` (ONNX
+/// Runtime where it is installed), naming the file and every `wanted` text.
+fn every_engine_refuses(what: &str, bytes: &[u8], wanted: &[&str]) {
     let dir = shared_dir();
     let model = dir.path().join("model.onnx");
-    std::fs::write(&model, vec![0xffu8; 1 << 20]).expect("write");
+    std::fs::write(&model, bytes).expect("write");
     let path = model.display().to_string();
+    let wanted: Vec<&str> = [path.as_str()].into_iter().chain(wanted.iter().copied()).collect();
     for engine in ["rten", "auto"] {
         let config = one_camera()
             .model(&model, &TestConfig::bundled_labels())
             .set("device", "cpu_engine", &format!("{engine:?}"))
             .write(&dir.path().join(format!("config-{engine}.toml")));
-        both_refuse(&format!("an all-0xff model on {engine}"), &config, &[&path]);
+        both_refuse(&format!("{what} on {engine}"), &config, &wanted);
     }
+}
+
+/// An all-0xff model hung rten's loader at 100 % CPU (in `read_varint`) while `check-config` said
+/// ok. Both engines now refuse it at once.
+#[test]
+fn an_all_0xff_model_is_refused_by_check_config_and_run_without_hanging() {
+    every_engine_refuses("an all-0xff model", &vec![0xffu8; 1 << 20], &[]);
 }
 
 /// A model whose outputs do not fit the decoder (the SSD model decoded as YOLOv8) passed
@@ -111,15 +118,5 @@ fn model_without_outputs() -> Vec<u8> {
 /// engines now refuse it at load, with 78 naming the file.
 #[test]
 fn a_model_without_outputs_is_refused_with_78_on_every_engine() {
-    let dir = shared_dir();
-    let model = dir.path().join("no-outputs.onnx");
-    std::fs::write(&model, model_without_outputs()).expect("write");
-    let path = model.display().to_string();
-    for engine in ["rten", "auto"] {
-        let config = one_camera()
-            .model(&model, &TestConfig::bundled_labels())
-            .set("device", "cpu_engine", &format!("{engine:?}"))
-            .write(&dir.path().join(format!("config-{engine}.toml")));
-        both_refuse(&format!("a model without outputs on {engine}"), &config, &[&path, "no outputs"]);
-    }
+    every_engine_refuses("a model without outputs", &model_without_outputs(), &["no outputs"]);
 }
