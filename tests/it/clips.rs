@@ -18,11 +18,13 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::arch::daemon_command;
 use crate::broker::{Broker, Subscriber};
 use crate::daemon::{sample, sample_source, toml_string, RunningDaemon, TestConfig};
 use crate::http::request;
+use crate::pace::Pace;
 use crate::prerequisite::{gstreamer_element, or_skip, runs};
 use crate::rtsp::{prerequisites, unix_ms, Codec, RtspServer};
 use jetson_detectd::publish::events::EventMessage;
@@ -491,7 +493,12 @@ fn a_tiny_max_gib_keeps_the_clip_directory_under_it_while_clips_record() {
     let address = page_address(&mut daemon);
     // The directory as it is on disk, the clip being written (`.part`) included, at every look.
     let (mut looks, mut looks_while_recording, mut largest) = (0, 0, 0);
-    daemon.wait_until("retention to remove clips while clips record", || {
+    // Three removals take about eight clips, one per 4 s period of the scene: 32 s of the server's
+    // stream, which stalls on a loaded machine (beside twelve other tests it once made five clips
+    // in 36 s and timed out at 60 s), so the guard adds four times that to the daemon's own wait.
+    let scene_time = Duration::from_secs(8 * 4);
+    let wait = Pace::measured().daemon_wait() + scene_time * 4;
+    daemon.wait_until_within(wait, "retention to remove clips while clips record", || {
         // Files are read one after another: a look is judged only when a second one found the
         // same (no fragment written, no clip removed in between), so its sum existed on disk.
         let files = clip_files(&rig.clips());

@@ -213,8 +213,14 @@ impl RunningDaemon {
 
     /// Waits until `done` holds; panics with the daemon's log when the daemon exits first or after
     /// [`Pace::daemon_wait`].
-    pub fn wait_until(&mut self, what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Pace::measured().daemon_wait();
+    pub fn wait_until(&mut self, what: &str, done: impl FnMut() -> bool) {
+        self.wait_until_within(Pace::measured().daemon_wait(), what, done);
+    }
+
+    /// [`RunningDaemon::wait_until`] with another bound: for what takes a source's own time on
+    /// top of the daemon's frames (a scene that must play for a while).
+    pub fn wait_until_within(&mut self, wait: Duration, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + wait;
         while !done() {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("daemon exited ({status}) while waiting for {what}; its log:\n{}", self.log());
