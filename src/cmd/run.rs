@@ -35,6 +35,7 @@ use super::outlets::OUTLETS;
 use super::preflight::{check_engines_fit, check_model_outputs, preflight, Preflight};
 use super::reload::reload;
 use super::zone_changes::save_and_apply_zones;
+use crate::backend::fleet::store::lease::RELEASE_WAIT;
 use crate::backend::load::{BuildProgress, GpuSampler};
 use crate::backend::{Backend, BuildDisplay};
 use crate::config::zones_file::ZonesFileProblem;
@@ -64,8 +65,9 @@ use crate::track::events::Scene;
 /// The longest a source thread may spend in one call, or the inference worker on one frame, before
 /// the systemd watchdog keep-alives stop, when no `WatchdogSec=` is set to derive it from.
 const DEFAULT_MAX_SILENCE: Duration = Duration::from_secs(30);
-/// How long a stop waits for the engine-build thread to end its build.
-const BUILD_STOP_WAIT: Duration = Duration::from_secs(2);
+/// How long a stop waits for the engine-build thread to end its build (its next step) and to
+/// release the fleet's lease on the engine, when it holds one.
+const BUILD_STOP_WAIT: Duration = Duration::from_secs(2).saturating_add(RELEASE_WAIT);
 /// Each event of real engine-build progress (`extends_start`: a TensorRT phase or step, or on 8.x a
 /// tick up to `engine.build_timeout_s`) extends systemd's start timeout by this much: long enough
 /// for one slow build step, so a build of many minutes is never killed while a hung one still is.

@@ -12,7 +12,9 @@
 //! engine one builds and the other pulls; `build-engine` pushes what it builds and pulls what the
 //! store has; a corrupt pack is refused, named, and the device builds; `SIGTERM` during an upload
 //! or a download (through a [`SlowLink`]) ends it at once, leaving no half pack in the store and
-//! nothing cached; a store that is down means a local build, with the reason in the log.
+//! nothing cached; a device stopped by `SIGTERM` while it builds under the lease has released the
+//! lease when it exits, on the registry and on SeaweedFS; a store that is down means a local build,
+//! with the reason in the log.
 
 use std::ffi::OsStr;
 use std::net::TcpListener;
@@ -439,6 +441,62 @@ fn sigterm_during_a_download_ends_it_at_once_and_caches_nothing() {
     assert!(!log.contains("did not stop within"), "the download ended with the daemon:\n{log}");
     assert!(!log.contains(BUILDING) && !log.contains("building locally"), "a stop is no reason to build:\n{log}");
     assert_eq!(cached_engines(&dir.path().join("orin-2")), 0, "nothing half-downloaded is cached");
+}
+
+/// The key the chain builds, from its log line (`building the engine <dir>/<model>.<key>.engine: …`).
+fn key_being_built(log: &str) -> Option<String> {
+    let path = log.lines().find_map(|line| line.split_once(&format!("{BUILDING} "))?.1.split_once(".engine:"))?.0;
+    Some(path.rsplit_once('.')?.1.to_owned())
+}
+
+/// A device that `run`s, holding the lease on the engine it builds (a build that would take an
+/// hour, under a lease of an hour), is stopped by `SIGTERM`: it exits cleanly, and its lease is
+/// released by then, so that another device takes the key at its first claim, not after `lease_s`.
+fn a_device_stopped_mid_build_has_released_its_lease_when_it_exits(store: &StoreSettings, config: TestConfig) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config.set("engine.store", "lease_s", "3600").write(&dir.path().join("orin-1.toml"));
+    let mut daemon = RunningDaemon::start(&config, &[(STAND_IN_ENV, OsStr::new("build_s=3600"))]);
+    let log = daemon.log_handle();
+    daemon.wait_until("the build under the lease", || key_being_built(&log.text()).is_some());
+    let key = key_being_built(&daemon.log()).expect("the key");
+    let leases = Leases::new(open(store), LIFETIME);
+    let holder = leases.holder(&key, &GOING).expect("look at the lease").map(|busy| busy.holder);
+    assert!(holder.is_some_and(|holder| holder.contains(&daemon.pid().to_string())), "the daemon holds the lease");
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit().success(), "exit status 0 during a build; log:\n{}", daemon.log());
+    assert!(!daemon.log().contains("not released"), "{}", daemon.log());
+    let lease = open(store).fetch(&lease_object(&key), &GOING).expect("read the lease").expect("the lease object");
+    let record: LeaseRecord = serde_json::from_slice(&lease.bytes).expect("a lease record");
+    assert!(record.released, "released before the daemon exited: {record:?}");
+    match leases.claim(&key, "pid 40 on orin-2", &GOING).expect("claim") {
+        Claimed::Held(_) => {}
+        Claimed::Busy(busy) => panic!("the stopped device's lease still holds the key: {}", busy.holder),
+    }
+}
+
+#[test]
+fn a_device_stopped_mid_build_releases_its_lease_on_a_registry_before_it_exits() {
+    let Some(registry) = Registry::start() else { return };
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = fleet_keys(dir.path());
+    let url = format!("oci+http://{}/fleet/engines", registry.address);
+    let config = device(dir.path(), "orin-1", &keys, &url, true, broker.port());
+    a_device_stopped_mid_build_has_released_its_lease_when_it_exits(&oci(&registry), config);
+}
+
+#[test]
+fn a_device_stopped_mid_build_releases_its_lease_on_an_s3_server_before_it_exits() {
+    let Some(seaweed) = Seaweed::start() else { return };
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = fleet_keys(dir.path());
+    let secret = s3_secret_file(dir.path());
+    let config = device(dir.path(), "orin-1", &keys, &format!("s3://{BUCKET}/stopped"), true, broker.port())
+        .set("engine.store", "endpoint", &toml_string(&seaweed.endpoint))
+        .set("engine.store", "username", &toml_string(S3_USER))
+        .set("engine.store", "password_file", &toml_string(&secret.display().to_string()));
+    a_device_stopped_mid_build_has_released_its_lease_when_it_exits(&s3(&seaweed, "stopped"), config);
 }
 
 #[test]

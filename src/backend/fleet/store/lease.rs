@@ -4,7 +4,9 @@
 //! renewal count, whether it was released), taking it by a conditional write ([`Write::Create`]
 //! where there is none, [`Write::Replace`] of the version seen where it was released or its holder
 //! died), renewing it every third of its lifetime while the build runs (on the store's runtime),
-//! and releasing it when the guard is dropped. A lease's death is judged by what this device saw,
+//! and releasing it when the guard is dropped: before the drop returns, within [`RELEASE_WAIT`]
+//! (so that a daemon stopping mid-build has released it before it exits, and the others build at
+//! once instead of waiting out its lifetime; a store that hangs holds the drop no longer). A lease's death is judged by what this device saw,
 //! never by clocks of two devices: a lease whose version has not changed for its whole lifetime,
 //! watched by this process, is a dead builder's. How atomic the conditional writes are is the
 //! store's (object stores: on the server; registries and directories: see `super::oci` and
@@ -29,6 +31,11 @@ pub fn lease_object(key: &str) -> String {
 
 /// Largest lease object read.
 const MAX_LEASE_BYTES: usize = 4 << 10;
+
+/// The longest a dropped [`LeaseGuard`] waits for its release. It holds up the thread that drops
+/// it (at shutdown, the daemon's stop), and a lease not released only makes the others wait out
+/// its lifetime: a few round trips to a store that answers, short beside a stop.
+pub const RELEASE_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseRecord {
@@ -197,21 +204,48 @@ impl Drop for LeaseGuard {
         if let Some(renewal) = self.renewal.take() {
             renewal.abort();
         }
-        let (bytes, version) = {
-            let mut state = lock(&self.state);
-            state.0.released = true;
-            (to_json(&state.0), state.1.clone())
-        };
+        let mut record = lock(&self.state).0.clone();
+        record.released = true;
         let (store, key) = (self.store.clone(), self.key.clone());
-        // Released in the background, bounded by the store's timeout: a store gone away must not
-        // hold up the caller, and an unreleased lease only makes the others wait out its lifetime.
-        let timeout = store.inner.timeout;
-        let _ = store.clone().spawn(async move {
-            let (object, write) = (lease_object(&key), Write::Replace(version));
-            let release = store.inner.backend.put(&object, bytes, &write);
-            if let Ok(Err(error)) = tokio::time::timeout(timeout, release).await {
-                log::warn!("releasing the lease on engine {key}: {error}");
-            }
+        let (done, released) = std::sync::mpsc::sync_channel(1);
+        // On the store's runtime, waited for here: never a `block_on`, which panics on a thread
+        // that runs another runtime's tasks.
+        let task = store.clone().spawn(async move {
+            let _ = done.send(release(&store, &key, record).await);
         });
+        let name = self.store.name();
+        match released.recv_timeout(RELEASE_WAIT) {
+            Ok(Ok(())) => log::debug!("{name}: released the lease on engine {}", self.key),
+            Ok(Err(error)) => log::warn!(
+                "{name}: releasing the lease on engine {}: {error}; the others wait for it up to engine.store.lease_s",
+                self.key
+            ),
+            Err(_) => {
+                if let Some(task) = task {
+                    task.abort();
+                }
+                log::warn!(
+                    "{name}: the lease on engine {} was not released within {} s; the others wait for it up to \
+                     engine.store.lease_s",
+                    self.key,
+                    RELEASE_WAIT.as_secs()
+                );
+            }
+        }
     }
+}
+
+/// Writes `record` (released) over `key`'s lease if the lease there is still this holder's (the
+/// same token): read afresh, since a renewal cut short by the drop may have written a version this
+/// guard never saw; a lease another device took over is left alone.
+async fn release(store: &EngineStore, key: &str, record: LeaseRecord) -> Result<(), StoreError> {
+    let object = lease_object(key);
+    let Some(fetched) = store.inner.backend.get(&object, MAX_LEASE_BYTES as u64).await? else { return Ok(()) };
+    let there: Option<LeaseRecord> = serde_json::from_slice(&fetched.bytes).ok();
+    if there.is_none_or(|there| there.token != record.token || there.released) {
+        return Ok(());
+    }
+    // A conflict means that another device wrote it meanwhile: then it is no longer this one's.
+    store.inner.backend.put(&object, to_json(&record), &Write::ReplaceUnconfirmed(fetched.version)).await?;
+    Ok(())
 }

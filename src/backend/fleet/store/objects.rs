@@ -125,7 +125,7 @@ impl Objects {
         let mode = match write {
             Write::Overwrite => PutMode::Overwrite,
             Write::Create => PutMode::Create,
-            Write::Replace(version) => {
+            Write::Replace(version) | Write::ReplaceUnconfirmed(version) => {
                 PutMode::Update(UpdateVersion { e_tag: version.e_tag.clone(), version: version.version.clone() })
             }
         };
@@ -140,7 +140,9 @@ impl Objects {
             // A directory (`file://`) cannot replace conditionally: it removes and creates, so two
             // devices taking over one released lease at the same moment may both think they hold it
             // (the docs say so; the worst case is one engine built twice).
-            Err(object_store::Error::NotImplemented { .. }) if matches!(write, Write::Replace(_)) => {
+            Err(object_store::Error::NotImplemented { .. })
+                if matches!(write, Write::Replace(_) | Write::ReplaceUnconfirmed(_)) =>
+            {
                 let path = self.path(name);
                 self.store.delete(&path).await.map_err(|e| self.error(name, e))?;
                 let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };

@@ -11,7 +11,7 @@
 //! manifest under the tag, so a tag never names a half-uploaded object. Conditional writes: the
 //! distribution API has none (a manifest PUT to a tag always wins), so [`Write::Create`] and
 //! [`Write::Replace`] read the tag, refuse a change they did not expect, push, wait
-//! [`SETTLE`] and read the tag back: a write is this device's only if the tag still resolves to
+//! [`SETTLE`] and read the tag back ([`Write::ReplaceUnconfirmed`] does not wait): a write is this device's only if the tag still resolves to
 //! the digest of the manifest it sent (the sha256 of those bytes; a lease's manifests differ by
 //! the holder and random token inside), so of two writers in one window only the last goes on. Two devices whose check and write are more than [`SETTLE`] apart can
 //! still both win: the worst case is one engine built twice, never a wrong engine (each pack is
@@ -127,7 +127,7 @@ impl Oci {
         let expected = match write {
             Write::Overwrite => None,
             Write::Create => Some(None),
-            Write::Replace(version) => Some(version.e_tag.as_ref()),
+            Write::Replace(version) | Write::ReplaceUnconfirmed(version) => Some(version.e_tag.as_ref()),
         };
         if let Some(expected) = expected {
             if self.digest(name).await?.as_ref() != expected {
@@ -135,7 +135,7 @@ impl Oci {
             }
         }
         let ours = self.push_artifact(name, bytes).await?;
-        if expected.is_some() {
+        if expected.is_some() && !matches!(write, Write::ReplaceUnconfirmed(_)) {
             // Only the tag's last writer holds it: a device that wrote after this one's look
             // replaced this manifest, and this one must see that it lost.
             tokio::time::sleep(SETTLE).await;

@@ -56,6 +56,10 @@ pub enum Write {
     Create,
     /// Only if what is there is still this version.
     Replace(Version),
+    /// As [`Write::Replace`], without learning whether a writer at the same moment won: where the
+    /// store has no conditional write (a registry), the write is not read back after it settled.
+    /// For a write whose outcome changes nothing for the writer (a lease's release at shutdown).
+    ReplaceUnconfirmed(Version),
 }
 
 /// What a write did.
