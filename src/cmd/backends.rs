@@ -4,8 +4,9 @@
 //! engine), serving on the CPU while its engine is built or fetched (`engine.serve_while_building
 //! = "cpu"`: a [`HandoverBackend`] on [`load_cpu_beside_build`], and a [`PendingModel`] for the
 //! engine-build thread), and waiting for the engine at start (`"none"`, or where the CPU serving
-//! would not fit beside the build in a Jetson's shared memory), checked there too. Must not: start
-//! threads or serve frames (`crate::infer::engine_build` builds, the scheduler serves).
+//! would not fit beside the build in a Jetson's shared memory), checked there too and cancelled by
+//! the stop flag the caller's signals set. Must not: start threads or serve frames
+//! (`crate::infer::engine_build` builds, the scheduler serves).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -45,12 +46,14 @@ pub fn check_policy(config: &Config) -> CheckPolicy {
     }
 }
 
-/// Loads `models` on `device` (see the module doc); `progress` sees the builds waited for at start.
+/// Loads `models` on `device` (see the module doc); `progress` sees the builds waited for at start,
+/// and `stop` (set by SIGTERM) cancels them.
 pub fn load_models(
     models: Vec<StartModel<'_>>,
     config: &Config,
     device: &DeviceSpec,
     progress: &mut dyn FnMut(Progress),
+    stop: &AtomicBool,
 ) -> Result<LoadedModels, BackendError> {
     let policy = check_policy(config);
     let mut loaded = LoadedModels { backends: Vec::new(), fallback: None, pending: Vec::new() };
@@ -76,7 +79,8 @@ pub fn load_models(
                 }
                 Err(why) => {
                     log::warn!("{name}: {reason}; the start waits for its engine ({why})");
-                    build_now(&name, chain, spec, device, &subject, &policy, progress)?
+                    let waited = WaitedBuild { subject: &subject, policy: &policy, stop };
+                    build_now(&name, chain, spec, device, waited, progress)?
                 }
             },
         };
@@ -106,6 +110,14 @@ fn serving_beside_build(config: &Config, model: &ModelSpec, device: &DeviceSpec)
     Ok(())
 }
 
+/// How a build the start waits for is checked, and what cancels it.
+struct WaitedBuild<'a> {
+    subject: &'a CheckSubject,
+    policy: &'a CheckPolicy,
+    /// Set by SIGTERM or SIGINT: the build (or the wait for another's) ends at its next step.
+    stop: &'a AtomicBool,
+}
+
 /// Builds (or fetches) `model`'s engine on this thread and checks it on the sample pictures
 /// against a CPU reference loaded for the check; a refused engine leaves that reference serving.
 fn build_now(
@@ -113,10 +125,10 @@ fn build_now(
     mut chain: Box<EngineChain>,
     model: &ModelSpec,
     device: &DeviceSpec,
-    subject: &CheckSubject,
-    policy: &CheckPolicy,
+    waited: WaitedBuild<'_>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Arc<dyn Backend>, BackendError> {
+    let WaitedBuild { subject, policy, stop } = waited;
     let mut reference: Option<Arc<dyn Backend>> = None;
     let mut vet = |engine: &Arc<dyn Backend>| {
         let reference = match &reference {
@@ -127,8 +139,7 @@ fn build_now(
         let (outcome, _) = check_engine(name, engine.as_ref(), reference.as_ref(), &frames, subject, policy);
         outcome.map(drop)
     };
-    let never = AtomicBool::new(false);
-    match chain.acquire(&mut vet, progress, &never) {
+    match chain.acquire(&mut vet, progress, stop) {
         Ok(acquired) => Ok(acquired.backend),
         Err(EngineError::Refused(why)) => {
             log::error!("{name}: the new engine is refused, the CPU serves instead: {why}");

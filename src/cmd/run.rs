@@ -60,6 +60,7 @@ use crate::publish::telemetry::{self, FigureSources, Telemetry};
 use crate::record::Recorder;
 use crate::service::notify::{Liveness, Notifier, WatchdogKeeper};
 use crate::service::run_id::new_run_id;
+use crate::service::stop_signals::StopSignals;
 use crate::track::events::Scene;
 
 /// The longest a source thread may spend in one call, or the inference worker on one frame, before
@@ -78,8 +79,10 @@ const BUILD_TIMEOUT_EXTENSION: Duration = Duration::from_secs(300);
 pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonError> {
     // The runtime and the SIGHUP handler first, so that a SIGHUP during start-up (a model load, an
     // engine build of minutes) is held for the main loop, which applies it once running, instead
-    // of killing the daemon. SIGTERM and SIGINT keep their default action until the main loop: a
-    // start-up ends at once (the broker's Last Will then says `offline`), never after the build.
+    // of killing the daemon. SIGTERM and SIGINT keep their default action until the models load:
+    // before, a start-up ends at once (the broker's Last Will then says `offline`); from then on
+    // they are caught (`StopSignals`): an engine build the start waits for is cancelled, and the
+    // daemon stops cleanly, never after the build.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("jetson-detectd-io")
@@ -208,9 +211,25 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
             outlets.telemetry(&telemetry::building_report(&display.line()));
         }
     };
-    let LoadedModels { mut backends, fallback, pending } = match load_models(models, &config, &device, &mut progress) {
-        Ok(loaded) => loaded,
+    let signals = match StopSignals::listen(runtime.handle()) {
+        Ok(signals) => signals,
         Err(e) => {
+            runtime.block_on(outlets.stop(Stop::FailedStart));
+            return Err(DaemonError::Runtime(e));
+        }
+    };
+    let loaded = load_models(models, &config, &device, &mut progress, signals.flag());
+    let LoadedModels { mut backends, fallback, pending } = match (loaded, signals.which()) {
+        (Ok(loaded), _) => loaded,
+        // The build was cancelled by the signal (or ended for another reason meanwhile): a stop.
+        (Err(e), Some(name)) => {
+            log::info!("{name} during the start: shutting down");
+            log::debug!("the start ended with: {e}");
+            let _ = notifier.stopping();
+            runtime.block_on(outlets.stop(Stop::Shutdown));
+            return Ok(());
+        }
+        (Err(e), None) => {
             runtime.block_on(outlets.stop(Stop::FailedStart));
             return Err(e.into());
         }
@@ -256,8 +275,20 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref(), named, &memory);
     let http = http_listener.map(|listener| (listener, http_token));
     let controls = StartControls { controls, changes: controls_changes, applied: controls_applied };
-    let started =
-        Started { engine, gpu, outlets, run, scenes, sighup, model_load, http, controls, classifiers, pending };
+    let started = Started {
+        engine,
+        gpu,
+        outlets,
+        run,
+        scenes,
+        sighup,
+        signals,
+        model_load,
+        http,
+        controls,
+        classifiers,
+        pending,
+    };
     runtime.block_on(serve(config, config_path, lanes, labels, params, notifier, started))
 }
 
@@ -293,6 +324,8 @@ struct Started {
     scenes: Vec<Scene>,
     /// Installed first thing: a SIGHUP received during start-up waits here.
     sighup: tokio::signal::unix::Signal,
+    /// SIGTERM and SIGINT, caught since the models loaded: one received since waits here.
+    signals: StopSignals,
     model_load: Duration,
     /// The web server's bound port and token, when it is on.
     http: Option<(BoundListener, Option<Token>)>,
@@ -320,11 +353,21 @@ async fn serve(
     notifier: Arc<Notifier>,
     started: Started,
 ) -> Result<(), DaemonError> {
-    let Started { engine, gpu, outlets, run, scenes, mut sighup, model_load, http, controls, classifiers, pending } =
-        started;
+    let Started {
+        engine,
+        gpu,
+        outlets,
+        run,
+        scenes,
+        mut sighup,
+        signals,
+        model_load,
+        http,
+        controls,
+        classifiers,
+        pending,
+    } = started;
     let StartControls { controls, changes: mut controls_changes, applied: mut controls_applied } = controls;
-    let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Runtime)?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Runtime)?;
 
     let liveness = Liveness::new();
     // Sources beat while they wait (fps cap, reconnect backoff) and an idle inference worker beats
@@ -451,8 +494,7 @@ async fn serve(
             builds: builds.as_ref(),
         };
         tokio::select! {
-            _ = sigterm.recv() => { log::info!("SIGTERM: shutting down"); break; }
-            _ = sigint.recv() => { log::info!("SIGINT: shutting down"); break; }
+            name = signals.received() => { log::info!("{name}: shutting down"); break; }
             _ = sighup.recv() => {
                 if let Some(reloaded) = reload(&live, config_path.as_deref(), &sink, &scheduler, &controls) {
                     params = reloaded;

@@ -1,4 +1,5 @@
-//! The daemon's life as a service: systemd notify and the watchdog, telemetry, logging.
+//! The daemon's life as a service: systemd notify and the watchdog, the stop signals, telemetry,
+//! logging.
 //!
 //! Owns: what the operator and systemd see of the running daemon. Must not: process frames or
 //! decide what is published per frame.
@@ -6,4 +7,5 @@
 pub mod logging;
 pub mod notify;
 pub mod run_id;
+pub mod stop_signals;
 pub mod telemetry;

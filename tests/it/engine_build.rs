@@ -4,7 +4,9 @@
 //!
 //! The stand-in's build ends when the test creates its `until` file, never by the clock: what
 //! happens during the build is observed while it provably lasts, however loaded the machine is.
-//! Waits are failure guards ([`crate::pace::Pace`]).
+//! Waits are failure guards ([`crate::pace::Pace`]). `SIGTERM` during a build ends the daemon
+//! cleanly, whether the CPU serves meanwhile or the start waits for the engine
+//! (`serve_while_building = "none"`), and leaves no engine file.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -213,4 +215,31 @@ fn sigterm_during_a_build_ends_the_daemon_cleanly_and_leaves_no_engine_file() {
     assert!(left.is_empty(), "nothing half-built is left: {left:?}");
     subscriber.wait_for_payload(&format!("{prefix}/status"), b"offline");
     assert!(!Path::new(&setup.gate).exists(), "the build was never let finish");
+}
+
+#[test]
+fn with_serve_while_building_none_sigterm_during_the_build_the_start_waits_for_ends_the_daemon_cleanly() {
+    let broker = Broker::start();
+    let prefix = "jd-test/engine-build/sigterm-waited";
+    let setup = setup(&broker, prefix, "person.jpg", &[("engine", "serve_while_building", "\"none\"")]);
+    let subscriber = Subscriber::connect(&broker, "engine-build-sigterm-waited", &[&format!("{prefix}/#")]);
+    let mut daemon = setup.start("");
+    let log = daemon.log_handle();
+    daemon.wait_until("the build the start waits for", || {
+        let log = log.text();
+        log.contains("the start waits for its engine") && log.contains("building the engine")
+    });
+    daemon.signal(libc::SIGTERM);
+    // The build never ends by itself (its gate stays shut): the daemon's exit is the cancel's.
+    assert!(daemon.wait_exit().success(), "exit status 0 during the build; log:\n{}", daemon.log());
+    assert!(daemon.log().contains("SIGTERM during the start: shutting down"), "{}", daemon.log());
+    assert!(setup.engines().is_empty(), "nothing is cached: {:?}", setup.engines());
+    let left: Vec<String> = std::fs::read_dir(&setup.cache)
+        .expect("the cache directory")
+        .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".tmp-"))
+        .collect();
+    assert!(left.is_empty(), "nothing half-written is left: {left:?}");
+    subscriber.wait_for_payload(&format!("{prefix}/status"), b"offline");
+    assert!(subscriber.messages(&format!("{prefix}/yard/detections")).is_empty(), "nothing was served");
 }
