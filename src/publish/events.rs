@@ -16,7 +16,8 @@ use super::payload::{round_to, AttributeRecord, BoxPixels, SCHEMA_VERSION};
 use crate::detection::{BoundingBox, Labels};
 use crate::infer::per_track::Attributes;
 use crate::reid::Identity;
-use crate::service::run_id::KIND_EVENT;
+use crate::service::envelope::Envelope;
+use crate::service::run_id::{Stamp, KIND_EVENT};
 use crate::sys::time::Rfc3339Millis;
 use crate::track::events::{Changes, EventKind, TrackEvent};
 use crate::track::lines::Direction;
@@ -127,16 +128,11 @@ impl ObjectEvent {
 /// One event, as consumers parse it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventMessage {
-    /// [`SCHEMA_VERSION`].
-    pub schema: u32,
-    /// The daemon's run and this camera's event messages in it, from 0 (`crate::service::run_id::Stamp`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seq: Option<u64>,
-    /// `event` (`crate::service::run_id::KIND_EVENT`): what `seq` counts; absent with `run`.
-    #[serde(default, rename = "kind", skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    /// [`SCHEMA_VERSION`]; the daemon's run, this camera's event messages in it from 0
+    /// (`crate::service::run_id::Stamp`) and `event` (`crate::service::run_id::KIND_EVENT`), what
+    /// `seq` counts.
+    #[serde(flatten)]
+    pub envelope: Envelope<'static>,
     /// `start`, `update` or `end`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -204,10 +200,12 @@ impl EventMessage {
     pub fn new(camera: &str, event: &ObjectEvent, labels: &Labels) -> EventMessage {
         let b = event.bbox;
         EventMessage {
-            schema: SCHEMA_VERSION,
-            run: event.stamp.as_ref().map(|stamp| stamp.run.to_string()),
-            seq: event.stamp.as_ref().map(|stamp| stamp.seq),
-            message: event.stamp.as_ref().map(|_| KIND_EVENT.to_string()),
+            envelope: Envelope::new(
+                SCHEMA_VERSION,
+                event.stamp.as_ref().map(|stamp| Stamp { run: &stamp.run, seq: stamp.seq }),
+                KIND_EVENT,
+            )
+            .into_owned(),
             kind: event.kind.name().into(),
             camera: camera.into(),
             track_id: event.track_id,

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameMeta, FrameTimings};
 use crate::infer::per_track::{Attribute, Attributes, TrackAttributes};
+use crate::service::envelope::Envelope;
 use crate::service::run_id::{Stamp, KIND_DETECTIONS};
 use crate::sys::time::Rfc3339Millis;
 
@@ -51,17 +52,10 @@ impl From<&FrameTimings> for Latency {
 /// One detections message, as consumers parse it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DetectionsMessage {
-    /// [`SCHEMA_VERSION`].
-    pub schema: u32,
-    /// The daemon's run ([`Stamp`]); absent in `detect`'s output.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<String>,
-    /// This camera's detections messages in the run, from 0 ([`Stamp`]); absent with `run`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seq: Option<u64>,
-    /// `detections` (`crate::service::run_id::KIND_DETECTIONS`); absent with `run`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    /// [`SCHEMA_VERSION`]; the daemon's run, this camera's detections messages in it ([`Stamp`]) and
+    /// `detections` (`crate::service::run_id::KIND_DETECTIONS`), absent in `detect`'s output.
+    #[serde(flatten)]
+    pub envelope: Envelope<'static>,
     /// The camera's configured name.
     pub camera: String,
     /// Per-camera frame sequence number; gaps mean frames dropped before inference.
@@ -180,10 +174,7 @@ pub fn tracked_detections_message(
     stamp: Option<Stamp<'_>>,
 ) -> Vec<u8> {
     let view = MessageView {
-        schema: SCHEMA_VERSION,
-        run: stamp.map(|stamp| stamp.run),
-        seq: stamp.map(|stamp| stamp.seq),
-        kind: stamp.map(|_| KIND_DETECTIONS),
+        envelope: Envelope::new(SCHEMA_VERSION, stamp, KIND_DETECTIONS),
         camera,
         frame: meta.sequence,
         ts: Rfc3339Millis(meta.captured_at),
@@ -204,13 +195,8 @@ pub fn tracked_detections_message(
 /// Serialises exactly like [`DetectionsMessage`] (same field order and rounding) without building it.
 #[derive(Serialize)]
 struct MessageView<'a> {
-    schema: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    run: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seq: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kind: Option<&'static str>,
+    #[serde(flatten)]
+    envelope: Envelope<'a>,
     camera: &'a str,
     frame: u64,
     #[serde(serialize_with = "serialize_display")]
@@ -372,8 +358,7 @@ mod tests {
             "{text}"
         );
         let parsed: DetectionsMessage = serde_json::from_slice(&bytes).expect("parse");
-        assert_eq!((parsed.run.as_deref(), parsed.seq), (Some("0123456789abcdef"), Some(41)));
-        assert_eq!(parsed.kind.as_deref(), Some("detections"));
+        assert_eq!(parsed.envelope, Envelope::new(SCHEMA_VERSION, Some(stamp), KIND_DETECTIONS).into_owned());
         assert_eq!(serde_json::to_vec(&parsed).expect("serialise"), bytes);
     }
 

@@ -372,7 +372,7 @@ fn check_detections_message(
     let latency = &message.latency_ms;
     // The total covers every stage; each value is rounded to 0.01 ms on its own.
     assert!(latency.total + 0.03 >= latency.wait.unwrap_or(0.0) + latency.pre + latency.infer + latency.post, "{text}");
-    assert_eq!(message.schema, SCHEMA_VERSION);
+    assert_eq!(message.envelope.schema, SCHEMA_VERSION);
     assert_eq!(message.camera, camera, "{text}");
     assert!(!received.retain, "detections are not retained: {text}");
     let size = (message.width, message.height);
@@ -718,11 +718,11 @@ fn run_publishes_per_camera_detections_snapshots_and_telemetry() {
         let parsed: Vec<_> =
             messages.iter().map(|message| check_detections_message(message, camera, &[image])).collect();
         // One run; the camera's detections counted from 0 without a gap (the subscriber was there first).
-        let runs: BTreeSet<_> = parsed.iter().map(|m| m.run.clone()).collect();
+        let runs: BTreeSet<_> = parsed.iter().map(|m| m.envelope.run.clone()).collect();
         assert_eq!(runs.len(), 1, "{runs:?}");
-        let seqs: Vec<_> = parsed.iter().map(|m| m.seq).collect();
+        let seqs: Vec<_> = parsed.iter().map(|m| m.envelope.seq).collect();
         assert_eq!(seqs, (0..parsed.len() as u64).map(Some).collect::<Vec<_>>());
-        run_ids.extend(runs.into_iter().flatten());
+        run_ids.extend(runs.into_iter().flatten().map(|run| run.into_owned()));
         let topic = format!("{prefix}/{camera}/snapshot");
         daemon.wait_for_messages(&subscriber, &topic, "a snapshot", |m| !m.is_empty());
         let snapshot = retained(&broker, &format!("e2e-cameras-{camera}-late"), &topic);

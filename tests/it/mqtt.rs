@@ -161,7 +161,7 @@ fn detections_payload_round_trips_through_the_broker_with_qos2() {
     let received = subscriber.wait_until("payload-test/front/detections", "one message", |m| !m.is_empty());
     assert_eq!(received[0].payload, payload);
     let message: DetectionsMessage = serde_json::from_slice(&received[0].payload).expect("valid JSON");
-    assert_eq!(message.schema, 1);
+    assert_eq!(message.envelope.schema, 1);
     assert_eq!((message.camera.as_str(), message.frame), ("front", 42));
     assert_eq!(message.ts, "2026-11-22T10:00:00.250Z");
     assert_eq!((message.width, message.height), (640, 480));

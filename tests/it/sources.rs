@@ -453,7 +453,7 @@ mod gstreamer_pipeline {
         let status = daemon.wait().expect("wait for jetson-detectd");
         for received in &messages {
             let message: DetectionsMessage = serde_json::from_slice(&received.payload).expect("schema 1 JSON");
-            assert_eq!((message.schema, message.camera.as_str()), (1, "testsrc"));
+            assert_eq!((message.envelope.schema, message.camera.as_str()), (1, "testsrc"));
             assert_eq!((message.width, message.height), (320, 240));
         }
         subscriber.wait_for_payload(&format!("{prefix}/status"), b"offline");

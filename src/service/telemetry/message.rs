@@ -14,6 +14,7 @@ use super::camera_stats::{CameraSnapshot, Percentiles};
 use super::jetson::{GpuState, JetsonSysfs, PowerRail};
 use super::system::{ProcessLoad, SystemLoad, SystemSample};
 use crate::frame::CaptureMode;
+use crate::service::envelope::Envelope;
 use crate::service::run_id::{Stamp, KIND_TELEMETRY};
 use crate::source::SourceState;
 use crate::sys::time::Rfc3339Millis;
@@ -68,13 +69,8 @@ fn is_zero(count: &u64) -> bool {
 
 #[derive(Serialize)]
 struct TelemetryJson<'a> {
-    schema: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    run: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seq: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kind: Option<&'static str>,
+    #[serde(flatten)]
+    envelope: Envelope<'a>,
     ts: String,
     cameras: BTreeMap<&'a str, CameraJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,10 +116,7 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
         })
         .collect();
     let message = TelemetryJson {
-        schema: TELEMETRY_SCHEMA,
-        run: report.stamp.map(|stamp| stamp.run),
-        seq: report.stamp.map(|stamp| stamp.seq),
-        kind: report.stamp.map(|_| KIND_TELEMETRY),
+        envelope: Envelope::new(TELEMETRY_SCHEMA, report.stamp, KIND_TELEMETRY),
         ts: Rfc3339Millis(report.ts).to_string(),
         cameras,
         process: report.load.as_ref().map(|load| &load.process),
