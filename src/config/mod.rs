@@ -981,6 +981,16 @@ mod tests {
         MqttConfig::of(config)
     }
 
+    /// Each config text is refused, naming its key.
+    fn assert_invalid_keys(cases: impl IntoIterator<Item = (String, &'static str)>) {
+        for (text, key) in cases {
+            match parse(&text) {
+                Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
+                other => panic!("expected an invalid `{key}`, got {other:?}"),
+            }
+        }
+    }
+
     const MINIMAL: &str = r#"
         [model]
         onnx = "m.onnx"
@@ -1130,12 +1140,7 @@ mod tests {
                 "camera[0].source",
             ),
         ];
-        for (text, key) in cases {
-            match parse(&text) {
-                Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
-                other => panic!("expected an invalid `{key}`, got {other:?}"),
-            }
-        }
+        assert_invalid_keys(cases);
     }
 
     #[test]
@@ -1452,12 +1457,7 @@ mod tests {
                 "camera[0].source.replay_fps",
             ),
         ];
-        for (text, key) in cases {
-            match parse(&text) {
-                Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
-                other => panic!("expected an invalid `{key}`, got {other:?}"),
-            }
-        }
+        assert_invalid_keys(cases);
         let daily = format!("{MINIMAL}\n[snapshot]\ninterval_s = 86400.0\n[mqtt]\nmax_rate_hz = 1.2e-5");
         let config = parse(&daily).expect("once a day is allowed");
         let _ = crate::publish::snapshot::Snapshotter::new(&config.snapshot);

@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::payload::{round_to, AttributeRecord, BoxPixels, SCHEMA_VERSION};
+use super::payload::{rounded_score, AttributeRecord, BoxPixels, SCHEMA_VERSION};
 use crate::detection::{BoundingBox, Labels};
 use crate::infer::per_track::Attributes;
 use crate::reid::Identity;
@@ -198,7 +198,6 @@ pub struct Crossing {
 impl EventMessage {
     /// The message of `event` of `camera`, its label named by `labels`.
     pub fn new(camera: &str, event: &ObjectEvent, labels: &Labels) -> EventMessage {
-        let b = event.bbox;
         EventMessage {
             envelope: Envelope::new(
                 SCHEMA_VERSION,
@@ -211,13 +210,8 @@ impl EventMessage {
             track_id: event.track_id,
             label: labels.name(event.class_id).into_owned(),
             class_id: event.class_id,
-            score: round_to(f64::from(event.best_score), 1000.0),
-            bbox: BoxPixels {
-                x1: round_to(f64::from(b.x1), 10.0),
-                y1: round_to(f64::from(b.y1), 10.0),
-                x2: round_to(f64::from(b.x2), 10.0),
-                y2: round_to(f64::from(b.y2), 10.0),
-            },
+            score: rounded_score(event.best_score),
+            bbox: BoxPixels::from(&event.bbox),
             first_ts: Rfc3339Millis(event.first_seen).to_string(),
             last_ts: Rfc3339Millis(event.last_seen).to_string(),
             zones: event.zones.clone(),

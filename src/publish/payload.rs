@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::detection::{Detection, Labels};
+use crate::detection::{BoundingBox, Detection, Labels};
 use crate::frame::{FrameMeta, FrameTimings};
 use crate::infer::per_track::{Attribute, Attributes, TrackAttributes};
 use crate::service::envelope::Envelope;
@@ -148,6 +148,19 @@ pub struct BoxPixels {
     pub y2: f64,
 }
 
+impl From<&BoundingBox> for BoxPixels {
+    /// Every message's rounding of a box: 0.1 px.
+    fn from(b: &BoundingBox) -> BoxPixels {
+        let tenth = |v: f32| round_to(f64::from(v), 10.0);
+        BoxPixels { x1: tenth(b.x1), y1: tenth(b.y1), x2: tenth(b.x2), y2: tenth(b.y2) }
+    }
+}
+
+/// Every message's rounding of a score: 3 decimals.
+pub fn rounded_score(score: f32) -> f64 {
+    round_to(f64::from(score), 1000.0)
+}
+
 /// Encodes the detections message of one frame.
 pub fn detections_message(
     camera: &str,
@@ -233,18 +246,12 @@ impl Serialize for TrackedDetectionsView<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.detections.len()))?;
         for (index, detection) in self.detections.iter().enumerate() {
-            let b = &detection.bbox;
             let track_id = self.track_ids.get(index).copied().flatten();
             seq.serialize_element(&DetectionView {
                 label: self.labels.name(detection.class_id),
                 class_id: detection.class_id,
-                score: round_to(f64::from(detection.score), 1000.0),
-                bbox: BoxPixels {
-                    x1: round_to(f64::from(b.x1), 10.0),
-                    y1: round_to(f64::from(b.y1), 10.0),
-                    x2: round_to(f64::from(b.x2), 10.0),
-                    y2: round_to(f64::from(b.y2), 10.0),
-                },
+                score: rounded_score(detection.score),
+                bbox: BoxPixels::from(&detection.bbox),
                 track_id,
                 attributes: track_id.and_then(|id| self.attributes?.get(&id)).map(AttributesView),
             })?;
@@ -304,7 +311,6 @@ mod tests {
     use std::time::{SystemTime, UNIX_EPOCH};
 
     use super::*;
-    use crate::detection::BoundingBox;
     use crate::frame::PixelFormat;
 
     fn at(secs: u64, millis: u32) -> SystemTime {
