@@ -12,7 +12,7 @@
 //! ([`super::control_changes`]), the watchdog, the telemetry and live-view ticks — and orderly
 //! shutdown (STOPPING → cameras and workers joined → tracks ended → every outlet stopped alike, at
 //! once, each flushing within its bound). Must not: do per-frame work (`crate::publish::sink`
-//! does), assemble figures (`crate::publish::telemetry` does), name an outlet or know topics and
+//! does), assemble figures (`crate::publish::reporting` does), name an outlet or know topics and
 //! JSON (each outlet does), load backends itself (`crate::backend::load` does: it is how the
 //! daemon reaches the GPU), call CUDA, or decide an error's exit status (each error knows its
 //! class: [`DaemonError`]).
@@ -55,8 +55,8 @@ use crate::publish::dispatch::Outlets;
 use crate::publish::kind::OutletStart;
 use crate::publish::live::{LiveView, StartFacts};
 use crate::publish::outlet::{DaemonStatus, Outlet, Stop};
+use crate::publish::reporting::{self, FigureSources, Telemetry};
 use crate::publish::sink::PublishSink;
-use crate::publish::telemetry::{self, FigureSources, Telemetry};
 use crate::record::Recorder;
 use crate::service::notify::{Liveness, Notifier, WatchdogKeeper};
 use crate::service::run_id::new_run_id;
@@ -157,7 +157,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
     };
     if config.telemetry.interval_s > 0 {
         // The previous run's retained figures go at once, not one period from now.
-        outlets.telemetry(&telemetry::starting_report());
+        outlets.telemetry(&reporting::starting_report());
     }
     log::info!("run {run}: every JSON message of this start carries it, with a sequence number");
     let _ = notifier.status("loading model");
@@ -208,7 +208,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         let due = last_telemetry.is_none_or(|at| at.elapsed() >= telemetry_period);
         if config.telemetry.interval_s > 0 && due {
             last_telemetry = Some(std::time::Instant::now());
-            outlets.telemetry(&telemetry::building_report(&display.line()));
+            outlets.telemetry(&reporting::building_report(&display.line()));
         }
     };
     let signals = match StopSignals::listen(runtime.handle()) {
@@ -272,7 +272,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         }
     };
     let named = engine_models(&lanes, &classifiers);
-    let (engine, gpu) = telemetry::engine_section(&config, &backend.info(), fallback.as_deref(), named, &memory);
+    let (engine, gpu) = reporting::engine_section(&config, &backend.info(), fallback.as_deref(), named, &memory);
     let http = http_listener.map(|listener| (listener, http_token));
     let controls = StartControls { controls, changes: controls_changes, applied: controls_applied };
     let started = Started {
@@ -481,7 +481,7 @@ async fn serve(
     // The first report after one period, when there is something to report.
     let mut telemetry_tick = tokio::time::interval_at(tokio::time::Instant::now() + telemetry_period, telemetry_period);
     // The live view's figures, while the HTTP server runs.
-    let mut view_tick = tokio::time::interval(telemetry::LIVE_REFRESH);
+    let mut view_tick = tokio::time::interval(reporting::LIVE_REFRESH);
 
     let mut running = pipelines.len();
     let mut failure = None;

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::camera_reid::{CameraReid, Sighting};
-use super::events::{ClipRef, EventStamp, ObjectEvent};
+use super::object_event::{ClipRef, EventStamp, ObjectEvent};
 use super::outlet::TrackingUpdate;
 use crate::config::TrackingConfig;
 use crate::detection::{Detection, Labels};

@@ -5,7 +5,7 @@
 //! recorder (`crate::record`) answers it. Must not: wait or do I/O: it is asked on the inference
 //! worker, for every event.
 
-use super::events::{ClipRef, ObjectEvent};
+use super::object_event::{ClipRef, ObjectEvent};
 
 /// Names the clip an event of a camera belongs to.
 pub trait ClipNaming: Send + Sync {

@@ -42,7 +42,7 @@
 //! outlet knows another (the recording outlet of `tests/it/golden.rs` shows it). The values are shared, never edited by
 //! an outlet: what one outlet derives (a webhook's answer) is its own output. The clip of an event
 //! is named before any outlet sees the event, by a stage of the sink (`super::clips`), so every
-//! outlet sees the same [`ObjectEvent::clip`](super::events::ObjectEvent::clip) — the MQTT outlet's
+//! outlet sees the same [`ObjectEvent::clip`](super::object_event::ObjectEvent::clip) — the MQTT outlet's
 //! `end` names the clip even though the clip is complete only a post-roll later. Home Assistant's
 //! birth message and the command topics are the MQTT outlet's business alone: its publisher keeps
 //! the current state and sends it again, and it subscribes through its own connection; a command
@@ -53,8 +53,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::events::ObjectEvent;
 use super::figures::OutletFigures;
+use super::object_event::ObjectEvent;
 use crate::config::Config;
 use crate::controls::ControlValues;
 use crate::detection::Detection;

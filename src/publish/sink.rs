@@ -23,7 +23,7 @@ use super::camera_events::{tracking_params, CameraEvents};
 use super::camera_reid::{CameraReid, ReidFigures, ReidState};
 use super::clips::ClipNaming;
 use super::dispatch::Outlets;
-use super::events::{ClipRef, ObjectEvent};
+use super::object_event::{ClipRef, ObjectEvent};
 use super::outlet::{FrameResult, TrackingUpdate};
 use super::snapshot::Snapshotter;
 use crate::config::Config;

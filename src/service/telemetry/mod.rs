@@ -5,7 +5,7 @@
 //! One job per file: [`camera_stats`] (counters and latencies the pipeline feeds), [`system`]
 //! (CPU and memory), [`jetson`] (sysfs: GPU, clocks, thermal zones, power rails), [`message`] (the
 //! JSON, a documented interface) and [`status_line`](mod@status_line) (systemd's `STATUS=`). Must not: publish (the
-//! outlets do, with the report `crate::publish::telemetry` gathers), or allocate per frame.
+//! outlets do, with the report `crate::publish::reporting` gathers), or allocate per frame.
 
 pub mod camera_stats;
 pub mod jetson;
