@@ -27,7 +27,7 @@ use super::{HttpState, ZonesChange};
 use crate::config::zones_file::CameraScene;
 use crate::config::{parse_scene as parse_zones_and_lines, ConfigError, LineConfig, ZoneConfig};
 use crate::controls::{check_threshold, ControlError, Switch};
-use crate::publish::object_event::EventMessage;
+use crate::publish::event_message::EventMessage;
 use crate::publish::reporting::with_builds;
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
 use crate::track::events::Scene;

@@ -5,7 +5,7 @@
 //! the outlet copies the next frame's bytes, detections, track ids and classifier answers once, and nothing per frame
 //! otherwise — rendering and JPEG encoding happen on the reader's side), a bounded ring of recent
 //! events (typed: the HTTP API serialises them with the event schema,
-//! [`EventMessage`](super::object_event::EventMessage)), the running config (its zones and lines
+//! [`EventMessage`](super::event_message::EventMessage)), the running config (its zones and lines
 //! included, as the last reload or zone change left it) and the latest figures (camera states,
 //! every outlet's figures, scheduler, engine, system load, board sensors). Must not: make the pipeline
 //! wait on a reader, or know topics and JSON. Every lock here is held only to swap or clone an

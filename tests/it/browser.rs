@@ -24,7 +24,7 @@ use crate::daemon::{sample_source, RunningDaemon, TestConfig};
 use crate::http::request;
 use crate::pace::Pace;
 use crate::prerequisite::{or_skip, runs};
-use jetson_detectd::publish::object_event::EventMessage;
+use jetson_detectd::publish::event_message::EventMessage;
 
 /// A chromedriver process; killed on drop.
 pub(crate) struct Driver {

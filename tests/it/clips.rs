@@ -27,7 +27,7 @@ use crate::http::request;
 use crate::pace::Pace;
 use crate::prerequisite::{gstreamer_element, or_skip, runs};
 use crate::rtsp::{prerequisites, unix_ms, Codec, RtspServer};
-use jetson_detectd::publish::object_event::EventMessage;
+use jetson_detectd::publish::event_message::EventMessage;
 
 /// The scene: `person.jpg` from 4 s to 8 s of every 16 s. The server sends 10 frames a second and
 /// a keyframe every 10 frames (`rtsp_server.py`): one GOP is a second.

@@ -39,10 +39,11 @@ use jetson_detectd::frame::{FrameMeta, FrameSlot, FrameTimings, HeapMemory, Pixe
 use jetson_detectd::infer::per_track::PerTrackSessions;
 use jetson_detectd::infer::step::FrameSink;
 use jetson_detectd::publish::dispatch::Outlets;
+use jetson_detectd::publish::event_message::EventMessage;
 use jetson_detectd::publish::live::{LiveView, StartFacts};
 use jetson_detectd::publish::mqtt::homeassistant::BoardSensors;
 use jetson_detectd::publish::mqtt::{MqttOutlet, MqttSettings};
-use jetson_detectd::publish::object_event::{EventMessage, ObjectEvent};
+use jetson_detectd::publish::object_event::ObjectEvent;
 use jetson_detectd::publish::outlet::{DaemonStatus, FrameResult, Outlet, Stop, TrackingUpdate};
 use jetson_detectd::publish::sink::PublishSink;
 use jetson_detectd::service::notify::Liveness;

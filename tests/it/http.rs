@@ -11,7 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 
-use jetson_detectd::publish::object_event::EventMessage;
+use jetson_detectd::publish::event_message::EventMessage;
 
 use crate::arch::daemon_command as daemon;
 use crate::broker::{Broker, Subscriber};

@@ -279,7 +279,7 @@ fn the_same_person_after_an_occlusion_and_on_another_camera_is_linked_and_anothe
     let story = format!("drive: {drive:#?}\nporch: {porch:#?}\nlog:\n{}", daemon.log());
     assert_eq!((drive.len(), porch.len()), (2, 2), "two person tracks on each camera: {story}");
     assert!(drive.iter().chain(&porch).all(|event| event.kind == "end"), "{story}");
-    let link = |event: &jetson_detectd::publish::object_event::EventMessage| {
+    let link = |event: &jetson_detectd::publish::event_message::EventMessage| {
         event.same_as.as_ref().map(|same_as| (same_as.camera.clone(), same_as.track_id))
     };
     assert_eq!(link(&drive[0]), None, "nothing earlier: {story}");

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use image::{imageops, Rgb, RgbImage};
-use jetson_detectd::publish::object_event::EventMessage;
+use jetson_detectd::publish::event_message::EventMessage;
 use jetson_detectd::publish::payload::DetectionsMessage;
 
 use crate::broker::{Broker, Received, Subscriber};
