@@ -7,7 +7,7 @@
 //! [`Delivery`], which refuses what is too large), handing the outbox's messages to rumqttc within
 //! the in-flight window, matching acknowledgements, and the bounded flush and clean disconnect at
 //! shutdown. Must not: build payloads, or be called by anyone but the
-//! [`Publisher`](super::Publisher) handle, which spawns it and talks to it only through the
+//! [`Publisher`](super::publisher::Publisher) handle, which spawns it and talks to it only through the
 //! outbox and its wake-up.
 
 use std::sync::atomic::Ordering;
@@ -23,8 +23,8 @@ use tokio::time::Instant;
 use super::inbound::Delivery;
 use super::login;
 use super::outbox::{Shared, MAX_IN_FLIGHT, STATUS_OFFLINE};
+use super::publisher::Inbound;
 use super::settings::MqttSettings;
-use super::Inbound;
 use crate::sys::lock::lock;
 
 /// Connects in the background on `runtime` and serves `shared`'s outbox until shutdown.

@@ -16,7 +16,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::{Inbound, Incoming};
+use super::publisher::{Inbound, Incoming};
 use crate::sys::log_limit::{excerpt, RateLimitedLog};
 
 /// Largest payload taken from a subscription: a discovery config of this daemon is a few KiB, a

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use super::config::{HomeAssistantConfig, MqttConfig};
 use super::homeassistant::BoardSensors;
-use super::{MqttError, MqttOutlet, MqttSettings};
+use super::outlet::MqttOutlet;
+use super::settings::{MqttError, MqttSettings};
 use crate::config::section::SectionKind;
 use crate::config::{Config, ConfigError};
 use crate::detection::Labels;

@@ -1,4 +1,4 @@
-//! The outbox: every message between the [`Publisher`](super::Publisher) handle and the broker's
+//! The outbox: every message between the [`Publisher`](super::publisher::Publisher) handle and the broker's
 //! acknowledgement, bounded in messages and bytes.
 //!
 //! Owns: the queue bounds and what they drop first (per-frame messages, then the oldest data; the

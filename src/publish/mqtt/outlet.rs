@@ -41,9 +41,13 @@ use super::config::{HomeAssistantConfig, MqttConfig};
 use super::counts::LabelCounts;
 use super::homeassistant::{discovery_filter, Announcement, BoardSensors, Discovery, DiscoveryContext, Stale};
 use super::inbound::TOPIC_EXCERPT_CHARS;
+use super::message::Outgoing;
+use super::outbox::{MqttStats, STATUS_BUILDING, STATUS_ONLINE};
 use super::policy::PublishPolicy;
+use super::publisher::{Inbound, Incoming, Publisher};
+use super::retained::StateClass;
+use super::settings::{MqttError, MqttSettings};
 use super::topics::{self, CommandTopic};
-use super::{Inbound, Incoming, MqttError, MqttSettings, Publisher, StateClass, STATUS_BUILDING, STATUS_ONLINE};
 use crate::config::{topic_segment, Config};
 use crate::controls::{ControlError, ControlValues, Controls, Switch};
 use crate::detection::Labels;
@@ -210,11 +214,11 @@ impl MqttOutlet {
     }
 
     /// The outbox's counters as of now.
-    pub fn stats(&self) -> super::MqttStats {
+    pub fn stats(&self) -> MqttStats {
         self.publisher.stats()
     }
 
-    fn publish_values(&self, messages: Vec<super::Outgoing>) {
+    fn publish_values(&self, messages: Vec<Outgoing>) {
         for message in messages {
             self.publisher.publish_state(StateClass::Value, message.topic, message.payload);
         }
