@@ -23,7 +23,7 @@ use tokio::sync::oneshot;
 
 use super::exposition::Format;
 use super::picture::Overlay;
-use super::{HttpState, ZonesChange};
+use super::state::{HttpState, ZonesChange};
 use crate::config::zones_file::CameraScene;
 use crate::config::{parse_scene as parse_zones_and_lines, ConfigError, LineConfig, ZoneConfig};
 use crate::controls::{check_threshold, ControlError, Switch};

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::api::error;
-use super::HttpState;
+use super::state::HttpState;
 use crate::record::{clip_url, Recorder};
 
 /// Clips listed without `limit`.

@@ -18,7 +18,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::{api, clips, page, HttpState};
+use super::state::HttpState;
+use super::{api, clips, page};
 
 /// Largest request body: a camera's 64 zones of 64 points and 64 lines fit with room to spare.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
