@@ -1940,7 +1940,8 @@ mod properties {
 
         #[test]
         fn random_configs_are_valid_and_usable_or_a_clear_error(text in user_config()) {
-            match crate::cmd::outlets::schema().from_toml(&text, ConfigOrigin::File("test.toml".into()), Path::new("/base")) {
+            let origin = ConfigOrigin::File("test.toml".into());
+            match crate::cmd::outlets::schema().from_toml(&text, origin, Path::new("/base")) {
                 Ok(config) => assert_usable(&config),
                 Err(error) => {
                     // One mistake a line, each naming the file (and its place in it, when it has one).

@@ -8,15 +8,15 @@
 //! ([`server`]), the handlers ([`api`], and [`clips`] for event clips), the live pictures
 //! ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]), the page's
 //! assets compiled into the binary ([`page`]: no files to install, no CDN) and its errors
-//! ([`error`]). It reads the
-//! daemon only through the [`LiveView`], the [`Controls`] and the [`Recorder`]'s index, and changes
-//! only the zones and the controls; a zone change is saved to the zones file and applied by the
-//! daemon's loop, which it asks through a channel ([`ZonesChange`]) and whose answer it waits for,
-//! so a saved zone is live when the request returns, and a change that comes once the loop has
-//! stopped is saved nowhere; a control change is applied by the daemon's loop, which the controls wake. Must not:
-//! touch a frame slot, hold a lock the pipeline waits on (it copies `Arc`s out of the view), or let
-//! a request path reach the file system beyond the one zones file and the clips the recorder's
-//! index lists.
+//! ([`error`]). It reads the daemon only through the live view
+//! (`crate::publish::live::LiveView`), the controls (`crate::controls::Controls`) and the
+//! recorder's index (`crate::record::Recorder`), and changes only the zones and the controls; a
+//! zone change is saved to the zones file and applied by the daemon's loop, which it asks through a
+//! channel ([`ZonesChange`]) and whose answer it waits for, so a saved zone is live when the
+//! request returns, and a change that comes once the loop has stopped is saved nowhere; a control
+//! change is applied by the daemon's loop, which the controls wake. Must not: touch a frame slot,
+//! hold a lock the pipeline waits on (it copies `Arc`s out of the view), or let a request path
+//! reach the file system beyond the one zones file and the clips the recorder's index lists.
 
 pub mod admission;
 pub mod api;

@@ -74,9 +74,10 @@ impl Publisher {
         Self::start_with_status(settings, STATUS_ONLINE, None)
     }
 
-    /// [`start`](Self::start) with another retained status while connected ([`STATUS_BUILDING`]
-    /// before the engine is ready), until [`set_status`](Self::set_status) says otherwise, and
-    /// with subscriptions whose messages go to `inbound`.
+    /// [`start`](Self::start) with another retained status while connected
+    /// ([`STATUS_BUILDING`](super::outbox::STATUS_BUILDING) before the engine is ready), until
+    /// [`set_status`](Self::set_status) says otherwise, and with subscriptions whose messages go to
+    /// `inbound`.
     pub fn start_with_status(
         settings: MqttSettings,
         status: &'static str,
