@@ -20,10 +20,9 @@ use rumqttc::{
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::inbound::Delivery;
+use super::inbound::{Delivery, Inbound};
 use super::login;
 use super::outbox::{Shared, MAX_IN_FLIGHT, STATUS_OFFLINE};
-use super::publisher::Inbound;
 use super::settings::MqttSettings;
 use crate::sys::lock::lock;
 

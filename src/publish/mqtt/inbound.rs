@@ -7,7 +7,8 @@
 //! `super::connection`'s packet bound), and refuses here what no command, birth message or
 //! discovery config needs: a payload over [`MAX_INCOMING_PAYLOAD_BYTES`].
 //!
-//! Owns: that size bound, handing the rest to the queue without waiting (a full queue drops the
+//! Owns: the hand-over's types ([`Inbound`]: the filters and the queue; [`Incoming`]: one
+//! message), that size bound, handing the rest to the queue without waiting (a full queue drops the
 //! message), and what the log says of both: each topic's first refusal names the topic (up to
 //! [`MAX_NAMED_TOPICS`] topics), every other refusal or drop is counted in at most one line per
 //! [`LOG_INTERVAL`]. Must not: read a payload's meaning (the outlet does), wait for the queue, or
@@ -16,7 +17,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::publisher::{Inbound, Incoming};
+use tokio::sync::mpsc;
+
 use crate::sys::log_limit::{excerpt, RateLimitedLog};
 
 /// Largest payload taken from a subscription: a discovery config of this daemon is a few KiB, a
@@ -28,6 +30,26 @@ pub const MAX_NAMED_TOPICS: usize = 64;
 pub const TOPIC_EXCERPT_CHARS: usize = 256;
 /// At most one line per this for refusals after a topic's first, and for drops.
 pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A message the broker delivered on one of the [`Inbound`] subscriptions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming {
+    pub topic: String,
+    pub payload: Vec<u8>,
+    /// Sent because the daemon subscribed (the broker kept it), not because someone published it
+    /// just now.
+    pub retain: bool,
+}
+
+/// Messages that arrive on these topic filters (subscribed after every CONNACK, QoS 1) go to
+/// `sender`; when its queue is full they are dropped and logged, never waited for. Payloads over
+/// [`MAX_INCOMING_PAYLOAD_BYTES`] are refused (logged) and the connection stays
+/// up.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    pub filters: Vec<String>,
+    pub sender: mpsc::Sender<Incoming>,
+}
 
 /// What happened to a message that arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -36,11 +36,11 @@ mod retained;
 mod settings;
 pub mod topics;
 
-pub use inbound::MAX_INCOMING_PAYLOAD_BYTES;
+pub use inbound::{Inbound, Incoming, MAX_INCOMING_PAYLOAD_BYTES};
 pub use kind::OUTLET;
 pub use message::{Outgoing, MAX_PAYLOAD_BYTES};
 pub use outbox::{MqttStats, MAX_IN_FLIGHT, STATUS_BUILDING, STATUS_OFFLINE, STATUS_ONLINE};
 pub use outlet::MqttOutlet;
-pub use publisher::{Inbound, Incoming, Publisher};
+pub use publisher::Publisher;
 pub use retained::StateClass;
 pub use settings::{MqttError, MqttSettings, TlsMaterial};

@@ -2,19 +2,20 @@
 //! task that owns the connection (as rumqttc's client and event loop).
 //!
 //! Owns: [`Publisher`] (queueing into the outbox, the retained states and the status topic, the
-//! bounded shutdown) and the subscriptions' hand-over ([`Inbound`], [`Incoming`]). Must not: build
-//! payloads, decide what or how often to publish, or block or fail the caller because of the
-//! broker.
+//! bounded shutdown); the connection task it starts hands what arrives on the subscriptions to an
+//! [`Inbound`] queue. Must not: build payloads, decide what or how often to publish, or block or
+//! fail the caller because of the broker.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rumqttc::QoS;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::connection;
+use super::inbound::Inbound;
 use super::message::{self, Message};
 use super::outbox::{MqttStats, Outbox, Shared, STATUS_OFFLINE, STATUS_ONLINE};
 use super::retained::StateClass;
@@ -46,26 +47,6 @@ impl Drop for ConnectionTask {
             handle.abort();
         }
     }
-}
-
-/// A message the broker delivered on one of the [`Inbound`] subscriptions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Incoming {
-    pub topic: String,
-    pub payload: Vec<u8>,
-    /// Sent because the daemon subscribed (the broker kept it), not because someone published it
-    /// just now.
-    pub retain: bool,
-}
-
-/// Messages that arrive on these topic filters (subscribed after every CONNACK, QoS 1) go to
-/// `sender`; when its queue is full they are dropped and logged, never waited for. Payloads over
-/// [`MAX_INCOMING_PAYLOAD_BYTES`](super::inbound::MAX_INCOMING_PAYLOAD_BYTES) are refused (logged)
-/// and the connection stays up.
-#[derive(Debug, Clone)]
-pub struct Inbound {
-    pub filters: Vec<String>,
-    pub sender: mpsc::Sender<Incoming>,
 }
 
 impl Publisher {
