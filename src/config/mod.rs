@@ -1506,7 +1506,7 @@ mod tests {
         assert!(parse("[mqtt]\nprefix = \"site/cam-box_1\"").is_ok());
         assert!(parse(&format!(
             "[mqtt]\nprefix = {:?}",
-            "a".repeat(crate::publish::mqtt::config::MAX_TOPIC_PREFIX_BYTES)
+            "a".repeat(crate::publish::mqtt::sections::MAX_TOPIC_PREFIX_BYTES)
         ))
         .is_ok());
     }

@@ -1,8 +1,8 @@
 //! MQTT: the outlet that turns the pipeline's values into topics and payloads, and the publisher
 //! that gets them to the broker. Two layers, each its own files:
 //!
-//! - **What it is** — [`config`] (its sections, `[mqtt]` and `[homeassistant]`: types, defaults,
-//!   checks, secrets) and [`kind`] (how it registers itself: its checks before the start, its start).
+//! - **What it is** — [`config`] (its sections, `[mqtt]` and `[homeassistant]`: types),
+//!   [`sections`] (how they are read: defaults, checks, secrets) and [`kind`] (how it registers itself: its checks before the start, its start).
 //! - **What to publish** — [`outlet`] (the MQTT outlet: every topic and payload, the commands that
 //!   arrive), [`topics`] (the topic layout), [`policy`] (how often detections go out), [`counts`]
 //!   (per-camera label counts) and [`homeassistant`] (discovery). They decide what goes out and
@@ -33,6 +33,7 @@ pub mod outlet;
 pub mod policy;
 pub mod publisher;
 mod retained;
+pub mod sections;
 mod settings;
 pub mod topics;
 
