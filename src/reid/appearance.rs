@@ -21,16 +21,15 @@ pub const SAME_VIEW: f32 = 0.9;
 struct Prototype {
     unit: Vec<f32>,
     sum_length: f64,
-    weight: f64,
 }
 
 impl Prototype {
     fn new(embedding: &Embedding, weight: f64) -> Prototype {
-        Prototype { unit: embedding.values().to_vec(), sum_length: weight, weight }
+        Prototype { unit: embedding.values().to_vec(), sum_length: weight }
     }
 
-    /// Adds `other`'s sum (its direction × its length) to this one's, and its weight. A sum that
-    /// cancels out (opposite views) keeps its direction.
+    /// Adds `other`'s sum (its direction × its length) to this one's. A sum that cancels out
+    /// (opposite views) keeps its direction.
     fn fold(&mut self, other: &Prototype) {
         let sum: Vec<f64> = self
             .unit
@@ -39,7 +38,6 @@ impl Prototype {
             .map(|(&unit, &theirs)| f64::from(unit) * self.sum_length + f64::from(theirs) * other.sum_length)
             .collect();
         let length = sum.iter().map(|value| value * value).sum::<f64>().sqrt();
-        self.weight += other.weight;
         if length.is_finite() && length > 0.0 {
             self.unit = sum.iter().map(|value| (value / length) as f32).collect();
             self.sum_length = length;
@@ -51,7 +49,6 @@ impl Prototype {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Appearance {
     prototypes: Vec<Prototype>,
-    embeddings: u32,
 }
 
 impl Appearance {
@@ -63,7 +60,6 @@ impl Appearance {
             return false;
         }
         let weight = if weight.is_finite() { f64::from(weight.clamp(0.001, 1.0)) } else { 1.0 };
-        self.embeddings = self.embeddings.saturating_add(1);
         self.fold_in(Prototype::new(embedding, weight));
         true
     }
@@ -81,7 +77,6 @@ impl Appearance {
         if mine.unit.len() != theirs.unit.len() {
             return false;
         }
-        self.embeddings = self.embeddings.saturating_add(later.embeddings);
         for prototype in later.prototypes {
             self.fold_in(prototype);
         }
@@ -118,20 +113,6 @@ impl Appearance {
         self.prototypes.is_empty()
     }
 
-    /// Embeddings folded in so far.
-    pub fn embeddings(&self) -> u32 {
-        self.embeddings
-    }
-
-    pub fn prototypes(&self) -> usize {
-        self.prototypes.len()
-    }
-
-    /// The prototype that gathered the most weight: the track's usual look.
-    pub fn dominant(&self) -> Option<&[f32]> {
-        self.prototypes.iter().max_by(|a, b| a.weight.total_cmp(&b.weight)).map(|prototype| prototype.unit.as_slice())
-    }
-
     /// Heap bytes its prototypes take.
     pub fn bytes(&self) -> usize {
         self.prototypes.capacity() * std::mem::size_of::<Prototype>()
@@ -151,19 +132,23 @@ mod tests {
         Embedding::normalised(values).expect("a direction")
     }
 
+    /// The directions of `appearance`'s prototypes, in the order they began.
+    fn directions(appearance: &Appearance) -> Vec<&[f32]> {
+        appearance.prototypes.iter().map(|prototype| prototype.unit.as_slice()).collect()
+    }
+
     #[test]
     fn similar_views_fold_into_one_prototype_as_a_weighted_average_of_directions() {
         let mut appearance = Appearance::default();
         assert!(appearance.add(&unit(&[1.0, 0.1, 0.0]), 1.0));
         assert!(appearance.add(&unit(&[1.0, -0.1, 0.0]), 1.0));
-        assert_eq!((appearance.prototypes(), appearance.embeddings()), (1, 2));
-        let mean = appearance.dominant().expect("a prototype");
+        let [mean] = directions(&appearance)[..] else { panic!("one prototype: {appearance:?}") };
         assert!((mean[0] - 1.0).abs() < 1e-6 && mean[1].abs() < 1e-6, "{mean:?}");
         // A heavier view pulls the average towards it.
         let mut weighted = Appearance::default();
         weighted.add(&unit(&[1.0, 0.2, 0.0]), 0.9);
         weighted.add(&unit(&[1.0, -0.2, 0.0]), 0.1);
-        assert!(weighted.dominant().expect("a prototype")[1] > 0.1);
+        assert!(directions(&weighted)[0][1] > 0.1, "{weighted:?}");
     }
 
     #[test]
@@ -174,7 +159,7 @@ mod tests {
             values[axis] = 1.0;
             appearance.add(&unit(&values), 0.5);
         }
-        assert_eq!((appearance.prototypes(), appearance.embeddings()), (MAX_PROTOTYPES, 5));
+        assert_eq!(appearance.prototypes.len(), MAX_PROTOTYPES);
         // The last two views were folded into the nearest prototypes: still unit vectors.
         let lengths: Vec<f32> =
             appearance.prototypes.iter().map(|p| p.unit.iter().map(|v| v * v).sum::<f32>().sqrt()).collect();
@@ -198,8 +183,7 @@ mod tests {
         appearance.add(&unit(&[1.0, 0.0]), f32::NAN);
         assert!(!appearance.add(&unit(&[1.0, 0.0, 0.0]), 1.0), "3 dimensions after 2");
         appearance.add(&unit(&[-1.0, 0.0]), 1.0);
-        assert_eq!(appearance.embeddings(), 2);
-        assert!(appearance.dominant().is_some_and(|p| p.iter().all(|v| v.is_finite())));
+        assert_eq!(directions(&appearance), [&[1.0f32, 0.0][..], &[-1.0, 0.0][..]], "the 3-d one left out");
         assert!(appearance.bytes() >= 2 * 2 * std::mem::size_of::<f32>());
     }
 
@@ -216,16 +200,17 @@ mod tests {
         later.add(&views[1], 0.5);
         later.add(&views[2], 0.5);
         assert!(earlier.absorb(later));
-        assert_eq!((earlier.prototypes(), earlier.embeddings()), (2, 3));
-        let (folded, added) = (earlier.dominant().expect("seen"), one_by_one.dominant().expect("seen"));
-        assert!(folded.iter().zip(added).all(|(a, b)| (a - b).abs() < 1e-6), "{folded:?} against {added:?}");
+        let (folded, added) = (directions(&earlier), directions(&one_by_one));
+        assert_eq!(folded.len(), 2);
+        let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(a, b)| (a - b).abs() < 1e-6);
+        assert!(folded.iter().zip(&added).all(|(a, b)| close(a, b)), "{folded:?} against {added:?}");
         let mut empty = Appearance::default();
         assert!(empty.absorb(one_by_one.clone()));
         assert_eq!(empty, one_by_one);
         let mut other_model = Appearance::default();
         other_model.add(&unit(&[1.0, 0.0]), 1.0);
         assert!(!empty.absorb(other_model), "2 dimensions after 3");
-        assert_eq!(empty.embeddings(), 3);
+        assert_eq!(empty, one_by_one);
     }
 
     proptest::proptest! {
@@ -251,9 +236,9 @@ mod tests {
                 target.add(&embedding, weights[index]);
             }
             for appearance in [&a, &b] {
-                proptest::prop_assert!(appearance.prototypes() <= MAX_PROTOTYPES);
-                if let Some(dominant) = appearance.dominant() {
-                    proptest::prop_assert!(dominant.iter().all(|value| value.is_finite()), "{:?}", dominant);
+                proptest::prop_assert!(appearance.prototypes.len() <= MAX_PROTOTYPES);
+                for direction in directions(appearance) {
+                    proptest::prop_assert!(direction.iter().all(|value| value.is_finite()), "{:?}", direction);
                 }
             }
             if let Some(similarity) = a.similarity(&b) {

@@ -76,6 +76,13 @@ mod tests {
         }
     }
 
+    /// The appearance of one crop of `values`, weighed `weight`.
+    fn seen(values: &[f32], weight: f32) -> Appearance {
+        let mut appearance = Appearance::default();
+        appearance.add(&crate::reid::Embedding::normalised(values).expect("a direction"), weight);
+        appearance
+    }
+
     fn appearance_of(answer: &dyn TrackAnswer) -> &Appearance {
         let answer = (answer as &dyn std::any::Any).downcast_ref::<AppearanceAnswer>().expect("an appearance");
         &answer.appearance
@@ -87,7 +94,7 @@ mod tests {
         Embedder.read(&outputs(2, vec![3.0, 4.0, 0.0, 0.0]), &[0.9, 0.8], &mut out).expect("read");
         assert_eq!(out.len(), 2);
         let first = out[0].as_deref().expect("a direction");
-        assert_eq!(appearance_of(first).dominant(), Some(&[0.6f32, 0.8][..]));
+        assert_eq!(appearance_of(first), &seen(&[3.0, 4.0], 0.9), "the first row, weighed by its score");
         assert_eq!(first.attribute(), None, "messages carry no vector");
         assert!(out[1].is_none(), "a row of zeros");
         let error = Embedder.read(&outputs(1, vec![1.0, 2.0]), &[0.9, 0.8], &mut out).expect_err("one row for two");
@@ -102,7 +109,7 @@ mod tests {
         let mut kept = answers.next().expect("the first crop");
         kept.absorb(answers.next().expect("the second crop"));
         let appearance = appearance_of(kept.as_ref());
-        assert_eq!((appearance.prototypes(), appearance.embeddings()), (1, 2));
-        assert!(appearance.dominant().expect("seen")[1] > 0.1, "pulled towards the 0.9 crop");
+        let towards = |values: &[f32]| appearance.similarity(&seen(values, 1.0)).expect("seen");
+        assert!(towards(&[1.0, 0.2]) > towards(&[1.0, -0.2]), "pulled towards the 0.9 crop: {appearance:?}");
     }
 }
