@@ -775,6 +775,7 @@ impl Config {
             models::fill_model_defaults(&mut fallback, &model_defaults);
         }
         merge(&mut merged, &user);
+        reid::add_default_embedder(&mut merged, &data_dir());
         models::fill_model_defaults(&mut merged, &model_defaults);
         // The sections components own are read by their own rules, apart from the core (where a
         // table no component registered is unknown), and set in every typing of the core.
@@ -807,6 +808,7 @@ impl Config {
             config.resolve_paths(&user, base, &default_base);
             config.model.recognise = config.keys_to_recognise(&user);
             config.prepare_named_models(&user, base);
+            config.note_default_embedder(&user);
             Some(config)
         };
         let Some(mut config) = typed(&mut value, &mut set_aside, Some(&mut mistakes)) else {

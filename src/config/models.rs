@@ -1,12 +1,12 @@
 //! Named models: `[models.<name>]` tables beside the default `[model]`. A detector there serves
 //! the cameras that name it (`[[camera]] model = "<name>"`); a classifier (`kind = "classifier"`)
 //! or an embedder (`kind = "embedder"`) runs on crops of the detections whose label it lists in
-//! `on`.
+//! `on` (an embedder without `on`: of every label).
 //!
 //! Owns: [`NamedModel`] (a [`ModelConfig`] with its role), filling each table's unset keys with
 //! the built-in `[model]` defaults before it is typed, resolving its paths, and the checks between
-//! models and cameras: a camera names a known detector, a per-track model lists labels to run on
-//! and sizes in range, a named model is described as `[model]` must be. Must not: open model or label
+//! models and cameras: a camera names a known detector, a classifier lists labels to run on, a
+//! per-track model's sizes are in range, a named model is described as `[model]` must be. Must not: open model or label
 //! files (whether `on` names real labels is checked where the labels are loaded, with the
 //! detectors').
 
@@ -53,7 +53,8 @@ impl ModelKind {
 pub struct NamedModel {
     #[serde(default)]
     pub kind: ModelKind,
-    /// Classifier, embedder: the detector labels whose boxes it looks at.
+    /// Classifier, embedder: the detector labels whose boxes it looks at; an embedder's may be
+    /// empty: every label's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on: Vec<String>,
     /// Classifier, embedder: boxes narrower or lower than this many source pixels are not looked
@@ -183,14 +184,10 @@ impl Config {
             }
             match named.kind {
                 ModelKind::Classifier | ModelKind::Embedder => {
-                    if named.on.is_empty() {
+                    if named.kind == ModelKind::Classifier && named.on.is_empty() {
                         return Err(self.invalid_key(
                             &key("on"),
-                            format!(
-                                "{} {} lists the detector labels it runs on, e.g. [\"car\", \"truck\"]",
-                                article(named.kind),
-                                named.kind.name()
-                            ),
+                            "a classifier lists the detector labels it runs on, e.g. [\"car\", \"truck\"]",
                         ));
                     }
                     if !MIN_SIZE_RANGE.contains(&named.min_size()) {
@@ -374,9 +371,8 @@ mod tests {
         let named = format!("{}{EMBEDDER}", TWO_MODELS.replace("model = \"yard\"", "model = \"looks\""));
         let message = parse(&named).expect_err("a camera on an embedder").to_string();
         assert!(message.contains("`looks` is an embedder; a camera names a detector"), "{message}");
-        let nowhere = format!("{TWO_MODELS}{}", EMBEDDER.replace("on = [\"person\"]\n", ""));
-        let message = parse(&nowhere).expect_err("no `on`").to_string();
-        assert!(message.contains("models.looks.on") && message.contains("an embedder lists"), "{message}");
+        let everywhere = format!("{TWO_MODELS}{}", EMBEDDER.replace("on = [\"person\"]\n", ""));
+        assert!(parse(&everywhere).expect("an embedder without `on`: every label").models["looks"].on.is_empty());
     }
 
     #[test]

@@ -1,12 +1,18 @@
 //! The `[reid]` section: re-identification of tracks across cameras and after occlusions.
 //!
-//! Owns: the schema of the re-identification keys, their ranges, and the checks against the
-//! rest of the config: it needs tracking and names an embedder (`[models.<name>]` with
-//! `kind = "embedder"`) whose appearances it compares. Must not: open the model or keep a
-//! gallery (`crate::reid` keeps it; the publish stage feeds it).
+//! Owns: the schema of the re-identification keys, their ranges, the bundled embedder that stands
+//! in when `enabled = true` names none ([`add_default_embedder`]: `[models.reid]`, the
+//! MobileNetV2's `embedding` on every label's tracks), and the checks against the rest of the
+//! config: it needs tracking and an embedder (`[models.<name>]` with `kind = "embedder"`) whose
+//! appearances it compares. Must not: open the model or keep a gallery (`crate::reid` keeps it;
+//! the publish stage feeds it).
+
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
 
+use super::merge::is_set;
 use super::models::ModelKind;
 use super::{Config, ConfigError};
 
@@ -15,13 +21,19 @@ pub const MAX_WINDOW_S: f64 = 86_400.0;
 /// Most tracks the gallery holds.
 pub const MAX_ENTRIES: u32 = 65_536;
 
+/// The `[models.<name>]` name of the bundled embedder when `[reid]` names none.
+pub const DEFAULT_EMBEDDER: &str = "reid";
+/// The bundled embedder's file, under the data directory: MobileNetV2 (ImageNet), whose 1280-d
+/// `embedding` output is the appearance (`models/NOTICE.md`).
+pub const DEFAULT_EMBEDDER_ONNX: &str = "models/mobilenet_v2_imagenet.onnx";
+
 /// `[reid]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReidConfig {
     pub enabled: bool,
-    /// The embedder whose appearances are compared (a `[models.<name>]` name); needed when
-    /// enabled.
+    /// The embedder whose appearances are compared (a `[models.<name>]` name). Unset while enabled
+    /// and the config has no embedder: [`DEFAULT_EMBEDDER`], the bundled one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Seconds an ended track stays a candidate after it was last seen.
@@ -32,7 +44,55 @@ pub struct ReidConfig {
     pub max_entries: u32,
 }
 
+/// Adds the bundled embedder to `merged` (the default merged with the user's file, before it is
+/// typed) when re-identification is enabled with no `reid.model` and the config has no embedder
+/// and no `[models.reid]` of its own: `[models.reid]`, [`DEFAULT_EMBEDDER_ONNX`] under `data_dir`
+/// with no `on` (every label: a track exists only for what a detector outputs, its `classes`
+/// filter applied, so that is exactly the labels the cameras' detectors give, without opening a
+/// label file here), and `reid.model = "reid"`. A config with embedders of its own names one.
+pub(super) fn add_default_embedder(merged: &mut Table, data_dir: &Path) {
+    let Some(Value::Table(reid)) = merged.get("reid") else { return };
+    if reid.get("enabled").and_then(Value::as_bool) != Some(true) || reid.contains_key("model") {
+        return;
+    }
+    let models = merged.get("models").and_then(Value::as_table);
+    let taken = models.is_some_and(|models| {
+        models.contains_key(DEFAULT_EMBEDDER)
+            || models
+                .values()
+                .any(|table| table.get("kind").and_then(Value::as_str) == Some(ModelKind::Embedder.name()))
+    });
+    if taken {
+        return;
+    }
+    let mut embedder = Table::new();
+    embedder.insert("kind".into(), Value::String(ModelKind::Embedder.name().into()));
+    let onnx = data_dir.join(DEFAULT_EMBEDDER_ONNX);
+    embedder.insert("onnx".into(), Value::String(onnx.to_string_lossy().into_owned()));
+    if let Value::Table(models) = merged.entry("models").or_insert_with(|| Value::Table(Table::new())) {
+        models.insert(DEFAULT_EMBEDDER.into(), Value::Table(embedder));
+    }
+    if let Some(Value::Table(reid)) = merged.get_mut("reid") {
+        reid.insert("model".into(), Value::String(DEFAULT_EMBEDDER.into()));
+    }
+}
+
 impl Config {
+    /// Says in what was recognised that `reid.model` is the bundled embedder
+    /// ([`add_default_embedder`] put it there: the user's file does not set it).
+    pub(super) fn note_default_embedder(&mut self, user: &Table) {
+        if self.reid.model.as_deref() != Some(DEFAULT_EMBEDDER) || is_set(user, &["reid", "model"]) {
+            return;
+        }
+        if let Some(named) = self.models.get_mut(DEFAULT_EMBEDDER) {
+            let onnx = named.model.onnx.as_deref().map(|path| path.display().to_string()).unwrap_or_default();
+            named.model.recognised.push(format!(
+                "reid.model = \"{DEFAULT_EMBEDDER}\": the bundled embedder (MobileNetV2's `embedding`, {onnx}) \
+                 on every label's tracks"
+            ));
+        }
+    }
+
     pub(super) fn validate_reid(&self) -> Result<(), ConfigError> {
         let reid = &self.reid;
         if !(reid.window_s > 0.0 && reid.window_s <= MAX_WINDOW_S) {
@@ -64,7 +124,13 @@ impl Config {
             format!("the embedders are {}", embedders.join(", "))
         };
         match reid.model.as_deref() {
-            None => Err(self.invalid("reid.model", format!("must be set when enabled: {known}"))),
+            None => Err(self.invalid(
+                "reid.model",
+                format!(
+                    "must name the embedder to compare: {known} (the bundled one stands in only for a config \
+                     with no embedder and no `[models.{DEFAULT_EMBEDDER}]` of its own)"
+                ),
+            )),
             Some(name) if self.models.get(name).is_some_and(|named| named.kind == ModelKind::Embedder) => Ok(()),
             Some(name) => Err(self.invalid("reid.model", format!("`{name}` is no embedder: {known}"))),
         }
@@ -87,7 +153,7 @@ mod tests {
     }
 
     #[test]
-    fn reid_is_off_by_default_and_names_an_embedder_when_on() {
+    fn reid_is_off_by_default_and_may_name_an_embedder_when_on() {
         let default = Config::embedded_default().expect("default");
         assert_eq!((default.reid.enabled, default.reid.model.as_deref()), (false, None));
         let on = parse(&format!("{LOOKS}[reid]\nenabled = true\nmodel = \"looks\"\nwindow_s = 60\n")).expect("valid");
@@ -95,9 +161,39 @@ mod tests {
     }
 
     #[test]
+    fn reid_enabled_alone_compares_the_bundled_embedder_on_every_label_and_says_so() {
+        let config = parse("[tracking]\nenabled = true\n[reid]\nenabled = true\n").expect("valid");
+        assert_eq!(config.reid.model.as_deref(), Some(DEFAULT_EMBEDDER));
+        let bundled = &config.models[DEFAULT_EMBEDDER];
+        assert_eq!((bundled.kind, bundled.on.is_empty()), (ModelKind::Embedder, true));
+        assert_eq!(
+            bundled.model.onnx.as_deref(),
+            Some(crate::config::data_dir().join(DEFAULT_EMBEDDER_ONNX).as_path())
+        );
+        assert!(config.recognised().any(|line| line.starts_with("reid.model = \"reid\": the bundled embedder")));
+        // The effective config names it, and reads back as the same.
+        let printed = config.to_toml().expect("print");
+        let again = parse(&printed).expect("the printed config is valid");
+        assert_eq!(
+            (again.reid.model, again.models[DEFAULT_EMBEDDER].model.onnx.clone()),
+            (config.reid.model, bundled.model.onnx.clone())
+        );
+        // Off, or with an embedder of the user's, there is none.
+        assert!(parse("[tracking]\nenabled = true\n").expect("valid").models.is_empty());
+        let named = parse(&format!("{LOOKS}[reid]\nenabled = true\nmodel = \"looks\"\n")).expect("valid");
+        assert_eq!(named.models.keys().collect::<Vec<_>>(), ["looks"]);
+    }
+
+    #[test]
     fn reid_without_an_embedder_tracking_or_in_range_values_is_refused_naming_the_key() {
         for (text, key, words) in [
             (format!("{LOOKS}[reid]\nenabled = true\n"), "reid.model", "the embedders are `looks`"),
+            (
+                "[tracking]\nenabled = true\n[models.reid]\nonnx = \"d.onnx\"\nlabels = \"d.txt\"\n[reid]\nenabled = true\n"
+                    .to_string(),
+                "reid.model",
+                "no `[models.reid]` of its own",
+            ),
             (format!("{LOOKS}[reid]\nenabled = true\nmodel = \"lokos\"\n"), "reid.model", "`lokos` is no embedder"),
             (
                 format!(

@@ -7,7 +7,8 @@
 //! With `--nocapture` it prints the similarities it measured (the closing note of issue 51 and
 //! the book's Re-identification page quote them).
 //!
-//! Then the daemon itself with `[reid]` on two cameras replaying frames the test makes (as
+//! Then the daemon itself with only `[reid] enabled = true` (the bundled embedder, on every label,
+//! and the default `min_similarity`) on two cameras replaying frames the test makes (as
 //! `crate::tracking` does: every frame processed, stamped at the replay rate): the same person
 //! after an occlusion on one camera and later on the other is linked each time, and another
 //! person is not.
@@ -245,15 +246,9 @@ fn the_same_person_after_an_occlusion_and_on_another_camera_is_linked_and_anothe
     };
     let config = TestConfig::new(broker.port(), prefix)
         .set("reid", "enabled", "true")
-        .set("reid", "model", "\"looks\"")
-        .set("reid", "min_similarity", &MIN_SIMILARITY.to_string())
         .set("telemetry", "interval_s", "1")
         .camera("drive", 0.0, &source(&drive))
         .camera("porch", 0.0, &source(&porch))
-        .append(&format!(
-            "[models.looks]\nkind = \"embedder\"\non = [\"person\"]\nonnx = {}\n",
-            toml_string(&repo("models/mobilenet_v2_imagenet.onnx").display().to_string()),
-        ))
         .write(&dir.path().join("config.toml"));
     let subscriber = Subscriber::connect(&broker, "e2e-reid-sub", &[&format!("{prefix}/#")]);
     let mut daemon = RunningDaemon::start(&config, &[]);
@@ -311,5 +306,25 @@ fn the_same_person_after_an_occlusion_and_on_another_camera_is_linked_and_anothe
         "re-identification links: drive → drive {:.3}, drive → porch {:.3}",
         drive[1].same_as.as_ref().map_or(0.0, |same_as| same_as.similarity),
         same_as.similarity
+    );
+}
+
+/// `check-config` on a config whose only re-identification key is `[reid] enabled = true` accepts
+/// it and says which embedder stands in: the bundled one, on every label's tracks.
+#[test]
+fn check_config_says_reid_enabled_alone_compares_the_bundled_embedder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[device]\nbackend = \"cpu\"\n[tracking]\nenabled = true\n[reid]\nenabled = true\n")
+        .expect("write config");
+    let output = crate::arch::daemon_command().arg("check-config").arg("--config").arg(&config).output().expect("run");
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{stdout}{stderr}");
+    let said = stdout.lines().find(|line| line.starts_with("recognised: reid.model = \"reid\": the bundled embedder"));
+    assert!(
+        said.is_some_and(
+            |line| line.contains("mobilenet_v2_imagenet.onnx") && line.ends_with("on every label's tracks")
+        ),
+        "{stdout}"
     );
 }

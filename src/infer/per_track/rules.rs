@@ -1,5 +1,5 @@
 //! Which tracks each per-track model looks at, from the config: its `on` labels, resolved against
-//! the detectors' shared label list, its `min_size` and `every`, and for an embedder a box that
+//! the detectors' shared label list (an embedder without `on`: every label of it), its `min_size` and `every`, and for an embedder a box that
 //! grew by [`EMBEDDER_GROWN`] (a closer look at the object).
 //!
 //! Owns: [`crop_rules`]. Must not: open models.
@@ -26,17 +26,23 @@ pub fn crop_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, CropR
                 message: format!("a {} runs on tracks: it needs `tracking.enabled = true`", named.kind.name()),
             });
         }
-        let classes = named
-            .on
-            .iter()
-            .map(|label| {
-                labels.id_of(label).ok_or_else(|| ConfigError::Invalid {
-                    origin: config.origin.clone(),
-                    key: format!("models.{name}.on"),
-                    message: format!("no detector's labels name `{label}`"),
+        // No `on` (an embedder's, such as `[reid]`'s bundled one: a classifier's is refused at
+        // load) is every label.
+        let classes = if named.on.is_empty() {
+            (0..labels.len()).collect()
+        } else {
+            named
+                .on
+                .iter()
+                .map(|label| {
+                    labels.id_of(label).ok_or_else(|| ConfigError::Invalid {
+                        origin: config.origin.clone(),
+                        key: format!("models.{name}.on"),
+                        message: format!("no detector's labels name `{label}`"),
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<Vec<_>, _>>()?
+        };
         let grown = (named.kind == ModelKind::Embedder).then_some(EMBEDDER_GROWN);
         let rule = CropRule { classes, min_size: named.min_size() as f32, every: named.every(), grown };
         rules.push((name.to_string(), rule));
@@ -68,5 +74,14 @@ mod tests {
         assert!(unknown.to_string().contains("models.colour.on") && unknown.to_string().contains("`car`"), "{unknown}");
         let untracked = crop_rules(&classifier_config("[\"person\"]", false), &labels).expect_err("no tracks");
         assert!(untracked.to_string().contains("tracking.enabled"), "{untracked}");
+    }
+
+    #[test]
+    fn an_embedder_without_on_looks_at_every_label_and_again_when_a_box_grows() {
+        let labels = Labels::parse("person\ntraffic light\ndog\n", Path::new("labels")).expect("labels");
+        let text = "[tracking]\nenabled = true\n[models.looks]\nkind = \"embedder\"\nonnx = \"m.onnx\"\n";
+        let config = Config::from_toml(text, crate::config::ConfigOrigin::Embedded, Path::new("/base")).expect("valid");
+        let rule = CropRule { classes: vec![0, 1, 2], min_size: 32.0, every: 0, grown: Some(EMBEDDER_GROWN) };
+        assert_eq!(crop_rules(&config, &labels).expect("every label"), [("looks".to_string(), rule)]);
     }
 }
