@@ -4,6 +4,8 @@
 //! Owns: [`BackendError`]. Must not: know a backend's own errors beyond their message (TensorRT's
 //! `TrtError` converts itself into this one).
 
+use crate::sys::exit::{Classified, ExitClass};
+
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     #[error("cannot load model {path}: {message}")]
@@ -16,4 +18,15 @@ pub enum BackendError {
     Inference(String),
     #[error("{0} backend is not available: {1}")]
     Unavailable(&'static str, String),
+}
+
+impl Classified for BackendError {
+    /// A model file that does not load, an input that does not fit the config, a backend this
+    /// build or machine lacks: the config's. A failed preprocessing or inference: a restart's.
+    fn exit_class(&self) -> ExitClass {
+        ExitClass::configuration_if(matches!(
+            self,
+            BackendError::Load { .. } | BackendError::InputMismatch(_) | BackendError::Unavailable(..)
+        ))
+    }
 }

@@ -12,7 +12,6 @@ use crate::infer::step::PipelineError;
 use crate::model::footprint::FitError;
 use crate::publish::kind::OutletError;
 use crate::record::RecordError;
-use crate::source::SourceError;
 use crate::sys::exit::{Classified, ExitClass};
 
 use super::models::ModelsError;
@@ -43,42 +42,53 @@ pub enum DaemonError {
     Models(#[from] ModelsError),
 }
 
+impl Classified for DaemonError {
+    /// Each layer's error says its own class; the daemon's own wraps say theirs.
+    fn exit_class(&self) -> ExitClass {
+        match self {
+            DaemonError::Config(e) => e.exit_class(),
+            // `model.classes` that do not fit the label file or the model.
+            DaemonError::Classes(_) => ExitClass::Configuration,
+            DaemonError::Backend(e) => e.exit_class(),
+            DaemonError::Outlet(e) => e.exit_class(),
+            DaemonError::Pipeline(e) => e.exit_class(),
+            DaemonError::CameraFailed(_) | DaemonError::Runtime(_) => ExitClass::Failure,
+            DaemonError::Http(e) => e.exit_class(),
+            DaemonError::Record(e) => e.exit_class(),
+            DaemonError::EnginesWontFit(e) => e.exit_class(),
+            DaemonError::Models(e) => e.exit_class(),
+        }
+    }
+}
+
 impl DaemonError {
     /// Errors that a restart cannot fix (bad config, missing model or labels): systemd's
     /// `RestartPreventExitStatus=78` keeps such a daemon from restart-looping.
     pub fn is_configuration_problem(&self) -> bool {
-        matches!(
-            self,
-            DaemonError::Config(_)
-                | DaemonError::Classes(_)
-                | DaemonError::Backend(
-                    BackendError::Load { .. } | BackendError::InputMismatch(_) | BackendError::Unavailable(..)
-                )
-                // A source that cannot be opened at start (no such image directory, a GStreamer
-                // pipeline that does not parse, a node that is not a capture device) is a
-                // configuration mistake. Cameras that are only absent right now do not fail here:
-                // V4L2 and GStreamer sources start reconnecting instead.
-                | DaemonError::Pipeline(PipelineError::Source { source: SourceError::Open { .. }, .. })
-                // Outputs that do not fit `model.decoder` (a blank frame at start).
-                | DaemonError::Pipeline(PipelineError::ModelOutputs { .. })
-                // A record directory that cannot be created, a raw camera that cannot be encoded, a
-                // camera another daemon records into the same folder.
-                | DaemonError::Record(RecordError::Dir { .. } | RecordError::Camera { .. } | RecordError::Shared { .. })
-                // Models too large for the GPU together: the config must run fewer or smaller ones.
-                | DaemonError::EnginesWontFit(_)
-        ) || matches!(self, DaemonError::Outlet(e) if e.exit_class() == ExitClass::Configuration)
-            // A named model's table, files or labels; not a context that could not be opened at
-            // start (as the model check's and the workers' own sessions, a restart may open it).
-            || matches!(self, DaemonError::Models(e) if !matches!(e, ModelsError::Session { .. }))
-            // A token file that cannot be read, or a port only root may take; not a port another
-            // process holds or an address not up yet: a restart may find them free (exit 1).
-            || matches!(self, DaemonError::Http(e) if !e.is_transient())
+        self.exit_class() == ExitClass::Configuration
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_layer_says_its_class_through_the_daemons_error() {
+        let source = |error| PipelineError::Source { camera: "front".into(), source: error };
+        let missing = source(crate::source::SourceError::Open { source_name: "images".into(), message: "none".into() });
+        let lost = source(crate::source::SourceError::Read { source_name: "rtsp".into(), message: "eof".into() });
+        assert!(DaemonError::Pipeline(missing).is_configuration_problem(), "exit 78");
+        assert!(!DaemonError::Pipeline(lost).is_configuration_problem(), "exit 1");
+        let address = "127.0.0.1:8080".parse().expect("address");
+        let in_use = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert!(!DaemonError::Http(HttpError::Listen { address, source: in_use }).is_configuration_problem());
+        assert!(DaemonError::Http(HttpError::Listen { address, source: denied }).is_configuration_problem());
+        assert!(
+            DaemonError::Record(RecordError::Thread(std::io::Error::other("no"))).exit_class() == ExitClass::Failure
+        );
+    }
 
     #[test]
     fn a_models_context_that_cannot_be_opened_at_start_may_be_restarted_unlike_a_bad_models_table() {

@@ -25,6 +25,7 @@ use crate::infer::engine_build::CheckSubject;
 use crate::infer::per_track::{Classifier, Embedder, PerTrackKind, PerTrackLane};
 use crate::infer::scheduler::ModelLane;
 use crate::model::ModelSpec;
+use crate::sys::exit::{Classified, ExitClass};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelsError {
@@ -42,6 +43,14 @@ pub enum ModelsError {
     NotADetector { name: String, kind: &'static str },
     #[error("{name}: {error}")]
     Session { name: String, error: BackendError },
+}
+
+impl Classified for ModelsError {
+    /// A named model's table, files or labels: the config's; not a context that could not be
+    /// opened at start (as the model check's and the workers' own sessions, a restart may open it).
+    fn exit_class(&self) -> ExitClass {
+        ExitClass::configuration_if(!matches!(self, ModelsError::Session { .. }))
+    }
 }
 
 /// A `[models.<name>]` detector the cameras in `cameras` use.

@@ -40,6 +40,7 @@ use crate::preprocess::PreprocessSpec;
 /// The vocabulary of `[model.input]` is the preprocessing contract's; it is named here too because
 /// it is the config schema's as much.
 pub use crate::preprocess::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
+use crate::sys::exit::{Classified, ExitClass};
 pub use cpu_budget::CpuBudget;
 pub use merge::data_dir;
 use merge::{merge, names_a_model, resolver};
@@ -63,6 +64,13 @@ pub enum ConfigError {
     /// Every mistake of a config file, each with its line and column.
     #[error("{0}")]
     Mistakes(Mistakes),
+}
+
+impl Classified for ConfigError {
+    /// Every one: the config, or a file it names, must change.
+    fn exit_class(&self) -> ExitClass {
+        ExitClass::Configuration
+    }
 }
 
 impl ConfigError {

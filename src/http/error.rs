@@ -6,6 +6,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::sys::exit::{Classified, ExitClass};
+
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     #[error("`http.token_file` {path}: {reason}")]
@@ -21,5 +23,13 @@ impl HttpError {
     pub fn is_transient(&self) -> bool {
         use std::io::ErrorKind::{AddrInUse, AddrNotAvailable};
         matches!(self, HttpError::Listen { source, .. } if matches!(source.kind(), AddrInUse | AddrNotAvailable))
+    }
+}
+
+impl Classified for HttpError {
+    /// A token file that cannot be read, or a port only root may take: the config's (exit 78); a
+    /// port another process holds or an address not up yet: a restart may find them free (exit 1).
+    fn exit_class(&self) -> ExitClass {
+        ExitClass::configuration_if(!self.is_transient())
     }
 }

@@ -16,6 +16,7 @@ use crate::frame::{FrameSlot, FrameTimings, HeapMemory, PixelFormat};
 use crate::model::ModelOutputs;
 use crate::preprocess::PreprocessSpec;
 use crate::source::SourceError;
+use crate::sys::exit::{Classified, ExitClass};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -34,6 +35,18 @@ pub enum PipelineError {
     Thread { camera: String, source: std::io::Error },
     #[error("{camera}: a pipeline thread panicked")]
     Panicked { camera: String },
+}
+
+impl Classified for PipelineError {
+    /// A source's own class; outputs that do not fit `model.decoder` (a blank frame at start) are
+    /// the config's; the rest happens to a running pipeline, which a restart may help.
+    fn exit_class(&self) -> ExitClass {
+        match self {
+            PipelineError::Source { source, .. } => source.exit_class(),
+            PipelineError::ModelOutputs { .. } => ExitClass::Configuration,
+            _ => ExitClass::Failure,
+        }
+    }
 }
 
 /// Receives every processed frame. Called on an inference worker with the frame still in its slot

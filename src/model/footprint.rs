@@ -12,6 +12,8 @@
 
 use std::fmt::Write as _;
 
+use crate::sys::exit::{Classified, ExitClass};
+
 /// An engine is estimated at this many bytes per byte of its weights (the ONNX file's
 /// initializers, or a prebuilt engine's file): the weights themselves, at most as large on the
 /// device as fp32 weights in the file, and as much again for activations, the execution context
@@ -46,6 +48,13 @@ pub struct FitError {
     pub models: String,
     pub needed_mib: u64,
     pub free_mib: u64,
+}
+
+impl Classified for FitError {
+    /// Models too large for the GPU together: the config must run fewer or smaller ones.
+    fn exit_class(&self) -> ExitClass {
+        ExitClass::Configuration
+    }
 }
 
 /// Refuses `engines` whose estimates add up to more than `free_bytes`, naming every one of them.

@@ -43,6 +43,7 @@ use crate::publish::figures::OutletFigures;
 use crate::publish::object_event::{ClipRef, ObjectEvent};
 use crate::publish::outlet::{FrameResult, Outlet, Stop, Stopping};
 use crate::source::tap::RecordTap;
+use crate::sys::exit::{Classified, ExitClass};
 use crate::sys::lock::lock;
 use camera::{CameraContext, CameraRecordStats, CameraThread, Feed, Pause};
 use index::ClipIndex;
@@ -73,6 +74,14 @@ pub enum RecordError {
     Shared { camera: String, source: dir::FolderError },
     #[error("cannot start a recorder thread: {0}")]
     Thread(std::io::Error),
+}
+
+impl Classified for RecordError {
+    /// A record directory that cannot be created, a raw camera that cannot be encoded, a camera
+    /// another daemon records into the same folder: the config's. A thread: a restart's.
+    fn exit_class(&self) -> ExitClass {
+        ExitClass::configuration_if(!matches!(self, RecordError::Thread(_)))
+    }
 }
 
 /// The reference to the clip at `path` (`<camera>/<file>`), with the API route that serves it.
