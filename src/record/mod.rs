@@ -35,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use crate::config::record::EncoderChoice;
-use crate::config::{Config, SourceConfig};
+use crate::config::Config;
 use crate::controls::{CameraControls, Controls, Switch};
 use crate::detection::Labels;
 use crate::publish::clips::ClipNaming;
@@ -116,14 +116,7 @@ pub fn check(config: &Config, labels: &Labels) -> Result<(), RecordError> {
                 format!("{label:?} is not in the label file {}", config.model.labels.display()),
             ));
         }
-        let raw = matches!(
-            camera.source,
-            SourceConfig::V4l2 { .. }
-                | SourceConfig::Csi { .. }
-                | SourceConfig::Images { .. }
-                | SourceConfig::Synthetic { .. }
-        );
-        if raw {
+        if !crate::source::delivers_encoded(&camera.source) {
             encoder_for(recording.encoder.kind)
                 .map_err(|reason| refuse("record.encoder.kind", format!("it sends raw video: {reason}")))?;
         } else if !cfg!(feature = "gstreamer") {

@@ -1,8 +1,10 @@
 //! Checking and opening the source a camera is configured with: the one place that maps a
 //! `[camera.source]` kind to its implementation.
 //!
-//! Owns: [`check`] (what opening would refuse, without opening anything), [`open`], and the
-//! GStreamer pipeline a source config describes ([`gstreamer_spec`]). Must not: read frames.
+//! Owns: [`check`] (what opening would refuse, without opening anything), [`open`], what each
+//! kind delivers ([`delivers_encoded`]: raw frames only, or an encoded stream the recorder may
+//! tap), and the GStreamer pipeline a source config describes ([`gstreamer_spec`]). Must not: read
+//! frames.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -34,6 +36,17 @@ pub fn check(camera: &str, config: &SourceConfig) -> Result<(), SourceError> {
         SourceConfig::Rtsp { .. } | SourceConfig::Csi { .. } | SourceConfig::Gstreamer { .. } => {
             Err(no_gstreamer(config))
         }
+    }
+}
+
+/// Whether a source of `config`'s kind delivers an encoded stream (RTSP, a GStreamer pipeline)
+/// that the recorder taps as it is, or only raw frames (V4L2, CSI, images, the test pattern),
+/// which it must encode. Every kind says so here: a new one does not build until it does.
+pub fn delivers_encoded(config: &SourceConfig) -> bool {
+    match config {
+        SourceConfig::Rtsp { .. } | SourceConfig::Gstreamer { .. } => true,
+        SourceConfig::V4l2 { .. } | SourceConfig::Csi { .. } | SourceConfig::Images { .. } => false,
+        SourceConfig::Synthetic { .. } => false,
     }
 }
 

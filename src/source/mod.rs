@@ -26,7 +26,7 @@ pub mod v4l2;
 
 #[cfg(feature = "gstreamer")]
 pub use configured::gstreamer_spec;
-pub use configured::{check, open};
+pub use configured::{check, delivers_encoded, open};
 pub use error::SourceError;
 pub use frame_source::{Capture, FrameSource};
 pub use status::{SourceReport, SourceState, SourceStatus};
