@@ -687,12 +687,20 @@ pub struct HttpConfig {
     /// on the environment (systemd's `StateDirectory=`), so it is computed here.
     #[serde(default = "default_zones_file")]
     pub zones_file: PathBuf,
+    /// The page's address as others reach it (`http://host:port`, no path; validated): what
+    /// event clips' absolute URLs in Home Assistant begin with.
+    pub public_url: Option<String>,
 }
 
 impl HttpConfig {
     /// The address to listen on, or `None` when the server is off (validated: it parses).
     pub fn listen_addr(&self) -> Option<std::net::SocketAddr> {
         self.listen.parse().ok()
+    }
+
+    /// `public_url` without a trailing `/`, ready for an API path (`/api/...`) to follow.
+    pub fn public_base(&self) -> Option<&str> {
+        self.public_url.as_deref().map(|url| url.trim_end_matches('/'))
     }
 }
 
@@ -1611,6 +1619,12 @@ mod tests {
                 other => panic!("{}: expected a read error, got {other:?}", path.display()),
             }
         }
+    }
+
+    #[test]
+    fn a_public_url_with_a_path_is_refused_naming_the_key() {
+        let text = format!("{MINIMAL}\n[http]\npublic_url = \"http://jetson.lan:8090/clips\"\n");
+        assert!(matches!(parse(&text), Err(ConfigError::Invalid { key, .. }) if key == "http.public_url"));
     }
 
     #[test]

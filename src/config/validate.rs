@@ -328,6 +328,11 @@ impl Config {
                 return Err(self.invalid(&format!("http.allowed_hosts[{i}]"), format!("{host:?}: {reason}")));
             }
         }
+        if let Some(url) = &http.public_url {
+            if let Err(reason) = check_public_url(url) {
+                return Err(self.invalid("http.public_url", format!("{url:?}: {reason}")));
+            }
+        }
         if http.listen.is_empty() {
             return Ok(());
         }
@@ -418,6 +423,28 @@ fn check_allowed_host(host: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// `http.public_url`: `http://` or `https://`, a host (a name, an IPv4 address or a bracketed IPv6
+/// one) with an optional port, and nothing after it but an optional `/` — an API path is appended.
+fn check_public_url(url: &str) -> Result<(), &'static str> {
+    const SHAPE: &str =
+        "use http:// or https://, a host and an optional port, no path (e.g. \"http://jetson.lan:8090\")";
+    let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) else { return Err(SHAPE) };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = match authority.strip_prefix('[').and_then(|v6| v6.split_once(']')) {
+        Some((address, after)) => {
+            (&authority[..address.len() + 2], after.strip_prefix(':').or(Some(after).filter(|a| !a.is_empty())))
+        }
+        None => match authority.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    if port.is_some_and(|port| port.parse::<u16>().is_err()) || check_allowed_host(host).is_err() {
+        return Err(SHAPE);
+    }
+    Ok(())
+}
+
 /// An environment variable name as shells accept it: `[A-Za-z_][A-Za-z0-9_]*`, at most 255 bytes.
 pub fn is_variable_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -500,5 +527,30 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_public_url_is_a_scheme_a_host_and_a_port_without_a_path() {
+        for good in ["http://jetson.lan:8090", "https://jetson.lan/", "http://192.168.1.20:8090", "http://[::1]:8090"] {
+            assert_eq!(check_public_url(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "jetson.lan:8090",
+            "ftp://jetson.lan",
+            "http://",
+            "http://jetson.lan:port",
+            "http://jetson.lan:8090/page",
+            "http://jetson.lan?x=1",
+            "http://[::1]x",
+            "http://je tson",
+            "http://a'b",
+        ] {
+            assert!(check_public_url(bad).is_err(), "{bad}");
+        }
     }
 }
