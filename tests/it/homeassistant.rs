@@ -315,6 +315,8 @@ enum Expect {
     Number,
     /// Any value: neither `unavailable` nor `unknown`.
     Known,
+    /// Any state at all (an event entity is `unknown` until it first fires).
+    Present,
 }
 
 impl Expect {
@@ -323,6 +325,7 @@ impl Expect {
             Expect::Is(wanted) => state == *wanted,
             Expect::Number => numeric(state),
             Expect::Known => !matches!(state, "unavailable" | "unknown"),
+            Expect::Present => true,
         }
     }
 }
@@ -343,6 +346,11 @@ fn expected(persons: u32, detecting: bool) -> Vec<(String, Expect)> {
         ("sensor", "cpu", Expect::Number),
         ("number", "score_threshold", Expect::Number),
         ("sensor", "front_person_count", count(seen)),
+        ("binary_sensor", "front_person_occupied", on(seen > 0)),
+        // Whatever else the model sees in the picture counts too.
+        ("sensor", "front_all_count", Expect::Number),
+        // Fires on the events; which one fired last is checked apart (`wait_for_event`).
+        ("event", "front_object", Expect::Present),
         ("switch", "front_detection", on(detecting)),
         ("switch", "front_snapshots", on(true)),
         // No `front_recording`: the camera records no clips (issue 50, item 6).
@@ -386,6 +394,19 @@ fn wait_for_entities(daemon: &mut RunningDaemon, home: &HomeAssistant, what: &st
     }
 }
 
+/// Waits (a failure guard of the daemon's pace) until the camera's event entity last fired
+/// `event_type` for a person; returns the event's attributes.
+fn wait_for_event(daemon: &mut RunningDaemon, home: &HomeAssistant, event_type: &str) -> Value {
+    let entity = format!("event.{DEVICE}_front_object");
+    let mut attributes = Value::Null;
+    daemon.wait_until(&format!("Home Assistant's {entity} fired {event_type}"), || {
+        attributes = home.states().get(&entity).map(|state| state["attributes"].clone()).unwrap_or_default();
+        attributes["event_type"] == event_type && attributes["label"] == "person"
+    });
+    assert!(attributes["track_id"].is_u64(), "the event names its track: {attributes}");
+    attributes
+}
+
 /// Calls a Home Assistant service (a switch turned off, a number set), as its UI does.
 fn call_service(home: &HomeAssistant, domain: &str, service: &str, data: Value) {
     home.call("POST", &format!("/api/services/{domain}/{service}"), Some(data));
@@ -399,7 +420,9 @@ fn show(view: &Path, sample: &str) {
 }
 
 /// The whole life of a Home Assistant user's setup against a real Home Assistant: the daemon's
-/// entities appear with values; counts follow a person into and out of view; after a Home Assistant
+/// entities appear with values; counts and occupancy follow a person into and out of view, and the
+/// camera's event entity fires `end` as the person leaves and `start` as they come back, with the
+/// label, the track id and the zones; after a Home Assistant
 /// restart and after a broker restart that loses every retained message, every entity is back,
 /// available and right; the score threshold is set from Home Assistant; switching detection off
 /// ends the counts and stops processing (fps 0, no inference time) with the person still in view
@@ -442,8 +465,13 @@ fn home_assistant_shows_every_entity_right_through_restarts_and_switches() {
 
     show(&view, "coffee.png");
     wait_for_entities(&mut daemon, &home, "the counts after the person left", &expected(0, true));
+    let ended = wait_for_event(&mut daemon, &home, "end");
     show(&view, "person.jpg");
     wait_for_entities(&mut daemon, &home, "the counts after the person came back", &expected(1, true));
+    let started = wait_for_event(&mut daemon, &home, "start");
+    assert_ne!(started["track_id"], ended["track_id"], "a new track: {started}");
+    assert_eq!(started["zones"], json!(["yard", "lawn"]), "the zones the person is in: {started}");
+    assert!(started.get("clip_url").is_none(), "no clip without recording and http.public_url: {started}");
 
     home.restart();
     wait_for_entities(&mut daemon, &home, "every entity after Home Assistant's restart", &expected(1, true));

@@ -7,13 +7,19 @@
 //!   state of an engine built while the CPU serves, `none` without one; `engine.build` as
 //!   attributes: progress, which engine serves, the check's figures), `CPU`, and where the
 //!   board reported them at start `SoC temperature` and `GPU load` (diagnostic sensors read from
-//!   telemetry), and the `Score threshold` (a number);
-//! - per camera: a count sensor per `homeassistant.labels` label, switches for detection,
+//!   telemetry), the `Score threshold` (a number), and with a camera that records clips and
+//!   telemetry reports, `Recording storage` (the record directory's GiB; clips, budget and pause
+//!   as attributes);
+//! - per camera: a count sensor per `homeassistant.labels` label and an `occupied` binary sensor
+//!   per such label, an `all` count (objects of every label), switches for detection,
 //!   recording (a camera that records clips) and (with `[snapshot]`) snapshots, the snapshot as
 //!   an `image`, and diagnostic
 //!   sensors for its fps, dropped frames and inference time;
 //! - per zone (with tracking): its total, a count per label (its own labels, else
 //!   `homeassistant.labels`) and an `occupied` binary sensor;
+//! - per camera (with tracking): an `event` entity read from its events (`start`, `end`, and
+//!   `crossed` for a line crossing; label, zones, track id, and with `http.public_url` the clip's
+//!   absolute URL, as attributes);
 //! - per camera and classifier (with tracking): the classifier's latest answer on the camera's
 //!   tracks (a sensor read from the events: their `attributes.<classifier>` label, its score as
 //!   an attribute; an event without it keeps the last).
@@ -222,6 +228,25 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
             "icon": "mdi:tune-variant",
         }),
     ));
+    if reports && config.cameras.iter().any(|camera| config.recording(camera).is_some()) {
+        out.push(entity(
+            "sensor",
+            "recording_storage".into(),
+            "Recording storage".into(),
+            json!({
+                "state_topic": telemetry,
+                "value_template": recording_storage_template(),
+                "json_attributes_topic": telemetry,
+                "json_attributes_template": "{{ ((value_json.get('outlets') or {}).get('record') or {}) | tojson }}",
+                "device_class": "data_size",
+                "unit_of_measurement": "GiB",
+                "state_class": "measurement",
+                "suggested_display_precision": 2,
+                "entity_category": "diagnostic",
+                "icon": "mdi:harddisk",
+            }),
+        ));
+    }
     for camera in &config.cameras {
         let name = camera.name.as_str();
         for label in labels {
@@ -233,6 +258,28 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
                     "state_topic": topics::label_count(&prefix, name, label),
                     "state_class": "measurement",
                     "icon": "mdi:eye",
+                }),
+            ));
+        }
+        out.push(entity(
+            "sensor",
+            format!("{name}_all_count"),
+            format!("{name} all count"),
+            json!({
+                "state_topic": topics::camera_total(&prefix, name),
+                "state_class": "measurement",
+                "icon": "mdi:eye-plus",
+            }),
+        ));
+        for label in labels {
+            out.push(entity(
+                "binary_sensor",
+                format!("{name}_{}_occupied", topic_segment(label)),
+                format!("{name} {label} occupied"),
+                json!({
+                    "state_topic": topics::label_count(&prefix, name, label),
+                    "value_template": "{{ 'ON' if (value | int(0)) > 0 else 'OFF' }}",
+                    "device_class": "occupancy",
                 }),
             ));
         }
@@ -309,6 +356,18 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
     }
     if config.tracking.enabled {
         for camera in &config.cameras {
+            out.push(entity(
+                "event",
+                format!("{}_object", camera.name),
+                format!("{} object", camera.name),
+                json!({
+                    "state_topic": topics::events(&prefix, &camera.name),
+                    "event_types": EVENT_TYPES,
+                    "value_template": event_template(config.http.public_base()),
+                    "device_class": "motion",
+                    "icon": "mdi:motion-sensor",
+                }),
+            ));
             for (classifier, _) in config.classifiers() {
                 let answer = format!("value_json['attributes']['{classifier}']");
                 let has_answer = format!("value_json['attributes'] is defined and {answer} is defined");
@@ -361,6 +420,37 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
         }
     }
     out
+}
+
+/// The event types of a camera's `event` entity: an object's track starts, ends, or crosses a line.
+const EVENT_TYPES: [&str; 3] = ["start", "end", "crossed"];
+
+/// The template that turns an event message into the `event` entity's event: `start`, `end`, or
+/// `crossed` for an `update` that crosses a line (with the line and its direction), each with the
+/// label, the zones, the track id and, with `http.public_url` (`public_base`), the clip's absolute
+/// URL (`clip_url`). Any other `update` renders nothing, which Home Assistant ignores.
+fn event_template(public_base: Option<&str>) -> String {
+    let clip_url = match public_base {
+        // A JSON string is a Jinja string literal: the URL cannot break out of it.
+        Some(base) => format!(", 'clip_url': ({} ~ m.clip.url) if m.get('clip') else none", json!(base)),
+        None => String::new(),
+    };
+    format!(
+        "{{% set m = value_json %}}{{% set c = m.get('crossed') %}}\
+         {{% set t = 'crossed' if c else m.get('type') %}}\
+         {{% if t in {types} %}}{{{{ {{'event_type': t, 'label': m.get('label'), 'zones': m.get('zones', []), \
+         'track_id': m.get('track_id'), 'line': c.line if c else none, 'direction': c.direction if c else none\
+         {clip_url}}} | tojson }}}}{{% endif %}}",
+        types = json!(EVENT_TYPES),
+    )
+}
+
+/// The record directory's size in GiB from telemetry's `outlets.record.bytes`, `None` (unknown)
+/// while telemetry lacks it.
+fn recording_storage_template() -> String {
+    "{% set b = ((value_json.get('outlets') or {}).get('record') or {}).get('bytes') %}\
+     {{ (b / 1073741824) | round(3) if b is number else none }}"
+        .into()
 }
 
 /// The labels a zone's count sensors are for: its own, else `homeassistant.labels`.
@@ -679,6 +769,7 @@ mod tests {
                 "cpu",
                 "engine",
                 "engine_build",
+                "front_all_count",
                 "front_detect",
                 "front_drive_car_count",
                 "front_drive_count",
@@ -686,10 +777,13 @@ mod tests {
                 "front_dropped_frames",
                 "front_fps",
                 "front_inference_time",
+                "front_object",
                 "front_person_count",
+                "front_person_occupied",
                 "front_snapshot",
                 "front_snapshots",
                 "front_traffic_light_count",
+                "front_traffic_light_occupied",
                 "front_yard_count",
                 "front_yard_occupied",
                 "front_yard_person_count",
@@ -705,6 +799,14 @@ mod tests {
         assert_eq!(count["unique_id"], "jetson-detectd_orin1_front_traffic_light_count");
         assert_eq!(count["availability_topic"], "jd/orin1/status");
         assert_eq!(count["origin"]["name"], "jetson-detectd");
+        assert_eq!(all["front_all_count"]["state_topic"], "jd/orin1/front/count");
+        assert_eq!(all["front_all_count"]["name"], "Front all count");
+        let occupied = &all["front_traffic_light_occupied"];
+        assert_eq!(occupied["state_topic"], "jd/orin1/front/counts/traffic_light");
+        assert_eq!(
+            (occupied["name"].as_str(), occupied["device_class"].as_str()),
+            (Some("Front traffic light occupied"), Some("occupancy"))
+        );
         assert_eq!(all["front_yard_count"]["state_topic"], "jd/orin1/front/zones/yard");
         assert_eq!(all["front_yard_person_count"]["state_topic"], "jd/orin1/front/zones/yard/person");
         let detect = &all["front_detect"];
@@ -739,6 +841,44 @@ mod tests {
         assert!(template.contains("value_json['attributes']['colour']['label']"), "{template}");
         assert!(template.contains("else this.state"), "an event without the answer keeps the last: {template}");
         assert!(!messages(&config(""), BoardSensors::default()).contains_key("front_colour"), "none without it");
+    }
+
+    #[test]
+    fn each_camera_has_an_event_entity_of_starts_ends_and_crossings_read_from_its_events() {
+        let all = messages(&config(""), BoardSensors::default());
+        let event = &all["front_object"];
+        assert_eq!(event["name"], "Front object");
+        assert_eq!(event["state_topic"], "jd/orin1/front/events");
+        assert_eq!(event["event_types"], json!(["start", "end", "crossed"]));
+        let template = event["value_template"].as_str().expect("a template");
+        for attribute in ["'label'", "'zones'", "'track_id'", "'line'", "'direction'"] {
+            assert!(template.contains(attribute), "{attribute}: {template}");
+        }
+        assert!(!template.contains("clip_url"), "no absolute URL without http.public_url: {template}");
+
+        let public = messages(&config("[http]\npublic_url = \"http://jetson.lan:8090/\"\n"), BoardSensors::default());
+        let template = public["front_object"]["value_template"].as_str().expect("a template");
+        assert!(
+            template.contains(r#"'clip_url': ("http://jetson.lan:8090" ~ m.clip.url) if m.get('clip') else none"#),
+            "the clip's URL on the public address, one `/` between: {template}"
+        );
+        let untracked = messages(&config("[tracking]\nenabled = false\n"), BoardSensors::default());
+        assert!(!untracked.contains_key("front_object"), "no events without tracking");
+    }
+
+    #[test]
+    fn recording_storage_is_a_sensor_only_where_a_camera_records_and_telemetry_reports() {
+        let board = BoardSensors::default();
+        assert!(!messages(&config(""), board).contains_key("recording_storage"), "nothing records");
+        let recording = messages(&config("[record]\nenabled = true\n"), board);
+        let storage = &recording["recording_storage"];
+        assert_eq!(
+            (storage["name"].as_str(), storage["unit_of_measurement"].as_str()),
+            (Some("Recording storage"), Some("GiB"))
+        );
+        assert_eq!(storage["state_topic"], "jd/orin1/telemetry");
+        let silent = messages(&config("[record]\nenabled = true\n[telemetry]\ninterval_s = 0\n"), board);
+        assert!(!silent.contains_key("recording_storage"), "without telemetry it would never read a value");
     }
 
     #[test]

@@ -23,6 +23,11 @@ pub fn label_count(prefix: &str, camera: &str, label: &str) -> String {
     format!("{prefix}/{camera}/counts/{}", topic_segment(label))
 }
 
+/// `<prefix>/<camera>/count`: objects of every label in the camera's latest frame.
+pub fn camera_total(prefix: &str, camera: &str) -> String {
+    format!("{prefix}/{camera}/count")
+}
+
 /// `<prefix>/<camera>/zones/<zone>`: tracked objects in the zone.
 pub fn zone_total(prefix: &str, camera: &str, zone: &str) -> String {
     format!("{prefix}/{camera}/zones/{zone}")
