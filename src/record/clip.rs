@@ -24,8 +24,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::mp4::{self, Sample, Track, TIMESCALE, TRAILER_BYTES};
+use super::mp4::{self, Sample, Track, TRAILER_BYTES};
 use super::nal::{self, NalError, ParameterSets};
+use super::timeline::{raw_times, ticks_duration, to_ticks, Timeline};
 use crate::source::tap::{AccessUnit, StreamFormat};
 
 /// Longest fragment: what a power cut can lose at most (plus the keyframe interval, when a
@@ -33,11 +34,6 @@ use crate::source::tap::{AccessUnit, StreamFormat};
 pub const FRAGMENT: Duration = Duration::from_secs(1);
 /// The suffix of a clip that is still being written.
 pub const PART_SUFFIX: &str = ".part";
-/// A stream timestamp that jumps further than this (or back) is a restart of the stream: the
-/// clip's timeline goes on by one frame instead.
-const MAX_STEP: Duration = Duration::from_secs(10);
-/// The frame duration assumed when nothing better is known (30 fps).
-const DEFAULT_TICKS: u32 = TIMESCALE / 30;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClipError {
@@ -163,37 +159,6 @@ struct Pending {
     keyframe: bool,
 }
 
-/// Stream timestamps to the clip's ticks.
-struct Timeline {
-    /// Raw ticks of the previous unit, and the clip ticks they became.
-    previous: Option<(u64, u64)>,
-    last_step: u32,
-}
-
-impl Timeline {
-    fn ticks(&mut self, raw: u64) -> u64 {
-        let ticks = match self.previous {
-            None => 0,
-            Some((previous_raw, previous)) => {
-                let step = raw.checked_sub(previous_raw).filter(|step| *step > 0 && *step <= to_ticks(MAX_STEP));
-                match step {
-                    Some(step) => {
-                        self.last_step = step.min(u64::from(u32::MAX)) as u32;
-                        previous + step
-                    }
-                    None => previous + u64::from(self.last_step),
-                }
-            }
-        };
-        self.previous = Some((raw, ticks));
-        ticks
-    }
-}
-
-fn to_ticks(time: Duration) -> u64 {
-    (time.as_nanos() * u128::from(TIMESCALE) / 1_000_000_000) as u64
-}
-
 /// Told the size of every write before it is made (header, fragment, trailer): retention makes
 /// room for it ([`super::retention::Retention::make_room`]).
 pub type Room = Box<dyn FnMut(u64) + Send>;
@@ -264,7 +229,7 @@ impl ClipWriter {
             format,
             pending: Vec::new(),
             sequence: 1,
-            timeline: Timeline { previous: None, last_step: DEFAULT_TICKS },
+            timeline: Timeline::default(),
             written: header.len() as u64,
             room,
         })
@@ -303,15 +268,8 @@ impl ClipWriter {
         if data.is_empty() {
             return Ok(());
         }
-        let raw = unit
-            .dts
-            .or(unit.pts)
-            .map_or_else(|| to_ticks(unit.captured_at.duration_since(UNIX_EPOCH).unwrap_or_default()), to_ticks);
+        let (raw, composition_offset) = raw_times(unit);
         let ticks = self.timeline.ticks(raw);
-        let composition_offset = match (unit.pts, unit.dts) {
-            (Some(pts), Some(dts)) if pts >= dts => to_ticks(pts - dts).min(i32::MAX as u64) as i32,
-            _ => 0,
-        };
         if let Some(first) = self.pending.first() {
             if keyframe || ticks.saturating_sub(first.ticks) >= to_ticks(FRAGMENT) {
                 self.flush(ticks)?;
@@ -319,7 +277,7 @@ impl ClipWriter {
         }
         self.pending.push(Pending { data, ticks, composition_offset, keyframe });
         // Through this unit, as long as the last step (the duration the sample gets at the end).
-        self.entry.end = self.entry.start + ticks_duration(ticks + u64::from(self.timeline.last_step));
+        self.entry.end = self.entry.start + ticks_duration(ticks + u64::from(self.timeline.last_step()));
         Ok(())
     }
 
@@ -365,7 +323,7 @@ impl ClipWriter {
     /// clip without one (a disk that filled right after its header) is removed instead: a
     /// "finished" clip with no video must never be listed.
     pub fn finish(mut self) -> Result<ClipEntry, ClipError> {
-        let last = self.pending.last().map(|pending| pending.ticks + u64::from(self.timeline.last_step));
+        let last = self.pending.last().map(|pending| pending.ticks + u64::from(self.timeline.last_step()));
         let flushed = match last {
             Some(next) => self.flush(next),
             None => Ok(()),
@@ -414,10 +372,6 @@ fn put_in_place(
     }
     entry.recording = false;
     Ok(entry.clone())
-}
-
-fn ticks_duration(ticks: u64) -> Duration {
-    Duration::from_nanos(ticks * 1_000_000_000 / u64::from(TIMESCALE))
 }
 
 /// Makes a rename or a new file in `dir` survive a power cut.
@@ -710,16 +664,5 @@ mod tests {
         let name = part.file_name().and_then(|n| n.to_str()).expect("name").to_owned();
         assert_eq!(recover(dir.path(), "gate", &name).expect("recover"), None);
         assert!(!part.exists());
-    }
-
-    #[test]
-    fn a_stream_restart_is_bridged_by_one_frame_on_the_clips_timeline() {
-        let mut timeline = Timeline { previous: None, last_step: DEFAULT_TICKS };
-        let step = to_ticks(Duration::from_millis(100));
-        assert_eq!(timeline.ticks(1_000_000), 0);
-        assert_eq!(timeline.ticks(1_000_000 + step), step);
-        assert_eq!(timeline.ticks(500), 2 * step, "back to 0: a restart");
-        assert_eq!(timeline.ticks(500 + step), 3 * step);
-        assert_eq!(timeline.ticks(500 + step + to_ticks(Duration::from_secs(60))), 4 * step, "a jump of a minute");
     }
 }

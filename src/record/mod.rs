@@ -23,6 +23,7 @@ pub mod nal;
 pub mod plan;
 pub mod preroll;
 pub mod retention;
+pub mod timeline;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
