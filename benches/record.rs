@@ -129,9 +129,11 @@ fn recorder(
         finished,
     };
     let stop = stop.clone();
+    // No processed frames: the bench measures the video's path alone.
+    let (_, boxes_rx) = sync_channel(1);
     let thread = std::thread::spawn(move || {
         let start = thread_cpu_time();
-        CameraThread::new(context).run(items, command_rx, &stop);
+        CameraThread::new(context).run(items, command_rx, boxes_rx, &stop);
         thread_cpu_time() - start
     });
     (tap, commands, stats, thread)

@@ -1,15 +1,17 @@
 //! One camera's recorder thread: its pre-roll, its clip being written, its encoder for raw frames.
 //!
-//! Owns: the thread's loop (what the source's tap hands over, the planner's [`Command`]s, the
-//! encoder's output), the clip's life (started from the pre-roll at the keyframe before the
-//! event's `from`, fed live until the capture time passes `until`, continued in a new clip at a
-//! keyframe past `max_clip` or when the stream's format changes, ended at once when the camera
-//! goes offline), the camera's figures ([`CameraRecordStats`]) and the index entries of its clips
-//! (room in the budget for every write is retention's: [`Retention::make_room`], which the clip
-//! writer asks). A full disk pauses every camera
-//! ([`Pause`]); other write errors end the clip with what was written. Must not: wait on anything
-//! but its own queue, or write outside its camera's folder.
+//! Owns: the thread's loop (what the source's tap hands over, the planner's [`Command`]s, each
+//! processed frame's boxes, the encoder's output), the boxes of the pre-roll's span (a clip starts
+//! with the boxes of its pre-roll in its metadata track), the clip's life (started from the
+//! pre-roll at the keyframe before the event's `from`, fed live until the capture time passes
+//! `until`, continued in a new clip at a keyframe past `max_clip` or when the stream's format
+//! changes, ended at once when the camera goes offline), the camera's figures
+//! ([`CameraRecordStats`]) and the index entries of its clips (room in the budget for every write
+//! is retention's: [`Retention::make_room`], which the clip writer asks). A full disk pauses every
+//! camera ([`Pause`]); other write errors end the clip with what was written. Must not: wait on
+//! anything but its own queue, or write outside its camera's folder.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -18,6 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use super::boxes::BoxFrame;
 use super::clip::{clip_name, ClipError, ClipWriter};
 use super::index::ClipIndex;
 use super::nal::{self, ParameterSets};
@@ -35,6 +38,8 @@ const ENCODER_POLL: Duration = Duration::from_millis(40);
 /// A clip whose `until` passed this long ago by the wall clock ends even without frames (the
 /// camera stopped sending).
 const STALE_AFTER: Duration = Duration::from_secs(10);
+/// Box frames the pre-roll keeps at most (besides its span): a minute of 30 fps detection.
+const PREROLL_BOXES: usize = 1800;
 
 /// Why recording is paused, shared by every camera; `None` while it runs.
 #[derive(Debug, Default)]
@@ -119,6 +124,8 @@ pub struct CameraRecordStats {
     /// Times the pre-roll was emptied because one keyframe interval alone was over its bound.
     pub preroll_cuts: AtomicU64,
     pub encoder_dropped: AtomicU64,
+    /// Processed frames' boxes dropped because the thread's queue of them was full.
+    pub boxes_dropped: AtomicU64,
     /// Units left out after a drop until the next keyframe (they refer to what was dropped).
     pub resync_skipped: AtomicU64,
     pub malformed: AtomicU64,
@@ -178,6 +185,8 @@ pub struct CameraThread {
     sets: ParameterSets,
     writer: Option<ClipWriter>,
     target: Option<Target>,
+    /// The boxes of the frames in the pre-roll's span, oldest first.
+    boxes: VecDeque<BoxFrame>,
     /// The tap's drop count as last seen, and whether units wait for a keyframe after a drop.
     dropped_seen: u64,
     resync: bool,
@@ -195,6 +204,7 @@ impl CameraThread {
             sets: ParameterSets::default(),
             writer: None,
             target: None,
+            boxes: VecDeque::new(),
             dropped_seen: 0,
             resync: false,
             #[cfg(feature = "gstreamer")]
@@ -203,8 +213,14 @@ impl CameraThread {
     }
 
     /// Runs until the tap's senders are gone (the camera's source ended) or `stop` is set, then
-    /// finishes the clip being written.
-    pub fn run(mut self, items: Receiver<TapItem>, commands: Receiver<Command>, stop: &AtomicBool) {
+    /// finishes the clip being written. `boxes`: each processed frame's boxes.
+    pub fn run(
+        mut self,
+        items: Receiver<TapItem>,
+        commands: Receiver<Command>,
+        boxes: Receiver<BoxFrame>,
+        stop: &AtomicBool,
+    ) {
         while !stop.load(Ordering::Relaxed) {
             let wait = if self.encoding() { ENCODER_POLL } else { IDLE_WAIT };
             match items.recv_timeout(wait) {
@@ -215,6 +231,9 @@ impl CameraThread {
             }
             while let Ok(command) = commands.try_recv() {
                 self.command(command);
+            }
+            while let Ok(frame) = boxes.try_recv() {
+                self.boxes(frame);
             }
             self.drain_encoder();
             self.check_wall_clock();
@@ -269,6 +288,23 @@ impl CameraThread {
                 self.context.stats.ready.store(false, Ordering::Relaxed);
             }
         }
+    }
+
+    /// A processed frame's boxes: kept for the pre-roll's span, and written into the clip being
+    /// recorded.
+    pub fn boxes(&mut self, frame: BoxFrame) {
+        let newest = frame.captured_at;
+        while self.boxes.len() >= PREROLL_BOXES
+            || self.boxes.front().is_some_and(|oldest| {
+                newest.duration_since(oldest.captured_at).is_ok_and(|age| age > self.context.span)
+            })
+        {
+            self.boxes.pop_front();
+        }
+        if let Some(writer) = self.writer.as_mut() {
+            writer.push_boxes(frame.clone());
+        }
+        self.boxes.push_back(frame);
     }
 
     /// An access unit of the camera's own stream.
@@ -404,9 +440,16 @@ impl CameraThread {
                 log::info!("camera {}: recording {}", self.camera(), target.name);
                 self.context.index.put(writer.entry().clone());
                 self.context.stats.recording.store(true, Ordering::Relaxed);
+                let from = first.captured_at;
                 self.writer = Some(writer);
                 for unit in units {
                     self.write(unit);
+                }
+                // The pre-roll's boxes, once their units are in the clip.
+                if let Some(writer) = self.writer.as_mut() {
+                    for frame in self.boxes.iter().filter(|frame| frame.captured_at >= from) {
+                        writer.push_boxes(frame.clone());
+                    }
                 }
             }
             Err(e) => {

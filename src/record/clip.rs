@@ -10,7 +10,8 @@
 //! plays.
 //!
 //! Owns: the file's name ([`clip_name`]), its timeline (stream timestamps to 90 kHz ticks from 0,
-//! a stream restart bridged by one frame), the fragment cadence, the trailer's text, and reading a
+//! a stream restart bridged by one frame), the fragment cadence (the boxes of the metadata track,
+//! [`super::metadata`], go into the same fragments as the video), the trailer's text, and reading a
 //! finished clip's [`ClipEntry`] back. Every write is announced first to the writer's [`Room`]
 //! (with its size), so that retention can make room for it. Must not: decide when a clip starts or
 //! ends (the camera's recorder does) or what goes to make room (retention does), or leave a file
@@ -24,7 +25,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::mp4::{self, Sample, Track, TRAILER_BYTES};
+use super::boxes::BoxFrame;
+use super::metadata::BoxTrack;
+use super::mp4::{self, Run, Sample, Track, METADATA_TRACK, TRAILER_BYTES, VIDEO_TRACK};
 use super::nal::{self, NalError, ParameterSets};
 use super::timeline::{raw_times, ticks_duration, to_ticks, Timeline};
 use crate::source::tap::{AccessUnit, StreamFormat};
@@ -173,6 +176,8 @@ pub struct ClipWriter {
     pending: Vec<Pending>,
     sequence: u32,
     timeline: Timeline,
+    /// The boxes of the metadata track, placed on the video's timeline.
+    boxes: BoxTrack,
     /// Bytes of complete fragments on disk.
     written: u64,
     room: Room,
@@ -194,12 +199,13 @@ impl ClipWriter {
         let path = path.to_owned();
         let part = root.join(format!("{path}{PART_SUFFIX}"));
         let format = first.format.clone();
-        let mut header = mp4::init_segment(&Track {
+        let video = Track {
             codec: format.codec,
             width: format.width,
             height: format.height,
             decoder_record: sets.decoder_record(format.codec)?,
-        });
+        };
+        let mut header = mp4::init_segment(&video, true);
         let head = HeadText { start_ms: unix_ms(first.captured_at) };
         header.extend(mp4::head(&serde_json::to_vec(&head).unwrap_or_default()).unwrap_or_default());
         let folder = root.join(camera);
@@ -230,6 +236,7 @@ impl ClipWriter {
             pending: Vec::new(),
             sequence: 1,
             timeline: Timeline::default(),
+            boxes: BoxTrack::default(),
             written: header.len() as u64,
             room,
         })
@@ -272,19 +279,28 @@ impl ClipWriter {
         let ticks = self.timeline.ticks(raw);
         if let Some(first) = self.pending.first() {
             if keyframe || ticks.saturating_sub(first.ticks) >= to_ticks(FRAGMENT) {
-                self.flush(ticks)?;
+                self.flush(ticks, None)?;
             }
         }
         self.pending.push(Pending { data, ticks, composition_offset, keyframe });
+        let step = ticks_duration(u64::from(self.timeline.last_step()));
+        self.boxes.unit(unit.captured_at, ticks + composition_offset as u64, step);
         // Through this unit, as long as the last step (the duration the sample gets at the end).
         self.entry.end = self.entry.start + ticks_duration(ticks + u64::from(self.timeline.last_step()));
         Ok(())
     }
 
-    /// Writes the pending samples as one fragment; `next` is the decode time of the sample after
-    /// them (the last one's duration).
-    fn flush(&mut self, next: u64) -> Result<(), ClipError> {
-        if self.pending.is_empty() {
+    /// A processed frame's boxes: they go into the metadata track at the unit captured with them.
+    pub fn push_boxes(&mut self, frame: BoxFrame) {
+        self.boxes.frame(frame);
+    }
+
+    /// Writes the pending samples as one fragment, with the metadata samples whose duration is
+    /// known; `next` is the decode time of the video sample after them (the last one's duration).
+    /// `end`: the clip ends at these ticks, and every metadata sample goes.
+    fn flush(&mut self, next: u64, end: Option<u64>) -> Result<(), ClipError> {
+        let boxes = self.boxes.take(end);
+        if self.pending.is_empty() && boxes.is_empty() {
             return Ok(());
         }
         let samples: Vec<Sample<'_>> = self
@@ -301,7 +317,28 @@ impl ClipWriter {
                 }
             })
             .collect();
-        let bytes = mp4::fragment(self.sequence, self.pending[0].ticks, &samples);
+        let metadata: Vec<Sample<'_>> = boxes
+            .iter()
+            .map(|sample| Sample {
+                data: &sample.data,
+                duration: sample.duration,
+                composition_offset: 0,
+                keyframe: true,
+            })
+            .collect();
+        let runs = [
+            Run {
+                track: VIDEO_TRACK,
+                decode_time: self.pending.first().map_or(0, |first| first.ticks),
+                samples: &samples,
+            },
+            Run {
+                track: METADATA_TRACK,
+                decode_time: boxes.first().map_or(0, |first| first.ticks),
+                samples: &metadata,
+            },
+        ];
+        let bytes = mp4::fragment_of(self.sequence, &runs);
         (self.room)(bytes.len() as u64);
         let result = self.file.write_all(&bytes).and_then(|()| self.file.sync_data());
         if let Err(source) = result {
@@ -324,10 +361,8 @@ impl ClipWriter {
     /// "finished" clip with no video must never be listed.
     pub fn finish(mut self) -> Result<ClipEntry, ClipError> {
         let last = self.pending.last().map(|pending| pending.ticks + u64::from(self.timeline.last_step()));
-        let flushed = match last {
-            Some(next) => self.flush(next),
-            None => Ok(()),
-        };
+        let end = last.unwrap_or_else(|| to_ticks(self.duration()));
+        let flushed = self.flush(last.unwrap_or(end), Some(end));
         if self.sequence == 1 {
             let _ = std::fs::remove_file(&self.part);
             return Err(flushed.err().unwrap_or(ClipError::NoVideo { path: self.part.clone() }));
@@ -587,6 +622,35 @@ mod tests {
         assert_eq!(scan.fragments, 3, "a fragment per keyframe interval");
         assert_eq!(scan.duration(), Duration::from_millis(2500));
         assert!(scan.has_trailer);
+    }
+
+    #[test]
+    fn a_clips_boxes_are_in_its_metadata_track_at_their_units_presentation_times() {
+        use crate::record::boxes::FrameBox;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = format();
+        let name = clip_name("gate", start(), 7);
+        let mut writer = begin(dir.path(), &f, 7, no_room());
+        for n in 0..25 {
+            writer.push(&unit(&f, start(), n)).expect("push");
+            if n % 2 == 0 && n < 24 {
+                let x = n as f32 / 100.0;
+                let bbox = FrameBox { label: "person".into(), score: 0.8, track: Some(7), bbox: [x, 0.0, 0.5, 0.5] };
+                writer.push_boxes(BoxFrame { captured_at: unit(&f, start(), n).captured_at, boxes: vec![bbox] });
+            }
+        }
+        let entry = writer.finish().expect("finish");
+        let file = dir.path().join(&entry.path);
+        let (samples, _) =
+            mp4::track_samples(&mut File::open(&file).expect("open"), entry.bytes, METADATA_TRACK, 1 << 20)
+                .expect("the metadata track");
+        let times: Vec<(u64, u32)> = samples.iter().map(|sample| (sample.decode_time, sample.duration)).collect();
+        let mut expected: Vec<(u64, u32)> = (0..11).map(|n| (n * 18_000, 18_000)).collect();
+        expected.push((198_000, 27_000));
+        assert_eq!(times, expected, "every other unit's presentation time, the last one until the clip's end");
+        let first = BoxFrame::parse_sample(&samples[3].data).expect("boxes");
+        assert_eq!(first[0].bbox[0], 0.06, "unit 6's boxes");
+        assert_eq!(read_entry(dir.path(), "gate", name.strip_prefix("gate/").expect("folder")).expect("read"), entry);
     }
 
     #[test]

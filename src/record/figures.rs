@@ -95,7 +95,8 @@ fn metrics(report: &RecordReport) -> Vec<Metric> {
         ),
         camera_counter(
             "record_dropped",
-            "Video the recorder dropped (its queue full, the pre-roll over its byte bound, the encoder behind).",
+            "Video the recorder dropped (its queue full, the pre-roll over its byte bound, the encoder behind), \
+             and processed frames whose boxes its queue had no room for.",
             None,
             per_camera(report, |c| c.dropped),
         ),

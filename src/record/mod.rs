@@ -2,15 +2,17 @@
 //!
 //! Owns: the [`Recorder`] — for every recording camera a planner ([`plan`]: which events get a
 //! clip, named as the first event asks for it), a [`RecordTap`] for the camera's source side and a
-//! recorder thread ([`camera`]: pre-roll, clip file, encoder for raw frames) — the one
-//! [`index::ClipIndex`] of the record directory, retention within `[record]`'s byte and age budget
-//! ([`retention`]: the clips being written count),
+//! recorder thread ([`camera`]: pre-roll, clip file with its metadata track of each processed
+//! frame's [`boxes`], encoder for raw frames) — the one [`index::ClipIndex`] of the record
+//! directory, retention within `[record]`'s byte and age budget ([`retention`]: the clips being
+//! written count),
 //! pausing while the disk is too full, honouring each camera's run-time `record` switch
 //! (`crate::controls`: off, its events start no clip), and [`check`], what `check-config`
 //! refuses. Must not: slow detection (a camera records on its own thread, fed through bounded
 //! queues that drop and count; the planner does no I/O), decode or re-encode an encoded camera's
 //! stream, or serialise events (the MQTT outlet does).
 
+pub mod boxes;
 pub mod camera;
 pub mod clip;
 pub mod dir;
@@ -18,6 +20,7 @@ pub mod dir;
 pub mod encode;
 pub mod figures;
 pub mod index;
+pub mod metadata;
 pub mod mp4;
 pub mod nal;
 pub mod plan;
@@ -46,6 +49,7 @@ use crate::publish::outlet::{FrameResult, Outlet, Stop, Stopping};
 use crate::source::tap::RecordTap;
 use crate::sys::exit::{Classified, ExitClass};
 use crate::sys::lock::lock;
+use boxes::BoxFrame;
 use camera::{CameraContext, CameraRecordStats, CameraThread, Feed, Pause};
 use index::ClipIndex;
 use plan::{ClipPlanner, Command, EventFacts};
@@ -54,6 +58,8 @@ use retention::Retention;
 /// Commands a camera's recorder thread may have waiting (a few per event; it reads them at least
 /// every 200 ms).
 const COMMAND_QUEUE: usize = 256;
+/// Processed frames' boxes a camera's recorder thread may have waiting: two seconds of 30 fps.
+const BOX_QUEUE: usize = 64;
 /// How often the disk's free space is looked at.
 const ROOM_CHECK: Duration = Duration::from_secs(2);
 /// How often retention runs besides after every finished clip.
@@ -150,6 +156,8 @@ struct CameraEntry {
     switches: Option<Arc<CameraControls>>,
     planner: Mutex<ClipPlanner>,
     commands: SyncSender<Command>,
+    /// Each processed frame's boxes, for the clips' metadata track.
+    boxes: SyncSender<BoxFrame>,
     /// Taken by the camera's source side at its start.
     tap: Mutex<Option<RecordTap>>,
     stats: Arc<CameraRecordStats>,
@@ -227,6 +235,7 @@ impl Recorder {
                 .then(|| Duration::from_secs_f32(1.0 / recording.encoder.fps));
             let (tap, items) = RecordTap::new(frame_interval);
             let (commands, command_rx) = sync_channel(COMMAND_QUEUE);
+            let (boxes, boxes_rx) = sync_channel(BOX_QUEUE);
             let stats = Arc::new(CameraRecordStats::new(tap.stats().clone()));
             let context = CameraContext {
                 camera: camera.name.clone(),
@@ -242,13 +251,14 @@ impl Recorder {
             let thread_stop = stop.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("rec-{}", camera.name).chars().take(15).collect())
-                .spawn(move || CameraThread::new(context).run(items, command_rx, &thread_stop))
+                .spawn(move || CameraThread::new(context).run(items, command_rx, boxes_rx, &thread_stop))
                 .map_err(RecordError::Thread)?;
             cameras.push(CameraEntry {
                 name: camera.name.clone(),
                 switches: controls.camera(&camera.name).cloned(),
                 planner: Mutex::new(planner),
                 commands,
+                boxes,
                 tap: Mutex::new(Some(tap)),
                 stats,
                 thread: Mutex::new(Some(thread)),
@@ -364,7 +374,8 @@ impl Recorder {
                     dropped: load(&stats.tap.dropped)
                         + load(&stats.preroll_dropped)
                         + load(&stats.encoder_dropped)
-                        + load(&stats.resync_skipped),
+                        + load(&stats.resync_skipped)
+                        + load(&stats.boxes_dropped),
                     failed: load(&stats.failed) + load(&stats.malformed),
                 };
                 (entry.name.clone(), report)
@@ -410,8 +421,9 @@ impl Recorder {
 }
 
 /// The recorder as an outlet: each processed frame lets events waiting for `min_event_s` start
-/// their clips; a camera that goes offline finishes its clip at once; its figures are its report;
-/// stopping it finishes the clips being written.
+/// their clips and hands its boxes to the camera's recorder thread (the clips' metadata track); a
+/// camera that goes offline finishes its clip at once; its figures are its report; stopping it
+/// finishes the clips being written.
 impl Outlet for Recorder {
     fn name(&self) -> &str {
         "record"
@@ -419,6 +431,11 @@ impl Outlet for Recorder {
 
     fn frame(&self, frame: &FrameResult<'_>) {
         self.frame_at(frame.camera, frame.slot.meta().captured_at);
+        if let Some(entry) = self.camera(frame.camera) {
+            if let Err(TrySendError::Full(_)) = entry.boxes.try_send(BoxFrame::from_frame(frame, &self.labels)) {
+                entry.stats.boxes_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     fn camera_offline(&self, camera: &str) {
@@ -493,7 +510,7 @@ pub struct CameraRecordReport {
     /// starts at the next keyframe, later than `pre_s` before its event.
     pub preroll_cut: u64,
     /// Video dropped: the recorder's queue full (and what followed until the next keyframe), the
-    /// pre-roll over its byte bound, the encoder behind.
+    /// pre-roll over its byte bound, the encoder behind; and frames' boxes its queue had no room for.
     pub dropped: u64,
     /// Clips that could not be started or written, and units that could not be read.
     pub failed: u64,

@@ -1,16 +1,22 @@
-//! Fragmented MP4, written and read back: the boxes of one video track.
+//! Fragmented MP4, written and read back: a video track and, beside it, a timed metadata track.
 //!
-//! A clip is `ftyp` + `moov` (the track, no samples) written once, then one `moof` + `mdat` pair
+//! A clip is `ftyp` + `moov` (the tracks, no samples) written once, then one `moof` + `mdat` pair
 //! per fragment, each complete in itself, so a file cut anywhere plays up to its last complete
 //! fragment. Two fixed-size `free` boxes, which players skip as any `free` box, carry what the
 //! recorder needs to read a clip back: the [head] after `moov` (when the first frame was
 //! captured) and, once a clip is finished, the [trailer] (camera, start, end, events).
 //!
-//! Owns: the box layout the recorder writes (one track, timescale [`TIMESCALE`], per-sample
+//! The metadata track ([`METADATA_TRACK`], handler `meta`, sample entry `mett` with the MIME type
+//! [`METADATA_MIME`]: ISO/IEC 14496-12's text metadata) carries one JSON sample per change of
+//! the boxes drawn over the video, lasting until the next; players that do not know it ignore it,
+//! and [`track_samples`] reads it back for the page.
+//!
+//! Owns: the box layout the recorder writes (timescale [`TIMESCALE`] on both tracks, per-sample
 //! durations, sizes, flags and composition offsets), [`scan`], which walks a file the recorder
-//! wrote and says where its last complete fragment ends and how long it plays, and the two notes'
-//! framing. Must not: do I/O beyond the reader it is given, or trust a size field: every box is
-//! checked against the file's length and a bound before anything is allocated for it.
+//! wrote and says where its last complete fragment ends and how long its video plays,
+//! [`track_samples`], and the two notes' framing. Must not: do I/O beyond the reader it is given,
+//! or trust a size field: every box is checked against the file's length and a bound before
+//! anything is allocated for it.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -27,6 +33,11 @@ pub const HEAD_BYTES: usize = 256;
 const HEAD_MAGIC: &[u8] = b"jetson-detectd clip head 1\n";
 /// Largest `moov` or `moof` the scanner reads: ours are a few KiB (a `moof` is 16 bytes a sample).
 const MAX_HEADER_BOX: u64 = 1 << 20;
+/// The video track's id, and the timed metadata track's beside it in a clip.
+pub const VIDEO_TRACK: u32 = 1;
+pub const METADATA_TRACK: u32 = 2;
+/// What the metadata track's samples are (its `mett` sample entry says so).
+pub const METADATA_MIME: &str = "application/json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Mp4Error {
@@ -36,7 +47,7 @@ pub enum Mp4Error {
     Foreign(String),
 }
 
-/// The one video track of a clip.
+/// The video track of a clip.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Track {
     pub codec: VideoCodec,
@@ -46,7 +57,7 @@ pub struct Track {
     pub decoder_record: Vec<u8>,
 }
 
-/// One sample of a fragment: an access unit in 4-byte length-prefixed form.
+/// One sample of a fragment: an access unit in 4-byte length-prefixed form, or a metadata sample.
 #[derive(Debug, Clone, Copy)]
 pub struct Sample<'a> {
     pub data: &'a [u8],
@@ -103,8 +114,9 @@ impl Boxes {
     }
 }
 
-/// `ftyp` and `moov`: what a player needs before the first fragment.
-pub fn init_segment(track: &Track) -> Vec<u8> {
+/// `ftyp` and `moov`: what a player needs before the first fragment. With `metadata`, the timed
+/// metadata track ([`METADATA_TRACK`]) follows the video track.
+pub fn init_segment(track: &Track, metadata: bool) -> Vec<u8> {
     let mut b = Boxes { out: Vec::with_capacity(1024) };
     let ftyp = b.open(b"ftyp");
     b.bytes(b"isom");
@@ -128,47 +140,19 @@ pub fn init_segment(track: &Track) -> Vec<u8> {
     b.zeros(10);
     b.matrix();
     b.zeros(24);
-    b.u32(2);
+    b.u32(if metadata { METADATA_TRACK + 1 } else { VIDEO_TRACK + 1 });
     b.close(mvhd);
 
     let trak = b.open(b"trak");
-    let tkhd = b.open_full(b"tkhd", 0, 3);
-    b.zeros(8);
-    b.u32(1);
-    b.zeros(4);
-    b.u32(0);
-    b.zeros(8);
-    b.zeros(8);
-    b.matrix();
-    b.u32(track.width << 16);
-    b.u32(track.height << 16);
-    b.close(tkhd);
+    track_header(&mut b, VIDEO_TRACK, track.width, track.height);
     let mdia = b.open(b"mdia");
-    let mdhd = b.open_full(b"mdhd", 0, 0);
-    b.zeros(8);
-    b.u32(TIMESCALE);
-    b.u32(0);
-    // "und", packed as three 5-bit letters.
-    b.u16(0x55c4);
-    b.u16(0);
-    b.close(mdhd);
-    let hdlr = b.open_full(b"hdlr", 0, 0);
-    b.u32(0);
-    b.bytes(b"vide");
-    b.zeros(12);
-    b.bytes(b"VideoHandler\0");
-    b.close(hdlr);
+    media_header(&mut b);
+    handler(&mut b, b"vide", b"VideoHandler\0");
     let minf = b.open(b"minf");
     let vmhd = b.open_full(b"vmhd", 0, 1);
     b.zeros(8);
     b.close(vmhd);
-    let dinf = b.open(b"dinf");
-    let dref = b.open_full(b"dref", 0, 0);
-    b.u32(1);
-    let url = b.open_full(b"url ", 0, 1);
-    b.close(url);
-    b.close(dref);
-    b.close(dinf);
+    data_information(&mut b);
     let stbl = b.open(b"stbl");
     let stsd = b.open_full(b"stsd", 0, 0);
     b.u32(1);
@@ -194,6 +178,104 @@ pub fn init_segment(track: &Track) -> Vec<u8> {
     b.close(record);
     b.close(entry);
     b.close(stsd);
+    empty_sample_tables(&mut b);
+    b.close(stbl);
+    b.close(minf);
+    b.close(mdia);
+    b.close(trak);
+
+    if metadata {
+        let trak = b.open(b"trak");
+        track_header(&mut b, METADATA_TRACK, 0, 0);
+        let mdia = b.open(b"mdia");
+        media_header(&mut b);
+        handler(&mut b, b"meta", b"jetson-detectd boxes\0");
+        let minf = b.open(b"minf");
+        let nmhd = b.open_full(b"nmhd", 0, 0);
+        b.close(nmhd);
+        data_information(&mut b);
+        let stbl = b.open(b"stbl");
+        let stsd = b.open_full(b"stsd", 0, 0);
+        b.u32(1);
+        // TextMetaDataSampleEntry: no content encoding, the samples' MIME type.
+        let entry = b.open(b"mett");
+        b.zeros(6);
+        b.u16(1);
+        b.bytes(b"\0");
+        b.bytes(METADATA_MIME.as_bytes());
+        b.bytes(b"\0");
+        b.close(entry);
+        b.close(stsd);
+        empty_sample_tables(&mut b);
+        b.close(stbl);
+        b.close(minf);
+        b.close(mdia);
+        b.close(trak);
+    }
+
+    let mvex = b.open(b"mvex");
+    let tracks: &[u32] = if metadata { &[VIDEO_TRACK, METADATA_TRACK] } else { &[VIDEO_TRACK] };
+    for &track_id in tracks {
+        let trex = b.open_full(b"trex", 0, 0);
+        b.u32(track_id);
+        b.u32(1);
+        b.zeros(12);
+        b.close(trex);
+    }
+    b.close(mvex);
+    b.close(moov);
+    b.out
+}
+
+/// `tkhd`: enabled and in the movie, `width` × `height` (0 for a track without pictures).
+fn track_header(b: &mut Boxes, track_id: u32, width: u32, height: u32) {
+    let tkhd = b.open_full(b"tkhd", 0, 3);
+    b.zeros(8);
+    b.u32(track_id);
+    b.zeros(4);
+    b.u32(0);
+    b.zeros(8);
+    b.zeros(8);
+    b.matrix();
+    b.u32(width << 16);
+    b.u32(height << 16);
+    b.close(tkhd);
+}
+
+/// `mdhd`: [`TIMESCALE`], no duration (fragments carry it), language "und".
+fn media_header(b: &mut Boxes) {
+    let mdhd = b.open_full(b"mdhd", 0, 0);
+    b.zeros(8);
+    b.u32(TIMESCALE);
+    b.u32(0);
+    // "und", packed as three 5-bit letters.
+    b.u16(0x55c4);
+    b.u16(0);
+    b.close(mdhd);
+}
+
+fn handler(b: &mut Boxes, kind: &[u8; 4], name: &[u8]) {
+    let hdlr = b.open_full(b"hdlr", 0, 0);
+    b.u32(0);
+    b.bytes(kind);
+    b.zeros(12);
+    b.bytes(name);
+    b.close(hdlr);
+}
+
+/// `dinf`: the media is in this file.
+fn data_information(b: &mut Boxes) {
+    let dinf = b.open(b"dinf");
+    let dref = b.open_full(b"dref", 0, 0);
+    b.u32(1);
+    let url = b.open_full(b"url ", 0, 1);
+    b.close(url);
+    b.close(dref);
+    b.close(dinf);
+}
+
+/// The sample tables of a fragmented track: empty (its samples are in the fragments).
+fn empty_sample_tables(b: &mut Boxes) {
     for kind in [b"stts", b"stsc", b"stco"] {
         let empty = b.open_full(kind, 0, 0);
         b.u32(0);
@@ -203,20 +285,6 @@ pub fn init_segment(track: &Track) -> Vec<u8> {
     b.u32(0);
     b.u32(0);
     b.close(stsz);
-    b.close(stbl);
-    b.close(minf);
-    b.close(mdia);
-    b.close(trak);
-
-    let mvex = b.open(b"mvex");
-    let trex = b.open_full(b"trex", 0, 0);
-    b.u32(1);
-    b.u32(1);
-    b.zeros(12);
-    b.close(trex);
-    b.close(mvex);
-    b.close(moov);
-    b.out
 }
 
 /// Sample flags: a sync sample depends on no other; any other sample depends on others and is
@@ -228,40 +296,63 @@ const TRUN_FLAGS: u32 = 0x0000_0f01;
 /// `tfhd` flag: offsets are from the start of the `moof` (no base data offset).
 const DEFAULT_BASE_IS_MOOF: u32 = 0x0002_0000;
 
-/// One fragment: `moof` (sequence number, decode time of the first sample, every sample's
-/// duration, size, flags and composition offset) and the `mdat` holding the samples.
+/// One track's samples in a fragment, the first decoded at `decode_time`.
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    pub track: u32,
+    pub decode_time: u64,
+    pub samples: &'a [Sample<'a>],
+}
+
+/// One fragment of the video track alone: see [`fragment_of`].
 pub fn fragment(sequence: u32, decode_time: u64, samples: &[Sample<'_>]) -> Vec<u8> {
-    let data_bytes: usize = samples.iter().map(|sample| sample.data.len()).sum();
-    let mut b = Boxes { out: Vec::with_capacity(128 + samples.len() * 16 + data_bytes) };
+    fragment_of(sequence, &[Run { track: VIDEO_TRACK, decode_time, samples }])
+}
+
+/// One fragment: `moof` (sequence number, then per run its track, the decode time of its first
+/// sample, every sample's duration, size, flags and composition offset) and the `mdat` holding
+/// the samples, run after run. Runs without samples are left out.
+pub fn fragment_of(sequence: u32, runs: &[Run<'_>]) -> Vec<u8> {
+    let runs: Vec<&Run<'_>> = runs.iter().filter(|run| !run.samples.is_empty()).collect();
+    let data_bytes: usize = runs.iter().flat_map(|run| run.samples).map(|sample| sample.data.len()).sum();
+    let sample_count: usize = runs.iter().map(|run| run.samples.len()).sum();
+    let mut b = Boxes { out: Vec::with_capacity(128 + runs.len() * 64 + sample_count * 16 + data_bytes) };
     let moof = b.open(b"moof");
     let mfhd = b.open_full(b"mfhd", 0, 0);
     b.u32(sequence);
     b.close(mfhd);
-    let traf = b.open(b"traf");
-    let tfhd = b.open_full(b"tfhd", 0, DEFAULT_BASE_IS_MOOF);
-    b.u32(1);
-    b.close(tfhd);
-    let tfdt = b.open_full(b"tfdt", 1, 0);
-    b.u64(decode_time);
-    b.close(tfdt);
-    let trun = b.open_full(b"trun", 1, TRUN_FLAGS);
-    b.u32(samples.len() as u32);
-    let data_offset_at = b.out.len();
-    b.u32(0);
-    for sample in samples {
-        b.u32(sample.duration);
-        b.u32(sample.data.len() as u32);
-        b.u32(if sample.keyframe { KEY_SAMPLE_FLAGS } else { DELTA_SAMPLE_FLAGS });
-        b.u32(sample.composition_offset as u32);
+    let mut data_offsets = Vec::with_capacity(runs.len());
+    for run in &runs {
+        let traf = b.open(b"traf");
+        let tfhd = b.open_full(b"tfhd", 0, DEFAULT_BASE_IS_MOOF);
+        b.u32(run.track);
+        b.close(tfhd);
+        let tfdt = b.open_full(b"tfdt", 1, 0);
+        b.u64(run.decode_time);
+        b.close(tfdt);
+        let trun = b.open_full(b"trun", 1, TRUN_FLAGS);
+        b.u32(run.samples.len() as u32);
+        data_offsets.push(b.out.len());
+        b.u32(0);
+        for sample in run.samples {
+            b.u32(sample.duration);
+            b.u32(sample.data.len() as u32);
+            b.u32(if sample.keyframe { KEY_SAMPLE_FLAGS } else { DELTA_SAMPLE_FLAGS });
+            b.u32(sample.composition_offset as u32);
+        }
+        b.close(trun);
+        b.close(traf);
     }
-    b.close(trun);
-    b.close(traf);
     b.close(moof);
-    let data_offset = (b.out.len() - moof + 8) as u32;
-    b.out[data_offset_at..data_offset_at + 4].copy_from_slice(&data_offset.to_be_bytes());
+    // Each run's data follows the one before it in the mdat, right after its 8-byte header.
+    let mut data_offset = b.out.len() - moof + 8;
+    for (run, at) in runs.iter().zip(data_offsets) {
+        b.out[at..at + 4].copy_from_slice(&(data_offset as u32).to_be_bytes());
+        data_offset += run.samples.iter().map(|sample| sample.data.len()).sum::<usize>();
+    }
     b.u32((8 + data_bytes) as u32);
     b.bytes(b"mdat");
-    for sample in samples {
+    for sample in runs.iter().flat_map(|run| run.samples) {
         b.bytes(sample.data);
     }
     b.out
@@ -358,7 +449,9 @@ pub fn scan<R: Read + Seek>(reader: &mut R, len: u64) -> Result<Scan, Mp4Error> 
             b"mdat" => match pending.take() {
                 Some(fragment) if size - header == fragment.data_bytes => {
                     result.fragments += 1;
-                    result.duration_ticks = fragment.decode_time + fragment.duration;
+                    if let Some(video) = fragment.run(VIDEO_TRACK) {
+                        result.duration_ticks = video.decode_time + video.duration();
+                    }
                     result.complete_len = at + size;
                 }
                 _ => break,
@@ -461,7 +554,10 @@ fn find_timescale(moov: &[u8]) -> Option<u32> {
 pub fn sample_times(file: &[u8]) -> Vec<(u32, Vec<u64>)> {
     let fragment = |moof: &[u8]| -> Option<(u32, Vec<u64>)> {
         let sequence = be32(child(moof, b"mfhd")?, 4)?;
-        let traf = child(moof, b"traf")?;
+        let traf = children(moof)
+            .filter(|(kind, _)| kind == b"traf")
+            .map(|(_, traf)| traf)
+            .find(|traf| child(traf, b"tfhd").and_then(|tfhd| be32(tfhd, 4)) == Some(VIDEO_TRACK))?;
         let mut time = be64(child(traf, b"tfdt")?, 4)?;
         let trun = child(traf, b"trun")?;
         // The recorder's `trun`: flags, count, data offset, then 16 bytes a sample, duration first.
@@ -477,20 +573,59 @@ pub fn sample_times(file: &[u8]) -> Vec<(u32, Vec<u64>)> {
     children(file).filter(|(kind, _)| kind == b"moof").filter_map(|(_, moof)| fragment(moof)).collect()
 }
 
-/// What one `moof` says of its fragment.
+/// What one `moof` says of its fragment: each track's run of samples.
 struct Fragment {
-    decode_time: u64,
-    duration: u64,
+    runs: Vec<TrackRun>,
+    /// Bytes of every run's samples: the `mdat` that follows holds exactly these.
     data_bytes: u64,
+}
+
+/// One `traf`: a track's samples in a fragment.
+struct TrackRun {
+    track: u32,
+    decode_time: u64,
+    /// Each sample's duration and size.
+    samples: Vec<(u32, u32)>,
+    /// Where its first sample's bytes start, from the start of the `moof`.
+    data_offset: u64,
+}
+
+impl TrackRun {
+    fn duration(&self) -> u64 {
+        self.samples.iter().map(|(duration, _)| u64::from(*duration)).sum()
+    }
 }
 
 impl Fragment {
     fn parse(moof: &[u8]) -> Option<Fragment> {
-        let traf = child(moof, b"traf")?;
+        let mut runs = Vec::new();
+        for (kind, traf) in children(moof) {
+            if &kind == b"traf" {
+                runs.push(TrackRun::parse(traf)?);
+            }
+        }
+        if runs.is_empty() {
+            return None;
+        }
+        let data_bytes = runs.iter().flat_map(|run| &run.samples).map(|(_, size)| u64::from(*size)).sum();
+        Some(Fragment { runs, data_bytes })
+    }
+
+    fn run(&self, track: u32) -> Option<&TrackRun> {
+        self.runs.iter().find(|run| run.track == track)
+    }
+}
+
+impl TrackRun {
+    fn parse(traf: &[u8]) -> Option<TrackRun> {
         let tfhd = child(traf, b"tfhd")?;
         let tfhd_flags = be32(tfhd, 0)? & 0x00ff_ffff;
+        let track = be32(tfhd, 4)?;
+        // Only offsets from the start of the `moof` (what the recorder writes) are read.
+        if tfhd_flags & 0x01 != 0 {
+            return None;
+        }
         let mut at = 8;
-        at += if tfhd_flags & 0x01 != 0 { 8 } else { 0 };
         at += if tfhd_flags & 0x02 != 0 { 4 } else { 0 };
         let default_duration = if tfhd_flags & 0x08 != 0 { be32(tfhd, at)? } else { 0 };
         at += if tfhd_flags & 0x08 != 0 { 4 } else { 0 };
@@ -500,29 +635,96 @@ impl Fragment {
         let trun = child(traf, b"trun")?;
         let flags = be32(trun, 0)? & 0x00ff_ffff;
         let count = be32(trun, 4)? as usize;
+        let data_offset = if flags & 0x01 != 0 { u64::from(be32(trun, 8)?) } else { 0 };
         let mut at = 8 + if flags & 0x01 != 0 { 4 } else { 0 } + if flags & 0x04 != 0 { 4 } else { 0 };
         let per_sample = [0x100, 0x200, 0x400, 0x800].iter().filter(|bit| flags & **bit != 0).count() * 4;
         if count.checked_mul(per_sample)?.checked_add(at)? > trun.len() {
             return None;
         }
-        let (mut duration, mut data_bytes) = (0u64, 0u64);
+        let mut samples = Vec::with_capacity(count);
         for _ in 0..count {
             let mut field = || {
                 let value = be32(trun, at);
                 at += 4;
                 value
             };
-            duration += u64::from(if flags & 0x100 != 0 { field()? } else { default_duration });
-            data_bytes += u64::from(if flags & 0x200 != 0 { field()? } else { default_size });
+            let duration = if flags & 0x100 != 0 { field()? } else { default_duration };
+            let size = if flags & 0x200 != 0 { field()? } else { default_size };
             if flags & 0x400 != 0 {
                 field()?;
             }
             if flags & 0x800 != 0 {
                 field()?;
             }
+            samples.push((duration, size));
         }
-        Some(Fragment { decode_time, duration, data_bytes })
+        Some(TrackRun { track, decode_time, samples, data_offset })
     }
+}
+
+/// One sample read back by [`track_samples`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadSample {
+    /// Decode time and duration, ticks of [`TIMESCALE`].
+    pub decode_time: u64,
+    pub duration: u32,
+    pub data: Vec<u8>,
+}
+
+/// The samples of track `track` in the complete fragments of a file the recorder wrote, `len`
+/// bytes long, in order: at most `max_bytes` of sample data (the samples past it are left out,
+/// and the answer says so with `true`).
+pub fn track_samples<R: Read + Seek>(
+    reader: &mut R,
+    len: u64,
+    track: u32,
+    max_bytes: u64,
+) -> Result<(Vec<ReadSample>, bool), Mp4Error> {
+    let mut at = 0u64;
+    let mut samples = Vec::new();
+    let mut read = 0u64;
+    let mut pending: Option<(u64, Fragment)> = None;
+    while let Some((kind, header, size)) = read_header(reader, at, len)? {
+        match &kind {
+            b"moof" if pending.is_none() => {
+                match read_body(reader, at + header, size - header).ok().and_then(|body| Fragment::parse(&body)) {
+                    Some(fragment) => pending = Some((at, fragment)),
+                    None => break,
+                }
+            }
+            b"mdat" => {
+                let Some((moof_at, fragment)) = pending.take() else { break };
+                if size - header != fragment.data_bytes {
+                    break;
+                }
+                let body = (at + header)..(at + size);
+                if let Some(run) = fragment.run(track) {
+                    let mut offset = moof_at + run.data_offset;
+                    let mut time = run.decode_time;
+                    for &(duration, bytes) in &run.samples {
+                        let end = offset + u64::from(bytes);
+                        if offset < body.start || end > body.end {
+                            return Err(Mp4Error::Foreign("a sample outside its mdat".into()));
+                        }
+                        if read + u64::from(bytes) > max_bytes {
+                            return Ok((samples, true));
+                        }
+                        let mut data = vec![0; bytes as usize];
+                        reader.seek(SeekFrom::Start(offset))?;
+                        reader.read_exact(&mut data)?;
+                        read += u64::from(bytes);
+                        samples.push(ReadSample { decode_time: time, duration, data });
+                        time += u64::from(duration);
+                        offset = end;
+                    }
+                }
+            }
+            b"ftyp" | b"moov" | b"free" if pending.is_none() => {}
+            _ => break,
+        }
+        at += size;
+    }
+    Ok((samples, false))
 }
 
 #[cfg(test)]
@@ -541,7 +743,7 @@ mod tests {
     }
 
     fn clip(fragments: u32) -> Vec<u8> {
-        let mut file = init_segment(&track());
+        let mut file = init_segment(&track(), false);
         let data = [0, 0, 0, 2, 0x65, 1];
         for n in 0..fragments {
             let samples = [
@@ -567,7 +769,7 @@ mod tests {
     fn a_file_cut_anywhere_in_a_fragment_scans_to_the_fragment_before() {
         let whole = clip(2);
         let one = clip(1).len() as u64;
-        let header = init_segment(&track()).len() as u64;
+        let header = init_segment(&track(), false).len() as u64;
         for cut in [one + 1, one + 8, whole.len() as u64 - 1] {
             let scan = scan(&mut Cursor::new(&whole[..cut as usize]), cut).expect("scan");
             assert_eq!((scan.fragments, scan.complete_len), (1, one), "cut at {cut}");
@@ -603,13 +805,43 @@ mod tests {
 
     #[test]
     fn the_head_box_after_the_moov_is_read_back_and_fragments_follow_it() {
-        let mut file = init_segment(&track());
+        let mut file = init_segment(&track(), false);
         file.extend(head(br#"{"start_ms":5}"#).expect("fits"));
         let data = [0, 0, 0, 1, 0x65];
         file.extend(fragment(1, 0, &[Sample { data: &data, duration: 9, composition_offset: 0, keyframe: true }]));
         let scan = scan(&mut Cursor::new(&file), file.len() as u64).expect("scan");
         assert_eq!(scan.head.as_deref(), Some(&br#"{"start_ms":5}"#[..]));
         assert_eq!((scan.fragments, scan.duration_ticks, scan.complete_len), (1, 9, file.len() as u64));
+    }
+
+    #[test]
+    fn a_fragment_with_a_metadata_run_scans_by_its_video_and_the_metadata_samples_read_back() {
+        let mut file = init_segment(&track(), true);
+        let video = [0, 0, 0, 2, 0x65, 1];
+        let boxes: [&[u8]; 3] = [br#"{"boxes":[]}"#, br#"{"boxes":[1]}"#, br#"{"boxes":[2]}"#];
+        let meta = |n: usize, duration| Sample { data: boxes[n], duration, composition_offset: 0, keyframe: true };
+        for n in 0..2u32 {
+            let samples = [Sample { data: &video, duration: 3000, composition_offset: 0, keyframe: true }];
+            let metadata = [meta(n as usize, 2000), meta(n as usize + 1, 1000)];
+            let runs = [
+                Run { track: VIDEO_TRACK, decode_time: u64::from(n) * 3000, samples: &samples },
+                Run { track: METADATA_TRACK, decode_time: u64::from(n) * 3000, samples: &metadata[..1 + n as usize] },
+            ];
+            file.extend(fragment_of(n + 1, &runs));
+        }
+        let scan = scan(&mut Cursor::new(&file), file.len() as u64).expect("scan");
+        assert_eq!((scan.fragments, scan.duration_ticks, scan.complete_len), (2, 6000, file.len() as u64));
+        let (samples, cut) = track_samples(&mut Cursor::new(&file), file.len() as u64, METADATA_TRACK, 1 << 20)
+            .expect("the metadata track");
+        let read: Vec<(u64, u32, &[u8])> = samples.iter().map(|s| (s.decode_time, s.duration, &s.data[..])).collect();
+        assert_eq!(read, [(0, 2000, boxes[0]), (3000, 2000, boxes[1]), (5000, 1000, boxes[2])]);
+        assert!(!cut);
+        let (video_samples, _) =
+            track_samples(&mut Cursor::new(&file), file.len() as u64, VIDEO_TRACK, 1 << 20).expect("the video");
+        assert!(video_samples.iter().all(|sample| sample.data == video));
+        let (first, cut) = track_samples(&mut Cursor::new(&file), file.len() as u64, METADATA_TRACK, 30).expect("cut");
+        assert_eq!((first.len(), cut), (2, true), "at most 30 bytes of samples");
+        assert_eq!(sample_times(&file), [(1, vec![0]), (2, vec![3000])], "the video's times");
     }
 
     #[test]

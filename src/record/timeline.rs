@@ -1,10 +1,15 @@
-//! A stream's timeline in an MP4 track: the camera's timestamps as 90 kHz ticks from 0.
+//! A stream's timeline in an MP4 track: the camera's timestamps as 90 kHz ticks from 0, and the
+//! capture time of each picture found again on it.
 //!
 //! Owns: [`Timeline`] (a unit's decode time in ticks from the first one; a stream restart or a
-//! jump of more than [`MAX_STEP`] bridged by one frame) and [`raw_times`] (a unit's decode time on
-//! the stream's own clock and its composition offset). Must not: hold units' bytes.
+//! jump of more than [`MAX_STEP`] bridged by one frame), [`raw_times`] (a unit's decode time on
+//! the stream's own clock and its composition offset) and [`UnitTimes`] (the capture and
+//! presentation times of the recent units, so that a processed frame, stamped with its capture
+//! time, is placed at its picture: the clips' metadata track and the live view's boxes). Must not:
+//! hold units' bytes.
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::collections::VecDeque;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::mp4::TIMESCALE;
 use crate::source::tap::AccessUnit;
@@ -78,6 +83,57 @@ pub fn ticks_duration(ticks: u64) -> Duration {
     Duration::from_nanos(ticks * 1_000_000_000 / u64::from(TIMESCALE))
 }
 
+/// The capture and presentation times of a track's recent units.
+#[derive(Debug)]
+pub struct UnitTimes {
+    /// Capture time and presentation ticks, in decode order.
+    units: VecDeque<(SystemTime, u64)>,
+    capacity: usize,
+    /// Half the last frame interval: how far a capture time may be from its unit's.
+    tolerance: Duration,
+}
+
+impl UnitTimes {
+    /// Keeps the times of the last `capacity` units.
+    pub fn new(capacity: usize) -> UnitTimes {
+        UnitTimes { units: VecDeque::with_capacity(capacity), capacity: capacity.max(1), tolerance: Duration::ZERO }
+    }
+
+    /// A unit captured at `captured_at`, presented at `ticks`; `step` is the time to the unit
+    /// before it.
+    pub fn push(&mut self, captured_at: SystemTime, ticks: u64, step: Duration) {
+        if self.units.len() == self.capacity {
+            self.units.pop_front();
+        }
+        self.units.push_back((captured_at, ticks));
+        self.tolerance = (step / 2).max(Duration::from_millis(1));
+    }
+
+    /// The latest capture time of the units kept.
+    pub fn newest(&self) -> Option<SystemTime> {
+        self.units.iter().map(|(at, _)| *at).max()
+    }
+
+    /// Whether a picture captured at `at` is too new for the units kept (its unit may come yet).
+    pub fn is_ahead(&self, at: SystemTime) -> bool {
+        self.newest().is_none_or(|newest| at > newest + self.tolerance)
+    }
+
+    /// The presentation ticks of the unit captured at `at` (within half a frame), if it is kept.
+    pub fn find(&self, at: SystemTime) -> Option<u64> {
+        let distance = |unit: SystemTime| match unit.duration_since(at) {
+            Ok(after) => after,
+            Err(before) => before.duration(),
+        };
+        let (captured, ticks) = self.units.iter().min_by_key(|(captured, _)| distance(*captured))?;
+        (distance(*captured) <= self.tolerance).then_some(*ticks)
+    }
+
+    pub fn clear(&mut self) {
+        self.units.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +147,20 @@ mod tests {
         assert_eq!(timeline.ticks(500), 2 * step, "back to 0: a restart");
         assert_eq!(timeline.ticks(500 + step), 3 * step);
         assert_eq!(timeline.ticks(500 + step + to_ticks(Duration::from_secs(60))), 4 * step, "a jump of a minute");
+    }
+
+    #[test]
+    fn a_capture_time_finds_its_unit_within_half_a_frame_only() {
+        let start = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let frame = Duration::from_millis(100);
+        let mut times = UnitTimes::new(3);
+        for n in 0..4u32 {
+            times.push(start + frame * n, u64::from(n) * 9000, frame);
+        }
+        assert_eq!(times.find(start + frame * 2 + Duration::from_micros(40)), Some(18_000));
+        assert_eq!(times.find(start + frame * 3 - Duration::from_millis(49)), Some(27_000));
+        assert_eq!(times.find(start + frame * 2 + Duration::from_millis(51)), Some(27_000));
+        assert_eq!(times.find(start), None, "older than the three kept");
+        assert!(times.is_ahead(start + frame * 4) && !times.is_ahead(start + frame * 3));
     }
 }

@@ -3,7 +3,8 @@
 //! grey frame on which `person.jpg` appears for a few seconds, every period —, the bundled model,
 //! a real mosquitto, Debian's ffprobe/ffmpeg and headless Chromium:
 //! - an event's clip exists, ffprobe reads it, it starts with a keyframe at most `pre_s` + one GOP
-//!   before the event's first detection (and before it), lasts through `post_s` after the end, the
+//!   before the event's first detection (and before it), lasts through `post_s` after the end, its
+//!   timed metadata track (ffprobe lists it) carries the person's boxes, the
 //!   `end` message and the API name it, a byte range of it is served, and Chromium plays it;
 //! - kill -9 mid-clip and restart: the clip cut short plays up to the cut, and the index (the API)
 //!   agrees with the directory;
@@ -178,6 +179,34 @@ fn decodes_cleanly(file: &Path) {
     assert!(dts.len() > 1 && dts.windows(2).all(|pair| pair[0] < pair[1]), "{}: decode times {dts:?}", file.display());
 }
 
+/// The clip's timed metadata track, which ffprobe lists as a stream with the `mett` sample
+/// entry beside the video: its samples (each frame's boxes as JSON), as ffmpeg copies them out.
+fn metadata_samples(file: &Path) -> String {
+    let output = Command::new("ffprobe")
+        .args(["-v", "error", "-of", "json", "-show_entries", "stream=index,codec_type,codec_tag_string"])
+        .arg(file)
+        .output()
+        .expect("run ffprobe");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("ffprobe's JSON");
+    let index = json["streams"]
+        .as_array()
+        .and_then(|streams| streams.iter().find(|s| s["codec_tag_string"] == "mett"))
+        .and_then(|stream| stream["index"].as_u64())
+        .unwrap_or_else(|| panic!("ffprobe lists no metadata track in {}: {json}", file.display()));
+    let output = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(file)
+        .args(["-map", &format!("0:{index}"), "-c", "copy", "-f", "data", "-"])
+        .output()
+        .expect("run ffmpeg");
+    assert!(
+        output.status.success(),
+        "ffmpeg copies the metadata track out: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("the samples are UTF-8 JSON")
+}
+
 #[test]
 fn an_event_clip_starts_before_the_object_appeared_lasts_past_its_end_and_plays_in_a_browser() {
     let Some(python) = or_skip(tools()) else { return };
@@ -237,6 +266,13 @@ fn an_event_clip_starts_before_the_object_appeared_lasts_past_its_end_and_plays_
         clip_end - clip_start
     );
     decodes_cleanly(&on_disk);
+    let samples = metadata_samples(&on_disk);
+    assert!(samples.contains(r#""label":"person""#), "the person's boxes are in the clip's metadata track: {samples}");
+    eprintln!(
+        "metadata track: {} bytes, {:.0} bytes per clip minute",
+        samples.len(),
+        samples.len() as f64 * 60_000.0 / (clip_end - clip_start)
+    );
 
     // Served whole and by range, as a browser seeks.
     let whole = request(address, "GET", &clip.url, &[], &[]);
