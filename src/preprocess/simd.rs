@@ -8,8 +8,8 @@
 //! f16 encoding (`vcvtps2ph` straight into the tensor); on aarch64 `half`'s slice conversion
 //! already picks the FP16 instructions at run time, so there is no NEON f16 kernel.
 //!
-//! Owns: the kernels, and the dispatch: [`Kernels::detect`] is the only place that asks the CPU
-//! what it has, and the only way to get a SIMD kernel set. Must not: compute anything differently
+//! Owns: the kernels, and the dispatch: [`Kernels::detect`] (which asks `crate::sys::simd` what
+//! the CPU has) is the only way to get a SIMD kernel set. Must not: compute anything differently
 //! from the portable kernels in `super::fast`: every lane does the definition's f32 operations in
 //! the definition's order, without fused multiply-adds, so the tensors stay bit-identical to the
 //! reference (the fast path's tests compare both, SIMD and portable, with it on random and real
@@ -17,6 +17,8 @@
 //!
 //! Every kernel does a prefix of its row (whole vectors) and returns how much it did; the caller
 //! finishes the row with the portable code. The portable set does nothing (returns 0).
+
+use crate::sys::simd::SimdSet;
 
 /// One converted source pixel: R, G, B and a fourth lane that no result reads (it keeps the
 /// horizontal sums 4 lanes wide, which the compiler maps to one SIMD register).
@@ -43,56 +45,33 @@ impl Packed {
 /// A kernel set. Only [`Kernels::detect`] makes a SIMD one, after checking that this CPU has its
 /// instructions: holding a `Kernels` is what makes calling its kernels sound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Kernels(Set);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Set {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "aarch64")]
-    Neon,
-}
+pub(super) struct Kernels(SimdSet);
 
 impl Kernels {
     /// No SIMD kernels: the portable code does everything.
-    pub(super) const PORTABLE: Kernels = Kernels(Set::Portable);
+    pub(super) const PORTABLE: Kernels = Kernels(SimdSet::Portable);
 
     /// The best set this CPU runs.
     pub(super) fn detect() -> Kernels {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
-            return Kernels(Set::Avx2);
-        }
-        #[cfg(target_arch = "aarch64")]
-        if std::arch::is_aarch64_feature_detected!("neon") {
-            return Kernels(Set::Neon);
-        }
-        Kernels::PORTABLE
+        Kernels(SimdSet::detect(true))
     }
 
     /// The set's name, for benchmarks and logs.
     pub(super) fn name(self) -> &'static str {
-        match self.0 {
-            Set::Portable => "portable",
-            #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => "avx2",
-            #[cfg(target_arch = "aarch64")]
-            Set::Neon => "neon",
-        }
+        self.0.name()
     }
 
     /// Converts the first pixels of a packed row (`row`: [`Packed::bytes`] per pixel) into
     /// `rgbx` as `[R, G, B, 0]`; returns how many it converted (a multiple of 4).
     pub(super) fn packed_row(self, packed: Packed, row: &[u8], rgbx: &mut [Pixel]) -> usize {
         match self.0 {
-            Set::Portable => 0,
+            SimdSet::Portable => 0,
             // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => unsafe { x86::packed_row(packed, row, rgbx) },
+            SimdSet::Avx2 => unsafe { x86::packed_row(packed, row, rgbx) },
             // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
             #[cfg(target_arch = "aarch64")]
-            Set::Neon => unsafe { neon::packed_row(packed, row, rgbx) },
+            SimdSet::Neon => unsafe { neon::packed_row(packed, row, rgbx) },
         }
     }
 
@@ -100,13 +79,13 @@ impl Kernels {
     /// 0..=255, rounded half away from zero (NaN to 0); returns how many it encoded.
     pub(super) fn u8_row(self, values: &[f32], out: &mut [u8]) -> usize {
         match self.0 {
-            Set::Portable => 0,
+            SimdSet::Portable => 0,
             // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => unsafe { x86::u8_row(values, out) },
+            SimdSet::Avx2 => unsafe { x86::u8_row(values, out) },
             // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
             #[cfg(target_arch = "aarch64")]
-            Set::Neon => unsafe { neon::u8_row(values, out) },
+            SimdSet::Neon => unsafe { neon::u8_row(values, out) },
         }
     }
 
@@ -114,13 +93,13 @@ impl Kernels {
     /// how many it converted (a multiple of 8).
     pub(super) fn yuyv_row(self, row: &[u8], rgbx: &mut [Pixel]) -> usize {
         match self.0 {
-            Set::Portable => 0,
+            SimdSet::Portable => 0,
             // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => unsafe { x86::yuyv_row(row, rgbx) },
+            SimdSet::Avx2 => unsafe { x86::yuyv_row(row, rgbx) },
             // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
             #[cfg(target_arch = "aarch64")]
-            Set::Neon => unsafe { neon::yuyv_row(row, rgbx) },
+            SimdSet::Neon => unsafe { neon::yuyv_row(row, rgbx) },
         }
     }
 
@@ -129,13 +108,13 @@ impl Kernels {
     /// (a multiple of 8).
     pub(super) fn nv12_row(self, luma: &[u8], chroma: &[u8], rgbx: &mut [Pixel]) -> usize {
         match self.0 {
-            Set::Portable => 0,
+            SimdSet::Portable => 0,
             // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => unsafe { x86::nv12_row(luma, chroma, rgbx) },
+            SimdSet::Avx2 => unsafe { x86::nv12_row(luma, chroma, rgbx) },
             // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
             #[cfg(target_arch = "aarch64")]
-            Set::Neon => unsafe { neon::nv12_row(luma, chroma, rgbx) },
+            SimdSet::Neon => unsafe { neon::nv12_row(luma, chroma, rgbx) },
         }
     }
 
@@ -150,13 +129,13 @@ impl Kernels {
         out: &mut [f32],
     ) -> usize {
         match self.0 {
-            Set::Portable => 0,
+            SimdSet::Portable => 0,
             // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => unsafe { x86::filter_row::<N>(first, weights, rgbx, out) },
+            SimdSet::Avx2 => unsafe { x86::filter_row::<N>(first, weights, rgbx, out) },
             // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
             #[cfg(target_arch = "aarch64")]
-            Set::Neon => unsafe { neon::filter_row::<N>(first, weights, rgbx, out) },
+            SimdSet::Neon => unsafe { neon::filter_row::<N>(first, weights, rgbx, out) },
         }
     }
 
@@ -165,13 +144,13 @@ impl Kernels {
     /// within every row used).
     pub(super) fn vertical_row(self, rows: &[Vec<f32>], slots: &[usize], weights: &[f32], out: &mut [f32]) -> usize {
         match self.0 {
-            Set::Portable => 0,
+            SimdSet::Portable => 0,
             // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => unsafe { x86::vertical_row(rows, slots, weights, out) },
+            SimdSet::Avx2 => unsafe { x86::vertical_row(rows, slots, weights, out) },
             // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
             #[cfg(target_arch = "aarch64")]
-            Set::Neon => unsafe { neon::vertical_row(rows, slots, weights, out) },
+            SimdSet::Neon => unsafe { neon::vertical_row(rows, slots, weights, out) },
         }
     }
 
@@ -179,13 +158,13 @@ impl Kernels {
     /// it returns.
     pub(super) fn normalise(self, values: &mut [f32], mean: &[f32], std: &[f32]) -> usize {
         match self.0 {
-            Set::Portable => 0,
+            SimdSet::Portable => 0,
             // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => unsafe { x86::normalise(values, mean, std) },
+            SimdSet::Avx2 => unsafe { x86::normalise(values, mean, std) },
             // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
             #[cfg(target_arch = "aarch64")]
-            Set::Neon => unsafe { neon::normalise(values, mean, std) },
+            SimdSet::Neon => unsafe { neon::normalise(values, mean, std) },
         }
     }
 
@@ -196,7 +175,7 @@ impl Kernels {
         match self.0 {
             // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 and F16C on this CPU.
             #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => unsafe { x86::f16_row(values, out) },
+            SimdSet::Avx2 => unsafe { x86::f16_row(values, out) },
             _ => {
                 let _ = (values, out);
                 0
@@ -208,13 +187,13 @@ impl Kernels {
     /// pixels `0..done`, where `done` is what it returns.
     pub(super) fn deinterleave(self, rgb: &[f32], channels: [&mut [f32]; 3]) -> usize {
         match self.0 {
-            Set::Portable => 0,
+            SimdSet::Portable => 0,
             // SAFETY: a `Kernels` holds `Avx2` only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
-            Set::Avx2 => unsafe { x86::deinterleave(rgb, channels) },
+            SimdSet::Avx2 => unsafe { x86::deinterleave(rgb, channels) },
             // SAFETY: a `Kernels` holds `Neon` only when `detect` found NEON on this CPU.
             #[cfg(target_arch = "aarch64")]
-            Set::Neon => unsafe { neon::deinterleave(rgb, channels) },
+            SimdSet::Neon => unsafe { neon::deinterleave(rgb, channels) },
         }
     }
 }
@@ -773,14 +752,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn detect_picks_the_cpus_simd_set_and_the_portable_set_leaves_rows_to_the_caller() {
-        #[cfg(target_arch = "aarch64")]
-        let expected = "neon";
-        #[cfg(target_arch = "x86_64")]
-        let expected = if std::arch::is_x86_feature_detected!("avx2") { "avx2" } else { "portable" };
-        #[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
-        let expected = "portable";
-        assert_eq!(Kernels::detect().name(), expected);
+    fn detect_takes_the_cpus_set_with_f16c_and_the_portable_set_leaves_rows_to_the_caller() {
+        assert_eq!(Kernels::detect(), Kernels(SimdSet::detect(true)));
         let mut values = [0.0; 24];
         assert_eq!(Kernels::PORTABLE.normalise(&mut values, &[0.0; 24], &[1.0; 24]), 0);
     }

@@ -5,7 +5,8 @@
 //! ([`limits`]), the room left on a file system ([`disk`]), the CPUs a thread may run on
 //! ([`affinity`]), who may read a file ([`access`]: users, groups, permission bits), what a log
 //! line may cost when the outside world decides how often it comes and what it holds
-//! ([`log_limit`]) and what a failure means to systemd ([`exit`]).
+//! ([`log_limit`]), what a failure means to systemd ([`exit`]) and which SIMD instructions the
+//! CPU runs ([`simd`]).
 //!
 //! Owns: these rules and nothing else. Must not: import any other module of the crate (every
 //! stage may use this one, so it stands below them all).
@@ -18,4 +19,5 @@ pub mod files;
 pub mod limits;
 pub mod lock;
 pub mod log_limit;
+pub mod simd;
 pub mod time;
