@@ -51,6 +51,9 @@ pub mod model;
 pub mod source;
 // config: the typed configuration, made of the types of the floors below
 pub mod config;
+// motion: where a frame changed (its luma image, the background, masks, regions) and the gate
+// that skips inference where nothing moved; masks are track's polygons
+pub mod motion;
 // preprocess ③ (the input contract, the CPU reference and fast path), track ⑥ (tracker, zones,
 // lines, events; pure: no config, payload or snapshot) and reid (appearances and their gallery
 // across cameras; pure too): peers
