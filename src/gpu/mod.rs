@@ -1,5 +1,5 @@
 //! CUDA layer (cargo feature `cuda`): device probe, pinned/mapped frame slots and the
-//! NVRTC-compiled preprocessing kernel. The TensorRT backend adapts these to its input stage
+//! NVRTC-compiled preprocessing kernel, and the motion kernel that makes a frame's luma image. The TensorRT backend adapts these to its input stage
 //! (`crate::backend::trt::gpu_frames`); nothing here knows TensorRT.
 //!
 //! Owns: every CUDA driver and NVRTC call of the crate except TensorRT's (`src/backend/trt`). libcuda is
@@ -13,18 +13,21 @@
 //! anyway, so per-camera threads only multiplied execution contexts, their device memory and the
 //! preprocessing staging buffers. The one exception is page-locked frame-slot memory
 //! ([`HostSlotMemory`]), which a camera's source thread allocates (binding the same primary
-//! context) when the first frame, or a larger one, arrives. Nothing here may be called from tokio
-//! worker threads.
+//! context) when the first frame, or a larger one, arrives, and the motion kernel
+//! ([`GpuLumaSampler`]), which a camera's source thread runs on a stream of its own before the
+//! frame goes to the worker (it decides whether the frame goes there at all). Nothing here may be
+//! called from tokio worker threads.
 //!
 //! Must not: decide fallbacks (the caller chooses the CPU backend when the config allows it), run
 //! models, or allocate per frame.
 //!
 //! Files: [`probe`](mod@probe) (libcuda, the devices), [`slots`] (page-locked frame-slot memory),
 //! [`preprocessor`] with [`taps`] (the kernel and its filter taps), [`bench`](mod@bench) (the kernel against
-//! the CPU reference), [`error`]. This file only declares and re-exports.
+//! the CPU reference), [`motion_luma`] (the motion kernel's luma image), [`error`]. This file only declares and re-exports.
 
 mod bench;
 mod error;
+mod motion_luma;
 mod preprocessor;
 mod probe;
 mod slots;
@@ -32,6 +35,7 @@ mod taps;
 
 pub use bench::{bench_preprocess, PreprocessBenchReport, PreprocessBenchRequest};
 pub use error::GpuError;
+pub use motion_luma::GpuLumaSampler;
 pub use preprocessor::{GpuPreprocessor, TAP_CACHE_SIZES};
 pub use probe::{device_count, driver_present, probe, GpuDevice, GpuProbe};
 pub use slots::{slot_memory, HostMemoryKind, HostSlotMemory};

@@ -29,7 +29,9 @@ use crate::config::{ColorOrder, ResizeFilter, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat};
 use crate::preprocess::{AxisTaps, PreprocessSpec, Roi};
 
-const KERNEL_SOURCE: &str = include_str!("preprocess.cu");
+/// The kernels' source: the preprocessing kernels, then the motion luma kernels
+/// (`super::motion_luma`), one module.
+pub(super) const KERNEL_SOURCE: &str = concat!(include_str!("preprocess.cu"), "\n", include_str!("motion.cu"));
 
 /// Frame sizes whose sampling tables stay on the device: one per camera of a batch, for the few
 /// cameras one inference worker serves; the least recently used size is dropped beyond that.
@@ -554,10 +556,10 @@ fn pad_value(spec: &PreprocessSpec) -> [f32; 3] {
     }
 }
 
-const ALL_FORMATS: [PixelFormat; 5] =
+pub(super) const ALL_FORMATS: [PixelFormat; 5] =
     [PixelFormat::Rgb8, PixelFormat::Bgr8, PixelFormat::Rgba8, PixelFormat::Yuyv, PixelFormat::Nv12];
 
-fn format_index(format: PixelFormat) -> usize {
+pub(super) fn format_index(format: PixelFormat) -> usize {
     match format {
         PixelFormat::Rgb8 => 0,
         PixelFormat::Bgr8 => 1,
@@ -602,7 +604,7 @@ fn cache_key(device: &GpuDevice, options: &[String]) -> String {
 }
 
 /// Loads the kernel module: cached PTX when it exists and loads, else NVRTC (then caches it).
-fn load_module(device: &GpuDevice, cache_dir: Option<&Path>) -> Result<Arc<CudaModule>, GpuError> {
+pub(super) fn load_module(device: &GpuDevice, cache_dir: Option<&Path>) -> Result<Arc<CudaModule>, GpuError> {
     let options = compile_options(device);
     let cache_file = cache_dir.map(|dir| dir.join(format!("preprocess-{}.ptx", cache_key(device, &options))));
     if let Some(path) = &cache_file {

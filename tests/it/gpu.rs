@@ -596,3 +596,48 @@ fn kernel_matches_cpu_on_regions_of_interest_of_every_slot_kind() {
     assert!(preprocessor.enqueue_roi_row(&slot, outside, &mut dst, 0).is_err(), "an odd NV12 origin is refused");
     let _ = writeln!(std::io::stderr(), "{cases} region cases, all bit-identical to the CPU implementation");
 }
+
+/// Motion (issue 48): the luma kernel gives the CPU reference's bytes on random frames of every
+/// format and size, from mapped, pinned and heap slots and from device memory, including frames
+/// whose height gives cells of more than one pixel and sizes that leave columns and rows out.
+#[test]
+fn the_motion_luma_kernel_gives_the_cpu_references_bytes() {
+    use jetson_detectd::gpu::GpuLumaSampler;
+    use jetson_detectd::motion::{downscale_reference, LumaImage};
+
+    let test = "the_motion_luma_kernel_gives_the_cpu_references_bytes";
+    let Some(device) = gpu_or_skip(test) else { return };
+    let mut random = Random::fresh(test);
+    let mut sampler = GpuLumaSampler::new(&device, None).expect("luma sampler");
+    let stream = device.new_stream().expect("stream");
+    let (mut expected, mut actual) = (LumaImage::default(), LumaImage::default());
+    for round in 0..40 {
+        for format in FORMATS {
+            let (mut width, mut height) = match round {
+                0 => (1920, 1080),
+                1 => (1282, 722),
+                // 256-pixel cells, the largest: a column of one cell sums 65 280.
+                2 => (64, 23_040),
+                _ => (random.range(1, 700), random.range(1, 800)),
+            };
+            if matches!(format, PixelFormat::Yuyv | PixelFormat::Nv12) {
+                width = (width + 1) & !1;
+            }
+            if format == PixelFormat::Nv12 {
+                height = (height + 1) & !1;
+            }
+            let frame = random.bytes(format.frame_bytes(width, height).expect("size"));
+            let meta = meta(width, height, format);
+            downscale_reference(&frame, &meta, &mut expected).expect("reference");
+            let case = format!("{format:?} {width}x{height}");
+            for kind in 0..3 {
+                let slot = slot_of_kind(&device, kind, &frame, &meta);
+                sampler.run(&slot, &mut actual).expect("luma from a slot");
+                assert_eq!(actual, expected, "{case}, slot kind {kind}");
+            }
+            let on_device = stream.clone_htod(&frame).expect("copy the frame");
+            sampler.run_device(&on_device, &meta, &mut actual).expect("luma from device memory");
+            assert_eq!(actual, expected, "{case}, device memory");
+        }
+    }
+}
