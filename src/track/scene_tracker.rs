@@ -50,6 +50,17 @@ impl SceneTracker {
         self.after_tracker();
     }
 
+    /// A frame the motion gate kept from the detector (nothing moved), captured at `captured_at`:
+    /// the tracks stay as they are ([`Tracker::hold`]); no events, counts or ids change.
+    pub fn hold(&mut self, captured_at: SystemTime) {
+        self.tracker.hold(seconds(captured_at));
+    }
+
+    /// Whether a frame without motion may be held: see [`Tracker::is_settled`].
+    pub fn is_settled(&self) -> bool {
+        self.tracker.is_settled()
+    }
+
     /// Ends every track (the camera stopped, or shutdown): `end` events and counts back to 0.
     pub fn finish(&mut self) {
         self.tracker.finish();

@@ -285,6 +285,29 @@ impl Tracker {
         self.settle_lifecycles();
     }
 
+    /// Whether every live track is confirmed and was seen on the last update: no track waits for
+    /// its confirmation or counts down to its end, so a frame without motion may skip the update
+    /// ([`Tracker::hold`]) without changing what the tracks become.
+    pub fn is_settled(&self) -> bool {
+        self.slots.iter().flatten().filter(|t| !t.gone).all(|t| t.is_confirmed() && t.observed)
+    }
+
+    /// A frame captured at `at` seconds that went to no detector because nothing moved on it (the
+    /// motion gate held it). Every track seen on the last update is still where it was: it counts
+    /// as seen at `at`, and its filter does not move its box over the time held. So the lost time
+    /// that ends a track is time the detector looked and did not find it, never time it did not
+    /// look: a parked car keeps its track between the floor rate's updates, however short
+    /// `max_lost_s` is beside them. Reports and assignments stay the last update's: a held frame
+    /// has no events.
+    pub fn hold(&mut self, at: f64) {
+        for track in self.slots.iter_mut().flatten().filter(|t| !t.gone) {
+            track.predicted_at = track.predicted_at.max(at);
+            if track.observed {
+                track.last_seen = track.last_seen.max(at);
+            }
+        }
+    }
+
     /// Ends every confirmed track and discards tentative ones (camera stopped, shutdown).
     pub fn finish(&mut self) {
         self.retire();
@@ -686,5 +709,46 @@ mod tests {
         assert_eq!(votes.leader(), 1);
         votes.add(9, 0.2);
         assert_eq!(votes.leader(), 9);
+    }
+
+    #[test]
+    fn held_frames_keep_a_standing_object_on_its_track_between_sparse_updates() {
+        // Confirmed at 5 frames a second, then the detector looks every 5 s only (the floor
+        // rate), far beyond max_lost_s = 1 s; the frames between are held.
+        let mut tracker = Tracker::new(params());
+        for frame in 0..3 {
+            tracker.update(&[det(0, 0.9, 100.0, 100.0)], frame as f64 * 0.2);
+        }
+        assert!(tracker.is_settled());
+        let id = ids(&tracker)[0].expect("confirmed");
+        for frame in 3..300 {
+            let at = frame as f64 * 0.2;
+            if frame % 25 == 0 {
+                tracker.update(&[det(0, 0.9, 100.0, 100.0)], at);
+                assert_eq!(ids(&tracker), [Some(id)], "frame {frame}");
+                assert!(tracker.reports().iter().all(|r| matches!(r.lifecycle, Lifecycle::Observed { .. })));
+            } else {
+                tracker.hold(at);
+            }
+        }
+        let predicted = tracker.track(0).map(Track::predicted_bbox).expect("track");
+        assert!(predicted.iou(&det(0, 0.9, 100.0, 100.0).bbox) > 0.99, "the box stayed: {predicted:?}");
+    }
+
+    #[test]
+    fn a_missed_or_tentative_track_is_not_settled_and_holding_does_not_revive_it() {
+        let mut tracker = Tracker::new(params());
+        tracker.update(&[det(0, 0.9, 100.0, 100.0)], 0.0);
+        assert!(!tracker.is_settled(), "tentative");
+        for frame in 1..3 {
+            tracker.update(&[det(0, 0.9, 100.0, 100.0)], frame as f64 * 0.2);
+        }
+        tracker.update(&[], 0.6);
+        assert!(!tracker.is_settled(), "missed");
+        // Time held does not count as seen for a track the detector missed: it ends on time.
+        tracker.hold(1.0);
+        tracker.hold(1.5);
+        tracker.update(&[], 1.8);
+        assert_eq!(tracker.reports()[0].lifecycle, Lifecycle::Ended);
     }
 }
