@@ -20,6 +20,8 @@ mod mask;
 mod params;
 mod pixel;
 mod regions;
+#[cfg(test)]
+mod scenarios;
 mod simd;
 
 pub use detector::{Motion, MotionDetector, MotionState, MAX_REGIONS};
