@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
-use super::{Config, SourceConfig};
+use super::load::Config;
+use super::source::SourceConfig;
 
 /// Resolves a relative path against the directory of the file that set the key: `user_base` when
 /// `user` sets it, else `default_base` (the built-in default's).

@@ -16,8 +16,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+use super::error::ConfigError;
+use super::load::Config;
 use super::merge::{is_set, merge};
-use super::{Config, ConfigError, ModelConfig, DESCRIPTION_KEYS};
+use super::model::{ModelConfig, DESCRIPTION_KEYS};
 
 /// Smallest box side a classifier's `min_size` may ask for, and the largest.
 const MIN_SIZE_RANGE: std::ops::RangeInclusive<u32> = 1..=8192;
@@ -285,7 +287,7 @@ impl Config {
     }
 
     /// The detector of camera `camera` (its `model`, else `[model]`), with its name (`None`: `[model]`).
-    pub fn detector_of(&self, camera: &super::CameraConfig) -> (Option<&str>, &ModelConfig) {
+    pub fn detector_of(&self, camera: &super::camera::CameraConfig) -> (Option<&str>, &ModelConfig) {
         match camera.model.as_deref().and_then(|name| self.models.get_key_value(name)) {
             Some((name, named)) => (Some(name.as_str()), &named.model),
             None => (None, &self.model),
@@ -307,7 +309,8 @@ pub type NamedModels = BTreeMap<String, NamedModel>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ClassScores, ConfigOrigin, DecoderKind};
+    use crate::config::model::{ClassScores, DecoderKind};
+    use crate::config::origin::ConfigOrigin;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::from_toml(text, ConfigOrigin::Embedded, Path::new("/base")).map_err(ConfigError::one)

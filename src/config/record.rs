@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{CameraConfig, Config, ConfigError, ZoneConfig};
+use super::camera::{CameraConfig, ZoneConfig};
+use super::error::ConfigError;
+use super::load::Config;
 
 /// Longest pre-roll: the encoded ring holds this much per camera (plus a GOP).
 pub const MAX_PRE_S: f32 = 60.0;
@@ -119,7 +121,7 @@ pub struct Recording {
 }
 
 pub(super) fn default_record_dir() -> PathBuf {
-    super::state_dir().join("clips")
+    super::service_dirs::ServiceDir::State.default_dir().join("clips")
 }
 
 impl Config {
@@ -248,7 +250,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::config::ConfigOrigin;
+    use crate::config::origin::ConfigOrigin;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::from_toml(text, ConfigOrigin::File("test.toml".into()), Path::new("/base")).map_err(ConfigError::one)

@@ -12,9 +12,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+use super::error::ConfigError;
+use super::load::Config;
 use super::merge::is_set;
 use super::models::ModelKind;
-use super::{Config, ConfigError};
 
 /// Longest `window_s`: a day.
 pub const MAX_WINDOW_S: f64 = 86_400.0;
@@ -141,7 +142,8 @@ impl Config {
 mod tests {
     use std::path::Path;
 
-    use crate::config::{ConfigError, ConfigOrigin};
+    use crate::config::error::ConfigError;
+    use crate::config::origin::ConfigOrigin;
 
     use super::*;
 
@@ -168,7 +170,7 @@ mod tests {
         assert_eq!((bundled.kind, bundled.on.is_empty()), (ModelKind::Embedder, true));
         assert_eq!(
             bundled.model.onnx.as_deref(),
-            Some(crate::config::data_dir().join(DEFAULT_EMBEDDER_ONNX).as_path())
+            Some(crate::config::merge::data_dir().join(DEFAULT_EMBEDDER_ONNX).as_path())
         );
         assert!(config.recognised().any(|line| line.starts_with("reid.model = \"reid\": the bundled embedder")));
         // The effective config names it, and reads back as the same.

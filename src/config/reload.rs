@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Config, TrackingConfig};
+use super::load::Config;
+use super::tracking::TrackingConfig;
 
 /// The core's keys a SIGHUP applies (with each section's own); every other change needs a
 /// restart. `camera[i].zone` and `camera[i].line` are applied too, and the `model.` keys here of
@@ -106,7 +107,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::config::ConfigOrigin;
+    use crate::config::origin::ConfigOrigin;
 
     /// With the daemon's sections: `mqtt.publish` is a reloadable key of the MQTT outlet's.
     fn config(text: &str) -> Config {

@@ -22,7 +22,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
-use super::{is_topic_segment, topic_segment, Config, ConfigError, LineConfig, ZoneConfig};
+use super::camera::{LineConfig, ZoneConfig};
+use super::error::ConfigError;
+use super::load::Config;
+use super::topic::{is_topic_segment, topic_segment};
 use crate::detection::Labels;
 use crate::track::events::{Line, Scene, Zone};
 use crate::track::lines::{Segment, MAX_LINES};
@@ -192,7 +195,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::config::ConfigOrigin;
+    use crate::config::origin::ConfigOrigin;
 
     fn labels() -> Labels {
         Labels::parse("person\ntraffic light\n", Path::new("labels")).expect("labels")

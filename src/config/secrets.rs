@@ -17,7 +17,9 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{Config, ConfigError, SourceConfig};
+use super::error::ConfigError;
+use super::load::Config;
+use super::source::SourceConfig;
 use crate::sys::access;
 
 /// The group the packaged service runs in and reads its secrets through.
@@ -316,7 +318,7 @@ pub fn check_for_service(config: &Config) -> Result<ServiceCheck, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ConfigOrigin;
+    use crate::config::origin::ConfigOrigin;
 
     /// With the daemon's sections: the MQTT outlet's name secrets of their own.
     fn config(text: &str) -> Config {

@@ -21,7 +21,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use toml::{Table, Value};
 
-use super::{Config, ConfigError, ConfigOrigin};
+use super::error::ConfigError;
+use super::load::Config;
+use super::origin::ConfigOrigin;
 
 /// Resolves a relative path against the directory of the file that set the key at `key`
 /// (`["mqtt", "password_file"]`); an absolute path stays as it is.
@@ -289,7 +291,7 @@ impl Schema {
     /// The built-in default with its comments: the core's text, then each section's. This is
     /// `config/jetson-detectd.toml` (`check-config --print-default`, which `docs/gen.py` checks).
     pub fn default_text(&self) -> String {
-        let mut text = super::CORE_DEFAULTS.to_owned();
+        let mut text = super::load::CORE_DEFAULTS.to_owned();
         for kind in &self.sections {
             text.push('\n');
             text.push_str(kind.defaults);
@@ -304,7 +306,7 @@ impl Schema {
 
     /// The built-in default alone ([`Config::embedded_default`]) with this schema.
     pub fn embedded_default(&self) -> Result<Config, ConfigError> {
-        Config::from_toml_with("", ConfigOrigin::Embedded, &super::data_dir(), self)
+        Config::from_toml_with("", ConfigOrigin::Embedded, &super::merge::data_dir(), self)
     }
 
     /// `text` merged over the built-in default ([`Config::from_toml`]) with this schema.

@@ -64,6 +64,12 @@ impl ServiceDir {
         }
     }
 
+    /// Where this process finds it when the config does not say: [`default_dir_from`] its own
+    /// environment.
+    pub fn default_dir(self) -> PathBuf {
+        default_dir_from(self, &self.env())
+    }
+
     /// The per-user directory under `$HOME` when the XDG variable is unset.
     fn under_home(self) -> &'static str {
         match self {

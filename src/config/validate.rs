@@ -12,9 +12,17 @@ use std::collections::BTreeSet;
 
 use toml::Table;
 
-use super::merge::is_set;
+use super::device::{BackendChoice, MAX_CPU_THREADS};
+use super::engine::{Precision, MAX_BATCH, MAX_BATCH_TIMEOUT_MS, MAX_FRAME_SLOTS, MAX_WORKSPACE_MIB};
+use super::error::ConfigError;
+use super::limits::{MAX_ALLOC_MIB, MAX_IMAGE_SIDE};
+use super::load::Config;
+use super::merge::{is_set, names_a_model};
+use super::model::{DESCRIPTION_KEYS, MAX_DETECTIONS};
 use super::scene::parse_scene;
-use super::*;
+use super::source::{SourceConfig, MAX_RTSP_LATENCY_MS, MAX_V4L2_FPS};
+use super::topic::is_topic_segment;
+use crate::preprocess::TensorDtype;
 
 impl Config {
     /// The `[model]` defaults describe the bundled model; with another model they would be silently

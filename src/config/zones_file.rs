@@ -22,7 +22,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::sys::files::{lock_beside, remove_temp_leftovers, LockError, ReadError};
 
-use super::{parse_scene, CameraConfig, ConfigError, ConfigOrigin, LineConfig, ZoneConfig};
+use super::camera::{CameraConfig, LineConfig, ZoneConfig};
+use super::error::ConfigError;
+use super::origin::ConfigOrigin;
+use super::scene::parse_scene;
 
 /// Largest zones file read: 64 cameras × 64 zones of 64 points fit many times over.
 pub const MAX_ZONES_FILE_BYTES: u64 = 4 << 20;
@@ -414,7 +417,7 @@ mod tests {
     fn camera(name: &str) -> CameraConfig {
         CameraConfig {
             name: name.into(),
-            source: super::super::SourceConfig::Synthetic { width: 64, height: 64 },
+            source: super::super::source::SourceConfig::Synthetic { width: 64, height: 64 },
             fps: 0.0,
             zones: Vec::new(),
             lines: vec![LineConfig { name: "old".into(), points: [[0.0, 0.0], [1.0, 1.0]] }],
