@@ -3,18 +3,18 @@
 //! camera's).
 //!
 //! Owns: the recorder's metric names, help texts and units. Must not: read anything but the
-//! report it is given (the recorder makes it, `super::Recorder::report`).
+//! report it is given (the recorder makes it, `super::recorder::Recorder::report`).
 
 use crate::publish::figures::{Label, Metric, OutletFigures, Samples};
 
-use super::RecordReport;
+use super::report::{CameraRecordReport, RecordReport};
 
 /// The recorder's figures from its `report`.
 pub fn figures(report: &RecordReport) -> OutletFigures {
     OutletFigures { connected: None, report: OutletFigures::report_of(report), metrics: metrics(report) }
 }
 
-fn per_camera<T: Copy>(report: &RecordReport, value: impl Fn(&super::CameraRecordReport) -> T) -> Vec<(Vec<Label>, T)> {
+fn per_camera<T: Copy>(report: &RecordReport, value: impl Fn(&CameraRecordReport) -> T) -> Vec<(Vec<Label>, T)> {
     report.cameras.iter().map(|(name, camera)| (vec![("camera", name.clone())], value(camera))).collect()
 }
 
@@ -122,7 +122,6 @@ mod tests {
 
     use super::*;
     use crate::record::camera::Feed;
-    use crate::record::CameraRecordReport;
 
     /// Issue 49: a pre-roll emptied because one keyframe interval alone was over
     /// `record.preroll_max_mib` is counted where the recorder's other figures are.
