@@ -5,7 +5,8 @@
 //! the outlet copies the next frame's bytes, detections, track ids and classifier answers once, and nothing per frame
 //! otherwise — rendering and JPEG encoding happen on the reader's side), a bounded ring of recent
 //! events (typed: the HTTP API serialises them with the event schema,
-//! [`EventMessage`](super::event_message::EventMessage)), the running config (its zones and lines
+//! [`EventMessage`](super::event_message::EventMessage)) and their [`EventFeed`] (each event
+//! pushed to the open event streams as it is kept), the running config (its zones and lines
 //! included, as the last reload or zone change left it) and the latest figures (camera states,
 //! every outlet's figures, scheduler, engine, system load, board sensors). Must not: make the pipeline
 //! wait on a reader, or know topics and JSON. Every lock here is held only to swap or clone an
@@ -19,6 +20,8 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use super::dispatch::NamedFigures;
+use super::event_feed::EventFeed;
+use super::live_event::LiveEvent;
 use super::object_event::ObjectEvent;
 use super::outlet::{FrameResult, Outlet, TrackingUpdate};
 use crate::backend::BackendInfo;
@@ -103,14 +106,6 @@ impl LiveCamera {
     }
 }
 
-/// One event, with the camera it came from.
-#[derive(Debug, Clone)]
-pub struct LiveEvent {
-    pub camera: String,
-    /// The event without its picture (the ring keeps no JPEGs).
-    pub event: Arc<ObjectEvent>,
-}
-
 /// Figures refreshed by the daemon's tick.
 #[derive(Debug, Clone, Default)]
 pub struct Figures {
@@ -147,6 +142,8 @@ pub struct LiveView {
     /// The longest silence the watchdog allows a pipeline.
     pub max_silence: Duration,
     pub facts: StartFacts,
+    /// Every event kept, pushed to the open event streams (`GET /api/events/stream`).
+    pub feed: EventFeed,
     config: Mutex<Arc<Config>>,
     events: Mutex<VecDeque<LiveEvent>>,
     figures: Mutex<Arc<Figures>>,
@@ -178,6 +175,7 @@ impl LiveView {
             liveness,
             max_silence,
             facts,
+            feed: EventFeed::default(),
             config: Mutex::new(config),
             events: Mutex::new(VecDeque::with_capacity(EVENT_RING)),
             figures: Mutex::new(Arc::default()),
@@ -205,7 +203,7 @@ impl LiveView {
         *lock(&self.figures) = Arc::new(figures);
     }
 
-    /// Outlet side: a camera's events, newest last.
+    /// Outlet side: a camera's events, newest last; each is also offered to the feed.
     pub fn record_events(&self, camera: &str, events: &[ObjectEvent]) {
         if events.is_empty() {
             return;
@@ -215,8 +213,12 @@ impl LiveView {
             if ring.len() == EVENT_RING {
                 ring.pop_front();
             }
-            let event = Arc::new(ObjectEvent { picture: None, ..event.clone() });
-            ring.push_back(LiveEvent { camera: camera.to_string(), event });
+            let event = LiveEvent {
+                camera: camera.to_string(),
+                event: Arc::new(ObjectEvent { picture: None, ..event.clone() }),
+            };
+            self.feed.offer(event.clone());
+            ring.push_back(event);
         }
     }
 
@@ -290,6 +292,11 @@ impl Outlet for LiveView {
 
     fn reconfigured(&self, config: &Config) {
         self.set_config(Arc::new(config.clone()));
+    }
+
+    /// The event streams end, so that the HTTP server stops without waiting for them.
+    fn stopping(&self) {
+        self.feed.close();
     }
 }
 
@@ -380,26 +387,8 @@ mod tests {
     #[test]
     fn the_event_ring_keeps_the_newest_and_filters_by_camera() {
         let view = view(&["front", "back"]);
-        let event = |track_id: u64| ObjectEvent {
-            kind: crate::track::events::EventKind::Start,
-            track_id,
-            class_id: 0,
-            best_score: 0.9,
-            bbox: crate::detection::BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 },
-            first_seen: SystemTime::UNIX_EPOCH,
-            last_seen: SystemTime::UNIX_EPOCH,
-            zones: Vec::new(),
-            crossed: None,
-            changes: Default::default(),
-            stationary: false,
-            frames: 3,
-            frame: Some(track_id),
-            stamp: None,
-            picture: Some(Arc::new(vec![0xff, 0xd8])),
-            clip: None,
-            attributes: Default::default(),
-            identity: None,
-        };
+        let event =
+            |track_id: u64| ObjectEvent { picture: Some(Arc::new(vec![0xff, 0xd8])), ..ObjectEvent::example(track_id) };
         for i in 0..EVENT_RING as u64 + 5 {
             let camera = if i % 2 == 0 { "front" } else { "back" };
             view.record_events(camera, &[event(i)]);
@@ -410,5 +399,20 @@ mod tests {
         assert!(all.iter().all(|e| e.event.picture.is_none()), "the ring keeps no pictures");
         let front = view.events(Some("front"), 2);
         assert_eq!(front.iter().map(|e| e.event.track_id).collect::<Vec<_>>(), [202, 204]);
+    }
+
+    #[test]
+    fn every_kept_event_is_pushed_to_the_feed_without_its_picture() {
+        let view = view(&["front"]);
+        let mut subscription = view.feed.subscribe();
+        view.record_events("front", &[ObjectEvent { picture: Some(Arc::new(vec![0xff])), ..ObjectEvent::example(7) }]);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        match runtime.block_on(subscription.next()) {
+            super::super::event_feed::FeedItem::Event(pushed) => {
+                assert_eq!((pushed.camera.as_str(), pushed.event.track_id), ("front", 7));
+                assert!(pushed.event.picture.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

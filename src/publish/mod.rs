@@ -3,7 +3,7 @@
 //! values — detections, track events, zone counts, snapshots, the daemon's status and telemetry —
 //! to the outlets ([`outlet`]): MQTT with Home Assistant discovery ([`mqtt`], the only place that
 //! knows topics and turns values into bytes) and the live view ([`live`], what the HTTP stage
-//! reads). The schemas of the JSON messages ([`payload`], [`event_message`]) and snapshot rendering
+//! reads, with its events pushed as they happen: [`event_feed`]). The schemas of the JSON messages ([`payload`], [`event_message`]) and snapshot rendering
 //! ([`snapshot`]) are shared by the outlets and the HTTP API.
 //!
 //! Owns: everything from a processed frame to what leaves the daemon. Must not: run inference (a
@@ -15,10 +15,12 @@ pub mod camera_events;
 pub mod camera_reid;
 pub mod clips;
 pub mod dispatch;
+pub mod event_feed;
 pub mod event_message;
 pub mod figures;
 pub mod kind;
 pub mod live;
+pub mod live_event;
 pub mod mqtt;
 pub mod object_event;
 pub mod outlet;

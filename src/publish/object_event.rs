@@ -118,3 +118,30 @@ impl ObjectEvent {
         })
     }
 }
+
+#[cfg(test)]
+impl ObjectEvent {
+    /// A `start` of a `person` (class 0) track, for tests: seen on 3 frames, no zones, no clip.
+    pub fn example(track_id: TrackId) -> ObjectEvent {
+        ObjectEvent {
+            kind: EventKind::Start,
+            track_id,
+            class_id: 0,
+            best_score: 0.9,
+            bbox: BoundingBox { x1: 0.0, y1: 0.0, x2: 1.0, y2: 1.0 },
+            first_seen: SystemTime::UNIX_EPOCH,
+            last_seen: SystemTime::UNIX_EPOCH,
+            zones: Vec::new(),
+            crossed: None,
+            changes: Changes::default(),
+            stationary: false,
+            frames: 3,
+            frame: Some(track_id),
+            stamp: None,
+            picture: None,
+            clip: None,
+            attributes: Attributes::new(),
+            identity: None,
+        }
+    }
+}
