@@ -28,6 +28,15 @@ pub struct Rebuilt {
     pub unreadable: usize,
 }
 
+/// Why [`ClipIndex::take_finished`] left a clip where it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotTaken {
+    /// The index does not know it (never recorded, or retention removed it).
+    Unknown,
+    /// It is being written.
+    Recording,
+}
+
 /// Every clip, by path.
 #[derive(Debug, Default)]
 pub struct ClipIndex {
@@ -106,9 +115,19 @@ impl ClipIndex {
 
     /// `camera`'s clips (every camera's with `None`), newest first, at most `limit`.
     pub fn list(&self, camera: Option<&str>, limit: usize) -> Vec<ClipEntry> {
+        self.list_before(camera, None, limit)
+    }
+
+    /// [`ClipIndex::list`] of the clips that started before `before` (all with `None`): the next
+    /// page after a page whose oldest clip started at `before`.
+    pub fn list_before(&self, camera: Option<&str>, before: Option<SystemTime>, limit: usize) -> Vec<ClipEntry> {
         let clips = lock(&self.clips);
-        let mut listed: Vec<ClipEntry> =
-            clips.values().filter(|entry| camera.is_none_or(|camera| entry.camera == camera)).cloned().collect();
+        let mut listed: Vec<ClipEntry> = clips
+            .values()
+            .filter(|entry| camera.is_none_or(|camera| entry.camera == camera))
+            .filter(|entry| before.is_none_or(|before| entry.start < before))
+            .cloned()
+            .collect();
         drop(clips);
         listed.sort_by(|a, b| b.start.cmp(&a.start).then_with(|| b.path.cmp(&a.path)));
         listed.truncate(limit);
@@ -124,6 +143,17 @@ impl ClipIndex {
             *bytes += entry.bytes;
         }
         totals
+    }
+
+    /// Takes the finished clip at `path` out of the index (a user deletes it); the caller deletes
+    /// its file. A clip being written stays, and says so.
+    pub fn take_finished(&self, path: &str) -> Result<ClipEntry, NotTaken> {
+        let mut clips = lock(&self.clips);
+        match clips.get(path) {
+            None => Err(NotTaken::Unknown),
+            Some(entry) if entry.recording => Err(NotTaken::Recording),
+            Some(_) => clips.remove(path).ok_or(NotTaken::Unknown),
+        }
     }
 
     /// Takes out of the index the clips retention removes now: every finished clip that ended
@@ -209,6 +239,10 @@ mod tests {
         assert!(gate[0].start > gate[1].start && gate.iter().all(|e| e.camera == "gate"));
         assert_eq!(index.list(None, 10).len(), 4);
         assert!(index.list(Some("none"), 10).is_empty());
+        let newest = index.list(Some("gate"), 1);
+        let older = index.list_before(Some("gate"), Some(newest[0].start), 10);
+        assert!(!older.is_empty() && older.iter().all(|entry| entry.start < newest[0].start), "the next page");
+        assert_eq!(older.len() + 1, index.list(Some("gate"), 10).len(), "pages miss nothing");
     }
 
     #[test]
@@ -242,5 +276,17 @@ mod tests {
         let (_, report) = ClipIndex::rebuild(dir.path(), &["gate"]);
         assert_eq!(report.removed, 1, "its own folder is read");
         drop(held);
+    }
+
+    #[test]
+    fn a_user_takes_a_finished_clip_out_but_not_one_being_written_nor_one_unknown() {
+        let index = ClipIndex::default();
+        let (done, writing) = (entry("gate", 0, 1, false), entry("gate", 100, 1, true));
+        index.put(done.clone());
+        index.put(writing.clone());
+        assert_eq!(index.take_finished(&done.path).map(|entry| entry.path), Ok(done.path.clone()));
+        assert_eq!(index.take_finished(&done.path), Err(NotTaken::Unknown), "gone once taken");
+        assert_eq!(index.take_finished(&writing.path), Err(NotTaken::Recording));
+        assert!(index.get(&writing.path).is_some(), "the clip being written stays");
     }
 }

@@ -5,12 +5,12 @@
 //! [`RecordTap`](crate::source::tap::RecordTap) for the camera's source side and a recorder thread
 //! ([`camera`]: pre-roll, clip file with its metadata track of each processed frame's [`boxes`],
 //! encoder for raw frames) — the one [`index::ClipIndex`] of the record directory, retention within
-//! `[record]`'s byte and age budget ([`retention`]: the clips being written count), pausing while
-//! the disk is too full, honouring each camera's run-time `record` switch (`crate::controls`: off,
-//! its events start no clip), and [`check()`], what `check-config` refuses. Must not: slow
-//! detection (a camera records on its own thread, fed through bounded queues that drop and count;
-//! the planner does no I/O), decode or re-encode an encoded camera's stream, or serialise events
-//! (the MQTT outlet does).
+//! `[record]`'s byte and age budget ([`retention`]: the clips being written count), a clip deleted
+//! by a user ([`deletion`]), pausing while the disk is too full, honouring each camera's run-time
+//! `record` switch (`crate::controls`: off, its events start no clip), and [`check()`], what
+//! `check-config` refuses. Must not: slow detection (a camera records on its own thread, fed
+//! through bounded queues that drop and count; the planner does no I/O), decode or re-encode an
+//! encoded camera's stream, or serialise events (the MQTT outlet does).
 //!
 //! This file only declares and re-exports.
 
@@ -19,6 +19,7 @@ pub mod camera;
 pub mod check;
 pub mod clip;
 pub mod clip_ref;
+pub mod deletion;
 pub mod dir;
 #[cfg(feature = "gstreamer")]
 pub mod encode;
