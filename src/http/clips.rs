@@ -1,12 +1,16 @@
 //! The clips of the API: each camera's list, and each clip's bytes with HTTP range requests (a
 //! browser's `<video>` seeks with them).
 //!
-//! Owns: `GET /api/cameras/{name}/clips` (newest first, `?limit=`), `GET /api/cameras/{name}/clips/{file}`
-//! (`video/mp4`: 200 whole, 206 for one `Range: bytes=` range, 416 for a range past the end, 409
-//! while the clip still records, 404 for a clip the index does not know) and parsing the range.
-//! Reads follow the API's rules (no token; writes are the guard's business). Must not: open a file
+//! Owns: `GET /api/cameras/{name}/clips` (newest first, `?limit=`, and `?before=` a clip's start
+//! in ms since the epoch for the next page), `GET /api/cameras/{name}/clips/{file}` (`video/mp4`:
+//! 200 whole, 206 for one `Range: bytes=` range, 416 for a range past the end, 409 while the clip
+//! still records, 404 for a clip the index does not know), `DELETE` of the same (204; 409 while it
+//! records, 404 unknown) and parsing the range. Reads follow the API's rules (no token); a
+//! delete is a write, which the guard lets through only with the token. Must not: open a file
 //! the recorder's index does not list (a request path never becomes a file path by itself), or read
 //! a clip into memory whole (it is streamed in chunks).
+
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -18,6 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::api::error;
 use super::state::HttpState;
+use crate::record::deletion::{self, DeleteError};
 use crate::record::{clip_url, Recorder};
 
 /// Clips listed without `limit`.
@@ -28,10 +33,12 @@ const CHUNK: usize = 64 * 1024;
 #[derive(Debug, Deserialize)]
 pub struct ClipsQuery {
     limit: Option<usize>,
+    /// Only clips that started before this, ms since the epoch (the next page).
+    before: Option<u64>,
 }
 
 /// The recorder of `camera`, or why there is none (404).
-fn recorder<'a>(state: &'a HttpState, camera: &str) -> Result<&'a Recorder, String> {
+fn recorder<'a>(state: &'a HttpState, camera: &str) -> Result<&'a Arc<Recorder>, String> {
     if state.view.camera(camera).is_none() {
         return Err(format!("no camera named {camera:?}"));
     }
@@ -51,9 +58,10 @@ pub async fn list(
         Ok(recorder) => recorder,
         Err(message) => return error(StatusCode::NOT_FOUND, message, None),
     };
+    let before = query.before.map(|ms| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms));
     let clips: Vec<serde_json::Value> = recorder
         .index()
-        .list(Some(&name), query.limit.unwrap_or(DEFAULT_CLIPS))
+        .list_before(Some(&name), before, query.limit.unwrap_or(DEFAULT_CLIPS))
         .into_iter()
         .map(|entry| {
             let file = entry.path.rsplit('/').next().unwrap_or_default().to_owned();
@@ -125,6 +133,24 @@ pub async fn clip(
         }
     }
     response
+}
+
+/// `DELETE /api/cameras/{name}/clips/{file}` (with the token): the clip leaves the index and the
+/// disk.
+pub async fn delete(State(state): State<HttpState>, Path((name, file)): Path<(String, String)>) -> Response {
+    let recorder = match recorder(&state, &name) {
+        Ok(recorder) => recorder.clone(),
+        Err(message) => return error(StatusCode::NOT_FOUND, message, None),
+    };
+    let path = format!("{name}/{file}");
+    let removed = tokio::task::spawn_blocking(move || deletion::delete(recorder.root(), recorder.index(), &path)).await;
+    match removed {
+        Ok(Ok(_)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Err(e @ DeleteError::Unknown(_))) => error(StatusCode::NOT_FOUND, e.to_string(), None),
+        Ok(Err(e @ DeleteError::Recording(_))) => error(StatusCode::CONFLICT, e.to_string(), None),
+        Ok(Err(e @ DeleteError::Io { .. })) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot delete the clip: {e}"), None),
+    }
 }
 
 /// What a `Range` header asks of a body of `length` bytes.

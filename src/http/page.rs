@@ -1,5 +1,6 @@
-//! The page's assets, compiled into the binary: one HTML file, one script, one stylesheet (plain
-//! JavaScript and CSS, no framework, no CDN: the page works on a network without internet).
+//! The page's assets, compiled into the binary: one HTML file, its scripts (`app.js`: cameras,
+//! figures and the zone editor; `review.js`: the events timeline and its clips), one stylesheet
+//! (plain JavaScript and CSS, no framework, no CDN: the page works on a network without internet).
 //!
 //! Owns: serving them with their media types and a Content-Security-Policy that allows only this
 //! origin. Must not: read files at run time.
@@ -9,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 pub const INDEX_HTML: &str = include_str!("page/index.html");
 pub const APP_JS: &str = include_str!("page/app.js");
+pub const REVIEW_JS: &str = include_str!("page/review.js");
 pub const STYLE_CSS: &str = include_str!("page/style.css");
 
 /// Only this origin's scripts, styles, pictures and API; no framing.
@@ -35,6 +37,11 @@ pub async fn index() -> Response {
 /// `GET /app.js`.
 pub async fn script() -> Response {
     asset(APP_JS, "text/javascript; charset=utf-8")
+}
+
+/// `GET /review.js`.
+pub async fn review_script() -> Response {
+    asset(REVIEW_JS, "text/javascript; charset=utf-8")
 }
 
 /// `GET /style.css`.

@@ -2,7 +2,7 @@
 //! `chromedriver` (plain JSON over HTTP, spoken with the raw client of [`crate::http`]), against
 //! the real daemon and a real mosquitto broker. The page loads, shows every camera's picture and its
 //! configured zone, a zone drawn with the editor (four clicks on the picture, a name, a label,
-//! Finish) is saved, and the next events carry it. At 1400 × 1000 (issue 33) the cameras stand in a
+//! Finish) is saved, and the next events carry it, pushed to the page as they happen. At 1400 × 1000 (issue 33) the cameras stand in a
 //! grid with their figures and editors in view and the recent events beside them, and a zone is
 //! deleted only once the user confirms it.
 //!
@@ -107,7 +107,7 @@ impl Driver {
         value.as_object().and_then(|o| o.values().next()).and_then(Value::as_str).expect("element id").to_string()
     }
 
-    fn click(&self, css: &str) {
+    pub(crate) fn click(&self, css: &str) {
         let id = self.element(css);
         self.call("POST", &self.session_path(&format!("element/{id}/click")), Some(json!({})));
     }
@@ -137,7 +137,7 @@ impl Driver {
     }
 
     /// Answers the open user prompt: OK (`accept`) or Cancel (`dismiss`).
-    fn answer_prompt(&self, answer: &str) {
+    pub(crate) fn answer_prompt(&self, answer: &str) {
         self.call("POST", &self.session_path(&format!("alert/{answer}")), Some(json!({})));
     }
 
@@ -281,11 +281,22 @@ fn the_page_shows_every_camera_and_a_zone_drawn_in_the_browser_is_in_the_next_ev
     daemon.wait_for_messages(&subscriber, &topic, "an event in the drawn zone", |messages| {
         messages.iter().any(|m| serde_json::from_slice::<EventMessage>(&m.payload).is_ok_and(|e| e.zones == ["drawn"]))
     });
+    // Pushed as it happened: the page read the kept events once, when its stream opened, and
+    // polls nothing.
     wait_for(
         &mut daemon,
         &driver,
         "the event in the page's list",
-        "return [...document.querySelectorAll('#events li')].some((li) => li.textContent.includes('in drawn'));",
+        "return [...document.querySelectorAll('#events li')].some((li) => / (entered|appeared in) drawn/.test(li.textContent));",
+    );
+    let reads = driver.script(
+        "return performance.getEntriesByType('resource').filter((r) => r.name.includes('/api/events?')).length;",
+    );
+    assert_eq!(reads, Value::from(1), "the events were read once, then pushed");
+    let newest = driver.script("return document.querySelector('#events li').textContent;");
+    assert!(
+        newest.as_str().is_some_and(|line| !line.contains("update") && !line.contains('Z')),
+        "a sentence in local time, newest first: {newest}"
     );
     if let Some(path) = std::env::var_os("JETSON_DETECTD_SCREENSHOT") {
         std::fs::write(&path, driver.screenshot()).expect("write the screenshot");

@@ -295,7 +295,9 @@ fn an_event_clip_starts_before_the_object_appeared_lasts_past_its_end_and_plays_
 
 /// Headless Chromium plays the clip from the page: the ended event's play button plays the clip's
 /// URL in the page's player, which gets enough data to play (`readyState` ≥ 3) and whose time
-/// advances.
+/// advances, with the event named above it. The camera's clips list it; deleted from there (the
+/// user confirms), it leaves the list, the event says its clip is deleted instead of offering ▶,
+/// and the server has it no more.
 #[cfg(target_arch = "x86_64")]
 fn plays_in_chromium(daemon: &mut RunningDaemon, address: SocketAddr, url: &str, dir: &Path) {
     use crate::browser::{chromium, wait_for, Driver};
@@ -317,6 +319,28 @@ fn plays_in_chromium(daemon: &mut RunningDaemon, address: SocketAddr, url: &str,
     );
     let error = driver.script(&format!("const v = {video}; return v.error ? v.error.message : null;"));
     assert_eq!(error, serde_json::Value::Null);
+    let playing = driver.script("return document.getElementById('playing').textContent;");
+    assert!(playing.as_str().is_some_and(|named| named.starts_with("gate: person #")), "the event named: {playing}");
+
+    let listed = format!("#clips li[data-clip=\"{url}\"]");
+    wait_for(
+        daemon,
+        &driver,
+        "the clip in the camera's clips",
+        &format!("return !!document.querySelector('{listed}');"),
+    );
+    driver.click(&format!("{listed} button.delete-clip"));
+    driver.answer_prompt("accept");
+    wait_for(
+        daemon,
+        &driver,
+        "the deleted clip gone from the page",
+        &format!(
+            "return !document.querySelector('{listed}') && !document.querySelector('{button}')
+               && [...document.querySelectorAll('#events li .gone')].some((note) => note.textContent === 'clip deleted');"
+        ),
+    );
+    assert_eq!(request(address, "GET", url, &[], &[]).status, 404, "the server has it no more");
 }
 
 /// Issue 49: an H.265 camera's clips are valid, but Chromium (on Linux, without an HEVC decoder)

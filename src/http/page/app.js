@@ -1,7 +1,7 @@
 'use strict';
 // jetson-detectd's page: live pictures (JPEG polling, one request after the other, none while the
-// tab is hidden), figures, events (an ended event's clip plays in the page), and a zone and line editor
-// that saves through the API.
+// tab is hidden), figures, and a zone and line editor that saves through the API. The events and
+// their clips are review.js's.
 const SVG = 'http://www.w3.org/2000/svg';
 const cameras = new Map();
 const tokenInput = document.getElementById('token');
@@ -170,82 +170,8 @@ async function refreshStatus() {
   }
 }
 
-// An `end` event's clip: a button that plays it in the events panel's player. The player is
-// outside the list, which is rebuilt every refresh. A clip is complete post_s after its end (409
-// until then): the player tries again every 3 s, a minute at most. A clip that is served whole and
-// still does not play is one this browser cannot decode (H.265 in most browsers): the page offers
-// it for download instead.
-function playClip(url, tries) {
-  const player = document.getElementById('player');
-  document.getElementById('unplayable').hidden = true;
-  player.dataset.tries = String(tries);
-  player.src = url;
-  player.hidden = false;
-  player.title = '';
-  player.play().catch(() => {});
-}
-
-function clipButton(clip) {
-  const button = document.createElement('button');
-  button.type = 'button';
-  button.className = 'play';
-  button.dataset.clip = clip.url;
-  button.textContent = '▶ clip';
-  button.addEventListener('click', () => playClip(clip.url, 0));
-  return button;
-}
-
-function offerDownload(url) {
-  const player = document.getElementById('player');
-  player.pause();
-  player.hidden = true;
-  const link = document.getElementById('download');
-  link.href = url;
-  link.download = url.split('/').pop();
-  document.getElementById('unplayable').hidden = false;
-}
-
-document.getElementById('player').addEventListener('error', async (event) => {
-  const player = event.target;
-  const url = player.getAttribute('src');
-  const tries = Number(player.dataset.tries || 0);
-  let served = false;
-  try {
-    served = (await fetch(url, { method: 'HEAD' })).status === 200;
-  } catch (e) {
-    served = false;
-  }
-  if (player.getAttribute('src') !== url) return;
-  if (served) {
-    offerDownload(url);
-    return;
-  }
-  player.title = 'not ready yet (still recording?)';
-  if (tries < 20) {
-    setTimeout(() => { if (player.getAttribute('src') === url) playClip(url, tries + 1); }, 3000);
-  }
-});
-
-async function refreshEvents() {
-  try {
-    const { events } = await json('/api/events?limit=30');
-    const list = document.getElementById('events');
-    list.replaceChildren(...events.reverse().map(({ camera, event }) => {
-      const li = document.createElement('li');
-      const zones = event.zones && event.zones.length ? ` in ${event.zones.join(', ')}` : '';
-      const crossed = event.crossed ? ` crossed ${event.crossed.line} ${event.crossed.direction || ''}` : '';
-      const answers = Object.entries(event.attributes || {}).map(([name, answer]) => ` ${name}=${answer.label}`).join('');
-      li.textContent = `${event.last_ts} ${camera} ${event.type} ${event.label}${answers} #${event.track_id}${zones}${crossed} `;
-      if (event.type === 'end' && event.clip) li.append(clipButton(event.clip));
-      return li;
-    }));
-  } catch (e) { /* the status badge says so */ }
-}
-
 json('/api/status').then((status) => {
   status.cameras.forEach(addCamera);
   refreshStatus();
-  refreshEvents();
   setInterval(refreshStatus, 2000);
-  setInterval(refreshEvents, 2000);
 });
