@@ -269,6 +269,23 @@ impl Collector for ViewCollector {
             snapshots.iter().map(|(name, s)| (camera(name), s.truncated)),
         )?;
         family.counters(
+            "camera_gated_frames",
+            "Frames the motion gate kept from inference (nothing moved on them; [motion]).",
+            None,
+            snapshots.iter().map(|(name, s)| (camera(name), s.gated)),
+        )?;
+        {
+            let mut metric = family.encoder.encode_descriptor(
+                "camera_inference_saved",
+                "Inference time the gated frames saved (each at the camera's last processed frame's).",
+                Some(&Unit::Seconds),
+                MetricType::Counter,
+            )?;
+            for (name, s) in &snapshots {
+                ConstCounter::new(s.inference_saved_s).encode(metric.encode_family(&camera(name))?)?;
+            }
+        }
+        family.counters(
             "camera_frame_copies",
             "Full-frame copies the source made on the way into the frame slots (0 per frame when zero-copy).",
             None,

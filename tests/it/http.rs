@@ -412,6 +412,8 @@ fn the_page_the_api_and_metrics_show_every_camera() {
         "jetson_detectd_camera_over_limit_frames_total",
         "jetson_detectd_camera_truncated_frames_total",
         "jetson_detectd_camera_frame_copies_total",
+        "jetson_detectd_camera_gated_frames_total",
+        "jetson_detectd_camera_inference_saved_seconds_total",
         "jetson_detectd_mqtt_takeovers_total",
         "jetson_detectd_inference_batch_size_count",
         "jetson_detectd_outlet_queue_messages",

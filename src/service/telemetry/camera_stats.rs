@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -117,6 +117,12 @@ pub struct CameraStats {
     over_limit: AtomicU64,
     truncated: AtomicU64,
     classify_skipped: AtomicU64,
+    /// Frames the motion gate kept from inference, and the inference time that saved (each
+    /// counted at the last processed frame's preprocessing, inference and decoding time).
+    gated: AtomicU64,
+    saved_us: AtomicU64,
+    /// The last processed frame's preprocessing, inference and decoding time.
+    last_inference_us: AtomicU64,
     latencies: Mutex<StageLatencies>,
     window: Mutex<FpsWindow>,
     capture: Mutex<CaptureWindow>,
@@ -149,6 +155,11 @@ pub struct CameraSnapshot {
     pub truncated: u64,
     /// Crops of tracks due for a classifier that the per-frame bound left for a later frame, since start.
     pub classify_skipped: u64,
+    /// Frames the motion gate kept from inference since start.
+    pub gated: u64,
+    /// Inference time those frames saved, in seconds (each at the time of the camera's last
+    /// processed frame: preprocessing, inference, decoding).
+    pub inference_saved_s: f64,
     /// Stages with at least one sample, in [`Stage::ALL`] order.
     pub latency_ms: Vec<(Stage, Percentiles)>,
     /// The camera's source state and since when, when known (see [`CameraSnapshot::with_source`]).
@@ -177,6 +188,9 @@ impl CameraStats {
             over_limit: AtomicU64::new(0),
             truncated: AtomicU64::new(0),
             classify_skipped: AtomicU64::new(0),
+            gated: AtomicU64::new(0),
+            saved_us: AtomicU64::new(0),
+            last_inference_us: AtomicU64::new(0),
             latencies: Mutex::new(StageLatencies {
                 rings: std::array::from_fn(|_| LatencyRing::new()),
                 histograms: [LatencyHistogram::default(); Stage::ALL.len()],
@@ -193,6 +207,9 @@ impl CameraStats {
     /// One processed frame and its stage timings.
     pub fn record_frame(&self, timings: &FrameTimings) {
         self.frames.fetch_add(1, Ordering::Relaxed);
+        let inference: Duration =
+            [Stage::Pre, Stage::Infer, Stage::Post].into_iter().filter_map(|s| timings.get(s)).sum();
+        self.last_inference_us.store(inference.as_micros() as u64, Ordering::Relaxed);
         let mut latencies = lock(&self.latencies);
         for stage in Stage::ALL {
             if let Some(duration) = timings.get(stage) {
@@ -216,6 +233,12 @@ impl CameraStats {
         if count > 0 {
             self.classify_skipped.fetch_add(count, Ordering::Relaxed);
         }
+    }
+
+    /// A frame the motion gate kept from inference: it saved what the last processed frame cost.
+    pub fn record_gated(&self) {
+        self.gated.fetch_add(1, Ordering::Relaxed);
+        self.saved_us.fetch_add(self.last_inference_us.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     /// `count` frames that were dropped before processing.
@@ -293,6 +316,8 @@ impl CameraStats {
             over_limit: self.over_limit.load(Ordering::Relaxed),
             truncated: self.truncated.load(Ordering::Relaxed),
             classify_skipped: self.classify_skipped.load(Ordering::Relaxed),
+            gated: self.gated.load(Ordering::Relaxed),
+            inference_saved_s: self.saved_us.load(Ordering::Relaxed) as f64 / 1e6,
             latency_ms,
             source: None,
             capture_mode,
@@ -319,6 +344,8 @@ impl CameraSnapshot {
             over_limit: 0,
             truncated: 0,
             classify_skipped: 0,
+            gated: 0,
+            inference_saved_s: 0.0,
             latency_ms: Vec::new(),
             source: None,
             capture_mode: None,

@@ -60,6 +60,12 @@ struct CameraJson<'a> {
     /// Absent while 0 (always without classifiers).
     #[serde(skip_serializing_if = "is_zero")]
     classify_skipped: u64,
+    /// Absent while 0 (always without `[motion]` gating).
+    #[serde(skip_serializing_if = "is_zero")]
+    gated: u64,
+    /// Inference time the gated frames saved, in seconds; absent while nothing was gated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inference_saved_s: Option<f64>,
     latency_ms: BTreeMap<&'static str, &'a Percentiles>,
 }
 
@@ -110,6 +116,8 @@ pub fn telemetry_message(report: &TelemetryReport<'_>) -> Vec<u8> {
                 frame_copies: camera.frame_copies,
                 truncated: camera.truncated,
                 classify_skipped: camera.classify_skipped,
+                gated: camera.gated,
+                inference_saved_s: (camera.gated > 0).then(|| (camera.inference_saved_s * 1000.0).round() / 1000.0),
                 latency_ms,
             };
             (camera.name.as_str(), json)
@@ -257,6 +265,8 @@ mod properties {
                 over_limit,
                 truncated: over_limit / 2,
                 classify_skipped: 0,
+                gated: 0,
+                inference_saved_s: 0.0,
                 latency_ms,
                 source,
                 capture_mode: None,
