@@ -46,6 +46,7 @@ use crate::detection::Labels;
 use crate::http::{BoundListener, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::engine_build::{CheckSubject, EngineBuilds, PendingModel};
+use crate::infer::gating::MotionConfig;
 use crate::infer::per_track::PerTrackLane;
 use crate::infer::scheduler::{ModelLane, SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
@@ -442,6 +443,7 @@ async fn serve(
         stop: stop.clone(),
         liveness: liveness.clone(),
         controls: controls.clone(),
+        motion: config.sections.get::<MotionConfig>().cloned().map(Arc::new),
     };
     let mut pipelines = Vec::new();
     for camera in &config.cameras {

@@ -8,7 +8,9 @@
 //! from inference while the camera's detection is switched off ([`Switch::Detect`]: the sink gets
 //! them for the camera's picture, [`FrameSink::picture`], then they go back to the ring), and
 //! offering each frame to a recording camera's [`RecordTap`] (which copies one only when its
-//! recorder needs raw frames; recording goes on while detection is off).
+//! recorder needs raw frames; recording goes on while detection is off), and, with `[motion]`
+//! gating, keeping a frame without motion from inference (its [`CameraGate`] says so; the sink
+//! holds its tracks, [`FrameSink::held`], and gets it for the picture).
 //! Must not: run inference (the scheduler's workers do, through `super::step`), publish, format
 //! payloads, or block on the network.
 
@@ -17,6 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::gating::{CameraGate, MotionConfig};
 use super::scheduler::Scheduler;
 use super::step::{FrameSink, PipelineError};
 use crate::config::{CameraConfig, LimitsConfig};
@@ -47,6 +50,8 @@ pub struct PipelineShared {
     pub liveness: Arc<Liveness>,
     /// The run-time switches: a camera whose detection is off sends no frame to inference.
     pub controls: Arc<Controls>,
+    /// `[motion]`: with `enabled`, each camera keeps frames without motion from inference.
+    pub motion: Option<Arc<MotionConfig>>,
 }
 
 /// A running camera.
@@ -106,6 +111,12 @@ impl CameraPipeline {
         let frame_interval = camera.frame_interval();
         log::info!("camera {name}: {} (fps cap: {})", source.describe(), fps_text(camera.fps));
 
+        let gate = match shared.motion.as_deref().filter(|motion| motion.enabled) {
+            Some(motion) => Some(CameraGate::new(motion.for_camera(&name).map_err(|(key, message)| {
+                PipelineError::Motion { camera: name.clone(), message: format!("{key}: {message}") }
+            })?)),
+            None => None,
+        };
         let liveness = shared.liveness.register(format!("camera {name}: source"));
         let switches = shared.controls.camera(&name).cloned();
         let source_thread = {
@@ -116,8 +127,12 @@ impl CameraPipeline {
                 let detecting = || switches.as_ref().is_none_or(|switches| switches.get(Switch::Detect));
                 let picture = |slot: &FrameSlot| sink.picture(&name, slot);
                 let offline = || sink.camera_offline(&name);
-                let routes = FrameRoutes { detecting: &detecting, picture: &picture, offline: &offline, record };
-                let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness, &routes)
+                let held = |slot: &FrameSlot| sink.held(&name, slot);
+                let settled = || sink.tracking_settled(&name);
+                let gate = gate.map(|gate| Gating { camera: &name, gate, held: &held, settled: &settled });
+                let mut routes =
+                    FrameRoutes { detecting: &detecting, picture: &picture, offline: &offline, record, gate };
+                let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness, &mut routes)
                     .map_err(|source| PipelineError::Source { camera: name.clone(), source });
                 ring.close();
                 match result {
@@ -199,10 +214,34 @@ struct FrameRoutes<'a> {
     offline: &'a dyn Fn(),
     /// The camera's recorder, which copies raw frames at its rate (whether detection is on or not).
     record: Option<RecordTap>,
+    /// With `[motion]` gating: what keeps a frame without motion from inference.
+    gate: Option<Gating<'a>>,
+}
+
+/// A camera's gate and where the frames it holds go.
+struct Gating<'a> {
+    camera: &'a str,
+    gate: CameraGate,
+    /// A held frame: its tracks hold, the picture goes on.
+    held: &'a dyn Fn(&FrameSlot),
+    /// Whether the camera's tracks let a frame be held.
+    settled: &'a dyn Fn() -> bool,
+}
+
+impl Gating<'_> {
+    /// Whether the frame in `slot` goes to inference; a frame that does not went to `held`.
+    fn passes(&mut self, slot: &FrameSlot) -> bool {
+        let verdict = self.gate.judge(self.camera, slot, true, (self.settled)());
+        if !verdict.detects() {
+            (self.held)(slot);
+        }
+        verdict.detects()
+    }
 }
 
 /// Captures until the source ends or the daemon stops; a frame captured while `routes.detecting`
-/// says no goes to `routes.picture`, then back to the ring (no drop is counted: nothing was behind).
+/// says no goes to `routes.picture`, and one the camera's gate holds to its `held`, then back to
+/// the ring (no drop is counted: nothing was behind).
 fn run_source(
     mut source: Box<dyn FrameSource>,
     ring: &FrameRing,
@@ -210,7 +249,7 @@ fn run_source(
     stop: &AtomicBool,
     status: &SourceStatus,
     liveness: &LivenessHandle,
-    routes: &FrameRoutes<'_>,
+    routes: &mut FrameRoutes<'_>,
 ) -> Result<(), SourceError> {
     let mut sequence = 0u64;
     let mut next_due = Instant::now();
@@ -252,6 +291,10 @@ fn run_source(
                 }
                 if !(routes.detecting)() {
                     (routes.picture)(&slot);
+                    ring.release(slot);
+                    continue;
+                }
+                if !routes.gate.as_mut().is_none_or(|gate| gate.passes(&slot)) {
                     ring.release(slot);
                     continue;
                 }

@@ -35,6 +35,9 @@ pub enum PipelineError {
     Thread { camera: String, source: std::io::Error },
     #[error("{camera}: a pipeline thread panicked")]
     Panicked { camera: String },
+    /// The camera's `[motion]` values do not fit (a config that passed its checks has none).
+    #[error("camera {camera}: {message}")]
+    Motion { camera: String, message: String },
 }
 
 impl Classified for PipelineError {
@@ -43,7 +46,7 @@ impl Classified for PipelineError {
     fn exit_class(&self) -> ExitClass {
         match self {
             PipelineError::Source { source, .. } => source.exit_class(),
-            PipelineError::ModelOutputs { .. } => ExitClass::Configuration,
+            PipelineError::ModelOutputs { .. } | PipelineError::Motion { .. } => ExitClass::Configuration,
             _ => ExitClass::Failure,
         }
     }
@@ -68,6 +71,18 @@ pub trait FrameSink: Send + Sync {
     /// A frame of a camera whose detection is off, on the camera's source thread (no inference):
     /// for its picture. Must not block either: it holds up the camera's capture.
     fn picture(&self, _camera: &str, _slot: &FrameSlot) {}
+    /// A frame the camera's motion gate kept from inference (nothing moved on it), on the
+    /// camera's source thread: its tracks stay as they are, and the picture goes on. Must not
+    /// block either.
+    fn held(&self, camera: &str, slot: &FrameSlot) {
+        self.picture(camera, slot);
+    }
+    /// Whether the camera's tracks let a frame without motion be held (none waits for its
+    /// confirmation or counts down to its end), asked on the camera's source thread; `false` when
+    /// the answer would mean waiting. Without tracking, yes.
+    fn tracking_settled(&self, _camera: &str) -> bool {
+        true
+    }
     /// The camera's source lost its stream and reconnects (on the camera's source thread): what it
     /// showed is out of sight until it is back.
     fn camera_offline(&self, _camera: &str) {}

@@ -22,6 +22,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use super::camera_reid::{CameraReid, Sighting};
 use super::object_event::{ClipRef, EventStamp, ObjectEvent};
@@ -179,6 +180,17 @@ impl CameraEvents {
         self.take_pictures(slot, labels);
         let update = TrackingUpdate { events: &self.events, occupancy: &self.occupancy };
         (self.tracking.track_ids(), self.per_track.attributes(), update)
+    }
+
+    /// A frame the camera's motion gate kept from inference, captured at `captured_at`: the
+    /// tracks stay as they are (`crate::track::tracker::Tracker::hold`); nothing is published.
+    pub fn hold(&mut self, captured_at: SystemTime) {
+        self.tracking.hold(captured_at);
+    }
+
+    /// Whether a frame without motion may be held (`crate::track::tracker::Tracker::is_settled`).
+    pub fn is_settled(&self) -> bool {
+        self.tracking.is_settled()
     }
 
     /// Ends every track: `end` events (with their snapshots and clips) and counts back to 0.

@@ -4,7 +4,8 @@
 //! Owns: per camera, the step "track → periodic snapshot (while its snapshots switch is on) →
 //! outlets" and the frame's statistics, serialised with the end of its detection (a frame already
 //! on its way when detection was switched off is dropped, never published after its counts went
-//! to 0); the picture of a camera whose detection is off (its periodic snapshot, the live view);
+//! to 0); the picture of a camera whose detection is off (its periodic snapshot, the live view)
+//! and of a frame its motion gate held (its tracks hold, the frame counts as gated);
 //! tracking outside frames (start-up counts, reloads, zone changes from the page, a camera that
 //! ended, went offline or whose detection was switched off, shutdown); the end reports of cameras
 //! and inference workers. Runs on the inference worker (a picture, a camera gone offline: on the
@@ -34,7 +35,7 @@ use crate::infer::per_track::{crop_rules, PerTrackSessions};
 use crate::infer::step::{FrameSink, PipelineError};
 use crate::reid::{Gallery, GalleryParams};
 use crate::service::telemetry::CameraStats;
-use crate::sys::lock::lock;
+use crate::sys::lock::{lock, try_lock};
 use crate::track::events::Scene;
 
 /// Per-camera state the sink keeps.
@@ -306,6 +307,22 @@ impl FrameSink for PublishSink {
         let Some(entry) = self.camera(camera) else { return };
         let snapshot = self.snapshot(entry, slot, &[], Instant::now());
         self.outlets.picture(camera, slot, snapshot.as_deref());
+    }
+
+    /// Its tracks hold as they are (taken only if its tracking is free: a held frame never waits
+    /// for the worker; the next one holds them), it counts as gated, and the picture goes on.
+    fn held(&self, camera: &str, slot: &FrameSlot) {
+        let Some(entry) = self.camera(camera) else { return };
+        if let Some(tracking) = try_lock(&entry.step).as_mut().and_then(|step| step.as_mut()) {
+            tracking.hold(slot.meta().captured_at);
+        }
+        entry.stats.record_gated();
+        self.picture(camera, slot);
+    }
+
+    fn tracking_settled(&self, camera: &str) -> bool {
+        let Some(entry) = self.camera(camera) else { return true };
+        try_lock(&entry.step).is_some_and(|step| step.as_ref().is_none_or(CameraEvents::is_settled))
     }
 
     /// Its tracks end now (`end` events, each clip given its end, counts back to 0) instead of

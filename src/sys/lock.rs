@@ -14,6 +14,16 @@ pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The lock if it is free now (taken back from a holder that panicked), else `None`: for a thread
+/// that must not wait.
+pub fn try_lock<T: ?Sized>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// Waits on `condvar` while `condition` holds, at most `timeout`, taking the guard back from a
 /// holder that panicked. The caller checks the state again to tell a timeout from a wake-up.
 pub fn wait_timeout_while<'a, T, F>(

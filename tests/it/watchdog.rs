@@ -165,7 +165,8 @@ impl Rig {
         let scheduler = Scheduler::start(backend, params(), plan, sink.clone(), stop.clone(), &liveness)
             .expect("start the inference worker");
         let controls = Arc::new(Controls::new(&config));
-        let shared = PipelineShared { slots: 2, limits: config.limits, scheduler, sink, stop, liveness, controls };
+        let shared =
+            PipelineShared { slots: 2, limits: config.limits, scheduler, sink, stop, liveness, controls, motion: None };
         Rig { systemd, keeper, shared, backend_gate }
     }
 

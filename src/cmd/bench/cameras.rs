@@ -306,6 +306,7 @@ pub fn bench_cameras(
         stop: Arc::clone(&stop),
         liveness,
         controls,
+        motion: None,
     };
     let mut running = Vec::new();
     let mut started = Ok(());

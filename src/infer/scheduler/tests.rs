@@ -171,6 +171,8 @@ struct RecordingSink {
     frames: Mutex<HashMap<String, Vec<u64>>>,
     timings: Mutex<Vec<crate::frame::FrameTimings>>,
     ended: Mutex<Vec<String>>,
+    /// Frames a camera's motion gate held.
+    held: AtomicUsize,
 }
 
 impl FrameSink for RecordingSink {
@@ -187,6 +189,9 @@ impl FrameSink for RecordingSink {
     }
     fn camera_ended(&self, camera: &str, _: &Result<(), PipelineError>) {
         lock(&self.ended).push(camera.to_string());
+    }
+    fn held(&self, _camera: &str, _slot: &FrameSlot) {
+        self.held.fetch_add(1, Ordering::SeqCst);
     }
     fn worker_failed(&self, worker: &str, error: &PipelineError) {
         panic!("{worker} failed: {error}");
@@ -240,6 +245,7 @@ fn pipeline_shared(
         stop: Arc::clone(stop),
         liveness,
         controls: Arc::new(crate::controls::Controls::new(config)),
+        motion: None,
     }
 }
 
@@ -713,6 +719,77 @@ fn a_finite_camera_ends_once_its_last_frame_is_through() {
     }
     assert_eq!(sink.counts(), [1], "its last frame was run before it ended");
     assert_eq!(*lock(&sink.ended), ["once"]);
+    stop.store(true, Ordering::SeqCst);
+    scheduler.join().expect("join");
+}
+
+/// A finite camera that shows the same grey picture `frames` times, 5 frames a second of capture
+/// time, and never waits for inference to drop one.
+struct StillSource {
+    frames: u64,
+    shown: u64,
+}
+
+impl crate::source::FrameSource for StillSource {
+    fn describe(&self) -> String {
+        "still".into()
+    }
+    fn next_frame(&mut self, slot: &mut FrameSlot) -> Result<crate::source::Capture, crate::source::SourceError> {
+        if self.shown == self.frames {
+            return Ok(crate::source::Capture::End);
+        }
+        slot.prepare(64, 48, crate::frame::PixelFormat::Rgb8).expect("prepare").fill(90);
+        let at = Duration::from_secs(1_800_000_000) + Duration::from_millis(200 * self.shown);
+        slot.meta_mut().captured_at = std::time::SystemTime::UNIX_EPOCH + at;
+        self.shown += 1;
+        Ok(crate::source::Capture::Frame)
+    }
+    fn capture_mode(&self) -> crate::frame::CaptureMode {
+        crate::frame::CaptureMode::Generate
+    }
+    fn keeps_every_frame(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn with_motion_gating_a_still_camera_sends_only_the_floor_rates_frames_to_inference() {
+    let config = Config::embedded_default().expect("embedded default config");
+    let record = Arc::new(Record::default());
+    let backend = Arc::new(FakeBackend {
+        spec: config.model.input.clone(),
+        session_batch: 1,
+        workers: 1,
+        inference_time: Duration::from_millis(1),
+        prepare_time: None,
+        record,
+    });
+    let sink = Arc::new(RecordingSink::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let liveness = Liveness::new();
+    let scheduler =
+        Scheduler::start(backend, params(), plan(1, 1, Duration::ZERO), sink.clone(), stop.clone(), &liveness)
+            .expect("start");
+    let motion = crate::infer::gating::MotionConfig {
+        enabled: true,
+        ..crate::config::section::built_in().expect("the built-in [motion]")
+    };
+    let shared = PipelineShared {
+        motion: Some(Arc::new(motion)),
+        ..pipeline_shared(&config, &scheduler, &sink, &stop, liveness)
+    };
+    let source = Box::new(StillSource { frames: 60, shown: 0 });
+    let pipeline = CameraPipeline::start_with_source(&camera(0), source, &shared).expect("start");
+    pipeline.join().expect("source thread");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lock(&sink.ended).is_empty() {
+        assert!(Instant::now() < deadline, "the camera never ended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // 12 s of a still picture: the first frame (the background starts from it), then one every
+    // detect_interval_s = 5 s; the rest were held.
+    assert_eq!(sink.counts(), [3]);
+    assert_eq!(sink.held.load(Ordering::SeqCst), 57);
     stop.store(true, Ordering::SeqCst);
     scheduler.join().expect("join");
 }
