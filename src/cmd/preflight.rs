@@ -146,7 +146,7 @@ pub fn check_model_outputs(backend: &dyn Backend, params: &DecodeParams) -> Resu
 }
 
 /// The labels of the zones the zones file gave cameras against the label file: an error names the
-/// zones file and the zone, where [`camera_scenes`] (which sees them merged into the config) would
+/// zones file and the zone, where [`camera_scenes()`] (which sees them merged into the config) would
 /// name the config. A file that does not read was not applied (`config.zones_file_problems` says
 /// so), nor were the zones of a camera it did not fit.
 pub fn check_zones_file_labels(config: &Config, labels: &Labels) -> Result<(), ConfigError> {

@@ -1,77 +1,19 @@
-//! The whole configuration ([`Config`]) and its loading: the user's file merged over the built-in
-//! default (the core's and each component section's), typed, its paths resolved, checked, every
-//! mistake reported at once. Must not: open models, cameras or sockets.
+//! Loading the whole configuration ([`Config`]): the user's file merged over the built-in default
+//! (the core's and each component section's), typed, its paths resolved, checked, every mistake
+//! reported at once; the effective config printed back. Must not: open models, cameras or sockets.
 
 use std::num::NonZeroUsize;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
-use super::camera::CameraConfig;
-use super::controls::ControlsConfig;
-use super::device::DeviceConfig;
-use super::engine::EngineConfig;
 use super::error::ConfigError;
-use super::http::HttpConfig;
-use super::limits::LimitsConfig;
 use super::merge::{data_dir, merge, names_a_model, resolver};
 use super::mistake::{Mistake, Mistakes};
-use super::model::ModelConfig;
 use super::origin::ConfigOrigin;
-use super::snapshot::SnapshotConfig;
-use super::telemetry::TelemetryConfig;
-use super::tracking::TrackingConfig;
-use super::{collect, located, models, record, reid, section, words, zones_file};
-
-/// The core's part of the built-in default, documented (each component's section follows it:
-/// [`section::Schema::default_text`]).
-pub const CORE_DEFAULTS: &str = include_str!("defaults.toml");
-
-/// The whole configuration, validated.
-///
-/// Defaults: the user's file is merged over the built-in default ([`CORE_DEFAULTS`] and each
-/// section's) before it is deserialised, so a field here needs no serde default — its line in the
-/// default's text is the default.
-/// Only keys the default leaves commented out are `Option`s, and keys inside `[[camera]]` tables
-/// (arrays replace rather than merge) carry serde defaults documented in that file.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    pub device: DeviceConfig,
-    pub model: ModelConfig,
-    pub engine: EngineConfig,
-    pub limits: LimitsConfig,
-    #[serde(rename = "camera")]
-    pub cameras: Vec<CameraConfig>,
-    pub telemetry: TelemetryConfig,
-    pub snapshot: SnapshotConfig,
-    pub tracking: TrackingConfig,
-    pub http: HttpConfig,
-    pub controls: ControlsConfig,
-    pub record: record::RecordConfig,
-    pub reid: reid::ReidConfig,
-    /// `[models.<name>]`: detectors that cameras name, and classifiers of their detections.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub models: models::NamedModels,
-    /// Where the config came from (not a TOML key).
-    #[serde(skip, default = "embedded_origin")]
-    pub origin: ConfigOrigin,
-    /// The cameras whose zones and lines `http.zones_file` replaced (not a TOML key).
-    #[serde(skip)]
-    pub zones_from_file: Vec<zones_file::ZonesFromFile>,
-    /// What of `http.zones_file` was not applied, and why (not a TOML key).
-    #[serde(skip)]
-    pub zones_file_problems: Vec<zones_file::ZonesFileProblem>,
-    /// The tables components own (`[mqtt]`, `[[webhook]]`, ...), as the [`section::Schema`] the
-    /// config was read with registered them; each is found by its type.
-    #[serde(skip)]
-    pub sections: section::Sections,
-}
-
-fn embedded_origin() -> ConfigOrigin {
-    ConfigOrigin::Embedded
-}
+use super::source::SourceConfig;
+use super::whole::{Config, CORE_DEFAULTS};
+use super::{collect, located, models, reid, section, words, zones_file};
 
 impl Config {
     /// Reads `path` (a regular file of at most
@@ -278,6 +220,67 @@ impl Config {
         } else {
             id
         }
+    }
+}
+
+/// The core's paths.
+impl Config {
+    /// Resolves each relative path of the core's tables against the directory of the file that
+    /// set it (the sections resolve their own: `super::whole::Section::resolve_paths`).
+    pub(super) fn resolve_paths(&mut self, user: &Table, user_base: &Path, default_base: &Path) {
+        let mut resolve = resolver(user, user_base, default_base);
+        if let Some(p) = self.model.onnx.as_mut() {
+            resolve(p, &["model", "onnx"]);
+        }
+        if let Some(p) = self.model.engine.as_mut() {
+            resolve(p, &["model", "engine"]);
+        }
+        resolve(&mut self.model.labels, &["model", "labels"]);
+        for camera in &mut self.cameras {
+            match &mut camera.source {
+                SourceConfig::Images { path, .. } | SourceConfig::Rtsp { password_file: Some(path), .. } => {
+                    resolve(path, &["camera"]);
+                }
+                _ => {}
+            }
+        }
+        if let Some(p) = self.device.onnxruntime_library.as_mut() {
+            resolve(p, &["device", "onnxruntime_library"]);
+        }
+        let store = &mut self.engine.store;
+        for (path, key) in [
+            (store.public_key.as_mut(), "public_key"),
+            (store.signing_key.as_mut(), "signing_key"),
+            (store.password_file.as_mut(), "password_file"),
+        ] {
+            if let Some(p) = path {
+                resolve(p, &["engine", "store", key]);
+            }
+        }
+        if let Some(p) = self.http.token_file.as_mut() {
+            resolve(p, &["http", "token_file"]);
+        }
+        resolve(&mut self.http.zones_file, &["http", "zones_file"]);
+        resolve(&mut self.controls.file, &["controls", "file"]);
+        resolve(&mut self.record.dir, &["record", "dir"]);
+    }
+}
+
+/// Reading with the sections a [`section::Schema`] registers.
+impl section::Schema {
+    /// Reads `path` ([`Config::load`]) with this schema.
+    pub fn load(&self, path: &Path) -> Result<Config, ConfigError> {
+        Config::load_with(path, self)
+    }
+
+    /// The built-in default alone ([`Config::embedded_default`]) with this schema.
+    pub fn embedded_default(&self) -> Result<Config, ConfigError> {
+        Config::from_toml_with("", ConfigOrigin::Embedded, &super::merge::data_dir(), self)
+    }
+
+    /// `text` merged over the built-in default ([`Config::from_toml`]) with this schema.
+    pub fn from_toml(&self, text: &str, origin: ConfigOrigin, base: &Path) -> Result<Config, ConfigError> {
+        Config::from_toml_with(text, origin, base, self)
     }
 }
 

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
-use super::load::Config;
-use super::source::SourceConfig;
+/// Resolves a relative path against the directory of the file that set the key at `key`
+/// (`["mqtt", "password_file"]`); an absolute path stays as it is.
+pub type Resolve<'a> = dyn FnMut(&mut PathBuf, &[&str]) + 'a;
 
 /// Resolves a relative path against the directory of the file that set the key: `user_base` when
 /// `user` sets it, else `default_base` (the built-in default's).
@@ -23,48 +24,6 @@ pub(super) fn resolver<'a>(
             let base = if is_set(user, key) { user_base } else { default_base };
             *p = base.join(&*p);
         }
-    }
-}
-
-impl Config {
-    /// Resolves each relative path of the core's tables against the directory of the file that
-    /// set it (the sections resolve their own: `super::section::Section::resolve_paths`).
-    pub(super) fn resolve_paths(&mut self, user: &Table, user_base: &Path, default_base: &Path) {
-        let mut resolve = resolver(user, user_base, default_base);
-        if let Some(p) = self.model.onnx.as_mut() {
-            resolve(p, &["model", "onnx"]);
-        }
-        if let Some(p) = self.model.engine.as_mut() {
-            resolve(p, &["model", "engine"]);
-        }
-        resolve(&mut self.model.labels, &["model", "labels"]);
-        for camera in &mut self.cameras {
-            match &mut camera.source {
-                SourceConfig::Images { path, .. } | SourceConfig::Rtsp { password_file: Some(path), .. } => {
-                    resolve(path, &["camera"]);
-                }
-                _ => {}
-            }
-        }
-        if let Some(p) = self.device.onnxruntime_library.as_mut() {
-            resolve(p, &["device", "onnxruntime_library"]);
-        }
-        let store = &mut self.engine.store;
-        for (path, key) in [
-            (store.public_key.as_mut(), "public_key"),
-            (store.signing_key.as_mut(), "signing_key"),
-            (store.password_file.as_mut(), "password_file"),
-        ] {
-            if let Some(p) = path {
-                resolve(p, &["engine", "store", key]);
-            }
-        }
-        if let Some(p) = self.http.token_file.as_mut() {
-            resolve(p, &["http", "token_file"]);
-        }
-        resolve(&mut self.http.zones_file, &["http", "zones_file"]);
-        resolve(&mut self.controls.file, &["controls", "file"]);
-        resolve(&mut self.record.dir, &["record", "dir"]);
     }
 }
 

@@ -3,18 +3,19 @@
 //! Owns: the core of the TOML schema — the tables of the stages below the outlets, each typed in a
 //! file of its own (`device`, `model`, `engine`, `limits`, `camera` and its `source`, `telemetry`,
 //! `snapshot`, `tracking`, `http`, `controls`, `record`, `reid`, `models`) — and the composition
-//! with the sections components own ([`section`]: an outlet's table is typed, documented,
-//! defaulted and checked in the outlet's folder, and registered). [`Config`] (`load`) is the whole,
-//! read as one: the built-in default is the core's commented text (`defaults.toml`) followed by
-//! each section's; it documents every key (`config/jetson-detectd.toml` is the whole text) and is
-//! the single source of every default: a user's file is merged over it before typing. Also
-//! resolution of relative paths, printing the effective config, and [`ConfigError`], which always
-//! names the file, the key and what is allowed. Must not: open models, cameras or sockets —
-//! `check-config` relies on validation having no side effects beyond reading the config.
+//! with the sections components own ([`section`]: an outlet's table is typed, documented, defaulted
+//! and checked in the outlet's folder, and registered). [`Config`] (`whole`) is the whole, read as
+//! one: the built-in default is the core's commented text (`defaults.toml`) followed by each
+//! section's; it documents every key (`config/jetson-detectd.toml` is the whole text) and is the
+//! single source of every default: a user's file is merged over it before typing. Also resolution
+//! of relative paths, printing the effective config, and [`ConfigError`], which always names the
+//! file, the key and what is allowed. Must not: open models, cameras or sockets — `check-config`
+//! relies on validation having no side effects beyond reading the config.
 //!
 //! This file only declares and re-exports.
 
 pub mod camera;
+pub mod camera_scenes;
 mod collect;
 pub mod controls;
 pub mod cpu_budget;
@@ -30,9 +31,12 @@ mod merge;
 pub mod mistake;
 pub mod model;
 pub mod models;
+pub mod named_models;
 mod origin;
 pub mod record;
+pub mod recording;
 pub mod reid;
+pub mod reid_checks;
 pub mod reload;
 pub mod scene;
 pub mod secrets;
@@ -44,6 +48,7 @@ pub mod telemetry;
 pub mod topic;
 pub mod tracking;
 pub mod validate;
+pub mod whole;
 mod words;
 pub mod zones_file;
 
@@ -51,6 +56,7 @@ pub mod zones_file;
 /// it is the config schema's as much.
 pub use crate::preprocess::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
 pub use camera::{CameraConfig, LineConfig, ZoneConfig};
+pub use camera_scenes::{camera_scene, camera_scenes};
 pub use controls::ControlsConfig;
 pub use cpu_budget::CpuBudget;
 pub use device::{BackendChoice, CpuEngine, DeviceConfig, Fallback, LogLevel, MAX_CPU_THREADS};
@@ -61,14 +67,14 @@ pub use engine::{
 pub use error::ConfigError;
 pub use http::HttpConfig;
 pub use limits::{LimitsConfig, MAX_ALLOC_MIB, MAX_IMAGE_SIDE};
-pub use load::{Config, CORE_DEFAULTS};
-pub use merge::data_dir;
+pub use merge::{data_dir, Resolve};
 pub use mistake::{Mistake, Mistakes};
 pub use model::{ClassScores, DecoderKind, ModelConfig, DESCRIPTION_KEYS, MAX_DETECTIONS};
 pub use origin::ConfigOrigin;
-pub use scene::{camera_scene, camera_scenes, parse_scene, ParsedScene, SceneError};
+pub use scene::{parse_scene, ParsedScene, SceneError};
 pub use snapshot::SnapshotConfig;
 pub use source::{ImageMode, RtspTransport, SourceConfig, V4l2Format, MAX_RTSP_LATENCY_MS, MAX_V4L2_FPS};
 pub use telemetry::TelemetryConfig;
 pub use topic::{is_topic_segment, machine_suffix, topic_segment};
 pub use tracking::TrackingConfig;
+pub use whole::{Config, Section, Sections, CORE_DEFAULTS};

@@ -3,28 +3,24 @@
 //! or an embedder (`kind = "embedder"`) runs on crops of the detections whose label it lists in
 //! `on` (an embedder without `on`: of every label).
 //!
-//! Owns: [`NamedModel`] (a [`ModelConfig`] with its role), filling each table's unset keys with
-//! the built-in `[model]` defaults before it is typed, resolving its paths, and the checks between
-//! models and cameras: a camera names a known detector, a classifier lists labels to run on, a
-//! per-track model's sizes are in range, a named model is described as `[model]` must be. Must not: open model or label
-//! files (whether `on` names real labels is checked where the labels are loaded, with the
+//! Owns: [`NamedModel`] (a [`ModelConfig`] with its role) and filling each table's unset keys with
+//! the built-in `[model]` defaults before it is typed (resolving its paths, the checks between
+//! models and cameras and which model serves what are `named_models`'). Must not: open model or
+//! label files (whether `on` names real labels is checked where the labels are loaded, with the
 //! detectors').
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
-use super::error::ConfigError;
-use super::load::Config;
-use super::merge::{is_set, merge};
-use super::model::{ModelConfig, DESCRIPTION_KEYS};
+use super::merge::merge;
+use super::model::ModelConfig;
 
 /// Smallest box side a classifier's `min_size` may ask for, and the largest.
-const MIN_SIZE_RANGE: std::ops::RangeInclusive<u32> = 1..=8192;
+pub(super) const MIN_SIZE_RANGE: std::ops::RangeInclusive<u32> = 1..=8192;
 /// Largest `every`: a frame count, more than a day at 1 frame/s.
-const MAX_EVERY: u32 = 100_000;
+pub(super) const MAX_EVERY: u32 = 100_000;
 
 /// What a named model does.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,7 +85,7 @@ impl NamedModel {
 
 /// The `[model]` keys a `[models.<name>]` table may set besides [`ROLE_KEYS`] (the flattened
 /// [`ModelConfig`] cannot refuse unknown keys itself).
-const MODEL_KEYS: [&str; 10] = [
+pub(super) const MODEL_KEYS: [&str; 10] = [
     "onnx",
     "engine",
     "labels",
@@ -103,7 +99,7 @@ const MODEL_KEYS: [&str; 10] = [
 ];
 
 /// The keys of a `[models.<name>]` table that are not `[model]` keys.
-const ROLE_KEYS: [&str; 5] = ["kind", "on", "min_size", "every", "groups"];
+pub(super) const ROLE_KEYS: [&str; 5] = ["kind", "on", "min_size", "every", "groups"];
 
 /// Fills every `[models.<name>]` table of `merged` with the built-in `[model]` defaults
 /// (`defaults`, without its model file) under the keys it does not set.
@@ -121,279 +117,5 @@ pub(super) fn fill_model_defaults(merged: &mut Table, defaults: &Table) {
     }
 }
 
-impl Config {
-    /// Resolves each named model's paths against `base` (they are always the user's) and records
-    /// the description keys it leaves to recognition.
-    pub(super) fn prepare_named_models(&mut self, user: &Table, base: &Path) {
-        for (name, named) in &mut self.models {
-            for path in [named.model.onnx.as_mut(), named.model.engine.as_mut(), Some(&mut named.model.labels)]
-                .into_iter()
-                .flatten()
-            {
-                if path.is_relative() {
-                    *path = base.join(&*path);
-                }
-            }
-            if named.model.onnx.is_some() {
-                named.model.recognise = DESCRIPTION_KEYS
-                    .into_iter()
-                    .filter(|key| {
-                        let path = ["models", name.as_str()].into_iter().chain(key.split('.')).collect::<Vec<_>>();
-                        !is_set(user, &path)
-                    })
-                    .collect();
-            }
-        }
-    }
-
-    /// The checks between named models and cameras.
-    pub(super) fn validate_named_models(&self, user: &Table) -> Result<(), ConfigError> {
-        for (name, named) in &self.models {
-            let key = |suffix: &str| format!("models.{name}.{suffix}");
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-                return Err(
-                    self.invalid_key(&format!("models.{name}"), "a model name uses letters, digits, `_` and `-`")
-                );
-            }
-            if let Some(Value::Table(table)) = user.get("models").and_then(|models| models.get(name.as_str())) {
-                if let Some(unknown) =
-                    table.keys().find(|k| !ROLE_KEYS.contains(&k.as_str()) && !MODEL_KEYS.contains(&k.as_str()))
-                {
-                    let allowed: Vec<&str> = ROLE_KEYS.iter().chain(&MODEL_KEYS).copied().collect();
-                    return Err(self.invalid_key(&key(unknown), super::words::no_such_key(unknown, &allowed)));
-                }
-            }
-            if named.kind != ModelKind::Embedder && !is_set(user, &["models", name, "labels"]) {
-                return Err(self.invalid_key(&key("labels"), "must be set: a named model has no default labels"));
-            }
-            match (&named.model.onnx, &named.model.engine) {
-                (None, None) => {
-                    return Err(self.invalid_key(&key("onnx"), "must be set (or `engine`, a prebuilt TensorRT engine)"))
-                }
-                (None, Some(_)) => {
-                    let described = ["decoder", "input.width", "input.height", "input.layout", "input.dtype"];
-                    if let Some(missing) = described.iter().find(|k| {
-                        let path = ["models", name.as_str()].into_iter().chain(k.split('.')).collect::<Vec<_>>();
-                        !is_set(user, &path)
-                    }) {
-                        return Err(self.invalid_key(
-                            &key(missing),
-                            "must be set when only `engine` is: a prebuilt engine cannot be read to recognise it",
-                        ));
-                    }
-                }
-                _ => {}
-            }
-            match named.kind {
-                ModelKind::Classifier | ModelKind::Embedder => {
-                    if named.kind == ModelKind::Classifier && named.on.is_empty() {
-                        return Err(self.invalid_key(
-                            &key("on"),
-                            "a classifier lists the detector labels it runs on, e.g. [\"car\", \"truck\"]",
-                        ));
-                    }
-                    if !MIN_SIZE_RANGE.contains(&named.min_size()) {
-                        return Err(
-                            self.invalid_key(&key("min_size"), format!("{} is outside 1..=8192", named.min_size()))
-                        );
-                    }
-                    if named.every() > MAX_EVERY {
-                        return Err(
-                            self.invalid_key(&key("every"), format!("{} is outside 0..={MAX_EVERY}", named.every()))
-                        );
-                    }
-                    if named.kind == ModelKind::Embedder && !named.groups.is_empty() {
-                        return Err(
-                            self.invalid_key(&key("groups"), "only a classifier (`kind = \"classifier\"`) takes it")
-                        );
-                    }
-                    if let Some((group, _)) =
-                        named.groups.iter().find(|(group, entries)| group.trim().is_empty() || entries.is_empty())
-                    {
-                        return Err(self.invalid_key(
-                            &key("groups"),
-                            format!("group `{group}`: a group has a name and lists at least one label"),
-                        ));
-                    }
-                }
-                ModelKind::Detector => {
-                    if let Some(role_key) = ROLE_KEYS[1..].iter().find(|k| is_set(user, &["models", name, k])) {
-                        return Err(self.invalid_key(
-                            &key(role_key),
-                            "only a per-track model (`kind = \"classifier\"` or `\"embedder\"`) takes it",
-                        ));
-                    }
-                }
-            }
-        }
-        for (i, camera) in self.cameras.iter().enumerate() {
-            let Some(wanted) = &camera.model else { continue };
-            match self.models.get(wanted) {
-                Some(named) if named.kind == ModelKind::Detector => {}
-                Some(named) => {
-                    return Err(self.invalid_key(
-                        &format!("camera[{i}].model"),
-                        format!(
-                            "`{wanted}` is {} {}; a camera names a detector",
-                            article(named.kind),
-                            named.kind.name()
-                        ),
-                    ))
-                }
-                None => {
-                    let detectors = self.detector_names().map(|name| format!("`{name}`")).collect::<Vec<_>>();
-                    let known = if detectors.is_empty() {
-                        "there are no `[models.<name>]` detectors".to_string()
-                    } else {
-                        format!("the detectors are {}", detectors.join(", "))
-                    };
-                    return Err(
-                        self.invalid_key(&format!("camera[{i}].model"), format!("unknown model `{wanted}`: {known}"))
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn detector_names(&self) -> impl Iterator<Item = &str> {
-        self.models.iter().filter(|(_, named)| named.kind == ModelKind::Detector).map(|(name, _)| name.as_str())
-    }
-
-    fn invalid_key(&self, key: &str, message: impl Into<String>) -> ConfigError {
-        ConfigError::Invalid { origin: self.origin.clone(), key: key.into(), message: message.into() }
-    }
-
-    /// What was recognised from the model files of `[model]` and every `[models.<name>]`.
-    pub fn recognised(&self) -> impl Iterator<Item = &str> {
-        let named = self.models.values().flat_map(|named| &named.model.recognised);
-        self.model.recognised.iter().chain(named).map(String::as_str)
-    }
-
-    /// The classifiers, by name.
-    pub fn classifiers(&self) -> impl Iterator<Item = (&str, &NamedModel)> {
-        self.models
-            .iter()
-            .filter(|(_, named)| named.kind == ModelKind::Classifier)
-            .map(|(name, named)| (name.as_str(), named))
-    }
-
-    /// The per-track models (every kind but detectors: they run on crops of tracks), by name.
-    pub fn per_track_models(&self) -> impl Iterator<Item = (&str, &NamedModel)> {
-        self.models
-            .iter()
-            .filter(|(_, named)| named.kind != ModelKind::Detector)
-            .map(|(name, named)| (name.as_str(), named))
-    }
-
-    /// The detector of camera `camera` (its `model`, else `[model]`), with its name (`None`: `[model]`).
-    pub fn detector_of(&self, camera: &super::camera::CameraConfig) -> (Option<&str>, &ModelConfig) {
-        match camera.model.as_deref().and_then(|name| self.models.get_key_value(name)) {
-            Some((name, named)) => (Some(name.as_str()), &named.model),
-            None => (None, &self.model),
-        }
-    }
-}
-
-/// `a` or `an`, before a kind's name.
-fn article(kind: ModelKind) -> &'static str {
-    match kind {
-        ModelKind::Embedder => "an",
-        ModelKind::Detector | ModelKind::Classifier => "a",
-    }
-}
-
 /// The named models as the effective config has them, for `check-config --print`.
 pub type NamedModels = BTreeMap<String, NamedModel>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::model::{ClassScores, DecoderKind};
-    use crate::config::origin::ConfigOrigin;
-
-    fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::from_toml(text, ConfigOrigin::Embedded, Path::new("/base")).map_err(ConfigError::one)
-    }
-
-    const TWO_MODELS: &str = "[models.yard]\nonnx = \"yolo26.onnx\"\nlabels = \"coco.txt\"\n\
-        [models.vehicle_type]\nkind = \"classifier\"\non = [\"car\", \"truck\"]\nonnx = \"vehicles.onnx\"\n\
-        labels = \"vehicles.txt\"\nevery = 10\n\
-        [[camera]]\nname = \"front\"\nsource = { kind = \"synthetic\" }\n\
-        [[camera]]\nname = \"yard\"\nmodel = \"yard\"\nsource = { kind = \"synthetic\" }\n";
-
-    const EMBEDDER: &str = "[models.looks]\nkind = \"embedder\"\non = [\"person\"]\nonnx = \"mobilenet.onnx\"\n";
-
-    #[test]
-    fn named_models_take_the_built_in_defaults_and_cameras_pick_their_detector() {
-        let config = parse(TWO_MODELS).expect("valid");
-        let yard = &config.models["yard"];
-        assert_eq!(
-            (yard.kind, yard.model.onnx.as_deref()),
-            (ModelKind::Detector, Some(Path::new("/base/yolo26.onnx")))
-        );
-        assert_eq!(yard.model.score_threshold, config.model.score_threshold, "unset keys take the defaults");
-        assert_eq!(yard.model.recognise.len(), DESCRIPTION_KEYS.len(), "the rest is recognised from its file");
-        let vehicle = &config.models["vehicle_type"];
-        assert_eq!(
-            (vehicle.kind, vehicle.on.as_slice(), vehicle.min_size(), vehicle.every()),
-            (ModelKind::Classifier, &["car".to_string(), "truck".to_string()][..], 32, 10)
-        );
-        assert_eq!(config.detector_of(&config.cameras[0]).0, None);
-        assert_eq!(config.detector_of(&config.cameras[1]).0, Some("yard"));
-        assert_eq!(config.classifiers().map(|(name, _)| name).collect::<Vec<_>>(), ["vehicle_type"]);
-        let printed = config.to_toml().expect("print");
-        let again = parse(&printed).expect("the printed config reads back");
-        assert_eq!(again.models["vehicle_type"].every(), 10);
-        assert_eq!(again.models["yard"].model.decoder, DecoderKind::Ssd);
-        assert_eq!(again.models["yard"].model.class_scores, None::<ClassScores>);
-    }
-
-    #[test]
-    fn a_camera_naming_an_unknown_model_or_a_classifier_is_refused_naming_the_detectors() {
-        let unknown = TWO_MODELS.replace("model = \"yard\"", "model = \"yrad\"");
-        let message = parse(&unknown).expect_err("unknown").to_string();
-        assert!(message.contains("`camera[1].model`: unknown model `yrad`: the detectors are `yard`"), "{message}");
-        let classifier = TWO_MODELS.replace("model = \"yard\"", "model = \"vehicle_type\"");
-        assert!(parse(&classifier).expect_err("a classifier").to_string().contains("is a classifier"));
-    }
-
-    #[test]
-    fn an_embedder_needs_no_labels_takes_no_groups_and_is_no_cameras_detector() {
-        let config = parse(&format!("{TWO_MODELS}{EMBEDDER}")).expect("an embedder without labels");
-        let looks = &config.models["looks"];
-        assert_eq!(
-            (looks.kind, looks.on.as_slice(), looks.every()),
-            (ModelKind::Embedder, &["person".to_string()][..], 0)
-        );
-        let per_track: Vec<&str> = config.per_track_models().map(|(name, _)| name).collect();
-        assert_eq!(per_track, ["looks", "vehicle_type"]);
-        let grouped = format!("{TWO_MODELS}{EMBEDDER}groups = {{ a = [\"b\"] }}\n");
-        let message = parse(&grouped).expect_err("groups").to_string();
-        assert!(message.contains("models.looks.groups") && message.contains("only a classifier"), "{message}");
-        let named = format!("{}{EMBEDDER}", TWO_MODELS.replace("model = \"yard\"", "model = \"looks\""));
-        let message = parse(&named).expect_err("a camera on an embedder").to_string();
-        assert!(message.contains("`looks` is an embedder; a camera names a detector"), "{message}");
-        let everywhere = format!("{TWO_MODELS}{}", EMBEDDER.replace("on = [\"person\"]\n", ""));
-        assert!(parse(&everywhere).expect("an embedder without `on`: every label").models["looks"].on.is_empty());
-    }
-
-    #[test]
-    fn named_models_are_checked_like_the_default_one() {
-        for (text, key) in [
-            (TWO_MODELS.replace("on = [\"car\", \"truck\"]\n", ""), "models.vehicle_type.on"),
-            (TWO_MODELS.replace("every = 10", "every = 100001"), "models.vehicle_type.every"),
-            (TWO_MODELS.replace("every = 10", "min_size = 0"), "models.vehicle_type.min_size"),
-            (TWO_MODELS.replace("labels = \"coco.txt\"\n", ""), "models.yard.labels"),
-            (TWO_MODELS.replace("onnx = \"yolo26.onnx\"\n", ""), "models.yard.onnx"),
-            (TWO_MODELS.replace("labels = \"coco.txt\"\n", "labels = \"coco.txt\"\nevery = 3\n"), "models.yard.every"),
-            (TWO_MODELS.replace("[models.yard]", "[models.\"ya rd\"]"), "models.ya rd"),
-            (TWO_MODELS.replace("labels = \"coco.txt\"\n", "labels = \"coco.txt\"\nbogus = 1\n"), "models.yard"),
-        ] {
-            match parse(&text) {
-                Err(ConfigError::Invalid { key: found, .. }) => assert!(found.starts_with(key), "{found} for {key}"),
-                other => panic!("{key}: expected an invalid key, got {other:?}"),
-            }
-        }
-    }
-}

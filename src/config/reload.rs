@@ -2,14 +2,14 @@
 //! config and a reloaded one that needs a restart instead.
 //!
 //! Owns: `RELOADABLE_KEYS` (the core's; a component's section names its own:
-//! `super::section::Section::RELOADABLE`), [`keys_needing_a_restart`] (config knowledge: which key
+//! `super::whole::Section::RELOADABLE`), [`keys_needing_a_restart`] (config knowledge: which key
 //! is which) and [`applied`], the running config after a reload.
 //! Must not: apply anything (the daemon's loop does), or read files.
 
 use std::collections::BTreeMap;
 
-use super::load::Config;
 use super::tracking::TrackingConfig;
+use super::whole::Config;
 
 /// The core's keys a SIGHUP applies (with each section's own); every other change needs a
 /// restart. `camera[i].zone` and `camera[i].line` are applied too, and the `model.` keys here of
@@ -72,7 +72,7 @@ pub fn keys_needing_a_restart(running: &Config, reloaded: &Config) -> Vec<String
 
 /// The config a SIGHUP leaves running: `running` with what a reload applies taken from `reloaded`
 /// — the [`RELOADABLE_KEYS`] (of `[model]` and of each running `[models.<name>]`), each section's
-/// own (`super::section::Section::reloaded`), and each
+/// own (`super::whole::Section::reloaded`), and each
 /// running camera's zones and lines from the reloaded camera
 /// of the same name — and nothing else. Cameras keep the names they run under: one that the
 /// reload renamed or removed keeps its zones until a restart, so the web page and the API go on

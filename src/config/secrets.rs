@@ -7,7 +7,7 @@
 //! Owns: which keys of the core name secrets (each RTSP camera's `password_file`,
 //! `http.token_file`, `engine.store.signing_key` and `engine.store.password_file`; a component's
 //! section names its own, as `mqtt.password_file` and `mqtt.tls.client_key`:
-//! `super::section::Section::secret_files`), checking that each can be read by whoever needs it
+//! `super::whole::Section::secret_files`), checking that each can be read by whoever needs it
 //! ([`check_for_run`] for the daemon itself, [`check_for_service`] for `check-config`, which checks
 //! them the way the service will see them) and that nobody else can change it: a secret every
 //! local user may write is refused, one every local user may read is a warning ([`Exposure`]).
@@ -18,8 +18,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::error::ConfigError;
-use super::load::Config;
 use super::source::SourceConfig;
+use super::whole::Config;
 use crate::sys::access;
 
 /// The group the packaged service runs in and reads its secrets through.

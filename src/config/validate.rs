@@ -5,7 +5,7 @@
 //! precision, a camera's names must be valid topic levels), and the checks every section may use
 //! ([`is_rate`], [`is_variable_name`]); zones and lines go through the one zone
 //! parser (`super::scene`). A component's section checks its own keys
-//! (`super::section::Section::validate`). Must not: open models, cameras or sockets
+//! (`super::whole::Section::validate`). Must not: open models, cameras or sockets
 //! (`check-config` relies on it).
 
 use std::collections::BTreeSet;
@@ -16,12 +16,12 @@ use super::device::{BackendChoice, MAX_CPU_THREADS};
 use super::engine::{Precision, MAX_BATCH, MAX_BATCH_TIMEOUT_MS, MAX_FRAME_SLOTS, MAX_WORKSPACE_MIB};
 use super::error::ConfigError;
 use super::limits::{MAX_ALLOC_MIB, MAX_IMAGE_SIDE};
-use super::load::Config;
 use super::merge::{is_set, names_a_model};
 use super::model::{DESCRIPTION_KEYS, MAX_DETECTIONS};
 use super::scene::parse_scene;
 use super::source::{SourceConfig, MAX_RTSP_LATENCY_MS, MAX_V4L2_FPS};
 use super::topic::is_topic_segment;
+use super::whole::Config;
 use crate::preprocess::TensorDtype;
 
 impl Config {

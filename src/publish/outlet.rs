@@ -35,7 +35,7 @@
 //! # Adding an outlet
 //!
 //! Give it a folder of its own beside the others (`super::webhook` shows the whole of one): its
-//! config section (`crate::config::section::Section`: types, commented defaults, checks, secrets),
+//! config section (`crate::config::Section`: types, commented defaults, checks, secrets),
 //! its [`Outlet`] (every method but [`Outlet::name`] has a no-op default: take what you need) and
 //! its registration (`super::kind::OutletKind`: its sections, its checks before the start, its
 //! start); then declare the folder and add the kind to `crate::cmd::outlets`, one line each. No

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::section::Section;
+use crate::config::Section;
 use crate::config::{Config, ConfigError};
 use crate::motion::{Fraction, MotionParams};
 use crate::track::zones::Polygon;

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 
 use super::config::{HomeAssistantConfig, MqttConfig};
 use super::homeassistant::collision;
-use crate::config::section::{Resolve, Section};
 use crate::config::validate::{is_rate, is_variable_name, RATE_ALLOWED};
 use crate::config::{topic_segment, Config, ConfigError};
+use crate::config::{Resolve, Section};
 
 /// Largest `mqtt.shutdown_flush_ms` accepted: a minute, within systemd's default stop timeout (90 s).
 pub const MAX_SHUTDOWN_FLUSH_MS: u64 = 60_000;

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::section::{Resolve, Section};
 use crate::config::{is_topic_segment, Config, ConfigError};
+use crate::config::{Resolve, Section};
 
 /// Longest `timeout_ms`: a minute for one delivery attempt.
 pub const MAX_TIMEOUT_MS: u64 = 60_000;
