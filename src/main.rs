@@ -20,6 +20,7 @@ use jetson_detectd::decode::DecodeParams;
 use jetson_detectd::detection::Labels;
 use jetson_detectd::model::{DeviceSpec, ModelSpec};
 use jetson_detectd::service::logging;
+use jetson_detectd::sys::exit::Classified;
 
 /// EX_CONFIG from sysexits.h: the systemd unit's RestartPreventExitStatus, so a bad config does
 /// not restart-loop.
@@ -442,7 +443,7 @@ fn selftest_command(arg: &ConfigArg, json: bool, options: &SelftestOptions) -> R
 fn engine_command(command: EngineCommand) -> Result<(), Stop> {
     use jetson_detectd::cmd::engine::{self, EngineCommandError};
     let failed = |error: EngineCommandError| {
-        let code = if error.is_configuration_problem() { EXIT_CONFIG } else { EXIT_FAILURE };
+        let code = error.exit_class().code();
         Failure { error: anyhow::Error::new(error), code }
     };
     let with_config = |arg: &ConfigArg| -> Result<Config, Failure> {

@@ -18,6 +18,7 @@ use crate::backend::fleet::pack::{
 use crate::backend::trt::expected_model::ExpectedModel;
 use crate::config::{Config, ConfigError};
 use crate::model::ModelSpec;
+use crate::sys::exit::{Classified, ExitClass};
 use crate::sys::files::{self, ReadError, WriteError};
 
 /// Largest pack file read: every engine of a config, each at most the engine cache's bound.
@@ -43,10 +44,20 @@ pub enum EngineCommandError {
     Tensorrt(String),
 }
 
-impl EngineCommandError {
-    /// Whether the config or a key file it names is at fault (exit status 78, no restart).
-    pub fn is_configuration_problem(&self) -> bool {
-        matches!(self, EngineCommandError::Config(_) | EngineCommandError::Key(_))
+impl Classified for EngineCommandError {
+    /// The config, or a key file it names, is at fault: the config's (exit 78, no restart). A pack
+    /// that cannot be read, checked, imported or written, and TensorRT: a failure.
+    fn exit_class(&self) -> ExitClass {
+        match self {
+            EngineCommandError::Config(error) => error.exit_class(),
+            EngineCommandError::Key(_) => ExitClass::Configuration,
+            EngineCommandError::Read { .. }
+            | EngineCommandError::Pack { .. }
+            | EngineCommandError::Import { .. }
+            | EngineCommandError::Export(_)
+            | EngineCommandError::Write(_)
+            | EngineCommandError::Tensorrt(_) => ExitClass::Failure,
+        }
     }
 }
 
@@ -141,4 +152,24 @@ fn write_pack_file(path: &Path, pack: &Pack, key: Option<&PrivateKey>) -> Result
         timing_caches: pack.manifest.timing_caches.iter().map(|cache| cache.model.clone()).collect(),
         signed_by: key.map(|key| key.public().id()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exit statuses `engine …` had before its error said its class: 78 for the config or a
+    /// key file, 1 for the rest.
+    #[test]
+    fn the_config_and_a_key_file_are_the_configurations_fault_and_the_rest_a_failure() {
+        let path = PathBuf::from("fleet.key");
+        let config = ConfigError::Parse { origin: crate::config::ConfigOrigin::Embedded, message: "x".into() };
+        assert_eq!(EngineCommandError::Config(config).exit_class().code(), 78);
+        let key = KeyError::Invalid { path: path.clone(), message: "not a key".into() };
+        assert_eq!(EngineCommandError::Key(key).exit_class().code(), 78);
+        let tensorrt = EngineCommandError::Tensorrt("no TensorRT here".into());
+        assert_eq!(tensorrt.exit_class().code(), 1);
+        let read = ReadError::NotUtf8;
+        assert_eq!(EngineCommandError::Read { path, source: read }.exit_class().code(), 1);
+    }
 }
