@@ -27,15 +27,12 @@ use super::state::{HttpState, ZonesChange};
 use crate::config::zones_file::CameraScene;
 use crate::config::{parse_scene as parse_zones_and_lines, ConfigError, LineConfig, ZoneConfig};
 use crate::controls::{check_threshold, ControlError, Switch};
-use crate::publish::event_message::EventMessage;
 use crate::publish::reporting::with_builds;
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
 use crate::track::events::Scene;
 
 /// Longest wait for a camera's next frame before the latest kept one is shown.
 pub const FRAME_WAIT: Duration = Duration::from_secs(1);
-/// Events `GET /api/events` returns without `limit`.
-const DEFAULT_EVENTS: usize = 50;
 
 /// A JSON error: `{"error": "...", "field": "zones[0].polygon"}` (`field` only for a bad body).
 pub fn error(status: StatusCode, message: impl Into<String>, field: Option<String>) -> Response {
@@ -126,33 +123,6 @@ pub async fn status(State(state): State<HttpState>) -> Response {
         "telemetry": telemetry,
     }))
     .into_response()
-}
-
-#[derive(Debug, Deserialize)]
-pub struct EventsQuery {
-    camera: Option<String>,
-    limit: Option<usize>,
-}
-
-/// `GET /api/events?camera=&limit=`: the newest events (oldest first), each in the event schema
-/// (the same JSON as on `<prefix>/<camera>/events`).
-pub async fn events(State(state): State<HttpState>, Query(query): Query<EventsQuery>) -> Response {
-    if let Some(name) = &query.camera {
-        if state.view.camera(name).is_none() {
-            return unknown_camera(name);
-        }
-    }
-    let limit = query.limit.unwrap_or(DEFAULT_EVENTS);
-    let events: Vec<serde_json::Value> = state
-        .view
-        .events(query.camera.as_deref(), limit)
-        .into_iter()
-        .map(|event| {
-            let message = EventMessage::new(&event.camera, &event.event, &state.view.labels);
-            serde_json::json!({ "camera": event.camera, "event": message })
-        })
-        .collect();
-    Json(serde_json::json!({ "events": events })).into_response()
 }
 
 #[derive(Debug, Deserialize)]

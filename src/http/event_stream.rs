@@ -2,7 +2,7 @@
 //! Events (`text/event-stream`), instead of a poll.
 //!
 //! Owns: the stream's wire form — each event an SSE event named `event` whose data is the JSON of
-//! one `GET /api/events` entry (`{"camera": …, "event": <event message>}`), a keep-alive comment
+//! one `GET /api/events` entry ([`super::event_entry::entry`]), a keep-alive comment
 //! every [`KEEP_ALIVE`] — and what happens to a client that reads too slowly: once it is a whole
 //! feed behind (`crate::publish::event_feed::FEED_CAPACITY` events), it gets one `behind` event
 //! (the number it missed) and the stream ends; a browser's `EventSource` reconnects by itself and
@@ -19,9 +19,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::api::error;
+use super::event_entry;
 use super::state::HttpState;
 use crate::publish::event_feed::FeedItem;
-use crate::publish::event_message::EventMessage;
 
 /// A comment this often keeps proxies from closing a quiet stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -41,11 +41,11 @@ pub async fn stream(State(state): State<HttpState>, Query(query): Query<StreamQu
         }
     }
     let subscription = state.view.feed.subscribe();
-    let labels = state.view.labels.clone();
+    let view = state.view.clone();
     let first = Event::default().comment("events from now on").retry(RETRY);
     // (subscription, camera filter, whether the stream is over)
     let events = futures_util::stream::unfold((subscription, query.camera, false), move |(mut feed, camera, over)| {
-        let labels = labels.clone();
+        let view = view.clone();
         async move {
             if over {
                 return None;
@@ -60,8 +60,7 @@ pub async fn stream(State(state): State<HttpState>, Query(query): Query<StreamQu
                     }
                     FeedItem::Closed => return None,
                 };
-                let message = EventMessage::new(&event.camera, &event.event, &labels);
-                let data = serde_json::json!({ "camera": event.camera, "event": message }).to_string();
+                let data = event_entry::entry(&view, &event).to_string();
                 return Some((Ok(Event::default().event("event").data(data)), (feed, camera, false)));
             }
         }

@@ -6,7 +6,7 @@
 //! client: [`admission`]), the names it answers to ([`hosts`]), the token (`[http] token_file`,
 //! read once at start, never logged: [`token`]), what the handlers share ([`state`]), the routes
 //! ([`server`]), the handlers ([`api`], [`clips`] for event clips, [`event_stream`] for the
-//! events pushed as they happen), the live pictures
+//! events pushed as they happen, [`event_entry`] for an event's JSON and picture), the live pictures
 //! ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]), the page's
 //! assets compiled into the binary ([`page`]: no files to install, no CDN) and its errors
 //! ([`error`]). It reads the daemon only through the live view
@@ -24,6 +24,7 @@ pub mod api;
 pub mod clips;
 pub mod connections;
 pub mod error;
+pub mod event_entry;
 pub mod event_stream;
 pub mod exposition;
 pub mod hosts;

@@ -19,7 +19,7 @@ use axum::routing::get;
 use axum::Router;
 
 use super::state::HttpState;
-use super::{api, clips, event_stream, page};
+use super::{api, clips, event_entry, event_stream, page};
 
 /// Largest request body: a camera's 64 zones of 64 points and 64 lines fit with room to spare.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -38,9 +38,10 @@ pub fn router(state: HttpState) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))
         .route("/api/status", get(api::status))
-        .route("/api/events", get(api::events))
+        .route("/api/events", get(event_entry::events))
         .route("/api/events/stream", get(event_stream::stream))
         .route("/api/cameras/{name}/latest.jpg", get(api::latest_jpeg))
+        .route("/api/cameras/{name}/events/{track}/picture.jpg", get(event_entry::picture))
         .route("/api/cameras/{name}/zones", get(api::zones).put(api::put_zones))
         .route("/api/controls", get(api::controls).put(api::put_controls))
         .route("/api/cameras/{name}/clips", get(clips::list))

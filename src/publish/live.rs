@@ -6,7 +6,8 @@
 //! otherwise — rendering and JPEG encoding happen on the reader's side), a bounded ring of recent
 //! events (typed: the HTTP API serialises them with the event schema,
 //! [`EventMessage`](super::event_message::EventMessage)) and their [`EventFeed`] (each event
-//! pushed to the open event streams as it is kept), the running config (its zones and lines
+//! pushed to the open event streams as it is kept) and the best pictures of the latest ended
+//! tracks ([`EventPictures`]), the running config (its zones and lines
 //! included, as the last reload or zone change left it) and the latest figures (camera states,
 //! every outlet's figures, scheduler, engine, system load, board sensors). Must not: make the pipeline
 //! wait on a reader, or know topics and JSON. Every lock here is held only to swap or clone an
@@ -21,6 +22,7 @@ use tokio::sync::watch;
 
 use super::dispatch::NamedFigures;
 use super::event_feed::EventFeed;
+use super::event_pictures::EventPictures;
 use super::live_event::LiveEvent;
 use super::object_event::ObjectEvent;
 use super::outlet::{FrameResult, Outlet, TrackingUpdate};
@@ -144,6 +146,8 @@ pub struct LiveView {
     pub facts: StartFacts,
     /// Every event kept, pushed to the open event streams (`GET /api/events/stream`).
     pub feed: EventFeed,
+    /// The best pictures of the latest ended tracks (with `snapshot.events`).
+    pub pictures: EventPictures,
     config: Mutex<Arc<Config>>,
     events: Mutex<VecDeque<LiveEvent>>,
     figures: Mutex<Arc<Figures>>,
@@ -176,6 +180,7 @@ impl LiveView {
             max_silence,
             facts,
             feed: EventFeed::default(),
+            pictures: EventPictures::default(),
             config: Mutex::new(config),
             events: Mutex::new(VecDeque::with_capacity(EVENT_RING)),
             figures: Mutex::new(Arc::default()),
@@ -210,6 +215,9 @@ impl LiveView {
         }
         let mut ring = lock(&self.events);
         for event in events {
+            if let Some(picture) = &event.picture {
+                self.pictures.keep(camera, event.track_id, picture.clone());
+            }
             if ring.len() == EVENT_RING {
                 ring.pop_front();
             }
@@ -411,6 +419,7 @@ mod tests {
             super::super::event_feed::FeedItem::Event(pushed) => {
                 assert_eq!((pushed.camera.as_str(), pushed.event.track_id), ("front", 7));
                 assert!(pushed.event.picture.is_none());
+                assert_eq!(view.pictures.get("front", 7).as_deref(), Some(&vec![0xff]), "the picture kept apart");
             }
             other => panic!("{other:?}"),
         }

@@ -17,6 +17,7 @@ pub mod clips;
 pub mod dispatch;
 pub mod event_feed;
 pub mod event_message;
+pub mod event_pictures;
 pub mod figures;
 pub mod kind;
 pub mod live;

@@ -211,7 +211,9 @@ fn metadata_samples(file: &Path) -> String {
 fn an_event_clip_starts_before_the_object_appeared_lasts_past_its_end_and_plays_in_a_browser() {
     let Some(python) = or_skip(tools()) else { return };
     let rig = Rig::start(python, "e2e-clips");
-    let config = rig.config(&rig.server.url()).write(&rig.dir.path().join("config.toml"));
+    // With the ended track's best picture, the page's thumbnail.
+    let config =
+        rig.config(&rig.server.url()).set("snapshot", "events", "true").write(&rig.dir.path().join("config.toml"));
     let subscriber = Subscriber::connect(&rig.broker, "e2e-clips-sub", &[&format!("{}/#", rig.prefix)]);
     let mut daemon = RunningDaemon::start(&config, &[]);
     let address = page_address(&mut daemon);
@@ -295,9 +297,9 @@ fn an_event_clip_starts_before_the_object_appeared_lasts_past_its_end_and_plays_
 
 /// Headless Chromium plays the clip from the page: the ended event's play button plays the clip's
 /// URL in the page's player, which gets enough data to play (`readyState` ≥ 3) and whose time
-/// advances, with the event named above it. The camera's clips list it; deleted from there (the
-/// user confirms), it leaves the list, the event says its clip is deleted instead of offering ▶,
-/// and the server has it no more.
+/// advances, with the event named above it and the track's best picture beside the event. The
+/// camera's clips list it; deleted from there (the user confirms), it leaves the list, the event
+/// says its clip is deleted instead of offering ▶, and the server has it no more.
 #[cfg(target_arch = "x86_64")]
 fn plays_in_chromium(daemon: &mut RunningDaemon, address: SocketAddr, url: &str, dir: &Path) {
     use crate::browser::{chromium, wait_for, Driver};
@@ -319,6 +321,16 @@ fn plays_in_chromium(daemon: &mut RunningDaemon, address: SocketAddr, url: &str,
     );
     let error = driver.script(&format!("const v = {video}; return v.error ? v.error.message : null;"));
     assert_eq!(error, serde_json::Value::Null);
+    wait_for(
+        daemon,
+        &driver,
+        "the ended event's thumbnail",
+        &format!(
+            "const li = document.querySelector('{button}').closest('li');
+             const thumb = li.querySelector('img.thumb');
+             return !!thumb && thumb.complete && thumb.naturalWidth > 0;"
+        ),
+    );
     let playing = driver.script("return document.getElementById('playing').textContent;");
     assert!(playing.as_str().is_some_and(|named| named.starts_with("gate: person #")), "the event named: {playing}");
 

@@ -1,7 +1,7 @@
 'use strict';
 // The review panel: the events as they happen (pushed by the daemon as Server-Sent Events, no
-// poll), newest first in local time, read as sentences, filtered by camera, label and zone; an
-// ended event's clip plays in the panel's player with the event named; below, the chosen camera's
+// poll), newest first in local time, read as sentences, filtered by camera, label and zone, an
+// ended track's best picture beside it (with snapshot.events); an ended event's clip plays in the panel's player with the event named; below, the chosen camera's
 // clips from the clip index, a page at a time, each deletable with the token. A clip the server no
 // longer has (retention removed it, or someone deleted it) says so instead of offering ▶.
 (() => {
@@ -111,6 +111,13 @@
       const time = document.createElement('time');
       time.dateTime = item.event.last_ts;
       time.textContent = when(item.event.last_ts);
+      if (item.picture) {
+        const thumb = document.createElement('img');
+        thumb.className = 'thumb';
+        thumb.alt = `best picture of ${named(item)}`;
+        thumb.src = item.picture;
+        li.append(thumb);
+      }
       li.append(time, ` ${named(item)} ${happened(item, previousOf(i))} `);
       if (item.event.type === 'end' && item.event.clip) li.append(clipControl(item));
       rows.push(li);
