@@ -1,10 +1,12 @@
 //! ⑦ Results out: the per-frame sink runs each camera's tracker ([`camera_events`], with
 //! re-identification across cameras: [`camera_reid`]) and hands typed
 //! values — detections, track events, zone counts, snapshots, the daemon's status and telemetry —
-//! to the outlets ([`outlet`]): MQTT with Home Assistant discovery ([`mqtt`], the only place that
-//! knows topics and turns values into bytes) and the live view ([`live`], what the HTTP stage
-//! reads, with its events pushed as they happen: [`event_feed`]). The schemas of the JSON messages ([`payload`], [`event_message`]) and snapshot rendering
-//! ([`snapshot`]) are shared by the outlets and the HTTP API.
+//! to the outlets ([`outlet`], each registered as a kind: [`kind`]): MQTT with Home Assistant
+//! discovery ([`mqtt`], the only place that knows topics), webhooks ([`webhook`]: signed POSTs of
+//! tracking events), the recorder (`crate::record`) and the live view ([`live`], what the HTTP
+//! stage reads, with its events pushed as they happen: [`event_feed`]). The schemas of the JSON
+//! messages ([`payload`], [`event_message`]) and snapshot rendering ([`snapshot`]) are shared by
+//! the outlets and the HTTP API.
 //!
 //! Owns: everything from a processed frame to what leaves the daemon. Must not: run inference (a
 //! camera's tracks go to its per-track step, `crate::infer::per_track`, which runs the per-track

@@ -4,8 +4,8 @@
 //! Owns: the [`Outlet`] trait — what an outlet receives, its name, its figures and its bounded
 //! [`Outlet::stop`] — and the typed values outlets receive ([`FrameResult`], [`TrackingUpdate`],
 //! [`DaemonStatus`], the telemetry report). Must not: know topics, JSON or any outlet's settings:
-//! the MQTT outlet alone turns values into topics and bytes (`super::mqtt::outlet`), the live view
-//! keeps what the HTTP stage reads (`super::live`).
+//! each outlet turns values into its own bytes (MQTT topics and messages: `super::mqtt::outlet`;
+//! signed POSTs: `super::webhook`), the live view keeps what the HTTP stage reads (`super::live`).
 //!
 //! # What an outlet may do, and where
 //!
