@@ -129,7 +129,9 @@ impl CameraPipeline {
                 let offline = || sink.camera_offline(&name);
                 let held = |slot: &FrameSlot| sink.held(&name, slot);
                 let settled = || sink.tracking_settled(&name);
-                let gate = gate.map(|gate| Gating { camera: &name, gate, held: &held, settled: &settled });
+                let motion = |moving: bool| sink.motion(&name, moving);
+                let gate =
+                    gate.map(|gate| Gating { camera: &name, gate, held: &held, settled: &settled, motion: &motion });
                 let mut routes =
                     FrameRoutes { detecting: &detecting, picture: &picture, offline: &offline, record, gate };
                 let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness, &mut routes)
@@ -226,12 +228,17 @@ struct Gating<'a> {
     held: &'a dyn Fn(&FrameSlot),
     /// Whether the camera's tracks let a frame be held.
     settled: &'a dyn Fn() -> bool,
+    /// The camera's motion sensor changed.
+    motion: &'a dyn Fn(bool),
 }
 
 impl Gating<'_> {
     /// Whether the frame in `slot` goes to inference; a frame that does not went to `held`.
     fn passes(&mut self, slot: &FrameSlot) -> bool {
         let verdict = self.gate.judge(self.camera, slot, true, (self.settled)());
+        if let Some(moving) = self.gate.sensor_changed() {
+            (self.motion)(moving);
+        }
         if !verdict.detects() {
             (self.held)(slot);
         }

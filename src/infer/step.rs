@@ -77,6 +77,9 @@ pub trait FrameSink: Send + Sync {
     fn held(&self, camera: &str, slot: &FrameSlot) {
         self.picture(camera, slot);
     }
+    /// The camera's motion sensor changed (`[motion]` enabled), on its source thread: `moving`
+    /// while it sees motion. Must not block.
+    fn motion(&self, _camera: &str, _moving: bool) {}
     /// Whether the camera's tracks let a frame without motion be held (none waits for its
     /// confirmation or counts down to its end), asked on the camera's source thread; `false` when
     /// the answer would mean waiting. Without tracking, yes.

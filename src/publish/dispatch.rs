@@ -54,6 +54,10 @@ impl Outlets {
         self.0.iter().for_each(|outlet| outlet.picture(camera, slot, snapshot));
     }
 
+    pub fn motion(&self, camera: &str, moving: bool) {
+        self.0.iter().for_each(|outlet| outlet.motion(camera, moving));
+    }
+
     pub fn detection_stopped(&self, camera: &str) {
         self.0.iter().for_each(|outlet| outlet.detection_stopped(camera));
     }

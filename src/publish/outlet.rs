@@ -140,6 +140,11 @@ pub trait Outlet: Send + Sync {
     /// of it. Bounded and never waiting, as [`Outlet::frame`].
     fn picture(&self, _camera: &str, _slot: &FrameSlot, _snapshot: Option<&[u8]>) {}
 
+    /// `camera`'s motion sensor changed (`[motion]` enabled): `moving` while it sees motion, not
+    /// once it has seen none for `crate::infer::gating::camera_gate::MOTION_OFF_S`. On the camera's
+    /// source thread: must not block.
+    fn motion(&self, _camera: &str, _moving: bool) {}
+
     /// `camera`'s detection was switched off and its tracks have ended: what counts its
     /// detections goes to 0. Called with the camera's frames held off, so no frame of it is
     /// processed meanwhile (a frame already on its way is dropped, never published after this).

@@ -320,6 +320,10 @@ impl FrameSink for PublishSink {
         self.picture(camera, slot);
     }
 
+    fn motion(&self, camera: &str, moving: bool) {
+        self.outlets.motion(camera, moving);
+    }
+
     fn tracking_settled(&self, camera: &str) -> bool {
         let Some(entry) = self.camera(camera) else { return true };
         try_lock(&entry.step).is_some_and(|step| step.as_ref().is_none_or(CameraEvents::is_settled))

@@ -11,7 +11,8 @@
 //!   telemetry reports, `Recording storage` (the record directory's GiB; clips, budget and pause
 //!   as attributes);
 //! - per camera: a count sensor per `homeassistant.labels` label and an `occupied` binary sensor
-//!   per such label, an `all` count (objects of every label), switches for detection,
+//!   per such label, an `all` count (objects of every label), with `[motion]` gating a `motion`
+//!   binary sensor, switches for detection,
 //!   recording (a camera that records clips) and (with `[snapshot]`) snapshots, the snapshot as
 //!   an `image`, and diagnostic
 //!   sensors for its fps, dropped frames and inference time;
@@ -42,6 +43,7 @@ use super::topics;
 use crate::config::{topic_segment, Config, ConfigError};
 use crate::controls::Switch;
 use crate::detection::Labels;
+use crate::infer::gating::MotionConfig;
 
 /// One config message, and the entity's unique id.
 #[derive(Debug, Clone, PartialEq)]
@@ -247,6 +249,8 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
             }),
         ));
     }
+    // With gating, each camera's motion sensor.
+    let motion_sensors = config.sections.get::<MotionConfig>().is_some_and(|motion| motion.enabled);
     for camera in &config.cameras {
         let name = camera.name.as_str();
         for label in labels {
@@ -281,6 +285,14 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
                     "value_template": "{{ 'ON' if (value | int(0)) > 0 else 'OFF' }}",
                     "device_class": "occupancy",
                 }),
+            ));
+        }
+        if motion_sensors {
+            out.push(entity(
+                "binary_sensor",
+                format!("{name}_motion"),
+                format!("{name} motion"),
+                json!({ "state_topic": topics::motion(&prefix, name), "device_class": "motion" }),
             ));
         }
         let mut switches = vec![(Switch::Detect, "detection", "mdi:motion-sensor")];
@@ -756,6 +768,29 @@ mod tests {
         assert!(!messages(&config(""), board).contains_key("front_record"), "recording is off by default");
         let recording = messages(&config("[record]\nenabled = true\n"), board);
         assert_eq!(recording["front_record"]["name"], "Front recording", "{:?}", recording["front_record"]);
+    }
+
+    #[test]
+    fn a_camera_has_a_motion_sensor_only_with_motion_gating() {
+        let board = BoardSensors { temperature: false, gpu_load: false };
+        assert!(!messages(&config(""), board).contains_key("front_motion"));
+        let schema = crate::config::section::Schema::new(
+            [crate::config::section::SectionKind::of::<MotionConfig>()]
+                .into_iter()
+                .chain(super::super::kind::OUTLET.sections.iter().copied()),
+        );
+        let gated = schema
+            .from_toml(
+                &config_text("[motion]\nenabled = true\n"),
+                ConfigOrigin::File("test.toml".into()),
+                Path::new("/"),
+            )
+            .expect("config");
+        let sensor = &messages(&gated, board)["front_motion"];
+        assert_eq!(
+            (&sensor["state_topic"], &sensor["device_class"]),
+            (&json!("jd/orin1/front/motion"), &json!("motion"))
+        );
     }
 
     #[test]

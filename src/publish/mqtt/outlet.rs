@@ -379,6 +379,12 @@ impl Outlet for MqttOutlet {
         }
     }
 
+    /// Retained, for the camera's motion binary sensor.
+    fn motion(&self, camera: &str, moving: bool) {
+        let payload = if moving { "ON" } else { "OFF" };
+        self.publisher.publish_state(StateClass::Value, topics::motion(&self.prefix, camera), payload.into());
+    }
+
     /// The camera's label counts go to 0.
     fn detection_stopped(&self, camera: &str) {
         self.zero_label_counts(camera);

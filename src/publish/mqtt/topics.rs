@@ -48,6 +48,12 @@ pub fn snapshot(prefix: &str, camera: &str) -> String {
     format!("{prefix}/{camera}/snapshot")
 }
 
+/// `<prefix>/<camera>/motion`: `ON` while the camera sees motion, `OFF` once it has seen none for
+/// a few seconds (retained; with `[motion]` enabled).
+pub fn motion(prefix: &str, camera: &str) -> String {
+    format!("{prefix}/{camera}/motion")
+}
+
 /// `<prefix>/<camera>/controls/<switch>`: `ON` or `OFF` (retained).
 pub fn switch_state(prefix: &str, camera: &str, switch: Switch) -> String {
     format!("{prefix}/{camera}/controls/{}", switch.name())
