@@ -107,7 +107,8 @@ impl CameraReid {
     }
 
     /// This frame's confirmed tracks were seen (`now`: the frame's capture time, seconds); ended
-    /// tracks older than the gallery's window leave.
+    /// tracks older than the gallery's window leave (at most once a second:
+    /// [`Gallery::expire_now_and_then`]).
     pub fn sighted(&self, tracks: impl IntoIterator<Item = Sighting>, now: f64) {
         let mut gallery = lock(&self.state.gallery);
         for sighting in tracks {
@@ -115,7 +116,7 @@ impl CameraReid {
             gallery.sighted(&key, sighting.class_id, sighting.first_seen);
             gallery.sighted(&key, sighting.class_id, sighting.last_seen);
         }
-        gallery.expire(now);
+        gallery.expire_now_and_then(now);
     }
 
     /// Who track `track` (of label `class_id`) is, as its `kind` event says: its appearance so far

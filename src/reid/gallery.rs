@@ -99,11 +99,23 @@ pub struct Gallery {
     next_object_id: u64,
     links: u64,
     refused: u64,
+    /// The capture time of the last [`Gallery::expire_now_and_then`] walk.
+    expired_at: f64,
 }
+
+/// Seconds of capture time between two expiry walks of [`Gallery::expire_now_and_then`].
+pub const EXPIRY_PERIOD_S: f64 = 1.0;
 
 impl Gallery {
     pub fn new(params: GalleryParams) -> Gallery {
-        Gallery { params, entries: HashMap::new(), next_object_id: 1, links: 0, refused: 0 }
+        Gallery {
+            params,
+            entries: HashMap::new(),
+            next_object_id: 1,
+            links: 0,
+            refused: 0,
+            expired_at: f64::NEG_INFINITY,
+        }
     }
 
     /// `key` (of `label`) was sighted at `at`: its entry is made on the first sighting (when there
@@ -197,6 +209,19 @@ impl Gallery {
     pub fn expire(&mut self, now: f64) {
         let window_s = self.params.window_s;
         self.entries.retain(|_, entry| !(entry.ended && now - entry.last_seen > window_s));
+    }
+
+    /// [`Gallery::expire`] when [`EXPIRY_PERIOD_S`] of capture time has passed since the last walk
+    /// (or the clock went back): every camera's every frame asks, and a walk visits every entry.
+    /// An ended entry may so stay up to that long past its window, which changes no link
+    /// ([`Gallery::link`] takes only candidates within the window) and no room made (the oldest
+    /// ended entry goes first), only when its memory is freed.
+    pub fn expire_now_and_then(&mut self, now: f64) {
+        if (now - self.expired_at).abs() < EXPIRY_PERIOD_S {
+            return;
+        }
+        self.expired_at = now;
+        self.expire(now);
     }
 
     /// Drops the ended entry of the oldest last sighting; `false`: every entry is a live track.
@@ -371,5 +396,48 @@ mod tests {
         let figures = gallery.figures();
         assert_eq!((figures.entries, figures.ended, figures.refused), (2, 0, 1));
         assert!(figures.bytes > 0);
+    }
+
+    /// Expiring at most once a second (each frame of each camera asks) links the same tracks as
+    /// expiring on every frame, and an ended entry still leaves within a second of its window.
+    #[test]
+    fn expiring_now_and_then_links_as_expiring_every_frame_and_frees_within_a_second() {
+        let window = GalleryParams { window_s: 10.0, ..params() };
+        let (mut every_frame, mut now_and_then) = (Gallery::new(window), Gallery::new(window));
+        let early = key("drive", 1);
+        for gallery in [&mut every_frame, &mut now_and_then] {
+            pass(gallery, &early, PERSON, &look(0, 1), 0.0, 5.0);
+        }
+        let (mut left_every_frame, mut left_now_and_then) = (None, None);
+        for frame in 0..600u32 {
+            let now = 5.0 + f64::from(frame) / 30.0;
+            every_frame.expire(now);
+            now_and_then.expire_now_and_then(now);
+            if every_frame.identity(&early).is_none() {
+                left_every_frame.get_or_insert(now);
+            }
+            if now_and_then.identity(&early).is_none() {
+                left_now_and_then.get_or_insert(now);
+            }
+        }
+        let (every_frame_at, now_and_then_at) = (left_every_frame.expect("left"), left_now_and_then.expect("left"));
+        assert!(every_frame_at > 15.0 && now_and_then_at >= every_frame_at, "{every_frame_at} {now_and_then_at}");
+        assert!(now_and_then_at - every_frame_at <= EXPIRY_PERIOD_S, "{every_frame_at} {now_and_then_at}");
+        for (first_seen, linked) in [(14.9, true), (15.2, false)] {
+            let mut every_frame = Gallery::new(window);
+            let mut now_and_then = Gallery::new(window);
+            for gallery in [&mut every_frame, &mut now_and_then] {
+                pass(gallery, &early, PERSON, &look(0, 1), 0.0, 5.0);
+            }
+            every_frame.expire(first_seen);
+            now_and_then.expire_now_and_then(14.8);
+            now_and_then.expire_now_and_then(first_seen);
+            for gallery in [&mut every_frame, &mut now_and_then] {
+                let late = key("porch", 1);
+                assert!(gallery.sighted(&late, PERSON, first_seen));
+                gallery.set_appearance(&late, &seen(&look(0, 2)));
+                assert_eq!(gallery.link(&late).is_some(), linked, "first seen at {first_seen}");
+            }
+        }
     }
 }
