@@ -1,21 +1,22 @@
 //! The `run` command: wires config, backend, cameras, the outlets, the HTTP server, systemd
 //! notify, telemetry and signals.
 //!
-//! Owns: start-up order (SIGHUP handler → the checks `check-config` shares
-//! ([`super::preflight`]) → the controls restored from their file and watched from here on → the
-//! web server's port, bound before anything is announced → every registered outlet started
-//! ([`super::outlets`]; status `building`) → model, checked on a blank frame as `check-config`
-//! checks it → recorder (the clip index rebuilt) → web server → sink and outlets (discovery and
-//! every count at 0 queued, then `online`) → inference workers → cameras (a recording one with its
-//! recorder's tap) → READY), the serving loop — signals, SIGHUP ([`super::reload`]), zone changes
-//! saved from the page ([`super::zone_changes`]), the run-time controls
-//! ([`super::control_changes`]), the watchdog, the telemetry and live-view ticks — and orderly
-//! shutdown (STOPPING → cameras and workers joined → tracks ended → every outlet stopped alike, at
-//! once, each flushing within its bound). Must not: do per-frame work (`crate::publish::sink`
-//! does), assemble figures (`crate::publish::reporting` does), name an outlet or know topics and
-//! JSON (each outlet does), load backends itself (`crate::backend::load` does: it is how the
-//! daemon reaches the GPU), call CUDA, or decide an error's exit status (each error knows its
-//! class: [`DaemonError`]).
+//! Owns: start-up order (SIGHUP handler → the checks `check-config` shares ([`super::preflight`]) →
+//! the controls restored from their file and watched from here on → the web server's port, bound
+//! before anything is announced → every registered outlet started ([`super::outlets`]; status
+//! `building`) → model, checked on a blank frame as `check-config` checks it → recorder (the clip
+//! index rebuilt) → web server → sink and outlets (discovery and every count at 0 queued, then
+//! `online`) → inference workers → cameras (a recording one with its recorder's tap) → READY), the
+//! serving loop — signals, SIGHUP ([`super::reload`]), zone changes saved from the page
+//! ([`super::zone_changes`]), the run-time controls ([`super::control_changes`]), the watchdog, the
+//! telemetry and live-view ticks — and orderly shutdown (STOPPING → cameras and workers joined →
+//! tracks ended → every outlet stopped alike, at once, each flushing within its bound). Must not:
+//! do per-frame work (`crate::publish::sink` does), assemble figures (`crate::publish::reporting`
+//! does), name an outlet or know topics and JSON (each outlet does; the recorder alone is started
+//! by name, before the web server that serves its clips, since it also names each event's clip
+//! ahead of the outlets), load backends itself (`crate::backend::load` does: it is how the daemon
+//! reaches the GPU), call CUDA, or decide an error's exit status (each error knows its class:
+//! [`DaemonError`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
