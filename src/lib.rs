@@ -24,6 +24,8 @@
 pub mod cmd;
 // http: the page, the API and /metrics, reading what publish and service expose
 pub mod http;
+// watch: live video of each camera from its own stream (fMP4, HLS) and each frame's boxes over it
+pub mod watch;
 // record ⑧: event clips (pre-roll of the compressed stream, clip files, their index, retention)
 pub mod record;
 // publish ⑦: the per-frame sink (tracking, snapshots), the outlets it feeds (MQTT with Home Assistant,

@@ -5,16 +5,18 @@
 //! the controls restored from their file and watched from here on → the web server's port, bound
 //! before anything is announced → every registered outlet started ([`super::outlets`]; status
 //! `building`) → model, checked on a blank frame as `check-config` checks it → recorder (the clip
-//! index rebuilt) → web server → sink and outlets (discovery and every count at 0 queued, then
-//! `online`) → inference workers → cameras (a recording one with its recorder's tap) → READY), the
+//! index rebuilt) → the cameras' live feeds (where the page is served) → web server → sink and
+//! outlets (discovery and every count at 0 queued, then `online`) → inference workers → cameras
+//! (each with its tap: its recorder's, its live feed's) → READY), the
 //! serving loop — signals, SIGHUP ([`super::reload`]), zone changes saved from the page
 //! ([`super::zone_changes`]), the run-time controls ([`super::control_changes`]), the watchdog, the
 //! telemetry and live-view ticks — and orderly shutdown (STOPPING → cameras and workers joined →
 //! tracks ended → every outlet stopped alike, at once, each flushing within its bound). Must not:
 //! do per-frame work (`crate::publish::sink` does), assemble figures (`crate::publish::reporting`
-//! does), name an outlet or know topics and JSON (each outlet does; the recorder alone is started
-//! by name, before the web server that serves its clips, since it also names each event's clip
-//! ahead of the outlets), load backends itself (`crate::backend::load` does: it is how the daemon
+//! does), name an outlet or know topics and JSON (each outlet does; the recorder and the live video's
+//! hub alone are started by name, before the web server that serves their clips and streams and
+//! before the cameras whose taps feed them; the recorder also names each event's clip ahead of
+//! the outlets), load backends itself (`crate::backend::load` does: it is how the daemon
 //! reaches the GPU), call CUDA, or decide an error's exit status (each error knows its class:
 //! [`DaemonError`]).
 
@@ -44,6 +46,7 @@ use crate::config::Config;
 use crate::controls::{ControlValues, Controls};
 use crate::decode::DecodeParams;
 use crate::detection::Labels;
+use crate::http::state::Video;
 use crate::http::{BoundListener, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::engine_build::{CheckSubject, EngineBuilds, PendingModel};
@@ -63,7 +66,9 @@ use crate::record::Recorder;
 use crate::service::notify::{Liveness, Notifier, WatchdogKeeper};
 use crate::service::run_id::new_run_id;
 use crate::service::stop_signals::StopSignals;
+use crate::source::tap::StreamTap;
 use crate::track::events::Scene;
+use crate::watch::hub::WatchHub;
 
 /// The longest a source thread may spend in one call, or the inference worker on one frame, before
 /// the systemd watchdog keep-alives stop, when no `WatchdogSec=` is set to derive it from.
@@ -394,11 +399,15 @@ async fn serve(
             return Err(DaemonError::Runtime(std::io::Error::other(e)));
         }
     };
-    // The live view and the recorder after the outlets started early, in that order.
+    // The cameras' live video, where the page is served: each camera's feed of its own stream.
+    let watch = http.is_some().then(|| Arc::new(WatchHub::new(&config, labels.clone())));
+    // The live view, the recorder and the live video after the outlets started early, in that order.
     let recording = recorder.iter().map(|recorder| recorder.clone() as Arc<dyn Outlet>);
-    let outlets = outlets.with(std::iter::once(live.clone() as Arc<dyn Outlet>).chain(recording));
+    let watching = watch.iter().map(|watch| watch.clone() as Arc<dyn Outlet>);
+    let outlets = outlets.with(std::iter::once(live.clone() as Arc<dyn Outlet>).chain(recording).chain(watching));
     let http = match http.map(|(listener, token)| {
-        HttpServer::start(listener, &config, token, live.clone(), changes_tx, controls.clone(), recorder.clone())
+        let video = Video { record: recorder.clone(), watch: watch.clone() };
+        HttpServer::start(listener, &config, token, live.clone(), changes_tx, controls.clone(), video)
     }) {
         None => None,
         Some(Ok(http)) => Some(http),
@@ -449,7 +458,8 @@ async fn serve(
     let mut pipelines = Vec::new();
     for camera in &config.cameras {
         let record = recorder.as_ref().and_then(|recorder| recorder.take_tap(&camera.name));
-        match CameraPipeline::start_recorded(camera, &shared, record) {
+        let live = watch.as_ref().and_then(|watch| watch.listener(&camera.name));
+        match CameraPipeline::start_recorded(camera, &shared, StreamTap::new(record, live)) {
             Ok(pipeline) => pipelines.push(pipeline),
             Err(e) => {
                 stop.store(true, Ordering::SeqCst);

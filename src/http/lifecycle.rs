@@ -15,12 +15,11 @@ use super::hosts::AllowedHosts;
 use super::metrics::Metrics;
 use super::picture::Pictures;
 use super::server;
-use super::state::{HttpState, ZonesChange};
+use super::state::{HttpState, Video, ZonesChange};
 use super::token::Token;
 use crate::config::Config;
 use crate::controls::Controls;
 use crate::publish::live::LiveView;
-use crate::record::Recorder;
 
 /// Longest wait at shutdown for running requests (a picture waits at most a second for its frame).
 pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -52,8 +51,8 @@ pub fn bind(config: &Config) -> Result<Option<BoundListener>, HttpError> {
 impl HttpServer {
     /// Serves on `listener` ([`bind`]). `token` is the one read from `[http] token_file` by the
     /// start-up checks (`crate::cmd::preflight::preflight`), so that `check-config` reads it too.
-    /// `record`: the recorder whose clips the API lists and serves. Must run inside the daemon's
-    /// tokio runtime.
+    /// `video`: the recorder whose clips the API lists and serves, and the cameras' live feeds.
+    /// Must run inside the daemon's tokio runtime.
     pub fn start(
         listener: BoundListener,
         config: &Config,
@@ -61,7 +60,7 @@ impl HttpServer {
         view: Arc<LiveView>,
         changes: mpsc::Sender<ZonesChange>,
         controls: Arc<Controls>,
-        record: Option<Arc<Recorder>>,
+        video: Video,
     ) -> Result<HttpServer, HttpError> {
         let BoundListener(listener) = listener;
         let address = listener.local_addr().map_err(|source| HttpError::Listen {
@@ -78,7 +77,8 @@ impl HttpServer {
             hosts: Arc::new(AllowedHosts::new(address.ip(), &config.http.allowed_hosts)),
             pictures: Arc::new(Pictures::new(cameras)),
             controls,
-            record,
+            record: video.record,
+            watch: video.watch,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let router = server::router(state);

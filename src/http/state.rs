@@ -16,6 +16,7 @@ use crate::controls::Controls;
 use crate::publish::live::LiveView;
 use crate::record::Recorder;
 use crate::track::events::Scene;
+use crate::watch::hub::WatchHub;
 
 /// A zone and line change for one camera, already parsed and checked; the daemon's loop saves it
 /// to the zones file, applies it to the camera's tracking and answers (an error: not saved).
@@ -45,4 +46,13 @@ pub struct HttpState {
     pub controls: Arc<Controls>,
     /// The recorder, when a camera records clips.
     pub record: Option<Arc<Recorder>>,
+    /// The cameras' live video.
+    pub watch: Option<Arc<WatchHub>>,
+}
+
+/// The cameras' video the API serves: the recorder's clips and the live feeds.
+#[derive(Debug, Clone, Default)]
+pub struct Video {
+    pub record: Option<Arc<Recorder>>,
+    pub watch: Option<Arc<WatchHub>>,
 }

@@ -7,8 +7,8 @@
 //! source thread's [`Liveness`] party (it beats on every turn of its loop), releasing frames
 //! from inference while the camera's detection is switched off ([`Switch::Detect`]: the sink gets
 //! them for the camera's picture, [`FrameSink::picture`], then they go back to the ring), and
-//! offering each frame to a recording camera's [`RecordTap`] (which copies one only when its
-//! recorder needs raw frames; recording goes on while detection is off), and, with `[motion]`
+//! offering each frame to a camera's [`StreamTap`] (which copies one only when its recorder
+//! needs raw frames; recording goes on while detection is off), and, with `[motion]`
 //! gating, keeping a frame without motion from inference (its [`CameraGate`] says so; the sink
 //! holds its tracks, [`FrameSink::held`], and gets it for the picture).
 //! Must not: run inference (the scheduler's workers do, through `super::step`), publish, format
@@ -26,7 +26,7 @@ use crate::config::{CameraConfig, LimitsConfig};
 use crate::controls::{Controls, Switch};
 use crate::frame::{FrameRing, FrameSlot, SlotAllocator, Stage};
 use crate::service::notify::{Liveness, LivenessHandle};
-use crate::source::tap::RecordTap;
+use crate::source::tap::StreamTap;
 use crate::source::{self, Capture, FrameSource, SourceError, SourceReport, SourceState, SourceStatus};
 
 /// How often a blocked source thread looks at the stop flag.
@@ -70,12 +70,12 @@ impl CameraPipeline {
         CameraPipeline::start_recorded(camera, shared, None)
     }
 
-    /// [`CameraPipeline::start`] for a camera that records: its source hands `record` its
-    /// compressed stream, or else the source thread hands it raw frames.
+    /// [`CameraPipeline::start`] for a camera that records or is watched live: its source hands
+    /// `record` its compressed stream, or else the source thread hands it raw frames.
     pub fn start_recorded(
         camera: &CameraConfig,
         shared: &PipelineShared,
-        record: Option<RecordTap>,
+        record: Option<StreamTap>,
     ) -> Result<CameraPipeline, PipelineError> {
         let backend = shared.scheduler.backend().clone();
         let slots = SlotAllocator::new(move || backend.slot_memory().map_err(|e| e.to_string()));
@@ -98,7 +98,7 @@ impl CameraPipeline {
         camera: &CameraConfig,
         source: Box<dyn FrameSource>,
         shared: &PipelineShared,
-        record: Option<RecordTap>,
+        record: Option<StreamTap>,
     ) -> Result<CameraPipeline, PipelineError> {
         let name = camera.name.clone();
         let backend = shared.scheduler.backend();
@@ -215,7 +215,7 @@ struct FrameRoutes<'a> {
     /// Told when the camera goes from streaming to offline (its source reconnects).
     offline: &'a dyn Fn(),
     /// The camera's recorder, which copies raw frames at its rate (whether detection is on or not).
-    record: Option<RecordTap>,
+    record: Option<StreamTap>,
     /// With `[motion]` gating: what keeps a frame without motion from inference.
     gate: Option<Gating<'a>>,
 }

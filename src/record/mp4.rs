@@ -4,7 +4,8 @@
 //! per fragment, each complete in itself, so a file cut anywhere plays up to its last complete
 //! fragment. Two fixed-size `free` boxes, which players skip as any `free` box, carry what the
 //! recorder needs to read a clip back: the [head] after `moov` (when the first frame was
-//! captured) and, once a clip is finished, the [trailer] (camera, start, end, events).
+//! captured) and, once a clip is finished, the [trailer] (camera, start, end, events). The live
+//! video's stream (`crate::watch`) is the same layout without the notes and the metadata track.
 //!
 //! The metadata track ([`METADATA_TRACK`], handler `meta`, sample entry `mett` with the MIME type
 //! [`METADATA_MIME`]: ISO/IEC 14496-12's text metadata) carries one JSON sample per change of
@@ -47,7 +48,7 @@ pub enum Mp4Error {
     Foreign(String),
 }
 
-/// The video track of a clip.
+/// The video track of a clip or of the live video.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Track {
     pub codec: VideoCodec,
@@ -55,6 +56,34 @@ pub struct Track {
     pub height: u32,
     /// The `avcC` or `hvcC` record.
     pub decoder_record: Vec<u8>,
+}
+
+impl Track {
+    /// The track's `codecs` parameter (RFC 6381, ISO/IEC 14496-15 annex E), from its decoder
+    /// configuration record: what a browser's Media Source is asked whether it plays, e.g.
+    /// `avc1.42c01e` or `hvc1.1.6.L93.B0`. `None` for a record too short to say.
+    pub fn codecs(&self) -> Option<String> {
+        let record = &self.decoder_record;
+        match self.codec {
+            VideoCodec::H264 => {
+                let [profile, compatibility, level] = [*record.get(1)?, *record.get(2)?, *record.get(3)?];
+                Some(format!("avc1.{profile:02x}{compatibility:02x}{level:02x}"))
+            }
+            VideoCodec::H265 => {
+                let first = *record.get(1)?;
+                let space = ["", "A", "B", "C"][usize::from(first >> 6)];
+                let tier = if first & 0x20 != 0 { 'H' } else { 'L' };
+                let compatibility = u32::from_be_bytes(record.get(2..6)?.try_into().ok()?).reverse_bits();
+                let constraints = record.get(6..12)?;
+                let kept = constraints.iter().rposition(|byte| *byte != 0).map_or(0, |last| last + 1);
+                let mut codecs = format!("hvc1.{space}{}.{compatibility:x}.{tier}{}", first & 0x1f, record.get(12)?);
+                for byte in &constraints[..kept] {
+                    codecs.push_str(&format!(".{byte:x}"));
+                }
+                Some(codecs)
+            }
+        }
+    }
 }
 
 /// One sample of a fragment: an access unit in 4-byte length-prefixed form, or a metadata sample.
@@ -842,6 +871,21 @@ mod tests {
         let (first, cut) = track_samples(&mut Cursor::new(&file), file.len() as u64, METADATA_TRACK, 30).expect("cut");
         assert_eq!((first.len(), cut), (2, true), "at most 30 bytes of samples");
         assert_eq!(sample_times(&file), [(1, vec![0]), (2, vec![3000])], "the video's times");
+    }
+
+    #[test]
+    fn the_codecs_parameter_comes_from_the_decoder_record() {
+        assert_eq!(track().codecs().as_deref(), Some("avc1.42001e"));
+        // An hvcC of Main profile, Main tier, level 3.1 (93), progressive-source flag only.
+        let mut record = vec![1, 0x01, 0x60, 0, 0, 0, 0x90, 0, 0, 0, 0, 0, 93];
+        let hevc = |record: &[u8]| {
+            Track { codec: VideoCodec::H265, width: 1, height: 1, decoder_record: record.to_vec() }.codecs()
+        };
+        assert_eq!(hevc(&record).as_deref(), Some("hvc1.1.6.L93.90"));
+        record[1] = 0x22;
+        record[12] = 120;
+        assert_eq!(hevc(&record).as_deref(), Some("hvc1.2.6.H120.90"), "Main 10, High tier");
+        assert_eq!(hevc(&record[..5]), None);
     }
 
     #[test]

@@ -80,7 +80,8 @@ fn no_gstreamer(config: &SourceConfig) -> SourceError {
 /// `limits`. `stop` is the daemon's shutdown flag: sources that block (cameras, GStreamer) check
 /// it so shutdown never waits on a silent device. Sources that lend the ring frames in memory of
 /// their own (a GStreamer buffer pool, V4L2 user-pointer buffers) allocate it through `slots`.
-/// `record`: the camera's recorder, which a GStreamer source hands its H.264/H.265 stream to.
+/// `record`: the camera's tap (its recorder, its live feed), which a GStreamer source hands its
+/// H.264/H.265 stream to.
 #[cfg_attr(not(feature = "gstreamer"), allow(unused_variables, reason = "only GStreamer sources use the name"))]
 pub fn open(
     camera: &str,
@@ -88,7 +89,7 @@ pub fn open(
     limits: LimitsConfig,
     stop: Arc<AtomicBool>,
     slots: &SlotAllocator,
-    record: Option<tap::RecordTap>,
+    record: Option<tap::StreamTap>,
 ) -> Result<Box<dyn FrameSource>, SourceError> {
     match config {
         SourceConfig::Images { path, mode, replay_fps, hold_s } => {

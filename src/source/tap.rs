@@ -1,14 +1,16 @@
-//! The recorder's tap on a camera: what a source hands over for event clips, and the bounded
-//! hand-over itself.
+//! The tap on a camera's video: what a source hands over besides its decoded frames, to the
+//! recorder (event clips) and to the live view's feed (live video), and the hand-over itself.
 //!
-//! Owns: [`RecordTap`], one per recording camera, given to the camera's source side. A source whose
-//! camera sends H.264/H.265 offers each parsed access unit *before the decoder*
-//! ([`RecordTap::offer_unit`]: a reference-counted copy of the compressed bytes, nothing decoded);
+//! Owns: [`StreamTap`], given to a camera's source side when the camera records or can be watched
+//! live, [`RecordTap`], the recorder's part of it, and [`UnitListener`], the live feed's. A
+//! source whose camera sends H.264/H.265 offers each parsed access unit *before the decoder*
+//! ([`StreamTap::offer_unit`]: a reference-counted copy of the compressed bytes, nothing decoded);
 //! for any other camera the source thread offers raw frames at the recorder's reduced rate
-//! ([`RecordTap::offer_frame`], one copy), which the recorder encodes. Both go through one bounded
-//! queue with `try_send`: when the recorder is behind, the newest item is dropped and counted
-//! ([`TapStats::dropped`]), so a source thread never waits on it. Must not: block, allocate a
-//! frame copy the recorder will not take, or know files, clips or GStreamer.
+//! ([`StreamTap::offer_frame`], one copy), which the recorder encodes. The recorder's go through
+//! one bounded queue with `try_send`: when the recorder is behind, the newest item is dropped and
+//! counted ([`TapStats::dropped`]); the listener takes a unit at once, without waiting. So a source
+//! thread never waits on either. Must not: block, allocate a frame copy the recorder will not take,
+//! or know files, clips, viewers or GStreamer.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
@@ -55,6 +57,50 @@ pub struct AccessUnit {
     /// When the picture was captured, on the same clock as the frames' `captured_at` (what the
     /// events are stamped with).
     pub captured_at: SystemTime,
+}
+
+/// Watches a camera's compressed stream as it arrives (the live view's feed): called on the
+/// source's streaming thread for every access unit, so it must return at once, never waiting on
+/// a lock that is held across I/O.
+pub trait UnitListener: Send + Sync {
+    fn unit(&self, unit: &AccessUnit);
+}
+
+/// What a camera's source side hands its video to: the recorder, a live listener, or both.
+#[derive(Clone, Default)]
+pub struct StreamTap {
+    pub record: Option<RecordTap>,
+    pub live: Option<Arc<dyn UnitListener>>,
+}
+
+impl std::fmt::Debug for StreamTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamTap").field("record", &self.record.is_some()).field("live", &self.live.is_some()).finish()
+    }
+}
+
+impl StreamTap {
+    /// A tap to `record` and `live`; `None` when neither wants anything.
+    pub fn new(record: Option<RecordTap>, live: Option<Arc<dyn UnitListener>>) -> Option<StreamTap> {
+        (record.is_some() || live.is_some()).then_some(StreamTap { record, live })
+    }
+
+    /// Hands over one access unit, to the listener first; never waits.
+    pub fn offer_unit(&self, unit: AccessUnit) {
+        if let Some(live) = &self.live {
+            live.unit(&unit);
+        }
+        if let Some(record) = &self.record {
+            record.offer_unit(unit);
+        }
+    }
+
+    /// Offers the slot's frame to the recorder (see [`RecordTap::offer_frame`]).
+    pub fn offer_frame(&self, slot: &FrameSlot) {
+        if let Some(record) = &self.record {
+            record.offer_frame(slot);
+        }
+    }
 }
 
 /// A raw frame for the recorder's encoder.
@@ -203,6 +249,24 @@ mod tests {
         slot.prepare(64, 48, PixelFormat::Rgb8).expect("room");
         slot.meta_mut().captured_at = captured_at;
         slot
+    }
+
+    #[test]
+    fn a_unit_reaches_the_listener_and_the_recorder_and_a_tap_wanted_by_nobody_is_none() {
+        #[derive(Default)]
+        struct Seen(std::sync::Mutex<Vec<u8>>);
+        impl UnitListener for Seen {
+            fn unit(&self, unit: &AccessUnit) {
+                self.0.lock().expect("not poisoned").push(unit.data[0]);
+            }
+        }
+        let seen = Arc::new(Seen::default());
+        let (record, receiver) = RecordTap::new(None);
+        let tap = StreamTap::new(Some(record), Some(seen.clone())).expect("a tap");
+        tap.offer_unit(unit(3));
+        assert_eq!(*seen.0.lock().expect("not poisoned"), [3]);
+        assert_eq!(receiver.try_iter().count(), 1);
+        assert!(StreamTap::new(None, None).is_none());
     }
 
     #[test]

@@ -32,7 +32,7 @@ use crate::source::frame_source::{Capture, FrameSource};
 use crate::source::image_decode::{self, ImageDecodeError};
 use crate::source::reconnect::{self, Backoff, Connection, DeviceError};
 use crate::source::status::{SourceState, SourceStatus};
-use crate::source::tap::RecordTap;
+use crate::source::tap::StreamTap;
 use crate::sys::log_limit::{excerpt, RateLimitedLog};
 
 /// What to run: a pipeline built in code for an RTSP or CSI camera, or the user's own.
@@ -70,8 +70,9 @@ pub struct GstreamerOptions {
     pub stall_timeout: Duration,
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
-    /// The camera's recorder: every H.264/H.265 access unit before the decoder goes to it.
-    pub record: Option<RecordTap>,
+    /// The camera's tap (its recorder, its live feed): every H.264/H.265 access unit before the
+    /// decoder goes to it.
+    pub record: Option<StreamTap>,
     /// The camera's name, which its pipeline's warnings carry in the log (without it: the
     /// pipeline's description).
     pub camera: Option<String>,
@@ -237,7 +238,7 @@ impl GstreamerSource {
 fn start_pipeline(
     spec: &PipelineSpec,
     offer: Option<&PoolOffer>,
-    record: Option<&RecordTap>,
+    record: Option<&StreamTap>,
     warnings: &mut BusWarnings,
 ) -> Result<Running, DeviceError> {
     let (pipeline, appsink) = match spec {

@@ -1,5 +1,5 @@
-//! The recorder's tap in a GStreamer pipeline: every parsed H.264/H.265 access unit on its way
-//! into the decoder, handed to the camera's [`RecordTap`].
+//! The camera's tap in a GStreamer pipeline: every parsed H.264/H.265 access unit on its way
+//! into the decoder, handed to the camera's [`StreamTap`] (its recorder, its live feed).
 //!
 //! Owns: finding the decoder whose input is H.264/H.265 (the one this module's caller built for an
 //! RTSP camera, or the first such decoder in a user's pipeline), the buffer probe on its sink pad,
@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
-use crate::source::tap::{AccessUnit, RecordTap, StreamFormat, VideoCodec};
+use crate::source::tap::{AccessUnit, StreamFormat, StreamTap, VideoCodec};
 use crate::sys::lock::lock;
 
 /// The stream format of the caps a probe saw last.
@@ -22,7 +22,7 @@ type KnownFormat = Mutex<Option<(gst::Caps, Option<Arc<StreamFormat>>)>>;
 
 /// Watches what enters `decoder`'s sink pad and hands each H.264/H.265 access unit to `tap`;
 /// buffers of other codecs (an MJPEG camera) pass unseen, and the recorder gets raw frames then.
-pub fn attach(decoder: &gst::Element, tap: RecordTap) -> bool {
+pub fn attach(decoder: &gst::Element, tap: StreamTap) -> bool {
     let Some(pad) = decoder.static_pad("sink") else { return false };
     let known: KnownFormat = Mutex::new(None);
     pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {

@@ -21,7 +21,7 @@ use gstreamer::prelude::*;
 
 use super::decoder::{choose_chain, Chain, Codec, ElementRegistry, GstRegistry};
 use crate::config::RtspTransport;
-use crate::source::tap::RecordTap;
+use crate::source::tap::StreamTap;
 use crate::sys::lock::lock;
 
 /// What a camera that answers 401 is reported as (the appsink's bus reports it too).
@@ -139,9 +139,9 @@ fn cap_rtspsrc_debug() {
 
 /// Builds the pipeline `rtspsrc` → (chosen on the stream's caps) → `appsink`; the appsink is
 /// named `sink` and is the caller's to configure. With `record`, the decoder's input (H.264 and
-/// H.265 streams) is tapped for the camera's recorder. Errors are for elements that are not
+/// H.265 streams) is tapped for the camera's recorder and live feed. Errors are for elements that are not
 /// installed.
-pub fn build(spec: &RtspSpec, appsink: &gst::Element, record: Option<RecordTap>) -> Result<gst::Pipeline, String> {
+pub fn build(spec: &RtspSpec, appsink: &gst::Element, record: Option<StreamTap>) -> Result<gst::Pipeline, String> {
     let source = make_source(spec)?;
     let pipeline = gst::Pipeline::new();
     pipeline.add_many([&source, appsink]).map_err(|err| format!("cannot assemble the pipeline: {err}"))?;
@@ -164,7 +164,7 @@ fn link_stream(
     pad: &gst::Pad,
     video_linked: &AtomicBool,
     camera: &str,
-    record: Option<&RecordTap>,
+    record: Option<&StreamTap>,
 ) -> Result<(), String> {
     let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
     let structure = caps.structure(0).ok_or("a stream without caps")?;

@@ -1,0 +1,8 @@
+//! Live video of each camera from its own compressed stream, no pixel re-encoded: fragmented MP4
+//! for the page and players ([`feed`], [`viewer`]), HLS ([`hls`]) and each processed frame's boxes
+//! on the same timeline; [`hub`] holds them all and bounds the viewers.
+
+pub mod feed;
+pub mod hls;
+pub mod hub;
+pub mod viewer;
