@@ -1,14 +1,15 @@
 //! The clips of the API: each camera's list, and each clip's bytes with HTTP range requests (a
 //! browser's `<video>` seeks with them).
 //!
-//! Owns: `GET /api/cameras/{name}/clips` (newest first, `?limit=`, and `?before=` a clip's start
-//! in ms since the epoch for the next page), `GET /api/cameras/{name}/clips/{file}` (`video/mp4`:
-//! 200 whole, 206 for one `Range: bytes=` range, 416 for a range past the end, 409 while the clip
-//! still records, 404 for a clip the index does not know), `DELETE` of the same (204; 409 while it
-//! records, 404 unknown) and parsing the range. Reads follow the API's rules (no token); a
-//! delete is a write, which the guard lets through only with the token. Must not: open a file
-//! the recorder's index does not list (a request path never becomes a file path by itself), or read
-//! a clip into memory whole (it is streamed in chunks).
+//! Owns: `GET /api/cameras/{name}/clips` (newest first, `?limit=`, and `?before=` a clip's start in
+//! ms since the epoch for the next page), `GET /api/cameras/{name}/clips/{file}` (`video/mp4`: 200
+//! whole, 206 for one `Range: bytes=` range, 416 for a range past the end, 409 while the clip still
+//! records, 404 for a clip the index does not know), `DELETE` of the same (204; 409 while it
+//! records, 404 unknown), parsing the range, and `GET /api/cameras/{name}/clips/{file}/boxes` (the
+//! boxes of the clip's metadata track, for the page to draw over its playback). Reads follow the
+//! API's rules (no token); a delete is a write, which the guard lets through only with the token.
+//! Must not: open a file the recorder's index does not list (a request path never becomes a file
+//! path by itself), or read a clip into memory whole (it is streamed in chunks).
 
 use std::sync::Arc;
 
@@ -17,12 +18,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::api::error;
 use super::state::HttpState;
+use crate::record::boxes::{BoxFrame, FrameBox};
 use crate::record::deletion::{self, DeleteError};
+use crate::record::mp4::{self, METADATA_TRACK};
 use crate::record::{clip_url, Recorder};
 
 /// Clips listed without `limit`.
@@ -151,6 +154,55 @@ pub async fn delete(State(state): State<HttpState>, Path((name, file)): Path<(St
         Ok(Err(e @ DeleteError::Io { .. })) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot delete the clip: {e}"), None),
     }
+}
+
+/// The most metadata a clip's boxes answer reads: a long busy clip's boxes past it are left out
+/// (the answer says so with `"cut": true`).
+const MAX_BOX_BYTES: u64 = 8 << 20;
+
+/// One sample of a clip's metadata track as the page reads it.
+#[derive(Debug, Serialize)]
+struct BoxSample {
+    /// Start and duration on the clip's timeline, seconds.
+    t: f64,
+    d: f64,
+    boxes: Vec<FrameBox>,
+}
+
+/// `GET /api/cameras/{name}/clips/{file}/boxes`: the boxes of the clip's metadata track,
+/// `{"samples": [{"t", "d", "boxes"}], "cut": false}`, for the page to draw over its playback.
+pub async fn boxes(State(state): State<HttpState>, Path((name, file)): Path<(String, String)>) -> Response {
+    let recorder = match recorder(&state, &name) {
+        Ok(recorder) => recorder,
+        Err(message) => return error(StatusCode::NOT_FOUND, message, None),
+    };
+    let Some(entry) = recorder.index().get(&format!("{name}/{file}")) else {
+        return error(StatusCode::NOT_FOUND, format!("camera {name:?} has no clip {file:?}"), None);
+    };
+    let path = recorder.root().join(&entry.path);
+    let read = tokio::task::spawn_blocking(move || {
+        let mut file = std::fs::File::open(&path)?;
+        let length = file.metadata()?.len();
+        mp4::track_samples(&mut file, length, METADATA_TRACK, MAX_BOX_BYTES).map_err(std::io::Error::other)
+    })
+    .await;
+    let (samples, cut) = match read {
+        Ok(Ok(read)) => read,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return error(StatusCode::NOT_FOUND, format!("camera {name:?} has no clip {}", entry.path), None)
+        }
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot read the clip: {e}"), None),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot read the clip: {e}"), None),
+    };
+    let seconds = |ticks: u64| ticks as f64 / f64::from(mp4::TIMESCALE);
+    let samples: Vec<BoxSample> = samples
+        .iter()
+        .filter_map(|sample| {
+            let boxes = BoxFrame::parse_sample(&sample.data)?;
+            Some(BoxSample { t: seconds(sample.decode_time), d: seconds(u64::from(sample.duration)), boxes })
+        })
+        .collect();
+    Json(serde_json::json!({ "samples": samples, "cut": cut })).into_response()
 }
 
 /// What a `Range` header asks of a body of `length` bytes.

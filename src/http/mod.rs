@@ -6,12 +6,14 @@
 //! client: [`admission`]), the names it answers to ([`hosts`]), the token (`[http] token_file`,
 //! read once at start, never logged: [`token`]), what the handlers share ([`state`]), the routes
 //! ([`server`]), the handlers ([`api`], [`clips`] for event clips, [`event_stream`] for the
-//! events pushed as they happen, [`event_entry`] for an event's JSON and picture), the live pictures
+//! events pushed as they happen, [`event_entry`] for an event's JSON and picture, [`live`] for
+//! live video and its boxes), the live pictures
 //! ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]), the page's
 //! assets compiled into the binary ([`page`]: no files to install, no CDN) and its errors
 //! ([`error`]). It reads the daemon only through the live view
-//! (`crate::publish::live::LiveView`), the controls (`crate::controls::Controls`) and the
-//! recorder's index (`crate::record::Recorder`), and changes only the zones and the controls; a
+//! (`crate::publish::live::LiveView`), the controls (`crate::controls::Controls`), the
+//! recorder's index (`crate::record::Recorder`) and the cameras' live feeds
+//! (`crate::watch::hub::WatchHub`), and changes only the zones and the controls; a
 //! zone change is saved to the zones file and applied by the daemon's loop, which it asks through a
 //! channel ([`ZonesChange`]) and whose answer it waits for, so a saved zone is live when the
 //! request returns, and a change that comes once the loop has stopped is saved nowhere; a control
@@ -29,6 +31,7 @@ pub mod event_stream;
 pub mod exposition;
 pub mod hosts;
 pub mod lifecycle;
+pub mod live;
 pub mod metrics;
 pub mod page;
 pub mod picture;

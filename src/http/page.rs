@@ -1,6 +1,7 @@
 //! The page's assets, compiled into the binary: one HTML file, its scripts (`app.js`: cameras,
-//! figures and the zone editor; `review.js`: the events timeline and its clips), one stylesheet
-//! (plain JavaScript and CSS, no framework, no CDN: the page works on a network without internet).
+//! figures and the zone editor; `review.js`: the events timeline and its clips; `live.js`: the
+//! live video's player and the boxes over it and over a clip), one stylesheet (plain JavaScript
+//! and CSS, no framework, no CDN: the page works on a network without internet).
 //!
 //! Owns: serving them with their media types and a Content-Security-Policy that allows only this
 //! origin. Must not: read files at run time.
@@ -11,11 +12,14 @@ use axum::response::{IntoResponse, Response};
 pub const INDEX_HTML: &str = include_str!("page/index.html");
 pub const APP_JS: &str = include_str!("page/app.js");
 pub const REVIEW_JS: &str = include_str!("page/review.js");
+pub const LIVE_JS: &str = include_str!("page/live.js");
 pub const STYLE_CSS: &str = include_str!("page/style.css");
 
-/// Only this origin's scripts, styles, pictures and API; no framing.
-const CSP: &str = "default-src 'self'; img-src 'self'; script-src 'self'; style-src 'self'; \
-                   connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+/// Only this origin's scripts, styles, pictures and API, and the live video's Media Source (a
+/// `blob:` URL the page makes); no framing.
+const CSP: &str = "default-src 'self'; img-src 'self'; media-src 'self' blob:; script-src 'self'; \
+                   style-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; \
+                   frame-ancestors 'none'";
 
 fn asset(body: &'static str, content_type: &'static str) -> Response {
     (
@@ -42,6 +46,11 @@ pub async fn script() -> Response {
 /// `GET /review.js`.
 pub async fn review_script() -> Response {
     asset(REVIEW_JS, "text/javascript; charset=utf-8")
+}
+
+/// `GET /live.js`.
+pub async fn live_script() -> Response {
+    asset(LIVE_JS, "text/javascript; charset=utf-8")
 }
 
 /// `GET /style.css`.

@@ -19,7 +19,7 @@ use axum::routing::get;
 use axum::Router;
 
 use super::state::HttpState;
-use super::{api, clips, event_entry, event_stream, page};
+use super::{api, clips, event_entry, event_stream, live, page};
 
 /// Largest request body: a camera's 64 zones of 64 points and 64 lines fit with room to spare.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -34,6 +34,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/", get(page::index))
         .route("/app.js", get(page::script))
         .route("/review.js", get(page::review_script))
+        .route("/live.js", get(page::live_script))
         .route("/style.css", get(page::style))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))
@@ -42,10 +43,15 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/events/stream", get(event_stream::stream))
         .route("/api/cameras/{name}/latest.jpg", get(api::latest_jpeg))
         .route("/api/cameras/{name}/events/{track}/picture.jpg", get(event_entry::picture))
+        .route("/api/cameras/{name}/live.mp4", get(live::video))
+        .route("/api/cameras/{name}/live.boxes", get(live::boxes))
+        .route("/api/cameras/{name}/live.m3u8", get(live::playlist))
+        .route("/api/cameras/{name}/hls/{file}", get(live::hls_file))
         .route("/api/cameras/{name}/zones", get(api::zones).put(api::put_zones))
         .route("/api/controls", get(api::controls).put(api::put_controls))
         .route("/api/cameras/{name}/clips", get(clips::list))
         .route("/api/cameras/{name}/clips/{file}", get(clips::clip).delete(clips::delete))
+        .route("/api/cameras/{name}/clips/{file}/boxes", get(clips::boxes))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)

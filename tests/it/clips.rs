@@ -4,7 +4,8 @@
 //! a real mosquitto, Debian's ffprobe/ffmpeg and headless Chromium:
 //! - an event's clip exists, ffprobe reads it, it starts with a keyframe at most `pre_s` + one GOP
 //!   before the event's first detection (and before it), lasts through `post_s` after the end, its
-//!   timed metadata track (ffprobe lists it) carries the person's boxes, the
+//!   timed metadata track (ffprobe lists it) carries the person's boxes, which the API reads back
+//!   and the page draws over the clip as it plays, the
 //!   `end` message and the API name it, a byte range of it is served, and Chromium plays it;
 //! - kill -9 mid-clip and restart: the clip cut short plays up to the cut, and the index (the API)
 //!   agrees with the directory;
@@ -96,7 +97,7 @@ impl Rig {
 }
 
 /// The address of the daemon's page, from its log.
-fn page_address(daemon: &mut RunningDaemon) -> SocketAddr {
+pub(crate) fn page_address(daemon: &mut RunningDaemon) -> SocketAddr {
     let log = daemon.log_handle();
     let mut address = None;
     daemon.wait_until("the page's address", || {
@@ -276,6 +277,11 @@ fn an_event_clip_starts_before_the_object_appeared_lasts_past_its_end_and_plays_
         samples.len() as f64 * 60_000.0 / (clip_end - clip_start)
     );
 
+    // The API reads the same boxes back for the page, timed on the clip's timeline.
+    let boxes = request(address, "GET", &format!("{}/boxes", clip.url), &[], &[]).json();
+    let person = |sample: &serde_json::Value| sample["boxes"].to_string().contains("\"person\"");
+    assert!(boxes["samples"].as_array().is_some_and(|samples| samples.iter().any(person)), "{boxes}");
+
     // Served whole and by range, as a browser seeks.
     let whole = request(address, "GET", &clip.url, &[], &[]);
     assert_eq!((whole.status, whole.header("content-type")), (200, Some("video/mp4")));
@@ -330,6 +336,13 @@ fn plays_in_chromium(daemon: &mut RunningDaemon, address: SocketAddr, url: &str,
              const thumb = li.querySelector('img.thumb');
              return !!thumb && thumb.complete && thumb.naturalWidth > 0;"
         ),
+    );
+    wait_for(
+        daemon,
+        &driver,
+        "the person's box drawn over the clip",
+        "const l = document.getElementById('player-boxes');
+         return !!l.querySelector('rect.box') && l.textContent.includes('person');",
     );
     let playing = driver.script("return document.getElementById('playing').textContent;");
     assert!(playing.as_str().is_some_and(|named| named.starts_with("gate: person #")), "the event named: {playing}");

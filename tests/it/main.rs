@@ -27,6 +27,8 @@ mod homeassistant;
 mod hostile;
 mod http;
 mod layering;
+#[cfg(feature = "gstreamer")]
+mod live;
 mod login;
 mod models;
 mod mqtt;

@@ -1,7 +1,8 @@
 'use strict';
-// jetson-detectd's page: live pictures (JPEG polling, one request after the other, none while the
-// tab is hidden), figures, and a zone and line editor that saves through the API. The events and
-// their clips are review.js's.
+// jetson-detectd's page: live video where the camera's stream plays here (live.js), else live
+// pictures (JPEG polling, one request after the other, none while the tab is hidden), figures,
+// and a zone and line editor that saves through the API. The events and their clips are
+// review.js's.
 const SVG = 'http://www.w3.org/2000/svg';
 const cameras = new Map();
 const tokenInput = document.getElementById('token');
@@ -113,7 +114,7 @@ function addCamera(name) {
   // At most two pictures a second per camera: each one costs the daemon a JPEG encode.
   let asked = 0;
   const load = () => {
-    if (document.hidden) { setTimeout(load, 1000); return; }
+    if (document.hidden || cam.liveActive) { setTimeout(load, 1000); return; }
     asked = Date.now();
     cam.img.src = `${path(name, 'latest.jpg')}?zones=false&t=${asked}`;
   };
@@ -123,6 +124,7 @@ function addCamera(name) {
   });
   cam.img.addEventListener('error', () => setTimeout(load, 1000));
   load();
+  startLive(cam);
 }
 
 function ms(latency, stage) { return latency && latency[stage] ? `${latency[stage].p50} ms` : '–'; }

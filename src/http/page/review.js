@@ -160,6 +160,7 @@
     player.dataset.tries = String(tries);
     player.dataset.title = title;
     player.src = url;
+    showClipBoxes(url);
     player.hidden = false;
     player.title = '';
     player.play().catch(() => {});
