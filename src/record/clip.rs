@@ -489,48 +489,7 @@ pub fn read_entry(root: &Path, camera: &str, file_name: &str) -> Result<ClipEntr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::tap::VideoCodec;
-
-    const SPS: [u8; 11] = [0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8, 0x04];
-    const PPS: [u8; 4] = [0x68, 0xce, 0x3c, 0x80];
-
-    fn format() -> Arc<StreamFormat> {
-        Arc::new(StreamFormat {
-            codec: VideoCodec::H264,
-            width: 160,
-            height: 120,
-            nal_length_size: None,
-            codec_data: None,
-        })
-    }
-
-    /// Unit `n` of a 10 fps Annex B stream, a keyframe (with SPS and PPS) every 10th.
-    fn unit(format: &Arc<StreamFormat>, start: SystemTime, n: u64) -> AccessUnit {
-        let mut data = Vec::new();
-        if n.is_multiple_of(10) {
-            for set in [&SPS[..], &PPS[..]] {
-                data.extend_from_slice(&[0, 0, 0, 1]);
-                data.extend_from_slice(set);
-            }
-            data.extend_from_slice(&[0, 0, 0, 1, 0x65, 0x88, n as u8]);
-        } else {
-            data.extend_from_slice(&[0, 0, 0, 1, 0x41, 0x9a, n as u8]);
-        }
-        AccessUnit {
-            data: Arc::from(data),
-            format: format.clone(),
-            keyframe: n.is_multiple_of(10),
-            dts: None,
-            pts: Some(Duration::from_millis(5000 + n * 100)),
-            captured_at: start + Duration::from_millis(n * 100),
-        }
-    }
-
-    fn sets() -> ParameterSets {
-        let mut sets = ParameterSets::default();
-        sets.update(VideoCodec::H264, &[&SPS, &PPS]);
-        sets
-    }
+    use crate::record::test_stream::{format, sets, unit};
 
     fn start() -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(1_795_000_000_123)

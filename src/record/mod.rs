@@ -34,6 +34,8 @@ pub mod preroll;
 pub mod recorder;
 pub mod report;
 pub mod retention;
+#[cfg(test)]
+pub mod test_stream;
 pub mod timeline;
 
 pub use check::check;
