@@ -298,6 +298,16 @@ fn the_page_shows_every_camera_and_a_zone_drawn_in_the_browser_is_in_the_next_ev
         newest.as_str().is_some_and(|line| !line.contains("update") && !line.contains('Z')),
         "a sentence in local time, newest first: {newest}"
     );
+    // The label filter keeps that label's events only; back to every label for what follows.
+    let only_dogs = driver.script(
+        "const select = document.getElementById('filter-label');
+         const pick = (value) => { select.value = value; select.dispatchEvent(new Event('change')); };
+         pick('dog');
+         const items = [...document.querySelectorAll('#events li')].map((li) => li.textContent);
+         pick('');
+         return items.length > 0 && items.every((text) => text.includes(': dog #'));",
+    );
+    assert_eq!(only_dogs, Value::Bool(true), "the label filter");
     if let Some(path) = std::env::var_os("JETSON_DETECTD_SCREENSHOT") {
         std::fs::write(&path, driver.screenshot()).expect("write the screenshot");
     }
