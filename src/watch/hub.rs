@@ -6,17 +6,22 @@
 //! side hands each access unit to, the bound on live viewers over all cameras
 //! ([`MAX_VIEWERS`]), the signal that ends every viewer's stream when the daemon stops, and, as an
 //! outlet, each processed frame's boxes for the feeds someone watches (nothing at all for the
-//! others). Must not: make the pipeline wait (the boxes are sent without waiting, and only while
+//! others) and its figures (viewers, and per feed its units and the viewers that lagged). Must not: make the pipeline wait (the boxes are sent without waiting, and only while
 //! someone watches), or know sockets and HTTP.
 
 use std::sync::Arc;
 
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use serde::Serialize;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::feed::CameraFeed;
 use super::hls::HlsStream;
 use crate::config::Config;
 use crate::detection::Labels;
+use crate::publish::figures::OutletFigures;
 use crate::publish::outlet::{FrameResult, Outlet};
 use crate::record::boxes::BoxFrame;
 use crate::source::delivers_encoded;
@@ -34,6 +39,26 @@ pub enum Unwatchable {
     Unknown(String),
     #[error("camera {0:?} sends raw frames, not a compressed stream: its live view is the JPEG picture")]
     Raw(String),
+}
+
+/// The hub's figures (telemetry's `outlets.watch`).
+#[derive(Debug, Serialize)]
+struct WatchReport {
+    /// Live streams playing now.
+    viewers: usize,
+    cameras: BTreeMap<String, FeedReport>,
+}
+
+/// One camera's feed since start.
+#[derive(Debug, Serialize)]
+struct FeedReport {
+    /// Access units the feed got, and units it could not read.
+    units: u64,
+    malformed: u64,
+    /// Times a viewer fell too far behind and skipped to the next keyframe, and the fragments
+    /// viewers skipped.
+    lagged: u64,
+    skipped: u64,
 }
 
 /// Every camera's live video.
@@ -130,6 +155,26 @@ impl Outlet for WatchHub {
         if let Some(feed) = feed.filter(|feed| feed.boxes_watched()) {
             feed.frame_boxes(&BoxFrame::from_frame(frame, &self.labels));
         }
+    }
+
+    fn figures(&self) -> Option<OutletFigures> {
+        let load = |value: &std::sync::atomic::AtomicU64| value.load(Ordering::Relaxed);
+        let cameras = self
+            .cameras
+            .iter()
+            .filter_map(|(name, feed)| {
+                let figures = &feed.as_ref()?.figures;
+                let report = FeedReport {
+                    units: load(&figures.units),
+                    malformed: load(&figures.malformed),
+                    lagged: load(&figures.lagged),
+                    skipped: load(&figures.skipped_items),
+                };
+                Some((name.clone(), report))
+            })
+            .collect();
+        let report = WatchReport { viewers: self.viewers(), cameras };
+        Some(OutletFigures { connected: None, report: OutletFigures::report_of(&report), metrics: Vec::new() })
     }
 
     fn stopping(&self) {

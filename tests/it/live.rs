@@ -5,6 +5,7 @@
 //! - `live.mp4` is the camera's own H.264 as fragmented MP4 (ffprobe and ffmpeg read what a
 //!   viewer got), its `codecs` in the media type; ffprobe reads the HLS playlist `live.m3u8`;
 //! - ten viewers at once each get the stream; a viewer that stops reading does not stop detection;
+//!   telemetry's `outlets.watch` counts the feed's units;
 //! - in the page, the live video plays (its time advances; a decoded grey frame is the scene's
 //!   grey) and the person's box is drawn over the picture it was found on, within one frame.
 //!
@@ -168,6 +169,10 @@ fn the_cameras_own_stream_plays_live_to_ten_viewers_and_in_the_page_with_its_box
     let before = frames(address);
     daemon.wait_until("ten more processed frames while a viewer reads nothing", || frames(address) >= before + 10);
     drop(slow);
+    // Telemetry's `outlets.watch` counts the feed's units.
+    let status = request(address, "GET", "/api/status", &[], &[]).json();
+    let watch = &status["telemetry"]["outlets"]["watch"];
+    assert!(watch["cameras"]["gate"]["units"].as_u64().is_some_and(|units| units > 0), "{watch}");
 
     #[cfg(target_arch = "x86_64")]
     plays_in_chromium(&mut daemon, address, dir.path());
