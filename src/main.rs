@@ -92,7 +92,8 @@ enum Command {
         #[arg(long)]
         gpu: bool,
         /// Also run N cameras showing the image through the inference scheduler (as the daemon
-        /// would: engine.max_batch, device.cpu_workers); reports fps of all cameras and of each.
+        /// would: engine.max_batch, device.cpu_workers); reports fps of all cameras and of each
+        /// (with --fps or --motion: their capacity instead).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
         cameras: Option<u16>,
         /// With --cameras: the detectors the cameras run, assigned round robin, each served by its
@@ -100,6 +101,17 @@ enum Command {
         /// `[models.<name>]` detectors, e.g. `default,yard`; reports fps per model too.
         #[arg(long, value_name = "MODEL,...", value_delimiter = ',', requires = "cameras")]
         models: Vec<String>,
+        /// With --cameras: each camera delivers FPS frames per second as a live camera would (a frame
+        /// inference has not taken when the next comes is dropped); reports the capacity instead of
+        /// the throughput: the most cameras, up to N, that each keep 95 % of FPS (N first, then a
+        /// bisection below it), and per run the frames detected and gated.
+        #[arg(long, value_name = "FPS", requires = "cameras")]
+        fps: Option<f64>,
+        /// With --cameras: the capacity with `[motion]` gating (enabled for the run), the cameras
+        /// showing the image `idle` (still, with sensor noise) or `busy` (a block moving across);
+        /// at --fps, default 5. Without it, --fps runs the idle scene ungated.
+        #[arg(long, value_name = "idle|busy", requires = "cameras")]
+        motion: Option<bench::MotionScene>,
     },
     /// Build the TensorRT engine for the config into the engine cache (or confirm it is current).
     BuildEngine(ConfigArg),
@@ -247,7 +259,7 @@ fn main() -> ExitCode {
         Command::CheckConfig { config, print, .. } => check_config(&config, print),
         Command::Detect { config, threshold, files } => detect(&config, threshold, &files),
         Command::Probe(arg) => probe_command(&arg),
-        Command::Bench { config, image, warmup, iterations, gpu, cameras, models } => {
+        Command::Bench { config, image, warmup, iterations, gpu, cameras, models, fps, motion } => {
             let request = bench::BenchRequest {
                 image: image.as_deref(),
                 warmup,
@@ -255,6 +267,8 @@ fn main() -> ExitCode {
                 gpu,
                 cameras: cameras.map(usize::from),
                 models: &models,
+                fps,
+                motion,
             };
             bench_command(&config, &request)
         }

@@ -8,14 +8,19 @@
 //! (`models` loads them as the daemon does, with the classifiers every worker holds, and says what
 //! each model's contexts take of device memory); `tracker` times the tracker on a synthetic scene;
 //! with `--gpu`, `gpu` opens the configured GPU itself (besides the backend, which `main` loads) and
-//! times the GPU path outside inference and the preprocessing kernel. Must not: assert on time (the
+//! times the GPU path outside inference and the preprocessing kernel; with `--fps` or `--motion`,
+//! `capacity` finds the most of N cameras that keep a frame rate each, live (a frame inference has
+//! not taken is dropped), on a `scene` (a still one with sensor noise, or one where a block moves)
+//! and with `--motion` through each camera's motion gate. Must not: assert on time (the
 //! caller prints the numbers) or touch MQTT and real cameras.
 
 mod cameras;
+mod capacity;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod models;
 mod preprocess;
+mod scene;
 mod stages;
 mod tracker;
 
@@ -32,9 +37,13 @@ use crate::decode::DecodeParams;
 use crate::detection::Labels;
 use crate::infer::scheduler::SchedulePlan;
 use cameras::bench_cameras;
+use capacity::{bench_capacity, CapacityBench, CapacityRequest};
 use gpu::{gpu_path_bench, gpu_preprocess_bench};
 use models::{BenchModels, ModelChoice};
 use stages::{bench_backend, BenchReport};
+
+pub use capacity::DEFAULT_FPS;
+pub use scene::MotionScene;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -78,10 +87,16 @@ pub struct BenchRequest<'a> {
     /// The detectors the cameras run, assigned round robin: `default` (`[model]`) and names of
     /// `[models.<name>]` detectors; empty: `[model]` alone.
     pub models: &'a [String],
+    /// With `cameras`: each camera delivers this many frames per second, live, and the cameras
+    /// run find the most of them that keep it (the capacity) instead of the throughput.
+    pub fps: Option<f64>,
+    /// With `cameras`: the capacity with `[motion]` gating, the cameras showing this scene (at
+    /// `fps`, else [`DEFAULT_FPS`]).
+    pub motion: Option<MotionScene>,
 }
 
 /// The `bench` command: the one-frame pipeline, then what `request` adds (N cameras through the
-/// scheduler, the GPU path), on `backend` loaded from `config` (`[model]`'s; the other models
+/// scheduler, or their capacity at a frame rate; the GPU path), on `backend` loaded from `config` (`[model]`'s; the other models
 /// are loaded here), and the device memory of every model a worker holds.
 pub fn run(
     config: &Config,
@@ -106,7 +121,21 @@ pub fn run(
     let mut pipeline =
         bench_backend(backend.as_ref(), params.clone(), &labels, &image, &config.limits, warmup, iterations)?;
     let plan = SchedulePlan::new(config, backend.as_ref(), cameras.max(1));
-    if request.cameras.is_some() {
+    let mut capacity = None;
+    if request.fps.is_some() || request.motion.is_some() {
+        let Some(most) = request.cameras else {
+            return Err(BenchError::Setup("--fps, --motion: the capacity of the cameras of --cameras N".into()));
+        };
+        let fps = request.fps.unwrap_or(DEFAULT_FPS);
+        let asked = CapacityRequest { most, fps, motion: request.motion, warmup, iterations };
+        let motion = config.sections.get::<crate::infer::gating::MotionConfig>();
+        let load = |cameras: usize| -> Result<(BenchModels, SchedulePlan), BenchError> {
+            let models = BenchModels::load(config, Arc::clone(&backend), params.clone(), &labels, &choices, cameras)?;
+            Ok((models, SchedulePlan::new(config, backend.as_ref(), cameras)))
+        };
+        drop(models);
+        capacity = Some(bench_capacity(asked, &image, motion, params.score_threshold, &config.limits, load)?);
+    } else if request.cameras.is_some() {
         let run = bench_cameras(models, params.score_threshold, plan, &image, &config.limits, warmup, iterations)?;
         pipeline.fps_total = Some(run.fps_total);
         pipeline.cameras = Some(run);
@@ -119,13 +148,16 @@ pub fn run(
     };
     // After the runs: a TensorRT context's own memory is measured when it is created.
     let models = worker_memory(plan.workers, &worker_models);
-    Ok(BenchOutput { pipeline, models, gpu_path, gpu_preprocess })
+    Ok(BenchOutput { pipeline, capacity, models, gpu_path, gpu_preprocess })
 }
 
 /// What `bench` prints: stage order as in the pipeline, not alphabetical.
 #[derive(Serialize)]
 pub struct BenchOutput {
     pipeline: BenchReport,
+    /// With `--fps` or `--motion`: the most cameras that keep the rate, and each run of the search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capacity: Option<CapacityBench>,
     /// Every model a worker of the cameras benchmark holds a context of (`[model]`, the `--models`
     /// detectors, the classifiers), its backend and device memory, and the worker's one arena.
     models: WorkerMemory,
