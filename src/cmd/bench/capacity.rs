@@ -16,9 +16,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
+use super::error::BenchError;
 use super::models::BenchModels;
 use super::scene::{MotionScene, SceneFrames};
-use super::BenchError;
 use crate::config::LimitsConfig;
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};

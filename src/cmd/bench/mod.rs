@@ -16,6 +16,7 @@
 
 mod cameras;
 mod capacity;
+mod error;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod models;
@@ -43,15 +44,8 @@ use models::{BenchModels, ModelChoice};
 use stages::{bench_backend, BenchReport};
 
 pub use capacity::DEFAULT_FPS;
+pub use error::BenchError;
 pub use scene::MotionScene;
-
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    #[error("{0}")]
-    Setup(String),
-    #[error("iteration {iteration}: {message}")]
-    Frame { iteration: usize, message: String },
-}
 
 /// Milliseconds of one stage over the measured iterations, to the microsecond: preprocessing on
 /// many threads takes about 0.1 ms, where hundredths of a millisecond would move a ratio to its

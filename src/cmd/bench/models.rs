@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use super::BenchError;
+use super::error::BenchError;
 use crate::backend::engine::chain::unchecked;
 use crate::backend::{Backend, BuildDisplay};
 use crate::cmd::models::{

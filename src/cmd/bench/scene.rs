@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::BenchError;
+use super::error::BenchError;
 use crate::frame::{FrameMeta, PixelFormat};
 
 /// Noisy copies of the image the frames cycle through: frame n shows copy n mod this.
