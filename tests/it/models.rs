@@ -440,3 +440,43 @@ fn bench_runs_cameras_round_robin_on_two_detectors_and_reports_each_models_frame
     assert!(!unknown.status.success(), "{stderr}");
     assert!(stderr.contains("no detector named `porch`") && stderr.contains("`yard`"), "{stderr}");
 }
+
+/// `bench --cameras 2 --fps 5 --motion idle`: the cameras run live through their motion gates; the
+/// report gives the capacity search, N cameras first, and frames of the idle scene that the gates
+/// kept from inference; without `--motion` no frame is gated. No rate is asserted: whether the
+/// cameras kept it depends on the machine's load. A scene that does not exist is an error.
+#[test]
+fn bench_with_motion_reports_the_capacity_search_and_gates_the_idle_scene() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("bench.toml");
+    std::fs::write(&config, "[device]\nbackend = \"cpu\"\n").expect("write config");
+    let image = sample("dog.jpg").display().to_string();
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["bench", "--warmup", "2", "--iterations", "10", "--cameras", "2", "--fps", "5"];
+        args.extend(["--image", image.as_str()]);
+        args.extend(extra);
+        run(&args, &config, &[])
+    };
+    let gated = |report: &serde_json::Value| -> u64 {
+        let runs = report["capacity"]["runs"].as_array().expect("the runs of the search");
+        runs.iter().map(|run| run["frames_gated"].as_u64().expect("frames_gated")).sum()
+    };
+
+    let output = bench(&["--motion", "idle"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("bench prints JSON");
+    let capacity = &report["capacity"];
+    assert_eq!((&capacity["motion"], &capacity["fps"]), (&serde_json::json!("idle"), &serde_json::json!(5.0)));
+    assert_eq!(capacity["runs"][0]["cameras"], 2, "N cameras first: {report:#}");
+    assert!(gated(&report) > 0, "the idle scene is gated: {report:#}");
+
+    let output = bench(&[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("bench prints JSON");
+    assert!(report["capacity"]["motion"].is_null(), "{report:#}");
+    assert_eq!(gated(&report), 0, "no gating without --motion: {report:#}");
+
+    let loud = bench(&["--motion", "loud"]);
+    let stderr = String::from_utf8_lossy(&loud.stderr);
+    assert!(!loud.status.success() && stderr.contains("idle or busy"), "{stderr}");
+}
