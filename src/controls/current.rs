@@ -1,6 +1,7 @@
 //! The controls' current values, which the pipeline reads without a lock (the camera's source
-//! thread reads `detect` on every frame, the sink `snapshots`, the recorder `record`), and the
-//! change signal that whoever applies or announces a change waits on ([`Controls::changes`]).
+//! thread reads `detect` and its motion gate `gating` on every frame, the sink `snapshots`, the
+//! recorder `record`), and the change signal that whoever applies or announces a change waits on
+//! ([`Controls::changes`]).
 //!
 //! Owns: [`Controls`] and [`CameraControls`]: start values from the config, values restored from
 //! the controls file, a set checked ([`super::values`]) before it changes anything. Must not:
@@ -21,6 +22,7 @@ pub struct CameraControls {
     detect: AtomicBool,
     snapshots: AtomicBool,
     record: AtomicBool,
+    gating: AtomicBool,
 }
 
 impl CameraControls {
@@ -29,6 +31,7 @@ impl CameraControls {
             Switch::Detect => &self.detect,
             Switch::Snapshots => &self.snapshots,
             Switch::Record => &self.record,
+            Switch::Gating => &self.gating,
         }
     }
 
@@ -37,7 +40,7 @@ impl CameraControls {
     }
 
     pub fn values(&self) -> CameraValues {
-        let mut values = CameraValues { detect: false, snapshots: false, record: false };
+        let mut values = CameraValues { detect: false, snapshots: false, record: false, gating: false };
         Switch::ALL.into_iter().for_each(|switch| *values.field(switch) = self.get(switch));
         values
     }
@@ -55,14 +58,14 @@ pub struct Controls {
 }
 
 impl Controls {
-    /// The config's values: detection and recording on, snapshots as `snapshot.enabled`, the
-    /// threshold `model.score_threshold`.
+    /// The config's values: detection, recording and motion gating on, snapshots as
+    /// `snapshot.enabled`, the threshold `model.score_threshold`.
     pub fn new(config: &Config) -> Controls {
         let names = config.cameras.iter().map(|camera| camera.name.clone());
         Controls::with_cameras(names, config.snapshot.enabled, config.model.score_threshold)
     }
 
-    /// Cameras named `names`, detecting and recording, with `snapshots` on or off.
+    /// Cameras named `names`, detecting, recording and gating, with `snapshots` on or off.
     pub fn with_cameras(names: impl IntoIterator<Item = String>, snapshots: bool, score_threshold: f32) -> Controls {
         let cameras = names
             .into_iter()
@@ -72,6 +75,7 @@ impl Controls {
                     detect: AtomicBool::new(true),
                     snapshots: AtomicBool::new(snapshots),
                     record: AtomicBool::new(true),
+                    gating: AtomicBool::new(true),
                 })
             })
             .collect();
@@ -152,7 +156,7 @@ mod tests {
     fn switches_start_from_the_config_change_once_and_tell_the_watchers() {
         let controls = Controls::new(&config());
         let front = controls.camera("front").expect("front").clone();
-        assert_eq!(front.values(), CameraValues { detect: true, snapshots: true, record: true });
+        assert_eq!(front.values(), CameraValues { detect: true, snapshots: true, record: true, gating: true });
         let mut changes = controls.changes();
         assert_eq!(controls.set("front", Switch::Detect, false), Ok(true));
         assert!(changes.has_changed().expect("sender alive"));
@@ -172,18 +176,22 @@ mod tests {
         let saved = ControlValues {
             score_threshold: 0.7,
             cameras: [
-                ("back".to_string(), CameraValues { detect: false, snapshots: false, record: true }),
-                ("gone".to_string(), CameraValues { detect: false, snapshots: false, record: false }),
+                ("back".to_string(), CameraValues { detect: false, snapshots: false, record: true, gating: false }),
+                ("gone".to_string(), CameraValues { detect: false, snapshots: false, record: false, gating: false }),
             ]
             .into(),
         };
         controls.restore(&saved);
         let values = controls.values();
         assert_eq!(values.score_threshold, 0.7);
-        assert_eq!(values.cameras["back"], CameraValues { detect: false, snapshots: false, record: true });
-        assert_eq!(values.cameras["front"], CameraValues { detect: true, snapshots: true, record: true });
+        assert_eq!(
+            values.cameras["back"],
+            CameraValues { detect: false, snapshots: false, record: true, gating: false }
+        );
+        assert_eq!(values.cameras["front"], CameraValues { detect: true, snapshots: true, record: true, gating: true });
         assert!(!values.cameras.contains_key("gone"));
         assert_eq!(Switch::from_name("snapshots"), Some(Switch::Snapshots));
         assert_eq!(Switch::from_name("snapshot"), None);
+        assert_eq!(Switch::from_name("gating"), Some(Switch::Gating));
     }
 }

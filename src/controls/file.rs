@@ -126,7 +126,11 @@ mod tests {
         assert!(load(&path).expect("no file").is_none());
         let values = ControlValues {
             score_threshold: 0.45,
-            cameras: [("front".to_string(), CameraValues { detect: false, snapshots: true, record: true })].into(),
+            cameras: [(
+                "front".to_string(),
+                CameraValues { detect: false, snapshots: true, record: true, gating: false },
+            )]
+            .into(),
         };
         save(&path, &values).expect("save");
         let text = std::fs::read_to_string(&path).expect("read");
@@ -144,6 +148,19 @@ mod tests {
         assert!(error.contains("controls.toml") && error.contains("0.0..=1.0"), "{error}");
         std::fs::write(&path, "score_threshold = 0.5\n[camera.front]\ndetect = \"yes\"\n").expect("write");
         assert!(load(&path).is_err());
+    }
+
+    #[test]
+    fn a_file_written_before_the_gating_switch_reads_with_gating_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("controls.toml");
+        let text = "score_threshold = 0.5\n[camera.front]\ndetect = true\nsnapshots = false\nrecord = true\n";
+        std::fs::write(&path, text).expect("write");
+        let values = load(&path).expect("load").expect("a file");
+        assert_eq!(
+            values.cameras["front"],
+            CameraValues { detect: true, snapshots: false, record: true, gating: true }
+        );
     }
 
     #[test]
@@ -168,7 +185,7 @@ mod tests {
     fn a_save_keeps_the_cameras_of_another_daemon_on_the_same_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("controls.toml");
-        let camera = |detect| CameraValues { detect, snapshots: true, record: true };
+        let camera = |detect| CameraValues { detect, snapshots: true, record: true, gating: true };
         let other = ControlValues { score_threshold: 0.4, cameras: [("back".to_string(), camera(false))].into() };
         save(&path, &other).expect("save");
         let ours = ControlValues { score_threshold: 0.6, cameras: [("front".to_string(), camera(true))].into() };

@@ -20,10 +20,14 @@ pub enum Switch {
     Snapshots,
     /// Event clips of the camera are recorded (the recorder of issue 31 reads it).
     Record,
+    /// With `[motion]` enabled, the camera's frames without motion are kept from inference (its
+    /// gate reads it on every frame). Off: every frame goes to inference; motion is still judged,
+    /// for the camera's motion sensor. Without `[motion]` it changes nothing.
+    Gating,
 }
 
 impl Switch {
-    pub const ALL: [Switch; 3] = [Switch::Detect, Switch::Snapshots, Switch::Record];
+    pub const ALL: [Switch; 4] = [Switch::Detect, Switch::Snapshots, Switch::Record, Switch::Gating];
 
     /// The switch's name in topics, the API and the controls file.
     pub fn name(self) -> &'static str {
@@ -31,7 +35,14 @@ impl Switch {
             Switch::Detect => "detect",
             Switch::Snapshots => "snapshots",
             Switch::Record => "record",
+            Switch::Gating => "gating",
         }
+    }
+
+    /// Whether every camera has the switch in MQTT and Home Assistant: `record` belongs to a
+    /// camera that records clips, `gating` to cameras with `[motion]` enabled.
+    pub fn on_every_camera(self) -> bool {
+        matches!(self, Switch::Detect | Switch::Snapshots)
     }
 
     pub fn from_name(name: &str) -> Option<Switch> {
@@ -55,6 +66,13 @@ pub struct CameraValues {
     pub detect: bool,
     pub snapshots: bool,
     pub record: bool,
+    /// On in a controls file written before the switch existed: gating as the config says.
+    #[serde(default = "gating_on")]
+    pub gating: bool,
+}
+
+fn gating_on() -> bool {
+    true
 }
 
 impl CameraValues {
@@ -67,6 +85,7 @@ impl CameraValues {
             Switch::Detect => &mut self.detect,
             Switch::Snapshots => &mut self.snapshots,
             Switch::Record => &mut self.record,
+            Switch::Gating => &mut self.gating,
         }
     }
 }

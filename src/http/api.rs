@@ -289,6 +289,7 @@ pub struct SwitchesBody {
     pub detect: Option<bool>,
     pub snapshots: Option<bool>,
     pub record: Option<bool>,
+    pub gating: Option<bool>,
 }
 
 impl SwitchesBody {
@@ -298,6 +299,7 @@ impl SwitchesBody {
             Switch::Detect => self.detect,
             Switch::Snapshots => self.snapshots,
             Switch::Record => self.record,
+            Switch::Gating => self.gating,
         }
     }
 }

@@ -9,8 +9,9 @@
 //! them for the camera's picture, [`FrameSink::picture`], then they go back to the ring), and
 //! offering each frame to a camera's [`StreamTap`] (which copies one only when its recorder
 //! needs raw frames; recording goes on while detection is off), and, with `[motion]`
-//! gating, keeping a frame without motion from inference (its [`CameraGate`] says so; the sink
-//! holds its tracks, [`FrameSink::held`], and gets it for the picture).
+//! gating, keeping a frame without motion from inference (its [`CameraGate`] says so, unless the
+//! camera's gating is switched off, [`Switch::Gating`]; the sink holds its tracks,
+//! [`FrameSink::held`], and gets it for the picture).
 //! Must not: run inference (the scheduler's workers do, through `super::step`), publish, format
 //! payloads, or block on the network.
 
@@ -125,13 +126,20 @@ impl CameraPipeline {
             spawn(&format!("{}-source", camera.name), &camera.name, move || {
                 // A frame captured while detection is off goes to the camera's picture alone.
                 let detecting = || switches.as_ref().is_none_or(|switches| switches.get(Switch::Detect));
+                let gating = || switches.as_ref().is_none_or(|switches| switches.get(Switch::Gating));
                 let picture = |slot: &FrameSlot| sink.picture(&name, slot);
                 let offline = || sink.camera_offline(&name);
                 let held = |slot: &FrameSlot| sink.held(&name, slot);
                 let settled = || sink.tracking_settled(&name);
                 let motion = |moving: bool| sink.motion(&name, moving);
-                let gate =
-                    gate.map(|gate| Gating { camera: &name, gate, held: &held, settled: &settled, motion: &motion });
+                let gate = gate.map(|gate| Gating {
+                    camera: &name,
+                    gate,
+                    gating: &gating,
+                    held: &held,
+                    settled: &settled,
+                    motion: &motion,
+                });
                 let mut routes =
                     FrameRoutes { detecting: &detecting, picture: &picture, offline: &offline, record, gate };
                 let result = run_source(source, &ring, frame_interval, &stop, &status, &liveness, &mut routes)
@@ -224,6 +232,8 @@ struct FrameRoutes<'a> {
 struct Gating<'a> {
     camera: &'a str,
     gate: CameraGate,
+    /// The camera's gating switch ([`Switch::Gating`]): off, every frame passes.
+    gating: &'a dyn Fn() -> bool,
     /// A held frame: its tracks hold, the picture goes on.
     held: &'a dyn Fn(&FrameSlot),
     /// Whether the camera's tracks let a frame be held.
@@ -235,7 +245,7 @@ struct Gating<'a> {
 impl Gating<'_> {
     /// Whether the frame in `slot` goes to inference; a frame that does not went to `held`.
     fn passes(&mut self, slot: &FrameSlot) -> bool {
-        let verdict = self.gate.judge(self.camera, slot, true, (self.settled)());
+        let verdict = self.gate.judge(self.camera, slot, (self.gating)(), (self.settled)());
         if let Some(moving) = self.gate.sensor_changed() {
             (self.motion)(moving);
         }
@@ -349,4 +359,51 @@ fn wait_for_free_slot(ring: &FrameRing, stop: &AtomicBool, liveness: &LivenessHa
         liveness.beat();
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::frame::{HeapMemory, PixelFormat};
+    use crate::infer::gating::CameraMotion;
+    use crate::motion::MotionParams;
+
+    /// A still grey frame captured at `at_s`.
+    fn still_frame(slot: &mut FrameSlot, at_s: f64) {
+        slot.prepare(64, 48, PixelFormat::Rgb8).expect("slot").fill(80);
+        slot.meta_mut().captured_at = SystemTime::UNIX_EPOCH + Duration::from_secs_f64(1e9 + at_s);
+    }
+
+    #[test]
+    fn a_camera_whose_gating_is_switched_off_sends_its_still_frames_to_inference() {
+        let controls = Controls::with_cameras(["front".to_string()], false, 0.4);
+        let switches = controls.camera("front").expect("front").clone();
+        let settings = CameraMotion { params: MotionParams::default(), masks: Vec::new(), detect_interval_s: 5.0 };
+        let held_frames = Cell::new(0);
+        let (gating, held) = (|| switches.get(Switch::Gating), |_: &FrameSlot| held_frames.set(held_frames.get() + 1));
+        let (settled, motion) = (|| true, |_: bool| {});
+        let mut gate = Gating {
+            camera: "front",
+            gate: CameraGate::new(settings),
+            gating: &gating,
+            held: &held,
+            settled: &settled,
+            motion: &motion,
+        };
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+        let mut passes = Vec::new();
+        for i in 0..6 {
+            if i == 3 {
+                controls.set("front", Switch::Gating, false).expect("a known camera");
+            }
+            still_frame(&mut slot, f64::from(i) * 0.2);
+            passes.push(gate.passes(&slot));
+        }
+        // The first frame teaches the background, the next two are held; switched off, none is.
+        assert_eq!(passes, [true, false, false, true, true, true]);
+        assert_eq!(held_frames.get(), 2);
+    }
 }

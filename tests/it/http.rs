@@ -562,6 +562,7 @@ fn listening_beyond_loopback_without_a_token_is_a_config_error() {
 /// camera or a threshold outside 0–1 changes nothing (400 naming the field); a good one is applied
 /// at once, answered, published on the MQTT state topics (retained) and kept in the controls file,
 /// from which a restarted daemon starts, showing the picture of a camera whose detection is off.
+/// Motion gating's switch (issue 48) is kept like the others.
 #[test]
 fn controls_set_through_the_api_are_published_kept_and_survive_a_restart() {
     let mut fixture = Fixture::start("http-controls", true, |config| config);
@@ -591,18 +592,26 @@ fn controls_set_through_the_api_are_published_kept_and_survive_a_restart() {
     }
     assert_eq!(fixture.get("/api/controls").json(), before, "a refused write changes nothing");
 
-    let answer = put(br#"{"score_threshold":0.55,"camera":{"front":{"detect":false}}}"#, &[("Authorization", &bearer)]);
+    assert_eq!(before["camera"]["front"]["gating"], true, "{before}");
+    let body = br#"{"score_threshold":0.55,"camera":{"front":{"detect":false,"gating":false}}}"#;
+    let answer = put(body, &[("Authorization", &bearer)]);
     assert_eq!(answer.status, 200, "{}", answer.text());
+    let cameras = &answer.json()["camera"];
     assert_eq!(
-        (answer.json()["camera"]["front"]["detect"].as_bool(), answer.json()["camera"]["back"]["detect"].as_bool()),
-        (Some(false), Some(true))
+        (
+            cameras["front"]["detect"].as_bool(),
+            cameras["back"]["detect"].as_bool(),
+            cameras["front"]["gating"].as_bool()
+        ),
+        (Some(false), Some(true), Some(false))
     );
     let prefix = fixture.prefix.clone();
     fixture.subscriber.wait_for_payload(&format!("{prefix}/front/controls/detect"), b"OFF");
     fixture.subscriber.wait_for_payload(&format!("{prefix}/controls/score_threshold"), b"0.55");
     let log = fixture.daemon.log_handle();
     fixture.daemon.wait_until("the controls file", || {
-        std::fs::read_to_string(&file).is_ok_and(|text| text.contains("detect = false"))
+        std::fs::read_to_string(&file)
+            .is_ok_and(|text| text.contains("detect = false") && text.contains("gating = false"))
     });
 
     fixture.daemon.signal(libc::SIGTERM);
@@ -615,6 +624,7 @@ fn controls_set_through_the_api_are_published_kept_and_survive_a_restart() {
         after["camera"]["front"]["detect"] == false
     });
     assert_eq!(after["score_threshold"], 0.55, "{after}");
+    assert_eq!(after["camera"]["front"]["gating"], false, "{after}");
     // Detection off is not the camera off: its picture goes on (no frame was ever detected in
     // this run).
     restarted.wait_until("a picture of front with its detection off", || {

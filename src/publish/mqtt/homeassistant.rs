@@ -249,7 +249,7 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
             }),
         ));
     }
-    // With gating, each camera's motion sensor.
+    // With gating, each camera's motion sensor and gating switch.
     let motion_sensors = config.sections.get::<MotionConfig>().is_some_and(|motion| motion.enabled);
     for camera in &config.cameras {
         let name = camera.name.as_str();
@@ -301,6 +301,9 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
         }
         if config.recording(camera).is_some() {
             switches.push((Switch::Record, "recording", "mdi:record-rec"));
+        }
+        if motion_sensors {
+            switches.push((Switch::Gating, "motion gating", "mdi:motion-pause"));
         }
         for (switch, what, icon) in switches {
             let state = topics::switch_state(&prefix, name, switch);
@@ -771,9 +774,10 @@ mod tests {
     }
 
     #[test]
-    fn a_camera_has_a_motion_sensor_only_with_motion_gating() {
+    fn a_camera_has_a_motion_sensor_and_a_gating_switch_only_with_motion_gating() {
         let board = BoardSensors { temperature: false, gpu_load: false };
-        assert!(!messages(&config(""), board).contains_key("front_motion"));
+        let plain = messages(&config(""), board);
+        assert!(!plain.contains_key("front_motion") && !plain.contains_key("front_gating"));
         let schema = crate::config::section::Schema::new(
             [crate::config::section::SectionKind::of::<MotionConfig>()]
                 .into_iter()
@@ -786,10 +790,20 @@ mod tests {
                 Path::new("/"),
             )
             .expect("config");
-        let sensor = &messages(&gated, board)["front_motion"];
+        let gated = messages(&gated, board);
+        let sensor = &gated["front_motion"];
         assert_eq!(
             (&sensor["state_topic"], &sensor["device_class"]),
             (&json!("jd/orin1/front/motion"), &json!("motion"))
+        );
+        let switch = &gated["front_gating"];
+        assert_eq!(
+            (&switch["name"], &switch["state_topic"], &switch["command_topic"]),
+            (
+                &json!("Front motion gating"),
+                &json!("jd/orin1/front/controls/gating"),
+                &json!("jd/orin1/front/controls/gating/set")
+            )
         );
     }
 

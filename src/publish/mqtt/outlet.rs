@@ -53,6 +53,7 @@ use crate::config::{topic_segment, Config};
 use crate::controls::{ControlError, ControlValues, Controls, Switch};
 use crate::detection::Labels;
 use crate::frame::FrameSlot;
+use crate::infer::gating::MotionConfig;
 use crate::publish::event_message::EventMessage;
 use crate::publish::figures::{self, Metric, OutletFigures};
 use crate::publish::outlet::{DaemonStatus, FrameResult, Outlet, Stop, Stopping, TrackingUpdate};
@@ -94,6 +95,20 @@ struct CameraTopics {
     detections_seq: AtomicU64,
     /// The camera records clips: it has a `record` switch to publish.
     records: bool,
+    /// `[motion]` is enabled: the camera has a `gating` switch to publish.
+    gates: bool,
+}
+
+impl CameraTopics {
+    /// Whether the camera has `switch` to publish: `record` only when it records, `gating` only
+    /// with motion gating.
+    fn shows(&self, switch: Switch) -> bool {
+        match switch {
+            Switch::Record => self.records,
+            Switch::Gating => self.gates,
+            Switch::Detect | Switch::Snapshots => switch.on_every_camera(),
+        }
+    }
 }
 
 /// Home Assistant discovery: what was announced, and the zone counts that have a value.
@@ -182,6 +197,7 @@ impl MqttOutlet {
     ) -> MqttOutlet {
         let (mqtt, discovery) = (MqttConfig::of(config), HomeAssistantConfig::of(config));
         let prefix = mqtt.topic_prefix(config);
+        let gates = config.sections.get::<MotionConfig>().is_some_and(|motion| motion.enabled);
         let cameras = config
             .cameras
             .iter()
@@ -197,6 +213,7 @@ impl MqttOutlet {
                         .then(|| Mutex::new(LabelCounts::new(&prefix, &camera.name, &discovery.labels))),
                     detections_seq: AtomicU64::new(0),
                     records: config.recording(camera).is_some(),
+                    gates,
                     base,
                 };
                 (camera.name.clone(), topics)
@@ -293,13 +310,16 @@ impl MqttOutlet {
         }
     }
 
-    /// Every control's state; a camera that does not record has no `record` switch to show.
+    /// Every control's state; a camera that does not record has no `record` switch to show, and
+    /// none has a `gating` switch without `[motion]`.
     fn publish_controls(&self, values: &ControlValues) {
         let threshold = format!("{}", (values.score_threshold * 1000.0).round() / 1000.0);
         self.publisher.publish_state(StateClass::Value, topics::threshold_state(&self.prefix), threshold.into_bytes());
         for (camera, switches) in &values.cameras {
-            let records = self.cameras.get(camera).is_some_and(|topics| topics.records);
-            for switch in Switch::ALL.into_iter().filter(|switch| *switch != Switch::Record || records) {
+            let camera_topics = self.cameras.get(camera);
+            // A camera the outlet does not know (yet) shows the switches every camera has.
+            let shows = |switch: Switch| camera_topics.map_or(switch.on_every_camera(), |t| t.shows(switch));
+            for switch in Switch::ALL.into_iter().filter(|switch| shows(*switch)) {
                 let payload = if switches.get(switch) { "ON" } else { "OFF" };
                 let topic = topics::switch_state(&self.prefix, camera, switch);
                 self.publisher.publish_state(StateClass::Value, topic, payload.as_bytes().to_vec());
