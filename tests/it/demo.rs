@@ -179,7 +179,8 @@ fn printed(stdout: &Lines, stderr: &Lines) -> String {
 
 /// Issue 50, item 5: the demo printed every frame's detections, which buried its events, and a
 /// `controls/record ON` of a camera that records nothing. It prints the events and leaves the
-/// detections out (unless `DEMO_DETECTIONS=1`), and a camera without clips has no recording switch.
+/// detections out (unless `DEMO_DETECTIONS=1`), and a camera without clips has no recording switch
+/// (nor, without `[motion]`, a motion gating switch: issue 48).
 #[test]
 fn the_demo_prints_events_without_detections_and_ctrl_c_ends_it_with_offline_printed_and_nothing_left_running() {
     let wait = Pace::measured().daemon_wait();
@@ -196,6 +197,7 @@ fn the_demo_prints_events_without_detections_and_ctrl_c_ends_it_with_offline_pri
     let terminal = stdout.text();
     assert!(!terminal.contains("/detections "), "the per-frame detections are left out\n{}", describe());
     assert!(!terminal.contains("/controls/record"), "no recording switch without clips\n{}", describe());
+    assert!(!terminal.contains("/controls/gating"), "no motion gating switch without [motion]\n{}", describe());
 
     // SAFETY: kill has no memory-safety preconditions; the group is the demo's, led by our child.
     assert_eq!(unsafe { libc::kill(-group, libc::SIGINT) }, 0, "kill: {}", std::io::Error::last_os_error());
