@@ -414,7 +414,7 @@ fn image_dir(parent: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
 }
 
 /// The retained message a fresh subscriber gets on `topic`.
-fn retained(broker: &Broker, client_id: &str, topic: &str) -> Received {
+pub fn retained(broker: &Broker, client_id: &str, topic: &str) -> Received {
     let late = Subscriber::connect(broker, client_id, &[topic]);
     let messages = late.wait_until(topic, "the retained message", |m| !m.is_empty());
     assert!(messages[0].retain, "{topic}: {:?} is not retained", messages[0].text());

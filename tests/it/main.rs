@@ -31,6 +31,7 @@ mod layering;
 mod live;
 mod login;
 mod models;
+mod motion;
 mod mqtt;
 mod notify;
 mod onnxruntime;
