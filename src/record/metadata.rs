@@ -7,7 +7,10 @@
 //! clip's recent units, places each box frame at the unit captured at the same moment (within half
 //! a frame), and holds the last sample back until the next one says how long it lasts. A frame
 //! whose boxes are those of the sample before it extends that sample instead of adding one, so a
-//! still scene costs one sample.
+//! still scene costs one sample. The track spans the video's whole timeline, from 0 to the clip's
+//! end: the time before the clip's first processed frame is a sample without boxes. (A track
+//! starting later would end later too for ffmpeg — it takes a fragmented track's duration from 0
+//! and adds the track's start — and a clip would probe longer than its video.)
 //!
 //! Owns: that mapping ([`BoxTrack`], with the units' times of [`super::timeline::UnitTimes`]) and
 //! its bounds ([`MAX_UNITS`], [`MAX_WAITING`]). Must not: write files or build boxes (the clip
@@ -89,6 +92,9 @@ impl BoxTrack {
                 self.unplaced += 1;
                 continue;
             };
+            if self.last.is_none() && ticks > 0 {
+                self.lead();
+            }
             let data = frame.sample();
             if self.last.as_ref().is_some_and(|(_, last)| *last == data) {
                 continue;
@@ -98,9 +104,20 @@ impl BoxTrack {
         }
     }
 
+    /// The track's first sample, from 0: no boxes (nothing processed yet).
+    fn lead(&mut self) {
+        let empty = BoxFrame { captured_at: SystemTime::UNIX_EPOCH, boxes: Vec::new() }.sample();
+        self.placed.push((0, empty.clone()));
+        self.last = Some((0, empty));
+    }
+
     /// The samples whose duration is known, to be written now: every placed one but the newest,
-    /// which lasts until the next. With `end` (the clip ends at these ticks), all of them.
+    /// which lasts until the next. With `end` (the clip ends at these ticks), all of them: a clip
+    /// with video but without a processed frame gets one sample without boxes, from 0 to its end.
     pub fn take(&mut self, end: Option<u64>) -> Vec<MetadataSample> {
+        if end.is_some_and(|end| end > 0) && self.last.is_none() {
+            self.lead();
+        }
         let keep = match end {
             Some(_) => 0,
             None => usize::from(!self.placed.is_empty()),
@@ -135,7 +152,7 @@ mod tests {
     }
 
     #[test]
-    fn boxes_land_on_the_unit_captured_with_them_and_last_until_the_next() {
+    fn the_track_starts_at_0_and_boxes_land_on_the_unit_captured_with_them_lasting_until_the_next() {
         let mut track = BoxTrack::default();
         for n in 0..5 {
             track.unit(at(n), 1000 + n * 9000, FRAME);
@@ -144,8 +161,9 @@ mod tests {
         track.frame(boxes(3, 0.3));
         track.frame(boxes(7, 0.7));
         let written = track.take(None);
-        assert_eq!(written.len(), 1, "the newest waits for its successor: {written:?}");
-        assert_eq!((written[0].ticks, written[0].duration), (10_000, 18_000));
+        let times: Vec<(u64, u32)> = written.iter().map(|s| (s.ticks, s.duration)).collect();
+        assert_eq!(times, [(0, 10_000), (10_000, 18_000)], "from 0, the newest waiting for its successor");
+        assert_eq!(BoxFrame::parse_sample(&written[0].data), Some(Vec::new()), "no boxes before the first frame");
         for n in 5..8 {
             track.unit(at(n), 1000 + n * 9000, FRAME);
         }
@@ -170,6 +188,9 @@ mod tests {
         let mut early = BoxTrack::default();
         early.unit(at(10), 0, FRAME);
         early.frame(boxes(2, 0.1));
-        assert!(early.take(Some(9000)).is_empty(), "captured before the clip's first unit");
+        let samples = early.take(Some(9000));
+        assert_eq!(samples.len(), 1, "captured before the clip's first unit: {samples:?}");
+        assert_eq!((samples[0].ticks, samples[0].duration), (0, 9000), "the whole clip without boxes");
+        assert_eq!(BoxFrame::parse_sample(&samples[0].data), Some(Vec::new()));
     }
 }

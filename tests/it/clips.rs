@@ -157,6 +157,19 @@ fn probe(file: &Path) -> (f64, Vec<(bool, f64)>) {
     (duration, frames)
 }
 
+/// Each stream's type and start time, as ffprobe reads them.
+fn stream_starts(file: &Path) -> Vec<(String, f64)> {
+    let output = Command::new("ffprobe")
+        .args(["-v", "error", "-of", "json", "-show_entries", "stream=codec_type,start_time"])
+        .arg(file)
+        .output()
+        .expect("run ffprobe");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("ffprobe's JSON");
+    let streams = json["streams"].as_array().cloned().unwrap_or_default();
+    let start = |stream: &serde_json::Value| stream["start_time"].as_str().and_then(|t| t.parse().ok()).unwrap_or(-1.0);
+    streams.iter().map(|stream| (stream["codec_type"].as_str().unwrap_or_default().to_owned(), start(stream))).collect()
+}
+
 /// Decodes the whole clip with ffmpeg: it must decode without an error, its decode times strictly
 /// increasing. The frames keep the clip's own time base (`-enc_time_base -1`): the camera's
 /// timestamps come through RTSP's jitter buffer, which under load spaces two frames closer than one
@@ -263,6 +276,10 @@ fn an_event_clip_starts_before_the_object_appeared_lasts_past_its_end_and_plays_
         frames.first().is_some_and(|(key, at)| *key && *at == 0.0),
         "the first frame is a keyframe at 0: {frames:?}"
     );
+    // Both tracks start at 0: ffmpeg adds a track's start to its end, so a metadata track
+    // starting at the first processed frame made the clip probe longer than its video.
+    let starts = stream_starts(&on_disk);
+    assert_eq!(starts, [("video".to_owned(), 0.0), ("data".to_owned(), 0.0)], "the tracks' start times");
     assert!(
         (duration * 1000.0 - (clip_end - clip_start)).abs() <= 2.0 * FRAME_MS,
         "ffprobe's duration {duration} s against the index's {} ms",
