@@ -34,6 +34,7 @@ use crate::infer::per_track::embedder::AppearanceAnswer;
 use crate::infer::per_track::{CameraPerTrack, PerTrackSessions, TrackAttributes};
 use crate::publish::snapshot::render_jpeg;
 use crate::track::crop_plan::CropRule;
+use crate::track::detection_zones::DetectionZones;
 use crate::track::events::{EventKind, Scene, WatchParams};
 use crate::track::occupancy::OccupancyChange;
 use crate::track::scene_tracker::{seconds, SceneTracker, TrackingParams};
@@ -136,8 +137,9 @@ impl CameraEvents {
         self.update()
     }
 
-    /// Tracks one processed frame: the track id of each detection (confirmed tracks only), what
-    /// per-track models said of the live tracks, and the frame's events and changed counts.
+    /// Tracks one processed frame: the track id of each detection (confirmed tracks only) and
+    /// the zones its track is in, what per-track models said of the live tracks, and the frame's
+    /// events and changed counts.
     /// `clips` names the clip of each event, if it has one; `per_track` (the worker's sessions)
     /// run the per-track models on the crops of the tracks this frame's plans choose.
     /// A frame of another continuity than the last ends every track first: its `end` events and
@@ -149,7 +151,7 @@ impl CameraEvents {
         labels: &Labels,
         clips: &ClipNamer<'_>,
         per_track: &mut PerTrackSessions,
-    ) -> (&[Option<TrackId>], &TrackAttributes, TrackingUpdate<'_>) {
+    ) -> (&[Option<TrackId>], DetectionZones<'_>, &TrackAttributes, TrackingUpdate<'_>) {
         self.events.clear();
         self.occupancy.clear();
         let continuity = slot.continuity();
@@ -179,7 +181,7 @@ impl CameraEvents {
         self.occupancy.extend_from_slice(self.tracking.occupancy_changes());
         self.take_pictures(slot, labels);
         let update = TrackingUpdate { events: &self.events, occupancy: &self.occupancy };
-        (self.tracking.track_ids(), self.per_track.attributes(), update)
+        (self.tracking.track_ids(), self.tracking.detection_zones(), self.per_track.attributes(), update)
     }
 
     /// A frame the camera's motion gate kept from inference, captured at `captured_at`: the
@@ -359,7 +361,7 @@ mod tests {
         let mut events = Vec::new();
         let scores = [0.6, 0.62, 0.9, 0.7];
         for (frame, score) in scores.iter().enumerate() {
-            let (ids, _, update) = tracking.frame(
+            let (ids, _, _, update) = tracking.frame(
                 &slot(frame as u64),
                 &[light(*score, 10.0 + frame as f32)],
                 &labels,
@@ -397,7 +399,7 @@ mod tests {
         let mut frame = |frame: u64, continuity: u64| {
             let mut slot = slot(frame);
             slot.set_continuity(continuity);
-            let (ids, _, update) =
+            let (ids, _, _, update) =
                 tracking.frame(&slot, &[light(0.8, 10.0)], &labels, &|_| None, &mut PerTrackSessions::none());
             let ids = ids.to_vec();
             events.extend(update.events.iter().map(|event| (event.kind, event.track_id)));
@@ -430,7 +432,7 @@ mod tests {
             .collect();
         let mut events = Vec::new();
         for frame in 0..3 {
-            let (_, _, update) =
+            let (_, _, _, update) =
                 tracking.frame(&slot(frame), &lights, &labels, &|_| None, &mut PerTrackSessions::none());
             events.extend(update.events.iter().cloned());
         }

@@ -61,6 +61,7 @@ use crate::detection::Detection;
 use crate::frame::{FrameSlot, FrameTimings};
 use crate::infer::per_track::TrackAttributes;
 use crate::service::telemetry::TelemetryReport;
+use crate::track::detection_zones::DetectionZones;
 use crate::track::occupancy::OccupancyChange;
 use crate::track::tracker::TrackId;
 
@@ -89,6 +90,8 @@ pub struct FrameResult<'a> {
     pub detections: &'a [Detection],
     /// Per detection, its confirmed track's id (empty while tracking is off).
     pub track_ids: &'a [Option<TrackId>],
+    /// Per detection, the zones its confirmed track is in (none while tracking is off).
+    pub zones: DetectionZones<'a>,
     /// What classifiers said of the camera's live tracks (`None` while tracking is off).
     pub attributes: Option<&'a TrackAttributes>,
     /// Stage timings up to the hand-over to the outlets.

@@ -36,6 +36,7 @@ use crate::infer::step::{FrameSink, PipelineError};
 use crate::reid::{Gallery, GalleryParams};
 use crate::service::telemetry::CameraStats;
 use crate::sys::lock::{lock, try_lock};
+use crate::track::detection_zones::DetectionZones;
 use crate::track::events::Scene;
 
 /// Per-camera state the sink keeps.
@@ -273,13 +274,14 @@ impl FrameSink for PublishSink {
                 *offline_since = None;
             }
         }
-        let (track_ids, attributes, update) = match step.as_mut() {
+        let (track_ids, zones, attributes, update) = match step.as_mut() {
             Some(tracking) => {
                 let clips = |event: &ObjectEvent| self.clip_of(camera, event);
-                let (track_ids, attributes, update) = tracking.frame(slot, detections, &self.labels, &clips, per_track);
-                (track_ids, Some(attributes), update)
+                let (track_ids, zones, attributes, update) =
+                    tracking.frame(slot, detections, &self.labels, &clips, per_track);
+                (track_ids, zones, Some(attributes), update)
             }
-            None => (&[][..], None, TrackingUpdate::default()),
+            None => (&[][..], DetectionZones::default(), None, TrackingUpdate::default()),
         };
         let snapshot = self.snapshot(entry, slot, detections, publish_started);
         self.outlets.frame(&FrameResult {
@@ -287,6 +289,7 @@ impl FrameSink for PublishSink {
             slot,
             detections,
             track_ids,
+            zones,
             attributes,
             timings,
             tracking: update,

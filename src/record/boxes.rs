@@ -1,10 +1,12 @@
 //! One frame's boxes as data: what a clip's timed metadata track and the live view's box stream
 //! carry, so that a player draws them over the video and no pixel is re-encoded.
 //!
-//! Owns: [`BoxFrame`] (a processed frame's detections with their track ids, as fractions of the
-//! frame, stamped with the frame's capture time: the clock the camera's access units carry too)
-//! and its one JSON form, [`BoxFrame::sample`]: `{"boxes":[{"label":"person","score":0.91,
-//! "track":4,"box":[x1,y1,x2,y2]}]}` (a box without a confirmed track has no `track`).
+//! Owns: [`BoxFrame`] (a processed frame's detections with their track ids and the zones their
+//! tracks are in, as fractions of the frame, stamped with the frame's capture time: the clock the
+//! camera's access units carry too) and its one JSON form, [`BoxFrame::sample`]:
+//! `{"boxes":[{"label":"person","score":0.91,"track":4,"zones":["yard"],"box":[x1,y1,x2,y2]}]}`
+//! (a box without a confirmed track has no `track`, one in no zone no `zones`: a reader that
+//! does not know a field ignores it, and a sample written before `zones` reads as in none).
 //! Must not: know where a frame's picture sits on a track's timeline (the clip writer and the live
 //! feed map the capture time), or hold a frame's pixels.
 
@@ -24,6 +26,9 @@ pub struct FrameBox {
     /// The confirmed track's id, when the detection has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub track: Option<u64>,
+    /// The zones the confirmed track is in, in the scene's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<String>,
     /// `[x1, y1, x2, y2]`, fractions of the frame's width and height, rounded to four decimals
     /// (a fifth of a pixel of a 1080p frame).
     #[serde(rename = "box")]
@@ -48,7 +53,8 @@ fn round(value: f32, scale: f32) -> f32 {
 }
 
 impl BoxFrame {
-    /// The boxes of a processed frame: every detection, with its track's id where it has one.
+    /// The boxes of a processed frame: every detection, with its track's id and zones where it
+    /// has a track.
     pub fn from_frame(frame: &FrameResult<'_>, labels: &Labels) -> BoxFrame {
         let meta = frame.slot.meta();
         let (width, height) = (meta.width.max(1) as f32, meta.height.max(1) as f32);
@@ -63,6 +69,7 @@ impl BoxFrame {
                     label: labels.name(detection.class_id).into_owned(),
                     score: round(detection.score, 100.0),
                     track: frame.track_ids.get(index).copied().flatten(),
+                    zones: frame.zones.of(index).map(str::to_owned).collect(),
                     bbox: [
                         fraction(b.x1, width),
                         fraction(b.y1, height),
@@ -95,9 +102,12 @@ mod tests {
     use super::*;
     use crate::detection::{BoundingBox, Detection};
     use crate::frame::{FrameSlot, FrameTimings, HeapMemory, PixelFormat};
+    use crate::track::detection_zones::DetectionZones;
+    use crate::track::events::Zone;
+    use crate::track::zones::Polygon;
 
     #[test]
-    fn a_frames_boxes_are_fractions_with_their_tracks_and_read_back_from_their_sample() {
+    fn a_frames_boxes_are_fractions_with_their_tracks_and_zones_and_read_back_from_their_sample() {
         let mut slot = FrameSlot::new(Box::new(HeapMemory::with_capacity(200 * 100 * 3)));
         slot.prepare(200, 100, PixelFormat::Rgb8).expect("room");
         let detection = |class_id, x1| Detection {
@@ -108,11 +118,15 @@ mod tests {
         let detections = [detection(0, 20.0), detection(1, -5.0)];
         let labels = Labels::parse("person\ndog\n", std::path::Path::new("labels.txt")).expect("labels");
         let timings = FrameTimings::default();
+        let square = Polygon::new(&[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]).expect("a square");
+        let zone = |name: &str| Zone { name: name.into(), polygon: square.clone(), classes: vec![] };
+        let scene = [zone("yard"), zone("lawn")];
         let frame = FrameResult {
             camera: "gate",
             slot: &slot,
             detections: &detections,
             track_ids: &[Some(4), None],
+            zones: DetectionZones::new(&[0b11, 0], &scene),
             attributes: None,
             timings: &timings,
             tracking: Default::default(),
@@ -123,9 +137,12 @@ mod tests {
         let sample = boxes.sample();
         assert_eq!(
             String::from_utf8_lossy(&sample),
-            r#"{"boxes":[{"label":"person","score":0.91,"track":4,"box":[0.1,0.1,0.75,1.0]},{"label":"dog","score":0.91,"box":[0.0,0.1,0.75,1.0]}]}"#
+            r#"{"boxes":[{"label":"person","score":0.91,"track":4,"zones":["yard","lawn"],"box":[0.1,0.1,0.75,1.0]},{"label":"dog","score":0.91,"box":[0.0,0.1,0.75,1.0]}]}"#
         );
         assert_eq!(BoxFrame::parse_sample(&sample), Some(boxes.boxes));
+        let before_zones = br#"{"boxes":[{"label":"person","score":0.91,"track":4,"box":[0.1,0.1,0.75,1.0]}]}"#;
+        let read = BoxFrame::parse_sample(before_zones).expect("a sample written before zones");
+        assert!(read[0].zones.is_empty(), "reads as in no zone");
         assert_eq!(BoxFrame::parse_sample(b"not json"), None);
     }
 }

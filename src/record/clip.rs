@@ -594,7 +594,13 @@ mod tests {
             writer.push(&unit(&f, start(), n)).expect("push");
             if n % 2 == 0 && n < 24 {
                 let x = n as f32 / 100.0;
-                let bbox = FrameBox { label: "person".into(), score: 0.8, track: Some(7), bbox: [x, 0.0, 0.5, 0.5] };
+                let bbox = FrameBox {
+                    label: "person".into(),
+                    score: 0.8,
+                    track: Some(7),
+                    zones: vec![],
+                    bbox: [x, 0.0, 0.5, 0.5],
+                };
                 writer.push_boxes(BoxFrame { captured_at: unit(&f, start(), n).captured_at, boxes: vec![bbox] });
             }
         }

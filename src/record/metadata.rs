@@ -147,7 +147,13 @@ mod tests {
     }
 
     fn boxes(n: u64, x: f32) -> BoxFrame {
-        let bbox = FrameBox { label: "person".into(), score: 0.9, track: Some(1), bbox: [x, 0.1, x + 0.1, 0.5] };
+        let bbox = FrameBox {
+            label: "person".into(),
+            score: 0.9,
+            track: Some(1),
+            zones: vec![],
+            bbox: [x, 0.1, x + 0.1, 0.5],
+        };
         BoxFrame { captured_at: at(n) + Duration::from_micros(30), boxes: vec![bbox] }
     }
 

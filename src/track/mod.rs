@@ -13,11 +13,13 @@
 //! - [`events`] applies the event rules — [`zones`] and [`lines`] (on [`geometry`]), stationarity,
 //!   better scores — and says which `start`/`update`/`end` events happened;
 //! - [`occupancy`] counts the confirmed objects per zone and label;
-//! - [`scene_tracker`] runs these three in step for one camera;
+//! - [`scene_tracker`] runs these three in step for one camera, and says per detection its
+//!   track's id and the zones the track is in ([`detection_zones`]);
 //! - [`crop_plan`] says which tracks a per-track model (a classifier) looks at on a frame.
 
 pub mod association;
 pub mod crop_plan;
+pub mod detection_zones;
 pub mod events;
 pub mod geometry;
 pub mod kalman;

@@ -1,13 +1,14 @@
 //! One camera's objects over time: the tracker, the event rules and the zone counts, in step.
 //!
 //! Owns: the order of the per-frame steps (track → events → occupancy), the frame's capture time
-//! as the only clock, the per-detection track ids, and applying reloaded settings and scenes to
+//! as the only clock, the per-detection track ids and zones, and applying reloaded settings and scenes to
 //! live state. Must not: encode, render or publish anything (the daemon's side of tracking does),
 //! or read a clock: everything is a function of the detections and their capture times, which is
 //! what makes replays and tests reproducible.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::detection_zones::DetectionZones;
 use super::events::{Scene, TrackEvent, WatchParams, Watcher};
 use super::occupancy::{Occupancy, OccupancyChange};
 use super::tracker::{TrackId, Tracker, TrackerParams};
@@ -28,6 +29,8 @@ pub struct SceneTracker {
     occupancy: Occupancy,
     scene: Scene,
     track_ids: Vec<Option<TrackId>>,
+    /// Per detection of the last frame: the zones of its confirmed track (bit i: `scene.zones[i]`).
+    track_zones: Vec<u64>,
     frame_size: (u32, u32),
 }
 
@@ -39,6 +42,7 @@ impl SceneTracker {
             occupancy: Occupancy::new(&scene),
             scene,
             track_ids: Vec::new(),
+            track_zones: Vec::new(),
             frame_size: (1, 1),
         }
     }
@@ -72,8 +76,13 @@ impl SceneTracker {
         self.watcher.observe(&self.tracker, &self.scene, width, height);
         self.occupancy.recount(&self.tracker, &self.watcher, &self.scene);
         self.track_ids.clear();
-        let tracker = &self.tracker;
-        self.track_ids.extend(tracker.assignments().iter().map(|slot| slot.and_then(|s| tracker.track(s)?.id())));
+        self.track_zones.clear();
+        let (tracker, watcher) = (&self.tracker, &self.watcher);
+        for slot in tracker.assignments() {
+            let confirmed = slot.and_then(|s| Some((s, tracker.track(s)?.id()?)));
+            self.track_ids.push(confirmed.map(|(_, id)| id));
+            self.track_zones.push(confirmed.map_or(0, |(s, _)| watcher.zones(s)));
+        }
     }
 
     /// New settings (SIGHUP); live tracks keep their ids and state.
@@ -94,6 +103,11 @@ impl SceneTracker {
     /// Per detection of the last frame: the id of its confirmed track.
     pub fn track_ids(&self) -> &[Option<TrackId>] {
         &self.track_ids
+    }
+
+    /// Per detection of the last frame: the zones its confirmed track is in.
+    pub fn detection_zones(&self) -> DetectionZones<'_> {
+        DetectionZones::new(&self.track_zones, &self.scene.zones)
     }
 
     /// Events of the last frame (or [`SceneTracker::finish`]).
@@ -155,7 +169,7 @@ mod tests {
     }
 
     #[test]
-    fn frames_give_ids_events_and_counts_and_finish_ends_everything() {
+    fn frames_give_ids_zones_events_and_counts_and_finish_ends_everything() {
         let whole = Polygon::new(&[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]).expect("polygon");
         let scene = Scene { zones: vec![Zone { name: "all".into(), polygon: whole, classes: vec![] }], lines: vec![] };
         let mut tracking = SceneTracker::new(params(), scene);
@@ -168,6 +182,7 @@ mod tests {
             kinds.extend(tracking.events().iter().map(|e| e.kind));
         }
         assert_eq!(tracking.track_ids(), [Some(1)]);
+        assert_eq!(tracking.detection_zones().of(0).collect::<Vec<_>>(), ["all"], "the track's zones");
         assert_eq!(kinds, [EventKind::Start]);
         let track = tracking.tracker().track(0).expect("track");
         assert_eq!(system_time(track.first_seen()), start);

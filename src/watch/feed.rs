@@ -396,7 +396,13 @@ mod tests {
         let f = format();
         let frame = |n: u64| BoxFrame {
             captured_at: start() + Duration::from_millis(n * 100),
-            boxes: vec![FrameBox { label: "person".into(), score: 0.9, track: Some(3), bbox: [0.1, 0.2, 0.3, 0.4] }],
+            boxes: vec![FrameBox {
+                label: "person".into(),
+                score: 0.9,
+                track: Some(3),
+                zones: vec![],
+                bbox: [0.1, 0.2, 0.3, 0.4],
+            }],
         };
         for n in 0..5 {
             feed.unit(&unit(&f, n));

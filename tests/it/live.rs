@@ -7,7 +7,8 @@
 //! - ten viewers at once each get the stream; a viewer that stops reading does not stop detection;
 //!   telemetry's `outlets.watch` counts the feed's units;
 //! - in the page, the live video plays (its time advances; a decoded grey frame is the scene's
-//!   grey) and the person's box is drawn over the picture it was found on, within one frame.
+//!   grey) and the person's box is drawn over the picture it was found on, within one frame,
+//!   captioned with the zone its track is in (the boxes stream carries each track's zones).
 //!
 //! The daemon's RSS with ten viewers is printed (for the closing note, not asserted). Skipped,
 //! saying what to install, where the RTSP server, ffmpeg or Chromium are missing, except with
@@ -130,6 +131,7 @@ fn the_cameras_own_stream_plays_live_to_ten_viewers_and_in_the_page_with_its_box
         .set("http", "listen", "\"127.0.0.1:0\"")
         .set("telemetry", "interval_s", "1")
         .camera("gate", 0.0, &format!("{{ kind = \"rtsp\", url = \"{}\" }}", server.url()))
+        .append("[[camera.zone]]\nname = \"drive\"\npolygon = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]\n")
         .write(&dir.path().join("config.toml"));
     let mut daemon = RunningDaemon::start(&config, &[]);
     let address = crate::clips::page_address(&mut daemon);
@@ -226,6 +228,13 @@ fn plays_in_chromium(daemon: &mut RunningDaemon, address: SocketAddr, dir: &Path
              const person = [...l.querySelectorAll('rect.box[data-label=person]')];
              return behind > -0.001 && behind < {FRAME_S} && person.some((r) => Number(r.getAttribute('height')) > 0.3);"
         ),
+    );
+    // Its caption names the zone the person's track is in.
+    wait_for(
+        daemon,
+        &driver,
+        "the person's box captioned with its zone",
+        &format!("return [...{layer}.querySelectorAll('text')].some((t) => /^person #\\d+ \\d+% · drive$/.test(t.textContent));"),
     );
     // How far the player stays behind the newest picture it has: detection's lag on this machine.
     let delay = driver.script(&format!("return {video}.dataset.delay;"));

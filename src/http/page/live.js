@@ -137,7 +137,8 @@ function startLive(cam) {
   follow();
 }
 
-// Draws `boxes` ({label, score, track, box: [x1, y1, x2, y2] as fractions}) into the SVG `layer`.
+// Draws `boxes` ({label, score, track, zones, box: [x1, y1, x2, y2] as fractions}) into the SVG
+// `layer`, each captioned with its label, track, score and the zones its track is in.
 function drawBoxes(layer, boxes) {
   const SVGNS = 'http://www.w3.org/2000/svg';
   layer.replaceChildren(...boxes.flatMap((b) => {
@@ -149,7 +150,8 @@ function drawBoxes(layer, boxes) {
     const text = document.createElementNS(SVGNS, 'text');
     text.setAttribute('x', x1);
     text.setAttribute('y', Math.max(0.03, y1));
-    text.textContent = `${b.label}${b.track !== undefined ? ` #${b.track}` : ''} ${Math.round(b.score * 100)}%`;
+    const zones = b.zones && b.zones.length ? ` · ${b.zones.join(', ')}` : '';
+    text.textContent = `${b.label}${b.track !== undefined ? ` #${b.track}` : ''} ${Math.round(b.score * 100)}%${zones}`;
     return [rect, text];
   }));
 }
