@@ -49,10 +49,11 @@ pub mod decode;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod model;
-// source ①: frames in (images, synthetic, V4L2, GStreamer), one reconnect helper
-pub mod source;
 // config: the typed configuration, made of the types of the floors below
 pub mod config;
+// source ①: frames in (images, synthetic, V4L2, GStreamer), one reconnect helper; each kind's
+// config (a camera's `source` table) and the bounds on decoding (`[limits]`)
+pub mod source;
 // motion: where a frame changed (its luma image, the background, masks, regions) and the gate
 // that skips inference where nothing moved; masks are track's polygons
 pub mod motion;

@@ -11,9 +11,9 @@ use super::error::ConfigError;
 use super::merge::{data_dir, merge, names_a_model, resolver};
 use super::mistake::{Mistake, Mistakes};
 use super::origin::ConfigOrigin;
-use super::source::SourceConfig;
 use super::whole::{Config, CORE_DEFAULTS};
 use super::{collect, located, models, reid, section, words, zones_file};
+use crate::source::config::SourceConfig;
 
 impl Config {
     /// Reads `path` (a regular file of at most
@@ -311,10 +311,10 @@ mod tests {
     use super::*;
     use crate::config::device::MAX_CPU_THREADS;
     use crate::config::model::DESCRIPTION_KEYS;
-    use crate::config::source::{ImageMode, RtspTransport, SourceConfig};
     use crate::config::topic::machine_suffix;
     use crate::preprocess::{ResizeFilter, ResizeKind, TensorDtype};
     use crate::publish::mqtt::config::{MqttConfig, PublishMode};
+    use crate::source::config::{ImageMode, RtspTransport, SourceConfig};
 
     /// The daemon's config: the core and every outlet's sections.
     fn parse(text: &str) -> Result<Config, ConfigError> {

@@ -1,8 +1,9 @@
 //! Typed daemon configuration: parsing, defaults and validation.
 //!
 //! Owns: the core of the TOML schema — the tables of the stages below the outlets, each typed in a
-//! file of its own (`device`, `model`, `engine`, `limits`, `camera` and its `source`, `telemetry`,
-//! `snapshot`, `tracking`, `http`, `controls`, `record`, `reid`, `models`) — and the composition
+//! file of its own (`device`, `model`, `engine`, `camera`, `telemetry`, `snapshot`, `tracking`,
+//! `http`, `controls`, `record`, `reid`, `models`; a camera's `source` and `[limits]` are typed by
+//! `crate::source`, the floor below, and re-exported here) — and the composition
 //! with the sections components own ([`section`]: an outlet's table is typed, documented, defaulted
 //! and checked in the outlet's folder, and registered). [`Config`] (`whole`) is the whole, read as
 //! one: the built-in default is the core's commented text (`defaults.toml`) followed by each
@@ -24,7 +25,6 @@ pub mod engine;
 pub mod engine_store;
 pub mod error;
 pub mod http;
-pub mod limits;
 pub mod load;
 pub mod located;
 mod merge;
@@ -43,7 +43,6 @@ pub mod secrets;
 pub mod section;
 pub mod service_dirs;
 pub mod snapshot;
-pub mod source;
 pub mod telemetry;
 pub mod topic;
 pub mod tracking;
@@ -55,6 +54,10 @@ pub mod zones_file;
 /// The vocabulary of `[model.input]` is the preprocessing contract's; it is named here too because
 /// it is the config schema's as much.
 pub use crate::preprocess::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
+pub use crate::source::config::{
+    ImageMode, RtspTransport, SourceConfig, V4l2Format, MAX_RTSP_LATENCY_MS, MAX_V4L2_FPS,
+};
+pub use crate::source::limits::{LimitsConfig, MAX_ALLOC_MIB, MAX_IMAGE_SIDE};
 pub use camera::{CameraConfig, LineConfig, ZoneConfig};
 pub use camera_scenes::{camera_scene, camera_scenes};
 pub use controls::ControlsConfig;
@@ -66,14 +69,12 @@ pub use engine::{
 };
 pub use error::ConfigError;
 pub use http::HttpConfig;
-pub use limits::{LimitsConfig, MAX_ALLOC_MIB, MAX_IMAGE_SIDE};
 pub use merge::{data_dir, Resolve};
 pub use mistake::{Mistake, Mistakes};
 pub use model::{ClassScores, DecoderKind, ModelConfig, DESCRIPTION_KEYS, MAX_DETECTIONS};
 pub use origin::ConfigOrigin;
 pub use scene::{parse_scene, ParsedScene, SceneError};
 pub use snapshot::SnapshotConfig;
-pub use source::{ImageMode, RtspTransport, SourceConfig, V4l2Format, MAX_RTSP_LATENCY_MS, MAX_V4L2_FPS};
 pub use telemetry::TelemetryConfig;
 pub use topic::{is_topic_segment, machine_suffix, topic_segment};
 pub use tracking::TrackingConfig;

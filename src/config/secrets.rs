@@ -18,8 +18,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::error::ConfigError;
-use super::source::SourceConfig;
 use super::whole::Config;
+use crate::source::config::SourceConfig;
 use crate::sys::access;
 
 /// The group the packaged service runs in and reads its secrets through.

@@ -15,14 +15,14 @@ use toml::Table;
 use super::device::{BackendChoice, MAX_CPU_THREADS};
 use super::engine::{Precision, MAX_BATCH, MAX_BATCH_TIMEOUT_MS, MAX_FRAME_SLOTS, MAX_WORKSPACE_MIB};
 use super::error::ConfigError;
-use super::limits::{MAX_ALLOC_MIB, MAX_IMAGE_SIDE};
 use super::merge::{is_set, names_a_model};
 use super::model::{DESCRIPTION_KEYS, MAX_DETECTIONS};
 use super::scene::parse_scene;
-use super::source::{SourceConfig, MAX_RTSP_LATENCY_MS, MAX_V4L2_FPS};
 use super::topic::is_topic_segment;
 use super::whole::Config;
 use crate::preprocess::TensorDtype;
+use crate::source::config::{SourceConfig, MAX_RTSP_LATENCY_MS, MAX_V4L2_FPS};
+use crate::source::limits::{MAX_ALLOC_MIB, MAX_IMAGE_SIDE};
 
 impl Config {
     /// The `[model]` defaults describe the bundled model; with another model they would be silently

@@ -18,7 +18,6 @@ use super::device::DeviceConfig;
 use super::engine::EngineConfig;
 use super::error::ConfigError;
 use super::http::HttpConfig;
-use super::limits::LimitsConfig;
 use super::merge::Resolve;
 use super::model::ModelConfig;
 use super::origin::ConfigOrigin;
@@ -26,6 +25,7 @@ use super::snapshot::SnapshotConfig;
 use super::telemetry::TelemetryConfig;
 use super::tracking::TrackingConfig;
 use super::{models, record, reid, zones_file};
+use crate::source::limits::LimitsConfig;
 
 /// The core's part of the built-in default, documented (each component's section follows it:
 /// [`Schema::default_text`](super::section::Schema::default_text)).

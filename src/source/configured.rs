@@ -9,12 +9,13 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use super::config::SourceConfig;
 use super::error::SourceError;
 use super::frame_source::FrameSource;
 #[cfg(feature = "gstreamer")]
 use super::gstreamer;
+use super::limits::LimitsConfig;
 use super::{images, synthetic, tap, v4l2};
-use crate::config::{LimitsConfig, SourceConfig};
 use crate::frame::SlotAllocator;
 
 /// What opening `camera`'s source `config` would refuse, checked without opening a device, a

@@ -14,8 +14,8 @@ use image::codecs::jpeg::JpegDecoder;
 use image::error::ImageError;
 use image::{ColorType, DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
 
-use crate::config::LimitsConfig;
 use crate::frame::{FrameSlot, PixelFormat};
+use crate::source::limits::LimitsConfig;
 use crate::sys::files::{self, ReadError};
 
 /// Why an image did not become a frame.

@@ -24,8 +24,9 @@ use super::frame_source::{Capture, FrameSource};
 use super::image_decode::{self, Decoded, ImageDecodeError};
 use super::reconnect::{Backoff, Connection, DeviceError, INITIAL_BACKOFF};
 use super::status::SourceStatus;
-use crate::config::{ImageMode, LimitsConfig};
 use crate::frame::{CaptureMode, FrameSlot};
+use crate::source::config::ImageMode;
+use crate::source::limits::LimitsConfig;
 use crate::sys::log_limit::RateLimitedLog;
 
 const EXTENSIONS: [&str; 5] = ["png", "jpg", "jpeg", "bmp", "ppm"];

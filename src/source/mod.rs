@@ -1,6 +1,7 @@
 //! Frame sources: where a camera's frames come from.
 //!
-//! Owns: the [`FrameSource`] trait and what a call to it produced ([`frame_source`]),
+//! Owns: a camera's `source` table, typed ([`config`]), the bounds on every decode ([`limits`]:
+//! `[limits]`), the [`FrameSource`] trait and what a call to it produced ([`frame_source`]),
 //! [`SourceError`] ([`error`]), checking and opening the configured source ([`configured`]: the
 //! one place that maps a source kind to its implementation), the kinds ([`images`],
 //! [`synthetic`], [`v4l2`], `gstreamer`: RTSP, CSI, a pipeline), [`reconnect`] (what a source
@@ -11,6 +12,7 @@
 //! models, pace frames (a camera's fps cap is its source thread's, in `crate::infer::camera`), or
 //! block forever without checking its stop flag. This file only declares and re-exports.
 
+pub mod config;
 mod configured;
 mod error;
 mod frame_source;
@@ -18,6 +20,7 @@ mod frame_source;
 pub mod gstreamer;
 pub mod image_decode;
 pub mod images;
+pub mod limits;
 pub mod reconnect;
 pub mod status;
 pub mod synthetic;

@@ -326,10 +326,10 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
-    use crate::config::LimitsConfig;
     use crate::frame::{CaptureMode, FrameSlot, HeapMemory, PixelFormat, SlotAllocator};
     use crate::source::frame_source::{Capture, FrameSource};
     use crate::source::gstreamer::appsink::{GstreamerOptions, GstreamerSource, PipelineSpec};
+    use crate::source::limits::LimitsConfig;
 
     const LIMITS: LimitsConfig = LimitsConfig { max_width: 4096, max_height: 4096, max_alloc_mib: 64 };
 

@@ -35,11 +35,12 @@ use super::device::{CaptureDevice, DeviceOpener, DriverFormat, FourCc, RawFrame,
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 use super::linux;
 use super::userptr::UserBuffers;
-use crate::config::{LimitsConfig, V4l2Format};
 use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
+use crate::source::config::V4l2Format;
 use crate::source::error::SourceError;
 use crate::source::frame_source::{Capture, FrameSource};
 use crate::source::image_decode::{self, Decoded};
+use crate::source::limits::LimitsConfig;
 use crate::source::reconnect::{Backoff, Connection, DeviceError};
 use crate::source::status::{SourceState, SourceStatus};
 use crate::sys::log_limit::RateLimitedLog;

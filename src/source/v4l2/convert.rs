@@ -5,9 +5,9 @@
 //! Must not: touch the device, allocate a frame-sized buffer of its own, or decide about
 //! reconnecting — it only says whether the buffer was usable.
 
-use crate::config::LimitsConfig;
 use crate::frame::{FrameSlot, LentFrame, PixelFormat};
 use crate::source::image_decode::{self, Decoded, ImageDecodeError};
+use crate::source::limits::LimitsConfig;
 
 /// Why a captured buffer did not become a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,6 @@
-//! A camera's `source` table: the kinds of source and each one's keys and defaults. Must not:
-//! open a source (`crate::source` does), or hold a password (only the file or variable naming it).
+//! A camera's `source` table: the kinds of source and each one's keys and defaults (`crate::config`
+//! composes it into `[[camera]]`). Must not: open a source (`configured` does), or hold a password
+//! (only the file or variable naming it).
 
 use std::path::PathBuf;
 
