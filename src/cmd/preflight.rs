@@ -51,7 +51,7 @@ pub struct Preflight {
 /// reads and has `model.classes`, every zone label (the zones file's named as its own), each
 /// outlet's own checks (`crate::publish::kind::OutletKind::check`: MQTT's password and TLS files
 /// read and parse, with discovery on every `homeassistant.labels` entry in the label file), each
-/// camera's source could be opened ([`crate::source::check`]) and recorded
+/// camera's source could be opened ([`crate::source::SourceKind::check`]) and recorded
 /// ([`crate::record::check()`]). (The controls file is the daemon's own:
 /// [`restore_controls`](super::control_changes::restore_controls) sets a bad one aside at start.)
 pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
@@ -69,7 +69,10 @@ pub fn preflight(config: &Config) -> Result<Preflight, DaemonError> {
         (kind.check)(config, &labels)?;
     }
     for camera in &config.cameras {
-        crate::source::check(&camera.name, &camera.source)
+        camera
+            .source
+            .kind()
+            .check(&camera.name)
             .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
     }
     crate::record::check(config, &labels)?;

@@ -19,7 +19,7 @@ use crate::publish::mqtt::config::MqttConfig;
 use crate::publish::mqtt::login::try_login;
 use crate::publish::mqtt::MqttSettings;
 use crate::source::v4l2::{SourceState, V4l2Source};
-use crate::source::{self, FrameSource};
+use crate::source::{FrameSource, Opening};
 
 /// How long the broker check waits for a TCP connection, and then for the login's answer.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(2);
@@ -206,8 +206,9 @@ fn camera_probe(camera: &crate::config::CameraConfig, limits: crate::config::Lim
     let (ok, detail) = match &camera.source {
         // A V4L2 camera that is missing or busy (another process streams from it) opens in the
         // reconnecting state: say why instead of calling it ok.
-        SourceConfig::V4l2 { device, width, height, fps, format } => {
-            match V4l2Source::open(device, *width, *height, *fps, *format, limits, stop, &SlotAllocator::heap()) {
+        SourceConfig::V4l2(v4l2) => {
+            let (width, height, fps, format) = (v4l2.width, v4l2.height, v4l2.fps, v4l2.format);
+            match V4l2Source::open(&v4l2.device, width, height, fps, format, limits, stop, &SlotAllocator::heap()) {
                 Ok(source) => {
                     capture = source.capture_plan().map(|plan| json!({ "mode": plan.label(), "reason": plan.reason }));
                     match source.state() {
@@ -223,10 +224,12 @@ fn camera_probe(camera: &crate::config::CameraConfig, limits: crate::config::Lim
                 Err(e) => (false, e.to_string()),
             }
         }
-        other => match source::open(&camera.name, other, limits, stop, &SlotAllocator::heap(), None) {
-            Ok(source) => (true, source.describe()),
-            Err(e) => (false, e.to_string()),
-        },
+        other => {
+            match other.kind().open(&camera.name, Opening { limits, stop, slots: &SlotAllocator::heap(), tap: None }) {
+                Ok(source) => (true, source.describe()),
+                Err(e) => (false, e.to_string()),
+            }
+        }
     };
     let stream = if ok { rtsp_stream(&camera.name, &camera.source) } else { None };
     let ok = ok && stream.as_ref().is_none_or(|stream| stream.get("error").is_none());
@@ -240,10 +243,10 @@ const RTSP_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 #[cfg(feature = "gstreamer")]
 fn rtsp_stream(camera: &str, source: &SourceConfig) -> Option<Value> {
     use crate::source::gstreamer::{decoder, rtsp, PipelineSpec};
-    if !matches!(source, SourceConfig::Rtsp { .. }) {
+    let SourceConfig::Rtsp(rtsp_source) = source else {
         return None;
-    }
-    let answer = match source::gstreamer_spec(camera, source) {
+    };
+    let answer = match rtsp_source.pipeline(camera) {
         Ok(PipelineSpec::Rtsp(spec)) => rtsp::stream_codec(&spec, RTSP_PROBE_TIMEOUT).and_then(|codec| {
             let chain = decoder::choose_chain(codec, &decoder::GstRegistry).map_err(|err| err.to_string())?;
             Ok(json!({ "codec": codec.label(), "decoder": chain.decoder, "hardware": chain.hardware }))
@@ -263,7 +266,7 @@ fn rtsp_stream(_camera: &str, _source: &SourceConfig) -> Option<Value> {
 fn decoders(source: &SourceConfig) -> Option<Value> {
     use crate::source::gstreamer::{decoder::GstRegistry, rtsp};
     match source {
-        SourceConfig::Rtsp { .. } => Some(match gstreamer::init() {
+        SourceConfig::Rtsp(_) => Some(match gstreamer::init() {
             Ok(()) => rtsp::decoder_report(&GstRegistry),
             Err(err) => json!({ "error": format!("cannot initialise GStreamer: {err}") }),
         }),
@@ -323,6 +326,7 @@ fn broker_reachable(host: &str, port: u16) -> BrokerProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::kinds::v4l2::{V4l2Config, V4l2Format};
 
     #[test]
     fn a_closed_port_is_unreachable_with_the_reason() {
@@ -338,13 +342,13 @@ mod tests {
     #[test]
     fn a_missing_v4l2_camera_is_reported_with_the_reason() {
         let mut config = Config::embedded_default().expect("default");
-        config.cameras[0].source = SourceConfig::V4l2 {
+        config.cameras[0].source = SourceConfig::V4l2(V4l2Config {
             device: "/dev/video-jetson-detectd-probe-missing".into(),
             width: 640,
             height: 480,
             fps: 30,
-            format: crate::config::V4l2Format::Yuyv,
-        };
+            format: V4l2Format::Yuyv,
+        });
         let camera = camera_probe(&config.cameras[0], config.limits);
         assert!(!camera.ok);
         assert!(camera.detail.contains("No such file"), "{}", camera.detail);

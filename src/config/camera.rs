@@ -67,14 +67,6 @@ impl CameraConfig {
     /// room for a 4K RGB frame.
     pub fn max_frame_bytes(&self) -> usize {
         const UNKNOWN_SIZE: usize = 3840 * 2160 * 3;
-        match &self.source {
-            // MJPEG is decoded to RGB (3 bytes a pixel); YUYV needs 2.
-            SourceConfig::V4l2 { width, height, .. } | SourceConfig::Synthetic { width, height } => {
-                *width as usize * *height as usize * 3
-            }
-            // NV12: 1.5 bytes a pixel.
-            SourceConfig::Csi { width, height, .. } => (*width as usize * *height as usize).div_ceil(2) * 3,
-            SourceConfig::Images { .. } | SourceConfig::Rtsp { .. } | SourceConfig::Gstreamer { .. } => UNKNOWN_SIZE,
-        }
+        self.source.kind().frame_bytes().unwrap_or(UNKNOWN_SIZE)
     }
 }

@@ -13,7 +13,6 @@ use super::mistake::{Mistake, Mistakes};
 use super::origin::ConfigOrigin;
 use super::whole::{Config, CORE_DEFAULTS};
 use super::{collect, located, models, reid, section, words, zones_file};
-use crate::source::config::SourceConfig;
 
 impl Config {
     /// Reads `path` (a regular file of at most
@@ -237,11 +236,8 @@ impl Config {
         }
         resolve(&mut self.model.labels, &["model", "labels"]);
         for camera in &mut self.cameras {
-            match &mut camera.source {
-                SourceConfig::Images { path, .. } | SourceConfig::Rtsp { password_file: Some(path), .. } => {
-                    resolve(path, &["camera"]);
-                }
-                _ => {}
+            for path in camera.source.kind_mut().paths_mut() {
+                resolve(path, &["camera"]);
             }
         }
         if let Some(p) = self.device.onnxruntime_library.as_mut() {
@@ -314,7 +310,10 @@ mod tests {
     use crate::config::topic::machine_suffix;
     use crate::preprocess::{ResizeFilter, ResizeKind, TensorDtype};
     use crate::publish::mqtt::config::{MqttConfig, PublishMode};
-    use crate::source::config::{ImageMode, RtspTransport, SourceConfig};
+    use crate::source::config::SourceConfig;
+    use crate::source::kinds::csi::CsiConfig;
+    use crate::source::kinds::images::{ImageMode, ImagesConfig};
+    use crate::source::kinds::rtsp::{RtspConfig, RtspTransport};
 
     /// The daemon's config: the core and every outlet's sections.
     fn parse(text: &str) -> Result<Config, ConfigError> {
@@ -617,7 +616,12 @@ mod tests {
         assert_eq!(camera_only.cameras[0].fps, 0.0);
         assert_eq!(
             camera_only.cameras[0].source,
-            SourceConfig::Images { path: "/base/pics".into(), mode: ImageMode::Loop, replay_fps: None, hold_s: None },
+            SourceConfig::Images(ImagesConfig {
+                path: "/base/pics".into(),
+                mode: ImageMode::Loop,
+                replay_fps: None,
+                hold_s: None
+            }),
             "a path the user sets resolves against the user's directory"
         );
         assert_eq!(camera_only.model.onnx, default.model.onnx);
@@ -703,18 +707,21 @@ mod tests {
         let config = parse(&rtsp).expect("an rtsp camera");
         assert_eq!(
             config.cameras[0].source,
-            SourceConfig::Rtsp {
+            SourceConfig::Rtsp(RtspConfig {
                 url: "rtsp://cam.lan:554/stream1".into(),
                 user: Some("admin".into()),
                 password_file: Some("/base/cam.pw".into()),
                 password_env: None,
                 transport: RtspTransport::Tcp,
                 latency_ms: 200,
-            },
+            }),
             "the password file resolves against the user's directory"
         );
         let csi = parse(&MINIMAL.replace("{ kind = \"synthetic\" }", "{ kind = \"csi\" }")).expect("a csi camera");
-        assert_eq!(csi.cameras[0].source, SourceConfig::Csi { sensor_id: 0, width: 1920, height: 1080, fps: 30 });
+        assert_eq!(
+            csi.cameras[0].source,
+            SourceConfig::Csi(CsiConfig { sensor_id: 0, width: 1920, height: 1080, fps: 30 })
+        );
         assert_eq!(csi.cameras[0].max_frame_bytes(), 1920 * 1080 * 3 / 2);
     }
 

@@ -54,9 +54,7 @@ pub mod zones_file;
 /// The vocabulary of `[model.input]` is the preprocessing contract's; it is named here too because
 /// it is the config schema's as much.
 pub use crate::preprocess::{ColorOrder, ResizeFilter, ResizeKind, TensorDtype, TensorLayout};
-pub use crate::source::config::{
-    ImageMode, RtspTransport, SourceConfig, V4l2Format, MAX_RTSP_LATENCY_MS, MAX_V4L2_FPS,
-};
+pub use crate::source::config::SourceConfig;
 pub use crate::source::limits::{LimitsConfig, MAX_ALLOC_MIB, MAX_IMAGE_SIDE};
 pub use camera::{CameraConfig, LineConfig, ZoneConfig};
 pub use camera_scenes::{camera_scene, camera_scenes};

@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 
 use super::error::ConfigError;
 use super::whole::Config;
-use crate::source::config::SourceConfig;
 use crate::sys::access;
 
 /// The group the packaged service runs in and reads its secrets through.
@@ -45,7 +44,8 @@ pub struct SecretFile {
 enum Place {
     /// A component's section's: it forgets it by its key.
     Section,
-    CameraPassword(usize),
+    /// A camera's source's (its index, and its key inside the `source` table).
+    CameraSource(usize, &'static str),
     HttpToken,
     StoreSigningKey,
     StorePassword,
@@ -60,8 +60,8 @@ impl Config {
             add(key, &path, Place::Section);
         }
         for (index, camera) in self.cameras.iter().enumerate() {
-            if let SourceConfig::Rtsp { password_file: Some(path), .. } = &camera.source {
-                add(format!("camera[{index}].source.password_file"), path, Place::CameraPassword(index));
+            for (key, path) in camera.source.kind().secret_files() {
+                add(format!("camera[{index}].source.{key}"), path, Place::CameraSource(index, key));
             }
         }
         if let (Some(_), Some(path)) = (self.http.listen_addr(), &self.http.token_file) {
@@ -82,11 +82,9 @@ impl Config {
     fn forget(&mut self, secret: &SecretFile) {
         match secret.place {
             Place::Section => self.sections.forget_secret(&secret.key),
-            Place::CameraPassword(index) => {
-                if let Some(SourceConfig::Rtsp { password_file, .. }) =
-                    self.cameras.get_mut(index).map(|camera| &mut camera.source)
-                {
-                    *password_file = None;
+            Place::CameraSource(index, key) => {
+                if let Some(camera) = self.cameras.get_mut(index) {
+                    camera.source.kind_mut().forget_secret(key);
                 }
             }
             Place::HttpToken => self.http.token_file = None,
@@ -319,6 +317,7 @@ pub fn check_for_service(config: &Config) -> Result<ServiceCheck, ConfigError> {
 mod tests {
     use super::*;
     use crate::config::origin::ConfigOrigin;
+    use crate::source::config::SourceConfig;
 
     /// With the daemon's sections: the MQTT outlet's name secrets of their own.
     fn config(text: &str) -> Config {
@@ -362,7 +361,7 @@ mod tests {
         assert!(rest.secret_files().is_empty());
         let mqtt = crate::publish::mqtt::config::MqttConfig::of(&rest);
         assert_eq!(mqtt.username.as_deref(), Some("u"));
-        assert!(matches!(&rest.cameras[0].source, SourceConfig::Rtsp { user: Some(user), .. } if user == "v"));
+        assert!(matches!(&rest.cameras[0].source, SourceConfig::Rtsp(rtsp) if rtsp.user.as_deref() == Some("v")));
     }
 
     #[test]

@@ -106,7 +106,7 @@ impl Schema {
     /// The built-in default with its comments: the core's text, then each section's. This is
     /// `config/jetson-detectd.toml` (`check-config --print-default`, which `docs/gen.py` checks).
     pub fn default_text(&self) -> String {
-        let mut text = super::whole::CORE_DEFAULTS.to_owned();
+        let mut text = super::whole::core_defaults_text();
         for kind in &self.sections {
             text.push('\n');
             text.push_str(kind.defaults);

@@ -21,7 +21,6 @@ use super::scene::parse_scene;
 use super::topic::is_topic_segment;
 use super::whole::Config;
 use crate::preprocess::TensorDtype;
-use crate::source::config::{SourceConfig, MAX_RTSP_LATENCY_MS, MAX_V4L2_FPS};
 use crate::source::limits::{MAX_ALLOC_MIB, MAX_IMAGE_SIDE};
 
 impl Config {
@@ -193,112 +192,13 @@ impl Config {
             if !is_rate(camera.fps) {
                 return Err(self.invalid(&format!("camera[{i}].fps"), format!("{}: {RATE_ALLOWED}", camera.fps)));
             }
-            match &camera.source {
-                SourceConfig::Synthetic { width, height }
-                    if *width == 0 || *height == 0 || width % 2 == 1 || height % 2 == 1 =>
-                {
-                    return Err(self
-                        .invalid(&format!("camera[{i}].source"), "synthetic width/height must be even and non-zero"));
-                }
-                SourceConfig::V4l2 { width, height, fps, .. } if *width == 0 || *height == 0 || *fps == 0 => {
-                    return Err(
-                        self.invalid(&format!("camera[{i}].source"), "v4l2 width, height and fps must be non-zero")
-                    );
-                }
-                SourceConfig::V4l2 { width, height, .. } | SourceConfig::Synthetic { width, height }
-                    if *width > limits.max_width || *height > limits.max_height =>
-                {
-                    return Err(self.invalid(
-                        &format!("camera[{i}].source"),
-                        format!(
-                            "{width}x{height} is larger than `limits.max_width` x `limits.max_height` ({}x{})",
-                            limits.max_width, limits.max_height
-                        ),
-                    ));
-                }
-                SourceConfig::V4l2 { width, height, .. } | SourceConfig::Synthetic { width, height }
-                    if camera.max_frame_bytes() as u64 > limits.max_alloc_bytes() =>
-                {
-                    return Err(self.invalid(
-                        &format!("camera[{i}].source"),
-                        format!(
-                            "{width}x{height} RGB frames need {} MiB, more than `limits.max_alloc_mib` ({} MiB)",
-                            (camera.max_frame_bytes() as u64).div_ceil(1 << 20),
-                            limits.max_alloc_mib
-                        ),
-                    ));
-                }
-                SourceConfig::V4l2 { fps, .. } if *fps > MAX_V4L2_FPS => {
-                    return Err(self
-                        .invalid(&format!("camera[{i}].source.fps"), format!("{fps} is outside 1..={MAX_V4L2_FPS}")));
-                }
-                SourceConfig::Rtsp { url, user, password_file, password_env, latency_ms, .. } => {
-                    let key = |name: &str| format!("camera[{i}].source.{name}");
-                    if let Some(problem) = rtsp_url_problem(url) {
-                        return Err(self.invalid(&key("url"), problem));
-                    }
-                    if password_file.is_some() && password_env.is_some() {
-                        return Err(
-                            self.invalid(&key("password_file"), "set either password_file or password_env, not both")
-                        );
-                    }
-                    if (password_file.is_some() || password_env.is_some()) && user.is_none() {
-                        return Err(self.invalid(&key("user"), "a password needs a user"));
-                    }
-                    if user.as_deref().is_some_and(|user| user.is_empty() || user.chars().any(char::is_control)) {
-                        return Err(self.invalid(&key("user"), "must not be empty or hold control characters"));
-                    }
-                    if *latency_ms > MAX_RTSP_LATENCY_MS {
-                        return Err(
-                            self.invalid(&key("latency_ms"), format!("at most {MAX_RTSP_LATENCY_MS} (milliseconds)"))
-                        );
-                    }
-                }
-                SourceConfig::Csi { width, height, fps, .. }
-                    if *width == 0 || *height == 0 || width % 2 == 1 || height % 2 == 1 || *fps == 0 =>
-                {
-                    return Err(self.invalid(
-                        &format!("camera[{i}].source"),
-                        "csi width and height must be even and non-zero, fps non-zero",
-                    ));
-                }
-                SourceConfig::Csi { width, height, .. } if *width > limits.max_width || *height > limits.max_height => {
-                    return Err(self.invalid(
-                        &format!("camera[{i}].source"),
-                        format!(
-                            "{width}x{height} is larger than `limits.max_width` x `limits.max_height` ({}x{})",
-                            limits.max_width, limits.max_height
-                        ),
-                    ));
-                }
-                SourceConfig::Gstreamer { pipeline } if !pipeline.contains("appsink") => {
-                    return Err(
-                        self.invalid(&format!("camera[{i}].source.pipeline"), "the pipeline must end in an `appsink`")
-                    );
-                }
-                SourceConfig::Images { replay_fps: Some(fps), .. } if !(is_rate(*fps) && *fps > 0.0) => {
-                    return Err(self.invalid(
-                        &format!("camera[{i}].source.replay_fps"),
-                        "allowed: from 1/86400 (one frame a day) up, per second",
-                    ));
-                }
-                SourceConfig::Images { hold_s: Some(hold), .. }
-                    if !(hold.is_finite() && (0.0..=86400.0).contains(hold)) =>
-                {
-                    return Err(self.invalid(
-                        &format!("camera[{i}].source.hold_s"),
-                        "allowed: 0 to 86400 seconds (a day) per file",
-                    ));
-                }
-                SourceConfig::Images { hold_s: Some(_), replay_fps: Some(_), .. } => {
-                    return Err(self.invalid(
-                        &format!("camera[{i}].source.hold_s"),
-                        "`replay_fps` plays the files as one recording, `hold_s` shows each as a scene of its own: \
-                         set one of them",
-                    ));
-                }
-                _ => {}
-            }
+            camera.source.kind().validate(limits).map_err(|problem| {
+                let key = match problem.key {
+                    Some(key) => format!("camera[{i}].source.{key}"),
+                    None => format!("camera[{i}].source"),
+                };
+                self.invalid(&key, problem.message)
+            })?;
             // Labels are resolved once the label file is read (`scene::camera_scene`).
             parse_scene(&camera.name, &camera.zones, &camera.lines)
                 .map_err(|e| self.invalid(&format!("camera[{i}].{}", e.key), e.message))?;
@@ -459,33 +359,6 @@ pub fn is_variable_name(name: &str) -> bool {
     name.len() <= 255
         && chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// What is wrong with an RTSP camera URL, if anything. The message never repeats the URL: it may
-/// hold a password.
-fn rtsp_url_problem(url: &str) -> Option<&'static str> {
-    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
-    let rest = if lower.starts_with("rtsp://") {
-        &url[7..]
-    } else if lower.starts_with("rtsps://") {
-        &url[8..]
-    } else {
-        return Some("must start with rtsp:// (or rtsps://)");
-    };
-    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Some("must not hold spaces or control characters");
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.contains('@') {
-        return Some(
-            "the URL carries credentials (`user:password@`): remove them from the URL and set `user` and \
-             `password_file` (or `password_env`), which never show in logs or `check-config --print`",
-        );
-    }
-    if authority.is_empty() || authority.starts_with(':') {
-        return Some("names no host (rtsp://host[:port]/path)");
-    }
-    None
 }
 
 impl Config {

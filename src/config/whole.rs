@@ -25,11 +25,22 @@ use super::snapshot::SnapshotConfig;
 use super::telemetry::TelemetryConfig;
 use super::tracking::TrackingConfig;
 use super::{models, record, reid, zones_file};
+use crate::source::config::SourceConfig;
 use crate::source::limits::LimitsConfig;
 
 /// The core's part of the built-in default, documented (each component's section follows it:
-/// [`Schema::default_text`](super::section::Schema::default_text)).
+/// [`Schema::default_text`](super::section::Schema::default_text)), as read: the documentation of
+/// each kind of camera source stands at [`SOURCE_KINDS_MARK`] ([`core_defaults_text`]).
 pub const CORE_DEFAULTS: &str = include_str!("defaults.toml");
+
+/// The line of [`CORE_DEFAULTS`] where the registered source kinds document themselves.
+const SOURCE_KINDS_MARK: &str = "# {source kinds}\n";
+
+/// [`CORE_DEFAULTS`] as printed: with each source kind's lines in place of [`SOURCE_KINDS_MARK`]
+/// (the kinds own their documentation: `crate::source::kinds`).
+pub fn core_defaults_text() -> String {
+    CORE_DEFAULTS.replacen(SOURCE_KINDS_MARK, &SourceConfig::documentation(), 1)
+}
 
 /// The whole configuration, validated.
 ///

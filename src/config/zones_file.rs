@@ -417,7 +417,10 @@ mod tests {
     fn camera(name: &str) -> CameraConfig {
         CameraConfig {
             name: name.into(),
-            source: crate::source::config::SourceConfig::Synthetic { width: 64, height: 64 },
+            source: crate::source::config::SourceConfig::Synthetic(crate::source::kinds::synthetic::SyntheticConfig {
+                width: 64,
+                height: 64,
+            }),
             fps: 0.0,
             zones: Vec::new(),
             lines: vec![LineConfig { name: "old".into(), points: [[0.0, 0.0], [1.0, 1.0]] }],

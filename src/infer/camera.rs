@@ -28,7 +28,7 @@ use crate::controls::{Controls, Switch};
 use crate::frame::{FrameRing, FrameSlot, SlotAllocator, Stage};
 use crate::service::notify::{Liveness, LivenessHandle};
 use crate::source::tap::StreamTap;
-use crate::source::{self, Capture, FrameSource, SourceError, SourceReport, SourceState, SourceStatus};
+use crate::source::{Capture, FrameSource, Opening, SourceError, SourceReport, SourceState, SourceStatus};
 
 /// How often a blocked source thread looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
@@ -80,9 +80,12 @@ impl CameraPipeline {
     ) -> Result<CameraPipeline, PipelineError> {
         let backend = shared.scheduler.backend().clone();
         let slots = SlotAllocator::new(move || backend.slot_memory().map_err(|e| e.to_string()));
-        let source =
-            source::open(&camera.name, &camera.source, shared.limits, shared.stop.clone(), &slots, record.clone())
-                .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
+        let opening = Opening { limits: shared.limits, stop: shared.stop.clone(), slots: &slots, tap: record.clone() };
+        let source = camera
+            .source
+            .kind()
+            .open(&camera.name, opening)
+            .map_err(|source| PipelineError::Source { camera: camera.name.clone(), source })?;
         CameraPipeline::run(camera, source, shared, record)
     }
 

@@ -24,7 +24,7 @@ pub fn check(config: &Config, labels: &Labels) -> Result<(), RecordError> {
                 format!("{label:?} is not in the label file {}", config.model.labels.display()),
             ));
         }
-        if !crate::source::delivers_encoded(&camera.source) {
+        if !camera.source.kind().delivers_encoded() {
             encoder_for(recording.encoder.kind)
                 .map_err(|reason| refuse("record.encoder.kind", format!("it sends raw video: {reason}")))?;
         } else if !cfg!(feature = "gstreamer") {

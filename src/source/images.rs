@@ -25,7 +25,7 @@ use super::image_decode::{self, Decoded, ImageDecodeError};
 use super::reconnect::{Backoff, Connection, DeviceError, INITIAL_BACKOFF};
 use super::status::SourceStatus;
 use crate::frame::{CaptureMode, FrameSlot};
-use crate::source::config::ImageMode;
+use crate::source::kinds::images::ImageMode;
 use crate::source::limits::LimitsConfig;
 use crate::sys::log_limit::RateLimitedLog;
 

@@ -1,9 +1,11 @@
 //! Frame sources: where a camera's frames come from.
 //!
-//! Owns: a camera's `source` table, typed ([`config`]), the bounds on every decode ([`limits`]:
-//! `[limits]`), the [`FrameSource`] trait and what a call to it produced ([`frame_source`]),
-//! [`SourceError`] ([`error`]), checking and opening the configured source ([`configured`]: the
-//! one place that maps a source kind to its implementation), the kinds ([`images`],
+//! Owns: what a kind of source is ([`kind`]: [`SourceKind`], which answers for itself — checks,
+//! secrets, what it delivers, how it opens), the kinds' tables ([`kinds`]: each kind's keys,
+//! defaults, documentation and checks, in a file of its own), their registration ([`config`]:
+//! [`SourceConfig`], a camera's `source` table, one line per kind), the bounds on every decode
+//! ([`limits`]: `[limits]`), the [`FrameSource`] trait and what a call to it produced
+//! ([`frame_source`]), [`SourceError`] ([`error`]), the implementations ([`images`],
 //! [`synthetic`], [`v4l2`], `gstreamer`: RTSP, CSI, a pipeline), [`reconnect`] (what a source
 //! that can lose its device shares), [`status`] (a source's connection state, for telemetry),
 //! [`image_decode`], the one bounded decoder every source (and `detect`) decodes untrusted image
@@ -13,13 +15,14 @@
 //! block forever without checking its stop flag. This file only declares and re-exports.
 
 pub mod config;
-mod configured;
 mod error;
 mod frame_source;
 #[cfg(feature = "gstreamer")]
 pub mod gstreamer;
 pub mod image_decode;
 pub mod images;
+pub mod kind;
+pub mod kinds;
 pub mod limits;
 pub mod reconnect;
 pub mod status;
@@ -27,9 +30,8 @@ pub mod synthetic;
 pub mod tap;
 pub mod v4l2;
 
-#[cfg(feature = "gstreamer")]
-pub use configured::gstreamer_spec;
-pub use configured::{check, delivers_encoded, open};
+pub use config::SourceConfig;
 pub use error::SourceError;
 pub use frame_source::{Capture, FrameSource};
+pub use kind::{Opening, SourceKind, SourceProblem};
 pub use status::{SourceReport, SourceState, SourceStatus};

@@ -1,7 +1,7 @@
 //! The live video of every camera: its feed, the bound on viewers, and the boxes of its frames.
 //!
 //! Owns: [`WatchHub`] — a [`CameraFeed`] per camera whose source delivers an encoded stream (RTSP,
-//! a GStreamer pipeline: `crate::source::delivers_encoded`) and its [`HlsStream`], the
+//! a GStreamer pipeline: `crate::source::SourceKind::delivers_encoded`) and its [`HlsStream`], the
 //! listener its source
 //! side hands each access unit to, the bound on live viewers over all cameras
 //! ([`MAX_VIEWERS`]), the signal that ends every viewer's stream when the daemon stops, and, as an
@@ -24,7 +24,6 @@ use crate::detection::Labels;
 use crate::publish::figures::OutletFigures;
 use crate::publish::outlet::{FrameResult, Outlet};
 use crate::record::boxes::BoxFrame;
-use crate::source::delivers_encoded;
 use crate::source::tap::UnitListener;
 
 /// Live streams (a page's video and its boxes count two) at once, over all cameras: each holds
@@ -85,7 +84,7 @@ impl WatchHub {
             .cameras
             .iter()
             .map(|camera| {
-                let feed = delivers_encoded(&camera.source).then(|| Arc::new(CameraFeed::new(&camera.name)));
+                let feed = camera.source.kind().delivers_encoded().then(|| Arc::new(CameraFeed::new(&camera.name)));
                 (camera.name.clone(), feed)
             })
             .collect::<Vec<_>>();

@@ -313,10 +313,10 @@ pub fn bench_cameras(
     for (index, name) in names.iter().enumerate() {
         let camera = crate::config::CameraConfig {
             name: name.clone(),
-            source: crate::config::SourceConfig::Synthetic {
+            source: crate::config::SourceConfig::Synthetic(crate::source::kinds::synthetic::SyntheticConfig {
                 width: decoded.meta().width,
                 height: decoded.meta().height,
-            },
+            }),
             fps: 0.0,
             zones: Vec::new(),
             lines: Vec::new(),

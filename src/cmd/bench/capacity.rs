@@ -296,7 +296,10 @@ pub fn run_at_rate(models: BenchModels, plan: SchedulePlan, run: &RateRun<'_>) -
     for (index, name) in names.iter().enumerate() {
         let camera = crate::config::CameraConfig {
             name: name.clone(),
-            source: crate::config::SourceConfig::Synthetic { width: meta.width, height: meta.height },
+            source: crate::config::SourceConfig::Synthetic(crate::source::kinds::synthetic::SyntheticConfig {
+                width: meta.width,
+                height: meta.height,
+            }),
             fps: run.fps as f32,
             zones: Vec::new(),
             lines: Vec::new(),

@@ -165,9 +165,9 @@ pub struct BenchOutput {
 fn first_configured_image(config: &Config) -> Option<PathBuf> {
     use crate::config::SourceConfig;
     config.cameras.iter().find_map(|camera| match &camera.source {
-        SourceConfig::Images { path, .. } if path.is_file() => Some(path.clone()),
-        SourceConfig::Images { path, .. } => {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        SourceConfig::Images(images) if images.path.is_file() => Some(images.path.clone()),
+        SourceConfig::Images(images) => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&images.path)
                 .ok()?
                 .filter_map(|entry| entry.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|e| e != "md"))

@@ -27,12 +27,13 @@ use serde_json::Value;
 use crate::backend::engine::chain::unchecked;
 use crate::backend::load::{self, BuildProgress};
 use crate::backend::{Backend, BackendInfo, InferenceSession};
-use crate::config::{BackendChoice, Config, Fallback, ImageMode, LimitsConfig, SourceConfig};
+use crate::config::{BackendChoice, Config, Fallback, LimitsConfig, SourceConfig};
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{Detection, Labels};
 use crate::frame::FrameSlot;
 use crate::infer::step;
 use crate::model::{DeviceSpec, ModelSpec};
+use crate::source::kinds::images::ImagesConfig;
 use crate::source::{image_decode, images};
 
 use agreement::{compare, Agreement, Tolerance};
@@ -531,7 +532,7 @@ pub fn image_source(config: &Config, options: &SelftestOptions) -> PathBuf {
         .clone()
         .or_else(|| {
             config.cameras.iter().find_map(|camera| match &camera.source {
-                SourceConfig::Images { path, .. } => Some(path.clone()),
+                SourceConfig::Images(images) => Some(images.path.clone()),
                 _ => None,
             })
         })
@@ -544,8 +545,7 @@ pub fn image_source(config: &Config, options: &SelftestOptions) -> PathBuf {
 fn sized_for_images(config: &Config, images: &Path) -> Config {
     let mut sized = config.clone();
     if let Some(camera) = sized.cameras.first_mut() {
-        camera.source =
-            SourceConfig::Images { path: images.to_path_buf(), mode: ImageMode::Once, replay_fps: None, hold_s: None };
+        camera.source = SourceConfig::Images(ImagesConfig::once(images.to_path_buf()));
     }
     sized
 }

@@ -27,6 +27,7 @@ use crate::model::ModelOutputs;
 use crate::model::OutputTensor;
 use crate::preprocess::PreprocessSpec;
 use crate::service::notify::Liveness;
+use crate::source::kinds::synthetic::SyntheticConfig;
 use crate::sys::lock::lock;
 
 /// A backend that sleeps instead of inferring, yields SSD outputs without detections, and
@@ -220,7 +221,7 @@ fn params() -> DecodeParams {
 fn camera(index: usize) -> CameraConfig {
     CameraConfig {
         name: format!("cam{index}"),
-        source: SourceConfig::Synthetic { width: 64 + 2 * index as u32, height: 48 },
+        source: SourceConfig::Synthetic(SyntheticConfig { width: 64 + 2 * index as u32, height: 48 }),
         fps: 0.0,
         zones: Vec::new(),
         lines: Vec::new(),

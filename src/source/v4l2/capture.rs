@@ -36,10 +36,10 @@ use super::device::{CaptureDevice, DeviceOpener, DriverFormat, FourCc, RawFrame,
 use super::linux;
 use super::userptr::UserBuffers;
 use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
-use crate::source::config::V4l2Format;
 use crate::source::error::SourceError;
 use crate::source::frame_source::{Capture, FrameSource};
 use crate::source::image_decode::{self, Decoded};
+use crate::source::kinds::v4l2::V4l2Format;
 use crate::source::limits::LimitsConfig;
 use crate::source::reconnect::{Backoff, Connection, DeviceError};
 use crate::source::status::{SourceState, SourceStatus};
