@@ -63,6 +63,26 @@ impl Metric {
     pub fn counter(name: &'static str, help: &'static str, unit: Option<&'static str>, value: u64) -> Metric {
         Metric { name, help, unit, samples: Samples::Counter(vec![(Vec::new(), value)]) }
     }
+
+    /// A gauge of labelled samples (one per camera, say).
+    pub fn gauges(
+        name: &'static str,
+        help: &'static str,
+        unit: Option<&'static str>,
+        samples: Vec<(Vec<Label>, f64)>,
+    ) -> Metric {
+        Metric { name, help, unit, samples: Samples::Gauge(samples) }
+    }
+
+    /// A counter of labelled samples.
+    pub fn counters(
+        name: &'static str,
+        help: &'static str,
+        unit: Option<&'static str>,
+        samples: Vec<(Vec<Label>, u64)>,
+    ) -> Metric {
+        Metric { name, help, unit, samples: Samples::Counter(samples) }
+    }
 }
 
 /// `outlet_connected`: 1 while the outlet's connection is up.

@@ -5,7 +5,7 @@
 //! Owns: the recorder's metric names, help texts and units. Must not: read anything but the
 //! report it is given (the recorder makes it, `super::recorder::Recorder::report`).
 
-use crate::publish::figures::{Label, Metric, OutletFigures, Samples};
+use crate::publish::figures::{Label, Metric, OutletFigures};
 
 use super::report::{CameraRecordReport, RecordReport};
 
@@ -16,24 +16,6 @@ pub fn figures(report: &RecordReport) -> OutletFigures {
 
 fn per_camera<T: Copy>(report: &RecordReport, value: impl Fn(&CameraRecordReport) -> T) -> Vec<(Vec<Label>, T)> {
     report.cameras.iter().map(|(name, camera)| (vec![("camera", name.clone())], value(camera))).collect()
-}
-
-fn camera_gauge(
-    name: &'static str,
-    help: &'static str,
-    unit: Option<&'static str>,
-    samples: Vec<(Vec<Label>, f64)>,
-) -> Metric {
-    Metric { name, help, unit, samples: Samples::Gauge(samples) }
-}
-
-fn camera_counter(
-    name: &'static str,
-    help: &'static str,
-    unit: Option<&'static str>,
-    samples: Vec<(Vec<Label>, u64)>,
-) -> Metric {
-    Metric { name, help, unit, samples: Samples::Counter(samples) }
 }
 
 fn metrics(report: &RecordReport) -> Vec<Metric> {
@@ -57,57 +39,57 @@ fn metrics(report: &RecordReport) -> Vec<Metric> {
             None,
             report.removed,
         ),
-        camera_gauge(
+        Metric::gauges(
             "record_clips",
             "Clips of the camera in record.dir.",
             None,
             per_camera(report, |c| c.clips as f64),
         ),
-        camera_gauge(
+        Metric::gauges(
             "record_stored",
             "Bytes of the camera's clips in record.dir.",
             Some("bytes"),
             per_camera(report, |c| c.bytes as f64),
         ),
-        camera_gauge(
+        Metric::gauges(
             "record_recording",
             "1 while a clip of the camera is being written, else 0.",
             None,
             per_camera(report, |c| flag(c.recording)),
         ),
-        camera_gauge(
+        Metric::gauges(
             "record_preroll",
             "Memory the camera's encoded pre-roll holds.",
             Some("bytes"),
             per_camera(report, |c| c.preroll_bytes as f64),
         ),
-        camera_counter(
+        Metric::counters(
             "record_written_clips",
             "Clips of the camera finished since start.",
             None,
             per_camera(report, |c| c.written),
         ),
-        camera_counter(
+        Metric::counters(
             "record_written",
             "Bytes of the camera's clips finished since start.",
             Some("bytes"),
             per_camera(report, |c| c.written_bytes),
         ),
-        camera_counter(
+        Metric::counters(
             "record_dropped",
             "Video the recorder dropped (its queue full, the pre-roll over its byte bound, the encoder behind), \
              and processed frames whose boxes its queue had no room for.",
             None,
             per_camera(report, |c| c.dropped),
         ),
-        camera_counter(
+        Metric::counters(
             "record_preroll_cuts",
             "Times the camera's pre-roll was emptied because one keyframe interval alone was over \
              record.preroll_max_mib: a clip then starts at the next keyframe.",
             None,
             per_camera(report, |c| c.preroll_cut),
         ),
-        camera_counter(
+        Metric::counters(
             "record_failed",
             "Clips that could not be started or written, and units that could not be read (the log says why).",
             None,
@@ -121,6 +103,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::publish::figures::Samples;
     use crate::record::camera::Feed;
 
     /// Issue 49: a pre-roll emptied because one keyframe interval alone was over

@@ -6,18 +6,18 @@
 //! side hands each access unit to, the bound on live viewers over all cameras
 //! ([`MAX_VIEWERS`]), the signal that ends every viewer's stream when the daemon stops, and, as an
 //! outlet, each processed frame's boxes for the feeds someone watches (nothing at all for the
-//! others) and its figures (viewers, and per feed its units and the viewers that lagged). Must not: make the pipeline wait (the boxes are sent without waiting, and only while
+//! others) and its figures (viewers, and per feed its units and the viewers that lagged:
+//! [`super::figures`]). Must not: make the pipeline wait (the boxes are sent without waiting, and only while
 //! someone watches), or know sockets and HTTP.
 
 use std::sync::Arc;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use serde::Serialize;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::feed::CameraFeed;
+use super::figures::{figures, FeedReport, WatchReport};
 use super::hls::HlsStream;
 use crate::config::Config;
 use crate::detection::Labels;
@@ -38,26 +38,6 @@ pub enum Unwatchable {
     Unknown(String),
     #[error("camera {0:?} sends raw frames, not a compressed stream: its live view is the JPEG picture")]
     Raw(String),
-}
-
-/// The hub's figures (telemetry's `outlets.watch`).
-#[derive(Debug, Serialize)]
-struct WatchReport {
-    /// Live streams playing now.
-    viewers: usize,
-    cameras: BTreeMap<String, FeedReport>,
-}
-
-/// One camera's feed since start.
-#[derive(Debug, Serialize)]
-struct FeedReport {
-    /// Access units the feed got, and units it could not read.
-    units: u64,
-    malformed: u64,
-    /// Times a viewer fell too far behind and skipped to the next keyframe, and the fragments
-    /// viewers skipped.
-    lagged: u64,
-    skipped: u64,
 }
 
 /// Every camera's live video.
@@ -172,8 +152,7 @@ impl Outlet for WatchHub {
                 Some((name.clone(), report))
             })
             .collect();
-        let report = WatchReport { viewers: self.viewers(), cameras };
-        Some(OutletFigures { connected: None, report: OutletFigures::report_of(&report), metrics: Vec::new() })
+        Some(figures(&WatchReport { viewers: self.viewers(), cameras }))
     }
 
     fn stopping(&self) {

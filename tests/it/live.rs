@@ -5,7 +5,7 @@
 //! - `live.mp4` is the camera's own H.264 as fragmented MP4 (ffprobe and ffmpeg read what a
 //!   viewer got), its `codecs` in the media type; ffprobe reads the HLS playlist `live.m3u8`;
 //! - ten viewers at once each get the stream; a viewer that stops reading does not stop detection;
-//!   telemetry's `outlets.watch` counts the feed's units;
+//!   telemetry's `outlets.watch` and `/metrics` (`watch_units_total`) count the feed's units;
 //! - in the page, the live video plays (its time advances; a decoded grey frame is the scene's
 //!   grey) and the person's box is drawn over the picture it was found on, within one frame,
 //!   captioned with the zone its track is in (the boxes stream carries each track's zones).
@@ -175,6 +175,12 @@ fn the_cameras_own_stream_plays_live_to_ten_viewers_and_in_the_page_with_its_box
     let status = request(address, "GET", "/api/status", &[], &[]).json();
     let watch = &status["telemetry"]["outlets"]["watch"];
     assert!(watch["cameras"]["gate"]["units"].as_u64().is_some_and(|units| units > 0), "{watch}");
+    // So does `/metrics` (promtool lints the families in `prometheus::`).
+    let metrics = request(address, "GET", "/metrics", &[], &[]).text();
+    let units = metrics.lines().find_map(|line| {
+        line.strip_prefix("jetson_detectd_watch_units_total{outlet=\"watch\",camera=\"gate\"} ")?.parse::<u64>().ok()
+    });
+    assert!(units.is_some_and(|units| units > 0), "{metrics}");
 
     #[cfg(target_arch = "x86_64")]
     plays_in_chromium(&mut daemon, address, dir.path());
