@@ -50,7 +50,7 @@ use crate::http::state::Video;
 use crate::http::{BoundListener, HttpServer, Token, ZonesChange};
 use crate::infer::camera::{CameraPipeline, PipelineShared};
 use crate::infer::engine_build::{CheckSubject, EngineBuilds, PendingModel};
-use crate::infer::gating::MotionConfig;
+use crate::infer::gating::{MotionConfig, MotionGates};
 use crate::infer::per_track::PerTrackLane;
 use crate::infer::scheduler::{ModelLane, SchedulePlan, Scheduler};
 use crate::infer::step::PipelineError;
@@ -401,12 +401,18 @@ async fn serve(
     };
     // The cameras' live video, where the page is served: each camera's feed of its own stream.
     let watch = http.is_some().then(|| Arc::new(WatchHub::new(&config, labels.clone())));
+    // With `[motion]` enabled, each camera's gate: masks saved from the page reach it, and the
+    // page's debug view watches it.
+    let motion = config.sections.get::<MotionConfig>().filter(|motion| motion.enabled).map(|motion| {
+        let running = motion.with_saved_masks(&config.masks_from_file);
+        Arc::new(MotionGates::new(running, config.cameras.iter().map(|camera| camera.name.clone())))
+    });
     // The live view, the recorder and the live video after the outlets started early, in that order.
     let recording = recorder.iter().map(|recorder| recorder.clone() as Arc<dyn Outlet>);
     let watching = watch.iter().map(|watch| watch.clone() as Arc<dyn Outlet>);
     let outlets = outlets.with(std::iter::once(live.clone() as Arc<dyn Outlet>).chain(recording).chain(watching));
     let http = match http.map(|(listener, token)| {
-        let video = Video { record: recorder.clone(), watch: watch.clone() };
+        let video = Video { record: recorder.clone(), watch: watch.clone(), motion: motion.clone() };
         HttpServer::start(listener, &config, token, live.clone(), changes_tx, controls.clone(), video)
     }) {
         None => None,
@@ -453,7 +459,7 @@ async fn serve(
         stop: stop.clone(),
         liveness: liveness.clone(),
         controls: controls.clone(),
-        motion: config.sections.get::<MotionConfig>().cloned().map(Arc::new),
+        motion: motion.clone(),
     };
     let mut pipelines = Vec::new();
     for camera in &config.cameras {
@@ -513,7 +519,9 @@ async fn serve(
                     params = reloaded;
                 }
             }
-            Some(change) = changes_rx.recv() => save_and_apply_zones(change, &config.http.zones_file, &sink, &live).await,
+            Some(change) = changes_rx.recv() => {
+                save_and_apply_zones(change, &config.http.zones_file, &sink, &live, motion.as_deref()).await;
+            }
             Ok(()) = controls_changes.changed() => {
                 controls_changes.mark_unchanged();
                 let change = ControlsChange { controls: &controls, file: &config.controls.file, params: &params };

@@ -141,7 +141,7 @@ impl Config {
         // not fit its type is, so that the checks after it run too.
         for _ in 0..MAX_CHECK_ROUNDS {
             (config.zones_from_file, config.zones_file_problems) =
-                zones_file::apply_at_start(&config.http.zones_file, &mut config.cameras);
+                zones_file::apply_at_start(&config.http.zones_file, &mut config.cameras, &mut config.masks_from_file);
             let (key, message) = match config.validate() {
                 Ok(()) => break,
                 Err(ConfigError::Invalid { key, message, .. }) => (key, message),

@@ -71,7 +71,7 @@ pub use merge::{data_dir, Resolve};
 pub use mistake::{Mistake, Mistakes};
 pub use model::{ClassScores, DecoderKind, ModelConfig, DESCRIPTION_KEYS, MAX_DETECTIONS};
 pub use origin::ConfigOrigin;
-pub use scene::{parse_scene, ParsedScene, SceneError};
+pub use scene::{parse_masks, parse_scene, MaskPoints, ParsedScene, SceneError};
 pub use snapshot::SnapshotConfig;
 pub use telemetry::TelemetryConfig;
 pub use topic::{is_topic_segment, machine_suffix, topic_segment};

@@ -25,6 +25,7 @@ use std::path::Path;
 use super::camera::{LineConfig, ZoneConfig};
 use super::topic::{is_topic_segment, topic_segment};
 use crate::detection::Labels;
+use crate::motion::MAX_MASKS;
 use crate::track::events::{Line, Scene, Zone};
 use crate::track::lines::{Segment, MAX_LINES};
 use crate::track::zones::{Polygon, MAX_ZONES};
@@ -116,6 +117,29 @@ pub fn parse_scene(camera: &str, zones: &[ZoneConfig], lines: &[LineConfig]) -> 
         parsed.lines.push(Line { name: line.name.clone(), segment });
     }
     Ok(parsed)
+}
+
+/// A motion mask as the config, the zones file and the page say it: a polygon's points in frame
+/// fractions.
+pub type MaskPoints = Vec<[f64; 2]>;
+
+/// Checks a camera's motion masks (`[motion.camera.<name>].masks`, or the zones file's and the
+/// page's `masks`): at most [`MAX_MASKS`], each a polygon as a zone's is. An error's key is under
+/// the masks (`masks`, `masks[2]`).
+pub fn parse_masks(camera: &str, masks: &[MaskPoints]) -> Result<Vec<Polygon>, SceneError> {
+    if masks.len() > MAX_MASKS {
+        let message = format!("camera {camera:?}: {} masks; at most {MAX_MASKS}", masks.len());
+        return Err(SceneError::new("masks".into(), message));
+    }
+    masks
+        .iter()
+        .enumerate()
+        .map(|(j, points)| {
+            Polygon::new(points).map_err(|reason| {
+                SceneError::new(format!("masks[{j}]"), format!("camera {camera:?}, mask {j}: {reason}"))
+            })
+        })
+        .collect()
 }
 
 impl ParsedScene {
@@ -214,6 +238,17 @@ mod tests {
         let error = parse_scene("front", &[twice], &[]).expect_err("a label twice");
         assert_eq!(error.key, "zone[0].labels");
         assert!(error.message.contains("\"person\" is listed twice"), "{}", error.message);
+    }
+
+    #[test]
+    fn masks_are_polygons_like_zones_and_an_error_names_the_mask() {
+        let square = vec![[0.0, 0.0], [0.3, 0.0], [0.3, 0.3], [0.0, 0.3]];
+        assert_eq!(parse_masks("front", &[square.clone(), square.clone()]).expect("two masks").len(), 2);
+        let error = parse_masks("front", &[square.clone(), vec![[0.0, 0.0], [1.5, 0.0], [0.0, 1.0]]]).unwrap_err();
+        assert_eq!(error.key, "masks[1]");
+        assert!(error.message.contains("camera \"front\", mask 1"), "{}", error.message);
+        let error = parse_masks("front", &vec![square; MAX_MASKS + 1]).unwrap_err();
+        assert_eq!(error.key, "masks");
     }
 
     #[test]

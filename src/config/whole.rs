@@ -77,6 +77,10 @@ pub struct Config {
     /// What of `http.zones_file` was not applied, and why (not a TOML key).
     #[serde(skip)]
     pub zones_file_problems: Vec<zones_file::ZonesFileProblem>,
+    /// Each camera's motion masks saved from the page (`http.zones_file`), which replace its
+    /// `[motion.camera.<name>].masks` (not a TOML key; `crate::infer::gating::config` applies the rule).
+    #[serde(skip)]
+    pub masks_from_file: zones_file::SavedMasks,
     /// The tables components own (`[mqtt]`, `[[webhook]]`, ...), as the `Schema` the
     /// config was read with registered them; each is found by its type.
     #[serde(skip)]

@@ -1,10 +1,12 @@
-//! The zones file: the zones and lines saved from the web page, merged over the config.
+//! The zones file: the zones, lines and motion masks saved from the web page, merged over the config.
 //!
 //! Owns: the file's format (the config's own `[[camera]]` shape holding only `name`, `[[camera.zone]]`
-//! and `[[camera.line]]`), reading it (bounded, a regular file only; a missing file is empty),
-//! checking it exactly as the config checks zones and lines ([`parse_scene`]), merging it over
-//! the configured cameras (the zones and lines of every camera it names replace the config's;
-//! cameras it names that the config lacks are kept in the file and ignored), and writing it
+//! and `[[camera.line]]`, and `masks`), reading it (bounded, a regular file only; a missing file is
+//! empty), checking it exactly as the config checks zones, lines and masks ([`parse_scene`],
+//! [`parse_masks`]), merging it over the configured cameras (the zones and lines of every camera it
+//! names replace the config's; its `masks`, where it has them, replace the camera's
+//! `[motion.camera.<name>].masks`: `Config::masks_from_file`; cameras it names that the config
+//! lacks are kept in the file and ignored), and writing it
 //! atomically (temp file in the same directory, fsync, rename, fsync of the directory: a power cut
 //! leaves the old or the new file, never a torn one). A save reads, changes and writes the file
 //! under a lock on `.<name>.lock` beside it ([`ZonesFile::update`]), so processes sharing the file
@@ -25,7 +27,10 @@ use crate::sys::files::{lock_beside, remove_temp_leftovers, LockError, ReadError
 use super::camera::{CameraConfig, LineConfig, ZoneConfig};
 use super::error::ConfigError;
 use super::origin::ConfigOrigin;
-use super::scene::parse_scene;
+use super::scene::{parse_masks, parse_scene, MaskPoints};
+
+/// Each camera's motion masks saved from the page, by camera name: `Config::masks_from_file`.
+pub type SavedMasks = std::collections::BTreeMap<String, Vec<MaskPoints>>;
 
 /// Largest zones file read: 64 cameras × 64 zones of 64 points fit many times over.
 pub const MAX_ZONES_FILE_BYTES: u64 = 4 << 20;
@@ -33,14 +38,19 @@ pub const MAX_ZONES_FILE_BYTES: u64 = 4 << 20;
 const HEADER: &str = "\
 # Zones and lines saved from jetson-detectd's web page. For every camera named here they replace the
 # camera's [[camera.zone]] and [[camera.line]] tables of the config (same keys, fractions of the
-# frame). Written by the daemon; `jetson-detectd check-config --print` shows the merged result.
+# frame), and its `masks`, where present, replace its [motion.camera.<name>] masks. Written by the
+# daemon; `jetson-detectd check-config --print` shows the merged zones and lines.
 ";
 
-/// One camera's zones and lines.
+/// One camera's zones, lines and motion masks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CameraScene {
     pub name: String,
+    /// Motion masks (polygons in frame fractions) that replace the camera's
+    /// `[motion.camera.<name>].masks`; absent: the config's apply. Only the page sets them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masks: Option<Vec<MaskPoints>>,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
     #[serde(default, rename = "line")]
@@ -117,9 +127,14 @@ impl ZonesFileProblem {
     }
 }
 
-/// The zones file at `path` over `cameras`, as far as it fits (module doc): which cameras it
-/// changed, and what of it was not applied.
-pub fn apply_at_start(path: &Path, cameras: &mut [CameraConfig]) -> (Vec<ZonesFromFile>, Vec<ZonesFileProblem>) {
+/// The zones file at `path` over `cameras` and into `masks`, as far as it fits (module doc):
+/// which cameras it changed, and what of it was not applied.
+pub fn apply_at_start(
+    path: &Path,
+    cameras: &mut [CameraConfig],
+    masks: &mut SavedMasks,
+) -> (Vec<ZonesFromFile>, Vec<ZonesFileProblem>) {
+    masks.clear();
     let file = match ZonesFile::load(path) {
         Ok(file) => file,
         Err(error) => return (Vec::new(), vec![ZonesFileProblem::Unusable { message: error.to_string() }]),
@@ -141,7 +156,7 @@ pub fn apply_at_start(path: &Path, cameras: &mut [CameraConfig]) -> (Vec<ZonesFr
             false
         })
         .collect();
-    (ZonesFile { cameras: fitting }.apply(cameras), problems)
+    (ZonesFile { cameras: fitting }.apply(cameras, masks), problems)
 }
 
 /// Moves the zones file at `path` aside, to `<name>.bad-<unix time>` beside it, under the save
@@ -219,12 +234,15 @@ impl ZonesFile {
             }
             parse_scene(&camera.name, &camera.zones, &camera.lines)
                 .map_err(|e| invalid(format!("camera[{i}].{}", e.key), e.message))?;
+            parse_masks(&camera.name, camera.masks.as_deref().unwrap_or_default())
+                .map_err(|e| invalid(format!("camera[{i}].{}", e.key), e.message))?;
         }
         Ok(file)
     }
 
-    /// Replaces the zones and lines of every configured camera this file names; says which.
-    pub fn apply(&self, cameras: &mut [CameraConfig]) -> Vec<ZonesFromFile> {
+    /// Replaces the zones and lines of every configured camera this file names, and puts the masks
+    /// it has for them into `masks`; says which.
+    pub fn apply(&self, cameras: &mut [CameraConfig], masks: &mut SavedMasks) -> Vec<ZonesFromFile> {
         let mut applied = Vec::new();
         for scene in &self.cameras {
             if let Some(camera) = cameras.iter_mut().find(|camera| camera.name == scene.name) {
@@ -237,6 +255,9 @@ impl ZonesFile {
                 });
                 camera.zones.clone_from(&scene.zones);
                 camera.lines.clone_from(&scene.lines);
+                if let Some(saved) = &scene.masks {
+                    masks.insert(scene.name.clone(), saved.clone());
+                }
             }
         }
         applied
@@ -280,7 +301,7 @@ impl ZonesFile {
         Ok(file)
     }
 
-    /// Sets one camera's zones and lines (replacing what the file held for it).
+    /// Sets one camera's zones, lines and masks (replacing what the file held for it).
     pub fn set(&mut self, scene: CameraScene) {
         match self.cameras.iter_mut().find(|camera| camera.name == scene.name) {
             Some(camera) => *camera = scene,
@@ -315,6 +336,7 @@ mod tests {
                 labels: vec!["person".into()],
             }],
             lines: vec![LineConfig { name: "gate".into(), points: [[0.5, 1.0], [0.5, 0.2]] }],
+            masks: None,
         }
     }
 
@@ -444,7 +466,7 @@ mod tests {
         front.record =
             Some(super::super::record::CameraRecordConfig { zones: vec!["drive".into()], ..Default::default() });
         let mut cameras = vec![front, camera("back")];
-        let (applied, problems) = apply_at_start(&path, &mut cameras);
+        let (applied, problems) = apply_at_start(&path, &mut cameras, &mut SavedMasks::new());
         assert_eq!(applied.iter().map(|a| a.camera.as_str()).collect::<Vec<_>>(), ["back"]);
         assert_eq!(cameras[0].zones, [drive], "front keeps the config's zones");
         assert_eq!(cameras[1].zones, lane().zones);
@@ -466,8 +488,9 @@ mod tests {
         let path = dir.path().join("zones.toml");
         std::fs::write(&path, "[[camera]\n").unwrap();
         let mut cameras = vec![camera("front")];
-        let (applied, problems) = apply_at_start(&path, &mut cameras);
-        assert!(applied.is_empty());
+        let mut masks = SavedMasks::from([("front".to_string(), Vec::new())]);
+        let (applied, problems) = apply_at_start(&path, &mut cameras, &mut masks);
+        assert!(applied.is_empty() && masks.is_empty());
         assert!(matches!(&problems[..], [ZonesFileProblem::Unusable { message }] if message.contains("zones.toml")));
         assert_eq!(cameras[0].lines[0].name, "old");
         let aside = set_aside(&path).unwrap();
@@ -480,8 +503,10 @@ mod tests {
         let mut cameras = vec![camera("front"), camera("back")];
         let mut file = ZonesFile::default();
         file.set(lane());
-        file.set(CameraScene { name: "gone".into(), zones: Vec::new(), lines: Vec::new() });
-        let applied = file.apply(&mut cameras);
+        file.set(CameraScene { name: "gone".into(), zones: Vec::new(), lines: Vec::new(), masks: Some(Vec::new()) });
+        let mut masks = SavedMasks::new();
+        let applied = file.apply(&mut cameras, &mut masks);
+        assert!(masks.is_empty(), "front has no masks in the file, gone is not configured");
         assert_eq!(
             applied,
             [ZonesFromFile { camera: "front".into(), config_zones: 0, config_lines: 1, zones: 1, lines: 1 }],
@@ -492,5 +517,33 @@ mod tests {
         assert_eq!(cameras[0].zones, lane().zones);
         assert_eq!(cameras[0].lines, lane().lines);
         assert_eq!(cameras[1].lines[0].name, "old");
+    }
+
+    #[test]
+    fn masks_saved_from_the_page_read_back_and_replace_only_their_cameras_masks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zones.toml");
+        let mask = vec![[0.0, 0.0], [0.4, 0.0], [0.4, 0.3], [0.0, 0.3]];
+        let mut file = ZonesFile::default();
+        file.set(CameraScene { masks: Some(vec![mask.clone()]), ..lane() });
+        file.set(CameraScene { name: "back".into(), ..lane() });
+        file.write(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("masks = [["), "{text}");
+        assert_eq!(ZonesFile::load(&path).unwrap(), file);
+        let mut cameras = vec![camera("front"), camera("back")];
+        let mut masks = SavedMasks::new();
+        let (applied, problems) = apply_at_start(&path, &mut cameras, &mut masks);
+        assert_eq!((applied.len(), problems.len()), (2, 0));
+        assert_eq!(masks, SavedMasks::from([("front".to_string(), vec![mask])]), "back keeps the config's masks");
+    }
+
+    #[test]
+    fn a_bad_mask_in_the_file_names_the_file_and_the_key() {
+        let text =
+            "[[camera]]\nname = \"front\"\nmasks = [[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]], [[0.0, 0.0], [1.0, 0.0]]]\n";
+        let error = ZonesFile::parse(text, ConfigOrigin::File("/state/zones.toml".into())).unwrap_err().to_string();
+        assert!(error.starts_with("/state/zones.toml: `camera[0].masks[1]`"), "{error}");
+        assert!(error.contains("at least 3 points"), "{error}");
     }
 }

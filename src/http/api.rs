@@ -25,11 +25,15 @@ use super::exposition::Format;
 use super::picture::Overlay;
 use super::state::{HttpState, ZonesChange};
 use crate::config::zones_file::CameraScene;
-use crate::config::{parse_scene as parse_zones_and_lines, ConfigError, LineConfig, ZoneConfig};
+use crate::config::{
+    parse_masks, parse_scene as parse_zones_and_lines, Config, ConfigError, LineConfig, MaskPoints, ZoneConfig,
+};
 use crate::controls::{check_threshold, ControlError, Switch};
+use crate::infer::gating::MotionConfig;
 use crate::publish::reporting::with_builds;
 use crate::service::telemetry::{telemetry_message, TelemetryReport};
 use crate::track::events::Scene;
+use crate::track::zones::Polygon;
 
 /// Longest wait for a camera's next frame before the latest kept one is shown.
 pub const FRAME_WAIT: Duration = Duration::from_secs(1);
@@ -178,39 +182,55 @@ pub async fn latest_jpeg(
     }
 }
 
-/// A camera's zones and lines in the config's shape (fractions of the frame).
+/// A camera's zones, lines and motion masks in the config's shape (fractions of the frame).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SceneBody {
     pub zones: Vec<ZoneConfig>,
     pub lines: Vec<LineConfig>,
+    /// The motion masks the camera runs with: saved from the page, else `[motion.camera.<name>]`'s.
+    #[serde(default)]
+    pub masks: Vec<MaskPoints>,
 }
 
-/// A `PUT` body: what it names replaces the camera's zones or lines; what it leaves out stays.
+/// A `PUT` body: what it names replaces the camera's zones, lines or masks; what it leaves out stays.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SceneChange {
     zones: Option<Vec<ZoneConfig>>,
     lines: Option<Vec<LineConfig>>,
+    masks: Option<Vec<MaskPoints>>,
 }
 
-/// Why a body that names neither key is refused: it would change nothing, and before issue 35 it
+/// Why a body that names no key is refused: it would change nothing, and before issue 35 it
 /// removed every zone and line without a word.
-const NOTHING_TO_CHANGE: &str = "the body names neither `zones` nor `lines`, so nothing would change; to remove every \
-                                 zone and line, send {\"zones\": [], \"lines\": []}";
+const NOTHING_TO_CHANGE: &str = "the body names none of `zones`, `lines` and `masks`, so nothing would change; to \
+                                 remove every zone and line, send {\"zones\": [], \"lines\": []}";
 
-/// `GET /api/cameras/{name}/zones`: the zones and lines the camera runs with.
+/// `camera`'s motion masks as it runs with them (`MotionConfig::masks_of`'s rule); none without
+/// a `[motion]` section.
+fn running_masks(config: &Config, camera: &str) -> Vec<MaskPoints> {
+    let motion = config.sections.get::<MotionConfig>();
+    motion.map(|motion| motion.masks_of(camera, &config.masks_from_file).to_vec()).unwrap_or_default()
+}
+
+/// `GET /api/cameras/{name}/zones`: the zones, lines and motion masks the camera runs with.
 pub async fn zones(State(state): State<HttpState>, Path(name): Path<String>) -> Response {
     let config = state.view.config();
     match config.cameras.iter().find(|camera| camera.name == name) {
-        Some(camera) => Json(SceneBody { zones: camera.zones.clone(), lines: camera.lines.clone() }).into_response(),
+        Some(camera) => Json(SceneBody {
+            zones: camera.zones.clone(),
+            lines: camera.lines.clone(),
+            masks: running_masks(&config, &name),
+        })
+        .into_response(),
         None => unknown_camera(&name),
     }
 }
 
-/// `PUT /api/cameras/{name}/zones`: replaces the camera's zones and lines; the daemon's loop saves
-/// them to the zones file and applies them (live tracks continue, as with SIGHUP). Answers the
-/// zones as applied.
+/// `PUT /api/cameras/{name}/zones`: replaces the camera's zones, lines or motion masks; the daemon's
+/// loop saves them to the zones file and applies them (live tracks continue, as with SIGHUP; masks
+/// reach the camera's running gate). Answers the scene as applied.
 pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>, body: Bytes) -> Response {
     // One change at a time, from reading the running zones to their being applied: a change merges
     // into, and is checked against, what the one before left (two at once each kept the other's
@@ -222,9 +242,14 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
     let Some(camera) = config.cameras.iter().find(|camera| camera.name == name) else {
         return unknown_camera(&name);
     };
-    let current = SceneBody { zones: camera.zones.clone(), lines: camera.lines.clone() };
+    let current = CameraScene {
+        name: name.clone(),
+        masks: config.masks_from_file.get(&name).cloned(),
+        zones: camera.zones.clone(),
+        lines: camera.lines.clone(),
+    };
     let label_file = config.model.labels.clone();
-    let (scene, tracked) = match parse_scene(&name, &body, &current, &state.view.labels, &label_file) {
+    let SceneUpdate { scene, tracked, masks } = match parse_scene(&body, &current, &state.view.labels, &label_file) {
         Ok(parsed) => parsed,
         Err((field, message)) => return error(StatusCode::BAD_REQUEST, message, Some(field)),
     };
@@ -251,8 +276,12 @@ pub async fn put_zones(State(state): State<HttpState>, Path(name): Path<String>,
     // The daemon's loop saves and applies the change, or, once it has stopped (shutdown), drops
     // it unsaved: a save is answered 200 or changes nothing.
     let (applied, answer) = oneshot::channel();
-    let body = SceneBody { zones: scene.zones.clone(), lines: scene.lines.clone() };
-    if state.changes.send(ZonesChange { scene, tracked, applied }).await.is_err() {
+    let running = match &scene.masks {
+        Some(saved) => saved.clone(),
+        None => running_masks(&config, &name),
+    };
+    let body = SceneBody { zones: scene.zones.clone(), lines: scene.lines.clone(), masks: running };
+    if state.changes.send(ZonesChange { scene, tracked, masks, applied }).await.is_err() {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the daemon is shutting down", None);
     }
     match answer.await {
@@ -334,17 +363,29 @@ pub async fn put_controls(State(state): State<HttpState>, body: Bytes) -> Respon
     Json(controls.values()).into_response()
 }
 
-/// The body as a camera's zones and lines (what the zones file keeps) and its tracking scene, by
-/// the one zone parser: `Err((field, message))` names the body's field (`zones[0].polygon`). The
-/// body must be a JSON object naming `zones`, `lines` or both; a key it leaves out keeps
-/// `current`'s. An explicit `{"zones": [], "lines": []}` removes them all.
+/// A checked `PUT` body: the camera's scene as the zones file keeps it, as tracking uses it, and
+/// its masks as the gate uses them when the body sets them.
+#[derive(Debug)]
+pub struct SceneUpdate {
+    pub scene: CameraScene,
+    pub tracked: Scene,
+    pub masks: Option<Vec<Polygon>>,
+}
+
+/// The body as a camera's zones, lines and masks (what the zones file keeps), its tracking scene
+/// and, when the body sets masks, the masks as the gate uses them, by the one zone parser:
+/// `Err((field, message))` names the body's field (`zones[0].polygon`, `masks[1]`). The body must
+/// be a JSON object naming `zones`, `lines`, `masks` or any of them; a key it leaves out keeps
+/// `current`'s (the camera's scene as the zones file would keep it: masks only where the page
+/// saved some, else they stay the config's). An explicit `{"zones": [], "lines": []}` removes
+/// every zone and line, `{"masks": []}` every mask (the config's too).
 pub fn parse_scene(
-    camera: &str,
     body: &[u8],
-    current: &SceneBody,
+    current: &CameraScene,
     labels: &crate::detection::Labels,
     label_file: &std::path::Path,
-) -> Result<(CameraScene, Scene), (String, String)> {
+) -> Result<SceneUpdate, (String, String)> {
+    let camera = current.name.as_str();
     let whole = |message: String| (".".to_string(), message);
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| whole(e.to_string()))?;
     if !value.is_object() {
@@ -354,15 +395,16 @@ pub fn parse_scene(
         let field = e.path().to_string();
         (field, e.into_inner().to_string())
     })?;
-    if change.zones.is_none() && change.lines.is_none() {
+    if change.zones.is_none() && change.lines.is_none() && change.masks.is_none() {
         return Err(whole(NOTHING_TO_CHANGE.into()));
     }
-    let scene = SceneBody {
-        zones: change.zones.unwrap_or_else(|| current.zones.clone()),
-        lines: change.lines.unwrap_or_else(|| current.lines.clone()),
+    let masks = match &change.masks {
+        Some(masks) => Some(parse_masks(camera, masks).map_err(|e| (e.key, e.message))?),
+        None => None,
     };
-    let tracked =
-        parse_zones_and_lines(camera, &scene.zones, &scene.lines).and_then(|parsed| parsed.resolve(labels, label_file));
+    let zones = change.zones.unwrap_or_else(|| current.zones.clone());
+    let lines = change.lines.unwrap_or_else(|| current.lines.clone());
+    let tracked = parse_zones_and_lines(camera, &zones, &lines).and_then(|parsed| parsed.resolve(labels, label_file));
     let tracked = tracked.map_err(|e| {
         // The config's keys are `zone[1]` and `line[0]`; the body's fields are plural.
         let field = if let Some(rest) = e.key.strip_prefix("zone") {
@@ -374,7 +416,8 @@ pub fn parse_scene(
         };
         (field, e.message)
     })?;
-    Ok((CameraScene { name: camera.to_string(), zones: scene.zones, lines: scene.lines }, tracked))
+    let saved = change.masks.or_else(|| current.masks.clone());
+    Ok(SceneUpdate { scene: CameraScene { name: camera.to_string(), masks: saved, zones, lines }, tracked, masks })
 }
 
 #[cfg(test)]
@@ -388,8 +431,8 @@ mod tests {
         Labels::parse("person\ncar\n", FsPath::new("labels.txt")).unwrap()
     }
 
-    fn nothing() -> SceneBody {
-        SceneBody { zones: Vec::new(), lines: Vec::new() }
+    fn nothing() -> CameraScene {
+        CameraScene { name: "front".into(), masks: None, zones: Vec::new(), lines: Vec::new() }
     }
 
     /// Issue 35: `[]` and `{}` removed every zone and line without a word.
@@ -399,15 +442,17 @@ mod tests {
             r#"{"zones":[{"name":"lane","polygon":[[0,0.5],[1,0.5],[1,1]]}],"lines":[{"name":"gate","points":[[0.5,1],[0.5,0]]}]}"#,
         )
         .unwrap();
-        let parse = |body: &[u8]| parse_scene("front", body, &current, &labels(), FsPath::new("labels.txt"));
+        let current = CameraScene { zones: current.zones, lines: current.lines, ..nothing() };
+        let parse = |body: &[u8]| parse_scene(body, &current, &labels(), FsPath::new("labels.txt"));
         for body in [&b"{}"[..], b"[]", b"[[], []]", b"null", b"{\"zones\": null}"] {
             let (field, message) = parse(body).expect_err("names nothing");
             assert_eq!(field, ".", "{}", String::from_utf8_lossy(body));
             assert!(message.contains("JSON object") || message.contains("nothing would change"), "{message}");
         }
-        let (only_lines, _) = parse(br#"{"lines":[]}"#).unwrap();
+        let SceneUpdate { scene: only_lines, masks, .. } = parse(br#"{"lines":[]}"#).unwrap();
         assert_eq!((only_lines.zones.len(), only_lines.lines.len()), (1, 0), "zones stay, lines go");
-        let (cleared, tracked) = parse(br#"{"zones":[],"lines":[]}"#).unwrap();
+        assert!(only_lines.masks.is_none() && masks.is_none(), "masks stay the config's");
+        let SceneUpdate { scene: cleared, tracked, .. } = parse(br#"{"zones":[],"lines":[]}"#).unwrap();
         assert!(cleared.zones.is_empty() && cleared.lines.is_empty() && tracked.zones.is_empty());
     }
 
@@ -416,7 +461,8 @@ mod tests {
         let body =
             br#"{"zones":[{"name":"lane","polygon":[[0.0,0.62],[1.0,0.62],[1.0,1.0],[0.0,1.0]],"labels":["person"]}],
                         "lines":[{"name":"gate","points":[[0.5,1.0],[0.5,0.2]]}]}"#;
-        let (scene, tracked) = parse_scene("front", body, &nothing(), &labels(), FsPath::new("labels.txt")).unwrap();
+        let SceneUpdate { scene, tracked, .. } =
+            parse_scene(body, &nothing(), &labels(), FsPath::new("labels.txt")).unwrap();
         assert_eq!((tracked.zones[0].classes.as_slice(), tracked.lines.len()), (&[0][..], 1));
         assert_eq!(scene.name, "front");
         assert_eq!(scene.zones[0].name, "lane");
@@ -425,7 +471,7 @@ mod tests {
 
     #[test]
     fn every_bad_body_names_its_field() {
-        let cases: [(&[u8], &str, &str); 7] = [
+        let cases: [(&[u8], &str, &str); 9] = [
             (
                 br#"{"zones":[{"name":"lane","polygon":[[0.0,0.0],[1.0,0.0]]}]}"#,
                 "zones[0].polygon",
@@ -441,12 +487,29 @@ mod tests {
             (br#"{"lines":[{"name":"g","points":[[0.5,0.5]]}]}"#, "lines[0].points", "invalid length"),
             (br#"{"zones":[{"name":"z","polygon":"x"}]}"#, "zones[0].polygon", "invalid type"),
             (br#"{"zone":[]}"#, "zone", "unknown field"),
+            (br#"{"masks":[[[0,0],[1,0],[0,1]],[[0,0],[2,0],[0,1]]]}"#, "masks[1]", "outside"),
+            (br#"{"masks":[[0,0]]}"#, "masks[0][0]", "invalid type"),
         ];
         for (body, field, message) in cases {
             let (got_field, got_message) =
-                parse_scene("front", body, &nothing(), &labels(), FsPath::new("labels.txt")).unwrap_err();
+                parse_scene(body, &nothing(), &labels(), FsPath::new("labels.txt")).unwrap_err();
             assert_eq!(got_field, field, "{}: {got_message}", String::from_utf8_lossy(body));
             assert!(got_message.contains(message), "{}: {got_message}", String::from_utf8_lossy(body));
         }
+    }
+
+    #[test]
+    fn masks_in_a_body_replace_the_cameras_masks_and_a_body_without_them_keeps_those_saved() {
+        let square = vec![[0.0, 0.0], [0.5, 0.0], [0.5, 0.5], [0.0, 0.5]];
+        let parse = |body: &[u8], current: &CameraScene| parse_scene(body, current, &labels(), FsPath::new("l.txt"));
+        let SceneUpdate { scene, masks, .. } =
+            parse(br#"{"masks":[[[0,0],[0.5,0],[0.5,0.5],[0,0.5]]]}"#, &nothing()).unwrap();
+        assert_eq!(scene.masks, Some(vec![square.clone()]));
+        assert_eq!(masks.map(|masks| masks.len()), Some(1), "for the gate");
+        let saved = CameraScene { masks: Some(vec![square.clone()]), ..nothing() };
+        let SceneUpdate { scene, masks, .. } = parse(br#"{"zones":[]}"#, &saved).unwrap();
+        assert_eq!((scene.masks, masks.is_none()), (Some(vec![square]), true), "kept in the file, the gate unchanged");
+        let SceneUpdate { scene, masks, .. } = parse(br#"{"masks":[]}"#, &saved).unwrap();
+        assert_eq!((scene.masks, masks.map(|masks| masks.len())), (Some(Vec::new()), Some(0)), "every mask removed");
     }
 }

@@ -79,6 +79,7 @@ impl HttpServer {
             controls,
             record: video.record,
             watch: video.watch,
+            motion: video.motion,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let router = server::router(state);

@@ -7,13 +7,14 @@
 //! read once at start, never logged: [`token`]), what the handlers share ([`state`]), the routes
 //! ([`server`]), the handlers ([`api`], [`clips`] for event clips, [`event_stream`] for the
 //! events pushed as they happen, [`event_entry`] for an event's JSON and picture, [`live`] for
-//! live video and its boxes), the live pictures
+//! live video and its boxes, [`motion`] for the motion the cameras' gates see), the live pictures
 //! ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]), the page's
 //! assets compiled into the binary ([`page`]: no files to install, no CDN) and its errors
 //! ([`error`]). It reads the daemon only through the live view
 //! (`crate::publish::live::LiveView`), the controls (`crate::controls::Controls`), the
-//! recorder's index (`crate::record::Recorder`) and the cameras' live feeds
-//! (`crate::watch::hub::WatchHub`), and changes only the zones and the controls; a
+//! recorder's index (`crate::record::Recorder`), the cameras' live feeds
+//! (`crate::watch::hub::WatchHub`) and motion gates (`crate::infer::gating::MotionGates`), and
+//! changes only the zones (with the motion masks) and the controls; a
 //! zone change is saved to the zones file and applied by the daemon's loop, which it asks through a
 //! channel ([`ZonesChange`]) and whose answer it waits for, so a saved zone is live when the
 //! request returns, and a change that comes once the loop has stopped is saved nowhere; a control
@@ -33,6 +34,7 @@ pub mod hosts;
 pub mod lifecycle;
 pub mod live;
 pub mod metrics;
+pub mod motion;
 pub mod page;
 pub mod picture;
 pub mod server;

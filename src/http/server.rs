@@ -19,7 +19,7 @@ use axum::routing::get;
 use axum::Router;
 
 use super::state::HttpState;
-use super::{api, clips, event_entry, event_stream, live, page};
+use super::{api, clips, event_entry, event_stream, live, motion, page};
 
 /// Largest request body: a camera's 64 zones of 64 points and 64 lines fit with room to spare.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -35,6 +35,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/app.js", get(page::script))
         .route("/review.js", get(page::review_script))
         .route("/live.js", get(page::live_script))
+        .route("/motion.js", get(page::motion_script))
         .route("/style.css", get(page::style))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))
@@ -46,6 +47,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/cameras/{name}/live.mp4", get(live::video))
         .route("/api/cameras/{name}/live.boxes", get(live::boxes))
         .route("/api/cameras/{name}/live.m3u8", get(live::playlist))
+        .route("/api/cameras/{name}/live.motion", get(motion::motion))
         .route("/api/cameras/{name}/hls/{file}", get(live::hls_file))
         .route("/api/cameras/{name}/zones", get(api::zones).put(api::put_zones))
         .route("/api/controls", get(api::controls).put(api::put_controls))

@@ -13,9 +13,11 @@ use super::picture::Pictures;
 use super::token::Token;
 use crate::config::zones_file::CameraScene;
 use crate::controls::Controls;
+use crate::infer::gating::MotionGates;
 use crate::publish::live::LiveView;
 use crate::record::Recorder;
 use crate::track::events::Scene;
+use crate::track::zones::Polygon;
 use crate::watch::hub::WatchHub;
 
 /// A zone and line change for one camera, already parsed and checked; the daemon's loop saves it
@@ -26,6 +28,8 @@ pub struct ZonesChange {
     pub scene: CameraScene,
     /// As tracking uses it.
     pub tracked: Scene,
+    /// The motion masks as the camera's gate uses them, when the change sets them.
+    pub masks: Option<Vec<Polygon>>,
     pub applied: oneshot::Sender<Result<(), String>>,
 }
 
@@ -48,11 +52,15 @@ pub struct HttpState {
     pub record: Option<Arc<Recorder>>,
     /// The cameras' live video.
     pub watch: Option<Arc<WatchHub>>,
+    /// The cameras' motion gates (with `[motion]` enabled), for the debug view.
+    pub motion: Option<Arc<MotionGates>>,
 }
 
-/// The cameras' video the API serves: the recorder's clips and the live feeds.
+/// What the API serves of the cameras' pictures besides the latest one: the recorder's clips, the
+/// live feeds, and the motion the gates see.
 #[derive(Debug, Clone, Default)]
 pub struct Video {
     pub record: Option<Arc<Recorder>>,
     pub watch: Option<Arc<WatchHub>>,
+    pub motion: Option<Arc<MotionGates>>,
 }

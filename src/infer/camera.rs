@@ -11,7 +11,8 @@
 //! needs raw frames; recording goes on while detection is off), and, with `[motion]`
 //! gating, keeping a frame without motion from inference (its [`CameraGate`] says so, unless the
 //! camera's gating is switched off, [`Switch::Gating`]; the sink holds its tracks,
-//! [`FrameSink::held`], and gets it for the picture).
+//! [`FrameSink::held`], and gets it for the picture; the gate's [`MotionLink`] brings it masks
+//! saved from the page and shows its motion to whoever watches).
 //! Must not: run inference (the scheduler's workers do, through `super::step`), publish, format
 //! payloads, or block on the network.
 
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::gating::{CameraGate, MotionConfig};
+use super::gating::{CameraGate, MotionGates, MotionLink};
 use super::scheduler::Scheduler;
 use super::step::{FrameSink, PipelineError};
 use crate::config::{CameraConfig, LimitsConfig};
@@ -51,8 +52,9 @@ pub struct PipelineShared {
     pub liveness: Arc<Liveness>,
     /// The run-time switches: a camera whose detection is off sends no frame to inference.
     pub controls: Arc<Controls>,
-    /// `[motion]`: with `enabled`, each camera keeps frames without motion from inference.
-    pub motion: Option<Arc<MotionConfig>>,
+    /// With `[motion]` enabled: each camera's gate, which keeps frames without motion from
+    /// inference, its settings and its link.
+    pub motion: Option<Arc<MotionGates>>,
 }
 
 /// A running camera.
@@ -115,10 +117,14 @@ impl CameraPipeline {
         let frame_interval = camera.frame_interval();
         log::info!("camera {name}: {} (fps cap: {})", source.describe(), fps_text(camera.fps));
 
-        let gate = match shared.motion.as_deref().filter(|motion| motion.enabled) {
-            Some(motion) => Some(CameraGate::new(motion.for_camera(&name).map_err(|(key, message)| {
-                PipelineError::Motion { camera: name.clone(), message: format!("{key}: {message}") }
-            })?)),
+        let gate = match shared.motion.as_deref() {
+            Some(gates) => {
+                let settings = gates.settings(&name).map_err(|(key, message)| PipelineError::Motion {
+                    camera: name.clone(),
+                    message: format!("{key}: {message}"),
+                })?;
+                Some((CameraGate::new(settings), gates.link(&name).cloned().unwrap_or_default()))
+            }
             None => None,
         };
         let liveness = shared.liveness.register(format!("camera {name}: source"));
@@ -135,9 +141,10 @@ impl CameraPipeline {
                 let held = |slot: &FrameSlot| sink.held(&name, slot);
                 let settled = || sink.tracking_settled(&name);
                 let motion = |moving: bool| sink.motion(&name, moving);
-                let gate = gate.map(|gate| Gating {
+                let gate = gate.map(|(gate, link)| Gating {
                     camera: &name,
                     gate,
+                    link,
                     gating: &gating,
                     held: &held,
                     settled: &settled,
@@ -235,6 +242,8 @@ struct FrameRoutes<'a> {
 struct Gating<'a> {
     camera: &'a str,
     gate: CameraGate,
+    /// Masks saved from the page come in, the motion of each frame goes out to a watcher.
+    link: Arc<MotionLink>,
     /// The camera's gating switch ([`Switch::Gating`]): off, every frame passes.
     gating: &'a dyn Fn() -> bool,
     /// A held frame: its tracks hold, the picture goes on.
@@ -248,7 +257,11 @@ struct Gating<'a> {
 impl Gating<'_> {
     /// Whether the frame in `slot` goes to inference; a frame that does not went to `held`.
     fn passes(&mut self, slot: &FrameSlot) -> bool {
+        if let Some(masks) = self.link.take_masks() {
+            self.gate.set_masks(masks);
+        }
         let verdict = self.gate.judge(self.camera, slot, (self.gating)(), (self.settled)());
+        self.link.show(self.gate.motion(), slot.meta(), !verdict.detects());
         if let Some(moving) = self.gate.sensor_changed() {
             (self.motion)(moving);
         }
@@ -372,7 +385,8 @@ mod tests {
     use super::*;
     use crate::frame::{HeapMemory, PixelFormat};
     use crate::infer::gating::CameraMotion;
-    use crate::motion::MotionParams;
+    use crate::motion::{MotionParams, MotionState};
+    use crate::track::zones::Polygon;
 
     /// A still grey frame captured at `at_s`.
     fn still_frame(slot: &mut FrameSlot, at_s: f64) {
@@ -391,6 +405,7 @@ mod tests {
         let mut gate = Gating {
             camera: "front",
             gate: CameraGate::new(settings),
+            link: Arc::default(),
             gating: &gating,
             held: &held,
             settled: &settled,
@@ -408,5 +423,43 @@ mod tests {
         // The first frame teaches the background, the next two are held; switched off, none is.
         assert_eq!(passes, [true, false, false, true, true, true]);
         assert_eq!(held_frames.get(), 2);
+    }
+
+    #[test]
+    fn masks_handed_to_the_link_apply_from_the_next_frame_and_a_watcher_sees_each_frames_motion() {
+        let settings = CameraMotion { params: MotionParams::default(), masks: Vec::new(), detect_interval_s: 5.0 };
+        let (gating, held, settled, motion) = (|| true, |_: &FrameSlot| {}, || true, |_: bool| {});
+        let link = Arc::new(MotionLink::default());
+        let mut gate = Gating {
+            camera: "front",
+            gate: CameraGate::new(settings),
+            link: link.clone(),
+            gating: &gating,
+            held: &held,
+            settled: &settled,
+            motion: &motion,
+        };
+        let mut watcher = link.watch();
+        let mut slot = FrameSlot::new(Box::new(HeapMemory::default()));
+        // A bright square that moves 8 px a frame on a grey picture.
+        let mut frame = |i: u32| {
+            still_frame(&mut slot, f64::from(i) * 0.2);
+            let pixels = slot.prepare(64, 48, PixelFormat::Rgb8).expect("slot");
+            for y in 10..30 {
+                let x = 8 * i as usize;
+                pixels[(y * 64 + x) * 3..(y * 64 + x + 16) * 3].fill(230);
+            }
+            gate.passes(&slot)
+        };
+        assert!(frame(0), "learning");
+        assert!(frame(1), "the square moved");
+        let seen = watcher.borrow_and_update().clone();
+        assert_eq!((seen.state, seen.gated, seen.regions.is_empty()), (MotionState::Moving, false, false));
+        let whole = Polygon::new(&[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]).expect("polygon");
+        link.set_masks(vec![whole]);
+        assert!(frame(2), "the frame after motion");
+        assert!(!frame(3), "masked: no motion, held");
+        let seen = watcher.borrow_and_update().clone();
+        assert_eq!((seen.state, seen.gated, seen.regions.len()), (MotionState::Still, true, 0));
     }
 }

@@ -9,6 +9,9 @@
 use super::luma::CellGrid;
 use crate::track::zones::Polygon;
 
+/// Most masks a camera has (from the config or saved from the page).
+pub const MAX_MASKS: usize = 64;
+
 /// Which cells of a grid are masked; rebuilt when the grid or the masks change.
 #[derive(Debug, Default)]
 pub(super) struct MaskRaster {

@@ -28,6 +28,7 @@ pub use detector::{Motion, MotionDetector, MotionState, MAX_REGIONS};
 pub use error::MotionError;
 pub use gate::{Gate, GateInputs, Reason, Verdict};
 pub use luma::{downscale_reference, CellGrid, LumaDownscaler, LumaImage, GRID_ROWS, MAX_CELL};
+pub use mask::MAX_MASKS;
 pub use params::{Fraction, MotionParams};
 pub use pixel::luma_bytes;
 pub use regions::Region;

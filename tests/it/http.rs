@@ -1,13 +1,15 @@
 //! The HTTP stage against the real daemon (CPU backend, bundled model and samples, a real mosquitto
 //! broker): the page and its assets, the API, `/metrics` read by a strict OpenMetrics parser, the
-//! write checks (token, origin, body bound, zone validation), and a zone saved through the API that
-//! the next events carry, that the zones file keeps and that `check-config --print` shows.
+//! write checks (token, origin, body bound, zone validation), a zone saved through the API that
+//! the next events carry, that the zones file keeps and that `check-config --print` shows, and a
+//! motion mask saved through the API that the zones file keeps and the camera's gate applies at
+//! once (its motion, read from `live.motion`, stops).
 //!
 //! Requests go over plain TCP (HTTP/1.1, `Connection: close`), so every header — `Origin`, `Host`,
 //! `Authorization` — is exactly what the test wrote. Waits are failure guards ([`Pace`]).
 
 use std::collections::BTreeMap;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 
@@ -483,9 +485,43 @@ fn writes_need_the_token_the_pages_own_origin_a_bounded_body_and_a_valid_zone() 
     assert!(!log.contains(TOKEN), "the token is in the log:\n{log}");
 }
 
+/// Reads `GET /api/cameras/<camera>/live.motion` until `done` says so of the lines read so far
+/// (each one JSON line); fails after [`Pace::daemon_wait`].
+fn motion_lines(
+    address: SocketAddr,
+    camera: &str,
+    done: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream.set_read_timeout(Some(Pace::measured().daemon_wait())).expect("timeout");
+    write!(stream, "GET /api/cameras/{camera}/live.motion HTTP/1.1\r\nHost: {address}\r\n\r\n").expect("send");
+    let mut reader = BufReader::new(stream);
+    let mut status = String::new();
+    reader.read_line(&mut status).expect("status line");
+    assert!(status.starts_with("HTTP/1.1 200"), "live.motion: {status}");
+    let mut lines = Vec::new();
+    // Each JSON line is one chunk of the chunked body: the chunks' size lines are not JSON.
+    while !done(&lines) {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).expect("a motion line") > 0, "live.motion ended");
+        if line.starts_with('{') {
+            lines.push(serde_json::from_str(line.trim()).expect("a JSON line"));
+        }
+    }
+    lines
+}
+
 #[test]
 fn a_zone_saved_through_the_api_is_in_the_next_events_the_zones_file_and_the_printed_config() {
-    let mut fixture = Fixture::start("http-zones", false, |config| config.set("tracking", "stationary_s", "3600.0"));
+    // With motion gating (every frame still detected: the floor rate is above the cameras'), and a
+    // camera whose picture moves, for the mask.
+    let mut fixture = Fixture::start("http-zones", false, |config| {
+        config
+            .set("tracking", "stationary_s", "3600.0")
+            .set("motion", "enabled", "true")
+            .set("motion", "detect_interval_s", "0.1")
+            .camera("moving", 2.0, "{ kind = \"synthetic\", width = 160, height = 120 }")
+    });
     let events_topic = format!("{}/front/events", fixture.prefix);
     let body =
         br#"{"zones":[{"name":"everywhere","polygon":[[0.0,0.0],[1.0,0.0],[1.0,1.0],[0.0,1.0]],"labels":["dog"]}],
@@ -520,7 +556,33 @@ fn a_zone_saved_through_the_api_is_in_the_next_events_the_zones_file_and_the_pri
     assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
     let printed = String::from_utf8_lossy(&printed.stdout);
     assert!(printed.contains("name = \"everywhere\""), "--print shows the saved zone:\n{printed}");
+    a_mask_saved_through_the_api_is_kept_and_stops_the_motion_under_it(&fixture);
     check_config_names_the_zones_file_when_it_is_bad(fixture.dir.path());
+}
+
+/// The moving camera's square is motion frame after frame; a mask over the whole frame, saved
+/// through the API, is in the zones file and the camera's gate sees no motion from then on.
+fn a_mask_saved_through_the_api_is_kept_and_stops_the_motion_under_it(fixture: &Fixture) {
+    let address = fixture.address;
+    let moving =
+        |line: &serde_json::Value| line["state"] == "moving" && !line["regions"].as_array().is_none_or(Vec::is_empty);
+    motion_lines(address, "moving", |lines| lines.iter().any(moving));
+    let answer = fixture.put_zones("moving", &[], br#"{"masks":[[[0.0,0.0],[0.5,0.0]]]}"#);
+    assert_eq!((answer.status, answer.json()["field"].as_str()), (400, Some("masks[0]")), "{}", answer.text());
+    let whole = br#"{"masks":[[[0.0,0.0],[1.0,0.0],[1.0,1.0],[0.0,1.0]]]}"#;
+    let answer = fixture.put_zones("moving", &[], whole);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(fixture.get("/api/cameras/moving/zones").json()["masks"].as_array().map(Vec::len), Some(1));
+    let saved = std::fs::read_to_string(fixture.dir.path().join("state/zones.toml")).expect("the zones file");
+    assert!(saved.contains("name = \"moving\"") && saved.contains("masks = [["), "{saved}");
+    // The answer came once the gate had the masks; a frame judged before may still be on its way.
+    let lines = motion_lines(address, "moving", |lines| lines.len() >= 4);
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|line| line["state"] == "still" && line["changed"] == 0.0 && line["regions"] == serde_json::json!([])),
+        "no motion under the mask: {lines:?}"
+    );
 }
 
 /// A zones file broken by hand is not applied, and `check-config` warns naming the file and the

@@ -22,7 +22,7 @@ use super::scene::{MotionScene, SceneFrames};
 use crate::config::LimitsConfig;
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
-use crate::infer::gating::MotionConfig;
+use crate::infer::gating::{MotionConfig, MotionGates};
 use crate::infer::scheduler::SchedulePlan;
 use crate::infer::{camera, step};
 use crate::publish::payload::{detections_message, Latency};
@@ -288,7 +288,7 @@ pub fn run_at_rate(models: BenchModels, plan: SchedulePlan, run: &RateRun<'_>) -
         stop: Arc::clone(&stop),
         liveness,
         controls,
-        motion: run.motion.cloned(),
+        motion: run.motion.map(|motion| Arc::new(MotionGates::new((**motion).clone(), names.iter().cloned()))),
     };
     let meta = run.frames.meta();
     let mut running = Vec::new();

@@ -11,6 +11,7 @@ use super::config::CameraMotion;
 use crate::frame::FrameSlot;
 use crate::motion::{Gate, GateInputs, LumaDownscaler, LumaImage, Motion, MotionDetector, MotionState, Verdict};
 use crate::track::scene_tracker::seconds;
+use crate::track::zones::Polygon;
 
 /// Seconds without motion after which the camera's motion sensor goes off.
 pub const MOTION_OFF_S: f64 = 5.0;
@@ -77,6 +78,11 @@ impl CameraGate {
     /// always does): what the camera's `motion` topic says.
     pub fn sensor_changed(&self) -> Option<bool> {
         self.sensor_changed
+    }
+
+    /// New masks (saved from the page) from the next frame on; the background stays.
+    pub fn set_masks(&mut self, masks: Vec<Polygon>) {
+        self.detector.reconfigure(*self.detector.params(), masks);
     }
 
     /// What the last frame judged showed.

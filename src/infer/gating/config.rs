@@ -2,24 +2,26 @@
 //! judged, and each camera's own values and masks (`[motion.camera.<name>]`).
 //!
 //! Owns: the section's schema, its part of the built-in default (`motion.toml`), its ranges and
-//! checks (a camera it names exists; masks are polygons), and [`MotionConfig::for_camera`], which
-//! turns it into what a camera's gate runs with ([`CameraMotion`]: typed, checked values). Must
-//! not: judge motion or gate frames (`super::camera_gate`).
+//! checks (a camera it names exists; masks are polygons), the one rule by which masks saved from
+//! the page meet the config's ([`MotionConfig::with_saved_masks`]: a camera's masks in the zones
+//! file replace its `[motion.camera.<name>].masks`; a camera the page never saved masks for keeps
+//! the config's), and [`MotionConfig::for_camera`], which turns it into what a camera's gate runs
+//! with ([`CameraMotion`]: typed, checked values). Must not: judge motion or gate frames
+//! (`super::camera_gate`).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::zones_file::SavedMasks;
 use crate::config::Section;
-use crate::config::{Config, ConfigError};
+use crate::config::{parse_masks, Config, ConfigError, MaskPoints};
 use crate::motion::{Fraction, MotionParams};
 use crate::track::zones::Polygon;
 
 /// Bounds of the times in seconds (`background_s`, `detect_interval_s`).
 const MIN_SECONDS: f64 = 0.1;
 const MAX_SECONDS: f64 = 3600.0;
-/// Most masks a camera has.
-pub const MAX_MASKS: usize = 64;
 
 /// `[motion]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,7 +55,7 @@ pub struct CameraMotionConfig {
     pub detect_interval_s: Option<f64>,
     /// Polygons in frame fractions whose changes are not motion.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub masks: Vec<Vec<[f64; 2]>>,
+    pub masks: Vec<MaskPoints>,
 }
 
 /// What one camera's gate runs with: checked values.
@@ -93,22 +95,36 @@ impl MotionConfig {
         };
         let background_s = seconds("background_s", own.background_s.unwrap_or(self.background_s) as f64)? as f32;
         let detect_interval_s = seconds("detect_interval_s", own.detect_interval_s.unwrap_or(self.detect_interval_s))?;
-        if own.masks.len() > MAX_MASKS {
-            return Err((key("masks"), format!("{} masks; at most {MAX_MASKS}", own.masks.len())));
-        }
-        let masks = own
-            .masks
-            .iter()
-            .enumerate()
-            .map(|(index, points)| {
-                Polygon::new(points).map_err(|e| (format!("{}[{index}]", key("masks")), e.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let masks = parse_masks(camera, &own.masks).map_err(|e| {
+            let under = e.key.strip_prefix("masks").unwrap_or_default();
+            (format!("{}{under}", key("masks")), e.message)
+        })?;
         Ok(CameraMotion {
             params: MotionParams { threshold, min_area, background_s, light_change },
             masks,
             detect_interval_s,
         })
+    }
+}
+
+impl MotionConfig {
+    /// The section as the cameras run with it: each camera's masks saved from the page (`saved`,
+    /// the config's [`Config::masks_from_file`]) replace its `[motion.camera.<name>].masks`; a
+    /// camera without saved masks keeps the config's. The one place the two meet.
+    pub fn with_saved_masks(&self, saved: &SavedMasks) -> MotionConfig {
+        let mut running = self.clone();
+        for (camera, masks) in saved {
+            running.camera.entry(camera.clone()).or_default().masks.clone_from(masks);
+        }
+        running
+    }
+
+    /// `camera`'s masks as it runs with them ([`MotionConfig::with_saved_masks`]'s rule).
+    pub fn masks_of<'a>(&'a self, camera: &str, saved: &'a SavedMasks) -> &'a [MaskPoints] {
+        match saved.get(camera) {
+            Some(masks) => masks,
+            None => self.camera.get(camera).map_or(&[], |own| own.masks.as_slice()),
+        }
     }
 }
 
@@ -134,6 +150,7 @@ impl Section for MotionConfig {
         if let Some(name) = self.camera.keys().find(|name| !config.cameras.iter().any(|c| &c.name == *name)) {
             return Err(config.invalid(&format!("motion.camera.{name}"), "names no [[camera]] of this config"));
         }
+        // The zones file checked its own masks as it was read; these are the config's.
         for camera in config.cameras.iter().map(|c| c.name.as_str()).chain([""]) {
             if let Err((key, message)) = self.for_camera(camera) {
                 return Err(config.invalid(&key, message));
@@ -196,5 +213,28 @@ mod tests {
         let mut motion = section();
         motion.threshold = 0;
         assert_eq!(motion.for_camera("a").map(drop).unwrap_err().0, "motion.threshold");
+    }
+
+    #[test]
+    fn masks_saved_from_the_page_replace_a_cameras_configured_masks_and_no_other() {
+        let configured = vec![[0.0, 0.0], [0.3, 0.0], [0.3, 0.5]];
+        let drawn = vec![[0.5, 0.5], [1.0, 0.5], [1.0, 1.0], [0.5, 1.0]];
+        let mut motion = section();
+        for camera in ["porch", "garden"] {
+            let own = CameraMotionConfig { threshold: Some(30), masks: vec![configured.clone()], ..Default::default() };
+            motion.camera.insert(camera.into(), own);
+        }
+        let saved = SavedMasks::from([
+            ("porch".to_string(), vec![drawn.clone(), drawn.clone()]),
+            ("yard".to_string(), Vec::new()),
+        ]);
+        assert_eq!(motion.masks_of("porch", &saved), [drawn.clone(), drawn]);
+        assert_eq!(motion.masks_of("garden", &saved), [configured]);
+        assert!(motion.masks_of("yard", &saved).is_empty() && motion.masks_of("shed", &saved).is_empty());
+        let running = motion.with_saved_masks(&saved);
+        let porch = running.for_camera("porch").expect("values");
+        assert_eq!((porch.masks.len(), porch.params.threshold), (2, 30), "the camera's other values stay");
+        assert_eq!(running.for_camera("garden").expect("values").masks.len(), 1);
+        assert!(running.for_camera("yard").expect("values").masks.is_empty(), "saved empty: no masks");
     }
 }

@@ -775,8 +775,9 @@ fn with_motion_gating_a_still_camera_sends_only_the_floor_rates_frames_to_infere
         enabled: true,
         ..crate::config::section::built_in().expect("the built-in [motion]")
     };
+    let gates = crate::infer::gating::MotionGates::new(motion, [camera(0).name]);
     let shared = PipelineShared {
-        motion: Some(Arc::new(motion)),
+        motion: Some(Arc::new(gates)),
         ..pipeline_shared(&config, &scheduler, &sink, &stop, liveness)
     };
     let source = Box::new(StillSource { frames: 60, shown: 0 });
