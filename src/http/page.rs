@@ -1,6 +1,7 @@
 //! The page's assets, compiled into the binary: one HTML file, its scripts (`app.js`: cameras,
-//! figures and the zone editor; `review.js`: the events timeline and its clips; `live.js`: the
-//! live video's player and the boxes over it and over a clip), one stylesheet (plain JavaScript
+//! figures and the zone and mask editor; `review.js`: the events timeline and its clips; `live.js`:
+//! the live video's player and the boxes over it and over a clip; `motion.js`: the motion debug
+//! view), one stylesheet (plain JavaScript
 //! and CSS, no framework, no CDN: the page works on a network without internet).
 //!
 //! Owns: serving them with their media types and a Content-Security-Policy that allows only this
@@ -13,6 +14,7 @@ pub const INDEX_HTML: &str = include_str!("page/index.html");
 pub const APP_JS: &str = include_str!("page/app.js");
 pub const REVIEW_JS: &str = include_str!("page/review.js");
 pub const LIVE_JS: &str = include_str!("page/live.js");
+pub const MOTION_JS: &str = include_str!("page/motion.js");
 pub const STYLE_CSS: &str = include_str!("page/style.css");
 
 /// Only this origin's scripts, styles, pictures and API, and the live video's Media Source (a
@@ -51,6 +53,11 @@ pub async fn review_script() -> Response {
 /// `GET /live.js`.
 pub async fn live_script() -> Response {
     asset(LIVE_JS, "text/javascript; charset=utf-8")
+}
+
+/// `GET /motion.js`.
+pub async fn motion_script() -> Response {
+    asset(MOTION_JS, "text/javascript; charset=utf-8")
 }
 
 /// `GET /style.css`.

@@ -4,7 +4,9 @@
 //! configured zone, a zone drawn with the editor (four clicks on the picture, a name, a label,
 //! Finish) is saved, and the next events carry it, pushed to the page as they happen. At 1400 × 1000 (issue 33) the cameras stand in a
 //! grid with their figures and editors in view and the recent events beside them, and a zone is
-//! deleted only once the user confirms it.
+//! deleted only once the user confirms it. With motion gating on (every frame still detected: the
+//! floor rate is above the cameras'), ticking *motion* draws the regions the back camera's gate
+//! sees as its pattern moves, and a mask drawn with the editor (three clicks, Finish) is saved.
 //!
 //! Skipped, saying what to install, where `chromium` or `chromedriver` is missing, except with
 //! `CI=true`, where it fails ([`crate::prerequisite`]: `.ci/run` installs both). Host architecture only: the browser is a
@@ -204,8 +206,10 @@ fn the_page_shows_every_camera_and_a_zone_drawn_in_the_browser_is_in_the_next_ev
         .set("http", "listen", "\"127.0.0.1:0\"")
         .set("http", "zones_file", &format!("{:?}", dir.path().join("zones.toml").display().to_string()))
         .set("tracking", "stationary_s", "3600.0")
+        .set("motion", "enabled", "true")
+        .set("motion", "detect_interval_s", "0.1")
         .camera("front", 4.0, &sample_source("dog.jpg", "loop"))
-        .camera("back", 4.0, &sample_source("person.jpg", "loop"))
+        .camera("back", 4.0, "{ kind = \"synthetic\", width = 320, height = 240 }")
         .append("[[camera.zone]]\nname = \"doorway\"\npolygon = [[0.1, 0.1], [0.5, 0.1], [0.5, 0.9], [0.1, 0.9]]\n")
         .write(&dir.path().join("config.toml"));
     let mut daemon = RunningDaemon::start(&config, &[]);
@@ -308,6 +312,7 @@ fn the_page_shows_every_camera_and_a_zone_drawn_in_the_browser_is_in_the_next_ev
          return items.length > 0 && items.every((text) => text.includes(': dog #'));",
     );
     assert_eq!(only_dogs, Value::Bool(true), "the label filter");
+    motion_is_drawn_and_a_mask_is_saved(&mut daemon, &driver, dir.path());
     if let Some(path) = std::env::var_os("JETSON_DETECTD_SCREENSHOT") {
         std::fs::write(&path, driver.screenshot()).expect("write the screenshot");
     }
@@ -367,4 +372,43 @@ fn the_page_shows_every_camera_and_a_zone_drawn_in_the_browser_is_in_the_next_ev
         "the confirmed delete saved",
         "return !document.querySelector('section.camera[data-camera=\"back\"] svg polygon.zone[data-name=\"doorway\"]');",
     );
+}
+
+/// The motion debug view and the mask editor: ticking *motion* on the back camera (its synthetic
+/// pattern moves) draws its gate's regions and says its state; a mask drawn on the front picture
+/// (three corners, Finish) is saved to the zones file and drawn.
+fn motion_is_drawn_and_a_mask_is_saved(daemon: &mut RunningDaemon, driver: &Driver, dir: &Path) {
+    let back = "section.camera[data-camera=\"back\"]";
+    driver.click(&format!("{back} input.show-motion"));
+    wait_for(
+        daemon,
+        driver,
+        "the back camera's motion regions",
+        &format!(
+            "const layer = document.querySelector('{back} svg.motion');
+             return !layer.hasAttribute('hidden') && layer.querySelectorAll('rect.region').length > 0
+               && document.querySelector('{back} .motion-state').textContent.startsWith('motion: moving');"
+        ),
+    );
+    driver.click(&format!("{back} input.show-motion"));
+    let cleared = driver.script(&format!("return document.querySelectorAll('{back} svg.motion rect').length;"));
+    assert_eq!(cleared, Value::from(0), "unticked, the regions go");
+
+    let front = "section.camera[data-camera=\"front\"]";
+    driver.click(&format!("{front} button.draw-mask"));
+    for (x, y) in [(-40, -40), (40, -40), (0, 40)] {
+        driver.click_at(&format!("{front} svg.overlay"), x, y);
+    }
+    driver.click(&format!("{front} button.finish"));
+    wait_for(
+        daemon,
+        driver,
+        "the drawn mask saved and shown",
+        &format!(
+            "return document.querySelector('{front} .message').textContent === 'saved' &&
+                    document.querySelectorAll('{front} svg polygon.mask').length === 1;"
+        ),
+    );
+    let saved = std::fs::read_to_string(dir.join("zones.toml")).expect("the zones file");
+    assert!(saved.contains("masks = [["), "{saved}");
 }

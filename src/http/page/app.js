@@ -1,8 +1,9 @@
 'use strict';
 // jetson-detectd's page: live video where the camera's stream plays here (live.js), else live
 // pictures (JPEG polling, one request after the other, none while the tab is hidden), figures,
-// and a zone and line editor that saves through the API. The events and their clips are
-// review.js's.
+// and an editor of zones, lines and motion masks that saves through the API (a save sends only
+// what it changes: zones and lines, or masks). The motion debug view is motion.js's, the events
+// and their clips review.js's.
 const SVG = 'http://www.w3.org/2000/svg';
 const cameras = new Map();
 const tokenInput = document.getElementById('token');
@@ -23,6 +24,9 @@ const points = (list) => list.map((p) => p.join(',')).join(' ');
 function draw(cam) {
   const overlay = cam.overlay;
   overlay.replaceChildren();
+  cam.scene.masks.forEach((mask, i) => {
+    overlay.append(svg('polygon', { class: 'mask', 'data-index': i, points: points(mask) }));
+  });
   for (const zone of cam.scene.zones) {
     overlay.append(svg('polygon', { class: 'zone', 'data-name': zone.name, points: points(zone.polygon) }));
     overlay.append(svg('text', { x: zone.polygon[0][0], y: zone.polygon[0][1] }, zone.name));
@@ -33,7 +37,7 @@ function draw(cam) {
     overlay.append(svg('text', { x: a[0], y: a[1] }, line.name));
   }
   if (cam.draft && cam.draft.points.length) {
-    const tag = cam.draft.kind === 'zone' ? 'polygon' : 'polyline';
+    const tag = cam.draft.kind === 'line' ? 'polyline' : 'polygon';
     overlay.append(svg(tag, { class: 'draft', points: points(cam.draft.points) }));
   }
   const list = cam.card.querySelector('.scene');
@@ -47,19 +51,32 @@ function draw(cam) {
       remove.addEventListener('click', () => {
         if (!window.confirm(`Delete ${kind} ${item.name} of camera ${cam.name}? It is removed from the zones file at once.`)) return;
         const key = kind === 'zone' ? 'zones' : 'lines';
-        save(cam, { ...cam.scene, [key]: cam.scene[key].filter((other) => other !== item) });
+        save(cam, { [key]: cam.scene[key].filter((other) => other !== item) });
       });
       li.append(remove);
       list.append(li);
     }
   }
+  cam.scene.masks.forEach((mask, i) => {
+    const li = document.createElement('li');
+    li.textContent = `mask ${i + 1} (motion)`;
+    const remove = document.createElement('button');
+    remove.textContent = 'delete';
+    remove.addEventListener('click', () => {
+      if (!window.confirm(`Delete mask ${i + 1} of camera ${cam.name}? Motion there counts again at once.`)) return;
+      save(cam, { masks: cam.scene.masks.filter((other) => other !== mask) });
+    });
+    li.append(remove);
+    list.append(li);
+  });
 }
 
-async function save(cam, scene) {
+// Saves what `change` names ({zones, lines} or {masks}); the rest stays as the daemon has it.
+async function save(cam, change) {
   const message = cam.card.querySelector('.message');
   const headers = { 'Content-Type': 'application/json' };
   if (tokenInput.value) headers.Authorization = `Bearer ${tokenInput.value}`;
-  const response = await fetch(path(cam.name, 'zones'), { method: 'PUT', headers, body: JSON.stringify(scene) });
+  const response = await fetch(path(cam.name, 'zones'), { method: 'PUT', headers, body: JSON.stringify(change) });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) {
     message.textContent = `not saved: ${body.field ? body.field + ': ' : ''}${body.error || response.status}`;
@@ -74,20 +91,21 @@ async function save(cam, scene) {
 
 function startDraft(cam, kind) {
   cam.draft = { kind, points: [] };
-  cam.card.querySelector('.finish').disabled = kind !== 'zone';
-  cam.card.querySelector('.message').textContent = kind === 'zone' ? 'click the corners, then Finish' : 'click both ends';
+  cam.card.querySelector('.finish').disabled = kind === 'line';
+  cam.card.querySelector('.message').textContent = kind === 'line' ? 'click both ends' : 'click the corners, then Finish';
   draw(cam);
 }
 
 function finishDraft(cam) {
   const draft = cam.draft;
+  if (draft && draft.kind === 'mask') { save(cam, { masks: [...cam.scene.masks, draft.points] }); return; }
   const name = cam.card.querySelector('input.name').value.trim();
   const labels = cam.card.querySelector('input.labels').value.split(',').map((s) => s.trim()).filter(Boolean);
   if (!draft || !name) { cam.card.querySelector('.message').textContent = 'draw a shape and name it'; return; }
-  const scene = { zones: [...cam.scene.zones], lines: [...cam.scene.lines] };
-  if (draft.kind === 'zone') scene.zones.push({ name, polygon: draft.points, labels });
-  else scene.lines.push({ name, points: draft.points });
-  save(cam, scene);
+  const change = { zones: [...cam.scene.zones], lines: [...cam.scene.lines] };
+  if (draft.kind === 'zone') change.zones.push({ name, polygon: draft.points, labels });
+  else change.lines.push({ name, points: draft.points });
+  save(cam, change);
 }
 
 function addCamera(name) {
@@ -95,7 +113,7 @@ function addCamera(name) {
   card.dataset.camera = name;
   card.querySelector('.camera-name').textContent = name;
   const cam = { name, card, overlay: card.querySelector('.overlay'), img: card.querySelector('.live'),
-    scene: { zones: [], lines: [] }, draft: null };
+    scene: { zones: [], lines: [], masks: [] }, draft: null };
   cameras.set(name, cam);
   document.getElementById('cameras').append(card);
   cam.overlay.addEventListener('click', (event) => {
@@ -108,8 +126,10 @@ function addCamera(name) {
   });
   card.querySelector('.draw-zone').addEventListener('click', () => startDraft(cam, 'zone'));
   card.querySelector('.draw-line').addEventListener('click', () => startDraft(cam, 'line'));
+  card.querySelector('.draw-mask').addEventListener('click', () => startDraft(cam, 'mask'));
   card.querySelector('.finish').addEventListener('click', () => finishDraft(cam));
-  card.querySelector('.save').addEventListener('click', () => (cam.draft ? finishDraft(cam) : save(cam, cam.scene)));
+  card.querySelector('.save').addEventListener('click', () => (cam.draft ? finishDraft(cam)
+    : save(cam, { zones: cam.scene.zones, lines: cam.scene.lines })));
   json(path(name, 'zones')).then((scene) => { cam.scene = scene; draw(cam); }).catch(() => {});
   // At most two pictures a second per camera: each one costs the daemon a JPEG encode.
   let asked = 0;
@@ -125,6 +145,7 @@ function addCamera(name) {
   cam.img.addEventListener('error', () => setTimeout(load, 1000));
   load();
   startLive(cam);
+  startMotionView(cam);
 }
 
 function ms(latency, stage) { return latency && latency[stage] ? `${latency[stage].p50} ms` : '–'; }
