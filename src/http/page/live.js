@@ -25,6 +25,18 @@ async function readChunks(response, onChunk) {
   }
 }
 
+// Reads a streamed response of JSON lines (live.boxes, live.motion), handing each to `onLine`.
+async function readJsonLines(response, onLine) {
+  const decoder = new TextDecoder();
+  let rest = '';
+  await readChunks(response, (chunk) => {
+    rest += decoder.decode(chunk, { stream: true });
+    const parts = rest.split('\n');
+    rest = parts.pop();
+    for (const part of parts) if (part) onLine(JSON.parse(part));
+  });
+}
+
 function startLive(cam) {
   if (!window.MediaSource) return;
   const video = cam.card.querySelector('.live-video');
@@ -95,20 +107,11 @@ function startLive(cam) {
     try { response = await fetch(livePath(cam.name, 'live.boxes')); } catch (e) { setTimeout(follow, retry); return; }
     if (response.status === 404 || response.status === 409) return;
     if (!response.ok) { setTimeout(follow, retry); return; }
-    const decoder = new TextDecoder();
-    let rest = '';
     try {
-      await readChunks(response, (chunk) => {
-        rest += decoder.decode(chunk, { stream: true });
-        const parts = rest.split('\n');
-        rest = parts.pop();
-        for (const part of parts) {
-          if (!part) continue;
-          const line = JSON.parse(part);
-          lines.push(line);
-          const lag = newest - line.t;
-          if (lag > 0) delay = Math.min(MAX_DELAY_S, Math.max(MIN_DELAY_S, lag + 0.15, delay * 0.99));
-        }
+      await readJsonLines(response, (line) => {
+        lines.push(line);
+        const lag = newest - line.t;
+        if (lag > 0) delay = Math.min(MAX_DELAY_S, Math.max(MIN_DELAY_S, lag + 0.15, delay * 0.99));
         if (lines.length > KEEP_BOXES) lines.splice(0, lines.length - KEEP_BOXES);
       });
     } catch (e) { /* start again */ }

@@ -45,19 +45,10 @@ function startMotionView(cam) {
       if (response.status === 503 && !signal.aborted) setTimeout(() => follow(signal), MOTION_RETRY_MS);
       return;
     }
-    const decoder = new TextDecoder();
-    let rest = '';
     try {
-      await readChunks(response, (chunk) => {
-        rest += decoder.decode(chunk, { stream: true });
-        const parts = rest.split('\n');
-        rest = parts.pop();
-        for (const part of parts) {
-          if (!part) continue;
-          const line = JSON.parse(part);
-          const wait = lag();
-          if (wait > 0) setTimeout(() => { if (!signal.aborted) draw(line); }, wait); else draw(line);
-        }
+      await readJsonLines(response, (line) => {
+        const wait = lag();
+        if (wait > 0) setTimeout(() => { if (!signal.aborted) draw(line); }, wait); else draw(line);
       });
     } catch (e) { /* aborted, or the connection broke */ }
     if (!signal.aborted) setTimeout(() => follow(signal), MOTION_RETRY_MS);
