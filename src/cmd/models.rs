@@ -21,7 +21,6 @@ use crate::config::{Config, ConfigError};
 use crate::decode::classify::ClassGroups;
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::Labels;
-use crate::infer::engine_build::CheckSubject;
 use crate::infer::per_track::{Classifier, Embedder, PerTrackKind, PerTrackLane};
 use crate::infer::scheduler::ModelLane;
 use crate::model::ModelSpec;
@@ -152,12 +151,11 @@ fn read_detector(
 }
 
 /// A `[models.<name>]` per-track model (a classifier, an embedder), as loaded, with its kind (what its outputs
-/// answer) and what its engine's check compares (`engine.min_agreement`).
+/// answer, and how its engine's are compared with the CPU's: `engine.min_agreement`).
 pub struct NamedPerTrack {
     pub name: String,
     pub model: ModelSpec,
     pub kind: Arc<dyn PerTrackKind>,
-    pub check: CheckSubject,
 }
 
 /// The per-track models of `config`, after checking that each one's `on` labels are in `labels`
@@ -193,13 +191,10 @@ fn per_track_model(
                 .then(|| ClassGroups::resolve(&named.groups, &labels))
                 .transpose()
                 .map_err(|error| ModelsError::Groups { name: name.clone(), error })?;
-            let check = CheckSubject::Classifier { scores: model.class_scores, labels: labels.clone() };
             let kind = Arc::new(Classifier { labels, scores: model.class_scores, groups });
-            Some(NamedPerTrack { name, model, kind, check })
+            Some(NamedPerTrack { name, model, kind })
         }
-        ModelKind::Embedder => {
-            Some(NamedPerTrack { name, model, kind: Arc::new(Embedder), check: CheckSubject::Embedder })
-        }
+        ModelKind::Embedder => Some(NamedPerTrack { name, model, kind: Arc::new(Embedder) }),
     })
 }
 

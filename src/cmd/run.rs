@@ -199,7 +199,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), DaemonErr
         .chain(classifiers.iter().map(|classifier| StartModel {
             name: format!("models.{}", classifier.name),
             spec: &classifier.model,
-            subject: classifier.check.clone(),
+            subject: CheckSubject::PerTrack(classifier.kind.clone()),
         }))
         .collect();
     let mut display = BuildDisplay::default();

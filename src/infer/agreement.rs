@@ -2,9 +2,9 @@
 //! the same frames, compared as users see them.
 //!
 //! Owns: [`compare_detectors`] (both backends on the frames, decoded alike, boxes matched per label
-//! by IoU ≥ [`MIN_IOU`], best overlap first, each box in at most one pair) and
-//! [`compare_classifiers`] (the top class of each whole frame) and [`compare_embedders`] (the
-//! cosine of the two vectors of each whole frame, at least [`MIN_COSINE`]), the figures ([`Agreement`]: the
+//! by IoU ≥ [`MIN_IOU`], best overlap first, each box in at most one pair), what a per-track kind
+//! compares its answers from ([`whole_frame_answers`]: each whole frame one crop; the kind
+//! compares them itself, `super::per_track::kind::PerTrackKind::compare`), the figures ([`Agreement`]: the
 //! engine's recall and precision against the reference, overall and per label) and their verdict
 //! against `engine.min_agreement` ([`Agreement::verdict`]). Must not: choose the frames, keep the
 //! engine or decide what a refusal does (the caller does).
@@ -20,21 +20,16 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::backend::{Backend, BackendError, InferenceSession};
-use crate::config::ClassScores;
-use crate::decode::classify::classify;
-use crate::decode::embed::embed;
 use crate::decode::{DecodeParams, Decoder};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameCopy, FrameSlot};
+use crate::model::ModelOutputs;
 use crate::preprocess::Roi;
 
 /// Boxes of one label overlap at least this much to be the same object.
 pub const MIN_IOU: f32 = 0.5;
 /// How far under the score threshold the other side's boxes still count as found.
 pub const SCORE_MARGIN: f32 = 0.1;
-/// An embedder's engine agrees on a frame when its vector's cosine with the reference's is at
-/// least this: FP16 engines stay above 0.999, and re-identification thresholds sit far below.
-pub const MIN_COSINE: f32 = 0.98;
 
 /// One label's figures (or all labels').
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -93,7 +88,8 @@ pub enum Verdict {
 }
 
 impl Agreement {
-    fn from_labels(frames: usize, labels: BTreeMap<String, LabelFigures>) -> Agreement {
+    /// The figures of `frames` frames from each label's.
+    pub fn from_labels(frames: usize, labels: BTreeMap<String, LabelFigures>) -> Agreement {
         let mut totals = LabelFigures::default();
         labels.values().for_each(|figures| totals.add(figures));
         Agreement { frames, recall: totals.recall(), precision: totals.precision(), totals, labels }
@@ -257,77 +253,35 @@ fn match_frame(reference: &[Detection], engine: &[Detection], threshold: f32) ->
     figures
 }
 
-/// A classifier's `engine` against its `reference` on `frames` (each whole frame one crop): the
-/// engine's top class is found when it is the reference's (recall and precision are the same
-/// figure, the share of frames on which they agree); labels named by `labels`.
-pub fn compare_classifiers(
+/// `reference` and `engine` each run on every one of `frames` as one crop of the whole frame,
+/// their outputs read by `read` (a per-track kind's decoder): each frame's answers, the
+/// reference's first. Sessions of both are opened on the calling thread and dropped before this
+/// returns. A per-track kind compares its answers from these (`super::per_track::kind::PerTrackKind::compare`).
+pub fn whole_frame_answers<T>(
     reference: &dyn Backend,
     engine: &dyn Backend,
     frames: &[FrameCopy],
-    scores: ClassScores,
-    labels: &Labels,
-) -> Result<Agreement, CompareError> {
+    mut read: impl FnMut(&ModelOutputs) -> Result<T, String>,
+) -> Result<Vec<(T, T)>, CompareError> {
     let mut sessions = Vec::new();
     for (side, backend) in [("CPU reference", reference), ("engine", engine)] {
         sessions.push((side, backend.new_session().map_err(|source| CompareError::Backend { side, source })?));
     }
-    let mut by_label: BTreeMap<String, LabelFigures> = BTreeMap::new();
-    let (mut rows, mut probabilities) = (Vec::new(), Vec::new());
+    let mut answers = Vec::with_capacity(frames.len());
     for frame in frames {
         let slot = frame.to_slot().map_err(CompareError::Frame)?;
         let whole = [Roi { x: 0, y: 0, width: frame.width, height: frame.height }];
-        let mut tops = Vec::new();
+        let mut pair = Vec::with_capacity(2);
         for (side, session) in &mut sessions {
             let side = *side;
             let (outputs, _) =
                 session.run_regions(&slot, &whole).map_err(|source| CompareError::Backend { side, source })?;
-            rows.clear();
-            // The model's own classes, not its `groups`: an engine must agree on what it computes.
-            classify(outputs, 1, labels.len(), scores, None, &mut probabilities, &mut rows)
-                .map_err(|e| CompareError::Decode { side, message: e.to_string() })?;
-            tops.push(rows.first().copied().flatten().map(|class| class.class_id));
+            pair.push(read(outputs).map_err(|message| CompareError::Decode { side, message })?);
         }
-        let (Some(expected), engine_top) = (tops[0], tops[1]) else { continue };
-        let same = usize::from(engine_top == Some(expected));
-        let label = by_label.entry(labels.name(expected).into_owned()).or_default();
-        (label.reference, label.found, label.engine, label.confirmed) =
-            (label.reference + 1, label.found + same, label.engine + 1, label.confirmed + same);
+        let (Some(found), Some(expected)) = (pair.pop(), pair.pop()) else { continue };
+        answers.push((expected, found));
     }
-    Ok(Agreement::from_labels(frames.len(), by_label))
-}
-
-/// An embedder's `engine` against its `reference` on `frames` (each whole frame one crop): the
-/// engine agrees on a frame when the cosine of the two vectors is at least [`MIN_COSINE`] (recall
-/// and precision are the same figure, the share of frames on which they agree; one label,
-/// `embedding`).
-pub fn compare_embedders(
-    reference: &dyn Backend,
-    engine: &dyn Backend,
-    frames: &[FrameCopy],
-) -> Result<Agreement, CompareError> {
-    let mut sessions = Vec::new();
-    for (side, backend) in [("CPU reference", reference), ("engine", engine)] {
-        sessions.push((side, backend.new_session().map_err(|source| CompareError::Backend { side, source })?));
-    }
-    let mut figures = LabelFigures::default();
-    let mut rows = Vec::new();
-    for frame in frames {
-        let slot = frame.to_slot().map_err(CompareError::Frame)?;
-        let whole = [Roi { x: 0, y: 0, width: frame.width, height: frame.height }];
-        rows.clear();
-        for (side, session) in &mut sessions {
-            let side = *side;
-            let (outputs, _) =
-                session.run_regions(&slot, &whole).map_err(|source| CompareError::Backend { side, source })?;
-            embed(outputs, 1, &mut rows).map_err(|e| CompareError::Decode { side, message: e.to_string() })?;
-        }
-        let (Some(Some(expected)), Some(found)) = (rows.first(), rows.get(1)) else { continue };
-        let same = usize::from(found.as_ref().is_some_and(|found| found.similarity(expected) >= MIN_COSINE));
-        (figures.reference, figures.found, figures.engine, figures.confirmed) =
-            (figures.reference + 1, figures.found + same, figures.engine + 1, figures.confirmed + same);
-    }
-    let by_label = if figures.reference == 0 { BTreeMap::new() } else { [("embedding".to_owned(), figures)].into() };
-    Ok(Agreement::from_labels(frames.len(), by_label))
+    Ok(answers)
 }
 
 #[cfg(test)]
@@ -423,29 +377,5 @@ mod tests {
             agreement.summary(),
             "recall 0.83, precision 1.00 on 2 frame(s) (6 object(s) by the CPU, 5 by the engine)"
         );
-    }
-
-    /// `onnx` (in the repository) on the CPU with rten, its input recognised from the file.
-    fn cpu(onnx: &str) -> std::sync::Arc<dyn Backend> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(onnx);
-        let interface = crate::onnx::read_file(&path).expect("read the model");
-        let spec = crate::onnx::recognise::recognise_input(&interface, None).expect("its input").input;
-        let choice = crate::backend::cpu::EngineChoice::rten("the test");
-        std::sync::Arc::new(crate::backend::cpu::CpuBackend::open(&path, spec, None, 1, &choice).expect("load"))
-    }
-
-    #[test]
-    fn an_embedder_agrees_with_itself_and_another_models_vectors_do_not() {
-        let samples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/samples");
-        let limits = crate::config::Config::embedded_default().expect("default").limits;
-        let frames = crate::infer::engine_build::sample_frames(&samples, &limits, 2);
-        let mobilenet = cpu("models/mobilenet_v2_imagenet.onnx");
-        let same = compare_embedders(mobilenet.as_ref(), mobilenet.as_ref(), &frames).expect("compared");
-        assert_eq!((same.recall, same.frames, same.verdict(0.9)), (Some(1.0), 2, Verdict::Agrees));
-        assert_eq!(same.labels["embedding"].reference, 2);
-        let other = cpu("tests/models/colour_classifier.onnx");
-        let different = compare_embedders(mobilenet.as_ref(), other.as_ref(), &frames).expect("compared");
-        assert_eq!(different.recall, Some(0.0), "3 values against 1280: not similar at all");
-        assert!(matches!(different.verdict(0.9), Verdict::Disagrees(_)));
     }
 }

@@ -22,11 +22,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::agreement::{compare_classifiers, compare_detectors, compare_embedders, Agreement, Verdict};
+use super::agreement::{compare_detectors, Agreement, Verdict};
+use super::per_track::kind::PerTrackKind;
 use crate::backend::engine::{EngineChain, EngineError, Progress, ProgressReporter};
 use crate::backend::handover::Handover;
 use crate::backend::Backend;
-use crate::config::{ClassScores, LimitsConfig, OnDisagreement};
+use crate::config::{LimitsConfig, OnDisagreement};
 use crate::decode::DecodeParams;
 use crate::detection::Labels;
 use crate::frame::{FrameCopy, FrameSlot, HeapMemory};
@@ -40,10 +41,8 @@ const MAX_SAMPLES: usize = 8;
 pub enum CheckSubject {
     /// Boxes, decoded with `params` (the threshold users run with), named by `labels`.
     Detector { params: DecodeParams, labels: Arc<Labels> },
-    /// One class per crop.
-    Classifier { scores: ClassScores, labels: Labels },
-    /// One vector per crop.
-    Embedder,
+    /// A per-track model's answers, one per crop: its kind compares them.
+    PerTrack(Arc<dyn PerTrackKind>),
 }
 
 /// How engines are checked: `engine.min_agreement`, `engine.on_disagreement`, and the sample
@@ -343,8 +342,7 @@ pub fn check_engine(
     let started = Instant::now();
     let compared = match subject {
         CheckSubject::Detector { params, labels } => compare_detectors(reference, engine, frames, params, labels),
-        CheckSubject::Classifier { scores, labels } => compare_classifiers(reference, engine, frames, *scores, labels),
-        CheckSubject::Embedder => compare_embedders(reference, engine, frames),
+        CheckSubject::PerTrack(kind) => kind.compare(reference, engine, frames),
     };
     let agreement = match compared {
         Ok(agreement) => agreement,

@@ -2,15 +2,20 @@
 //! `kind = "classifier"`): a label from its label file, with a score, for each crop; a track keeps
 //! the latest.
 //!
-//! Owns: [`Classifier`] (its labels, how its scores read and the groups it answers with) and its
-//! answer, [`LabelAnswer`].
+//! Owns: [`Classifier`] (its labels, how its scores read and the groups it answers with, and how
+//! its engine's top classes are compared with the CPU's) and its answer, [`LabelAnswer`].
 //! Must not: choose tracks or run sessions (the per-track step does, alike for every kind).
+
+use std::collections::BTreeMap;
 
 use super::attribute::Attribute;
 use super::kind::{PerTrackKind, TrackAnswer};
+use crate::backend::Backend;
 use crate::config::ClassScores;
 use crate::decode::classify::{classify, ClassGroups};
 use crate::detection::Labels;
+use crate::frame::FrameCopy;
+use crate::infer::agreement::{whole_frame_answers, Agreement, CompareError, LabelFigures};
 use crate::model::ModelOutputs;
 
 /// A classifier: its labels, how its scores read and the groups it answers with.
@@ -55,6 +60,33 @@ impl PerTrackKind for Classifier {
             })
         }));
         Ok(())
+    }
+
+    /// The engine's top class is found when it is the reference's (recall and precision are the
+    /// same figure, the share of frames on which they agree), per the reference's label. The
+    /// model's own classes, not its `groups`: an engine must agree on what it computes.
+    fn compare(
+        &self,
+        reference: &dyn Backend,
+        engine: &dyn Backend,
+        frames: &[FrameCopy],
+    ) -> Result<Agreement, CompareError> {
+        let (mut rows, mut probabilities) = (Vec::new(), Vec::new());
+        let tops = whole_frame_answers(reference, engine, frames, |outputs| {
+            rows.clear();
+            classify(outputs, 1, self.labels.len(), self.scores, None, &mut probabilities, &mut rows)
+                .map_err(|e| e.to_string())?;
+            Ok(rows.first().copied().flatten().map(|class| class.class_id))
+        })?;
+        let mut by_label: BTreeMap<String, LabelFigures> = BTreeMap::new();
+        for (expected, engine_top) in tops {
+            let Some(expected) = expected else { continue };
+            let same = usize::from(engine_top == Some(expected));
+            let label = by_label.entry(self.labels.name(expected).into_owned()).or_default();
+            (label.reference, label.found, label.engine, label.confirmed) =
+                (label.reference + 1, label.found + same, label.engine + 1, label.confirmed + same);
+        }
+        Ok(Agreement::from_labels(frames.len(), by_label))
     }
 }
 

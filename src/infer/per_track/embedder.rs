@@ -3,15 +3,25 @@
 //! output), L2-normalised; a track keeps them averaged into a few prototypes, each crop weighed by
 //! its detection's score, so that the best-scoring crops count most.
 //!
-//! Owns: [`Embedder`] and its answer, [`AppearanceAnswer`]. Must not: choose tracks or run
+//! Owns: [`Embedder`] (with how its engine's vectors are compared with the CPU's: cosine at least
+//! [`MIN_COSINE`]) and its answer, [`AppearanceAnswer`]. Must not: choose tracks or run
 //! sessions (the per-track step does, alike for every kind), or compare appearances
 //! (`crate::reid` does).
 
+use std::collections::BTreeMap;
+
 use super::attribute::Attribute;
 use super::kind::{PerTrackKind, TrackAnswer};
+use crate::backend::Backend;
 use crate::decode::embed::embed;
+use crate::frame::FrameCopy;
+use crate::infer::agreement::{whole_frame_answers, Agreement, CompareError, LabelFigures};
 use crate::model::ModelOutputs;
 use crate::reid::Appearance;
+
+/// An embedder's engine agrees on a frame when its vector's cosine with the reference's is at
+/// least this: FP16 engines stay above 0.999, and re-identification thresholds sit far below.
+pub const MIN_COSINE: f32 = 0.98;
 
 /// An embedder: its outputs read as one vector per crop (`crate::decode::embed`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -44,6 +54,33 @@ impl PerTrackKind for Embedder {
             })
         }));
         Ok(())
+    }
+
+    /// The engine agrees on a frame when the cosine of the two vectors is at least
+    /// [`MIN_COSINE`] (recall and precision are the same figure, the share of frames on which
+    /// they agree; one label, `embedding`).
+    fn compare(
+        &self,
+        reference: &dyn Backend,
+        engine: &dyn Backend,
+        frames: &[FrameCopy],
+    ) -> Result<Agreement, CompareError> {
+        let mut rows = Vec::with_capacity(1);
+        let vectors = whole_frame_answers(reference, engine, frames, |outputs| {
+            rows.clear();
+            embed(outputs, 1, &mut rows).map_err(|e| e.to_string())?;
+            Ok(rows.pop().flatten())
+        })?;
+        let mut figures = LabelFigures::default();
+        for (expected, found) in vectors {
+            let Some(expected) = expected else { continue };
+            let same = usize::from(found.is_some_and(|found| found.similarity(&expected) >= MIN_COSINE));
+            (figures.reference, figures.found, figures.engine, figures.confirmed) =
+                (figures.reference + 1, figures.found + same, figures.engine + 1, figures.confirmed + same);
+        }
+        let by_label =
+            if figures.reference == 0 { BTreeMap::new() } else { [("embedding".to_owned(), figures)].into() };
+        Ok(Agreement::from_labels(frames.len(), by_label))
     }
 }
 
@@ -111,5 +148,30 @@ mod tests {
         let appearance = appearance_of(kept.as_ref());
         let towards = |values: &[f32]| appearance.similarity(&seen(values, 1.0)).expect("seen");
         assert!(towards(&[1.0, 0.2]) > towards(&[1.0, -0.2]), "pulled towards the 0.9 crop: {appearance:?}");
+    }
+
+    /// `onnx` (in the repository) on the CPU with rten, its input recognised from the file.
+    fn cpu(onnx: &str) -> std::sync::Arc<dyn Backend> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(onnx);
+        let interface = crate::onnx::read_file(&path).expect("read the model");
+        let spec = crate::onnx::recognise::recognise_input(&interface, None).expect("its input").input;
+        let choice = crate::backend::cpu::EngineChoice::rten("the test");
+        std::sync::Arc::new(crate::backend::cpu::CpuBackend::open(&path, spec, None, 1, &choice).expect("load"))
+    }
+
+    #[test]
+    fn an_embedder_agrees_with_itself_and_another_models_vectors_do_not() {
+        use crate::infer::agreement::Verdict;
+        let samples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/samples");
+        let limits = crate::config::Config::embedded_default().expect("default").limits;
+        let frames = crate::infer::engine_build::sample_frames(&samples, &limits, 2);
+        let mobilenet = cpu("models/mobilenet_v2_imagenet.onnx");
+        let same = Embedder.compare(mobilenet.as_ref(), mobilenet.as_ref(), &frames).expect("compared");
+        assert_eq!((same.recall, same.frames, same.verdict(0.9)), (Some(1.0), 2, Verdict::Agrees));
+        assert_eq!(same.labels["embedding"].reference, 2);
+        let other = cpu("tests/models/colour_classifier.onnx");
+        let different = Embedder.compare(mobilenet.as_ref(), other.as_ref(), &frames).expect("compared");
+        assert_eq!(different.recall, Some(0.0), "3 values against 1280: not similar at all");
+        assert!(matches!(different.verdict(0.9), Verdict::Disagrees(_)));
     }
 }

@@ -1,5 +1,6 @@
 //! What a kind of per-track model is: how its outputs for a batch of crops read as one answer per
-//! crop, and what a track keeps of its answers. The classifier is the first kind
+//! crop, what a track keeps of its answers, and how its engine's answers are compared with the
+//! CPU's. The classifier is the first kind
 //! (`super::classifier`); the embedder (`super::embedder`: a vector per crop, averaged into a few
 //! prototypes per track) the second.
 //!
@@ -10,9 +11,12 @@ use std::any::Any;
 use std::fmt::Debug;
 
 use super::attribute::Attribute;
+use crate::backend::Backend;
+use crate::frame::FrameCopy;
+use crate::infer::agreement::{Agreement, CompareError};
 use crate::model::ModelOutputs;
 
-/// A kind of per-track model: its decoder.
+/// A kind of per-track model: its decoder, and the check of its engines.
 pub trait PerTrackKind: Send + Sync {
     /// The kind's name, as telemetry, `bench` and `selftest` call the models of this kind
     /// (`classifier`).
@@ -29,6 +33,16 @@ pub trait PerTrackKind: Send + Sync {
         scores: &[f32],
         out: &mut Vec<Option<Box<dyn TrackAnswer>>>,
     ) -> Result<(), String>;
+
+    /// How far an engine of a model of this kind agrees with its CPU `reference` on `frames`
+    /// (each whole frame one crop: [`crate::infer::agreement::whole_frame_answers`]), as users
+    /// would see its answers: the check before the engine takes over from the CPU.
+    fn compare(
+        &self,
+        reference: &dyn Backend,
+        engine: &dyn Backend,
+        frames: &[FrameCopy],
+    ) -> Result<Agreement, CompareError>;
 }
 
 /// One crop's answer, and what a track keeps of its model's answers.
