@@ -222,7 +222,7 @@ fn bodies_that_name_nothing_or_break_a_zone_rule_are_refused_and_change_nothing(
     }
     let cleared = put_body(address, "front", br#"{"zones":[],"lines":[]}"#);
     assert_eq!(cleared.status, 200, "{}", cleared.text());
-    assert_eq!(zones_of(address, "front").1, serde_json::json!({"zones": [], "lines": []}));
+    assert_eq!(zones_of(address, "front").1, serde_json::json!({"zones": [], "lines": [], "masks": []}));
 }
 
 /// Renaming or removing the zone that `record.zones` names was saved (200): the camera then
