@@ -326,7 +326,8 @@ fn broker_reachable(host: &str, port: u16) -> BrokerProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::kinds::v4l2::{V4l2Config, V4l2Format};
+    use crate::source::kinds::v4l2::V4l2Config;
+    use crate::source::v4l2::V4l2Format;
 
     #[test]
     fn a_closed_port_is_unreachable_with_the_reason() {

@@ -311,9 +311,11 @@ mod tests {
     use crate::preprocess::{ResizeFilter, ResizeKind, TensorDtype};
     use crate::publish::mqtt::config::{MqttConfig, PublishMode};
     use crate::source::config::SourceConfig;
+    use crate::source::images::ImageMode;
     use crate::source::kinds::csi::CsiConfig;
-    use crate::source::kinds::images::{ImageMode, ImagesConfig};
-    use crate::source::kinds::rtsp::{RtspConfig, RtspTransport};
+    use crate::source::kinds::images::ImagesConfig;
+    use crate::source::kinds::rtsp::RtspConfig;
+    use crate::source::rtsp_transport::RtspTransport;
 
     /// The daemon's config: the core and every outlet's sections.
     fn parse(text: &str) -> Result<Config, ConfigError> {

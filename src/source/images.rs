@@ -19,13 +19,14 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use serde::{Deserialize, Serialize};
+
 use super::error::SourceError;
 use super::frame_source::{Capture, FrameSource};
 use super::image_decode::{self, Decoded, ImageDecodeError};
 use super::reconnect::{Backoff, Connection, DeviceError, INITIAL_BACKOFF};
 use super::status::SourceStatus;
 use crate::frame::{CaptureMode, FrameSlot};
-use crate::source::kinds::images::ImageMode;
 use crate::source::limits::LimitsConfig;
 use crate::sys::log_limit::RateLimitedLog;
 
@@ -41,6 +42,17 @@ struct Pass {
     files: Vec<PathBuf>,
     next: usize,
     produced: usize,
+}
+
+/// What follows the last file (`mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageMode {
+    /// Go through the files once, then the camera ends.
+    Once,
+    /// Start again after the last file.
+    #[default]
+    Loop,
 }
 
 /// How the files are played: once or in a loop, as a recording (`replay_fps`), or each shown for

@@ -25,6 +25,7 @@ pub mod kind;
 pub mod kinds;
 pub mod limits;
 pub mod reconnect;
+pub mod rtsp_transport;
 pub mod status;
 pub mod synthetic;
 pub mod tap;

@@ -12,10 +12,9 @@ use std::time::{Duration, SystemTime};
 use image::codecs::jpeg::JpegEncoder;
 use jetson_detectd::config::{Config, LimitsConfig};
 use jetson_detectd::frame::{FrameRing, PixelFormat, SlotAllocator};
-use jetson_detectd::source::kinds::v4l2::V4l2Format;
 use jetson_detectd::source::v4l2::{
     Capabilities, CaptureDevice, DeviceError, DriverFormat, Filled, FourCc, RawFrame, SourceState, UserBuffer,
-    UserptrStart, V4l2Options, V4l2Request, V4l2Source,
+    UserptrStart, V4l2Format, V4l2Options, V4l2Request, V4l2Source,
 };
 use jetson_detectd::source::{Capture, FrameSource};
 

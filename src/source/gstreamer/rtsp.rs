@@ -20,7 +20,7 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 
 use super::decoder::{choose_chain, Chain, Codec, ElementRegistry, GstRegistry};
-use crate::source::kinds::rtsp::RtspTransport;
+use crate::source::rtsp_transport::RtspTransport;
 use crate::source::tap::StreamTap;
 use crate::sys::lock::lock;
 

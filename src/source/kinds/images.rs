@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::source::error::SourceError;
 use crate::source::frame_source::FrameSource;
-use crate::source::images::{self, ImagesSource, Playback};
+use crate::source::images::{self, ImageMode, ImagesSource, Playback};
 use crate::source::kind::{Opening, SourceKind, SourceProblem};
 
 /// Its lines of the built-in default's documentation of `source`.
@@ -28,16 +28,6 @@ pub const DOCUMENTATION: &str = r#"#   { kind = "images", path = "DIR or FILE", 
 
 /// Longest interval a replay rate may stand for, in seconds (a day).
 const MAX_INTERVAL_S: f32 = 86_400.0;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum ImageMode {
-    /// Go through the files once, then the camera ends.
-    Once,
-    /// Start again after the last file.
-    #[default]
-    Loop,
-}
 
 /// `source = { kind = "images", ... }`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

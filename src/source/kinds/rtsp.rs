@@ -15,6 +15,7 @@ use crate::source::frame_source::FrameSource;
 use crate::source::gstreamer::{rtsp, PipelineSpec};
 use crate::source::kind::{Opening, SourceKind, SourceProblem};
 use crate::source::limits::LimitsConfig;
+use crate::source::rtsp_transport::RtspTransport;
 
 /// Its lines of the built-in default's documentation of `source`.
 pub const DOCUMENTATION: &str = r#"#   { kind = "rtsp", url = "rtsp://192.168.1.20:554/stream1", user = "viewer", password_file = "/etc/jetson-detectd/cam.pw" }
@@ -33,17 +34,6 @@ const KIND: &str = "rtsp";
 /// Longest `latency_ms`: a jitter buffer beyond this delays every frame more than any network
 /// needs.
 pub const MAX_RTSP_LATENCY_MS: u32 = 10_000;
-
-/// How RTP reaches us from an RTSP camera.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum RtspTransport {
-    /// RTP interleaved in the RTSP TCP connection: passes NAT and firewalls, no packet loss.
-    #[default]
-    Tcp,
-    /// RTP over UDP: lower latency on a clean network; lost packets show as broken frames.
-    Udp,
-}
 
 /// `source = { kind = "rtsp", ... }`. Credentials go in `user` and
 /// `password_file`/`password_env`, never in the URL.

@@ -11,7 +11,7 @@ use crate::source::error::SourceError;
 use crate::source::frame_source::FrameSource;
 use crate::source::kind::{Opening, SourceKind, SourceProblem};
 use crate::source::limits::LimitsConfig;
-use crate::source::v4l2::{check_device_node, V4l2Source};
+use crate::source::v4l2::{check_device_node, V4l2Format, V4l2Source};
 
 /// Its lines of the built-in default's documentation of `source`.
 pub const DOCUMENTATION: &str = r#"#   { kind = "v4l2", device = "/dev/video0", width = 1280, height = 720, fps = 30, format = "mjpeg" | "yuyv" }
@@ -21,13 +21,6 @@ pub const DOCUMENTATION: &str = r#"#   { kind = "v4l2", device = "/dev/video0", 
 
 /// Largest V4L2 `fps` requested.
 pub const MAX_V4L2_FPS: u32 = 1000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum V4l2Format {
-    Mjpeg,
-    Yuyv,
-}
 
 /// `source = { kind = "v4l2", ... }`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -30,6 +30,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use serde::{Deserialize, Serialize};
+
 use super::convert::{self, ConvertError};
 use super::device::{CaptureDevice, DeviceOpener, DriverFormat, FourCc, RawFrame, UserptrStart};
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
@@ -39,7 +41,6 @@ use crate::frame::{CaptureMode, FrameSlot, PixelFormat, SlotAllocator};
 use crate::source::error::SourceError;
 use crate::source::frame_source::{Capture, FrameSource};
 use crate::source::image_decode::{self, Decoded};
-use crate::source::kinds::v4l2::V4l2Format;
 use crate::source::limits::LimitsConfig;
 use crate::source::reconnect::{Backoff, Connection, DeviceError};
 use crate::source::status::{SourceState, SourceStatus};
@@ -132,6 +133,14 @@ impl CapturePlan {
 pub struct Streaming {
     pub plan: CapturePlan,
     user: Option<UserBuffers>,
+}
+
+/// The format a camera is asked for (`format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum V4l2Format {
+    Mjpeg,
+    Yuyv,
 }
 
 fn wanted_fourcc(format: V4l2Format) -> FourCc {

@@ -16,8 +16,8 @@ mod userptr;
 pub use crate::source::reconnect::{Backoff, DeviceError};
 pub use crate::source::status::{SourceState, SourceStatus};
 pub use capture::{
-    accept_driver_format, check_device_node, negotiate, CapturePlan, Encoding, Negotiated, Streaming, V4l2Options,
-    V4l2Request, V4l2Source,
+    accept_driver_format, check_device_node, negotiate, CapturePlan, Encoding, Negotiated, Streaming, V4l2Format,
+    V4l2Options, V4l2Request, V4l2Source,
 };
 pub use convert::ConvertError;
 pub use device::{
