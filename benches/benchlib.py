@@ -1,6 +1,6 @@
-"""What the Python benchmarks that run the daemon share (benches/soak.py, benches/record_rss.py):
-where the release binary is, finding a program, a free port, the daemon's config from the documented
-one, and the daemon's RSS.
+"""What the Python benchmarks that run the daemon share (benches/soak.py, benches/record_rss.py,
+benches/glass_to_glass.py): where the release binary is, finding a program, a free port and waiting
+for a process to listen on one, the daemon's config from the documented one, and the daemon's RSS.
 
 A library, not a benchmark: it runs nothing on import and prints nothing. The scripts import it by
 name; Python puts a script's own folder first on the module path, so they run from any working
@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,6 +39,19 @@ def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def wait_port(port, process, what, script):
+    """Waits up to a minute for `process` (`what`) to listen on loopback's `port`; exits with
+    `script: what did not start` when it does not, or exits first."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit(f"{script}: {what} did not start")
 
 
 def set_key(text, section, key, value):

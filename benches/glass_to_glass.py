@@ -26,7 +26,6 @@ import argparse
 import json
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchlib import default_binary, documented_config, find_program, free_port
+from benchlib import default_binary, documented_config, find_program, free_port, wait_port
 
 BITS = 48
 BLOCK = 24
@@ -195,17 +194,6 @@ class Driver:
             self.process.wait()
 
 
-def wait_port(port, process, what):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    sys.exit(f"glass_to_glass: {what} did not start")
-
-
 def wait_for(what, seconds, check):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -238,12 +226,12 @@ def main():
         processes.append(subprocess.Popen([find_program("mosquitto", "glass_to_glass"), "-c",
                                            str(workdir / "mosquitto.conf")],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        wait_port(broker_port, processes[-1], "mosquitto")
+        wait_port(broker_port, processes[-1], "mosquitto", "glass_to_glass")
         camera_port = free_port()
         processes.append(subprocess.Popen(["/usr/bin/python3", __file__, "--camera", str(camera_port),
                                            "--size", args.size, "--fps", str(args.fps)],
                                           stdout=subprocess.DEVNULL))
-        wait_port(camera_port, processes[-1], "the clock camera")
+        wait_port(camera_port, processes[-1], "the clock camera", "glass_to_glass")
         http_port = free_port()
         config = documented_config([
             ("mqtt", "host", '"127.0.0.1"'),
@@ -260,7 +248,7 @@ def main():
         log = open(workdir / "daemon.log", "w")
         processes.append(subprocess.Popen([str(args.binary), "run", "--config", str(workdir / "config.toml")],
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log))
-        wait_port(http_port, processes[-1], "the daemon")
+        wait_port(http_port, processes[-1], "the daemon", "glass_to_glass")
         driver = Driver(workdir)
         driver.go(f"http://127.0.0.1:{http_port}/")
         band = TOP + 2 * BLOCK + GAP

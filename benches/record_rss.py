@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchlib import REPO, default_binary, documented_config, find_program, free_port, rss_kib
+from benchlib import REPO, default_binary, documented_config, find_program, free_port, rss_kib, wait_port
 
 CAMERAS = ("cam1", "cam2", "cam3", "cam4")
 
@@ -66,17 +65,6 @@ def daemon_config(broker_port, http_port, rtsp_ports, clips, record):
     return text
 
 
-def wait_port(port, process, what):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    sys.exit(f"record_rss: {what} did not start")
-
-
 def run(args, workdir, broker_port, rtsp_ports, record):
     clips = workdir / ("clips-on" if record else "clips-off")
     http_port = free_port()
@@ -86,7 +74,7 @@ def run(args, workdir, broker_port, rtsp_ports, record):
     daemon = subprocess.Popen([str(args.binary), "run", "--config", str(config)], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=log)
     try:
-        wait_port(http_port, daemon, "the daemon")
+        wait_port(http_port, daemon, "the daemon", "record_rss")
         time.sleep(args.warmup)
         samples = []
         for _ in range(int(args.seconds)):
@@ -116,7 +104,7 @@ def main():
     processes = [subprocess.Popen([find_program("mosquitto", "record_rss"), "-c", str(broker_config)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
-        wait_port(broker_port, processes[0], "mosquitto")
+        wait_port(broker_port, processes[0], "mosquitto", "record_rss")
         rtsp_ports = []
         for _ in CAMERAS:
             port = free_port()
@@ -124,7 +112,7 @@ def main():
             server = subprocess.Popen(["/usr/bin/python3", str(REPO / "tests/it/rtsp_server.py"), str(port), "h264",
                                        "1280x720", "10"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             processes.append(server)
-            wait_port(port, server, "an RTSP server")
+            wait_port(port, server, "an RTSP server", "record_rss")
             rtsp_ports.append(port)
         for record in (True, False):
             samples, preroll = run(args, workdir, broker_port, rtsp_ports, record)
