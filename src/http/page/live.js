@@ -99,7 +99,9 @@ function startLive(cam) {
     cam.liveActive = on;
     video.hidden = !on;
     cam.img.style.display = on ? 'none' : '';
-    layer.hidden = !on;
+    // An SVG element has no `hidden` property (and the browser's own [hidden] rule is for HTML
+    // elements): the attribute, with style.css's .boxes[hidden] rule, hides it.
+    layer.toggleAttribute('hidden', !on);
   }
 
   async function follow() {
