@@ -243,6 +243,7 @@ const RTSP_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 #[cfg(feature = "gstreamer")]
 fn rtsp_stream(camera: &str, source: &SourceConfig) -> Option<Value> {
     use crate::source::gstreamer::{decoder, rtsp, PipelineSpec};
+    use crate::source::kinds::through_gstreamer::Pipelined;
     let SourceConfig::Rtsp(rtsp_source) = source else {
         return None;
     };

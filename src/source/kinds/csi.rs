@@ -5,8 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::frame_size::sides_beyond;
-#[cfg(not(feature = "gstreamer"))]
-use super::through_gstreamer::not_built;
+use super::through_gstreamer::{self, Pipelined};
 use crate::source::error::SourceError;
 use crate::source::frame_source::FrameSource;
 #[cfg(feature = "gstreamer")]
@@ -19,10 +18,6 @@ pub const DOCUMENTATION: &str = r#"#   { kind = "csi", sensor_id = 0, width = 19
 #       A Jetson CSI camera through nvarguscamerasrc and nvargus-daemon (needs the `gstreamer`
 #       build feature), delivered as NV12. (sensor_id = 0, width = 1920, height = 1080, fps = 30)
 "#;
-
-/// Its `kind`, as errors name it.
-#[cfg(not(feature = "gstreamer"))]
-const KIND: &str = "csi";
 
 /// `source = { kind = "csi", ... }`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,12 +43,13 @@ fn default_fps() -> u32 {
     30
 }
 
-impl CsiConfig {
-    /// The GStreamer pipeline that captures it.
+impl Pipelined for CsiConfig {
+    const KIND: &'static str = "csi";
+
     #[cfg(feature = "gstreamer")]
-    fn pipeline(&self) -> PipelineSpec {
+    fn pipeline(&self, _camera: &str) -> Result<PipelineSpec, SourceError> {
         let CsiConfig { sensor_id, width, height, fps } = *self;
-        PipelineSpec::Csi(CsiSpec { sensor_id, width, height, fps })
+        Ok(PipelineSpec::Csi(CsiSpec { sensor_id, width, height, fps }))
     }
 }
 
@@ -78,23 +74,11 @@ impl SourceKind for CsiConfig {
         Ok(())
     }
 
-    #[cfg(feature = "gstreamer")]
-    fn check(&self, _camera: &str) -> Result<(), SourceError> {
-        Ok(())
+    fn check(&self, camera: &str) -> Result<(), SourceError> {
+        through_gstreamer::check(self, camera)
     }
 
-    #[cfg(not(feature = "gstreamer"))]
-    fn check(&self, _camera: &str) -> Result<(), SourceError> {
-        Err(not_built(KIND))
-    }
-
-    #[cfg(feature = "gstreamer")]
     fn open(&self, camera: &str, opening: Opening<'_>) -> Result<Box<dyn FrameSource>, SourceError> {
-        super::through_gstreamer::open(camera, self.pipeline(), opening)
-    }
-
-    #[cfg(not(feature = "gstreamer"))]
-    fn open(&self, _camera: &str, _opening: Opening<'_>) -> Result<Box<dyn FrameSource>, SourceError> {
-        Err(not_built(KIND))
+        through_gstreamer::open(self, camera, opening)
     }
 }

@@ -10,5 +10,5 @@ pub mod images;
 pub mod pipeline;
 pub mod rtsp;
 pub mod synthetic;
-mod through_gstreamer;
+pub mod through_gstreamer;
 pub mod v4l2;

@@ -4,8 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[cfg(not(feature = "gstreamer"))]
-use super::through_gstreamer::not_built;
+use super::through_gstreamer::{self, Pipelined};
 use crate::source::error::SourceError;
 use crate::source::frame_source::FrameSource;
 #[cfg(feature = "gstreamer")]
@@ -17,15 +16,20 @@ use crate::source::limits::LimitsConfig;
 pub const DOCUMENTATION: &str = r#"#   { kind = "gstreamer", pipeline = "… ! appsink" }                    (any other GStreamer pipeline; needs the `gstreamer` build feature)
 "#;
 
-/// Its `kind`, as errors name it.
-#[cfg(not(feature = "gstreamer"))]
-const KIND: &str = "gstreamer";
-
 /// `source = { kind = "gstreamer", pipeline = "... ! appsink" }`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineConfig {
     pub pipeline: String,
+}
+
+impl Pipelined for PipelineConfig {
+    const KIND: &'static str = "gstreamer";
+
+    #[cfg(feature = "gstreamer")]
+    fn pipeline(&self, _camera: &str) -> Result<PipelineSpec, SourceError> {
+        Ok(PipelineSpec::Launch(self.pipeline.clone()))
+    }
 }
 
 impl SourceKind for PipelineConfig {
@@ -41,23 +45,11 @@ impl SourceKind for PipelineConfig {
         Ok(())
     }
 
-    #[cfg(feature = "gstreamer")]
-    fn check(&self, _camera: &str) -> Result<(), SourceError> {
-        Ok(())
+    fn check(&self, camera: &str) -> Result<(), SourceError> {
+        through_gstreamer::check(self, camera)
     }
 
-    #[cfg(not(feature = "gstreamer"))]
-    fn check(&self, _camera: &str) -> Result<(), SourceError> {
-        Err(not_built(KIND))
-    }
-
-    #[cfg(feature = "gstreamer")]
     fn open(&self, camera: &str, opening: Opening<'_>) -> Result<Box<dyn FrameSource>, SourceError> {
-        super::through_gstreamer::open(camera, PipelineSpec::Launch(self.pipeline.clone()), opening)
-    }
-
-    #[cfg(not(feature = "gstreamer"))]
-    fn open(&self, _camera: &str, _opening: Opening<'_>) -> Result<Box<dyn FrameSource>, SourceError> {
-        Err(not_built(KIND))
+        through_gstreamer::open(self, camera, opening)
     }
 }

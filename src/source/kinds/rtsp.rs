@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-#[cfg(not(feature = "gstreamer"))]
-use super::through_gstreamer::not_built;
+use super::through_gstreamer::{self, Pipelined};
 use crate::source::error::SourceError;
 use crate::source::frame_source::FrameSource;
 #[cfg(feature = "gstreamer")]
@@ -27,9 +26,6 @@ pub const DOCUMENTATION: &str = r#"#   { kind = "rtsp", url = "rtsp://192.168.1.
 #       4 KiB) or `password_env = "VARIABLE"`. Optional: transport = "tcp" | "udp" (= "tcp"),
 #       latency_ms = 200 (jitter buffer, at most 10000).
 "#;
-
-/// Its `kind`, as errors name it.
-const KIND: &str = "rtsp";
 
 /// Longest `latency_ms`: a jitter buffer beyond this delays every frame more than any network
 /// needs.
@@ -61,13 +57,18 @@ fn default_latency_ms() -> u32 {
     200
 }
 
-impl RtspConfig {
+impl Pipelined for RtspConfig {
+    const KIND: &'static str = "rtsp";
+
     /// The GStreamer pipeline that receives it for camera `camera`, with its password read.
     #[cfg(feature = "gstreamer")]
-    pub fn pipeline(&self, camera: &str) -> Result<PipelineSpec, SourceError> {
+    fn pipeline(&self, camera: &str) -> Result<PipelineSpec, SourceError> {
         let password =
             rtsp::read_password(self.password_file.as_deref(), self.password_env.as_deref()).map_err(|message| {
-                SourceError::Open { source_name: format!("{KIND} source"), message: format!("source.{message}") }
+                SourceError::Open {
+                    source_name: format!("{} source", Self::KIND),
+                    message: format!("source.{message}"),
+                }
             })?;
         Ok(PipelineSpec::Rtsp(rtsp::RtspSpec {
             camera: camera.to_owned(),
@@ -119,24 +120,12 @@ impl SourceKind for RtspConfig {
     }
 
     /// A password that cannot be read is refused.
-    #[cfg(feature = "gstreamer")]
     fn check(&self, camera: &str) -> Result<(), SourceError> {
-        self.pipeline(camera).map(drop)
+        through_gstreamer::check(self, camera)
     }
 
-    #[cfg(not(feature = "gstreamer"))]
-    fn check(&self, _camera: &str) -> Result<(), SourceError> {
-        Err(not_built(KIND))
-    }
-
-    #[cfg(feature = "gstreamer")]
     fn open(&self, camera: &str, opening: Opening<'_>) -> Result<Box<dyn FrameSource>, SourceError> {
-        super::through_gstreamer::open(camera, self.pipeline(camera)?, opening)
-    }
-
-    #[cfg(not(feature = "gstreamer"))]
-    fn open(&self, _camera: &str, _opening: Opening<'_>) -> Result<Box<dyn FrameSource>, SourceError> {
-        Err(not_built(KIND))
+        through_gstreamer::open(self, camera, opening)
     }
 }
 
