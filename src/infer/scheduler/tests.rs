@@ -687,23 +687,40 @@ fn stop_does_not_wait_for_the_frames_still_in_the_rings() {
     assert!(runs_after_stop <= 1, "{runs_after_stop} frames were run after the stop request (one may be in flight)");
 }
 
-#[test]
-fn a_finite_camera_ends_once_its_last_frame_is_through() {
-    let config = Config::embedded_default().expect("embedded default config");
-    let record = Arc::new(Record::default());
+/// A scheduler of one worker on a fake backend that runs a frame in 1 ms, feeding a recording
+/// sink; and its stop flag.
+fn one_quick_worker(
+    config: &Config,
+    liveness: &Arc<Liveness>,
+) -> (Arc<Scheduler>, Arc<RecordingSink>, Arc<AtomicBool>) {
     let backend = Arc::new(FakeBackend {
         spec: config.model.input.clone(),
         session_batch: 1,
         workers: 1,
         inference_time: Duration::from_millis(1),
         prepare_time: None,
-        record,
+        record: Arc::new(Record::default()),
     });
     let sink = Arc::new(RecordingSink::default());
     let stop = Arc::new(AtomicBool::new(false));
     let scheduler =
-        Scheduler::start(backend, params(), plan(1, 1, Duration::ZERO), sink.clone(), stop.clone(), &Liveness::new())
+        Scheduler::start(backend, params(), plan(1, 1, Duration::ZERO), sink.clone(), stop.clone(), liveness)
             .expect("start");
+    (scheduler, sink, stop)
+}
+
+/// Waits (a minute at most) until `sink` has seen a camera end.
+fn wait_for_an_end(sink: &RecordingSink) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lock(&sink.ended).is_empty() {
+        assert!(Instant::now() < deadline, "the camera never ended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_finite_camera_ends_once_its_last_frame_is_through() {
+    let (scheduler, sink, stop) = one_quick_worker(&Config::embedded_default().expect("config"), &Liveness::new());
     let ring = Arc::new(FrameRing::with_doorbell(
         (0..2).map(|_| FrameSlot::new(Box::new(crate::frame::HeapMemory::default()))).collect(),
         scheduler.doorbell(),
@@ -713,11 +730,7 @@ fn a_finite_camera_ends_once_its_last_frame_is_through() {
     slot.prepare(64, 48, crate::frame::PixelFormat::Rgb8).expect("prepare");
     ring.publish(slot);
     ring.close();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while lock(&sink.ended).is_empty() {
-        assert!(Instant::now() < deadline, "the camera never ended");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_an_end(&sink);
     assert_eq!(sink.counts(), [1], "its last frame was run before it ended");
     assert_eq!(*lock(&sink.ended), ["once"]);
     stop.store(true, Ordering::SeqCst);
@@ -756,21 +769,8 @@ impl crate::source::FrameSource for StillSource {
 #[test]
 fn with_motion_gating_a_still_camera_sends_only_the_floor_rates_frames_to_inference() {
     let config = Config::embedded_default().expect("embedded default config");
-    let record = Arc::new(Record::default());
-    let backend = Arc::new(FakeBackend {
-        spec: config.model.input.clone(),
-        session_batch: 1,
-        workers: 1,
-        inference_time: Duration::from_millis(1),
-        prepare_time: None,
-        record,
-    });
-    let sink = Arc::new(RecordingSink::default());
-    let stop = Arc::new(AtomicBool::new(false));
     let liveness = Liveness::new();
-    let scheduler =
-        Scheduler::start(backend, params(), plan(1, 1, Duration::ZERO), sink.clone(), stop.clone(), &liveness)
-            .expect("start");
+    let (scheduler, sink, stop) = one_quick_worker(&config, &liveness);
     let motion = crate::infer::gating::MotionConfig {
         enabled: true,
         ..crate::config::section::built_in().expect("the built-in [motion]")
@@ -783,11 +783,7 @@ fn with_motion_gating_a_still_camera_sends_only_the_floor_rates_frames_to_infere
     let source = Box::new(StillSource { frames: 60, shown: 0 });
     let pipeline = CameraPipeline::start_with_source(&camera(0), source, &shared).expect("start");
     pipeline.join().expect("source thread");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while lock(&sink.ended).is_empty() {
-        assert!(Instant::now() < deadline, "the camera never ended");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_an_end(&sink);
     // 12 s of a still picture: the first frame (the background starts from it), then one every
     // detect_interval_s = 5 s; the rest were held.
     assert_eq!(sink.counts(), [3]);
