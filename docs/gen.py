@@ -6,7 +6,8 @@ sources, or checks that they are current.
 
 - config/jetson-detectd.toml, the commented default config, from `jetson-detectd check-config
   --print-default`: the daemon's built-in default, which it composes from the core's part
-  (src/config/defaults.toml) and each component's section (an outlet's lives in its folder, e.g.
+  (src/config/defaults.toml, where each camera source kind puts its lines: the `DOCUMENTATION` of
+  src/source/kinds/<kind>.rs) and each component's section (an outlet's lives in its folder, e.g.
   src/publish/mqtt/mqtt.toml). Edit those, never this file.
 - docs/src/reference/config.md from config/jetson-detectd.toml: one section per table, one entry per
   key with its default and the comment above it. Keys that are commented out (`# key = value`) are
