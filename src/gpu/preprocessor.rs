@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 
 use super::error::{DriverContext, GpuError};
 use super::probe::GpuDevice;
-use super::slots::{HostMemoryKind, HostSlotMemory};
+use super::slots::mapped_device_ptr;
 use super::taps::{KernelTaps, TilePlan, BLOCK_ROWS, TILE_WIDTH};
 use crate::config::{ColorOrder, ResizeFilter, TensorDtype, TensorLayout};
 use crate::frame::{FrameMeta, FrameSlot, PixelFormat};
@@ -284,13 +284,7 @@ impl GpuPreprocessor {
         roi.check(slot.meta()).map_err(GpuError::Roi)?;
         let dst = self.row_address(batch, batch_bytes, row)?;
         let frame = slot.data();
-        let mapped = slot
-            .memory()
-            .as_any()
-            .downcast_ref::<HostSlotMemory>()
-            .filter(|memory| memory.kind() == HostMemoryKind::Mapped)
-            .and_then(HostSlotMemory::device_ptr);
-        match mapped {
+        match mapped_device_ptr(slot) {
             // SAFETY: `src` is the mapped slot's device address, valid for the frame's bytes while
             // the slot is held (until the stream is synchronised); `dst` is a row inside `batch`,
             // which the caller keeps allocated until then.

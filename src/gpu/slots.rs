@@ -12,7 +12,7 @@ use cudarc::driver::sys::{self, CUdeviceptr};
 
 use super::error::{DriverContext, GpuError};
 use super::probe::GpuDevice;
-use crate::frame::SlotMemory;
+use crate::frame::{FrameSlot, SlotMemory};
 
 /// How a slot's page-locked memory reaches the GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +175,17 @@ impl Drop for HostSlotMemory {
         // still reads it.
         self.free();
     }
+}
+
+/// The device address of the frame in `slot` when a kernel can read it in place: the slot's
+/// memory is page-locked and mapped ([`HostMemoryKind::Mapped`]). `None` for any other slot, whose
+/// frame is copied to the device first.
+pub fn mapped_device_ptr(slot: &FrameSlot) -> Option<CUdeviceptr> {
+    slot.memory()
+        .as_any()
+        .downcast_ref::<HostSlotMemory>()
+        .filter(|memory| memory.kind() == HostMemoryKind::Mapped)
+        .and_then(HostSlotMemory::device_ptr)
 }
 
 /// Memory for one frame slot of `device`, allocated by the first frame written into it: mapped
