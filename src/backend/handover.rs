@@ -22,6 +22,7 @@ use super::error::BackendError;
 use super::traits::{Backend, BackendInfo, BackendTimings, InferenceSession, SessionMemory, WorkerSeat};
 use crate::frame::{FrameCopy, FrameSlot, SlotMemory};
 use crate::model::ModelOutputs;
+use crate::motion::LumaSampler;
 use crate::preprocess::{PreprocessSpec, Roi};
 use crate::sys::lock::lock;
 
@@ -182,6 +183,11 @@ impl Backend for HandoverBackend {
 
     fn slot_memory(&self) -> Result<Box<dyn SlotMemory>, BackendError> {
         self.toolchain.slot_memory()
+    }
+
+    /// The toolchain's, as its slots are the cameras' from the start.
+    fn luma_sampler(&self) -> Result<Option<Box<dyn LumaSampler>>, BackendError> {
+        self.toolchain.luma_sampler()
     }
 }
 

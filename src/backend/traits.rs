@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::error::BackendError;
 use crate::frame::{FrameSlot, HeapMemory, SlotMemory};
 use crate::model::ModelOutputs;
+use crate::motion::LumaSampler;
 use crate::preprocess::{PreprocessSpec, Roi};
 
 /// Time spent in the stages a backend owns.
@@ -106,6 +107,13 @@ pub trait Backend: Send + Sync {
     /// GPU on integrated devices so that preprocessing reads the frame where the camera wrote it.
     fn slot_memory(&self) -> Result<Box<dyn SlotMemory>, BackendError> {
         Ok(Box::new(HeapMemory::default()))
+    }
+    /// What makes the luma image of a frame in one of [`Backend::slot_memory`]'s slots for a
+    /// camera's motion gate, on the camera's source thread, when the CPU's downscale is not the
+    /// way: GPU backends, whose slots their GPU reads, give its kernel. Default: `None`, the CPU
+    /// downscales. One per camera with `[motion]` gating, made when the camera starts.
+    fn luma_sampler(&self) -> Result<Option<Box<dyn LumaSampler>>, BackendError> {
+        Ok(None)
     }
 }
 

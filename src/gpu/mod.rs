@@ -15,13 +15,14 @@
 //! ([`HostSlotMemory`]), which a camera's source thread allocates (binding the same primary
 //! context) when the first frame, or a larger one, arrives, and the motion kernel
 //! ([`GpuLumaSampler`]), which a camera's source thread runs on a stream of its own before the
-//! frame goes to the worker (it decides whether the frame goes there at all). Nothing here may be
-//! called from tokio worker threads.
+//! frame goes to the worker (it decides whether the frame goes there at all), waiting for its
+//! result no longer than a bound of its own. Nothing here may be called from tokio worker threads.
 //!
 //! Must not: decide fallbacks (the caller chooses the CPU backend when the config allows it), run
 //! models, or allocate per frame.
 //!
-//! Files: [`probe`](mod@probe) (libcuda, the devices), [`slots`] (page-locked frame-slot memory),
+//! Files: [`probe`](mod@probe) (libcuda, the devices), [`slots`] (page-locked frame-slot memory, and a
+//! mapped slot's device address),
 //! [`preprocessor`] with [`taps`] (the kernel and its filter taps), [`bench`](mod@bench) (the kernel against
 //! the CPU reference), [`motion_luma`] (the motion kernel's luma image), [`error`]. This file only declares and re-exports.
 
@@ -35,7 +36,7 @@ mod taps;
 
 pub use bench::{bench_preprocess, PreprocessBenchReport, PreprocessBenchRequest};
 pub use error::GpuError;
-pub use motion_luma::GpuLumaSampler;
+pub use motion_luma::{GpuLumaSampler, LATE_AFTER};
 pub use preprocessor::{GpuPreprocessor, TAP_CACHE_SIZES};
 pub use probe::{device_count, driver_present, probe, GpuDevice, GpuProbe};
 pub use slots::{slot_memory, HostMemoryKind, HostSlotMemory};

@@ -64,10 +64,16 @@ impl HostSlotMemory {
     }
 
     /// Replaces the allocation with one of `bytes` bytes (zeroed). The frame in it is gone: only
-    /// called while a source is about to write a new one, when no GPU work can be reading it (a
-    /// slot returns to its source only after the worker synchronised the stream that read it).
+    /// called while a source is about to write a new one. The worker's GPU work on it is done (a
+    /// slot returns to its source only after the worker synchronised the stream that read it), but
+    /// a camera's motion kernel that was late (`super::motion_luma`) may still read it: the
+    /// context's work finishes before the old bytes are freed (growth is rare: a source's first
+    /// larger frame).
     fn grow(&mut self, bytes: usize) -> Result<(), GpuError> {
         self.device_handle.bind_to_thread()?;
+        if !self.host.is_null() {
+            self.device_handle.context().synchronize().during("cuCtxSynchronize(slot growth)")?;
+        }
         let flags = match self.kind {
             HostMemoryKind::Pinned => sys::CU_MEMHOSTALLOC_PORTABLE,
             HostMemoryKind::Mapped => sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,

@@ -12,7 +12,8 @@
 //! gating, keeping a frame without motion from inference (its [`CameraGate`] says so, unless the
 //! camera's gating is switched off, [`Switch::Gating`]; the sink holds its tracks,
 //! [`FrameSink::held`], and gets it for the picture; the gate's [`MotionLink`] brings it masks
-//! saved from the page and shows its motion to whoever watches).
+//! saved from the page and shows its motion to whoever watches). The gate gets the backend's luma
+//! sampler (the GPU's kernel on its slots) when the backend has one, [`Backend::luma_sampler`].
 //! Must not: run inference (the scheduler's workers do, through `super::step`), publish, format
 //! payloads, or block on the network.
 
@@ -24,9 +25,11 @@ use std::time::{Duration, Instant};
 use super::gating::{CameraGate, MotionGates, MotionLink};
 use super::scheduler::Scheduler;
 use super::step::{FrameSink, PipelineError};
+use crate::backend::traits::Backend;
 use crate::config::{CameraConfig, LimitsConfig};
 use crate::controls::{Controls, Switch};
 use crate::frame::{FrameRing, FrameSlot, SlotAllocator, Stage};
+use crate::motion::LumaSampler;
 use crate::service::notify::{Liveness, LivenessHandle};
 use crate::source::tap::StreamTap;
 use crate::source::{Capture, FrameSource, Opening, SourceError, SourceReport, SourceState, SourceStatus};
@@ -123,7 +126,10 @@ impl CameraPipeline {
                     camera: name.clone(),
                     message: format!("{key}: {message}"),
                 })?;
-                Some((CameraGate::new(settings), gates.link(&name).cloned().unwrap_or_default()))
+                Some((
+                    CameraGate::new(settings).with_sampler(luma_sampler(&name, backend.as_ref())),
+                    gates.link(&name).cloned().unwrap_or_default(),
+                ))
             }
             None => None,
         };
@@ -185,6 +191,22 @@ impl CameraPipeline {
         match self.source_thread.take().map(JoinHandle::join) {
             Some(Err(_)) => Err(PipelineError::Panicked { camera: format!("camera {}", self.name) }),
             _ => Ok(()),
+        }
+    }
+}
+
+/// The backend's luma sampler for the camera's motion gate (the GPU's kernel on its slots), or
+/// none: the CPU downscales. One that cannot be made costs the camera nothing but the CPU's time.
+fn luma_sampler(camera: &str, backend: &dyn Backend) -> Option<Box<dyn LumaSampler>> {
+    match backend.luma_sampler() {
+        Ok(Some(sampler)) => {
+            log::info!("camera {camera}: motion is judged on the GPU's luma image of each frame's slot");
+            Some(sampler)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            log::warn!("camera {camera}: no GPU luma sampler ({e}); motion is judged on the CPU");
+            None
         }
     }
 }

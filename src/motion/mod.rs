@@ -9,7 +9,8 @@
 //! with times that come with the frames. Must not: read the config (the config builds
 //! [`MotionParams`] and the masks), touch rings, run inference or publish; the CUDA kernel that
 //! makes luma images on the GPU lives in `crate::gpu` and is tested against
-//! [`downscale_reference`]. This file only declares and re-exports.
+//! [`downscale_reference`]; what such a sampler offers a camera's gate is the seam in `sampler`
+//! ([`LumaSampler`]). This file only declares and re-exports.
 
 mod background;
 mod detector;
@@ -20,6 +21,7 @@ mod mask;
 mod params;
 mod pixel;
 mod regions;
+mod sampler;
 #[cfg(test)]
 mod scenarios;
 mod simd;
@@ -32,3 +34,4 @@ pub use mask::MAX_MASKS;
 pub use params::{Fraction, MotionParams};
 pub use pixel::luma_bytes;
 pub use regions::Region;
+pub use sampler::{LumaSampler, Sampled, SamplerFailed};

@@ -641,3 +641,77 @@ fn the_motion_luma_kernel_gives_the_cpu_references_bytes() {
         }
     }
 }
+
+/// Motion gating on the GPU path (issue 48): a camera's gate with the GPU's luma sampler judges
+/// every frame as the CPU-only gate does (verdicts and regions), from mapped, pinned and heap
+/// slots, with the sampler's own bound and with a bound of zero, which makes most frames late and
+/// declined (the gate then downscales them on the CPU, and the kernel is not asked again until the
+/// late one is done). A sampler given time makes every frame's image itself, the CPU reference's
+/// bytes.
+#[test]
+fn the_motion_gate_with_the_gpu_sampler_judges_as_on_the_cpu_also_when_the_kernel_is_late() {
+    use std::time::Duration;
+
+    use jetson_detectd::gpu::{GpuLumaSampler, LATE_AFTER};
+    use jetson_detectd::infer::gating::{CameraGate, CameraMotion};
+    use jetson_detectd::motion::{downscale_reference, luma_bytes, LumaImage, LumaSampler, MotionParams, Sampled};
+
+    let test = "the_motion_gate_with_the_gpu_sampler_judges_as_on_the_cpu_also_when_the_kernel_is_late";
+    let Some(device) = gpu_or_skip(test) else { return };
+    let mut random = Random::fresh(test);
+    let settings = || CameraMotion { params: MotionParams::default(), masks: Vec::new(), detect_interval_s: 5.0 };
+    let (width, height) = (1920, 1080);
+    let (mut declined, mut frames) = (0, 0);
+    for format in FORMATS {
+        let base = random.bytes(format.frame_bytes(width, height).expect("size"));
+        let row_bytes = width as usize * luma_bytes(format);
+        // Frame `i`: the still scene, with a bright block crossing it on frames 5..12.
+        let frame = |i: usize| {
+            let mut frame = base.clone();
+            if (5..12).contains(&i) {
+                let left = i * 120 * luma_bytes(format);
+                for y in 400..600 {
+                    frame[y * row_bytes + left..y * row_bytes + left + 240 * luma_bytes(format)].fill(235);
+                }
+            }
+            frame
+        };
+        for kind in 0..3 {
+            for bound in [LATE_AFTER, Duration::ZERO] {
+                let case = format!("{format:?}, slot kind {kind}, bound {bound:?}");
+                let sampler = GpuLumaSampler::new(&device, None).expect("luma sampler").late_after(bound);
+                let mut gpu_gate = CameraGate::new(settings()).with_sampler(Some(Box::new(sampler)));
+                let mut cpu_gate = CameraGate::new(settings());
+                let mut slot = slot_of_kind(&device, kind, &frame(0), &meta(width, height, format));
+                for i in 0..20 {
+                    slot.prepare(width, height, format).expect("slot").copy_from_slice(&frame(i));
+                    slot.meta_mut().captured_at = UNIX_EPOCH + Duration::from_secs_f64(1e9 + i as f64 * 0.2);
+                    let on_gpu = gpu_gate.judge("gpu", &slot, true, true);
+                    let on_cpu = cpu_gate.judge("cpu", &slot, true, true);
+                    assert_eq!(on_gpu, on_cpu, "{case}, frame {i}");
+                    assert_eq!(gpu_gate.motion(), cpu_gate.motion(), "{case}, frame {i}");
+                }
+                // The sampler alone, given time (a failure guard, not a measure): always ready.
+                let mut sampler = GpuLumaSampler::new(&device, None).expect("luma sampler").late_after(bound);
+                let patient = Duration::from_secs(60);
+                let mut waited = GpuLumaSampler::new(&device, None).expect("luma sampler").late_after(patient);
+                let (mut expected, mut actual) = (LumaImage::default(), LumaImage::default());
+                for i in 0..20 {
+                    slot.prepare(width, height, format).expect("slot").copy_from_slice(&frame(i));
+                    downscale_reference(slot.data(), slot.meta(), &mut expected).expect("reference");
+                    frames += 1;
+                    match sampler.sample(&slot, &mut actual).expect("the sampler works") {
+                        Sampled::Ready => assert_eq!(actual, expected, "{case}, frame {i}"),
+                        Sampled::Declined => declined += 1,
+                    }
+                    assert_eq!(waited.sample(&slot, &mut actual), Ok(Sampled::Ready), "{case}, frame {i}");
+                    assert_eq!(actual, expected, "{case}, frame {i}, given time");
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "{test}: {declined} of {frames} frames declined (half the rounds with a zero bound)"
+    );
+}

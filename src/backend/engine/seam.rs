@@ -18,6 +18,7 @@ use crate::backend::error::BackendError;
 use crate::backend::traits::Backend;
 use crate::frame::{HeapMemory, SlotMemory};
 use crate::model::ModelSpec;
+use crate::motion::LumaSampler;
 
 /// Who builds and runs engines on this machine: what an engine's key says about them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,5 +145,11 @@ pub trait Toolchain: Send + Sync {
     /// before any engine is loaded (page-locked on a GPU); heap memory by default.
     fn slot_memory(&self) -> Result<Box<dyn SlotMemory>, BackendError> {
         Ok(Box::new(HeapMemory::default()))
+    }
+
+    /// The luma sampler for frames in [`Toolchain::slot_memory`]'s slots
+    /// ([`Backend::luma_sampler`]); `None` (the CPU downscales) by default.
+    fn luma_sampler(&self) -> Result<Option<Box<dyn LumaSampler>>, BackendError> {
+        Ok(None)
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! Owns: adapting [`GpuPreprocessor`] to [`InputStage`] (a frame the GPU cannot take
 //! is one bad frame; anything else ends the session) and [`GpuFramesBackend`], which hands out
-//! [`slot_memory`]. Must not: synchronise the stream (the session does, once per batch).
+//! [`slot_memory`] and, for motion gating, the luma kernel that reads those slots
+//! ([`gpu_luma_sampler`]). Must not: synchronise the stream (the session does, once per batch).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use cudarc::driver::CudaSlice;
 
@@ -13,7 +14,8 @@ use super::backend::{InputStage, InputStageFactory, TrtBackend};
 use crate::backend::error::BackendError;
 use crate::backend::traits::{Backend, BackendInfo, InferenceSession, SessionMemory};
 use crate::frame::{FrameSlot, SlotMemory};
-use crate::gpu::{slot_memory, GpuDevice, GpuError, GpuPreprocessor};
+use crate::gpu::{slot_memory, GpuDevice, GpuError, GpuLumaSampler, GpuPreprocessor};
+use crate::motion::LumaSampler;
 use crate::preprocess::{PreprocessSpec, Roi};
 
 struct KernelInputStage(GpuPreprocessor);
@@ -53,17 +55,28 @@ pub fn preprocessing_input_stage(device: GpuDevice, cache_dir: PathBuf, max_fram
     })
 }
 
+/// A camera's motion gate reads the frames in the GPU's page-locked slots with the GPU's luma
+/// kernel, on a stream of its own (the kernel module is the preprocessing one, cached under
+/// `cache_dir`): in place where mapped, after one upload where pinned.
+pub fn gpu_luma_sampler(device: &GpuDevice, cache_dir: &Path) -> Result<Option<Box<dyn LumaSampler>>, BackendError> {
+    let sampler = GpuLumaSampler::new(device, Some(cache_dir))
+        .map_err(|e| BackendError::Unavailable("tensorrt", format!("the GPU's motion luma kernel: {e}")))?;
+    Ok(Some(Box::new(sampler)))
+}
+
 /// The TensorRT backend with frame slots in page-locked memory of its GPU: mapped on an
 /// integrated GPU (the kernel reads frames in place, zero copies), pinned on a discrete one (one
 /// asynchronous upload per frame).
 pub struct GpuFramesBackend {
     trt: TrtBackend,
     device: GpuDevice,
+    /// Where the kernel module is cached, for the motion luma kernel.
+    cache_dir: PathBuf,
 }
 
 impl GpuFramesBackend {
-    pub fn new(trt: TrtBackend, device: GpuDevice) -> Self {
-        GpuFramesBackend { trt, device }
+    pub fn new(trt: TrtBackend, device: GpuDevice, cache_dir: PathBuf) -> Self {
+        GpuFramesBackend { trt, device, cache_dir }
     }
 }
 
@@ -94,5 +107,9 @@ impl Backend for GpuFramesBackend {
     fn slot_memory(&self) -> Result<Box<dyn SlotMemory>, BackendError> {
         slot_memory(&self.device)
             .map_err(|e| BackendError::Inference(format!("allocating page-locked frame slots: {e}")))
+    }
+
+    fn luma_sampler(&self) -> Result<Option<Box<dyn LumaSampler>>, BackendError> {
+        gpu_luma_sampler(&self.device, &self.cache_dir)
     }
 }

@@ -19,7 +19,7 @@ use super::build::{
     builder_fingerprint, check_int8_model, check_model_input, check_precision, device_identity, ffi_precision,
     optimization_level_warning, run_with_progress,
 };
-use super::gpu_frames::{preprocessing_input_stage, GpuFramesBackend};
+use super::gpu_frames::{gpu_luma_sampler, preprocessing_input_stage, GpuFramesBackend};
 use super::runtime::{header_version, BuildRequest, TrtRuntime};
 use crate::backend::engine::cache::ModelInput;
 use crate::backend::engine::{
@@ -30,6 +30,7 @@ use crate::backend::traits::Backend;
 use crate::frame::SlotMemory;
 use crate::gpu::GpuDevice;
 use crate::model::{DeviceSpec, ModelSpec};
+use crate::motion::LumaSampler;
 
 /// TensorRT and the GPU it builds for and runs on.
 pub struct TrtToolchain {
@@ -127,11 +128,15 @@ impl Toolchain for TrtToolchain {
         let input_stage = preprocessing_input_stage(self.gpu.clone(), self.cache_dir.clone(), self.max_frame_bytes);
         let context = Arc::clone(&self.context);
         let backend = TrtBackend::new(Arc::new(deserialized), origin, context, self.ordinal, model, input_stage)?;
-        Ok(Arc::new(GpuFramesBackend::new(backend, self.gpu.clone())))
+        Ok(Arc::new(GpuFramesBackend::new(backend, self.gpu.clone(), self.cache_dir.clone())))
     }
 
     fn slot_memory(&self) -> Result<Box<dyn SlotMemory>, BackendError> {
         crate::gpu::slot_memory(&self.gpu)
             .map_err(|e| BackendError::Inference(format!("allocating page-locked frame slots: {e}")))
+    }
+
+    fn luma_sampler(&self) -> Result<Option<Box<dyn LumaSampler>>, BackendError> {
+        gpu_luma_sampler(&self.gpu, &self.cache_dir)
     }
 }
