@@ -12,6 +12,8 @@
 //! names what it uses through the sibling that defines it (`super::error::DecodeError`), never
 //! through a face above it (`super::DecodeError`, `crate::decode::DecodeError`), test code
 //! included: shared types have files of their own, so no import runs back up inside a folder.
+//! Nor does one run in a circle: the files of a folder (a child folder as one) name each other,
+//! in production code, one way only.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -76,9 +78,11 @@ struct Scanned {
     names: Vec<(String, usize)>,
     /// `mod x;` declarations: the module path below the file's and whether it is `#[cfg(test)]`.
     children: Vec<(Vec<String>, bool)>,
-    /// Every `crate::` or `super::` path, test code included, from the crate root (`["decode",
+    /// Every `crate::` or `super::` path outside test code, from the crate root (`["decode",
     /// "error", "DecodeError"]`; a group `{a, b::c}` gives one path each), with its line.
     paths: Vec<(Vec<String>, usize)>,
+    /// The same for test code (`#[cfg(test)]` items, and all of a test-only file).
+    test_paths: Vec<(Vec<String>, usize)>,
     /// Items at the file's top level other than `mod` declarations and visible `use`s (a face must
     /// have none): a short description of each, with its line.
     items: Vec<(String, usize)>,
@@ -184,7 +188,8 @@ fn scan(path: &[String], inline: &[String], tokens: TokenStream, scanned: &mut S
             // Test code imports no module above, but it too names siblings, not faces.
             let mut test_code = Scanned::default();
             scan(path, inline, tokens[i + 2..end].iter().cloned().collect(), &mut test_code);
-            scanned.paths.extend(test_code.paths);
+            scanned.test_paths.extend(test_code.paths);
+            scanned.test_paths.extend(test_code.test_paths);
             i = end;
             continue;
         }
@@ -362,6 +367,8 @@ fn crate_modules(src: &Path) -> Result<Vec<FileModule>, String> {
         let mut scanned = scan_file(&path, &text).map_err(|e| format!("{}: {e}", file.display()))?;
         if test_only {
             scanned.names.clear();
+            let paths = std::mem::take(&mut scanned.paths);
+            scanned.test_paths.extend(paths);
         }
         let mut children = BTreeSet::new();
         for (below, is_test) in &scanned.children {
@@ -405,7 +412,10 @@ fn through_faces(modules: &[FileModule]) -> Vec<String> {
     let by_path: BTreeMap<&[String], &FileModule> = modules.iter().map(|m| (m.path.as_slice(), m)).collect();
     let mut found = Vec::new();
     for module in modules {
-        for (named, line) in &module.scanned.paths {
+        let mut paths: Vec<&(Vec<String>, usize)> =
+            module.scanned.paths.iter().chain(&module.scanned.test_paths).collect();
+        paths.sort_by_key(|(_, line)| *line);
+        for (named, line) in paths {
             for depth in 1..module.path.len() {
                 let ancestor = &module.path[..depth];
                 let Some(face) = by_path.get(ancestor).filter(|face| face.is_face()) else { continue };
@@ -419,6 +429,93 @@ fn through_faces(modules: &[FileModule]) -> Vec<String> {
                     _ => {}
                 }
             }
+        }
+    }
+    found
+}
+
+/// One folder's files as a graph: a file (or a child folder, as one node) → the siblings its
+/// production code names → those imports, as `file:line: path`.
+type SiblingGraph = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+
+/// Every folder's sibling graph, by the folder's module path: a file below folder `f` names
+/// sibling `x` when a path of its production code starts `f::x` and `x` is a file module the face
+/// of `f` declares (`super::x::…`, `crate::f::x::…`, `super::super::x::…` from a child folder).
+fn sibling_graphs(modules: &[FileModule]) -> BTreeMap<Vec<String>, SiblingGraph> {
+    let by_path: BTreeMap<&[String], &FileModule> = modules.iter().map(|m| (m.path.as_slice(), m)).collect();
+    let mut graphs: BTreeMap<Vec<String>, SiblingGraph> = BTreeMap::new();
+    for module in modules {
+        for depth in 1..module.path.len() {
+            let folder = &module.path[..depth];
+            let Some(face) = by_path.get(folder) else { continue };
+            let node = &module.path[depth];
+            for (named, line) in &module.scanned.paths {
+                match named.get(depth) {
+                    Some(sibling)
+                        if sibling != node && named.starts_with(folder) && face.children.contains(sibling) =>
+                    {
+                        graphs
+                            .entry(folder.to_vec())
+                            .or_default()
+                            .entry(node.clone())
+                            .or_default()
+                            .entry(sibling.clone())
+                            .or_default()
+                            .push(format!("{}:{line}: `{}`", shown(&module.file), named.join("::")));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    graphs
+}
+
+/// The circles among the files of each folder, one per node that is the least of a circle
+/// through it (the shortest such circle), each as `src/f: a → b → a` and the imports it runs
+/// through.
+fn folder_circles(graphs: &BTreeMap<Vec<String>, SiblingGraph>) -> Vec<String> {
+    let mut found = Vec::new();
+    for (folder, graph) in graphs {
+        for start in graph.keys() {
+            // Breadth first from `start` over nodes not less than it, back to `start`.
+            let mut came_from: BTreeMap<&String, &String> = BTreeMap::new();
+            let mut queue = std::collections::VecDeque::from([start]);
+            let mut closed_by = None;
+            while let Some(at) = queue.pop_front() {
+                for next in graph.get(at).into_iter().flat_map(BTreeMap::keys).filter(|next| *next >= start) {
+                    if next == start {
+                        closed_by = Some(at);
+                        break;
+                    }
+                    if !came_from.contains_key(next) {
+                        came_from.insert(next, at);
+                        queue.push_back(next);
+                    }
+                }
+                if closed_by.is_some() {
+                    break;
+                }
+            }
+            let Some(mut at) = closed_by else { continue };
+            let mut circle = vec![start, at];
+            while at != start {
+                at = came_from[at];
+                circle.push(at);
+            }
+            circle.reverse();
+            let mut text = format!(
+                "src/{}: {}",
+                folder.join("/"),
+                circle.iter().map(|node| node.as_str()).collect::<Vec<_>>().join(" → ")
+            );
+            for step in circle.windows(2) {
+                for import in &graph[step[0]][step[1]] {
+                    text.push_str("\n    ");
+                    text.push_str(import);
+                }
+            }
+            found.push(text);
         }
     }
     found
@@ -628,4 +725,55 @@ fn a_child_that_imports_its_face_is_reported_and_one_that_names_a_sibling_is_not
         ]
     );
     assert!(found[0].contains("`decode::Params` is taken from src/decode/mod.rs"), "{found:?}");
+}
+
+#[test]
+fn no_folder_has_a_circle_among_its_files() {
+    let modules = crate_modules(&src_dir()).expect("the walk of src/");
+    let circles = folder_circles(&sibling_graphs(&modules));
+    assert!(
+        circles.is_empty(),
+        "inside a folder, the files (a child folder as one) name each other one way only; move what both sides \
+         need into a file of its own beside them:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The checker of circles inside a folder: two files that name each other are reported with the
+/// imports on the way, a child folder counting as one file and test code not counting; a chain
+/// is not a circle.
+#[test]
+fn a_circle_of_two_files_is_reported_and_a_chain_is_not() {
+    let file = |path: &[&str], source: &str| {
+        let path: Vec<String> = path.iter().map(|segment| segment.to_string()).collect();
+        FileModule {
+            file: format!("src/{}.rs", path.join("/")).into(),
+            scanned: scan_file(&path, source).expect("tokens"),
+            path,
+            children: BTreeSet::new(),
+        }
+    };
+    let mut face = file(&["decode"], "mod a;\nmod b;\nmod c;\n");
+    face.children = ["a", "b", "c"].map(String::from).into();
+    let modules = [
+        face,
+        file(&["decode", "a"], "use super::b::X;\n"),
+        file(&["decode", "b", "inner"], "fn f() {\n    let _ = crate::decode::a::Y;\n}\n"),
+        file(&["decode", "c"], "use super::a::Y;\n"),
+    ];
+    assert_eq!(
+        folder_circles(&sibling_graphs(&modules)),
+        ["src/decode: a → b → a\n    src/decode/a.rs:1: `decode::b::X`\n    src/decode/b/inner.rs:2: `decode::a::Y`"]
+    );
+    let mut face = file(&["decode"], "mod a;\nmod b;\nmod c;\n");
+    face.children = ["a", "b", "c"].map(String::from).into();
+    let chain = [
+        face,
+        file(&["decode", "c"], "use super::a::Y;\n"),
+        file(&["decode", "a"], "use super::b::X;\n"),
+        file(&["decode", "b"], "#[cfg(test)]\nmod tests { use super::super::a::Y; use super::super::c; }\n"),
+    ];
+    let graphs = sibling_graphs(&chain);
+    assert_eq!(graphs[&vec!["decode".to_owned()]].len(), 2, "c → a → b: {graphs:?}");
+    assert_eq!(folder_circles(&graphs), Vec::<String>::new());
 }
