@@ -5,8 +5,8 @@
 //! `selftest` share it, so that the lanes they build are the same.
 //!
 //! Owns: reading the named models of a config ([`named_detectors`] for the cameras that name
-//! them, [`named_detector`] for cameras a command assigns, [`named_per_track`], where each kind of
-//! per-track model is registered), whether `[model]` runs at all ([`model_runs`]), turning loaded
+//! them, [`named_detector`] for cameras a command assigns, [`named_per_track`], each built by its
+//! registered kind: `crate::infer::per_track::KINDS`), whether `[model]` runs at all ([`model_runs`]), turning loaded
 //! backends into lanes ([`detector_lanes`], [`per_track_lanes`]), naming each lane's backend
 //! ([`engine_models`]) and adding up their memory ([`worker_models`], [`worker_memory`], or read
 //! with one context of each open: [`worker_memory_with_contexts`]). Must not: load backends (each
@@ -18,10 +18,10 @@ use std::sync::Arc;
 use crate::backend::{Backend, BackendError, BackendInfo, ModelRole, WorkerMemory};
 use crate::config::models::{ModelKind, NamedModel};
 use crate::config::{Config, ConfigError};
-use crate::decode::classify::ClassGroups;
 use crate::decode::{DecodeError, DecodeParams};
 use crate::detection::Labels;
-use crate::infer::per_track::{Classifier, Embedder, PerTrackKind, PerTrackLane};
+use crate::infer::per_track::registration::{BuildError, Loaded};
+use crate::infer::per_track::{registered, PerTrackKind, PerTrackLane};
 use crate::infer::scheduler::ModelLane;
 use crate::model::ModelSpec;
 use crate::sys::exit::{Classified, ExitClass};
@@ -32,8 +32,8 @@ pub enum ModelsError {
     Config(#[from] ConfigError),
     #[error("models.{name}.classes: {error}")]
     Classes { name: String, error: DecodeError },
-    #[error("models.{name}.groups: {error}")]
-    Groups { name: String, error: DecodeError },
+    #[error(transparent)]
+    PerTrack(#[from] BuildError),
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("no detector named `{name}`: {known}")]
@@ -172,30 +172,17 @@ pub fn named_per_track(config: &Config, labels: &Labels) -> Result<Vec<NamedPerT
     Ok(models)
 }
 
-/// `[models.<name>]` (`named`, loaded as `model`) as a per-track model: its kind, built from its
-/// spec, and how its engine is checked against the CPU (`None`: a detector, no per-track model).
-/// Where each kind is registered.
+/// `[models.<name>]` (`named`, loaded as `model`) as a per-track model: its kind, built by the
+/// kind registered under its `kind` (`crate::infer::per_track::KINDS`; `None`: a detector).
 fn per_track_model(
     config: &Config,
     name: &str,
     named: &NamedModel,
     model: ModelSpec,
 ) -> Result<Option<NamedPerTrack>, ModelsError> {
-    let name = name.to_string();
-    Ok(match named.kind {
-        ModelKind::Detector => None,
-        ModelKind::Classifier => {
-            let labels = Labels::load(&model.labels)
-                .map_err(|error| config.file_error(&format!("models.{name}.labels"), error))?;
-            let groups = (!named.groups.is_empty())
-                .then(|| ClassGroups::resolve(&named.groups, &labels))
-                .transpose()
-                .map_err(|error| ModelsError::Groups { name: name.clone(), error })?;
-            let kind = Arc::new(Classifier { labels, scores: model.class_scores, groups });
-            Some(NamedPerTrack { name, model, kind })
-        }
-        ModelKind::Embedder => Some(NamedPerTrack { name, model, kind: Arc::new(Embedder) }),
-    })
+    let Some(registered) = registered(named.kind.name()) else { return Ok(None) };
+    let kind = (registered.build)(&Loaded { config, name, named, model: &model })?;
+    Ok(Some(NamedPerTrack { name: name.to_string(), model, kind }))
 }
 
 /// The scheduler's lanes: `[model]`'s (`first`, when a camera runs it) and one per detector with

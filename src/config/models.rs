@@ -46,6 +46,36 @@ impl ModelKind {
     }
 }
 
+/// What a kind of per-track model declares about its `[models.<name>]` table: its config
+/// identity, as data the floors below `infer` can read. The kinds' own values are in
+/// `crate::infer::per_track` (each kind's `ROLE`, registered there once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerTrackRole {
+    /// As `kind = "…"` spells it.
+    pub name: &'static str,
+    /// `a` or `an`, before its name in messages.
+    pub article: &'static str,
+    /// It reads a label file of its own: `labels` must be set.
+    pub labelled: bool,
+    /// It runs only on the detector labels it lists: `on` must be set.
+    pub needs_on: bool,
+    /// It answers coarse classes of its labels when asked (`groups`).
+    pub takes_groups: bool,
+    /// What each crop's answer is.
+    pub answers: Answers,
+}
+
+/// What a per-track model answers for each crop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answers {
+    /// One of its labels, with a score: one score per label comes out of its file (a Home
+    /// Assistant sensor per model shows it).
+    Label,
+    /// A vector (an appearance): only its file's input is recognised; what re-identification
+    /// compares.
+    Vector,
+}
+
 /// One `[models.<name>]` table.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NamedModel {

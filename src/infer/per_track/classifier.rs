@@ -7,10 +7,13 @@
 //! Must not: choose tracks or run sessions (the per-track step does, alike for every kind).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::attribute::Attribute;
 use super::kind::{PerTrackKind, TrackAnswer};
+use super::registration::{BuildError, Loaded, RegisteredKind};
 use crate::backend::Backend;
+use crate::config::models::{Answers, PerTrackRole};
 use crate::config::ClassScores;
 use crate::decode::classify::{classify, ClassGroups};
 use crate::detection::Labels;
@@ -33,9 +36,38 @@ pub struct LabelAnswer {
     pub score: f32,
 }
 
+impl Classifier {
+    /// `kind = "classifier"`: its own label file, the detector labels it runs on, optional
+    /// `groups`; one score per label.
+    pub const ROLE: PerTrackRole = PerTrackRole {
+        name: "classifier",
+        article: "a",
+        labelled: true,
+        needs_on: true,
+        takes_groups: true,
+        answers: Answers::Label,
+    };
+
+    /// What it registers (its line in `super::registry::KINDS`).
+    pub const REGISTERED: RegisteredKind = RegisteredKind { role: Self::ROLE, regrown: None, build: Self::build };
+
+    /// The classifier of a loaded model: its labels, how its scores read, its `groups` resolved
+    /// against its labels.
+    fn build(loaded: &Loaded<'_>) -> Result<Arc<dyn PerTrackKind>, BuildError> {
+        let Loaded { config, name, named, model } = *loaded;
+        let labels =
+            Labels::load(&model.labels).map_err(|error| config.file_error(&format!("models.{name}.labels"), error))?;
+        let groups = (!named.groups.is_empty())
+            .then(|| ClassGroups::resolve(&named.groups, &labels))
+            .transpose()
+            .map_err(|error| BuildError::Groups { name: name.to_string(), error })?;
+        Ok(Arc::new(Classifier { labels, scores: model.class_scores, groups }))
+    }
+}
+
 impl PerTrackKind for Classifier {
-    fn kind(&self) -> &'static str {
-        "classifier"
+    fn role(&self) -> PerTrackRole {
+        Self::ROLE
     }
 
     fn read(

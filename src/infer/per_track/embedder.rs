@@ -9,10 +9,13 @@
 //! (`crate::reid` does).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::attribute::Attribute;
 use super::kind::{PerTrackKind, TrackAnswer};
+use super::registration::{BuildError, Loaded, RegisteredKind};
 use crate::backend::Backend;
+use crate::config::models::{Answers, PerTrackRole};
 use crate::decode::embed::embed;
 use crate::frame::FrameCopy;
 use crate::infer::agreement::{whole_frame_answers, Agreement, CompareError, LabelFigures};
@@ -22,6 +25,10 @@ use crate::reid::Appearance;
 /// An embedder's engine agrees on a frame when its vector's cosine with the reference's is at
 /// least this: FP16 engines stay above 0.999, and re-identification thresholds sit far below.
 pub const MIN_COSINE: f32 = 0.98;
+
+/// An embedder looks at a track again when its box's area has grown this many times since its
+/// last crop: the object came closer, and a bigger crop shows more of how it looks.
+pub const GROWN: f32 = 1.5;
 
 /// An embedder: its outputs read as one vector per crop (`crate::decode::embed`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -33,9 +40,31 @@ pub struct AppearanceAnswer {
     pub appearance: Appearance,
 }
 
+impl Embedder {
+    /// `kind = "embedder"`: no label file (its vectors are read by their output's name), every
+    /// label's tracks unless `on` lists some, no `groups`; a vector per crop, what `[reid]` needs.
+    pub const ROLE: PerTrackRole = PerTrackRole {
+        name: "embedder",
+        article: "an",
+        labelled: false,
+        needs_on: false,
+        takes_groups: false,
+        answers: Answers::Vector,
+    };
+
+    /// What it registers (its line in `super::registry::KINDS`): a track is looked at again when its box grew by
+    /// [`GROWN`].
+    pub const REGISTERED: RegisteredKind =
+        RegisteredKind { role: Self::ROLE, regrown: Some(GROWN), build: Self::build };
+
+    fn build(_: &Loaded<'_>) -> Result<Arc<dyn PerTrackKind>, BuildError> {
+        Ok(Arc::new(Embedder))
+    }
+}
+
 impl PerTrackKind for Embedder {
-    fn kind(&self) -> &'static str {
-        "embedder"
+    fn role(&self) -> PerTrackRole {
+        Self::ROLE
     }
 
     fn read(

@@ -12,15 +12,23 @@ use std::fmt::Debug;
 
 use super::attribute::Attribute;
 use crate::backend::Backend;
+use crate::config::models::PerTrackRole;
 use crate::frame::FrameCopy;
 use crate::infer::agreement::{Agreement, CompareError};
 use crate::model::ModelOutputs;
 
 /// A kind of per-track model: its decoder, and the check of its engines.
 pub trait PerTrackKind: Send + Sync {
-    /// The kind's name, as telemetry, `bench` and `selftest` call the models of this kind
-    /// (`classifier`).
-    fn kind(&self) -> &'static str;
+    /// What the kind's `[models.<name>]` tables are: its config identity (`Classifier::ROLE`).
+    ///
+    /// [`Classifier::ROLE`]: super::classifier::Classifier::ROLE
+    fn role(&self) -> PerTrackRole;
+
+    /// The kind's name, as `kind = "…"`, telemetry, `bench` and `selftest` call the models of this
+    /// kind (`classifier`).
+    fn kind(&self) -> &'static str {
+        self.role().name
+    }
 
     /// Reads the answers of the crops of one inference from `outputs` and appends one per crop
     /// to `out`, in crop order (`None`: this crop has no answer, e.g. scores that are not

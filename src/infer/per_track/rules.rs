@@ -1,17 +1,14 @@
 //! Which tracks each per-track model looks at, from the config: its `on` labels, resolved against
-//! the detectors' shared label list (an embedder without `on`: every label of it), its `min_size` and `every`, and for an embedder a box that
-//! grew by [`EMBEDDER_GROWN`] (a closer look at the object).
+//! the detectors' shared label list (an embedder without `on`: every label of it), its `min_size`
+//! and `every`, and for a kind that registers it (the embedder) a box that grew (a closer look at
+//! the object: `super::registry::RegisteredKind::regrown`).
 //!
 //! Owns: [`crop_rules`]. Must not: open models.
 
-use crate::config::models::ModelKind;
+use super::registry::registered;
 use crate::config::{Config, ConfigError};
 use crate::detection::Labels;
 use crate::track::crop_plan::CropRule;
-
-/// An embedder looks at a track again when its box's area has grown this many times since its
-/// last crop: the object came closer, and a bigger crop shows more of how it looks.
-pub const EMBEDDER_GROWN: f32 = 1.5;
 
 /// The crop rule of every per-track model of `config` (`on` labels as ids of `labels`, the shared
 /// list), by `[models.<name>]` name; `Err` names a label of `on` that no detector knows, or a
@@ -43,7 +40,7 @@ pub fn crop_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, CropR
                 })
                 .collect::<Result<Vec<_>, _>>()?
         };
-        let grown = (named.kind == ModelKind::Embedder).then_some(EMBEDDER_GROWN);
+        let grown = registered(named.kind.name()).and_then(|kind| kind.regrown);
         let rule = CropRule { classes, min_size: named.min_size() as f32, every: named.every(), grown };
         rules.push((name.to_string(), rule));
     }
@@ -81,7 +78,12 @@ mod tests {
         let labels = Labels::parse("person\ntraffic light\ndog\n", Path::new("labels")).expect("labels");
         let text = "[tracking]\nenabled = true\n[models.looks]\nkind = \"embedder\"\nonnx = \"m.onnx\"\n";
         let config = Config::from_toml(text, crate::config::ConfigOrigin::Embedded, Path::new("/base")).expect("valid");
-        let rule = CropRule { classes: vec![0, 1, 2], min_size: 32.0, every: 0, grown: Some(EMBEDDER_GROWN) };
+        let rule = CropRule {
+            classes: vec![0, 1, 2],
+            min_size: 32.0,
+            every: 0,
+            grown: Some(crate::infer::per_track::embedder::GROWN),
+        };
         assert_eq!(crop_rules(&config, &labels).expect("every label"), [("looks".to_string(), rule)]);
     }
 }
