@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use super::{SelftestReport, Status};
+use super::report::{SelftestReport, Status};
 use crate::backend::engine::chain::unchecked;
 use crate::backend::load::{self, BuildProgress};
 use crate::backend::memory::Arena;
