@@ -11,9 +11,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
+use super::error::BenchError;
 use super::models::BenchModels;
 use super::preprocess::preprocess_alone;
-use super::{summarise, BenchError, StageSummary};
+use super::summary::{summarise, StageSummary};
 use crate::backend::WorkerSeat;
 use crate::config::{CpuBudget, LimitsConfig};
 use crate::detection::{Detection, Labels};

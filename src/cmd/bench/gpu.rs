@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::error::BenchError;
 use super::stages::encode_message;
-use super::{summarise, BenchError, StageSummary};
+use super::summary::{summarise, StageSummary};
 use crate::backend::Backend;
 use crate::config::{Config, LimitsConfig};
 use crate::decode::{DecodeParams, Decoder};

@@ -1,18 +1,19 @@
 //! `jetson-detectd bench`: per-stage timings of the configured backend, one benchmark per file.
 //!
-//! Owns: putting the benchmarks together as `bench` asks ([`run`], [`BenchRequest`]) and
-//! summarising timings ([`StageSummary`]). The benchmarks: `stages` runs an image through the same
-//! stages as a camera frame (decode into a slot, preprocess, infer, decode/NMS, message encoding),
-//! many times; `cameras` runs N copies of it as N cameras through the real scheduler (throughput of
-//! all cameras together, per camera, per model, batch sizes), on the detectors `--models` lists
-//! (`models` loads them as the daemon does, with the classifiers every worker holds, and says what
-//! each model's contexts take of device memory); `tracker` times the tracker on a synthetic scene;
-//! with `--gpu`, `gpu` opens the configured GPU itself (besides the backend, which `main` loads) and
-//! times the GPU path outside inference and the preprocessing kernel; with `--fps` or `--motion`,
-//! `capacity` finds the most of N cameras that keep a frame rate each, live (a frame inference has
-//! not taken is dropped), on a `scene` (a still one with sensor noise, or one where a block moves)
-//! and with `--motion` through each camera's motion gate. Must not: assert on time (the
-//! caller prints the numbers) or touch MQTT and real cameras.
+//! Owns: putting the benchmarks together as `bench` asks ([`run`], [`BenchRequest`]); `summary`
+//! summarises a stage's timings ([`StageSummary`]), `error` says what failed. The benchmarks:
+//! `stages` runs an image through the same stages as a camera frame (decode into a slot,
+//! preprocess, infer, decode/NMS, message encoding), many times; `cameras` runs N copies of it as N
+//! cameras through the real scheduler (throughput of all cameras together, per camera, per model,
+//! batch sizes), on the detectors `--models` lists (`models` loads them as the daemon does, with
+//! the classifiers every worker holds, and says what each model's contexts take of device memory);
+//! `tracker` times the tracker on a synthetic scene; with `--gpu`, `gpu` opens the configured GPU
+//! itself (besides the backend, which `main` loads) and times the GPU path outside inference and
+//! the preprocessing kernel; with `--fps` or `--motion`, `capacity` finds the most of N cameras
+//! that keep a frame rate each, live (a frame inference has not taken is dropped), on a `scene` (a
+//! still one with sensor noise, or one where a block moves) and with `--motion` through each
+//! camera's motion gate. Must not: assert on time (the caller prints the numbers) or touch MQTT and
+//! real cameras.
 
 mod cameras;
 mod capacity;
@@ -23,11 +24,11 @@ mod models;
 mod preprocess;
 mod scene;
 mod stages;
+mod summary;
 mod tracker;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Serialize;
 
@@ -46,26 +47,7 @@ use stages::{bench_backend, BenchReport};
 pub use capacity::DEFAULT_FPS;
 pub use error::BenchError;
 pub use scene::MotionScene;
-
-/// Milliseconds of one stage over the measured iterations, to the microsecond: preprocessing on
-/// many threads takes about 0.1 ms, where hundredths of a millisecond would move a ratio to its
-/// uncontended time by up to 10 %.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
-pub struct StageSummary {
-    pub median_ms: f64,
-    pub p90_ms: f64,
-    pub min_ms: f64,
-}
-
-pub(super) fn summarise(mut durations: Vec<Duration>) -> StageSummary {
-    if durations.is_empty() {
-        return StageSummary { median_ms: 0.0, p90_ms: 0.0, min_ms: 0.0 };
-    }
-    durations.sort();
-    let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1000.0;
-    let at = |fraction: f64| durations[((durations.len() - 1) as f64 * fraction).round() as usize];
-    StageSummary { median_ms: ms(at(0.5)), p90_ms: ms(at(0.9)), min_ms: ms(durations[0]) }
-}
+pub use summary::StageSummary;
 
 /// What `bench` is asked to measure.
 #[derive(Debug, Clone)]
@@ -184,7 +166,7 @@ fn first_configured_image(config: &Config) -> Option<PathBuf> {
 mod gpu {
     use std::path::Path;
 
-    use super::BenchError;
+    use super::error::BenchError;
     use crate::backend::Backend;
     use crate::config::Config;
     use crate::decode::DecodeParams;
@@ -204,24 +186,5 @@ mod gpu {
 
     pub(super) fn gpu_preprocess_bench(_config: &Config) -> Result<serde_json::Value, BenchError> {
         Err(BenchError::Setup("--gpu: this binary was built without the `cuda` feature".into()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn summary_picks_median_p90_and_min() {
-        let durations = (1..=10).map(Duration::from_millis).collect();
-        let summary = summarise(durations);
-        assert_eq!(summary, StageSummary { median_ms: 6.0, p90_ms: 9.0, min_ms: 1.0 });
-        assert_eq!(summarise(Vec::new()).median_ms, 0.0);
-    }
-
-    #[test]
-    fn a_summary_keeps_microseconds() {
-        let summary = summarise(vec![Duration::from_nanos(123_456)]);
-        assert_eq!(summary, StageSummary { median_ms: 0.123, p90_ms: 0.123, min_ms: 0.123 });
     }
 }

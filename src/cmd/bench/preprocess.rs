@@ -6,7 +6,8 @@
 
 use std::time::Instant;
 
-use super::{summarise, BenchError, StageSummary};
+use super::error::BenchError;
+use super::summary::{summarise, StageSummary};
 use crate::frame::FrameSlot;
 use crate::preprocess::{FastPreprocessor, PreprocessSpec};
 

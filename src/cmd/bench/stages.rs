@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::cameras::CamerasBench;
+use super::error::BenchError;
 use super::preprocess::preprocess_alone;
+use super::summary::{summarise, StageSummary};
 use super::tracker::{bench_tracker, TrackerBench};
-use super::{summarise, BenchError, StageSummary};
 use crate::backend::Backend;
 use crate::config::LimitsConfig;
 use crate::decode::{DecodeParams, Decoder};
