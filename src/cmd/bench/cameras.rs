@@ -14,12 +14,13 @@ use serde::Serialize;
 use super::error::BenchError;
 use super::models::BenchModels;
 use super::preprocess::preprocess_alone;
+use super::running_cameras::{CameraSetup, RunningCameras};
 use super::summary::{summarise, StageSummary};
 use crate::backend::WorkerSeat;
 use crate::config::{CpuBudget, LimitsConfig};
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
-use crate::infer::{camera, step};
+use crate::infer::step;
 use crate::publish::payload::{detections_message, Latency};
 use crate::source::image_decode;
 use crate::sys::lock::{lock, wait_timeout_while};
@@ -253,7 +254,6 @@ pub fn bench_cameras(
     warmup: usize,
     iterations: usize,
 ) -> Result<CamerasBench, BenchError> {
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
     let BenchModels { cameras: assigned, lanes, classifiers, labels } = models;
@@ -286,68 +286,40 @@ pub fn bench_cameras(
         delivered: Default::default(),
         turns: Arc::clone(&turns),
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    let liveness = crate::service::notify::Liveness::new();
-    let setup = |e: step::PipelineError| BenchError::Setup(e.to_string());
-    let controls = Arc::new(crate::controls::Controls::with_cameras(names.clone(), false, score_threshold));
-    let scheduler = crate::infer::scheduler::Scheduler::start_lanes(
+    let setup = CameraSetup {
+        width: decoded.meta().width,
+        height: decoded.meta().height,
+        fps: 0.0,
+        score_threshold,
+        limits,
+        motion: None,
+    };
+    let running = RunningCameras::start(
         lanes,
         classifiers,
         plan,
         sink.clone(),
-        stop.clone(),
-        &liveness,
-    )
-    .map_err(setup)?;
-    let shared = camera::PipelineShared {
-        slots: 3,
-        limits: *limits,
-        scheduler: Arc::clone(&scheduler),
-        sink: sink.clone(),
-        stop: Arc::clone(&stop),
-        liveness,
-        controls,
-        motion: None,
-    };
-    let mut running = Vec::new();
-    let mut started = Ok(());
-    for (index, name) in names.iter().enumerate() {
-        let camera = crate::config::CameraConfig {
-            name: name.clone(),
-            source: crate::config::SourceConfig::Synthetic(crate::source::kinds::synthetic::SyntheticConfig {
-                width: decoded.meta().width,
-                height: decoded.meta().height,
-            }),
-            fps: 0.0,
-            zones: Vec::new(),
-            lines: Vec::new(),
-            record: None,
-            model: None,
-        };
-        let source = StillSource {
-            frame: decoded.data().to_vec(),
-            meta: decoded.meta().clone(),
-            camera: index,
-            handed_over: 0,
-            turns: Arc::clone(&turns),
-        };
-        match camera::CameraPipeline::start_with_source(&camera, Box::new(source), &shared) {
-            Ok(camera) => running.push(camera),
-            Err(e) => {
-                started = Err(setup(e));
-                break;
-            }
-        }
-    }
+        &names,
+        |camera| {
+            Box::new(StillSource {
+                frame: decoded.data().to_vec(),
+                meta: decoded.meta().clone(),
+                camera,
+                handed_over: 0,
+                turns: Arc::clone(&turns),
+            })
+        },
+        &setup,
+    )?;
     let wanted = warmup + iterations;
     let deadline = Instant::now() + CAMERAS_BENCH_LIMIT;
-    let mut outcome = started;
+    let mut outcome = Ok(());
     while outcome.is_ok() {
         let counts = frames_per_camera(&sink, cameras);
         if counts.iter().all(|n| *n >= wanted) {
             break;
         }
-        if stop.load(Ordering::SeqCst) {
+        if running.stopped() {
             outcome = Err(BenchError::Setup("the inference worker failed (see the log)".into()));
         } else if Instant::now() > deadline {
             outcome = Err(BenchError::Setup(format!(
@@ -357,13 +329,9 @@ pub fn bench_cameras(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    stop.store(true, Ordering::SeqCst);
-    for camera in running {
-        camera.join().map_err(setup)?;
-    }
-    scheduler.join().map_err(setup)?;
+    let stopped = running.stop()?;
     outcome?;
-    let report = scheduler.report();
+    let report = stopped.report();
     let delivered = std::mem::take(&mut *lock(&sink.delivered));
     let summary = summarise_cameras(&delivered, &camera_models, warmup, iterations, report)?;
     Ok(CamerasBench { threads_per_worker, overlapping, preprocess_alone, ..summary })

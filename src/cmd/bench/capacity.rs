@@ -10,7 +10,7 @@
 //! ([`CapacityBench`]). Must not: assert on time (the report says whether the rate was kept; the
 //! caller prints it) or judge motion itself (`crate::infer::gating` does, on the source thread).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -18,13 +18,14 @@ use serde::Serialize;
 
 use super::error::BenchError;
 use super::models::BenchModels;
+use super::running_cameras::{CameraSetup, RunningCameras};
 use super::scene::{MotionScene, SceneFrames};
 use crate::config::LimitsConfig;
 use crate::detection::{Detection, Labels};
 use crate::frame::{FrameSlot, FrameTimings};
-use crate::infer::gating::{MotionConfig, MotionGates};
+use crate::infer::gating::MotionConfig;
 use crate::infer::scheduler::SchedulePlan;
-use crate::infer::{camera, step};
+use crate::infer::step;
 use crate::publish::payload::{detections_message, Latency};
 
 /// A camera keeps the rate when it delivers (detected or gated) at least this share of it in the
@@ -267,71 +268,36 @@ pub fn run_at_rate(models: BenchModels, plan: SchedulePlan, run: &RateRun<'_>) -
         detected: (0..cameras).map(|_| AtomicU64::new(0)).collect(),
         gated: (0..cameras).map(|_| AtomicU64::new(0)).collect(),
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    let liveness = crate::service::notify::Liveness::new();
-    let setup = |e: step::PipelineError| BenchError::Setup(e.to_string());
-    let controls = Arc::new(crate::controls::Controls::with_cameras(names.clone(), false, run.score_threshold));
-    let scheduler = crate::infer::scheduler::Scheduler::start_lanes(
+    let meta = run.frames.meta();
+    let setup = CameraSetup {
+        width: meta.width,
+        height: meta.height,
+        fps: run.fps as f32,
+        score_threshold: run.score_threshold,
+        limits: run.limits,
+        motion: run.motion,
+    };
+    let running = RunningCameras::start(
         lanes,
         classifiers,
         plan,
         sink.clone(),
-        stop.clone(),
-        &liveness,
-    )
-    .map_err(setup)?;
-    let shared = camera::PipelineShared {
-        slots: 3,
-        limits: *run.limits,
-        scheduler: Arc::clone(&scheduler),
-        sink: sink.clone(),
-        stop: Arc::clone(&stop),
-        liveness,
-        controls,
-        motion: run.motion.map(|motion| Arc::new(MotionGates::new((**motion).clone(), names.iter().cloned()))),
-    };
-    let meta = run.frames.meta();
-    let mut running = Vec::new();
-    let mut outcome = Ok(());
-    for (index, name) in names.iter().enumerate() {
-        let camera = crate::config::CameraConfig {
-            name: name.clone(),
-            source: crate::config::SourceConfig::Synthetic(crate::source::kinds::synthetic::SyntheticConfig {
-                width: meta.width,
-                height: meta.height,
-            }),
-            fps: run.fps as f32,
-            zones: Vec::new(),
-            lines: Vec::new(),
-            record: None,
-            model: None,
-        };
-        // Cameras out of step: each starts at its own place of the scene.
-        let source = SceneSource { frames: Arc::clone(run.frames), next: index as u64 * 7 };
-        match camera::CameraPipeline::start_with_source(&camera, Box::new(source), &shared) {
-            Ok(camera) => running.push(camera),
-            Err(e) => {
-                outcome = Err(setup(e));
-                break;
-            }
-        }
-    }
+        &names,
+        |camera| {
+            // Cameras out of step: each starts at its own place of the scene.
+            Box::new(SceneSource { frames: Arc::clone(run.frames), next: camera as u64 * 7 })
+        },
+        &setup,
+    )?;
     let frames_time = |frames: usize| Duration::from_secs_f64(frames as f64 / run.fps);
     let mut window = None;
-    if outcome.is_ok() {
-        outcome = wait(&stop, frames_time(run.warmup)).and_then(|()| {
-            let (before, started) = (sink.counts(), Instant::now());
-            wait(&stop, frames_time(run.iterations.max(1)))?;
-            window = Some((before, sink.counts(), started.elapsed()));
-            Ok(())
-        });
-    }
-    stop.store(true, Ordering::SeqCst);
-    let frames_dropped = running.iter().map(|camera| camera.ring().stats().dropped.load(Ordering::Relaxed)).sum();
-    for camera in running {
-        camera.join().map_err(setup)?;
-    }
-    scheduler.join().map_err(setup)?;
+    let outcome = wait(&running, frames_time(run.warmup)).and_then(|()| {
+        let (before, started) = (sink.counts(), Instant::now());
+        wait(&running, frames_time(run.iterations.max(1)))?;
+        window = Some((before, sink.counts(), started.elapsed()));
+        Ok(())
+    });
+    let frames_dropped = running.stop()?.frames_dropped;
     outcome?;
     let Some((before, after, elapsed)) = window else {
         return Err(BenchError::Setup("the run ended before its window".into()));
@@ -340,10 +306,10 @@ pub fn run_at_rate(models: BenchModels, plan: SchedulePlan, run: &RateRun<'_>) -
 }
 
 /// Sleeps for `time`, or fails as soon as a worker has set the stop flag.
-fn wait(stop: &AtomicBool, time: Duration) -> Result<(), BenchError> {
+fn wait(running: &RunningCameras, time: Duration) -> Result<(), BenchError> {
     let until = Instant::now() + time;
     while Instant::now() < until {
-        if stop.load(Ordering::SeqCst) {
+        if running.stopped() {
             return Err(BenchError::Setup("the inference worker failed (see the log)".into()));
         }
         std::thread::sleep(Duration::from_millis(10));

@@ -12,8 +12,9 @@
 //! the preprocessing kernel; with `--fps` or `--motion`, `capacity` finds the most of N cameras
 //! that keep a frame rate each, live (a frame inference has not taken is dropped), on a `scene` (a
 //! still one with sensor noise, or one where a block moves) and with `--motion` through each
-//! camera's motion gate. Must not: assert on time (the caller prints the numbers) or touch MQTT and
-//! real cameras.
+//! camera's motion gate. Both start their cameras (the scheduler, a pipeline per camera) and stop
+//! them through `running_cameras`. Must not: assert on time (the caller prints the numbers) or
+//! touch MQTT and real cameras.
 
 mod cameras;
 mod capacity;
@@ -22,6 +23,7 @@ mod error;
 mod gpu;
 mod models;
 mod preprocess;
+mod running_cameras;
 mod scene;
 mod stages;
 mod summary;
