@@ -96,7 +96,7 @@ mod tests {
         let context = DaemonError::Models(ModelsError::Session { name: "models.colour".into(), error: out_of_memory });
         assert_eq!(context.to_string(), "models.colour: inference failed: out of device memory");
         assert!(!context.is_configuration_problem(), "exit 1: systemd restarts the daemon");
-        let table = DaemonError::Models(ModelsError::NotADetector { name: "colour".into(), kind: "classifier" });
+        let table = DaemonError::Models(ModelsError::NotADetector { name: "colour".into(), kind: "classifier".into() });
         assert!(table.is_configuration_problem(), "exit 78");
     }
 }

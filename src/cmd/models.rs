@@ -39,7 +39,9 @@ pub enum ModelsError {
     #[error("no detector named `{name}`: {known}")]
     Unknown { name: String, known: String },
     #[error("`{name}` is a {kind} (`kind = \"{kind}\"`): name a detector")]
-    NotADetector { name: String, kind: &'static str },
+    NotADetector { name: String, kind: String },
+    #[error("models.{name}.kind: no kind of per-track model is named `{kind}`")]
+    UnknownKind { name: String, kind: String },
     #[error("{name}: {error}")]
     Session { name: String, error: BackendError },
 }
@@ -99,9 +101,9 @@ pub fn named_detector(
     cameras: Vec<String>,
     labels: &mut Labels,
 ) -> Result<NamedDetector, ModelsError> {
-    match config.models.get(name).map(|named| named.kind) {
+    match config.models.get(name).map(|named| &named.kind) {
         Some(ModelKind::Detector) => {}
-        Some(kind) => return Err(ModelsError::NotADetector { name: name.to_string(), kind: kind.name() }),
+        Some(kind) => return Err(ModelsError::NotADetector { name: name.to_string(), kind: kind.name().to_string() }),
         None => {
             let detectors: Vec<String> = config
                 .models
@@ -173,14 +175,17 @@ pub fn named_per_track(config: &Config, labels: &Labels) -> Result<Vec<NamedPerT
 }
 
 /// `[models.<name>]` (`named`, loaded as `model`) as a per-track model: its kind, built by the
-/// kind registered under its `kind` (`crate::infer::per_track::KINDS`; `None`: a detector).
+/// kind registered under its `kind` (`crate::infer::per_track::KINDS`; `None`: a detector; a
+/// kind none registered is an error).
 fn per_track_model(
     config: &Config,
     name: &str,
     named: &NamedModel,
     model: ModelSpec,
 ) -> Result<Option<NamedPerTrack>, ModelsError> {
-    let Some(registered) = registered(named.kind.name()) else { return Ok(None) };
+    let ModelKind::PerTrack(kind) = &named.kind else { return Ok(None) };
+    let registered =
+        registered(kind).ok_or_else(|| ModelsError::UnknownKind { name: name.to_string(), kind: kind.clone() })?;
     let kind = (registered.build)(&Loaded { config, name, named, model: &model })?;
     Ok(Some(NamedPerTrack { name: name.to_string(), model, kind }))
 }

@@ -114,6 +114,7 @@ impl Config {
             }
             let mut config = typed?;
             config.sections = sections.clone();
+            config.per_track_roles = schema.per_track().to_vec();
             config.origin = origin.clone();
             config.resolve_paths(&user, base, &default_base);
             config.model.recognise = config.keys_to_recognise(&user);

@@ -1,13 +1,15 @@
 //! Named models: `[models.<name>]` tables beside the default `[model]`. A detector there serves
-//! the cameras that name it (`[[camera]] model = "<name>"`); a classifier (`kind = "classifier"`)
-//! or an embedder (`kind = "embedder"`) runs on crops of the detections whose label it lists in
-//! `on` (an embedder without `on`: of every label).
+//! the cameras that name it (`[[camera]] model = "<name>"`); a per-track model (`kind = "<kind>"`:
+//! a classifier, an embedder) runs on crops of the detections whose label it lists in `on` (an
+//! embedder without `on`: of every label).
 //!
-//! Owns: [`NamedModel`] (a [`ModelConfig`] with its role) and filling each table's unset keys with
-//! the built-in `[model]` defaults before it is typed (resolving its paths, the checks between
-//! models and cameras and which model serves what are `named_models`'). Must not: open model or
-//! label files (whether `on` names real labels is checked where the labels are loaded, with the
-//! detectors').
+//! Owns: [`NamedModel`] (a [`ModelConfig`] with its [`ModelKind`]), what a kind of per-track
+//! model declares about its table ([`PerTrackRole`], [`Answers`]: the kinds' own values are
+//! `crate::infer::per_track`'s) and filling each table's unset keys with the built-in `[model]`
+//! defaults before it is typed (resolving its paths, the checks between models and cameras and
+//! which model serves what are `named_models`'). Must not: name a kind of per-track model, or open
+//! model or label files (whether `on` names real labels is checked where the labels are loaded,
+//! with the detectors').
 
 use std::collections::BTreeMap;
 
@@ -22,33 +24,54 @@ pub(super) const MIN_SIZE_RANGE: std::ops::RangeInclusive<u32> = 1..=8192;
 /// Largest `every`: a frame count, more than a day at 1 frame/s.
 pub(super) const MAX_EVERY: u32 = 100_000;
 
-/// What a named model does.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// What a named model does: `kind = "detector"` (the default), or the name of a kind of
+/// per-track model. The kinds are registered above this floor (`crate::infer::per_track`), and
+/// handed to the config's reading as their roles ([`PerTrackRole`], in the
+/// `crate::config::section::Schema`): that a kind exists, and its own checks, are
+/// `named_models`' with them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
 pub enum ModelKind {
     /// Finds objects in the frames of the cameras that name it.
     #[default]
     Detector,
-    /// Labels crops of detections (vehicle type, colour, species).
-    Classifier,
-    /// Gives crops of detections an appearance vector (re-identification).
-    Embedder,
+    /// Runs on crops of tracks: the kind's name (`classifier`, `embedder`).
+    PerTrack(String),
 }
 
 impl ModelKind {
     /// As `kind = "…"` spells it.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
-            ModelKind::Detector => "detector",
-            ModelKind::Classifier => "classifier",
-            ModelKind::Embedder => "embedder",
+            ModelKind::Detector => DETECTOR,
+            ModelKind::PerTrack(name) => name,
         }
+    }
+}
+
+/// `kind = "detector"`.
+pub const DETECTOR: &str = "detector";
+
+impl From<String> for ModelKind {
+    fn from(name: String) -> ModelKind {
+        if name == DETECTOR {
+            ModelKind::Detector
+        } else {
+            ModelKind::PerTrack(name)
+        }
+    }
+}
+
+impl From<ModelKind> for String {
+    fn from(kind: ModelKind) -> String {
+        kind.name().to_string()
     }
 }
 
 /// What a kind of per-track model declares about its `[models.<name>]` table: its config
 /// identity, as data the floors below `infer` can read. The kinds' own values are in
-/// `crate::infer::per_track` (each kind's `ROLE`, registered there once).
+/// `crate::infer::per_track` (each kind's `ROLE`, registered there once); the daemon reads its
+/// config with them (`crate::cmd::outlets::schema`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PerTrackRole {
     /// As `kind = "…"` spells it.

@@ -1,8 +1,10 @@
 //! The named models as the whole config holds them: their paths resolved and the keys they leave
 //! to recognition, the checks between models and cameras (a camera names a known detector, a
-//! classifier lists labels to run on, a per-track model's sizes are in range, a named model is
-//! described as `[model]` must be), and which model serves what ([`Config::detector_of`], the
-//! per-track models). Must not: open model or label files.
+//! per-track model's sizes are in range, a named model is described as `[model]` must be), the
+//! checks a per-track kind's role asks for (its `kind` is known; `labels`, `on`, `groups` as it
+//! declares: [`PerTrackRole`], handed in by the schema the config was read with), and which model
+//! serves what ([`Config::detector_of`], the per-track models). Must not: open model or label
+//! files, or name a kind of per-track model.
 
 use std::path::Path;
 
@@ -12,7 +14,9 @@ use super::camera::CameraConfig;
 use super::error::ConfigError;
 use super::merge::is_set;
 use super::model::{ModelConfig, DESCRIPTION_KEYS};
-use super::models::{ModelKind, NamedModel, MAX_EVERY, MIN_SIZE_RANGE, MODEL_KEYS, ROLE_KEYS};
+use super::models::{
+    Answers, ModelKind, NamedModel, PerTrackRole, DETECTOR, MAX_EVERY, MIN_SIZE_RANGE, MODEL_KEYS, ROLE_KEYS,
+};
 use super::whole::Config;
 
 impl Config {
@@ -57,7 +61,19 @@ impl Config {
                     return Err(self.invalid_key(&key(unknown), super::words::no_such_key(unknown, &allowed)));
                 }
             }
-            if named.kind != ModelKind::Embedder && !is_set(user, &["models", name, "labels"]) {
+            let per_track = matches!(named.kind, ModelKind::PerTrack(_));
+            let role = self.per_track_role(&named.kind);
+            if per_track && role.is_none() && !self.per_track_roles.is_empty() {
+                let kinds: Vec<String> = self.kind_names().map(|kind| format!("\"{kind}\"")).collect();
+                return Err(self.invalid_key(
+                    &key("kind"),
+                    format!("\"{}\" is not allowed (allowed: {})", named.kind.name(), kinds.join(", ")),
+                ));
+            }
+            // A detector reads its labels; a per-track model as its kind declares (a kind the
+            // config was read without: as every per-track model, no label file asked for).
+            let labelled = role.map_or(!per_track, |role| role.labelled);
+            if labelled && !is_set(user, &["models", name, "labels"]) {
                 return Err(self.invalid_key(&key("labels"), "must be set: a named model has no default labels"));
             }
             match (&named.model.onnx, &named.model.engine) {
@@ -78,46 +94,49 @@ impl Config {
                 }
                 _ => {}
             }
-            match named.kind {
-                ModelKind::Classifier | ModelKind::Embedder => {
-                    if named.kind == ModelKind::Classifier && named.on.is_empty() {
-                        return Err(self.invalid_key(
-                            &key("on"),
-                            "a classifier lists the detector labels it runs on, e.g. [\"car\", \"truck\"]",
-                        ));
-                    }
-                    if !MIN_SIZE_RANGE.contains(&named.min_size()) {
-                        return Err(
-                            self.invalid_key(&key("min_size"), format!("{} is outside 1..=8192", named.min_size()))
-                        );
-                    }
-                    if named.every() > MAX_EVERY {
-                        return Err(
-                            self.invalid_key(&key("every"), format!("{} is outside 0..={MAX_EVERY}", named.every()))
-                        );
-                    }
-                    if named.kind == ModelKind::Embedder && !named.groups.is_empty() {
-                        return Err(
-                            self.invalid_key(&key("groups"), "only a classifier (`kind = \"classifier\"`) takes it")
-                        );
-                    }
-                    if let Some((group, _)) =
-                        named.groups.iter().find(|(group, entries)| group.trim().is_empty() || entries.is_empty())
-                    {
-                        return Err(self.invalid_key(
-                            &key("groups"),
-                            format!("group `{group}`: a group has a name and lists at least one label"),
-                        ));
-                    }
+            if per_track {
+                if let Some(role) = role.filter(|role| role.needs_on && named.on.is_empty()) {
+                    return Err(self.invalid_key(
+                        &key("on"),
+                        format!(
+                            "{} {} lists the detector labels it runs on, e.g. [\"car\", \"truck\"]",
+                            role.article, role.name
+                        ),
+                    ));
                 }
-                ModelKind::Detector => {
-                    if let Some(role_key) = ROLE_KEYS[1..].iter().find(|k| is_set(user, &["models", name, k])) {
-                        return Err(self.invalid_key(
-                            &key(role_key),
-                            "only a per-track model (`kind = \"classifier\"` or `\"embedder\"`) takes it",
-                        ));
-                    }
+                if !MIN_SIZE_RANGE.contains(&named.min_size()) {
+                    return Err(self.invalid_key(&key("min_size"), format!("{} is outside 1..=8192", named.min_size())));
                 }
+                if named.every() > MAX_EVERY {
+                    return Err(
+                        self.invalid_key(&key("every"), format!("{} is outside 0..={MAX_EVERY}", named.every()))
+                    );
+                }
+                if role.is_some_and(|role| !role.takes_groups) && !named.groups.is_empty() {
+                    let takers: Vec<String> = (self.per_track_roles.iter())
+                        .filter(|role| role.takes_groups)
+                        .map(|role| format!("{} {} (`kind = \"{}\"`)", role.article, role.name, role.name))
+                        .collect();
+                    return Err(self.invalid_key(&key("groups"), format!("only {} takes it", takers.join(" or "))));
+                }
+                if let Some((group, _)) =
+                    named.groups.iter().find(|(group, entries)| group.trim().is_empty() || entries.is_empty())
+                {
+                    return Err(self.invalid_key(
+                        &key("groups"),
+                        format!("group `{group}`: a group has a name and lists at least one label"),
+                    ));
+                }
+            } else if let Some(role_key) = ROLE_KEYS[1..].iter().find(|k| is_set(user, &["models", name, k])) {
+                let kinds: Vec<&str> = self.kind_names().skip(1).collect();
+                let which = match kinds.split_first() {
+                    Some((first, rest)) => {
+                        let rest: String = rest.iter().map(|kind| format!(" or `\"{kind}\"`")).collect();
+                        format!(" (`kind = \"{first}\"`{rest})")
+                    }
+                    None => String::new(),
+                };
+                return Err(self.invalid_key(&key(role_key), format!("only a per-track model{which} takes it")));
             }
         }
         for (i, camera) in self.cameras.iter().enumerate() {
@@ -125,14 +144,11 @@ impl Config {
             match self.models.get(wanted) {
                 Some(named) if named.kind == ModelKind::Detector => {}
                 Some(named) => {
+                    let article = self.per_track_role(&named.kind).map_or("a", |role| role.article);
                     return Err(self.invalid_key(
                         &format!("camera[{i}].model"),
-                        format!(
-                            "`{wanted}` is {} {}; a camera names a detector",
-                            article(named.kind),
-                            named.kind.name()
-                        ),
-                    ))
+                        format!("`{wanted}` is {article} {}; a camera names a detector", named.kind.name()),
+                    ));
                 }
                 None => {
                     let detectors = self.detector_names().map(|name| format!("`{name}`")).collect::<Vec<_>>();
@@ -164,19 +180,32 @@ impl Config {
         self.model.recognised.iter().chain(named).map(String::as_str)
     }
 
-    /// The classifiers, by name.
-    pub fn classifiers(&self) -> impl Iterator<Item = (&str, &NamedModel)> {
-        self.models
-            .iter()
-            .filter(|(_, named)| named.kind == ModelKind::Classifier)
-            .map(|(name, named)| (name.as_str(), named))
+    /// The role of the per-track kind `kind` names, among those the config was read with
+    /// (`None`: a detector, or a kind it was read without).
+    pub fn per_track_role(&self, kind: &ModelKind) -> Option<PerTrackRole> {
+        let ModelKind::PerTrack(name) = kind else { return None };
+        self.per_track_roles.iter().find(|role| role.name == name).copied()
+    }
+
+    /// Whether `named` is a per-track model that answers `answers`; read without the kinds
+    /// (`crate::config::section::Schema::CORE`), any per-track model may.
+    pub fn answers(&self, named: &NamedModel, answers: Answers) -> bool {
+        match self.per_track_role(&named.kind) {
+            Some(role) => role.answers == answers,
+            None => matches!(named.kind, ModelKind::PerTrack(_)) && self.per_track_roles.is_empty(),
+        }
+    }
+
+    /// Every `kind = "…"` the config was read with: `detector`, then the per-track kinds.
+    fn kind_names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(DETECTOR).chain(self.per_track_roles.iter().map(|role| role.name))
     }
 
     /// The per-track models (every kind but detectors: they run on crops of tracks), by name.
     pub fn per_track_models(&self) -> impl Iterator<Item = (&str, &NamedModel)> {
         self.models
             .iter()
-            .filter(|(_, named)| named.kind != ModelKind::Detector)
+            .filter(|(_, named)| matches!(named.kind, ModelKind::PerTrack(_)))
             .map(|(name, named)| (name.as_str(), named))
     }
 
@@ -189,22 +218,21 @@ impl Config {
     }
 }
 
-/// `a` or `an`, before a kind's name.
-fn article(kind: ModelKind) -> &'static str {
-    match kind {
-        ModelKind::Embedder => "an",
-        ModelKind::Detector | ModelKind::Classifier => "a",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::model::{ClassScores, DecoderKind};
     use crate::config::origin::ConfigOrigin;
 
+    /// Read as the daemon reads it: with the registered kinds of per-track model.
     fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::from_toml(text, ConfigOrigin::Embedded, Path::new("/base")).map_err(ConfigError::one)
+        crate::cmd::outlets::schema()
+            .from_toml(text, ConfigOrigin::Embedded, Path::new("/base"))
+            .map_err(ConfigError::one)
+    }
+
+    fn per_track(kind: &str) -> ModelKind {
+        ModelKind::PerTrack(kind.to_string())
     }
 
     const TWO_MODELS: &str = "[models.yard]\nonnx = \"yolo26.onnx\"\nlabels = \"coco.txt\"\n\
@@ -220,19 +248,24 @@ mod tests {
         let config = parse(TWO_MODELS).expect("valid");
         let yard = &config.models["yard"];
         assert_eq!(
-            (yard.kind, yard.model.onnx.as_deref()),
-            (ModelKind::Detector, Some(Path::new("/base/yolo26.onnx")))
+            (&yard.kind, yard.model.onnx.as_deref()),
+            (&ModelKind::Detector, Some(Path::new("/base/yolo26.onnx")))
         );
         assert_eq!(yard.model.score_threshold, config.model.score_threshold, "unset keys take the defaults");
         assert_eq!(yard.model.recognise.len(), DESCRIPTION_KEYS.len(), "the rest is recognised from its file");
         let vehicle = &config.models["vehicle_type"];
         assert_eq!(
-            (vehicle.kind, vehicle.on.as_slice(), vehicle.min_size(), vehicle.every()),
-            (ModelKind::Classifier, &["car".to_string(), "truck".to_string()][..], 32, 10)
+            (vehicle.kind.clone(), vehicle.on.as_slice(), vehicle.min_size(), vehicle.every()),
+            (per_track("classifier"), &["car".to_string(), "truck".to_string()][..], 32, 10)
         );
         assert_eq!(config.detector_of(&config.cameras[0]).0, None);
         assert_eq!(config.detector_of(&config.cameras[1]).0, Some("yard"));
-        assert_eq!(config.classifiers().map(|(name, _)| name).collect::<Vec<_>>(), ["vehicle_type"]);
+        let labelled: Vec<&str> = config
+            .per_track_models()
+            .filter(|(_, named)| config.answers(named, Answers::Label))
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(labelled, ["vehicle_type"]);
         let printed = config.to_toml().expect("print");
         let again = parse(&printed).expect("the printed config reads back");
         assert_eq!(again.models["vehicle_type"].every(), 10);
@@ -254,8 +287,8 @@ mod tests {
         let config = parse(&format!("{TWO_MODELS}{EMBEDDER}")).expect("an embedder without labels");
         let looks = &config.models["looks"];
         assert_eq!(
-            (looks.kind, looks.on.as_slice(), looks.every()),
-            (ModelKind::Embedder, &["person".to_string()][..], 0)
+            (looks.kind.clone(), looks.on.as_slice(), looks.every()),
+            (per_track("embedder"), &["person".to_string()][..], 0)
         );
         let per_track: Vec<&str> = config.per_track_models().map(|(name, _)| name).collect();
         assert_eq!(per_track, ["looks", "vehicle_type"]);
@@ -286,5 +319,28 @@ mod tests {
                 other => panic!("{key}: expected an invalid key, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_kind_no_per_track_model_registered_is_refused_naming_the_kinds_but_read_without_the_kinds_it_is_taken() {
+        let text = TWO_MODELS.replace("kind = \"classifier\"", "kind = \"segmenter\"");
+        match parse(&text) {
+            Err(ConfigError::Invalid { key, message, .. }) => assert_eq!(
+                (key.as_str(), message.as_str()),
+                (
+                    "models.vehicle_type.kind",
+                    "\"segmenter\" is not allowed (allowed: \"detector\", \"classifier\", \"embedder\")"
+                )
+            ),
+            other => panic!("expected an invalid kind, got {other:?}"),
+        }
+        let core = Config::from_toml(&text, ConfigOrigin::Embedded, Path::new("/base")).expect("the shared checks");
+        assert_eq!(config_kind(&core), per_track("segmenter"));
+        let printed = core.to_toml().expect("print");
+        assert!(printed.contains("kind = \"segmenter\"") && printed.contains("kind = \"detector\""), "{printed}");
+    }
+
+    fn config_kind(config: &Config) -> ModelKind {
+        config.models["vehicle_type"].kind.clone()
     }
 }

@@ -11,8 +11,6 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
-use super::models::ModelKind;
-
 /// Longest `window_s`: a day.
 pub const MAX_WINDOW_S: f64 = 86_400.0;
 /// Most tracks the gallery holds.
@@ -20,6 +18,9 @@ pub const MAX_ENTRIES: u32 = 65_536;
 
 /// The `[models.<name>]` name of the bundled embedder when `[reid]` names none.
 pub const DEFAULT_EMBEDDER: &str = "reid";
+/// The kind of the bundled embedder, as `kind = "…"` spells it: a kind of per-track model
+/// registered in `crate::infer::per_track` that answers a vector (re-identification compares them).
+pub const BUNDLED_KIND: &str = "embedder";
 /// The bundled embedder's file, under the data directory: MobileNetV2 (ImageNet), whose 1280-d
 /// `embedding` output is the appearance (`models/NOTICE.md`).
 pub const DEFAULT_EMBEDDER_ONNX: &str = "models/mobilenet_v2_imagenet.onnx";
@@ -55,15 +56,13 @@ pub(super) fn add_default_embedder(merged: &mut Table, data_dir: &Path) {
     let models = merged.get("models").and_then(Value::as_table);
     let taken = models.is_some_and(|models| {
         models.contains_key(DEFAULT_EMBEDDER)
-            || models
-                .values()
-                .any(|table| table.get("kind").and_then(Value::as_str) == Some(ModelKind::Embedder.name()))
+            || models.values().any(|table| table.get("kind").and_then(Value::as_str) == Some(BUNDLED_KIND))
     });
     if taken {
         return;
     }
     let mut embedder = Table::new();
-    embedder.insert("kind".into(), Value::String(ModelKind::Embedder.name().into()));
+    embedder.insert("kind".into(), Value::String(BUNDLED_KIND.into()));
     let onnx = data_dir.join(DEFAULT_EMBEDDER_ONNX);
     embedder.insert("onnx".into(), Value::String(onnx.to_string_lossy().into_owned()));
     if let Value::Table(models) = merged.entry("models").or_insert_with(|| Value::Table(Table::new())) {

@@ -1,12 +1,13 @@
 //! `[reid]` against the rest of the config: the note that the bundled embedder stands in, and the
-//! checks (ranges; tracking on; `reid.model` names an embedder). Must not: open the model.
+//! checks (ranges; tracking on; `reid.model` names a model whose kind answers a vector: an
+//! embedder). Must not: open the model.
 
 use toml::Table;
 
 use super::error::ConfigError;
 use super::merge::is_set;
-use super::models::ModelKind;
-use super::reid::{DEFAULT_EMBEDDER, MAX_ENTRIES, MAX_WINDOW_S};
+use super::models::{Answers, PerTrackRole};
+use super::reid::{BUNDLED_KIND, DEFAULT_EMBEDDER, MAX_ENTRIES, MAX_WINDOW_S};
 use super::whole::Config;
 
 impl Config {
@@ -44,27 +45,29 @@ impl Config {
                 self.invalid("reid.enabled", "re-identification links tracks: it needs `tracking.enabled = true`")
             );
         }
-        let embedders: Vec<String> = self
-            .models
-            .iter()
-            .filter(|(_, named)| named.kind == ModelKind::Embedder)
+        // What it compares is a vector: the kinds that answer one are named after the first
+        // (the bundled one's, read without the kinds).
+        let kind = (self.per_track_roles.iter().find(|role| role.answers == Answers::Vector))
+            .map_or(BUNDLED_KIND, |role: &PerTrackRole| role.name);
+        let embedders: Vec<String> = (self.models.iter())
+            .filter(|(_, named)| self.answers(named, Answers::Vector))
             .map(|(name, _)| format!("`{name}`"))
             .collect();
         let known = if embedders.is_empty() {
-            "the config has no `[models.<name>]` with `kind = \"embedder\"`".to_string()
+            format!("the config has no `[models.<name>]` with `kind = \"{kind}\"`")
         } else {
-            format!("the embedders are {}", embedders.join(", "))
+            format!("the {kind}s are {}", embedders.join(", "))
         };
         match reid.model.as_deref() {
             None => Err(self.invalid(
                 "reid.model",
                 format!(
-                    "must name the embedder to compare: {known} (the bundled one stands in only for a config \
-                     with no embedder and no `[models.{DEFAULT_EMBEDDER}]` of its own)"
+                    "must name the {kind} to compare: {known} (the bundled one stands in only for a config \
+                     with no {kind} and no `[models.{DEFAULT_EMBEDDER}]` of its own)"
                 ),
             )),
-            Some(name) if self.models.get(name).is_some_and(|named| named.kind == ModelKind::Embedder) => Ok(()),
-            Some(name) => Err(self.invalid("reid.model", format!("`{name}` is no embedder: {known}"))),
+            Some(name) if self.models.get(name).is_some_and(|named| self.answers(named, Answers::Vector)) => Ok(()),
+            Some(name) => Err(self.invalid("reid.model", format!("`{name}` is no {kind}: {known}"))),
         }
     }
 }
@@ -82,8 +85,11 @@ mod tests {
     const LOOKS: &str = "[tracking]\nenabled = true\n[models.looks]\nkind = \"embedder\"\non = [\"person\"]\n\
                          onnx = \"mobilenet.onnx\"\n";
 
+    /// Read as the daemon reads it: with the registered kinds of per-track model.
     fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::from_toml(text, ConfigOrigin::Embedded, Path::new("/base")).map_err(ConfigError::one)
+        crate::cmd::outlets::schema()
+            .from_toml(text, ConfigOrigin::Embedded, Path::new("/base"))
+            .map_err(ConfigError::one)
     }
 
     #[test]
@@ -99,7 +105,7 @@ mod tests {
         let config = parse("[tracking]\nenabled = true\n[reid]\nenabled = true\n").expect("valid");
         assert_eq!(config.reid.model.as_deref(), Some(DEFAULT_EMBEDDER));
         let bundled = &config.models[DEFAULT_EMBEDDER];
-        assert_eq!((bundled.kind, bundled.on.is_empty()), (ModelKind::Embedder, true));
+        assert_eq!((bundled.kind.name(), bundled.on.is_empty()), (BUNDLED_KIND, true));
         assert_eq!(
             bundled.model.onnx.as_deref(),
             Some(crate::config::merge::data_dir().join(DEFAULT_EMBEDDER_ONNX).as_path())

@@ -4,9 +4,9 @@
 //!
 //! Owns: [`SectionKind`] (how one [`Section`] is read), reading the registered ones into
 //! [`Sections`] (the trait and the sections a config holds are `whole`'s, beside the `Config`
-//! they refer to) and [`Schema`] (the core and the sections a config is read with: the daemon's is
-//! `crate::cmd::outlets`'s). Must not: know any section: a component registers its own, and
-//! nothing here names one.
+//! they refer to) and [`Schema`] (the core, the sections and the kinds of per-track model a
+//! config is read with: the daemon's is `crate::cmd::outlets`'s). Must not: know any section or
+//! kind: a component registers its own, and nothing here names one.
 //!
 //! A section is read from the merged TOML (the user's table merged over the section's
 //! [`Section::DEFAULTS`], as every core table is) with the section's own serde rules
@@ -20,6 +20,7 @@ use toml::{Table, Value};
 
 use super::error::ConfigError;
 use super::merge::Resolve;
+use super::models::PerTrackRole;
 use super::origin::ConfigOrigin;
 use super::whole::{Held, Section, Sections};
 
@@ -92,15 +93,29 @@ fn read<T: Section>(mut value: Value, fallback: &Value, resolve: &mut Resolve<'_
 #[derive(Debug, Clone, Default)]
 pub struct Schema {
     sections: Vec<SectionKind>,
+    per_track: Vec<PerTrackRole>,
 }
 
 impl Schema {
-    /// No component sections.
-    pub const CORE: Schema = Schema { sections: Vec::new() };
+    /// No component sections, no per-track kinds: a `[models.<name>]` of any `kind` is read
+    /// with the checks every per-track model shares (what the stages' own tests need).
+    pub const CORE: Schema = Schema { sections: Vec::new(), per_track: Vec::new() };
 
     /// The core and `sections`, in this order (the built-in default's text follows it).
     pub fn new(sections: impl IntoIterator<Item = SectionKind>) -> Schema {
-        Schema { sections: sections.into_iter().collect() }
+        Schema { sections: sections.into_iter().collect(), per_track: Vec::new() }
+    }
+
+    /// This schema with the kinds of per-track model `roles` (`crate::infer::per_track::KINDS`):
+    /// a `kind` none of them names is refused, and each kind's table is checked as its role says.
+    pub fn with_per_track(mut self, roles: impl IntoIterator<Item = PerTrackRole>) -> Schema {
+        self.per_track = roles.into_iter().collect();
+        self
+    }
+
+    /// The kinds of per-track model it reads.
+    pub(super) fn per_track(&self) -> &[PerTrackRole] {
+        &self.per_track
     }
 
     /// The built-in default with its comments: the core's text, then each section's. This is

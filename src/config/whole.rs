@@ -85,6 +85,9 @@ pub struct Config {
     /// config was read with registered them; each is found by its type.
     #[serde(skip)]
     pub sections: Sections,
+    /// The kinds of per-track model the config was read with (its `Schema`'s; not a TOML key).
+    #[serde(skip)]
+    pub per_track_roles: Vec<models::PerTrackRole>,
 }
 
 fn embedded_origin() -> ConfigOrigin {

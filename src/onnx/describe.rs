@@ -7,9 +7,10 @@
 //! command, SIGHUP), so that everything downstream sees a fully described model. Must not: change a
 //! key the config sets (an explicit value always wins), or load weights: it reads names and shapes.
 //! A model that fits no decoder, or whose input cannot be recognised, is a configuration error
-//! naming the key to set.
+//! naming the key to set. A per-track model is recognised by what its kind answers
+//! (`crate::config::models::PerTrackRole`, as the config was read with it), never by its name.
 
-use crate::config::models::ModelKind;
+use crate::config::models::{Answers, ModelKind};
 use crate::config::{ClassScores, Config, ConfigError, ConfigOrigin, DecoderKind, ModelConfig, TensorDtype};
 use crate::detection::Labels;
 use crate::preprocess::PreprocessSpec;
@@ -19,17 +20,32 @@ use super::recognise::{recognise_classifier, recognise_decoder, recognise_input}
 /// Completes `config.model` and every `[models.<name>]` from their ONNX files (a no-op for what
 /// the config describes itself).
 pub fn describe(config: &mut Config) -> Result<(), ConfigError> {
-    describe_model(&mut config.model, "model", ModelKind::Detector, &config.origin)?;
-    for (name, named) in &mut config.models {
-        describe_model(&mut named.model, &format!("models.{name}"), named.kind, &config.origin)?;
+    describe_model(&mut config.model, "model", None, &config.origin)?;
+    let answers: Vec<Option<Answers>> = (config.models.values())
+        .map(|named| match &named.kind {
+            ModelKind::Detector => Ok(None),
+            kind => config.per_track_role(kind).map(|role| Some(role.answers)).ok_or(kind),
+        })
+        .zip(config.models.keys())
+        .map(|(answers, name)| {
+            answers.map_err(|kind| ConfigError::Invalid {
+                origin: config.origin.clone(),
+                key: format!("models.{name}.kind"),
+                message: format!("\"{}\": the config was read without this kind of per-track model", kind.name()),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    for ((name, named), answers) in config.models.iter_mut().zip(answers) {
+        describe_model(&mut named.model, &format!("models.{name}"), answers, &config.origin)?;
     }
     Ok(())
 }
 
+/// Describes one model: a detector (`answers`: `None`), or a per-track model by what it answers.
 fn describe_model(
     model: &mut ModelConfig,
     table: &str,
-    kind: ModelKind,
+    answers: Option<Answers>,
     origin: &ConfigOrigin,
 ) -> Result<(), ConfigError> {
     let wanted = std::mem::take(&mut model.recognise);
@@ -44,14 +60,14 @@ fn describe_model(
     // The label count separates YOLOv5 from anchor-major YOLOv8 and softmax DETR heads; a label
     // file that does not load is reported where it is loaded.
     let labels = Labels::load(&model.labels).ok().map(|labels| labels.len());
-    if kind == ModelKind::Embedder {
-        // An embedder has no labels or decoder: its vectors are read by their output's name
-        // (`crate::decode::embed`), and only its input is recognised.
+    if answers == Some(Answers::Vector) {
+        // A model answering a vector (an embedder) has no labels or decoder: its vectors are read
+        // by their output's name (`crate::decode::embed`), and only its input is recognised.
         return describe_input(model, &interface, None, &wanted, table, &invalid);
     }
-    if kind == ModelKind::Classifier {
-        // A classifier's output must be one row of as many scores as it has labels (item 6 of
-        // issue 32), whatever the config says about its scores.
+    if answers == Some(Answers::Label) {
+        // A model answering a label (a classifier): its output must be one row of as many scores
+        // as it has labels (item 6 of issue 32), whatever the config says about its scores.
         let labels = Labels::load(&model.labels).map_err(|error| invalid("labels", error.to_string()))?.len();
         let scores = recognise_classifier(&interface, labels).map_err(|error| invalid("onnx", error.to_string()))?;
         if wants("class_scores") {
@@ -165,6 +181,11 @@ mod tests {
         Ok(config)
     }
 
+    /// `text` read as the daemon reads it: with the registered kinds of per-track model.
+    fn daemon_config(text: &str) -> Result<Config, ConfigError> {
+        crate::cmd::outlets::schema().from_toml(text, ConfigOrigin::Embedded, Path::new(env!("CARGO_MANIFEST_DIR")))
+    }
+
     #[test]
     fn the_bundled_ssd_named_without_a_description_is_described_as_the_defaults_describe_it() {
         let default = Config::embedded_default().expect("default");
@@ -217,7 +238,6 @@ mod tests {
 
     #[test]
     fn named_detectors_and_classifiers_are_described_and_a_classifier_must_match_its_labels() {
-        let root = env!("CARGO_MANIFEST_DIR");
         let text = |labels: &str| {
             format!(
                 "[models.yard]\nonnx = \"tests/models/yolo26t_160_random.onnx\"\nlabels = \"models/coco_labels.txt\"\n\
@@ -225,9 +245,7 @@ mod tests {
                  labels = \"{labels}\"\n"
             )
         };
-        let mut config =
-            Config::from_toml(&text("tests/models/colour_labels.txt"), ConfigOrigin::Embedded, Path::new(root))
-                .expect("config");
+        let mut config = daemon_config(&text("tests/models/colour_labels.txt")).expect("config");
         describe(&mut config).expect("described");
         assert_eq!(config.models["yard"].model.decoder, DecoderKind::NmsFree);
         let colour = &config.models["colour"].model;
@@ -242,9 +260,7 @@ mod tests {
             config.recognised().collect::<Vec<_>>()
         );
 
-        let mut mismatched =
-            Config::from_toml(&text("models/coco_labels.txt"), ConfigOrigin::Embedded, Path::new(root))
-                .expect("config");
+        let mut mismatched = daemon_config(&text("models/coco_labels.txt")).expect("config");
         let message = describe(&mut mismatched).expect_err("3 scores, 90 labels").to_string();
         assert!(
             message.contains("`models.colour.onnx`")
@@ -255,14 +271,22 @@ mod tests {
 
     #[test]
     fn an_embedder_is_described_by_its_input_alone_without_labels_or_a_decoder() {
-        let root = env!("CARGO_MANIFEST_DIR");
         let text =
             "[models.looks]\nkind = \"embedder\"\non = [\"person\"]\nonnx = \"models/mobilenet_v2_imagenet.onnx\"\n";
-        let mut config = Config::from_toml(text, ConfigOrigin::Embedded, Path::new(root)).expect("config");
+        let mut config = daemon_config(text).expect("config");
         describe(&mut config).expect("described");
         let looks = &config.models["looks"].model;
         assert_eq!((looks.input.width, looks.input.height, looks.input.layout), (224, 224, TensorLayout::Nchw));
         let lines: Vec<&str> = config.recognised().filter(|line| line.starts_with("models.looks")).collect();
         assert_eq!(lines.len(), 1, "its input only: {lines:?}");
+    }
+
+    #[test]
+    fn a_per_track_model_of_a_kind_the_config_was_read_without_is_refused_naming_its_kind() {
+        let text = "[models.looks]\nkind = \"embedder\"\nonnx = \"models/mobilenet_v2_imagenet.onnx\"\n";
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut config = Config::from_toml(text, ConfigOrigin::Embedded, root).expect("the core takes any kind");
+        let message = describe(&mut config).expect_err("no kinds to describe it by").to_string();
+        assert!(message.contains("`models.looks.kind`") && message.contains("\"embedder\""), "{message}");
     }
 }

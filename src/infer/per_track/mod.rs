@@ -13,7 +13,10 @@
 //! engine with the CPU over `crate::infer::agreement`, a [`TrackAnswer`] that says what a track
 //! keeps and how messages carry it, its `ROLE` — its config identity,
 //! `crate::config::models::PerTrackRole` — and its `REGISTERED` line: how it is built from a
-//! loaded model), its decoder (`crate::decode`), and one line in [`registry::KINDS`].
+//! loaded model), its decoder (`crate::decode`), and one line in [`registry::KINDS`]. Nothing
+//! below: the daemon reads its config with the registered roles (`crate::cmd::outlets::schema`),
+//! and the config's checks, the model file's recognition (`crate::onnx::describe`), Home
+//! Assistant's sensors and re-identification ask the role, never the kind's name.
 //!
 //! Must not: track, publish, or know a kind's outputs outside its own file.
 

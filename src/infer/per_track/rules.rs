@@ -20,7 +20,11 @@ pub fn crop_rules(config: &Config, labels: &Labels) -> Result<Vec<(String, CropR
             return Err(ConfigError::Invalid {
                 origin: config.origin.clone(),
                 key: format!("models.{name}.kind"),
-                message: format!("a {} runs on tracks: it needs `tracking.enabled = true`", named.kind.name()),
+                message: format!(
+                    "{} {} runs on tracks: it needs `tracking.enabled = true`",
+                    registered(named.kind.name()).map_or("a", |kind| kind.role.article),
+                    named.kind.name()
+                ),
             });
         }
         // No `on` (an embedder's, such as `[reid]`'s bundled one: a classifier's is refused at

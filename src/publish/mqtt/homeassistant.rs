@@ -40,10 +40,12 @@ use serde_json::{json, Value};
 
 use super::config::{HomeAssistantConfig, MqttConfig};
 use super::topics;
+use crate::config::models::{Answers, ModelKind};
 use crate::config::{topic_segment, Config, ConfigError};
 use crate::controls::Switch;
 use crate::detection::Labels;
 use crate::infer::gating::MotionConfig;
+use crate::infer::per_track::registered;
 
 /// One config message, and the entity's unique id.
 #[derive(Debug, Clone, PartialEq)]
@@ -383,7 +385,9 @@ fn entities(context: &DiscoveryContext<'_>) -> Vec<Entity> {
                     "icon": "mdi:motion-sensor",
                 }),
             ));
-            for (classifier, _) in config.classifiers() {
+            // One sensor per per-track model that answers a label (a classifier).
+            let labelled = config.per_track_models().filter(|(_, named)| answers_a_label(&named.kind));
+            for (classifier, _) in labelled {
                 let answer = format!("value_json['attributes']['{classifier}']");
                 let has_answer = format!("value_json['attributes'] is defined and {answer} is defined");
                 out.push(entity(
@@ -469,6 +473,12 @@ fn recording_storage_template() -> String {
 }
 
 /// The labels a zone's count sensors are for: its own, else `homeassistant.labels`.
+/// Whether a per-track model of `kind` answers a label, as its registered kind declares (a
+/// classifier): its answer is a sensor's state.
+fn answers_a_label(kind: &ModelKind) -> bool {
+    registered(kind.name()).is_some_and(|kind| kind.role.answers == Answers::Label)
+}
+
 fn zone_labels<'a>(config: &'a Config, zone_labels: &'a [String]) -> &'a [String] {
     if zone_labels.is_empty() {
         &HomeAssistantConfig::of(config).labels
