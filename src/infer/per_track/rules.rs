@@ -89,5 +89,10 @@ mod tests {
             grown: Some(crate::infer::per_track::embedder::GROWN),
         };
         assert_eq!(crop_rules(&config, &labels).expect("every label"), [("looks".to_string(), rule)]);
+        let untracked = text.replace("enabled = true", "enabled = false");
+        let untracked =
+            Config::from_toml(&untracked, crate::config::ConfigOrigin::Embedded, Path::new("/base")).expect("valid");
+        let message = crop_rules(&untracked, &labels).expect_err("no tracks").to_string();
+        assert!(message.contains("an embedder runs on tracks"), "{message}");
     }
 }

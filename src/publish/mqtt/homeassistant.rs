@@ -891,8 +891,10 @@ mod tests {
     #[test]
     fn each_camera_has_a_sensor_of_each_classifiers_latest_answer_read_from_its_events() {
         let classifier =
-            "[models.colour]\nkind = \"classifier\"\non = [\"car\"]\nonnx = \"c.onnx\"\nlabels = \"c.txt\"\n";
+            "[models.colour]\nkind = \"classifier\"\non = [\"car\"]\nonnx = \"c.onnx\"\nlabels = \"c.txt\"\n\
+             [models.looks]\nkind = \"embedder\"\nonnx = \"m.onnx\"\n";
         let all = messages(&config(classifier), BoardSensors::default());
+        assert!(!all.contains_key("front_looks"), "an embedder answers a vector, no label: no sensor");
         let sensor = &all["front_colour"];
         assert_eq!(sensor["name"], "Front colour");
         assert_eq!(sensor["state_topic"], "jd/orin1/front/events");
