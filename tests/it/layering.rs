@@ -640,18 +640,10 @@ fn an_upward_import_is_reported_and_comments_strings_and_tests_are_not() {
     assert_eq!(violations(&floors, &peers).len(), 1, "modules of one floor do not import each other");
 }
 
-/// The faces not yet reduced to declarations (issue 45: the folders the outlets' and config's
-/// side of that issue reshapes); each leaves this list when its folder is done.
-const FACES_NOT_YET_DECLARATIONS_ONLY: &[&str] =
-    &["src/http/mod.rs", "src/publish/mqtt/mod.rs", "src/service/telemetry/mod.rs"];
-
 #[test]
 fn a_folders_face_only_declares_its_files_and_re_exports_them() {
     let modules = crate_modules(&src_dir()).expect("the walk of src/");
-    let held: Vec<String> = face_items(&modules)
-        .into_iter()
-        .filter(|item| !FACES_NOT_YET_DECLARATIONS_ONLY.iter().any(|face| item.starts_with(&format!("{face}:"))))
-        .collect();
+    let held = face_items(&modules);
     assert!(
         held.is_empty(),
         "a folder's mod.rs (or the x.rs beside x/) only declares and re-exports; give what it holds a file of its \
@@ -663,10 +655,7 @@ fn a_folders_face_only_declares_its_files_and_re_exports_them() {
 #[test]
 fn no_file_takes_what_it_uses_from_the_face_of_a_folder_it_is_in() {
     let modules = crate_modules(&src_dir()).expect("the walk of src/");
-    let up: Vec<String> = through_faces(&modules)
-        .into_iter()
-        .filter(|found| !FACES_NOT_YET_DECLARATIONS_ONLY.iter().any(|face| found.contains(&format!(" from {face};"))))
-        .collect();
+    let up = through_faces(&modules);
     assert!(
         up.is_empty(),
         "inside a folder, a file names the sibling that defines what it uses, never the folder's mod.rs (an import \

@@ -148,7 +148,7 @@ mod tests {
 
     use super::*;
     use crate::frame::CaptureMode;
-    use crate::service::telemetry::CameraStats;
+    use crate::service::telemetry::camera_stats::CameraStats;
     use crate::source::SourceReport;
 
     #[test]
