@@ -31,6 +31,14 @@ pub fn restore_controls(controls: &Controls, path: &Path) {
         Some((error, None)) => log::warn!("controls: {error}; starting from the config's values"),
         None => {}
     }
+    if !restored.unknown.is_empty() {
+        log::warn!(
+            "controls: {} holds keys this daemon does not know (a newer one wrote them?), left out and \
+             dropped at the next save: {}",
+            path.display(),
+            restored.unknown.join(", ")
+        );
+    }
     for problem in &restored.problems {
         log::warn!("controls: {problem}");
     }

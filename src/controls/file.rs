@@ -5,14 +5,17 @@
 //! per camera), reading it (bounded, a regular file only; a missing file means nothing was set)
 //! and checking it, restoring it at start ([`restore`]: the file is the daemon's own, so one that
 //! cannot be read or checked is set aside as `<name>.bad-<unix time>` and the daemon starts from
-//! the config's values, rather than staying down; temp files of a save killed half-way are
-//! removed), and writing it atomically (`crate::sys::files::atomic_write`) under the lock beside
+//! the config's values, rather than staying down; keys it does not know, which a newer daemon
+//! wrote, are left out and named rather than costing the whole file; temp files of a save killed
+//! half-way are removed), and writing it atomically (`crate::sys::files::atomic_write`) under the lock beside
 //! it (`crate::sys::files::lock_beside`): two daemons on one state directory keep each other's
 //! cameras. Must not: open anything but that one file, its lock and its directory, or log.
 
 use std::path::{Path, PathBuf};
 
-use super::values::{check_threshold, ControlValues};
+use toml::{Table, Value};
+
+use super::values::{check_threshold, ControlValues, Switch};
 use crate::sys::files::{lock_beside, remove_temp_leftovers, LockError, ReadError};
 
 /// Largest controls file read: 64 cameras take a few KiB.
@@ -45,6 +48,9 @@ pub enum ControlsFileError {
 pub struct Restored {
     /// What users set before; `None` when nothing was, or the file was set aside.
     pub values: Option<ControlValues>,
+    /// Keys of the file this daemon does not know (`camera.front.<switch>`: a newer daemon's),
+    /// left out of `values`; the next save drops them.
+    pub unknown: Vec<String>,
     /// Temp files of saves cut short, removed.
     pub removed: Vec<PathBuf>,
     /// A file that could not be read or checked, and where it went (`None`: it could not be
@@ -72,8 +78,9 @@ pub fn restore(path: &Path) -> Restored {
             Err(source) => restored.problems.push(ControlsFileError::Clean { path: path.to_path_buf(), source }),
         }
     }
-    match load(path) {
-        Ok(values) => restored.values = values,
+    match read(path) {
+        Ok(Some((values, unknown))) => (restored.values, restored.unknown) = (Some(values), unknown),
+        Ok(None) => {}
         Err(error) => {
             let aside = crate::sys::files::aside_path(path);
             match std::fs::rename(path, &aside) {
@@ -88,17 +95,52 @@ pub fn restore(path: &Path) -> Restored {
     restored
 }
 
-/// What the file at `path` holds; `None` when there is no file (nothing was set yet).
+/// What the file at `path` holds; `None` when there is no file (nothing was set yet). Keys it
+/// does not know are left out ([`Restored::unknown`] names them at start).
 pub fn load(path: &Path) -> Result<Option<ControlValues>, ControlsFileError> {
+    Ok(read(path)?.map(|(values, _unknown)| values))
+}
+
+/// What the file at `path` holds, and the keys of it this daemon does not know.
+fn read(path: &Path) -> Result<Option<(ControlValues, Vec<String>)>, ControlsFileError> {
     let text = match crate::sys::files::read_to_string(path, MAX_CONTROLS_FILE_BYTES) {
         Ok(text) => text,
         Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(ControlsFileError::Read { path: path.to_path_buf(), source }),
     };
     let invalid = |message: String| ControlsFileError::Invalid { path: path.to_path_buf(), message };
-    let values: ControlValues = toml::from_str(&text).map_err(|e| invalid(e.message().to_string()))?;
+    let mut table: Table = toml::from_str(&text).map_err(|e| invalid(e.message().to_string()))?;
+    let unknown = take_unknown_keys(&mut table);
+    let values: ControlValues = table.try_into().map_err(|e: toml::de::Error| invalid(e.message().to_string()))?;
     check_threshold(values.score_threshold).map_err(|error| invalid(error.to_string()))?;
-    Ok(Some(values))
+    Ok(Some((values, unknown)))
+}
+
+/// Removes from `table` the keys this daemon's format does not have, and names them: a newer
+/// daemon's switches or settings, which a downgrade must not turn into a lost file. Known keys of
+/// the wrong type still fail to read (the file is damaged, not newer).
+fn take_unknown_keys(table: &mut Table) -> Vec<String> {
+    let mut unknown = Vec::new();
+    table.retain(|key, _| {
+        let known = key == "score_threshold" || key == "camera";
+        if !known {
+            unknown.push(key.to_string());
+        }
+        known
+    });
+    if let Some(Value::Table(cameras)) = table.get_mut("camera") {
+        for (name, camera) in cameras.iter_mut() {
+            let Value::Table(switches) = camera else { continue };
+            switches.retain(|key, _| {
+                let known = Switch::from_name(key).is_some();
+                if !known {
+                    unknown.push(format!("camera.{name}.{key}"));
+                }
+                known
+            });
+        }
+    }
+    unknown
 }
 
 /// Writes `values` to the file at `path`, under its lock: the cameras the file holds that
@@ -161,6 +203,25 @@ mod tests {
             values.cameras["front"],
             CameraValues { detect: true, snapshots: false, record: true, gating: true }
         );
+    }
+
+    #[test]
+    fn keys_of_a_newer_daemon_are_left_out_and_named_and_the_rest_is_restored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("controls.toml");
+        let text = "score_threshold = 0.4\nnight_mode = true\n[camera.front]\ndetect = false\nsnapshots = true\n\
+                    record = true\ngating = false\nzoom = 2\n";
+        std::fs::write(&path, text).expect("write");
+        let restored = restore(&path);
+        assert!(restored.set_aside.is_none() && restored.problems.is_empty(), "{restored:?}");
+        assert_eq!(restored.unknown, ["night_mode", "camera.front.zoom"]);
+        let values = restored.values.expect("restored");
+        assert_eq!(values.score_threshold, 0.4);
+        assert_eq!(
+            values.cameras["front"],
+            CameraValues { detect: false, snapshots: true, record: true, gating: false }
+        );
+        assert!(path.exists(), "the file stays where it is");
     }
 
     #[test]
