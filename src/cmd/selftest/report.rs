@@ -130,6 +130,28 @@ pub struct SelftestReport {
 }
 
 impl SelftestReport {
+    /// The report of this binary before any check: the config's origin, `probe`'s GPU section
+    /// and the clocks as read.
+    pub(super) fn new(config: String, gpu: Value, clocks: ClockReport) -> SelftestReport {
+        SelftestReport {
+            version: env!("CARGO_PKG_VERSION"),
+            arch: std::env::consts::ARCH,
+            config,
+            passed: false,
+            checks: Vec::new(),
+            backend: None,
+            gpu,
+            tensorrt: None,
+            clocks,
+            engine: None,
+            contexts: None,
+            models: None,
+            images: Vec::new(),
+            compare: None,
+            latency: None,
+        }
+    }
+
     pub(super) fn check(&mut self, name: &'static str, status: Status, detail: impl Into<String>) {
         self.checks.push(Check { name, status, detail: detail.into() });
     }
@@ -202,19 +224,12 @@ mod tests {
         let mut report = SelftestReport {
             version: "0.1.0",
             arch: "aarch64",
-            config: "/etc/jetson-detectd/config.toml".into(),
-            passed: false,
-            checks: Vec::new(),
             backend: Some(BackendInfo { kind: "tensorrt", model: "m.engine".into(), detail: "TensorRT 10.3.0".into() }),
-            gpu: serde_json::json!({ "available": true }),
-            tensorrt: None,
-            clocks: ClockReport::read(Path::new("/nonexistent-selftest-root")),
-            engine: None,
-            contexts: None,
-            models: None,
-            images: Vec::new(),
-            compare: None,
-            latency: None,
+            ..SelftestReport::new(
+                "/etc/jetson-detectd/config.toml".into(),
+                serde_json::json!({ "available": true }),
+                ClockReport::read(Path::new("/nonexistent-selftest-root")),
+            )
         };
         for (name, status, detail) in checks {
             report.check(name, *status, *detail);

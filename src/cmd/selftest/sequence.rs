@@ -23,23 +23,11 @@ use crate::config::Config;
 /// Runs every check. Never fails: each problem is a failed check in the report. `progress` sees
 /// engine-build events (a build takes minutes on a Jetson).
 pub fn run(config: &Config, options: &SelftestOptions, progress: &mut dyn FnMut(BuildProgress)) -> SelftestReport {
-    let mut report = SelftestReport {
-        version: env!("CARGO_PKG_VERSION"),
-        arch: std::env::consts::ARCH,
-        config: config.origin.to_string(),
-        passed: false,
-        checks: Vec::new(),
-        backend: None,
-        gpu: crate::backend::load::gpu_section(config.device.gpu as usize),
-        tensorrt: None,
-        clocks: ClockReport::read(&config.telemetry.sysfs_root),
-        engine: None,
-        contexts: None,
-        models: None,
-        images: Vec::new(),
-        compare: None,
-        latency: None,
-    };
+    let mut report = SelftestReport::new(
+        config.origin.to_string(),
+        crate::backend::load::gpu_section(config.device.gpu as usize),
+        ClockReport::read(&config.telemetry.sysfs_root),
+    );
     let gpu_available = report.gpu["available"] == Value::Bool(true);
     let gpu_detail = describe_gpu(&report.gpu);
     report.check("gpu", if gpu_available { Status::Pass } else { Status::Skip }, gpu_detail);
