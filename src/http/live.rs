@@ -29,6 +29,7 @@ use tokio::sync::{broadcast, watch, OwnedSemaphorePermit};
 
 use super::api::error;
 use super::state::HttpState;
+use super::streamed::{busy, ndjson};
 use crate::watch::feed::{CameraFeed, FeedItem};
 use crate::watch::hls::HlsStream;
 use crate::watch::hub::{Unwatchable, WatchHub};
@@ -63,11 +64,7 @@ pub async fn boxes(State(state): State<HttpState>, Path(name): Path<String>) -> 
         Err(refused) => return refused.into_response(),
     };
     let pump = BoxesPump { receiver: feed.join_boxes(), stopping: hub.stopping(), _permit: permit };
-    let headers = [
-        (header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson")),
-        (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-    ];
-    (headers, Body::from_stream(stream::unfold(pump, BoxesPump::next))).into_response()
+    ndjson(stream::unfold(pump, BoxesPump::next))
 }
 
 /// Why a live request is refused.
@@ -100,13 +97,6 @@ fn admit(state: &HttpState, name: &str) -> Result<Admitted, Refused> {
     let feed = hub.feed(name).map_err(Refused::Camera)?;
     let permit = hub.admit().ok_or(Refused::Full)?;
     Ok((hub, feed, permit))
-}
-
-/// 503, to be asked again in a second.
-fn busy(message: String) -> Response {
-    let mut response = error(StatusCode::SERVICE_UNAVAILABLE, message, None);
-    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
 }
 
 /// A video viewer's response: its place in the feed, held until the response is dropped.

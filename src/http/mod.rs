@@ -7,7 +7,8 @@
 //! read once at start, never logged: [`token`]), what the handlers share ([`state`]), the routes
 //! ([`server`]), the handlers ([`api`], [`clips`] for event clips, [`event_stream`] for the
 //! events pushed as they happen, [`event_entry`] for an event's JSON and picture, [`live`] for
-//! live video and its boxes, [`motion`] for the motion the cameras' gates see), the live pictures
+//! live video and its boxes, [`motion`] for the motion the cameras' gates see, and what the streamed
+//! ones answer alike, [`streamed`]), the live pictures
 //! ([`picture`]), the metrics ([`metrics`]) in both text formats ([`exposition`]), the page's
 //! assets compiled into the binary ([`page`]: no files to install, no CDN) and its errors
 //! ([`error`]). It reads the daemon only through the live view
@@ -39,6 +40,7 @@ pub mod page;
 pub mod picture;
 pub mod server;
 pub mod state;
+pub mod streamed;
 pub mod token;
 
 pub use error::HttpError;

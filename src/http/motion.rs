@@ -15,16 +15,17 @@
 
 use std::convert::Infallible;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use futures_util::stream;
 use serde::Serialize;
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
 use super::api::error;
 use super::state::HttpState;
+use super::streamed::{busy, ndjson};
 use crate::infer::gating::MotionView;
 use crate::motion::MotionState;
 use crate::track::scene_tracker::seconds;
@@ -88,16 +89,10 @@ pub async fn motion(State(state): State<HttpState>, Path(name): Path<String>) ->
         return error(StatusCode::CONFLICT, message, None);
     };
     let Some(permit) = hub.admit() else {
-        let mut response = error(StatusCode::SERVICE_UNAVAILABLE, "every place for a live viewer is taken", None);
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        return busy("every place for a live viewer is taken".to_owned());
     };
     let pump = MotionPump { receiver: link.watch(), stopping: hub.stopping(), _permit: permit };
-    let headers = [
-        (header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson")),
-        (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-    ];
-    (headers, Body::from_stream(stream::unfold(pump, MotionPump::next))).into_response()
+    ndjson(stream::unfold(pump, MotionPump::next))
 }
 
 /// A motion viewer's response; while it lives, the camera's gate copies its motion out.
